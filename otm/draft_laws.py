@@ -1,0 +1,296 @@
+"""Joint draft laws ``Q(x_1, ..., x_k)`` in sparse form.
+
+A :class:`DraftLaw` is the list of draft tuples with positive probability and those
+probabilities. It is the ``Q`` of the OTM problem (seed 002 eq. 4; seed 000 §3.1):
+every formulation in :mod:`otm.formulations` and every rule in :mod:`otm.rules` takes one.
+
+Constructors (one per draft scheme used in the seeds):
+
+- :func:`iid_law` - k i.i.d. drafts from ``q`` (SpecTr, RRS, seed 001);
+- :func:`without_replacement_law` - k distinct drafts drawn successively from ``q``
+  renormalised over the tokens not yet drawn (RRSw, seed 000 Alg. 1);
+- :func:`independent_law` - draft ``i`` from its own ``q_i`` (SpecInfer, seed 001 Remark 1);
+- :func:`hub_law` - SpecHub's sparse law (seed 000 §4): pairs ``(x, a)`` with probability
+  ``q(x)`` and ``(a, x)`` with ``q(a) q(x) / (1 - q(a))``, ``a = argmax q``;
+- :func:`greedy_law` - the top ``k-1`` tokens of ``q`` fixed, the last draft sampled from
+  ``q`` without them;
+- :func:`table_law` - an explicit user table.
+
+Probabilities may be float64 or exact :class:`fractions.Fraction` (numpy object arrays,
+from :func:`otm.exact.as_exact_distribution`); every constructor keeps the number type
+it is given, so exact instances stay exact.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from .distributions import as_distribution, check_draft_count
+from .errors import InvalidDistributionError, InvalidDraftCountError, NotApplicableError, ShapeMismatchError
+
+#: Enumerating more draft tuples than this raises :class:`NotApplicableError`: use the
+#: closed forms in :mod:`otm.formulations.closed_form`, which never enumerate.
+MAX_ENUMERATED_TUPLES = 2_000_000
+
+
+@dataclass(frozen=True, eq=False)
+class DraftLaw:
+    """A joint draft law ``Q`` over ordered k-tuples of tokens in ``range(vocab_size)``.
+
+    Attributes:
+        tuples: ``[n, k]`` int64, distinct rows, the support of ``Q``.
+        probs: ``[n]`` positive probabilities summing to 1 (float64 or Fraction objects).
+        vocab_size: ``V``.
+        name: the scheme that built it (``"iid"``, ``"without_replacement"``, ...).
+    """
+
+    tuples: np.ndarray  # [n, k]
+    probs: np.ndarray  # [n]
+    vocab_size: int
+    name: str = "table"
+
+    @property
+    def k(self) -> int:
+        """Number of drafts per tuple."""
+        return int(self.tuples.shape[1])
+
+    @property
+    def is_exact(self) -> bool:
+        """True when the probabilities are exact rationals."""
+        return self.probs.dtype == object
+
+    def _zeros(self, shape) -> np.ndarray:
+        if self.is_exact:
+            out = np.empty(shape, dtype=object)
+            out[...] = Fraction(0)
+            return out
+        return np.zeros(shape)
+
+    def first_occurrence(self) -> np.ndarray:
+        """``[n, k]`` bool: entry ``(t, j)`` is the first position of its token in tuple ``t``,
+        so that ``tuples[first_occurrence()]`` lists each tuple's distinct tokens ``S(x)``."""
+        first = np.ones(self.tuples.shape, dtype=bool)
+        for j in range(1, self.k):
+            first[:, j] = ~(self.tuples[:, :j] == self.tuples[:, j : j + 1]).any(axis=1)
+        return first
+
+    def membership_probs(self) -> np.ndarray:
+        """``[V]``: ``P(y in S(X))`` for each token ``y``, the per-token acceptance bound
+        (DESIGN.md: token y is accepted with probability at most min(p(y), this))."""
+        first = self.first_occurrence()
+        rows, cols = np.nonzero(first)
+        out = self._zeros(self.vocab_size)
+        np.add.at(out, self.tuples[rows, cols], self.probs[rows])
+        return out
+
+    def all_in_probability(self, token_set) -> float | Fraction:
+        """``Q(every draft in H)`` for a token set ``H`` given as a ``[V]`` bool mask or
+        an iterable of token ids (the second term of the min-cut formula)."""
+        mask = np.zeros(self.vocab_size, dtype=bool)
+        token_set = np.asarray(token_set)
+        if token_set.dtype == bool:
+            if token_set.shape != (self.vocab_size,):
+                raise ShapeMismatchError(f"mask has shape {token_set.shape}, expected ({self.vocab_size},)")
+            mask = token_set
+        else:
+            mask[token_set.astype(np.int64)] = True
+        inside = mask[self.tuples].all(axis=1)
+        return self.probs[inside].sum() if inside.any() else self._zeros(()).item()
+
+    def marginal(self, i: int) -> np.ndarray:
+        """``[V]``: the law of draft ``i`` (0-based)."""
+        out = self._zeros(self.vocab_size)
+        np.add.at(out, self.tuples[:, i], self.probs)
+        return out
+
+    def sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        """``[size, k]`` draft tuples drawn from ``Q`` with the given generator."""
+        probs = self.probs.astype(np.float64)
+        index = rng.choice(len(probs), size=size, p=probs / probs.sum())
+        return self.tuples[index]
+
+
+def _validated(q, name="q (draft)") -> np.ndarray:
+    """Exact Fraction arrays pass through (checked); anything else goes through
+    :func:`otm.distributions.as_distribution`."""
+    arr = np.asarray(q)
+    if arr.dtype == object:
+        if arr.ndim != 1 or not all(isinstance(v, (Fraction, int)) for v in arr):
+            raise InvalidDistributionError(f"{name}: an object array must hold Fractions")
+        if any(v < 0 for v in arr) or sum(arr) != 1:
+            raise InvalidDistributionError(f"{name}: exact probabilities must be >= 0 and sum to exactly 1")
+        return np.array([Fraction(v) for v in arr], dtype=object)
+    return as_distribution(arr, name)
+
+
+def _check_size(n: int, scheme: str) -> None:
+    if n > MAX_ENUMERATED_TUPLES:
+        raise NotApplicableError(
+            f"{scheme} law has {n:,} draft tuples, above MAX_ENUMERATED_TUPLES="
+            f"{MAX_ENUMERATED_TUPLES:,}; use method='closed_form' (otm.optimal_acceptance) "
+            "or a smaller vocabulary"
+        )
+
+
+def _from_rows(tuples, probs, vocab_size: int, name: str) -> DraftLaw:
+    tuples = np.asarray(tuples, dtype=np.int64).reshape(len(probs), -1)
+    keep = np.asarray([pr > 0 for pr in probs], dtype=bool)
+    return DraftLaw(tuples[keep], np.asarray(probs)[keep], vocab_size, name)
+
+
+def iid_law(q, k: int) -> DraftLaw:
+    """k i.i.d. drafts: ``Q(x_1..x_k) = prod_i q(x_i)`` (seed 000 §3.1)."""
+    q = _validated(q)
+    k = check_draft_count(k)
+    support = np.flatnonzero([v > 0 for v in q])
+    _check_size(len(support) ** k, "i.i.d.")
+    tuples = np.array(list(itertools.product(support, repeat=k)), dtype=np.int64).reshape(-1, k)
+    probs = np.prod(q[tuples], axis=1)
+    return DraftLaw(tuples, probs, q.size, "iid")
+
+
+def without_replacement_law(q, k: int) -> DraftLaw:
+    """k distinct drafts, each from ``q`` renormalised over the tokens not yet drawn:
+    ``Q(x_1..x_k) = prod_i q(x_i) / (1 - sum_{j<i} q(x_j))`` (seed 000 Alg. 1, RRSw).
+
+    Needs at least ``k`` tokens with ``q > 0``; otherwise raises
+    :class:`InvalidDraftCountError` (the k-th distinct draw does not exist).
+    """
+    q = _validated(q)
+    k = check_draft_count(k)
+    support = np.flatnonzero([v > 0 for v in q])
+    if k > q.size:
+        raise InvalidDraftCountError(f"k={k} drafts without replacement from a vocabulary of {q.size} tokens")
+    if k > len(support):
+        raise InvalidDraftCountError(
+            f"q (draft) has only {len(support)} tokens with positive probability; "
+            f"k={k} distinct drafts without replacement need at least k of them"
+        )
+    n = int(np.prod(np.arange(len(support) - k + 1, len(support) + 1, dtype=np.float64)))
+    _check_size(n, "without-replacement")
+    tuples = np.array(list(itertools.permutations(support, k)), dtype=np.int64).reshape(-1, k)
+    qv = q[tuples]
+    drawn_before = np.cumsum(qv, axis=1) - qv
+    total = q.sum()
+    remaining = total - drawn_before
+    if not (q.dtype == object):
+        remaining = np.maximum(remaining, qv)  # float guard: never below the token's own mass
+    probs = np.prod(qv / remaining, axis=1)
+    return DraftLaw(tuples, probs, q.size, "without_replacement")
+
+
+def independent_law(qs) -> DraftLaw:
+    """Draft ``i`` from its own ``q_i``, independently: ``Q = prod_i q_i(x_i)``
+    (SpecInfer with different draft models; seed 001 Remark 1)."""
+    qs = [_validated(qi, f"q_{i + 1} (draft {i + 1})") for i, qi in enumerate(qs)]
+    if not qs:
+        raise InvalidDraftCountError("independent_law needs at least one draft distribution")
+    if len({qi.size for qi in qs}) != 1:
+        raise ShapeMismatchError("the draft distributions must share one vocabulary size")
+    supports = [np.flatnonzero([v > 0 for v in qi]) for qi in qs]
+    _check_size(int(np.prod([len(s) for s in supports], dtype=np.float64)), "independent")
+    tuples = np.array(list(itertools.product(*supports)), dtype=np.int64).reshape(-1, len(qs))
+    probs = qs[0][tuples[:, 0]]
+    for i in range(1, len(qs)):
+        probs = probs * qs[i][tuples[:, i]]
+    return DraftLaw(tuples, probs, qs[0].size, "independent")
+
+
+def hub_token(q) -> int:
+    """SpecHub's hub ``a = argmax q`` (ties to the lowest token index)."""
+    return int(np.argmax(np.asarray([float(v) for v in q])))
+
+
+def hub_law(q) -> DraftLaw:
+    """SpecHub's sparse joint law for k = 2 (seed 000 §4, proof of Thm 2):
+    ``Q(x, a) = q(x)`` and ``Q(a, x) = q(a) q(x) / (1 - q(a))`` for ``x != a``,
+    ``a = argmax q``. The first draft is marginally ``q``; every pair contains ``a``.
+
+    When ``q`` is one-hot (``q(a) = 1``) the law is the single pair ``(a, a)``.
+    """
+    q = _validated(q)
+    a = hub_token(q)
+    others = np.array([x for x in range(q.size) if x != a and q[x] > 0], dtype=np.int64)
+    if len(others) == 0:
+        one = Fraction(1) if q.dtype == object else 1.0
+        return DraftLaw(np.array([[a, a]]), np.array([one], dtype=q.dtype), q.size, "hub")
+    first = np.stack([others, np.full_like(others, a)], axis=1)
+    second = np.stack([np.full_like(others, a), others], axis=1)
+    probs = np.concatenate([q[others], q[a] * q[others] / (1 - q[a])])
+    return _from_rows(np.concatenate([first, second]), probs, q.size, "hub")
+
+
+def greedy_order(q) -> np.ndarray:
+    """Tokens sorted by ``q`` descending, ties to the lower index (stable)."""
+    return np.argsort(-np.asarray([float(v) for v in q]), kind="stable")
+
+
+def greedy_law(q, k: int) -> DraftLaw:
+    """Greedy drafts: the top ``k-1`` tokens of ``q`` (see :func:`greedy_order`) are always
+    proposed, the last draft is sampled from ``q`` restricted to the other tokens and
+    renormalised. If ``q`` has no mass outside the fixed tokens, the last draft is the
+    next token in the order (deterministic). Needs ``k <= V``.
+    """
+    q = _validated(q)
+    k = check_draft_count(k)
+    if k > q.size:
+        raise InvalidDraftCountError(f"k={k} distinct greedy drafts from a vocabulary of {q.size} tokens")
+    order = greedy_order(q)
+    fixed, rest = order[: k - 1], order[k - 1 :]
+    rest_mass = q[rest].sum()
+    if rest_mass > 0:
+        last = np.array([x for x in rest if q[x] > 0], dtype=np.int64)
+        probs = q[last] / rest_mass
+    else:
+        last = rest[:1]
+        probs = np.array([Fraction(1) if q.dtype == object else 1.0], dtype=q.dtype)
+    tuples = np.concatenate([np.tile(fixed, (len(last), 1)), last[:, None]], axis=1)
+    return DraftLaw(tuples.astype(np.int64), probs, q.size, "greedy")
+
+
+def table_law(tuples, probs, vocab_size: int) -> DraftLaw:
+    """An explicit joint law: rows of ``tuples`` (``[n, k]`` token ids) with ``probs``.
+    Repeated rows are merged; zero-probability rows dropped."""
+    tuples = np.asarray(tuples, dtype=np.int64)
+    if tuples.ndim != 2:
+        raise ShapeMismatchError(f"tuples must be a [n, k] array, got shape {tuples.shape}")
+    if tuples.size and (tuples.min() < 0 or tuples.max() >= vocab_size):
+        raise InvalidDistributionError(f"draft tokens must lie in range(vocab_size={vocab_size})")
+    probs = _validated(probs, "draft table probabilities")
+    if probs.size != tuples.shape[0]:
+        raise ShapeMismatchError(f"{tuples.shape[0]} tuples but {probs.size} probabilities")
+    unique, inverse = np.unique(tuples, axis=0, return_inverse=True)
+    merged = np.zeros(len(unique), dtype=probs.dtype)
+    if probs.dtype == object:
+        merged[:] = Fraction(0)
+    np.add.at(merged, inverse.ravel(), probs)
+    return _from_rows(unique, merged, int(vocab_size), "table")
+
+
+#: Names accepted by :func:`draft_law` (and by ``sampling=`` in the public API).
+SAMPLING_SCHEMES = ("iid", "without_replacement", "hub", "greedy")
+
+
+def draft_law(sampling: str, q, k: int) -> DraftLaw:
+    """Dispatch on a scheme name from :data:`SAMPLING_SCHEMES`. ``q`` may be a list of k
+    vectors for ``"iid"``, in which case the drafts are independent with different laws."""
+    from .errors import UnknownNameError
+
+    if sampling == "iid":
+        if np.ndim(q) == 2:
+            if len(q) != k:
+                raise ShapeMismatchError(f"got {len(q)} draft distributions for k={k}")
+            return independent_law(q)
+        return iid_law(q, k)
+    if sampling == "without_replacement":
+        return without_replacement_law(q, k)
+    if sampling == "hub":
+        if k != 2:
+            raise InvalidDraftCountError(f"SpecHub's hub law is defined for k=2 drafts (seed 000 §4), got k={k}")
+        return hub_law(q)
+    if sampling == "greedy":
+        return greedy_law(q, k)
+    raise UnknownNameError(f"unknown sampling scheme {sampling!r}; choose one of {SAMPLING_SCHEMES}")
