@@ -8,9 +8,6 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import InvalidDistributionError, InvalidDraftCountError, ShapeMismatchError
-
-
-
 from .tolerances import SUM_TOLERANCE
 
 

@@ -34,6 +34,5 @@ class NotApplicableError(OTMError, ValueError):
     that needs i.i.d. drafts, or an enumeration that would exceed its size limit)."""
 
 
-class SolverError(OTMError, RuntimeError):
-    """A numerical backend failed or returned a status other than optimal where an
-    optimum must exist."""
+# The solver layer's error, re-exported so callers of otm catch one class.
+from solvers.errors import SolverError  # noqa: E402,F401
