@@ -1,0 +1,167 @@
+"""Load a draft/target pair of Hugging Face causal language models that share a tokenizer.
+
+Offline only: every ``from_pretrained`` call passes ``local_files_only=True``, so a path
+is read from disk and a hub id is read from the local Hugging Face cache; nothing is
+downloaded. A speculative-decoding pair needs one vocabulary: token id ``i`` must mean
+the same string for the draft and the target, which :func:`check_tokenizers_agree` checks.
+"""
+from __future__ import annotations
+
+import gc
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from decoding.models.errors import ModelNotFoundError, TokenizerMismatchError
+
+# Strings whose encodings must agree between the two tokenizers (code, prose, unicode,
+# a special token), a cheap end-to-end check on top of comparing vocabularies and merges.
+_PROBE_TEXTS = (
+    "def f(x):\n    return x ** 2  # square\n",
+    "The quick brown fox jumps over the lazy dog.",
+    "naïve café, 東京, emoji 🙂, tabs\tand  spaces",
+)
+
+
+@dataclass
+class ModelPair:
+    """A draft model, a target model and the tokenizer they share.
+
+    ``vocab_size`` is the width of the logits both models produce (the smaller of the two
+    output embeddings, which may be padded beyond the tokenizer: Qwen2.5 pads 151,665
+    tokens to 151,936 rows); ``len(tokenizer)`` is the number of real tokens.
+    """
+
+    draft: torch.nn.Module
+    target: torch.nn.Module
+    tokenizer: object
+    name: str
+
+    @property
+    def vocab_size(self) -> int:
+        return min(_output_rows(self.draft), _output_rows(self.target))
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.target.parameters()).device
+
+    def release(self) -> None:
+        """Drop the references to both models and collect garbage (a 1.5B fp32 model
+        holds about 6 GB); the pair is unusable afterwards."""
+        self.draft = None
+        self.target = None
+        gc.collect()
+
+
+def load_pair(
+    draft: str | Path,
+    target: str | Path,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype = torch.float32,
+    *,
+    name: str | None = None,
+) -> ModelPair:
+    """Load ``draft`` and ``target`` (local directories or cached hub ids) as a :class:`ModelPair`.
+
+    Both models are put in eval mode on ``device`` in ``dtype`` (keep ``torch.float32``
+    wherever exact laws are compared: bf16 shifts probabilities). The tokenizers of the
+    two are loaded and checked with :func:`check_tokenizers_agree`; the target's is kept.
+
+    Raises :class:`ModelNotFoundError` if a model or tokenizer is not available locally,
+    :class:`TokenizerMismatchError` if the tokenizers differ or a model's output
+    embedding has fewer rows than the tokenizer has tokens.
+    """
+    draft_tokenizer = load_tokenizer(draft)
+    target_tokenizer = load_tokenizer(target)
+    check_tokenizers_agree(draft_tokenizer, target_tokenizer)
+    draft_model = load_causal_lm(draft, device, dtype)
+    target_model = load_causal_lm(target, device, dtype)
+    for role, model in (("draft", draft_model), ("target", target_model)):
+        if _output_rows(model) < len(target_tokenizer):
+            raise TokenizerMismatchError(
+                f"the {role} model produces {_output_rows(model)} logits but the tokenizer has "
+                f"{len(target_tokenizer)} tokens: the model was not trained with this tokenizer"
+            )
+    pair_name = name if name is not None else f"{Path(str(draft)).name} -> {Path(str(target)).name}"
+    return ModelPair(draft=draft_model, target=target_model, tokenizer=target_tokenizer, name=pair_name)
+
+
+def load_tokenizer(source: str | Path, **kwargs):
+    """``AutoTokenizer.from_pretrained(source, local_files_only=True, **kwargs)`` with a typed error."""
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(str(source), local_files_only=True, **kwargs)
+    except OSError as exc:
+        raise ModelNotFoundError(
+            f"no tokenizer found offline at {str(source)!r} ({exc}); give a local directory "
+            "holding tokenizer files, or an id already in the Hugging Face cache"
+        ) from exc
+
+
+def load_causal_lm(source: str | Path, device: str | torch.device, dtype: torch.dtype, **kwargs):
+    """``AutoModelForCausalLM.from_pretrained`` offline, moved to ``device``, in eval mode."""
+    from transformers import AutoModelForCausalLM
+
+    try:
+        model = AutoModelForCausalLM.from_pretrained(
+            str(source), dtype=dtype, local_files_only=True, **kwargs
+        )
+    except OSError as exc:
+        raise ModelNotFoundError(
+            f"no causal LM found offline at {str(source)!r} ({exc}); give a local directory "
+            "holding config.json and weights, or an id already in the Hugging Face cache"
+        ) from exc
+    return model.to(device).eval()
+
+
+def check_tokenizers_agree(draft_tokenizer, target_tokenizer) -> None:
+    """Raise :class:`TokenizerMismatchError` unless the two tokenizers are the same map
+    between strings and ids: same vocabulary (token -> id), same added/special tokens,
+    same BPE merges when both are byte-pair encoders, and the same ids on probe strings."""
+    draft_vocab, target_vocab = draft_tokenizer.get_vocab(), target_tokenizer.get_vocab()
+    if draft_vocab != target_vocab:
+        only_draft = sorted(set(draft_vocab.items()) - set(target_vocab.items()))[:3]
+        only_target = sorted(set(target_vocab.items()) - set(draft_vocab.items()))[:3]
+        raise TokenizerMismatchError(
+            f"vocabularies differ ({len(draft_vocab)} draft tokens, {len(target_vocab)} target "
+            f"tokens); e.g. only in draft {only_draft}, only in target {only_target}"
+        )
+    if draft_tokenizer.all_special_tokens != target_tokenizer.all_special_tokens:
+        raise TokenizerMismatchError(
+            f"special tokens differ: draft {draft_tokenizer.all_special_tokens}, "
+            f"target {target_tokenizer.all_special_tokens}"
+        )
+    draft_merges, target_merges = _bpe_merges(draft_tokenizer), _bpe_merges(target_tokenizer)
+    if draft_merges != target_merges:
+        raise TokenizerMismatchError(
+            f"BPE merges differ ({_count(draft_merges)} draft merges, {_count(target_merges)} target merges)"
+        )
+    for text in _PROBE_TEXTS:
+        draft_ids = draft_tokenizer(text)["input_ids"]
+        target_ids = target_tokenizer(text)["input_ids"]
+        if draft_ids != target_ids:
+            raise TokenizerMismatchError(
+                f"the tokenizers encode {text!r} differently: draft {draft_ids}, target {target_ids}"
+            )
+
+
+def _bpe_merges(tokenizer) -> list | None:
+    """The merge list of a fast BPE tokenizer, or None when there is none to compare."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        return None
+    model = json.loads(backend.to_str()).get("model", {})
+    merges = model.get("merges")
+    return None if merges is None else [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in merges]
+
+
+def _count(merges: list | None) -> str:
+    return "no" if merges is None else str(len(merges))
+
+
+def _output_rows(model: torch.nn.Module) -> int:
+    """Number of logits the model produces per position (rows of its output embedding)."""
+    return int(model.get_output_embeddings().weight.shape[0])

@@ -1,0 +1,118 @@
+"""Backend ``"highs"``: the HiGHS solver through ``highspy``'s ``Highs`` object.
+
+The LP is passed once with :meth:`Highs.passModel` as a column-wise (CSC) ``HighsLp``;
+equality rows get ``row_lower = row_upper = b_eq``, inequality rows ``(-inf, b_ub]``.
+HiGHS' row duals satisfy ``c = A.T @ row_dual + col_dual`` for either sense, which is the
+convention of :class:`~solvers.problem.LPResult` as it stands (checked by the tests).
+
+Robustness: HiGHS' presolve decides infeasibility on the data as given, so rows that are
+inconsistent by one rounding error (transport marginals summing to 1 and 1 + 2e-16) are
+reported infeasible although a point within the solver's feasibility tolerance exists. When
+presolve says infeasible (or cannot tell infeasible from unbounded) the model is solved again
+with presolve off; an optimum found then is returned only if it passes the float certificate
+of :mod:`solvers.verify`, with the presolve verdict recorded in ``message``. Every optimum is
+verified the same way; one that fails is returned as ``NUMERICAL_ERROR``, never as optimal.
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from solvers.capabilities import BackendCapabilities
+from solvers.data import FloatData, float_data
+from solvers.problem import LinearProgram, LPResult, LPStatus
+from solvers.result import verified_result
+from solvers.tolerances import FEASIBILITY_TOLERANCE, SOLVER_TOLERANCE
+
+CAPABILITIES = BackendCapabilities(
+    name="highs",
+    has_duals=True,
+    exact=False,
+    supports_sparse=True,
+    max_variables=None,
+    description="HiGHS dual simplex / IPM via highspy (sparse, fast, float64)",
+)
+
+
+def _highs_lp(data: FloatData):
+    import highspy
+
+    inf = highspy.kHighsInf
+    A = sp.vstack([data.A_eq, data.A_ub], format="csc")
+    lp = highspy.HighsLp()
+    lp.num_col_ = data.n
+    lp.num_row_ = A.shape[0]
+    lp.sense_ = highspy.ObjSense.kMaximize if data.maximize else highspy.ObjSense.kMinimize
+    lp.col_cost_ = data.c
+    lp.col_lower_ = np.where(np.isneginf(data.lower), -inf, data.lower)
+    lp.col_upper_ = np.where(np.isposinf(data.upper), inf, data.upper)
+    lp.row_lower_ = np.concatenate([data.b_eq, np.full(data.b_ub.shape[0], -inf)])
+    lp.row_upper_ = np.concatenate([data.b_eq, data.b_ub])
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.num_col_ = data.n
+    lp.a_matrix_.num_row_ = A.shape[0]
+    lp.a_matrix_.start_ = A.indptr.astype(np.int32)
+    lp.a_matrix_.index_ = A.indices.astype(np.int32)
+    lp.a_matrix_.value_ = A.data
+    return lp
+
+
+def _run(data: FloatData, presolve: str, time_limit: float | None, solver_tolerance: float):
+    import highspy
+
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("presolve", presolve)
+    h.setOptionValue("primal_feasibility_tolerance", solver_tolerance)
+    h.setOptionValue("dual_feasibility_tolerance", solver_tolerance)
+    if time_limit is not None:
+        h.setOptionValue("time_limit", float(time_limit))
+    h.passModel(_highs_lp(data))
+    h.run()
+    return h, h.getModelStatus()
+
+
+_STATUS = {
+    "kOptimal": LPStatus.OPTIMAL,
+    "kInfeasible": LPStatus.INFEASIBLE,
+    "kUnbounded": LPStatus.UNBOUNDED,
+    "kIterationLimit": LPStatus.ITERATION_LIMIT,
+    "kTimeLimit": LPStatus.ITERATION_LIMIT,
+}
+
+
+def solve(
+    lp: LinearProgram,
+    *,
+    presolve: str = "choose",
+    retry_without_presolve: bool = True,
+    time_limit: float | None = None,
+    solver_tolerance: float = SOLVER_TOLERANCE,
+    verify_tolerance: float = FEASIBILITY_TOLERANCE,
+) -> LPResult:
+    """Solve ``lp`` with HiGHS; see the module docstring for the retry and verification.
+
+    ``presolve``: HiGHS' option (``"choose"``, ``"on"``, ``"off"``); ``solver_tolerance``:
+    HiGHS' primal and dual feasibility tolerances; ``verify_tolerance``: the certificate
+    an optimum must pass (:mod:`solvers.verify`).
+    """
+    data = float_data(lp)
+    if data.n == 0:
+        return verified_result(data, LPStatus.OPTIMAL, np.zeros(0), np.zeros(data.b_eq.shape[0]),
+                               np.zeros(data.b_ub.shape[0]), "highs", "no variables", verify_tolerance)
+    h, model_status = _run(data, presolve, time_limit, solver_tolerance)
+    name = model_status.name
+    note = ""
+    if name in ("kInfeasible", "kUnboundedOrInfeasible") and retry_without_presolve and presolve != "off":
+        note = f"HiGHS with presolve reported {name}; re-solved with presolve off. "
+        h, model_status = _run(data, "off", time_limit, solver_tolerance)
+        name = model_status.name
+    status = _STATUS.get(name, LPStatus.NUMERICAL_ERROR)
+    message = note + f"HiGHS model status {name}"
+    if status != LPStatus.OPTIMAL:
+        return LPResult(status, None, None, None, None, "highs", message)
+    sol = h.getSolution()
+    x = np.asarray(sol.col_value, dtype=np.float64)
+    row_dual = np.asarray(sol.row_dual, dtype=np.float64)
+    m_eq = data.b_eq.shape[0]
+    return verified_result(data, status, x, row_dual[:m_eq], row_dual[m_eq:], "highs", message, verify_tolerance)
