@@ -173,12 +173,15 @@ def without_replacement_law(q, k: int) -> DraftLaw:
     _check_size(n, "without-replacement")
     tuples = np.array(list(itertools.permutations(support, k)), dtype=np.int64).reshape(-1, k)
     qv = q[tuples]
-    drawn_before = np.cumsum(qv, axis=1) - qv
-    total = q.sum()
-    remaining = total - drawn_before
-    if not (q.dtype == object):
-        remaining = np.maximum(remaining, qv)  # float guard: never below the token's own mass
-    probs = np.prod(qv / remaining, axis=1)
+    if q.dtype == object:
+        remaining = q.sum() - (np.cumsum(qv, axis=1) - qv)
+    else:
+        # The mass not yet drawn, ``sum(q) - sum_{j<i} q(x_j)``, cancels badly when the
+        # drawn tokens hold almost all the mass: subtract in extended precision, and
+        # never let it fall below the token's own mass.
+        wide = qv.astype(np.longdouble)
+        remaining = np.maximum(q.astype(np.longdouble).sum() - (np.cumsum(wide, axis=1) - wide), wide)
+    probs = np.prod(qv / remaining, axis=1).astype(q.dtype)
     return DraftLaw(tuples, probs, q.size, "without_replacement")
 
 

@@ -21,8 +21,8 @@ import scipy.sparse as sp
 from solvers.capabilities import BackendCapabilities
 from solvers.data import FloatData, float_data
 from solvers.problem import LinearProgram, LPResult, LPStatus
-from solvers.result import verified_result
-from solvers.tolerances import FEASIBILITY_TOLERANCE, SOLVER_TOLERANCE
+from solvers.result import no_variable_result, verified_result
+from solvers.tolerances import FEASIBILITY_TOLERANCE
 
 CAPABILITIES = BackendCapabilities(
     name="highs",
@@ -87,7 +87,7 @@ def solve(
     presolve: str = "choose",
     retry_without_presolve: bool = True,
     time_limit: float | None = None,
-    solver_tolerance: float = SOLVER_TOLERANCE,
+    solver_tolerance: float = FEASIBILITY_TOLERANCE,
     verify_tolerance: float = FEASIBILITY_TOLERANCE,
 ) -> LPResult:
     """Solve ``lp`` with HiGHS; see the module docstring for the retry and verification.
@@ -98,8 +98,7 @@ def solve(
     """
     data = float_data(lp)
     if data.n == 0:
-        return verified_result(data, LPStatus.OPTIMAL, np.zeros(0), np.zeros(data.b_eq.shape[0]),
-                               np.zeros(data.b_ub.shape[0]), "highs", "no variables", verify_tolerance)
+        return no_variable_result(data, "highs", verify_tolerance)
     h, model_status = _run(data, presolve, time_limit, solver_tolerance)
     name = model_status.name
     note = ""

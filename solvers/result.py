@@ -27,3 +27,13 @@ def verified_result(
         status = LPStatus.NUMERICAL_ERROR
         summary = f"optimum failed verification at tolerance {tolerance:g}: " + summary
     return LPResult(status, check.objective, x, y_eq, y_ub, backend, f"{message}; {summary}".lstrip("; "))
+
+
+def no_variable_result(data: FloatData, backend: str, tolerance: float) -> LPResult:
+    """An LP with no variables: optimal with objective 0 (zero duals) if ``0 = b_eq`` and
+    ``0 <= b_ub`` hold to ``tolerance``, else infeasible. Solvers disagree on this corner
+    case, so every float backend answers it here."""
+    y_eq, y_ub = np.zeros(data.b_eq.shape[0]), np.zeros(data.b_ub.shape[0])
+    if np.abs(data.b_eq).max(initial=0.0) > tolerance or (-data.b_ub).max(initial=0.0) > tolerance:
+        return LPResult(LPStatus.INFEASIBLE, None, None, None, None, backend, "no variables; 0 = b_eq or 0 <= b_ub fails")
+    return verified_result(data, LPStatus.OPTIMAL, np.zeros(0), y_eq, y_ub, backend, "no variables", tolerance)

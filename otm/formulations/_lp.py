@@ -18,7 +18,9 @@ import numpy as np
 import scipy.sparse as sp
 
 import solvers
+from solvers.data import float_data
 from solvers.problem import LinearProgram, LPResult
+from solvers.verify import check_float
 
 from ..draft_laws import DraftLaw
 from ..distributions import as_distribution
@@ -117,53 +119,62 @@ def solve_lp(lp: LinearProgram, backend: str) -> LPResult:
     return result
 
 
-def _dense(mat, n: int):
-    if mat is None:
-        return None
-    return mat.toarray() if sp.issparse(mat) else np.asarray(mat)
+def _exact_violations(lp: LinearProgram, x, y, z) -> list[str]:
+    """Exact (Fraction) certificate check; the LPs built here have ``x >= 0``, no upper bound."""
+    A_eq = None if lp.A_eq is None else np.asarray(lp.A_eq)
+    A_ub = None if lp.A_ub is None else np.asarray(lp.A_ub)
+    problems = []
+    reduced = np.asarray(lp.c, dtype=object).copy()
+    dual = Fraction(0)
+    if A_eq is not None:
+        if any(A_eq.dot(x) != lp.b_eq):
+            problems.append("primal equality violated")
+        reduced = reduced - A_eq.T.dot(y)
+        dual += lp.b_eq.dot(y)
+    if A_ub is not None:
+        if any(A_ub.dot(x) > lp.b_ub):
+            problems.append("primal inequality violated")
+        if any(v < 0 for v in z):
+            problems.append("negative inequality dual")
+        reduced = reduced - A_ub.T.dot(z)
+        dual += lp.b_ub.dot(z)
+    if any(v < 0 for v in x):
+        problems.append("negative primal variable")
+    if any(v > 0 for v in reduced):
+        problems.append(f"dual infeasible: reduced cost {max(reduced)} > 0")
+    primal = np.asarray(lp.c).dot(x)
+    if primal != dual:
+        problems.append(f"duality gap {dual - primal} (primal {primal}, dual {dual})")
+    return problems
 
 
 def verify_lp_certificate(
     lp: LinearProgram, x, dual_eq, dual_ub, tolerance: float = FEASIBILITY_TOLERANCE
 ) -> list[str]:
-    """Check primal feasibility, dual feasibility and a zero duality gap for the LP
-    ``max c @ x`` with ``x >= 0`` (see the module docstring).
+    """Check primal feasibility, dual feasibility and a zero duality gap of
+    ``(x, dual_eq, dual_ub)`` for ``lp`` (see the module docstring).
 
-    Returns the list of violations (empty when ``(x, dual_eq, dual_ub)`` proves that
-    ``x`` is optimal). Exact data is checked with ``tolerance = 0``; float data with
-    ``tolerance * (1 + largest dual magnitude)``.
+    Returns the violations found (empty when the triple proves ``x`` optimal). Exact
+    (Fraction) data is checked exactly; float data with :func:`solvers.verify.check_float`
+    at ``tolerance`` (scaled as documented there).
     """
-    exact = np.asarray(lp.c).dtype == object
-    tol = 0 if exact else tolerance
-    A_eq, A_ub = _dense(lp.A_eq, lp.num_variables), _dense(lp.A_ub, lp.num_variables)
-    x = np.asarray(x)
-    m_eq = 0 if A_eq is None else A_eq.shape[0]
-    m_ub = 0 if A_ub is None else A_ub.shape[0]
-    y = np.asarray(dual_eq if dual_eq is not None else np.zeros(m_eq))
-    z = np.asarray(dual_ub if dual_ub is not None else np.zeros(m_ub))
-    if not exact:
-        scale = 1.0 + max(np.abs(y).max(initial=0.0), np.abs(z).max(initial=0.0))
-        tol = tolerance * scale
+    m_eq = 0 if lp.b_eq is None else len(lp.b_eq)
+    m_ub = 0 if lp.b_ub is None else len(lp.b_ub)
+    if (m_eq and dual_eq is None) or (m_ub and dual_ub is None):
+        return ["no duals: the backend returned none, so optimality is not certified"]
+    y = np.asarray(dual_eq) if m_eq else np.zeros(0)
+    z = np.asarray(dual_ub) if m_ub else np.zeros(0)
+    if np.asarray(lp.c).dtype == object:
+        return _exact_violations(lp, np.asarray(x), y, z)
+    check = check_float(float_data(lp), np.asarray(x, dtype=np.float64),
+                        y.astype(np.float64), z.astype(np.float64), tolerance)
     problems = []
-    if m_eq:
-        res = np.abs(A_eq.dot(x) - lp.b_eq).max()
-        if res > tol:
-            problems.append(f"primal equality residual {float(res):.3g}")
-    if m_ub:
-        res = (A_ub.dot(x) - lp.b_ub).max()
-        if res > tol:
-            problems.append(f"primal inequality violated by {float(res):.3g}")
-    if x.size and x.min() < -tol:
-        problems.append(f"negative primal variable {float(x.min()):.3g}")
-    if m_ub and z.min() < -tol:
-        problems.append(f"negative inequality dual {float(z.min()):.3g}")
-    reduced = np.asarray(lp.c) - (A_eq.T.dot(y) if m_eq else 0) - (A_ub.T.dot(z) if m_ub else 0)
-    if np.size(reduced) and np.max(reduced) > tol:
-        problems.append(f"dual infeasible: reduced cost {float(np.max(reduced)):.3g} > 0")
-    primal = np.asarray(lp.c).dot(x)
-    dual = (lp.b_eq.dot(y) if m_eq else 0) + (lp.b_ub.dot(z) if m_ub else 0)
-    if abs(primal - dual) > tol:
-        problems.append(f"duality gap {float(dual - primal):.3g} (primal {float(primal)}, dual {float(dual)})")
+    if check.primal_violation > tolerance:
+        problems.append(f"primal violation {check.primal_violation:.3g}")
+    if check.dual_violation > tolerance:
+        problems.append(f"dual violation {check.dual_violation:.3g}")
+    if check.gap > tolerance:
+        problems.append(f"duality gap {check.gap:.3g} (primal {check.objective}, dual {check.dual_objective})")
     return problems
 
 
@@ -177,6 +188,8 @@ def lp_certificate(lp: LinearProgram, result: LPResult) -> dict:
         raise SolverError(f"the {result.backend} solution fails its LP certificate: {'; '.join(problems)}")
     primal = np.asarray(lp.c).dot(result.x)
     dual = (lp.b_eq.dot(y) if lp.b_eq is not None else 0) + (lp.b_ub.dot(z) if lp.b_ub is not None else 0)
+    if not isinstance(primal, Fraction):
+        primal, dual = float(primal), float(dual)
     return {
         "dual_eq": y,
         "dual_ub": z,
