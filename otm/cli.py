@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import OTMError
+from .errors import OTMError, SolverError
 
 #: Built-in examples for ``otm acceptance --example NAME`` (p = target, q = draft).
 EXAMPLES = {
@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except OTMError as exc:
+    except (OTMError, SolverError) as exc:
         print(f"otm {args.command}: error: {exc}", file=sys.stderr)
         return 2
 

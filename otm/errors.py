@@ -2,7 +2,9 @@
 
 Every error says what is wrong and how to fix it. All derive from :class:`OTMError`
 and from the built-in exception a caller would expect (``ValueError`` for bad input),
-so ``except ValueError`` keeps working.
+so ``except ValueError`` keeps working. The one exception is :class:`SolverError`, which
+belongs to the bottom layer ``solvers`` (it cannot import ``otm``) and derives from
+``RuntimeError``; it is re-exported here so callers import every error from one place.
 """
 
 

@@ -2,13 +2,13 @@
 solver (default Clarabel, an interior-point method independent of HiGHS, with tightened
 tolerances so that its answer passes the float certificate).
 
-cvxpy's ``dual_value`` is the Lagrange multiplier ``lam >= 0`` of ``A x <= b`` in
-``L = f0(x) + lam @ (A x - b)`` for the minimisation it solves (``-c @ x`` for ``max``), and
-``nu`` of ``A x == b`` in ``L = f0(x) + nu @ (A x - b)``... up to cvxpy's own sign for
-equalities; the signs used below were fixed against the convention of
-:class:`~solvers.problem.LPResult` and are checked by the conformance tests.
+cvxpy reports the multiplier of ``A x <= b`` as ``>= 0`` in both senses; for ``max`` its
+``dual_value``s (equalities too) are the duals of the :class:`~solvers.problem.LPResult`
+convention as they stand, for ``min`` they are negated (checked by the conformance tests).
 """
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 
@@ -71,7 +71,9 @@ def solve(
     problem = cp.Problem(objective, constraints)
     options = dict(_CLARABEL_OPTIONS if solver == "CLARABEL" and solver_options is None else solver_options or {})
     try:
-        problem.solve(solver=solver, **options)
+        with warnings.catch_warnings():  # "solution may be inaccurate": the status says it
+            warnings.simplefilter("ignore", UserWarning)
+            problem.solve(solver=solver, **options)
     except cp.error.SolverError as exc:
         return LPResult(LPStatus.NUMERICAL_ERROR, None, None, None, None, "cvxpy", f"cvxpy {solver} failed: {exc}")
     status = _STATUS.get(problem.status, LPStatus.NUMERICAL_ERROR)
@@ -79,7 +81,7 @@ def solve(
     if status != LPStatus.OPTIMAL:
         return LPResult(status, None, None, None, None, "cvxpy", message)
     sign = 1.0 if data.maximize else -1.0
-    y_eq = -np.asarray(eq.dual_value, dtype=np.float64).ravel() * (-sign) if eq is not None else np.zeros(0)
+    y_eq = sign * np.asarray(eq.dual_value, dtype=np.float64).ravel() if eq is not None else np.zeros(0)
     y_ub = sign * np.asarray(ub.dual_value, dtype=np.float64).ravel() if ub is not None else np.zeros(0)
     return verified_result(data, status, np.asarray(x.value, dtype=np.float64), y_eq, y_ub, "cvxpy", message,
                            verify_tolerance)

@@ -51,9 +51,22 @@ class LinearProgram:
 class LPResult:
     """What every backend returns.
 
-    ``dual_eq`` / ``dual_ub`` are the constraint multipliers in the convention
-    ``objective = b_eq @ dual_eq + b_ub @ dual_ub (+ bound terms)`` for the problem's own
-    sense, or ``None`` where the backend has no duals.
+    ``status`` is an :class:`LPStatus`; ``objective``, ``x`` and the duals are set when it is
+    ``OPTIMAL`` (float backends also keep them on ``NUMERICAL_ERROR``, for inspection, when
+    a claimed optimum failed verification). The ``"exact"`` backend returns Fractions
+    (``x`` and duals as numpy object arrays).
+
+    **Dual sign convention** (every backend, checked by ``tests/solvers``):
+    ``dual_eq`` / ``dual_ub`` are the constraint multipliers ``y`` for the problem's own
+    sense, with reduced costs ``d = c - A_eq.T @ dual_eq - A_ub.T @ dual_ub``, such that
+
+        objective = b_eq @ dual_eq + b_ub @ dual_ub + sum_j d_j * bound_j
+
+    where ``bound_j`` is ``upper_j`` if ``d_j`` pushes ``x_j`` up (``d_j > 0`` for ``max``,
+    ``d_j < 0`` for ``min``) and ``lower_j`` otherwise (the "bound terms"). Dual
+    feasibility: ``dual_ub >= 0`` for ``max`` and ``<= 0`` for ``min`` (``dual_eq`` free),
+    and no ``d_j != 0`` pushes towards an infinite bound. Hence ``dual_eq[i]`` is
+    ``d objective / d b_eq[i]``. ``None`` where the backend has no duals.
     """
 
     status: LPStatus

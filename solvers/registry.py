@@ -9,7 +9,6 @@ from __future__ import annotations
 import importlib
 
 from solvers.capabilities import BackendCapabilities
-from solvers.data import float_data
 from solvers.errors import InvalidProblemError, UnknownBackendError
 from solvers.problem import LinearProgram, LPResult
 
@@ -51,7 +50,7 @@ def solve(lp: LinearProgram, backend: str = "highs", **options) -> LPResult:
     """
     module = _module(backend)
     limit = module.CAPABILITIES.max_variables
-    n = float_data(lp).n if not module.CAPABILITIES.exact else len(lp.c)
+    n = lp.num_variables
     if limit is not None and n > limit:
         raise InvalidProblemError(
             f"backend {backend!r} handles at most {limit} variables, this LP has {n}; use backend='highs'")
