@@ -176,13 +176,29 @@ def without_replacement_law(q, k: int) -> DraftLaw:
     if q.dtype == object:
         remaining = q.sum() - (np.cumsum(qv, axis=1) - qv)
     else:
-        # The mass not yet drawn, ``sum(q) - sum_{j<i} q(x_j)``, cancels badly when the
-        # drawn tokens hold almost all the mass: subtract in extended precision, and
-        # never let it fall below the token's own mass.
-        wide = qv.astype(np.longdouble)
-        remaining = np.maximum(q.astype(np.longdouble).sum() - (np.cumsum(wide, axis=1) - wide), wide)
-    probs = np.prod(qv / remaining, axis=1).astype(q.dtype)
-    return DraftLaw(tuples, probs, q.size, "without_replacement")
+        remaining = np.stack([_mass_outside(q, tuples[:, :i]) for i in range(k)], axis=1)
+    probs = np.prod(qv / remaining, axis=1)
+    return _from_rows(tuples, probs, q.size, "without_replacement")  # drops underflowed rows
+
+
+def _mass_outside(q: np.ndarray, drawn: np.ndarray) -> np.ndarray:
+    """``[n]``: ``sum(q) - sum(q[drawn[t]])`` for each row ``t`` of ``drawn`` (``[n, m]``,
+    distinct tokens per row), computed without cancellation.
+
+    ``1 - q(x_1)`` loses every digit when ``q(x_1)`` is close to 1 (with q = [1, 1e-203,
+    5e-324] it gives 0 instead of 1e-203). Instead sum the tokens *outside* the drawn set:
+    with ``c`` the prefix sums of ``q`` sorted ascending, the tokens outside are runs of
+    consecutive ranks between the drawn ranks, and each run's sum ``c[b] - c[a]`` is exact
+    up to rounding relative to the run's own largest term.
+    """
+    order = np.argsort(q, kind="stable")
+    rank = np.empty(q.size, dtype=np.int64)
+    rank[order] = np.arange(q.size)
+    prefix = np.concatenate([[0.0], np.cumsum(q[order])])
+    cuts = np.sort(rank[drawn], axis=1)  # [n, m]
+    starts = np.concatenate([np.zeros((len(drawn), 1), dtype=np.int64), cuts + 1], axis=1)
+    ends = np.concatenate([cuts, np.full((len(drawn), 1), q.size, dtype=np.int64)], axis=1)
+    return (prefix[ends] - prefix[starts]).sum(axis=1)
 
 
 def independent_law(qs) -> DraftLaw:
