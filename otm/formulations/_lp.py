@@ -17,28 +17,32 @@ from fractions import Fraction
 import numpy as np
 import scipy.sparse as sp
 
-import solvers
 from solvers.data import float_data
 from solvers.problem import LinearProgram, LPResult
+from solvers.rational import exact_check, exact_data
+from solvers.registry import backend_capabilities, solve
 from solvers.verify import check_float
 
 from ..draft_laws import DraftLaw
 from ..distributions import as_distribution
-from ..errors import InvalidDistributionError, ShapeMismatchError, SolverError
+from ..errors import ShapeMismatchError, SolverError
 from ..exact import as_exact_distribution
 from ..tolerances import FEASIBILITY_TOLERANCE
 
 
-def target_for(p, law: DraftLaw) -> tuple[np.ndarray, bool]:
+def target_for(p, law: DraftLaw, backend: str | None = None) -> tuple[np.ndarray, bool]:
     """Validate the target ``p`` against ``law`` and decide the number type.
 
     Returns ``(p, exact)``: exact (Fraction object arrays) only when both ``p`` and the
-    law's probabilities are exact; otherwise both are used in float64.
+    law's probabilities are exact and ``backend`` (if given) is a rational backend;
+    otherwise everything is used in float64.
     """
     if not isinstance(law, DraftLaw):
         raise TypeError(f"law must be an otm.draft_laws.DraftLaw, got {type(law).__name__}")
     arr = np.asarray(p)
     exact = arr.dtype == object and law.is_exact
+    if exact and backend is not None:
+        exact = backend_capabilities(backend).exact
     p = as_exact_distribution(arr, "p (target)") if exact else as_distribution(
         arr.astype(np.float64) if arr.dtype == object else arr, "p (target)"
     )
@@ -108,44 +112,15 @@ class LPBuilder:
 
 
 def solve_lp(lp: LinearProgram, backend: str) -> LPResult:
-    """Solve with :func:`solvers.solve`; an OTM LP always has an optimum, so anything
+    """Solve with :func:`solvers.solve` (imported from its module, not the package); an OTM LP always has an optimum, so anything
     else raises :class:`SolverError`."""
-    result = solvers.solve(lp, backend=backend)
+    result = solve(lp, backend=backend)
     if not result.success:
         raise SolverError(
             f"backend {backend!r} returned {result.status.name} on an OTM LP, which is always "
             f"feasible and bounded: {result.message}"
         )
     return result
-
-
-def _exact_violations(lp: LinearProgram, x, y, z) -> list[str]:
-    """Exact (Fraction) certificate check; the LPs built here have ``x >= 0``, no upper bound."""
-    A_eq = None if lp.A_eq is None else np.asarray(lp.A_eq)
-    A_ub = None if lp.A_ub is None else np.asarray(lp.A_ub)
-    problems = []
-    reduced = np.asarray(lp.c, dtype=object).copy()
-    dual = Fraction(0)
-    if A_eq is not None:
-        if any(A_eq.dot(x) != lp.b_eq):
-            problems.append("primal equality violated")
-        reduced = reduced - A_eq.T.dot(y)
-        dual += lp.b_eq.dot(y)
-    if A_ub is not None:
-        if any(A_ub.dot(x) > lp.b_ub):
-            problems.append("primal inequality violated")
-        if any(v < 0 for v in z):
-            problems.append("negative inequality dual")
-        reduced = reduced - A_ub.T.dot(z)
-        dual += lp.b_ub.dot(z)
-    if any(v < 0 for v in x):
-        problems.append("negative primal variable")
-    if any(v > 0 for v in reduced):
-        problems.append(f"dual infeasible: reduced cost {max(reduced)} > 0")
-    primal = np.asarray(lp.c).dot(x)
-    if primal != dual:
-        problems.append(f"duality gap {dual - primal} (primal {primal}, dual {dual})")
-    return problems
 
 
 def verify_lp_certificate(
@@ -155,7 +130,8 @@ def verify_lp_certificate(
     ``(x, dual_eq, dual_ub)`` for ``lp`` (see the module docstring).
 
     Returns the violations found (empty when the triple proves ``x`` optimal). Exact
-    (Fraction) data is checked exactly; float data with :func:`solvers.verify.check_float`
+    (Fraction) data is checked exactly (:func:`solvers.rational.exact_check`); float data
+    with :func:`solvers.verify.check_float`
     at ``tolerance`` (scaled as documented there).
     """
     m_eq = 0 if lp.b_eq is None else len(lp.b_eq)
@@ -165,7 +141,8 @@ def verify_lp_certificate(
     y = np.asarray(dual_eq) if m_eq else np.zeros(0)
     z = np.asarray(dual_ub) if m_ub else np.zeros(0)
     if np.asarray(lp.c).dtype == object:
-        return _exact_violations(lp, np.asarray(x), y, z)
+        check = exact_check(exact_data(lp), list(x), list(y), list(z))
+        return [] if check.certified else [check.reason or "not certified"]
     check = check_float(float_data(lp), np.asarray(x, dtype=np.float64),
                         y.astype(np.float64), z.astype(np.float64), tolerance)
     problems = []

@@ -47,7 +47,7 @@ def solve_full_lp(p, law: DraftLaw, backend: str = "highs") -> OTMSolution:
     >>> round(float(solve_full_lp([0.5, 0.5], iid_law([1.0, 0.0], 1)).acceptance), 9)
     0.5
     """
-    p, exact = target_for(p, law)
+    p, exact = target_for(p, law, backend)
     Q = law_probs(law, exact)
     n, V = len(Q), law.vocab_size
     targets = np.flatnonzero([v > 0 for v in p])  # columns kept

@@ -41,7 +41,7 @@ def solve_simplified_lp(p, law: DraftLaw, backend: str = "highs") -> OTMSolution
     >>> round(float(solve_simplified_lp([0.5, 0.5], iid_law([0.5, 0.5], 2)).acceptance), 9)
     1.0
     """
-    p, exact = target_for(p, law)
+    p, exact = target_for(p, law, backend)
     Q = law_probs(law, exact)
     rows, tokens = distinct_positions(law)
     builder = LPBuilder(len(rows), exact)

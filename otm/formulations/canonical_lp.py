@@ -1,0 +1,232 @@
+"""The canonical importance-sampling decomposition of the OTM optimum (seed 001).
+
+Seed 001 (Khisti et al., "Multi-Draft Speculative Sampling: Canonical Decomposition and
+Theoretical Limits") lost most formulas in extraction; what follows is reconstructed
+from its surviving prose and re-derived (Appendix B's argument), in our letters
+(p = target, Q = joint draft law, S(x) = distinct tokens of the tuple x).
+
+Definition 1 (importance weighted sampling). Given the drafts ``x = x_{1:k}``, select an
+intermediate token ``Z`` with
+
+    P(Z = y | x) = w(y | x)  for y in S(x),   w(y | x) >= 0,   sum_{y in S(x)} w(y | x) = 1
+
+(the seed writes one weight per index ``i``; summing the weights of the indices holding
+the same token gives this per-token form, eq. (1)). The law of ``Z`` is then
+
+    P_I(y) = sum_x Q(x) w(y | x)                                   (eq. 3 / 40)
+
+Step 2: single-draft speculative sampling (Leviathan et al., seed 003 Alg. 1) of ``Z``
+against ``p``: accept ``Z`` with probability ``min(1, p(Z) / P_I(Z))``, otherwise output a
+token from the residual ``(p - P_I)^+ / sum (p - P_I)^+``. The output is exactly ``p``
+and ``P(Y = Z) = sum_y min(p(y), P_I(y))``.
+
+Theorem 1 (i.i.d. drafts) and Theorem 4 (any joint ``Q``, Appendix B.1):
+
+    alpha*(p, Q) = max_w sum_y min(p(y), P_I(y))                   (eq. 2 / 39)
+
+and the two-step scheme with the maximising ``w`` attains it. As a linear program, with
+auxiliary ``t_y`` for the minimum:
+
+    maximise    sum_y t_y
+    subject to  t_y <= p(y),   t_y <= sum_x Q(x) w(y | x)          for every token y
+                sum_{y in S(x)} w(y | x) = 1,  w >= 0               for every tuple x.
+
+Why it is exact (App. B): ``pi(x, y) = Q(x) w(y | x) min(1, p(y) / P_I(y))`` is a feasible
+point of SpecHub's simplified LP with value ``sum_y min(p, P_I)``; conversely from an
+optimal simplified-LP ``pi``, ``w(y | x) = pi(x, y) / Q(x)`` plus the leftover
+``1 - sum_y pi(x, y) / Q(x)`` given to any token of ``S(x)`` has ``P_I >= sum_x pi(x, y)``,
+so ``sum min(p, P_I) >= sum pi``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..draft_laws import DraftLaw
+from ..errors import InvalidDistributionError, ShapeMismatchError
+from ..solution import OTMSolution
+from ..tolerances import SUM_TOLERANCE
+from ._lp import LPBuilder, distinct_positions, law_probs, lp_certificate, solve_lp, target_for, zero
+
+
+def solve_canonical_lp(p, law: DraftLaw, backend: str = "highs") -> OTMSolution:
+    """Optimal acceptance by the canonical LP in the importance weights (seed 001 Thm 1, 4).
+
+    Returns:
+        :class:`OTMSolution` with ``details["weights"]`` (``[n_tuples, k]``: the weight of
+        position ``j`` of tuple ``t``, non-zero only at the first occurrence of each token,
+        rows summing to 1), ``details["selection_law"]`` (``[V]``, ``P_I``), and the LP duals
+        and gap in ``certificate``. ``accepted`` holds ``Q(x) w(y | x) min(1, p(y) / P_I(y))``.
+
+    >>> from otm.draft_laws import iid_law
+    >>> round(float(solve_canonical_lp([0.5, 0.5], iid_law([0.5, 0.5], 2)).acceptance), 9)
+    1.0
+    """
+    p, exact = target_for(p, law, backend)
+    Q = law_probs(law, exact)
+    rows, tokens = distinct_positions(law)
+    lp = selection_weight_lp(p, Q[rows], rows, tokens, len(Q))
+    result = solve_lp(lp, backend)
+    certificate = lp_certificate(lp, result)
+    num_w = len(rows)
+    w_values = result.x[:num_w] if exact else np.clip(result.x[:num_w], 0.0, 1.0)
+    weights = np.empty(law.tuples.shape, dtype=object if exact else np.float64)
+    weights[...] = zero(exact)
+    weights[rows, np.nonzero(law.first_occurrence())[1]] = w_values
+    two_step = canonical_two_step_law(p, law, weights)
+    accepted = {
+        (int(t), int(y)): Q[t] * w * two_step.accept_probs[y]
+        for t, y, w in zip(rows, tokens, w_values)
+        if w > 0 and two_step.accept_probs[y] > 0
+    }
+    return OTMSolution(
+        acceptance=certificate["primal_objective"],
+        method="canonical_lp",
+        accepted=accepted,
+        certificate=certificate,
+        details={"weights": weights, "selection_law": two_step.selection_law, "backend": result.backend},
+    )
+
+
+def selection_weight_lp(p, mass, rows, tokens, num_tuples: int, offset=None):
+    """The canonical LP in the selection weights, as a :class:`LinearProgram`.
+
+    Variables: one weight per ``(rows[i], tokens[i])`` (a distinct token of tuple
+    ``rows[i]``), then ``t_y`` for each token ``y``. ``mass[i]`` is ``Q`` of tuple
+    ``rows[i]``; ``offset`` (``[V]``, default 0) is selection mass that reaches ``y`` from
+    tuples whose weights are fixed (the truncated LP of seed 001 §4)::
+
+        max sum_y t_y  s.t.  t_y <= p(y),  t_y - sum_{i: tokens[i] = y} mass[i] w_i <= offset(y),
+                             sum_{i: rows[i] = t} w_i = 1 for each tuple t,  w, t >= 0.
+    """
+    exact = np.asarray(p).dtype == object
+    V = len(p)
+    num_w = len(rows)
+    offset = [0] * V if offset is None else offset
+    builder = LPBuilder(num_w + V, exact)
+    for t in range(num_tuples):
+        cols = np.flatnonzero(rows == t)
+        builder.add("eq", cols, [1] * len(cols), 1)
+    for y in range(V):
+        builder.add("ub", [num_w + y], [1], p[y])
+        cols = np.flatnonzero(tokens == y)
+        builder.add("ub", [num_w + y, *cols], [1, *(-mass[cols])], offset[y])
+    return builder.build([0] * num_w + [1] * V)
+
+
+@dataclass(frozen=True, eq=False)
+class TwoStepLaw:
+    """Exact law of "select ``Z``, then speculative-sample ``Z`` against ``p``".
+
+    Attributes:
+        output_distribution: ``[V]`` law of the output ``Y`` (equals ``p``).
+        acceptance: membership acceptance ``P(Y in S(X))`` (a residual token can also be a
+            draft, so this can exceed ``selection_acceptance`` for non-optimal weights).
+        selection_acceptance: ``P(Y = Z) = sum_y min(p(y), P_I(y))``, seed 001 eq. (2).
+        selection_law: ``[V]`` ``P_I``, the law of ``Z`` (sums to less than 1 when the
+            selection may pick no token).
+        accept_probs: ``[V]`` ``min(1, p / P_I)`` (0 where ``P_I = 0``).
+        residual: ``[V]`` ``(p - P_I)^+`` normalised (all zero when nothing is rejected).
+    """
+
+    output_distribution: np.ndarray  # [V]
+    acceptance: object
+    selection_acceptance: object
+    selection_law: np.ndarray  # [V]
+    accept_probs: np.ndarray  # [V]
+    residual: np.ndarray  # [V]
+
+
+def two_step_law_from_selection(p, law: DraftLaw, rows, tokens, probs) -> TwoStepLaw:
+    """Exact law of the two-step scheme for any selection rule given as triplets.
+
+    ``P(Z = tokens[i] | X = law.tuples[rows[i]]) = probs[i]``; each selected token must
+    belong to its tuple, and a tuple's probabilities may sum to less than 1 (the
+    remainder selects nothing, which step 2 treats as a rejection). Step 2 uses the true
+    law ``P_I`` of ``Z``, so the output is exactly ``p`` for any selection rule.
+    """
+    p, exact = target_for(p, law)
+    Q = law_probs(law, exact)
+    rows, tokens, probs = np.asarray(rows, dtype=np.int64), np.asarray(tokens, dtype=np.int64), np.asarray(probs)
+    if not (law.tuples[rows] == tokens[:, None]).any(axis=1).all():
+        raise InvalidDistributionError("a selected token is not one of its tuple's drafts")
+    V = law.vocab_size
+    selection_law = np.empty(V, dtype=object if exact else np.float64)
+    selection_law[...] = zero(exact)
+    np.add.at(selection_law, tokens, Q[rows] * probs)
+    accepted_mass = np.array([min(a, b) for a, b in zip(p, selection_law)], dtype=selection_law.dtype)
+    accept_probs = np.array(
+        [m / s if s > 0 else zero(exact) for m, s in zip(accepted_mass, selection_law)], dtype=selection_law.dtype
+    )
+    excess = p - accepted_mass
+    excess_total = excess.sum()
+    residual = excess / excess_total if excess_total > 0 else excess * 0
+    # P(reject | x) = 1 - sum_z w(z|x) a(z); the residual then hits S(x) with r(S(x)).
+    kept = np.empty(len(Q), dtype=selection_law.dtype)
+    kept[...] = zero(exact)
+    np.add.at(kept, rows, probs * accept_probs[tokens])
+    d_rows, d_tokens = distinct_positions(law)
+    residual_in_tuple = np.empty(len(Q), dtype=selection_law.dtype)
+    residual_in_tuple[...] = zero(exact)
+    np.add.at(residual_in_tuple, d_rows, residual[d_tokens])
+    acceptance = (Q * (kept + (1 - kept) * residual_in_tuple)).sum()
+    output = accepted_mass + (1 - accepted_mass.sum()) * residual
+    return TwoStepLaw(output, acceptance, accepted_mass.sum(), selection_law, accept_probs, residual)
+
+
+def _check_weights(weights, law: DraftLaw, exact: bool) -> np.ndarray:
+    weights = np.asarray(weights)
+    if weights.shape != law.tuples.shape:
+        raise ShapeMismatchError(f"weights have shape {weights.shape}, expected {law.tuples.shape} (one per draft)")
+    if not exact:
+        weights = weights.astype(np.float64)
+    if (weights < 0).any():
+        raise InvalidDistributionError("importance weights must be >= 0")
+    sums = weights.sum(axis=1)
+    off = (sums != 1) if exact else (np.abs(sums - 1) > SUM_TOLERANCE)
+    if off.any():
+        raise InvalidDistributionError(
+            f"importance weights of tuple {int(np.argmax(off))} sum to {sums[np.argmax(off)]}, not 1"
+        )
+    return weights
+
+
+def canonical_two_step_law(p, law: DraftLaw, weights) -> TwoStepLaw:
+    """Exact law of the two-step canonical scheme (seed 001 Thm 1 / Fig. 1).
+
+    Args:
+        p: ``[V]`` target.
+        law: the joint draft law ``Q``.
+        weights: ``[n_tuples, k]`` weight of each draft position (Definition 1's per-index
+            weights), rows summing to 1; as in ``solve_canonical_lp(...).details["weights"]``.
+    """
+    p, exact = target_for(p, law)
+    weights = _check_weights(weights, law, exact)
+    rows, cols = np.nonzero(np.ones(law.tuples.shape, dtype=bool))
+    return two_step_law_from_selection(p, law, rows, law.tuples[rows, cols], weights[rows, cols])
+
+
+def sample_canonical_two_step(p, law: DraftLaw, weights, rng: np.random.Generator, size: int):
+    """Seeded sampler of the two-step scheme: returns ``(drafts [size, k], outputs [size])``.
+
+    Draws tuples from ``Q``, a draft position by ``weights``, accepts it with
+    ``min(1, p / P_I)`` and otherwise samples the residual; the test suite holds it to
+    :func:`canonical_two_step_law` with a chi-square test.
+    """
+    p, exact = target_for(p, law)
+    law_two_step = canonical_two_step_law(p, law, weights)
+    weights = _check_weights(weights, law, exact).astype(np.float64)
+    probs = law.probs.astype(np.float64)
+    index = rng.choice(len(probs), size=size, p=probs / probs.sum())
+    cumulative = np.cumsum(weights[index], axis=1)
+    position = (rng.random(size)[:, None] * cumulative[:, -1:] >= cumulative).sum(axis=1)
+    position = np.minimum(position, law.k - 1)
+    selected = law.tuples[index, position]
+    accept = rng.random(size) < law_two_step.accept_probs.astype(np.float64)[selected]
+    residual = law_two_step.residual.astype(np.float64)
+    outputs = selected.copy()
+    rejected = np.flatnonzero(~accept)
+    if rejected.size and residual.sum() > 0:  # a zero residual means min(1, p / P_I) = 1 up to rounding
+        outputs[rejected] = rng.choice(law.vocab_size, size=rejected.size, p=residual / residual.sum())
+    return law.tuples[index], outputs

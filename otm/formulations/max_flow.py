@@ -1,0 +1,99 @@
+"""The OTM optimum as a maximum flow, certified by a minimum cut.
+
+SpecHub (seed 000) App. F for k = 2 drafts, generalised here to any k and any joint law
+``Q`` (the argument does not use either). The network:
+
+    source -> tuple x        capacity Q(x)       (every x in the support of Q)
+    tuple x -> token y       unbounded           (every y in S(x))
+    token y -> sink          capacity p(y)
+
+A flow is exactly a feasible point of SpecHub's simplified LP (flow on ``x -> y`` is
+``pi(x, y)``), so the maximum flow is ``alpha*(p, Q)``.
+
+Min cut: let ``H`` be the tokens on the source side of a finite cut. A tuple on the
+source side has all of ``S(x)`` in ``H`` (otherwise an unbounded edge crosses), so the cut
+costs at least ``p(H) + sum_{x : S(x) not in H} Q(x) = p(H) + 1 - Q(all drafts in H)``,
+with equality when every tuple with ``S(x) in H`` is on the source side. Hence
+
+    alpha*(p, Q) = min_H  p(H) + 1 - Q(all drafts in H)            (DESIGN.md)
+
+and ``certificate["cut_tokens"]`` (the token nodes on the source side of the cut the
+flow algorithm returns) attains the minimum.
+"""
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+
+from solvers.max_flow import max_flow
+
+from ..draft_laws import DraftLaw
+from ..solution import OTMSolution
+from ._lp import distinct_positions, law_probs, target_for
+
+SOURCE, SINK = "source", "sink"
+
+
+def flow_network(p, law: DraftLaw) -> nx.DiGraph:
+    """The network above; nodes ``"source"``, ``"sink"``, ``("tuple", t)``, ``("token", y)``.
+    Capacities are Fractions when ``p`` and ``law`` are exact, floats otherwise."""
+    p, exact = target_for(p, law)
+    Q = law_probs(law, exact)
+    G = nx.DiGraph()
+    G.add_nodes_from([SOURCE, SINK])
+    for t, mass in enumerate(Q):
+        G.add_edge(SOURCE, ("tuple", t), capacity=mass)
+    rows, tokens = distinct_positions(law)
+    for t, y in zip(rows, tokens):
+        G.add_edge(("tuple", int(t)), ("token", int(y)))  # no capacity: unbounded
+    for y in np.unique(tokens):
+        G.add_edge(("token", int(y)), SINK, capacity=p[y])
+    return G
+
+
+def solve_max_flow(p, law: DraftLaw, flow_func=None) -> OTMSolution:
+    """Optimal acceptance as a max flow (seed 000 App. F, any k and any ``Q``).
+
+    Args:
+        p: ``[V]`` target; law: the joint draft law ``Q``.
+        flow_func: a networkx flow algorithm (default: :func:`solvers.max_flow`'s).
+
+    Returns:
+        :class:`OTMSolution` with ``accepted`` = the flow on tuple -> token edges and
+        ``certificate = {"cut_tokens": H, "cut_capacity", "flow_value"}`` where ``H`` is a
+        sorted ``[|H|]`` int array with ``min_cut_value(p, law, H) == acceptance``. Exact
+        (Fraction) inputs give an exact value.
+
+    >>> from otm.draft_laws import iid_law
+    >>> float(solve_max_flow([0.5, 0.5], iid_law([1.0, 0.0], 2)).acceptance)
+    0.5
+    """
+    result = max_flow(flow_network(p, law), SOURCE, SINK, flow_func=flow_func)
+    accepted = {
+        (u[1], v[1]): mass
+        for u, out in result.flow.items() if isinstance(u, tuple) and u[0] == "tuple"
+        for v, mass in out.items() if mass > 0
+    }
+    cut_tokens = np.array(sorted(node[1] for node in result.cut[0] if isinstance(node, tuple) and node[0] == "token"),
+                          dtype=np.int64)
+    return OTMSolution(
+        acceptance=result.value,
+        method="max_flow",
+        accepted=accepted,
+        certificate={"cut_tokens": cut_tokens, "cut_capacity": result.cut_capacity, "flow_value": result.value},
+        details={"algorithm": result.algorithm},
+    )
+
+
+def min_cut_value(p, law: DraftLaw, token_set):
+    """``p(H) + 1 - Q(all drafts in H)`` for a token set ``H`` (ids or a ``[V]`` bool
+    mask): an upper bound on ``alpha*(p, Q)`` for every ``H``, equal to it at a min cut."""
+    p, exact = target_for(p, law)
+    mask = np.zeros(law.vocab_size, dtype=bool)
+    token_set = np.asarray(token_set)
+    if token_set.dtype == bool:
+        mask = token_set
+    else:
+        mask[token_set.astype(np.int64)] = True
+    all_in = law.all_in_probability(mask)
+    return p[mask].sum() + 1 - (all_in if exact else float(all_in))

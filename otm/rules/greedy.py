@@ -1,0 +1,80 @@
+"""The optimal verifier for greedy drafts (:func:`otm.draft_laws.greedy_law`).
+
+Drafts: the top ``k-1`` tokens ``F`` of ``q`` are always proposed; the last draft ``z`` is
+drawn from ``q_R``, ``q`` restricted to the other tokens ``R`` and renormalised (or is the
+next token in the order, surely, when ``q(R) = 0``). So ``P(y in S(X)) = 1`` on ``F`` and
+``q_R(y)`` on ``R``.
+
+Rule (derived here, not from a seed): accept ``z`` with ``min(1, p(z) / q_R(z))``; on
+rejection draw ``Y`` from
+
+    r = norm(p on F, max(p - q_R, 0) on R).
+
+Its mass before normalisation, ``p(F) + sum_R max(p - q_R, 0) = 1 - sum_R min(p, q_R)``,
+is the rejection probability, so ``Y ~ p``. Every ``y in F`` is in ``S(X)``, and ``r`` is 0
+at a rejected ``z`` (rejection needs ``p(z) < q_R(z)``), so
+
+    acceptance = p(F) + sum_{y in R} min(p(y), q_R(y)) = sum_y min(p(y), P(y in S(X))),
+
+the per-token bound (DESIGN.md): no rule does better for this law, so the rule is
+optimal (it equals the max-flow / min-cut optimum). Every output in ``S(X)`` is a draft
+token, so membership = "a draft was accepted". ``k = 1`` is the single-draft rule.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..distributions import check_draft_count
+from ..draft_laws import greedy_law, greedy_order
+from ..errors import NotApplicableError
+from .base import RuleLaw
+from .enumeration import (
+    accept_probability,
+    draft_ndim,
+    enumerate_law,
+    normalise,
+    one_hot,
+    positive_part,
+    resolve_method,
+    validate_pair,
+)
+
+
+def exact_law(p, q, k: int, *, method: str = "auto") -> RuleLaw:
+    """Exact law of the greedy-draft verifier (``k <= V``).
+
+    ``details``: ``fixed`` (the ``k-1`` always-proposed tokens), ``draft_accepted``; by
+    enumeration also ``accepted_per_token`` and ``coupling``.
+
+    >>> round(float(exact_law([0.5, 0.3, 0.2], [0.2, 0.3, 0.5], 2).acceptance), 12)
+    0.9
+    """
+    k = check_draft_count(k)
+    if draft_ndim(q) != 1:
+        raise NotApplicableError("rule 'greedy' takes one draft distribution q ([V] vector)")
+    p, q = validate_pair(p, q)
+    draft_law = greedy_law(q, k)
+    fixed = [int(x) for x in greedy_order(q)[: k - 1]]
+    last = draft_law.marginal(k - 1)  # q_R
+    method = resolve_method(method, len(draft_law.probs), True, "greedy")
+    details = {"method": method, "fixed": fixed}
+    if method == "closed_form":
+        acceptance = np.minimum(p, draft_law.membership_probs()).sum()
+        details["draft_accepted"] = acceptance
+        return RuleLaw(acceptance, p.copy(), draft_law, details)
+    leftover = positive_part(p - last)
+    leftover[fixed] = p[fixed]
+    final = normalise(leftover)
+
+    def kernel(draft_tuple):
+        z = draft_tuple[-1]
+        a = accept_probability(p[z], last[z])
+        return a * one_hot(z, p) + (1 - a) * final, a + (1 - a) * final[fixed].sum()
+
+    result = enumerate_law(p, draft_law, kernel)
+    details.update(
+        draft_accepted=result["draft_accepted"],
+        accepted_per_token=result["accepted_per_token"],
+        coupling=result["coupling"],
+    )
+    return RuleLaw(result["acceptance"], result["output"], draft_law, details)

@@ -1,0 +1,63 @@
+"""Rule ``"is_optimal"``: importance-weighted selection with LP-optimal weights, then
+single-draft speculative sampling (seed 001, Thm 1 and Fig. 1; Khisti et al.).
+
+``k`` i.i.d. drafts from ``q``. The weights solve the canonical LP
+(:func:`otm.formulations.canonical_lp.solve_canonical_lp`), so the selected token ``Z``
+has law ``P_I`` with ``sum_y min(p(y), P_I(y)) = alpha*(p, q^k)``; speculative sampling of
+``Z`` against ``p`` then outputs exactly ``p`` and accepts with that probability (Thm 1).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..distributions import as_distribution_pair, check_draft_count
+from ..draft_laws import iid_law
+from ..errors import ShapeMismatchError
+from ..exact import as_exact_distribution
+from ..formulations.canonical_lp import canonical_two_step_law, solve_canonical_lp
+from .base import RuleLaw
+
+NAME = "is_optimal"
+
+
+def target_and_draft(p, q) -> tuple[np.ndarray, np.ndarray]:
+    """``(p, q)`` validated: exact Fraction arrays when both are object arrays, else float64."""
+    if np.asarray(p).dtype == object and np.asarray(q).dtype == object:
+        p, q = as_exact_distribution(p, "p (target)"), as_exact_distribution(q, "q (draft)")
+        if p.size != q.size:
+            raise ShapeMismatchError(f"p (target) has {p.size} tokens but q (draft) has {q.size}")
+        return p, q
+    return as_distribution_pair(p, q)
+
+
+def exact_law(p, q, k: int, backend: str = "highs") -> RuleLaw:
+    """Exact law of the optimal importance-sampling rule for ``k`` i.i.d. drafts from ``q``.
+
+    Args:
+        p: ``[V]`` target distribution.
+        q: ``[V]`` draft distribution.
+        k: number of drafts.
+        backend: LP backend for the weights (``"exact"`` with Fraction inputs gives an
+            exact law).
+
+    Returns:
+        :class:`RuleLaw` with membership acceptance ``alpha*(p, q^k)``, output ``p``, the
+        i.i.d. draft law, and ``details``: ``weights`` (``[n_tuples, k]``),
+        ``selection_law`` (``P_I``), ``selection_acceptance``, ``optimum`` (the LP value).
+    """
+    p, q = target_and_draft(p, q)
+    law = iid_law(q, check_draft_count(k))
+    solution = solve_canonical_lp(p, law, backend=backend)
+    weights = solution.details["weights"]
+    two_step = canonical_two_step_law(p if weights.dtype == object else p.astype(np.float64), law, weights)
+    return RuleLaw(
+        acceptance=two_step.acceptance,
+        output_distribution=two_step.output_distribution,
+        draft_law=law,
+        details={
+            "weights": weights,
+            "selection_law": two_step.selection_law,
+            "selection_acceptance": two_step.selection_acceptance,
+            "optimum": solution.acceptance,
+        },
+    )

@@ -1,0 +1,189 @@
+"""k-SEQ, SpecTr's k-sequential selection (seed 002 Alg. 2, Thm 2, Lemma 3).
+
+Translated to our letters (SpecTr writes ``p`` for the draft and ``q`` for the target;
+here ``p`` = target, ``q`` = draft). Drafts ``x_1..x_k`` i.i.d. from ``q``; a division
+factor ``g >= 1``;
+
+    beta(g) = sum_x min(q(x), p(x) / g),      p_acc(g) = 1 - (1 - beta(g))^k.
+
+Draft ``x_i`` is accepted with ``min(1, p(x_i) / (g q(x_i)))`` (the same test for every
+``i``); the first accepted draft is output. If all ``k`` are rejected, ``Y`` is drawn
+from the residual (Alg. 2 line 1, eq. (5), reconstructed in our letters from the proof
+of Thm 2 in App. C.1, since the extracted formula is garbled):
+
+    p_res(x) = [p(x) - min(q(x), p(x) / g) * p_acc / beta] / (1 - p_acc).
+
+The first accepted draft equals ``x`` with probability
+``min(q(x), p(x)/g) * p_acc / beta`` (App. C.1), so ``Y ~ p`` exactly when ``p_res >= 0``,
+i.e. when ``p_acc <= g beta``. With ``f(g) = 1 - (1 - beta(g))^k - g beta(g)``
+(non-increasing, Lemma 3) this holds for every ``g >= g*``, ``f(g*) = 0``,
+``g* in [1, min(k, max_x p(x)/q(x))]``; ``g*`` is found by bisection.
+
+The "a draft was accepted" probability is ``p_acc`` (SpecTr's guarantee). The
+membership acceptance can exceed it: ``p_res`` can output a token that was a rejected
+draft. Given all drafts rejected they are i.i.d. with ``P(x_i = y, rejected) =
+d(y) = max(q(y) - p(y)/g, 0)``, and the residual sample is independent of them, so
+
+    P(Y in S(X)) = p_acc + sum_y p_res(y) [(1 - beta)^k - (1 - beta - d(y))^k].
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+from ..distributions import check_draft_count
+from ..draft_laws import iid_law
+from ..errors import NotApplicableError
+from ..tolerances import FEASIBILITY_TOLERANCE
+from .base import RuleLaw
+from .enumeration import (
+    MAX_RULE_ENUMERATION,
+    accept_probability,
+    count_iid,
+    draft_ndim,
+    enumerate_law,
+    is_exact,
+    positive_part,
+    resolve_method,
+    sequential_kernel,
+    validate_pair,
+)
+
+#: Bisection steps for ``g*`` in float64: the bracket ``[1, k]`` shrinks below one ulp.
+BISECTION_STEPS = 200
+
+
+def beta(p: np.ndarray, q: np.ndarray, g):
+    """``beta(g) = sum min(q, p / g)``."""
+    return np.minimum(q, p / g).sum()
+
+
+def gap(p: np.ndarray, q: np.ndarray, k: int, g):
+    """``f(g) = 1 - (1 - beta(g))^k - g beta(g)``; the rule is lossless iff ``f(g) <= 0``."""
+    b = beta(p, q, g)
+    return 1 - (1 - b) ** k - g * b
+
+
+def upper_bracket(p: np.ndarray, q: np.ndarray, k: int):
+    """``min(k, max_x p(x)/q(x))`` (``k`` when ``q = 0 < p`` somewhere); ``f <= 0`` there
+    (Lemma 3)."""
+    ratios = [p[x] / q[x] for x in range(p.size) if q[x] > 0]
+    unbounded = any(p[x] > 0 and q[x] == 0 for x in range(p.size))
+    top = k if unbounded else min(k, max(ratios))
+    return max(top, 1)
+
+
+def optimal_division_factor(p, q, k: int):
+    """``g*``: the smallest ``g >= 1`` with ``f(g) <= 0`` (seed 002 eq. (6), Lemma 3).
+
+    In float64 it is the upper end of a bisection bracket, so ``f(g*) <= 0`` up to
+    rounding. For exact inputs the float root is converted to a Fraction and raised
+    until ``f(g*) <= 0`` holds exactly (a rational just above the irrational root).
+    """
+    p, q = validate_pair(p, q)
+    k = check_draft_count(k)
+    exact = is_exact(p)
+    pf, qf = (p.astype(np.float64), q.astype(np.float64)) if exact else (p, q)
+    hi_float = float(upper_bracket(pf, qf, k))
+    if gap(pf, qf, k, 1.0) <= 0:
+        hi_float = 1.0
+    else:
+        lo = 1.0
+        for _ in range(BISECTION_STEPS):
+            mid = 0.5 * (lo + hi_float)
+            if mid in (lo, hi_float):
+                break
+            if gap(pf, qf, k, mid) <= 0:
+                hi_float = mid
+            else:
+                lo = mid
+    if not exact:
+        return hi_float
+    if gap(p, q, k, Fraction(1)) <= 0:
+        return Fraction(1)
+    top = upper_bracket(p, q, k)
+    g, step = Fraction(hi_float), Fraction(1, 2**50)
+    while g < top and gap(p, q, k, g) > 0:
+        g, step = g + step, 2 * step
+    return min(g, top) if gap(p, q, k, g) > 0 else g
+
+
+def residual_distribution(p: np.ndarray, q: np.ndarray, k: int, g) -> np.ndarray:
+    """``[V]`` the raw residual ``p_res`` of eq. (5) at ``g`` (validated ``p``, ``q``).
+
+    Not clipped: for ``g < g*`` it has negative entries (the rule is then undefined).
+    When ``p_acc = 1`` the residual is never reached and ``p`` is returned.
+    """
+    b = beta(p, q, g)
+    p_acc = 1 - (1 - b) ** k
+    if p_acc == 1:
+        return p.copy()
+    accepted_output = np.minimum(q, p / g) * (p_acc / b) if b > 0 else p * 0
+    return (p - accepted_output) / (1 - p_acc)
+
+
+def kernel(p: np.ndarray, q: np.ndarray, k: int, g, final: np.ndarray):
+    """The rule's kernel with residual ``final`` (stateless steps)."""
+
+    def step(state, i, x):
+        return accept_probability(p[x], g * q[x]), state
+
+    return sequential_kernel(p, None, step, lambda state: final)
+
+
+def closed_form_membership(p, q, k: int, g, final: np.ndarray):
+    """``p_acc + sum_y p_res(y) [(1 - beta)^k - (1 - beta - d(y))^k]`` (module docstring)."""
+    b = beta(p, q, g)
+    rejected = positive_part(q - p / g)
+    residual_hits = sum(final[y] * ((1 - b) ** k - (1 - b - rejected[y]) ** k) for y in range(p.size))
+    return 1 - (1 - b) ** k + residual_hits
+
+
+def exact_law(p, q, k: int, *, g=None, method: str = "auto") -> RuleLaw:
+    """Exact law of k-SEQ with ``k`` i.i.d. drafts from ``q`` and division factor ``g``
+    (default ``g*``; any ``g >= g*`` is lossless, ``g < g*`` raises
+    :class:`otm.errors.NotApplicableError`).
+
+    ``details``: ``g``, ``g_star``, ``beta``, ``lower_bound`` (``p_acc``, SpecTr Thm 2,
+    also the "a draft was accepted" probability), ``draft_accepted`` and ``residual``.
+
+    >>> law = exact_law([0.5, 0.5], [1.0, 0.0], 2)
+    >>> round(law.details["g"], 6), round(float(law.acceptance), 12)  # g* = 1 / (2 - sqrt(2))
+    (1.707107, 0.5)
+    """
+    k = check_draft_count(k)
+    if draft_ndim(q) != 1:
+        raise NotApplicableError("rule 'kseq' draws k i.i.d. drafts from one q ([V] vector)")
+    p, q = validate_pair(p, q)
+    g_star = optimal_division_factor(p, q, k)
+    if g is None:
+        g = g_star
+    else:
+        g = Fraction(g) if is_exact(p) else float(g)
+        excess = gap(p, q, k, g)
+        if g < 1 or excess > (0 if is_exact(p) else FEASIBILITY_TOLERANCE):
+            raise NotApplicableError(
+                f"k-SEQ needs g >= g* = {float(g_star):.12g} (seed 002 Thm 2); g={float(g):.12g} "
+                "makes the residual negative, so the rule is not a valid coupling"
+            )
+    final = residual_distribution(p, q, k, g)
+    if not is_exact(p):
+        final = positive_part(final)  # float guard: entries that are 0 at g* come out as -1e-17
+    b = beta(p, q, g)
+    lower_bound = 1 - (1 - b) ** k
+    n_tuples = count_iid(q, k)
+    method = resolve_method(method, n_tuples, True, "kseq")
+    details = {"method": method, "g": g, "g_star": g_star, "beta": b, "lower_bound": lower_bound, "residual": final}
+    if method == "closed_form":
+        details["draft_accepted"] = lower_bound
+        draft_law = iid_law(q, k) if n_tuples <= MAX_RULE_ENUMERATION else None
+        return RuleLaw(closed_form_membership(p, q, k, g, final), p.copy(), draft_law, details)
+    draft_law = iid_law(q, k)
+    result = enumerate_law(p, draft_law, kernel(p, q, k, g, final))
+    details.update(
+        draft_accepted=result["draft_accepted"],
+        accepted_per_token=result["accepted_per_token"],
+        coupling=result["coupling"],
+    )
+    return RuleLaw(result["acceptance"], result["output"], draft_law, details)

@@ -1,0 +1,109 @@
+"""SpecInfer: recursive rejection sampling with a different draft law per draft.
+
+Draft ``i`` is drawn from its own ``q_i``, independently (seed 001 Remark 1; seed 000
+Alg. 1 without the red lines, with ``q`` replaced by ``q_i``). With ``p_1 = p``:
+
+- draft ``x_i`` is accepted with probability ``min(1, p_i(x_i) / q_i(x_i))``;
+- on rejection ``p_{i+1} = norm(max(p_i - q_i, 0))``;
+- after ``k`` rejections ``Y ~ p_{k+1}``.
+
+Each step is Leviathan's single-draft rule (seed 003 Alg. 1) verifying ``q_i`` against
+``p_i``, whose output given it was reached is ``p_i``; so ``Y ~ p`` by induction. Step
+``i`` is reached with probability ``prod_{j<i} (1 - alpha_j)``,
+``alpha_j = sum min(p_j, q_j)``, which gives the closed form (DESIGN.md)
+
+    P(a draft is accepted) = 1 - prod_i (1 - alpha_i).
+
+Membership equals it: ``x`` is rejected at step ``i`` only if ``p_i(x) < q_i(x)``, so
+``p_{i+1}(x) = 0`` and every later residual stays 0 at ``x``: the final residual never
+outputs a rejected draft token.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..draft_laws import independent_law
+from .base import RuleLaw
+from .enumeration import (
+    MAX_RULE_ENUMERATION,
+    accept_probability,
+    count_independent,
+    enumerate_law,
+    resolve_method,
+    residual,
+    sequential_kernel,
+    validate_draft_list,
+)
+
+
+def residual_chain(p: np.ndarray, qs: list[np.ndarray]) -> list[np.ndarray]:
+    """``[p_1, ..., p_{k+1}]`` with ``p_1 = p`` and ``p_{i+1} = norm(max(p_i - q_i, 0))``
+    (each ``[V]``; a zero vector once a step accepts surely)."""
+    chain = [p]
+    for qi in qs:
+        chain.append(residual(chain[-1], qi))
+    return chain
+
+
+def step_acceptances(p: np.ndarray, qs: list[np.ndarray]) -> list:
+    """``alpha_i = sum min(p_i, q_i)``: the probability that step ``i`` accepts, given it
+    is reached (``1 - alpha_i`` is the mass of ``max(p_i - q_i, 0)``)."""
+    chain = residual_chain(p, qs)
+    return [np.minimum(chain[i], qi).sum() for i, qi in enumerate(qs)]
+
+
+def closed_form_acceptance(p: np.ndarray, qs: list[np.ndarray]):
+    """``1 - prod_i (1 - alpha_i)``; exact for Fraction inputs."""
+    rejected = 1
+    for alpha in step_acceptances(p, qs):
+        rejected = rejected * (1 - alpha)
+    return 1 - rejected
+
+
+def kernel(p: np.ndarray, qs: list[np.ndarray]):
+    """The rule's kernel ``K(y | x_1..x_k)`` (see :func:`otm.rules.enumeration.sequential_kernel`)."""
+
+    def step(current, i, x):
+        return accept_probability(current[x], qs[i][x]), residual(current, qs[i])
+
+    return sequential_kernel(p, p, step, lambda current: current)
+
+
+def recursive_law(p, qs, law_builder, n_tuples: int, method: str, rule: str) -> RuleLaw:
+    """The law of recursive rejection sampling of ``qs`` against ``p`` (shared by
+    ``single``, ``rrs``, ``specinfer`` and the ensemble rules, which differ only in the
+    draft law and the validation of their inputs)."""
+    method = resolve_method(method, n_tuples, True, rule)
+    alphas = step_acceptances(p, qs)
+    details = {"method": method, "step_acceptances": alphas}
+    if method == "closed_form":
+        acceptance = closed_form_acceptance(p, qs)
+        draft_law = law_builder() if n_tuples <= MAX_RULE_ENUMERATION else None
+        details["draft_accepted"] = acceptance
+        return RuleLaw(acceptance, p.copy(), draft_law, details)
+    draft_law = law_builder()
+    result = enumerate_law(p, draft_law, kernel(p, qs))
+    details.update(
+        draft_accepted=result["draft_accepted"],
+        accepted_per_token=result["accepted_per_token"],
+        coupling=result["coupling"],
+    )
+    return RuleLaw(result["acceptance"], result["output"], draft_law, details)
+
+
+def exact_law(p, q, k: int, *, method: str = "auto") -> RuleLaw:
+    """Exact law of SpecInfer with ``k`` independent drafts, draft ``i`` from ``q_i``.
+
+    Args:
+        p: ``[V]`` target.
+        q: ``[V]`` (all drafts share it: this is RRS) or ``[k, V]`` per-draft laws.
+        k: number of drafts.
+        method: ``"auto"``, ``"enumeration"`` (coupling over the independent law) or
+            ``"closed_form"`` (``1 - prod (1 - alpha_i)``, output ``p`` by the theorem).
+
+    >>> law = exact_law([0.5, 0.5], [[1.0, 0.0], [0.0, 1.0]], 2)
+    >>> float(law.acceptance), law.output_distribution.tolist()
+    (1.0, [0.5, 0.5])
+    """
+    p, qs = validate_draft_list(p, q, k)
+    return recursive_law(p, qs, lambda: independent_law(qs), count_independent(qs), method, "specinfer")

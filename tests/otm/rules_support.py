@@ -1,0 +1,85 @@
+"""Shared instances and checks for the rule tests (tests/otm/test_rules_*.py)."""
+from __future__ import annotations
+
+import itertools
+from fractions import Fraction
+
+import numpy as np
+from hypothesis import strategies as st
+
+from otm.rules.enumeration import support_size
+from otm.tolerances import AGREEMENT_TOLERANCE
+
+
+def exact(*weights) -> np.ndarray:
+    """Fraction object array proportional to the given non-negative integers."""
+    total = sum(weights)
+    return np.array([Fraction(w, total) for w in weights], dtype=object)
+
+
+#: Degenerate but valid (p, q) pairs every rule must handle (helper_common.md).
+EDGE_CASES = {
+    "p_equals_q": (exact(1, 2, 3), exact(1, 2, 3)),
+    "one_hot_p": (exact(0, 1, 0), exact(1, 1, 2)),
+    "one_hot_q": (exact(1, 2, 1), exact(0, 0, 1)),
+    "one_hot_both_differ": (exact(1, 0, 0), exact(0, 1, 0)),
+    "disjoint_supports": (exact(1, 1, 0, 0), exact(0, 0, 1, 3)),
+    "q_zero_where_p_positive": (exact(2, 1, 1), exact(1, 1, 0)),
+    "vocabulary_of_one": (exact(1), exact(1)),
+    "uniform_vs_skewed": (exact(1, 1, 1, 1, 1), exact(5, 1, 1, 1, 0)),
+}
+
+
+@st.composite
+def exact_distributions(draw, size: int):
+    """A Fraction distribution over ``size`` tokens, zeros included."""
+    weights = draw(st.lists(st.integers(0, 6), min_size=size, max_size=size).filter(lambda w: sum(w) > 0))
+    return exact(*weights)
+
+
+def draft_counts(rule: str, q: np.ndarray) -> list[int]:
+    """The ``k`` values a rule accepts for this ``q`` in the tests (kept small: exact
+    Fraction enumeration of up to ``6**4`` tuples)."""
+    V = q.size
+    if rule in ("single", "ensemble_weighted", "ensemble_contrastive"):
+        return [1]
+    if rule == "spechub":
+        return [2]
+    if rule == "rrs_wor":
+        return list(range(1, min(4, support_size(q)) + 1))
+    if rule == "greedy":
+        return list(range(1, min(4, V) + 1))
+    if rule in ("is_optimal", "is_truncated"):
+        return [1, 2, 3]
+    return [1, 2, 3, 4] if V <= 5 else [1, 2, 3]
+
+
+def same_distribution(actual, expected) -> bool:
+    """Exact equality for Fraction arrays; :data:`AGREEMENT_TOLERANCE` for floats."""
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    if actual.shape != expected.shape:
+        return False
+    if actual.dtype == object and expected.dtype == object:
+        return all(a == b for a, b in zip(actual, expected))
+    return bool(np.allclose(actual.astype(float), expected.astype(float), rtol=0, atol=AGREEMENT_TOLERANCE))
+
+
+def min_cut_optimum(target, law):
+    """``min_H p(H) + 1 - Q(all drafts in H)`` over every token subset ``H`` (brute force;
+    DESIGN.md max-flow / min-cut): the optimal acceptance for the draft law ``law``."""
+    V = len(target)
+    best = None
+    for size in range(V + 1):
+        for subset in itertools.combinations(range(V), size):
+            mask = np.zeros(V, dtype=bool)
+            mask[list(subset)] = True
+            value = sum(target[list(subset)]) + 1 - law.all_in_probability(mask)
+            best = value if best is None else min(best, value)
+    return best
+
+
+def within_optimum(acceptance, optimum) -> bool:
+    """``acceptance <= optimum`` (exactly for Fractions, else up to AGREEMENT_TOLERANCE)."""
+    if isinstance(acceptance, Fraction) and isinstance(optimum, (Fraction, int)):
+        return acceptance <= optimum
+    return float(acceptance) <= float(optimum) + AGREEMENT_TOLERANCE
