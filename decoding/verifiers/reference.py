@@ -1,0 +1,221 @@
+"""Slow plain-Python references of the batched verifiers, one function per rule.
+
+Each ``<rule>(p, draft_probs, drafts, uniforms) -> (token, accepted_index)`` handles ONE
+row with Python floats and loops, written straight from the paper, and consumes the
+row's uniforms in the order the batched ``verify`` documents (see
+:mod:`decoding.verifiers.base`), so on the same uniforms both give the same output
+(up to float ties of probability ~1e-16). Arguments: ``p`` ``[V]`` target, ``draft_probs``
+``[k][V]`` (row ``i`` is ``q_i``), ``drafts`` ``[k]`` token ids, ``uniforms`` the row's
+``uniforms_per_row(k)`` numbers in ``[0, 1)``.
+
+:func:`run_reference` applies one of them to every row of a batch.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+import torch
+
+from otm.errors import UnknownNameError
+from otm.rules import rule_law
+from otm.rules.importance_sampling_truncated import DEFAULT_ALPHABET_SIZE, DEFAULT_TRUNCATION
+from otm.rules.kseq import optimal_division_factor
+
+
+def _inverse_cdf(weights: list[float], u: float) -> int:
+    """The token ``t`` with ``cdf[t-1] <= u * total < cdf[t]`` (a rounding overshoot goes
+    to the last positive token)."""
+    cdf, total = [], 0.0
+    for w in weights:
+        total += w
+        cdf.append(total)
+    target = u * total
+    for t, c in enumerate(cdf):
+        if c > target:
+            return t
+    return max(t for t, w in enumerate(weights) if w > 0)
+
+
+def _norm(values: list[float]) -> list[float]:
+    total = sum(values)
+    return [v / total for v in values] if total > 0 else list(values)
+
+
+def _positive_part(values: list[float]) -> list[float]:
+    return [max(v, 0.0) for v in values]
+
+
+def _recursive(p, draft_probs, drafts, uniforms, without_replacement: bool):
+    """Seed 000 Alg. 1 (with its red lines when ``without_replacement``)."""
+    k = len(drafts)
+    target = _norm(list(p))
+    draft = list(draft_probs[0])
+    for i, x in enumerate(drafts):
+        if not without_replacement:
+            draft = list(draft_probs[i])
+        if uniforms[i] * draft[x] < target[x]:
+            return x, i
+        nxt = _norm(_positive_part([a - b for a, b in zip(target, draft)]))
+        if sum(nxt) > 0:
+            target = nxt
+        if without_replacement:
+            draft[x] = 0.0
+            draft = _norm(draft)
+    return _inverse_cdf(target, uniforms[k]), -1
+
+
+def single(p, draft_probs, drafts, uniforms):
+    """Leviathan et al. (seed 003 Alg. 1), k = 1."""
+    return _recursive(p, draft_probs, drafts, uniforms, without_replacement=False)
+
+
+def rrs(p, draft_probs, drafts, uniforms):
+    """RRS (seed 000 Alg. 1), draft ``i`` checked against ``draft_probs[i]``."""
+    return _recursive(p, draft_probs, drafts, uniforms, without_replacement=False)
+
+
+def specinfer(p, draft_probs, drafts, uniforms):
+    """SpecInfer: RRS with draft ``i`` from its own ``q_i``."""
+    return _recursive(p, draft_probs, drafts, uniforms, without_replacement=False)
+
+
+def rrs_wor(p, draft_probs, drafts, uniforms):
+    """RRSw (seed 000 Alg. 1 with the red lines)."""
+    return _recursive(p, draft_probs, drafts, uniforms, without_replacement=True)
+
+
+def kseq(p, draft_probs, drafts, uniforms):
+    """k-SEQ (seed 002 Alg. 2) with ``g*`` from :func:`otm.rules.kseq.optimal_division_factor`."""
+    k = len(drafts)
+    q = list(draft_probs[0])
+    g = float(optimal_division_factor(np.asarray(p, dtype=float), np.asarray(q, dtype=float), k))
+    for i, x in enumerate(drafts):
+        if uniforms[i] * g * q[x] < p[x]:
+            return x, i
+    scaled = [min(a, b / g) for a, b in zip(q, p)]
+    beta = sum(scaled)
+    p_acc = 1 - (1 - beta) ** k
+    factor = p_acc / beta if beta > 0 else float(k)
+    residual = _norm(_positive_part([b - factor * s for b, s in zip(p, scaled)]))
+    if sum(residual) <= 0:
+        residual = list(p)
+    return _inverse_cdf(residual, uniforms[k]), -1
+
+
+def spechub(p, draft_probs, drafts, uniforms):
+    """SpecHub (seed 000 Alg. 3 and Alg. 2 GetResidual), k = 2."""
+    q = list(draft_probs[0])
+    V = len(q)
+    a = max(range(V), key=lambda t: (q[t], -t))
+    x1, x2 = drafts
+    others = [t for t in range(V) if t != a]
+    rest = sum(q[t] for t in others)
+    second = [q[a] * q[t] / rest if (t != a and rest > 0) else 0.0 for t in range(V)]  # Q(a, x)
+    p1 = [p[t] if t == a else max(p[t] - q[t], 0.0) for t in range(V)]  # GetResidual after (x, a)
+    left_first = sum(max(q[t] - p[t], 0.0) for t in others)  # sum Q'(x, a)
+    left_second = sum(max(second[t] - p1[t], 0.0) for t in others) + (1.0 if rest <= 0 else 0.0)  # sum Q'(a, x)
+    if x1 != a:  # pair (x, a)
+        if uniforms[0] * q[x1] < p[x1]:
+            return x1, 0
+    elif rest > 0:  # pair (a, x)
+        if uniforms[0] * second[x2] < p1[x2]:
+            return x2, 1
+    hub_after = max(p[a] - left_second, 0.0)
+    if x1 == a:
+        if uniforms[1] * left_second < p[a]:
+            return a, 0
+    elif uniforms[1] * left_first < hub_after:
+        return a, 1
+    residual = [max(hub_after - left_first, 0.0) if t == a else max(p1[t] - second[t], 0.0) for t in range(V)]
+    residual = _norm(residual)
+    if sum(residual) <= 0:
+        residual = list(p)
+    return _inverse_cdf(residual, uniforms[2]), -1
+
+
+def greedy(p, draft_probs, drafts, uniforms):
+    """The greedy-draft verifier of :mod:`otm.rules.greedy`."""
+    q = list(draft_probs[0])
+    fixed, z = list(drafts[:-1]), drafts[-1]
+    rest = [0.0 if t in fixed else q[t] for t in range(len(q))]
+    q_rest = _norm(rest) if sum(rest) > 0 else [1.0 if t == z else 0.0 for t in range(len(q))]
+    if uniforms[0] * q_rest[z] < p[z]:
+        return z, len(drafts) - 1
+    residual = _norm([p[t] if t in fixed else max(p[t] - q_rest[t], 0.0) for t in range(len(q))])
+    if sum(residual) <= 0:
+        residual = list(p)
+    y = _inverse_cdf(residual, uniforms[1])
+    return y, (fixed.index(y) if y in fixed else -1)
+
+
+@lru_cache(maxsize=64)
+def _truncated_law(p: tuple, q: tuple, k: int, s: int, alphabet_size):
+    return rule_law("is_truncated", np.array(p), np.array(q), k, s=s, alphabet_size=alphabet_size)
+
+
+def is_truncated(p, draft_probs, drafts, uniforms, s: int = DEFAULT_TRUNCATION, alphabet_size=DEFAULT_ALPHABET_SIZE):
+    """Truncated IS (seed 001 §4, Remark 3), with the stage rules and the enumerated
+    selection law ``P_I`` taken from the exact law
+    (:func:`otm.rules.importance_sampling_truncated.exact_law`)."""
+    k = len(drafts)
+    law = _truncated_law(tuple(map(float, p)), tuple(map(float, draft_probs[0])), k, s, alphabet_size)
+    inside = law.details["alphabet"]
+    stages = [stage["select_first"] for stage in law.details["stages"]]
+    selection = law.details["selection_law"]
+    kept = sum(p[t] for t in range(len(p)) if inside[t])
+    p_inner = [p[t] / kept if inside[t] else 0.0 for t in range(len(p))]
+    held, position = None, -1
+    for m, x in enumerate(drafts):
+        if not inside[x]:
+            continue
+        if held is None or not (held == x or uniforms[m - 1] < stages[m - 1][held][x]):
+            held, position = x, m
+    accepted = False
+    if held is not None:
+        mass = selection[held]
+        accepted = mass > 0 and uniforms[k - 1] < min(p_inner[held], mass) / mass
+    if accepted:
+        inner = held
+    else:
+        excess = [b - min(b, float(s_)) for b, s_ in zip(p_inner, selection)]
+        residual = _norm(excess) if sum(excess) > 0 else p_inner
+        inner = _inverse_cdf(residual, uniforms[k])
+    outside = [0.0 if inside[t] else p[t] for t in range(len(p))]
+    if uniforms[k + 1] < kept or sum(outside) <= 0:
+        return inner, (position if accepted else -1)
+    return _inverse_cdf(outside, uniforms[k + 2]), -1
+
+
+#: Rule name -> reference function.
+REFERENCES = {
+    "single": single,
+    "rrs": rrs,
+    "rrs_wor": rrs_wor,
+    "specinfer": specinfer,
+    "kseq": kseq,
+    "spechub": spechub,
+    "is_truncated": is_truncated,
+    "greedy": greedy,
+}
+
+
+def run_reference(
+    name: str,
+    target_probs: torch.Tensor,  # [batch, vocab]
+    draft_probs: torch.Tensor,  # [batch, k, vocab]
+    draft_tokens: torch.Tensor,  # [batch, k]
+    uniforms: torch.Tensor,  # [batch, uniforms_per_row(k)]
+) -> tuple[list[int], list[int]]:
+    """``(tokens, accepted_index)`` of the reference of rule ``name`` on every row."""
+    if name not in REFERENCES:
+        raise UnknownNameError(f"no reference for rule {name!r}; choose one of {', '.join(REFERENCES)}")
+    function = REFERENCES[name]
+    tokens, indices = [], []
+    for p, qs, x, u in zip(
+        target_probs.double().tolist(), draft_probs.double().tolist(), draft_tokens.tolist(), uniforms.double().tolist()
+    ):
+        y, i = function(p, qs, x, u)
+        tokens.append(y)
+        indices.append(i)
+    return tokens, indices

@@ -1,0 +1,133 @@
+"""The batched verifiers against their plain-Python references (decoding.verifiers.reference).
+
+Both consume the same uniforms (the randomness contract of decoding.verifiers.base), so
+on float64 inputs they must give identical tokens and accepted indices row by row
+(a disagreement needs a uniform within ~1e-16 of a decision boundary). Also: the
+batched k-SEQ factor g* and the truncated-IS selection law against otm's exact values.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from decoding.verifiers import VERIFIERS, get_verifier, is_truncated, kseq
+from decoding.verifiers.base import draw_uniforms
+from decoding.verifiers.reference import REFERENCES, run_reference
+from otm.errors import UnknownNameError
+from otm.rules import rule_law
+from otm.rules.kseq import optimal_division_factor
+from otm.tolerances import AGREEMENT_TOLERANCE
+
+V = 6
+ROWS = 600
+#: Truncated IS solves LPs per distinct row: a few distinct instances, repeated.
+IS_INSTANCES = 4
+
+#: rule -> k values.
+DRAFT_COUNTS = {
+    "single": (1,),
+    "rrs": (1, 2, 3),
+    "rrs_wor": (1, 2, 3),
+    "specinfer": (2, 3),
+    "kseq": (1, 2, 3),
+    "spechub": (2,),
+    "is_truncated": (1, 2, 3),
+    "greedy": (1, 2, 3),
+}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Small tensors: torch's intra-op threads only contend on a shared CPU."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _instances(rule: str, k: int, seed: int):
+    """``(p [ROWS, V], draft_probs [ROWS, k, V])``: random rows with sparse entries
+    (zeros, one-hot rows) mixed in so that the degenerate branches are exercised."""
+    rng = np.random.default_rng(seed)
+    distinct = IS_INSTANCES if rule == "is_truncated" else ROWS
+
+    def laws(shape):
+        x = rng.dirichlet(np.full(V, 0.6), size=shape)
+        x[rng.random(x.shape) < 0.2] = 0.0
+        x[..., 0] += 1e-3  # at least one positive entry
+        return x / x.sum(-1, keepdims=True)
+
+    p = laws(distinct)
+    q = laws((distinct, k)) if rule == "specinfer" else np.repeat(laws(distinct)[:, None], k, axis=1)
+    if rule == "rrs_wor":  # k distinct drafts need k positive entries
+        q = np.repeat(rng.dirichlet(np.ones(V), size=distinct)[:, None], k, axis=1)
+    reps = ROWS // distinct
+    return torch.as_tensor(np.repeat(p, reps, axis=0)), torch.as_tensor(np.repeat(q, reps, axis=0))
+
+
+@pytest.mark.parametrize("rule, k", [(r, k) for r, ks in DRAFT_COUNTS.items() for k in ks])
+def test_batched_equals_reference_draw_for_draw(rule, k):
+    verifier = get_verifier(rule)
+    p, qs = _instances(rule, k, seed=1000 * k + len(rule))
+    g = torch.Generator().manual_seed(7)
+    drafts = verifier.sample_drafts(qs if verifier.draft_scheme == "independent" else qs[:, 0], k, g)
+    state = g.get_state()
+    out = verifier.verify(p, qs, drafts, g)
+    g.set_state(state)
+    uniforms = draw_uniforms(g, p.shape[0], verifier.uniforms_per_row(k), p)
+    tokens, indices = run_reference(rule, p, qs, drafts, uniforms)
+    assert out.tokens.tolist() == tokens
+    assert out.accepted_index.tolist() == indices
+
+
+def test_every_verifier_has_a_reference():
+    assert set(REFERENCES) == set(VERIFIERS)
+    with pytest.raises(UnknownNameError):
+        run_reference("nope", torch.zeros(1, 2), torch.zeros(1, 1, 2), torch.zeros(1, 1, dtype=torch.int64),
+                      torch.zeros(1, 2))
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 5])
+def test_kseq_factor_equals_otm_g_star(k):
+    rng = np.random.default_rng(k)
+    p, q = rng.dirichlet(np.ones(V), size=20), rng.dirichlet(np.ones(V), size=20)
+    q[:5, :2] = 0.0  # q zero where p positive
+    q /= q.sum(1, keepdims=True)
+    p[5:8] = q[5:8]  # p = q: g* = 1
+    batched = kseq.optimal_division_factor(torch.as_tensor(p), torch.as_tensor(q), k).numpy()
+    exact = np.array([optimal_division_factor(pi, qi, k) for pi, qi in zip(p, q)])
+    np.testing.assert_allclose(batched, exact, rtol=0, atol=AGREEMENT_TOLERANCE)
+
+
+@pytest.mark.parametrize("k, s, alphabet_size", [(1, 5, 40), (2, 5, 40), (3, 2, 40), (2, 2, 4), (3, 5, 3)])
+def test_is_truncated_selection_law_equals_enumeration(k, s, alphabet_size):
+    """The recursion for the selection law P_I (no V^k enumeration) equals otm's
+    enumerated ``selection_law``; the pair rules equal otm's on the alphabet."""
+    rng = np.random.default_rng(k + s)
+    for _ in range(3):
+        p, q = rng.dirichlet(np.ones(V)), rng.dirichlet(np.ones(V))
+        law = rule_law("is_truncated", p, q, k, s=s, alphabet_size=alphabet_size)
+        plan = is_truncated.selection_plan(p, q, k, s, alphabet_size)
+        assert np.array_equal(plan.alphabet, np.flatnonzero(law.details["alphabet"]))
+        selection = law.details["selection_law"]
+        np.testing.assert_allclose(plan.selection_law, selection[plan.alphabet], atol=AGREEMENT_TOLERANCE)
+        assert np.all(selection[~law.details["alphabet"]] == 0)
+        for mine, stage in zip(plan.select_first, law.details["stages"]):
+            np.testing.assert_allclose(mine, stage["select_first"][np.ix_(plan.alphabet, plan.alphabet)],
+                                       atol=AGREEMENT_TOLERANCE)
+
+
+def test_a_broken_batched_sampler_disagrees_with_the_reference(monkeypatch):
+    """The comparison can fail: RRS whose residuals are not renormalised."""
+    from decoding.verifiers import rrs
+
+    monkeypatch.setattr(rrs, "normalise", lambda weights: weights)
+    p, qs = _instances("rrs", 3, seed=11)
+    g = torch.Generator().manual_seed(3)
+    drafts = rrs.sample_drafts(qs[:, 0], 3, g)
+    state = g.get_state()
+    out = rrs.verify(p, qs, drafts, g)
+    g.set_state(state)
+    tokens, _ = run_reference("rrs", p, qs, drafts, draw_uniforms(g, p.shape[0], rrs.uniforms_per_row(3), p))
+    assert out.tokens.tolist() != tokens
