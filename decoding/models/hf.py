@@ -30,18 +30,29 @@ class ModelPair:
     """A draft model, a target model and the tokenizer they share.
 
     ``vocab_size`` is the width of the logits both models produce (the smaller of the two
-    output embeddings, which may be padded beyond the tokenizer: Qwen2.5 pads 151,665
-    tokens to 151,936 rows); ``len(tokenizer)`` is the number of real tokens.
+    output embeddings). It can exceed the number of real tokens: Qwen2.5 pads 151,665
+    tokens to 151,936 embedding rows, and its GGUF tokenizer even names the padding ids
+    ``[PAD151665]`` .. ``[PAD151935]``. ``real_vocab_size`` is the number of ids that are
+    real tokens (ids ``>= real_vocab_size`` are padding no text contains); ``None`` means
+    every id is real.
     """
 
     draft: torch.nn.Module
     target: torch.nn.Module
     tokenizer: object
     name: str
+    real_vocab_size: int | None = None
 
     @property
     def vocab_size(self) -> int:
         return min(_output_rows(self.draft), _output_rows(self.target))
+
+    @property
+    def n_real_tokens(self) -> int:
+        """Ids ``0 .. n_real_tokens - 1`` are real tokens (at most ``vocab_size``)."""
+        if self.real_vocab_size is None:
+            return self.vocab_size
+        return min(self.real_vocab_size, self.vocab_size)
 
     @property
     def device(self) -> torch.device:
@@ -78,14 +89,31 @@ def load_pair(
     check_tokenizers_agree(draft_tokenizer, target_tokenizer)
     draft_model = load_causal_lm(draft, device, dtype)
     target_model = load_causal_lm(target, device, dtype)
+    n_real = real_vocab_size(target_tokenizer)
     for role, model in (("draft", draft_model), ("target", target_model)):
-        if _output_rows(model) < len(target_tokenizer):
+        if _output_rows(model) < n_real:
             raise TokenizerMismatchError(
                 f"the {role} model produces {_output_rows(model)} logits but the tokenizer has "
-                f"{len(target_tokenizer)} tokens: the model was not trained with this tokenizer"
+                f"{n_real} tokens: the model was not trained with this tokenizer"
             )
     pair_name = name if name is not None else f"{Path(str(draft)).name} -> {Path(str(target)).name}"
-    return ModelPair(draft=draft_model, target=target_model, tokenizer=target_tokenizer, name=pair_name)
+    return ModelPair(
+        draft=draft_model,
+        target=target_model,
+        tokenizer=target_tokenizer,
+        name=pair_name,
+        real_vocab_size=n_real,
+    )
+
+
+def real_vocab_size(tokenizer) -> int:
+    """Number of leading ids that are real tokens: ``len(tokenizer)`` less a tail of
+    llama.cpp padding tokens (``[PAD<id>]`` at id ``<id>``, added when a GGUF file pads the
+    vocabulary to the embedding size)."""
+    size = len(tokenizer)
+    while size > 0 and tokenizer.convert_ids_to_tokens(size - 1) == f"[PAD{size - 1}]":
+        size -= 1
+    return size
 
 
 def load_tokenizer(source: str | Path, **kwargs):

@@ -69,8 +69,7 @@ def solve_canonical_lp(p, law: DraftLaw, backend: str = "highs") -> OTMSolution:
     lp = selection_weight_lp(p, Q[rows], rows, tokens, len(Q))
     result = solve_lp(lp, backend)
     certificate = lp_certificate(lp, result)
-    num_w = len(rows)
-    w_values = result.x[:num_w] if exact else np.clip(result.x[:num_w], 0.0, 1.0)
+    w_values = weights_from_masses(result.x, Q[rows], rows)
     weights = np.empty(law.tuples.shape, dtype=object if exact else np.float64)
     weights[...] = zero(exact)
     weights[rows, np.nonzero(law.first_occurrence())[1]] = w_values
@@ -92,13 +91,18 @@ def solve_canonical_lp(p, law: DraftLaw, backend: str = "highs") -> OTMSolution:
 def selection_weight_lp(p, mass, rows, tokens, num_tuples: int, offset=None):
     """The canonical LP in the selection weights, as a :class:`LinearProgram`.
 
-    Variables: one weight per ``(rows[i], tokens[i])`` (a distinct token of tuple
-    ``rows[i]``), then ``t_y`` for each token ``y``. ``mass[i]`` is ``Q`` of tuple
-    ``rows[i]``; ``offset`` (``[V]``, default 0) is selection mass that reaches ``y`` from
-    tuples whose weights are fixed (the truncated LP of seed 001 §4)::
+    Variables: one *selection mass* ``u_i = mass[i] w_i`` per ``(rows[i], tokens[i])`` (a
+    distinct token of tuple ``rows[i]``), then ``t_y`` for each token ``y``. ``mass[i]`` is
+    ``Q`` of tuple ``rows[i]``; ``offset`` (``[V]``, default 0) is selection mass that
+    reaches ``y`` from tuples whose weights are fixed (the truncated LP of seed 001 §4)::
 
-        max sum_y t_y  s.t.  t_y <= p(y),  t_y - sum_{i: tokens[i] = y} mass[i] w_i <= offset(y),
-                             sum_{i: rows[i] = t} w_i = 1 for each tuple t,  w, t >= 0.
+        max sum_y t_y  s.t.  t_y <= p(y),  t_y - sum_{i: tokens[i] = y} u_i <= offset(y),
+                             sum_{i: rows[i] = t} u_i = Q(t) for each tuple t,  u, t >= 0.
+
+    This is the weight LP with each tuple's row scaled by ``Q(t)``: written in the weights
+    themselves the coefficients are the tiny ``Q(t)`` and HiGHS stopped up to 6e-8 short of
+    the optimum at V = 64, k = 2; in masses every coefficient is +-1 and it agrees with the
+    other formulations to 1e-15. :func:`weights_from_masses` converts back.
     """
     exact = np.asarray(p).dtype == object
     V = len(p)
@@ -107,12 +111,30 @@ def selection_weight_lp(p, mass, rows, tokens, num_tuples: int, offset=None):
     builder = LPBuilder(num_w + V, exact)
     for t in range(num_tuples):
         cols = np.flatnonzero(rows == t)
-        builder.add("eq", cols, [1] * len(cols), 1)
+        builder.add("eq", cols, [1] * len(cols), mass[cols[0]])
     for y in range(V):
         builder.add("ub", [num_w + y], [1], p[y])
         cols = np.flatnonzero(tokens == y)
-        builder.add("ub", [num_w + y, *cols], [1, *(-mass[cols])], offset[y])
+        builder.add("ub", [num_w + y, *cols], [1, *([-1] * len(cols))], offset[y])
     return builder.build([0] * num_w + [1] * V)
+
+
+def weights_from_masses(x, mass, rows) -> np.ndarray:
+    """The weights ``w_i = u_i / Q(rows[i])`` from the first ``len(mass)`` entries of a
+    solution of :func:`selection_weight_lp`.
+
+    In floats each tuple's masses are renormalised by their own sum (the solver meets
+    ``sum u = Q(t)`` only to an absolute tolerance, which matters for tiny ``Q(t)``); a
+    tuple left with no mass at all gets equal weights, which moves the acceptance by at
+    most its ``Q(t)``, below the solver's tolerance.
+    """
+    u = np.asarray(x)[: len(mass)]
+    if np.asarray(mass).dtype == object:
+        return np.array([ui / mi for ui, mi in zip(u, mass)], dtype=object)
+    u = np.clip(u.astype(np.float64), 0.0, None)
+    totals = np.bincount(rows, weights=u)[rows]
+    counts = np.bincount(rows)[rows]
+    return np.where(totals > 0, u / np.where(totals > 0, totals, 1.0), 1.0 / counts)
 
 
 @dataclass(frozen=True, eq=False)

@@ -19,6 +19,14 @@ with equality when every tuple with ``S(x) in H`` is on the source side. Hence
 
 and ``certificate["cut_tokens"]`` (the token nodes on the source side of the cut the
 flow algorithm returns) attains the minimum.
+
+Float instances are solved in exact integer arithmetic: each capacity is rounded *down*
+to a multiple of ``2**-FLOW_SCALE_BITS``. networkx's algorithms on raw float capacities
+leave residuals like 1e-17 that should be 0, and then certify nothing (cut != flow by
+~1e-7) or crash; on integers they are exact. Rounding down keeps the flow feasible for
+the float instance (a lower bound on ``alpha*``) and the cut ``H`` evaluated on the float
+instance is an upper bound; ``certificate["gap"]`` is their difference, at most
+``(number of tuples + V) * 2**-FLOW_SCALE_BITS``.
 """
 from __future__ import annotations
 
@@ -33,21 +41,29 @@ from ._lp import distinct_positions, law_probs, target_for
 
 SOURCE, SINK = "source", "sink"
 
+#: Float capacities are floored to integer multiples of ``2**-FLOW_SCALE_BITS``.
+FLOW_SCALE_BITS = 64
+
+
+def _capacity(value, exact: bool):
+    return value if exact else int(np.floor(np.ldexp(float(value), FLOW_SCALE_BITS)))
+
 
 def flow_network(p, law: DraftLaw) -> nx.DiGraph:
     """The network above; nodes ``"source"``, ``"sink"``, ``("tuple", t)``, ``("token", y)``.
-    Capacities are Fractions when ``p`` and ``law`` are exact, floats otherwise."""
+    Capacities are Fractions when ``p`` and ``law`` are exact, otherwise integers: the
+    float capacity times ``2**FLOW_SCALE_BITS``, rounded down."""
     p, exact = target_for(p, law)
     Q = law_probs(law, exact)
     G = nx.DiGraph()
     G.add_nodes_from([SOURCE, SINK])
     for t, mass in enumerate(Q):
-        G.add_edge(SOURCE, ("tuple", t), capacity=mass)
+        G.add_edge(SOURCE, ("tuple", t), capacity=_capacity(mass, exact))
     rows, tokens = distinct_positions(law)
     for t, y in zip(rows, tokens):
         G.add_edge(("tuple", int(t)), ("token", int(y)))  # no capacity: unbounded
     for y in np.unique(tokens):
-        G.add_edge(("token", int(y)), SINK, capacity=p[y])
+        G.add_edge(("token", int(y)), SINK, capacity=_capacity(p[y], exact))
     return G
 
 
@@ -60,27 +76,37 @@ def solve_max_flow(p, law: DraftLaw, flow_func=None) -> OTMSolution:
 
     Returns:
         :class:`OTMSolution` with ``accepted`` = the flow on tuple -> token edges and
-        ``certificate = {"cut_tokens": H, "cut_capacity", "flow_value"}`` where ``H`` is a
-        sorted ``[|H|]`` int array with ``min_cut_value(p, law, H) == acceptance``. Exact
-        (Fraction) inputs give an exact value.
+        ``certificate = {"cut_tokens": H, "cut_value", "flow_value", "gap"}`` where ``H``
+        is a sorted ``[|H|]`` int array and ``cut_value = min_cut_value(p, law, H)``; the
+        gap is 0 for exact (Fraction) inputs and at most ``(tuples + V) 2**-FLOW_SCALE_BITS``
+        for floats (see the module docstring).
 
     >>> from otm.draft_laws import iid_law
     >>> float(solve_max_flow([0.5, 0.5], iid_law([1.0, 0.0], 2)).acceptance)
     0.5
     """
+    _, exact = target_for(p, law)
     result = max_flow(flow_network(p, law), SOURCE, SINK, flow_func=flow_func)
+    scale = 1 if exact else 2.0**-FLOW_SCALE_BITS
     accepted = {
-        (u[1], v[1]): mass
+        (u[1], v[1]): mass * scale
         for u, out in result.flow.items() if isinstance(u, tuple) and u[0] == "tuple"
         for v, mass in out.items() if mass > 0
     }
     cut_tokens = np.array(sorted(node[1] for node in result.cut[0] if isinstance(node, tuple) and node[0] == "token"),
                           dtype=np.int64)
+    flow_value = result.value * scale
+    cut_value = min_cut_value(p, law, cut_tokens)
     return OTMSolution(
-        acceptance=result.value,
+        acceptance=flow_value,
         method="max_flow",
         accepted=accepted,
-        certificate={"cut_tokens": cut_tokens, "cut_capacity": result.cut_capacity, "flow_value": result.value},
+        certificate={
+            "cut_tokens": cut_tokens,
+            "cut_value": cut_value,
+            "flow_value": flow_value,
+            "gap": cut_value - flow_value,
+        },
         details={"algorithm": result.algorithm},
     )
 

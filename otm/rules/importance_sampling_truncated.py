@@ -51,7 +51,7 @@ from ..distributions import as_distribution_pair, check_draft_count
 from ..draft_laws import DraftLaw, iid_law
 from ..errors import InvalidDraftCountError
 from ..formulations._lp import distinct_positions, solve_lp
-from ..formulations.canonical_lp import selection_weight_lp, two_step_law_from_selection
+from ..formulations.canonical_lp import selection_weight_lp, two_step_law_from_selection, weights_from_masses
 from .base import RuleLaw
 
 NAME = "is_truncated"
@@ -91,8 +91,9 @@ def pair_stage(p, a, b, s: int, backend: str = "highs") -> dict:
     if pairs.size:
         rows = np.repeat(np.arange(pairs.size), 2)
         tokens = np.stack([first[pairs], second[pairs]], axis=1).ravel()
-        lp = selection_weight_lp(p, np.repeat(mass[pairs], 2), rows, tokens, pairs.size, offset)
-        weights = np.clip(solve_lp(lp, backend).x[: rows.size], 0.0, 1.0).reshape(-1, 2)
+        pair_mass = np.repeat(mass[pairs], 2)
+        lp = selection_weight_lp(p, pair_mass, rows, tokens, pairs.size, offset)
+        weights = weights_from_masses(solve_lp(lp, backend).x, pair_mass, rows).reshape(-1, 2)
         select_first[first[pairs], second[pairs]] = weights[:, 0] / weights.sum(axis=1)
     law = np.zeros(V)
     np.add.at(law, first, mass * select_first[first, second])

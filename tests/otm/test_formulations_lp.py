@@ -273,7 +273,8 @@ def test_flow_check_rejects_a_tampered_flow():
     result = max_flow(G, "source", "sink")
     assert check_flow(G, "source", "sink", result) == []
     flow = {u: dict(out) for u, out in result.flow.items()}
-    flow["source"][("tuple", 0)] += 1e-3  # conservation broken at the tuple node
+    # conservation broken at the tuple node by 0.1% of its capacity (integer-scaled network)
+    flow["source"][("tuple", 0)] += G["source"][("tuple", 0)]["capacity"] // 1000
     assert check_flow(G, "source", "sink", dataclasses.replace(result, flow=flow)) != []
 
 

