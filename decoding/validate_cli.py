@@ -23,13 +23,6 @@ from .recording import load_recording
 from .validate import ValidationResult, validate_recording
 
 
-def add_validate_arguments(parser) -> None:
-    """The arguments of ``otm validate`` on an ``argparse`` (sub)parser."""
-    parser.add_argument("recording", help="a .npz recording written by `otm decode --record FILE`")
-    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
-    parser.add_argument("--out", default=None, help="folder for validation.json and the figures")
-
-
 def run_validate(args) -> dict:
     """Run ``otm validate`` (module docstring)."""
     path = Path(args.recording)
@@ -140,4 +133,4 @@ def plot_validation(result: ValidationResult, out: Path) -> list[Path]:
     return files
 
 
-__all__ = ["add_validate_arguments", "format_summary", "plot_validation", "run_validate"]
+__all__ = ["format_summary", "plot_validation", "run_validate"]

@@ -106,6 +106,45 @@ def cmd_acceptance(args) -> int:
     return 0
 
 
+def cmd_theorems(args) -> int:
+    from proofs.cli import print_theorems, run_theorems
+
+    rows = run_theorems(paper=args.paper, instances=args.instances, seed=args.seed, progress=not args.json)
+    print_theorems(rows, as_json=args.json)
+    return 0 if all(row["status"] != "fails" for row in rows) or args.allow_failures else 1
+
+
+def cmd_reproduce(args) -> int:
+    from proofs.cli import print_table4, run_table4
+
+    print_table4(run_table4(pairs=args.pairs, seed=args.seed, reading=args.reading), as_json=args.json)
+    return 0
+
+
+def cmd_decode(args) -> int:
+    from decoding.decode_cli import run_decode
+
+    summary = run_decode(args)
+    if args.json:
+        print(json.dumps(summary, indent=2, default=str))
+    else:
+        for key in ("rule", "tree", "pair", "tokens_generated", "target_calls", "block_efficiency",
+                    "acceptance_by_depth", "wall_seconds"):
+            print(f"{key:<20}{summary.get(key)}")
+        for text in summary.get("texts", []):
+            print("-" * 60)
+            print(text)
+    return 0
+
+
+def cmd_validate(args) -> int:
+    from decoding.validate_cli import run_validate
+
+    run_validate(args)
+    return 0
+
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="otm", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -125,6 +164,44 @@ def build_parser() -> argparse.ArgumentParser:
     acc.add_argument("--logits", action="store_true", help="the files hold logits, not probabilities")
     acc.add_argument("--json", action="store_true", help="print JSON")
     acc.set_defaults(func=cmd_acceptance)
+
+    theorems = sub.add_parser("theorems", help="check the seed papers' theorems, claim by claim")
+    theorems.add_argument("--paper", choices=("spechub", "khisti", "spectr", "leviathan", "ensemble", "beyond"))
+    theorems.add_argument("--instances", type=int, default=None, help="random instances per check (default: each check's own)")
+    theorems.add_argument("--seed", type=int, default=0)
+    theorems.add_argument("--json", action="store_true")
+    theorems.add_argument("--allow-failures", action="store_true", help="exit 0 even when a claim fails")
+    theorems.set_defaults(func=cmd_theorems)
+
+    reproduce = sub.add_parser("reproduce", help="reproduce a paper table")
+    reproduce.add_argument("table", choices=("spechub-table4",))
+    reproduce.add_argument("--pairs", type=int, default=100)
+    reproduce.add_argument("--seed", type=int, default=0)
+    reproduce.add_argument("--reading", default="stated", help="how the paper's recipe is read (docs/theorems.md)")
+    reproduce.add_argument("--json", action="store_true")
+    reproduce.set_defaults(func=cmd_reproduce)
+
+    decode = sub.add_parser("decode", help="speculative decoding with a rule and a draft tree")
+    decode.add_argument("--pair", default="qwen2.5-coder", help="qwen2.5-coder | tiny | DRAFT,TARGET")
+    decode.add_argument("--rule", required=True, choices=("single", "rrs", "rrs_wor", "specinfer", "kseq", "spechub", "is_truncated", "greedy"))
+    decode.add_argument("--tree", required=True, help="binary:D, ternary:D, kary:K,D, chains:K,D, prefix:k1,..., branching:A;B;..")
+    decode.add_argument("--temperature", type=float, default=1.0)
+    decode.add_argument("--top-p", type=float, default=None)
+    decode.add_argument("--max-new-tokens", type=int, default=32)
+    decode.add_argument("--prompt")
+    decode.add_argument("--prompts", help="a file with one prompt per line")
+    decode.add_argument("--seed", type=int, default=0)
+    decode.add_argument("--record", help="write a recording (.npz) for `otm validate`")
+    decode.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
+    decode.add_argument("--dtype", default="float32", choices=("float32", "float64", "bfloat16", "float16"))
+    decode.add_argument("--json", action="store_true")
+    decode.set_defaults(func=cmd_decode)
+
+    validate = sub.add_parser("validate", help="per-node gap between a recording's rule and the OTM optimum")
+    validate.add_argument("recording", help="a .npz recording written by `otm decode --record FILE`")
+    validate.add_argument("--json", action="store_true", help="print the summary as JSON")
+    validate.add_argument("--out", default=None, help="folder for validation.json and the figures")
+    validate.set_defaults(func=cmd_validate)
     return parser
 
 

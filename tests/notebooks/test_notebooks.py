@@ -1,0 +1,64 @@
+"""Execute every notebook under notebooks/ with nbclient; a notebook that fails is a failing test.
+
+The kernel is "python3" from ipykernel; jupyter_client replaces its ``python`` command by
+``sys.executable``, so the kernel runs in this interpreter's environment (the project
+venv when pytest runs from it; checked by ``test_kernel_runs_this_interpreter``).
+``OTM_NOTEBOOK_SMALL=1`` makes each notebook pick short sweeps and tiny models.
+"""
+import os
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+
+#: Per-cell limit: far above the expected seconds, only there to turn a hang into a failure.
+CELL_TIMEOUT_S = 600
+
+
+def _execute(notebook: nbformat.NotebookNode, cwd: Path) -> nbformat.NotebookNode:
+    os.environ["OTM_NOTEBOOK_SMALL"] = "1"  # inherited by the kernel process
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    client = NotebookClient(notebook, timeout=CELL_TIMEOUT_S, kernel_name="python3", resources={"metadata": {"path": str(cwd)}})
+    return client.execute()
+
+
+def _notebooks():
+    return sorted(NOTEBOOKS.glob("*.ipynb"))
+
+
+def test_there_are_four_notebooks():
+    assert [p.name[:3] for p in _notebooks()] == ["01_", "02_", "03_", "04_"]
+
+
+@pytest.mark.parametrize("path", _notebooks(), ids=lambda p: p.stem)
+def test_notebook_is_committed_without_outputs(path):
+    notebook = nbformat.read(path, as_version=4)
+    nbformat.validate(notebook)
+    assert notebook.cells[0].cell_type == "markdown" and notebook.cells[0].source.startswith("# ")
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            assert not cell.outputs and cell.execution_count is None, f"{path.name}: clear the outputs before committing"
+
+
+@pytest.mark.parametrize("path", _notebooks(), ids=lambda p: p.stem)
+def test_notebook_executes(path, monkeypatch):
+    monkeypatch.setenv("OTM_NOTEBOOK_SMALL", "1")
+    notebook = nbformat.read(path, as_version=4)
+    executed = _execute(notebook, path.parent)  # raises CellExecutionError on any failing cell
+    outputs = [o for c in executed.cells if c.cell_type == "code" for o in c.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    figures = [o for o in outputs if "image/png" in o.get("data", {})]
+    assert figures, f"{path.name} drew no figure"
+    text = "".join(o.get("text", "") for o in outputs)
+    assert "small mode" in text  # the notebook saw OTM_NOTEBOOK_SMALL
+
+
+def test_kernel_runs_this_interpreter(monkeypatch):
+    monkeypatch.setenv("OTM_NOTEBOOK_SMALL", "1")
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import sys; print(sys.executable)")])
+    executed = _execute(notebook, NOTEBOOKS)
+    assert Path(executed.cells[0].outputs[0]["text"].strip()).resolve() == Path(sys.executable).resolve()
