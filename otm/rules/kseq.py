@@ -68,9 +68,9 @@ def gap(p: np.ndarray, q: np.ndarray, k: int, g):
 def upper_bracket(p: np.ndarray, q: np.ndarray, k: int):
     """``min(k, max_x p(x)/q(x))`` (``k`` when ``q = 0 < p`` somewhere); ``f <= 0`` there
     (Lemma 3)."""
-    ratios = [p[x] / q[x] for x in range(p.size) if q[x] > 0]
-    unbounded = any(p[x] > 0 and q[x] == 0 for x in range(p.size))
-    top = k if unbounded else min(k, max(ratios))
+    drafted = np.asarray(q > 0, dtype=bool)
+    unbounded = bool(np.any(np.asarray(p > 0, dtype=bool) & ~drafted))
+    top = k if unbounded else min(k, max(p[drafted] / q[drafted]))
     return max(top, 1)
 
 
@@ -136,7 +136,7 @@ def closed_form_membership(p, q, k: int, g, final: np.ndarray):
     """``p_acc + sum_y p_res(y) [(1 - beta)^k - (1 - beta - d(y))^k]`` (module docstring)."""
     b = beta(p, q, g)
     rejected = positive_part(q - p / g)
-    residual_hits = sum(final[y] * ((1 - b) ** k - (1 - b - rejected[y]) ** k) for y in range(p.size))
+    residual_hits = (final * ((1 - b) ** k - (1 - b - rejected) ** k)).sum()
     return 1 - (1 - b) ** k + residual_hits
 
 
