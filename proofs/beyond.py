@@ -1,0 +1,207 @@
+"""Identities beyond the seed papers (DESIGN.md "Mathematical facts"), checked the same way.
+
+- min-cut formula: ``alpha*(p, Q) = min_H p(H) + 1 - Q(all drafts in H)`` for any k, any Q;
+- prefix optimality: for i.i.d. and without-replacement drafts a minimising ``H`` is a
+  prefix of the tokens sorted by ``p/q`` ascending (``q = 0`` last);
+- SpecHub = greedy drafts with k = 2 in acceptance, and both reach the per-token bound
+  ``sum_y min(p(y), P(y in S(X)))`` for their own laws;
+- no rule beats the optimum (nor the per-token bound) of its own draft law.
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from otm.draft_laws import greedy_law, hub_law, iid_law, without_replacement_law
+
+from .check import RANDOM_SEARCH, Check, SlackSearch, identity_slack, run_search
+from .core import core
+from .instances import random_pair
+from .spechub import random_law_cases
+
+PAPER = "beyond"
+SOURCE = "DESIGN.md mathematical facts"
+
+
+def brute_force_min_cut(p, law) -> float:
+    """``min_H p(H) + 1 - Q(all drafts in H)`` over all ``2^V`` token sets (small V)."""
+    V = law.vocab_size
+    p = np.asarray(p, dtype=np.float64)
+    best = np.inf
+    for mask in itertools.product((False, True), repeat=V):
+        mask = np.array(mask)
+        best = min(best, float(p[mask].sum()) + 1 - float(law.all_in_probability(mask)))
+    return best
+
+
+def check_min_cut(instances: int, rng: np.random.Generator, cut_fn=brute_force_min_cut, full=None) -> Check:
+    """The min-cut formula for any k and any joint Q (brute force over H vs the full LP)."""
+    full = full or core("solve_full_lp")
+    check = Check(
+        id="beyond.min_cut", paper=PAPER, source=f"{SOURCE}; seed 000 App. F generalised",
+        claim="For any number of drafts and any joint draft law Q, the optimal acceptance is the minimum over token sets H of p(H) + 1 - Q(all drafts in H).",
+        formula="alpha*(p, Q) = min_H [ p(H) + 1 - Q(X_1..X_k in H) ]",
+        method=RANDOM_SEARCH,
+        note="Brute force over all 2^V sets against the full LP (i.i.d., without replacement, hub, greedy and arbitrary laws; V <= 5, k <= 3).",
+    )
+    return run_search(
+        check,
+        random_law_cases(rng, instances, max_vocab=5, max_k=3),
+        lambda c: identity_slack(cut_fn(c["p"], c["law"]), float(full(c["p"], c["law"]).acceptance)),
+    )
+
+
+def check_max_flow_certificate(instances: int, rng: np.random.Generator, flow=None, cut_value=None, full=None) -> Check:
+    """otm's max flow equals the LP optimum and its certificate cut attains it; a crash of
+    the flow on an instance counts as a failure there (with the exception in the instance)."""
+    flow = flow or core("solve_max_flow")
+    cut_value = cut_value or core("min_cut_value")
+    full = full or core("solve_full_lp")
+    check = Check(
+        id="beyond.max_flow_certificate", paper=PAPER, source=f"{SOURCE}; seed 000 App. F generalised (implementation check)",
+        claim="otm's max-flow formulation returns the OTM optimum, with a cut H whose capacity p(H) + 1 - Q(all in H) equals it.",
+        formula="maxflow(p, Q) = alpha*(p, Q) = min_cut_value(p, Q, cut_tokens)",
+        method=RANDOM_SEARCH,
+        note="Same instances as beyond.min_cut; checks the implementation (networkx behind solvers.max_flow), not a paper.",
+    )
+
+    def slack(c):
+        optimum = float(full(c["p"], c["law"]).acceptance)
+        try:
+            solution = flow(c["p"], c["law"])
+        except Exception as exc:  # an implementation crash is a failure on this instance
+            c["error"] = f"{type(exc).__name__}: {exc}"
+            return -1.0
+        return min(
+            identity_slack(float(solution.acceptance), optimum),
+            identity_slack(float(cut_value(c["p"], c["law"], solution.certificate["cut_tokens"])), optimum),
+        )
+
+    return run_search(check, random_law_cases(rng, instances, max_vocab=5, max_k=3), slack)
+
+
+def ratio_prefixes(p, q):
+    """Token sets ``{first m tokens by p/q ascending}``, m = 0..V (``q = 0`` last; ties by index)."""
+    p, q = np.asarray(p, dtype=np.float64), np.asarray(q, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(q > 0, p / np.where(q > 0, q, 1.0), np.inf)
+    order = np.lexsort((np.arange(len(p)), ratio))
+    for m in range(len(p) + 1):
+        mask = np.zeros(len(p), dtype=bool)
+        mask[order[:m]] = True
+        yield mask
+
+
+def check_prefix(instances: int, rng: np.random.Generator, prefixes_fn=ratio_prefixes, closed_form=None) -> Check:
+    """The prefix theorem for i.i.d. and without-replacement drafts, and otm's prefix scan."""
+    closed_form = closed_form or core("prefix_scan")
+    check = Check(
+        id="beyond.prefix", paper=PAPER, source=f"{SOURCE} (prefix scan)",
+        claim="For i.i.d. drafts and drafts without replacement, the min cut is attained on a prefix of the tokens sorted by p/q ascending, so one sort and one scan give the optimum.",
+        formula="min_H [p(H) + 1 - Q(all in H)] = min_m [p(H_m) + 1 - Q(all in H_m)],  H_m = first m tokens by p/q",
+        method=RANDOM_SEARCH,
+        note="Brute force over all 2^V sets vs the V+1 prefixes (V <= 6, k <= 4), and otm's prefix_scan vs both; includes ties and q = 0 tokens.",
+    )
+    search = SlackSearch()
+    for _ in range(instances):
+        V = int(rng.integers(2, 7))
+        k = int(rng.integers(1, 5))
+        p, q = random_pair(rng, V)
+        if rng.random() < 0.2:  # ties in p/q
+            p = q.copy()
+        for sampling in ("iid", "without_replacement"):
+            if sampling == "without_replacement" and np.count_nonzero(q) < k:
+                continue
+            law = iid_law(q, k) if sampling == "iid" else without_replacement_law(q, k)
+            everything = brute_force_min_cut(p, law)
+            prefix_best = min(float(p[m].sum()) + 1 - float(law.all_in_probability(m)) for m in prefixes_fn(p, q))
+            case = {"p": p, "q": q, "k": k, "sampling": sampling}
+            search.record(identity_slack(prefix_best, everything), {**case, "part": "prefix = all sets"})
+            search.record(identity_slack(float(closed_form(p, q, k, sampling).acceptance), everything), {**case, "part": "otm prefix_scan"})
+    return search.finish(check)
+
+
+def lp_optimum_for_law(p, law) -> float:
+    """``alpha*(p, Q)`` from the full LP (the oracle; independent of the max-flow path)."""
+    return float(core("solve_full_lp")(p, law).acceptance)
+
+
+def per_token_bound(p, law) -> float:
+    """``sum_y min(p(y), P(y in S(X)))``: an upper bound on any rule's acceptance for ``law``."""
+    return float(np.minimum(np.asarray(p, dtype=np.float64), law.membership_probs().astype(np.float64)).sum())
+
+
+def check_spechub_greedy(instances: int, rng: np.random.Generator, acceptance_fn=None, optimum_for_law=None) -> Check:
+    """SpecHub = greedy (k = 2) in acceptance when q has two or more tokens with positive mass;
+    both equal the per-token bound and the optimum of their laws."""
+    acceptance_fn = acceptance_fn or core("rule_acceptance")
+    optimum_for_law = optimum_for_law or lp_optimum_for_law
+    check = Check(
+        id="beyond.spechub_greedy", paper=PAPER, source=f"{SOURCE}; seed 000 §4",
+        claim="If q has at least two tokens with positive probability, SpecHub and the greedy-draft verifier with k = 2 have the same acceptance, "
+        "p(a) + sum_{x != a} min(p(x), q(x)/(1-q(a))), which is the per-token bound and the optimum of either law.",
+        formula="|supp q| >= 2  =>  acc_SpecHub = acc_greedy(k=2) = sum_y min(p(y), P(y in S)) = alpha*(p, hub) = alpha*(p, greedy_2)",
+        method=RANDOM_SEARCH,
+        note="Exact rule laws and LP optima of the hub and greedy laws (V <= 8). For one-hot q the identity breaks: the hub law is the "
+        "pair (a, a) while the greedy law proposes a second, deterministic token, so greedy then accepts p(a) + p(next) > p(a); "
+        "those instances are counted separately.",
+    )
+    search = SlackSearch()
+    degenerate = 0
+    for _ in range(instances):
+        p, q = random_pair(rng, int(rng.integers(2, 9)))
+        case = {"p": p, "q": q}
+        spechub = float(acceptance_fn("spechub", p, q, 2))
+        if np.count_nonzero(q) < 2:
+            degenerate += 1
+            search.record(float(acceptance_fn("greedy", p, q, 2)) - spechub, {**case, "part": "one-hot q: greedy >= spechub"})
+            continue
+        a = int(np.argmax(q))
+        closed = p[a] + sum(min(p[x], q[x] / (1 - q[a])) for x in range(len(p)) if x != a)
+        search.record(identity_slack(float(acceptance_fn("greedy", p, q, 2)), spechub), {**case, "part": "greedy = spechub"})
+        search.record(identity_slack(closed, spechub), {**case, "part": "closed form"})
+        for name, law in (("hub", hub_law(q)), ("greedy", greedy_law(q, 2))):
+            search.record(identity_slack(per_token_bound(p, law), spechub), {**case, "part": f"per-token bound of {name} law"})
+            search.record(identity_slack(float(optimum_for_law(p, law)), spechub), {**case, "part": f"optimum of {name} law"})
+    check.note += f" One-hot q instances: {degenerate}."
+    return search.finish(check)
+
+
+#: Rules and the k they are checked with by :func:`check_no_rule_beats_optimum`.
+LOSSLESS_RULES = ("single", "rrs", "rrs_wor", "kseq", "spechub", "greedy", "is_optimal", "is_truncated")
+
+
+def check_no_rule_beats_optimum(instances: int, rng: np.random.Generator, law_fn=None, optimum_for_law=None) -> Check:
+    """Every rule: acceptance <= optimum of its own draft law <= per-token bound."""
+    law_fn = law_fn or core("rule_law")
+    optimum_for_law = optimum_for_law or lp_optimum_for_law
+    check = Check(
+        id="beyond.no_rule_beats_optimum", paper=PAPER, source=f"{SOURCE} ('No rule beats the optimum for its own Q')",
+        claim="No selection rule accepts more than the OTM optimum of its own joint draft law, which is at most the per-token bound.",
+        formula="acc_rule(p, q, k) <= alpha*(p, Q_rule) <= sum_y min(p(y), P_Q(y in S))",
+        method=RANDOM_SEARCH,
+        note=f"Rules {', '.join(LOSSLESS_RULES)}; V <= 5, k <= 3 (k = 2 for SpecHub, 1 for single).",
+    )
+    search = SlackSearch()
+    for _ in range(instances):
+        V = int(rng.integers(2, 6))
+        p, q = random_pair(rng, V)
+        q = 0.9 * q + 0.1 / V  # every rule applies (without replacement needs k tokens with q > 0)
+        for rule in LOSSLESS_RULES:
+            k = {"single": 1, "spechub": 2}.get(rule, int(rng.integers(1, min(V, 3) + 1)))
+            law = law_fn(rule, p, q, k)
+            optimum = float(optimum_for_law(p, law.draft_law))
+            case = {"p": p, "q": q, "k": k, "rule": rule}
+            search.record(optimum - float(law.acceptance), {**case, "part": "rule <= optimum"})
+            search.record(per_token_bound(p, law.draft_law) - optimum, {**case, "part": "optimum <= per-token bound"})
+    return search.finish(check)
+
+
+CHECKS = {
+    "beyond.min_cut": lambda n, rng: check_min_cut(n, rng),
+    "beyond.max_flow_certificate": lambda n, rng: check_max_flow_certificate(n, rng),
+    "beyond.prefix": lambda n, rng: check_prefix(n, rng),
+    "beyond.spechub_greedy": lambda n, rng: check_spechub_greedy(n, rng),
+    "beyond.no_rule_beats_optimum": lambda n, rng: check_no_rule_beats_optimum(n, rng),
+}

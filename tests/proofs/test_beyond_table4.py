@@ -1,0 +1,89 @@
+"""Beyond-the-papers identities, and the Table 4 reproduction's plumbing (2 pairs)."""
+from __future__ import annotations
+
+import numpy as np
+
+from proofs import beyond, table4
+from proofs_support import rule_swapped
+
+N = 5
+
+
+def rng():
+    return np.random.default_rng(5)
+
+
+def test_min_cut():
+    assert beyond.check_min_cut(N, rng()).status == "holds"
+    whole_set_only = lambda p, law: 1.0  # noqa: E731
+    assert beyond.check_min_cut(N, rng(), cut_fn=whole_set_only).status == "fails"
+
+
+def test_prefix():
+    assert beyond.check_prefix(2 * N, rng()).status == "holds"
+
+    def descending(p, q):
+        for mask in beyond.ratio_prefixes(p, q):
+            yield ~mask
+
+    assert beyond.check_prefix(2 * N, rng(), prefixes_fn=descending).status == "fails"
+
+
+def test_spechub_greedy():
+    assert beyond.check_spechub_greedy(N, rng()).status == "holds"
+    assert beyond.check_spechub_greedy(N, rng(), acceptance_fn=rule_swapped({"greedy": ("rrs", 2)})).status == "fails"
+
+
+def test_no_rule_beats_optimum():
+    assert beyond.check_no_rule_beats_optimum(2, rng()).status == "holds"
+    lowered = lambda p, law: beyond.lp_optimum_for_law(p, law) - 0.05  # noqa: E731
+    assert beyond.check_no_rule_beats_optimum(2, rng(), optimum_for_law=lowered).status == "fails"
+
+
+def test_table4_structure_and_paper_numbers():
+    result = table4.reproduce_table4(pairs=2, seed=0)
+    assert len(result["cells"]) == 6
+    cell = result["cells"][0]
+    assert set(cell["methods"]) == set(table4.METHODS)
+    assert cell["methods"]["SpecHub"]["paper"] == 0.7402
+    for c in result["cells"]:  # optimum >= RRS for the same draft law
+        m = c["methods"]
+        assert m["OTM"]["mean"] >= m["RRS"]["mean"] - 1e-12 and m["OTMw"]["mean"] >= m["RRSw"]["mean"] - 1e-12
+    assert "SpecHub" in table4.table4_text(result)
+
+
+def test_rrsw_monte_carlo_agrees_with_the_exact_law():
+    u = table4.draw_logits(np.random.default_rng(0))
+    p, q = table4.toy_pair(*u, 0.25, 0.5)
+    exact = table4.acceptances(p, q)["RRSw"]
+    estimate = table4.rrsw_monte_carlo(p, q, np.random.default_rng(1), repetitions=4000)
+    assert abs(estimate - exact) < 4 * np.sqrt(exact * (1 - exact) / 4000)
+
+
+def test_max_flow_certificate_counts_a_crash_as_a_failure():
+    def crashing(p, law):
+        raise KeyError("source")
+
+    check = beyond.check_max_flow_certificate(2, rng(), flow=crashing)
+    assert check.status == "fails" and "KeyError" in check.counterexample["error"]
+
+
+def test_spechub_greedy_one_hot_q_is_the_degenerate_case():
+    from otm.rules import rule_acceptance
+
+    p, q = np.array([0.5, 0.5]), np.array([1.0, 0.0])
+    assert float(rule_acceptance("spechub", p, q, 2)) == 0.5
+    assert float(rule_acceptance("greedy", p, q, 2)) == 1.0
+
+
+def test_table4_readings():
+    rng_ = np.random.default_rng(0)
+    u_p, u_q = table4.draw_logits(rng_, "gaussian_logits")
+    assert u_p.shape == (table4.VOCAB_SIZE,) and (u_p < 0).any()  # normal, not uniform on (0, 1)
+    for reading in ("stated", "gaussian_logits", "probability_mix", "temperature_times"):
+        p, q = table4.toy_pair(u_p, u_q, 0.25, 0.5, reading)
+        assert abs(p.sum() - 1) < 1e-12 and abs(q.sum() - 1) < 1e-12
+    import pytest
+
+    with pytest.raises(ValueError):
+        table4.toy_pair(u_p, u_q, 0.25, 0.5, "nope")
