@@ -13,10 +13,11 @@ import itertools
 
 import numpy as np
 
+import otm
+
 from otm.draft_laws import greedy_law, hub_law, iid_law, without_replacement_law
 
 from .check import RANDOM_SEARCH, Check, SlackSearch, identity_slack, run_search
-from .core import core
 from .instances import random_pair
 from .spechub import random_law_cases
 
@@ -37,7 +38,7 @@ def brute_force_min_cut(p, law) -> float:
 
 def check_min_cut(instances: int, rng: np.random.Generator, cut_fn=brute_force_min_cut, full=None) -> Check:
     """The min-cut formula for any k and any joint Q (brute force over H vs the full LP)."""
-    full = full or core("solve_full_lp")
+    full = full or otm.solve_full_lp
     check = Check(
         id="beyond.min_cut", paper=PAPER, source=f"{SOURCE}; seed 000 App. F generalised",
         claim="For any number of drafts and any joint draft law Q, the optimal acceptance is the minimum over token sets H of p(H) + 1 - Q(all drafts in H).",
@@ -55,9 +56,9 @@ def check_min_cut(instances: int, rng: np.random.Generator, cut_fn=brute_force_m
 def check_max_flow_certificate(instances: int, rng: np.random.Generator, flow=None, cut_value=None, full=None) -> Check:
     """otm's max flow equals the LP optimum and its certificate cut attains it; a crash of
     the flow on an instance counts as a failure there (with the exception in the instance)."""
-    flow = flow or core("solve_max_flow")
-    cut_value = cut_value or core("min_cut_value")
-    full = full or core("solve_full_lp")
+    flow = flow or otm.solve_max_flow
+    cut_value = cut_value or otm.min_cut_value
+    full = full or otm.solve_full_lp
     check = Check(
         id="beyond.max_flow_certificate", paper=PAPER, source=f"{SOURCE}; seed 000 App. F generalised (implementation check)",
         claim="otm's max-flow formulation returns the OTM optimum, with a cut H whose capacity p(H) + 1 - Q(all in H) equals it.",
@@ -95,7 +96,7 @@ def ratio_prefixes(p, q):
 
 def check_prefix(instances: int, rng: np.random.Generator, prefixes_fn=ratio_prefixes, closed_form=None) -> Check:
     """The prefix theorem for i.i.d. and without-replacement drafts, and otm's prefix scan."""
-    closed_form = closed_form or core("prefix_scan")
+    closed_form = closed_form or otm.prefix_scan
     check = Check(
         id="beyond.prefix", paper=PAPER, source=f"{SOURCE} (prefix scan)",
         claim="For i.i.d. drafts and drafts without replacement, the min cut is attained on a prefix of the tokens sorted by p/q ascending, so one sort and one scan give the optimum.",
@@ -124,7 +125,7 @@ def check_prefix(instances: int, rng: np.random.Generator, prefixes_fn=ratio_pre
 
 def lp_optimum_for_law(p, law) -> float:
     """``alpha*(p, Q)`` from the full LP (the oracle; independent of the max-flow path)."""
-    return float(core("solve_full_lp")(p, law).acceptance)
+    return float(otm.solve_full_lp(p, law).acceptance)
 
 
 def per_token_bound(p, law) -> float:
@@ -135,7 +136,7 @@ def per_token_bound(p, law) -> float:
 def check_spechub_greedy(instances: int, rng: np.random.Generator, acceptance_fn=None, optimum_for_law=None) -> Check:
     """SpecHub = greedy (k = 2) in acceptance when q has two or more tokens with positive mass;
     both equal the per-token bound and the optimum of their laws."""
-    acceptance_fn = acceptance_fn or core("rule_acceptance")
+    acceptance_fn = acceptance_fn or otm.rule_acceptance
     optimum_for_law = optimum_for_law or lp_optimum_for_law
     check = Check(
         id="beyond.spechub_greedy", paper=PAPER, source=f"{SOURCE}; seed 000 §4",
@@ -174,7 +175,7 @@ LOSSLESS_RULES = ("single", "rrs", "rrs_wor", "kseq", "spechub", "greedy", "is_o
 
 def check_no_rule_beats_optimum(instances: int, rng: np.random.Generator, law_fn=None, optimum_for_law=None) -> Check:
     """Every rule: acceptance <= optimum of its own draft law <= per-token bound."""
-    law_fn = law_fn or core("rule_law")
+    law_fn = law_fn or otm.rule_law
     optimum_for_law = optimum_for_law or lp_optimum_for_law
     check = Check(
         id="beyond.no_rule_beats_optimum", paper=PAPER, source=f"{SOURCE} ('No rule beats the optimum for its own Q')",

@@ -15,10 +15,11 @@ from dataclasses import replace
 from fractions import Fraction
 
 import numpy as np
+
+import otm
 import sympy as sp
 
 from .check import EXHAUSTIVE, RANDOM_SEARCH, SYMBOLIC, Check, SlackSearch, identity_slack, merge_checks, run_search
-from .core import core
 from .instances import exact_grid, random_pair
 
 PAPER = "ensemble"
@@ -59,7 +60,7 @@ def _weighted_cases(rng, count):
 
 def check_a1(instances: int, rng: np.random.Generator, law_fn=None) -> Check:
     """§3.2 / App. A.1: verifying against ``r`` outputs exactly ``r`` (weighted and contrastive)."""
-    law_fn = law_fn or core("rule_law")
+    law_fn = law_fn or otm.rule_law
     check = Check(
         id="ensemble.a1", paper=PAPER, source=f"{SEED}, §3.2 eq. (6), App. A.1",
         claim="Accepting the proposal x with min(1, r(x)/q(x)) and resampling from norm(max(0, r - q)) outputs tokens distributed as the ensemble r.",
@@ -87,7 +88,7 @@ def check_a1(instances: int, rng: np.random.Generator, law_fn=None) -> Check:
 
 def check_eq7(instances: int, rng: np.random.Generator, law_fn=None, formula=None) -> Check:
     """Eq. (7): acceptance ``1 - (1/2) sum |q - r|``."""
-    law_fn = law_fn or core("rule_law")
+    law_fn = law_fn or otm.rule_law
     formula = formula or (lambda q, r: 1 - 0.5 * float(np.abs(np.asarray(q, dtype=np.float64) - r).sum()))
     check = Check(
         id="ensemble.eq7", paper=PAPER, source=f"{SEED}, eq. (7)",
@@ -107,7 +108,7 @@ def check_eq7(instances: int, rng: np.random.Generator, law_fn=None, formula=Non
 def check_thm3_2(instances: int, rng: np.random.Generator, law_fn=None) -> Check:
     """Thm 3.2: ``alpha >= lam`` for the weighted ensemble; equality iff p and q do not overlap.
     In fact ``alpha = lam + (1 - lam) sum min(p, q)`` (checked too)."""
-    law_fn = law_fn or core("rule_law")
+    law_fn = law_fn or otm.rule_law
     check = Check(
         id="ensemble.thm3_2", paper=PAPER, source=f"{SEED}, Thm 3.2",
         claim="With r = lam q + (1-lam) p and q proposing, the acceptance rate is at least lam, with equality iff p(x) q(x) = 0 for all x.",
@@ -134,7 +135,7 @@ def check_thm3_2(instances: int, rng: np.random.Generator, law_fn=None) -> Check
 
 def check_cor3_3(instances: int, rng: np.random.Generator, law_fn=None) -> Check:
     """Cor. 3.3: choosing the proposer, ``alpha >= max(lam, 1 - lam) >= 1/2``."""
-    law_fn = law_fn or core("rule_law")
+    law_fn = law_fn or otm.rule_law
     check = Check(
         id="ensemble.cor3_3", paper=PAPER, source=f"{SEED}, Cor. 3.3",
         claim="For a weighted ensemble, letting the better model propose gives an acceptance rate of at least 1/2.",
@@ -191,7 +192,7 @@ def check_speed_theorems(speed=speed_factor, alternate=alternate_speed_factor) -
 def check_cor3_5(instances: int, rng: np.random.Generator, law_fn=None, speed=speed_factor, max_gamma: int = 8) -> Check:
     """Cor. 3.5: for a weighted ensemble some proposer and gamma is never slower than the
     vanilla ensemble (factor >= 1), and faster when lam != c/(1+c)."""
-    law_fn = law_fn or core("rule_law")
+    law_fn = law_fn or otm.rule_law
     check = Check(
         id="ensemble.cor3_5", paper=PAPER, source=f"{SEED}, Cor. 3.4 and Cor. 3.5",
         claim="For any two models and a weighted ensemble there is a proposer and a gamma with speed-up >= 1, and > 1 when lam != c/(1+c); "

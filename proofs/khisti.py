@@ -23,10 +23,11 @@ from fractions import Fraction
 
 import numpy as np
 
+import otm
+
 from otm.draft_laws import iid_law, independent_law, table_law
 
 from .check import EXHAUSTIVE, RANDOM_SEARCH, Check, SlackSearch, identity_slack, merge_checks, run_search
-from .core import core
 from .instances import exact_grid, random_distribution, random_pair
 from .spechub import random_law_cases
 
@@ -43,7 +44,7 @@ SEED = "seed 001"
 
 def lp_optimum(p, q, k: int, backend: str = "highs"):
     """``alpha*(p, q^{(x)k})`` from the full LP (exact Fractions with ``backend="exact"``)."""
-    return core("solve_full_lp")(p, iid_law(q, k), backend=backend).acceptance
+    return otm.solve_full_lp(p, iid_law(q, k), backend=backend).acceptance
 
 
 def subsets(vocab_size: int):
@@ -73,8 +74,8 @@ def thm3_closed_form(p, q):
 
 def check_thm1(instances: int, rng: np.random.Generator, canonical=None, full=None) -> Check:
     """Thm 1 (i.i.d.) and the value part of the canonical decomposition."""
-    canonical = canonical or core("solve_canonical_lp")
-    full = full or core("solve_full_lp")
+    canonical = canonical or otm.solve_canonical_lp
+    full = full or otm.solve_full_lp
     check = Check(
         id="khisti.thm1", paper=PAPER, source=f"{SEED}, Thm 1 (eq. 2-4, App. B)",
         claim="With k i.i.d. drafts, the optimal acceptance equals the best importance-weighted selection followed by speculative sampling: max_w sum_y min(p(y), P_I(y)).",
@@ -132,8 +133,8 @@ def exact_instance(p, law):
 
 def check_thm4(instances: int, rng: np.random.Generator, canonical=None, full=None) -> Check:
     """Thm 4 / Remark 1 / App. B.1: the same for any joint draft law Q."""
-    canonical = canonical or core("solve_canonical_lp")
-    full = full or core("solve_full_lp")
+    canonical = canonical or otm.solve_canonical_lp
+    full = full or otm.solve_full_lp
     check = Check(
         id="khisti.thm4", paper=PAPER, source=f"{SEED}, Thm 4, Remark 1 (App. B.1)",
         claim="The canonical decomposition reaches the optimum for any joint draft law Q (different drafts, without replacement, arbitrary).",
@@ -154,7 +155,7 @@ def check_thm4(instances: int, rng: np.random.Generator, canonical=None, full=No
 
 def check_two_step(instances: int, rng: np.random.Generator, law_fn=None, optimum_fn=None) -> Check:
     """Thm 1 (decomposition): the two-step rule with LP-optimal weights is lossless and optimal."""
-    law_fn = law_fn or core("rule_law")
+    law_fn = law_fn or otm.rule_law
     optimum_fn = optimum_fn or (lambda p, q, k: float(lp_optimum(p, q, k)))
     check = Check(
         id="khisti.thm1.two_step", paper=PAPER, source=f"{SEED}, Thm 1 (two-step canonical decomposition, Fig. 1)",
@@ -219,7 +220,7 @@ def check_acceptance_one(k: int, instances: int, rng: np.random.Generator, optim
     )
     if is_one_fn is None:
         try:
-            is_one_fn = core("acceptance_is_one")
+            is_one_fn = otm.acceptance_is_one
         except ImportError:
             is_one_fn = None
             check.note += " (otm acceptance_is_one not available: its agreement was not checked.)"
@@ -256,7 +257,7 @@ def check_thm3(instances: int, rng: np.random.Generator, closed_form=thm3_closed
     )
     if core_closed_form is None:
         try:
-            core_closed_form = core("khisti_k2_closed_form")
+            core_closed_form = otm.khisti_k2_closed_form
         except ImportError:
             check.note += " (otm khisti_k2_closed_form not available yet: only the brute-force formula was compared.)"
     grid = exact_grid(3, 4)
@@ -324,7 +325,7 @@ def check_example1(denominator: int = 18, condition=example1_condition) -> Check
 def check_eq12(instances: int, rng: np.random.Generator, law_fn=None, optimum_fn=None, bound_key: str = "penalty_bound") -> Check:
     """Eq. (12), truncated LP: ``alpha* - alpha_truncated(s) <= penalty`` (the penalty
     reconstructed in ``otm.rules.importance_sampling_truncated``), k = 2, and no loss at s >= V."""
-    law_fn = law_fn or core("rule_law")
+    law_fn = law_fn or otm.rule_law
     optimum_fn = optimum_fn or (lambda p, q: float(lp_optimum(p, q, 2)))
     check = Check(
         id="khisti.eq12", paper=PAPER, source=f"{SEED}, §4 eq. (12), App. F",

@@ -13,10 +13,11 @@ import itertools
 from fractions import Fraction
 
 import numpy as np
+
+import otm
 import sympy as sp
 
 from .check import EXHAUSTIVE, SYMBOLIC, Check, SlackSearch, identity_slack
-from .core import core
 from .instances import exact_grid
 
 PAPER = "leviathan"
@@ -156,7 +157,7 @@ def check_table(rows_fn=reproduce_table) -> Check:
 
 def check_alpha_tv(law_fn=None) -> Check:
     """alpha = sum min(p, q) = 1 - TV(p, q), and Alg. 1's output law is p (exact)."""
-    law_fn = law_fn or core("rule_law")
+    law_fn = law_fn or otm.rule_law
     check = Check(
         id="leviathan.alpha_tv", paper=PAPER, source=f"{SEED}, Alg. 1; seed 002 eq. (1)",
         claim="Single-draft speculative sampling outputs p and accepts with probability sum min(p, q) = 1 - TV(p, q).",

@@ -12,10 +12,11 @@ from fractions import Fraction
 import networkx as nx
 import numpy as np
 
+import otm
+
 from otm.draft_laws import greedy_law, hub_law, hub_token, iid_law, without_replacement_law
 
 from .check import EXHAUSTIVE, RANDOM_SEARCH, Check, SlackSearch, identity_slack, merge_checks, run_search
-from .core import core
 from .instances import exact_grid, random_pair, random_table_law
 
 PAPER = "spechub"
@@ -70,8 +71,8 @@ def plan_slack(plan, p, law, acceptance) -> float:
 
 def check_thm1(instances: int, rng: np.random.Generator, simplified=None, full=None) -> Check:
     """Thm 1: the simplified LP over ``pi(x, x_i)`` has the OTM optimum, for any joint Q."""
-    simplified = simplified or core("solve_simplified_lp")
-    full = full or core("solve_full_lp")
+    simplified = simplified or otm.solve_simplified_lp
+    full = full or otm.solve_full_lp
     check = Check(
         id="spechub.thm1", paper=PAPER, source=f"{SEED}, Thm 1 (§3.2, proof App. B)",
         claim="The simplified LP over pi(x_{1:k}, x_i) has the same optimum as the full OTM LP, for any joint draft law Q.",
@@ -89,8 +90,8 @@ def check_thm1(instances: int, rng: np.random.Generator, simplified=None, full=N
 def check_thm1_reconstruction(instances: int, rng: np.random.Generator, simplified=None, reconstruct=None) -> Check:
     """Thm 1 / App. B: the reconstruction of the full coupling from the simplified LP is a
     valid coupling of Q and p with the same acceptance."""
-    simplified = simplified or core("solve_simplified_lp")
-    reconstruct = reconstruct or core("reconstruct_coupling")
+    simplified = simplified or otm.solve_simplified_lp
+    reconstruct = reconstruct or otm.reconstruct_coupling
     check = Check(
         id="spechub.thm1.reconstruction", paper=PAPER, source=f"{SEED}, §3.2 reconstruction and App. B",
         claim="Filling the rejected mass by the normalised residual of p gives a coupling of Q and p with the LP's acceptance.",
@@ -120,7 +121,7 @@ def exact_pairs(vocab_size: int = 3, denominator: int = 4):
 
 def check_thm2(instances: int, rng: np.random.Generator, law_fn=None) -> Check:
     """Thm 2: SpecHub's output law is p (exhaustively in rationals, then random floats)."""
-    law_fn = law_fn or core("rule_law")
+    law_fn = law_fn or otm.rule_law
     check = Check(
         id="spechub.thm2", paper=PAPER, source=f"{SEED}, Thm 2 (App. C.2), Alg. 3",
         claim="SpecHub is lossless: its output token has law p.",
@@ -146,7 +147,7 @@ def check_thm2(instances: int, rng: np.random.Generator, law_fn=None) -> Check:
 def check_cor1(instances: int, rng: np.random.Generator, law_fn=None) -> Check:
     """Cor. 1: the top token a is accepted with probability p(a): every hub pair contains a,
     so P(Y = a, accepted) = P(Y = a), which Thm 2 makes p(a); checked on the rule's own law."""
-    law_fn = law_fn or core("rule_law")
+    law_fn = law_fn or otm.rule_law
     check = Check(
         id="spechub.cor1", paper=PAPER, source=f"{SEED}, Cor. 1 (App. C.2)",
         claim="SpecHub accepts the top draft token a = argmax q with probability p(a).",
@@ -220,7 +221,7 @@ def _hypothesis_cases(rng, instances, hypothesis, boundary):
 
 def check_thm3(instances: int, rng: np.random.Generator, acceptance_fn=None) -> Check:
     """Thm 3: SpecHub's acceptance is at least RRS's (i.i.d., k=2) when q(a)/(1-q(a)) > 1-alpha."""
-    acceptance_fn = acceptance_fn or core("rule_acceptance")
+    acceptance_fn = acceptance_fn or otm.rule_acceptance
     check = Check(
         id="spechub.thm3", paper=PAPER, source=f"{SEED}, Thm 3 (App. C.3)",
         claim="If q(a)/(1-q(a)) > 1 - alpha (alpha = sum min(p, q)), SpecHub accepts at least as much as RRS with two i.i.d. drafts.",
@@ -252,8 +253,8 @@ def thm4_margin(p, q) -> float:
 
 def check_thm4(instances: int, rng: np.random.Generator, acceptance_fn=None, optimum_fn=None) -> Check:
     """Thm 4: SpecHub's acceptance is at least the i.i.d. OTM optimum (k=2) when q(a) > 1/2."""
-    acceptance_fn = acceptance_fn or core("rule_acceptance")
-    optimum_fn = optimum_fn or core("optimal_acceptance")
+    acceptance_fn = acceptance_fn or otm.rule_acceptance
+    optimum_fn = optimum_fn or otm.optimal_acceptance
     check = Check(
         id="spechub.thm4", paper=PAPER, source=f"{SEED}, Thm 4 (App. C.3)",
         claim="If q(a) > 1/2, SpecHub accepts at least as much as the optimal transport with two i.i.d. drafts.",
@@ -300,8 +301,8 @@ FIG5_P = (Fraction(1, 10), Fraction(3, 5), Fraction(3, 10))
 
 def check_fig5(acceptance_fn=None, optimum_for_law=None) -> Check:
     """Fig. 4/5: q = [.5, .3, .2], p = [.1, .6, .3]: RRSw's transport cost is 0.06, SpecHub's 0."""
-    acceptance_fn = acceptance_fn or core("rule_acceptance")
-    optimum_for_law = optimum_for_law or core("optimal_acceptance_for_law")
+    acceptance_fn = acceptance_fn or otm.rule_acceptance
+    optimum_for_law = optimum_for_law or otm.optimal_acceptance_for_law
     check = Check(
         id="spechub.fig5", paper=PAPER, source=f"{SEED}, Figs. 4 and 5",
         claim="For q = [.5,.3,.2], p = [.1,.6,.3] and k = 2, RRS without replacement has transport cost 0.06 and SpecHub cost 0.",
@@ -346,7 +347,7 @@ def appendix_f_graph(p, law) -> nx.DiGraph:
 
 def check_appendix_f(instances: int, rng: np.random.Generator, graph_fn=appendix_f_graph, full=None) -> Check:
     """App. F: at k = 2 the max flow of the paper's network equals the OTM optimum."""
-    full = full or core("solve_full_lp")
+    full = full or otm.solve_full_lp
     check = Check(
         id="spechub.appF", paper=PAPER, source=f"{SEED}, App. F",
         claim="At k = 2 the maximum flow of App. F's network (source -> x1 -> x2 -> sink) equals the LP optimum, for any pair law Q.",

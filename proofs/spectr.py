@@ -17,10 +17,11 @@ import math
 
 import numpy as np
 
+import otm
+
 from otm.draft_laws import iid_law
 
 from .check import EXHAUSTIVE, RANDOM_SEARCH, Check, SlackSearch, identity_slack, run_search
-from .core import core
 from .instances import random_pair
 
 PAPER = "spectr"
@@ -32,12 +33,12 @@ LP_TUPLE_LIMIT = 300
 
 def lp_optimum(p, q, k: int) -> float:
     """``alpha_k(p, q)`` from the full transport LP over the i.i.d. law (the slow oracle)."""
-    return float(core("solve_full_lp")(p, iid_law(q, k)).acceptance)
+    return float(otm.solve_full_lp(p, iid_law(q, k)).acceptance)
 
 
 def fast_optimum(p, q, k: int) -> float:
     """``alpha_k(p, q)`` from ``otm.optimal_acceptance`` (closed-form prefix scan)."""
-    return float(core("optimal_acceptance")(p, q, k, sampling="iid"))
+    return float(otm.optimal_acceptance(p, q, k, sampling="iid"))
 
 
 def small_cases(rng, count: int, max_vocab: int = 5, max_k: int = 3):
@@ -126,7 +127,7 @@ def check_lemma1_limit(instances: int, rng: np.random.Generator, optimum_fn=None
 def thm1_bound(p, q, k: int) -> float:
     """Thm 1's bound: the minimum over every token set ``Omega0`` (including the empty set)
     of ``otm``'s ``spectr_upper_bound(p, q, k, kept=Omega0)`` (brute force, small V)."""
-    bound_for = core("spectr_upper_bound")
+    bound_for = otm.spectr_upper_bound
     V = len(p)
     return min(
         float(bound_for(p, q, k, kept=list(kept)))
@@ -178,7 +179,7 @@ def kseq_f(p, q, k: int, g) -> float:
 
 def check_thm2_valid(instances: int, rng: np.random.Generator, law_fn=None) -> Check:
     """Thm 2: for every ``g >= g*`` k-SEQ is lossless and accepts at least ``1-(1-beta(g))^k``."""
-    law_fn = law_fn or core("rule_law")
+    law_fn = law_fn or otm.rule_law
     check = Check(
         id="spectr.thm2.valid", paper=PAPER, source=f"{SEED}, Thm 2, Alg. 2 (App. C.1)",
         claim="For every division factor g >= g*, k-SEQ's output has law p and it accepts a draft with probability at least 1 - (1 - beta(g))^k.",
@@ -206,7 +207,7 @@ def check_thm2_valid(instances: int, rng: np.random.Generator, law_fn=None) -> C
 def check_thm2_approx(instances: int, rng: np.random.Generator, law_fn=None, optimum_fn=lp_optimum) -> Check:
     """Thm 2: at ``g*``, k-SEQ is within ``1 - 1/e`` of the optimum (the proof even gives
     ``1 - (1 - beta(g*))^k >= (1 - (1 - 1/k)^k) alpha_k``, checked here)."""
-    law_fn = law_fn or core("rule_law")
+    law_fn = law_fn or otm.rule_law
     check = Check(
         id="spectr.thm2.approx", paper=PAPER, source=f"{SEED}, Thm 2 (App. C.1, optimality guarantee)",
         claim="At g = g*, k-SEQ accepts at least (1 - 1/e) of the optimal acceptance; the proof's sharper factor is 1 - (1 - 1/k)^k.",
@@ -231,7 +232,7 @@ def check_thm2_approx(instances: int, rng: np.random.Generator, law_fn=None, opt
 def check_lemma3(instances: int, rng: np.random.Generator, law_fn=None) -> Check:
     """Lemma 3: f is non-increasing on [1, inf) and ``g* in [1, min(k, max p/q)]`` when
     ``TV(p, q) in (0, 1)``."""
-    law_fn = law_fn or core("rule_law")
+    law_fn = law_fn or otm.rule_law
     check = Check(
         id="spectr.lemma3", paper=PAPER, source=f"{SEED}, Lemma 3 (App. C.1)",
         claim="If 0 < TV(p, q) < 1, f(g) = 1 - (1-beta(g))^k - g beta(g) is non-increasing on [1, inf) and its root g* lies in [1, min(k, max p/q)].",
@@ -302,7 +303,7 @@ def check_appb2(instances: int, rng: np.random.Generator, optimum_fn=lp_optimum,
 
 def check_appd1(law_fn=None, uniform=uniform_closed_form) -> Check:
     """App. D.1: k-SEQ is optimal for nested uniforms; ``g* = r (1 - (1 - 1/r)^k)``."""
-    law_fn = law_fn or core("rule_law")
+    law_fn = law_fn or otm.rule_law
     check = Check(
         id="spectr.appD1", paper=PAPER, source=f"{SEED}, App. D.1",
         claim="For target U(d/r) and draft U(d), k-SEQ at g* = r(1-(1-1/r)^k) accepts 1-(1-1/r)^k, the optimum.",
@@ -333,7 +334,7 @@ def check_appd1(law_fn=None, uniform=uniform_closed_form) -> Check:
 def kseq_plan(p, q, k: int):
     """Token-level transport plan of k-SEQ at g*: ``(tuples [n, k], kernel [n, V])`` with
     ``kernel[t] = P(Y = . | drafts = tuples[t])``."""
-    law = core("rule_law")("kseq", p, q, k, method="enumeration")
+    law = otm.rule_law("kseq", p, q, k, method="enumeration")
     coupling = np.asarray(law.details["coupling"], dtype=np.float64)
     return law.draft_law.tuples, coupling / law.draft_law.probs.astype(np.float64)[:, None]
 
@@ -341,7 +342,7 @@ def kseq_plan(p, q, k: int):
 def lp_plan(p, q, k: int):
     """Token-level optimal plan of the full OTM LP: ``(tuples [n, k], kernel [n, V])``."""
     law = iid_law(q, k)
-    plan = np.asarray(core("solve_full_lp")(p, law).details["plan"], dtype=np.float64)
+    plan = np.asarray(otm.solve_full_lp(p, law).details["plan"], dtype=np.float64)
     return law.tuples, plan / law.probs.astype(np.float64)[:, None]
 
 

@@ -19,9 +19,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
+import otm
 from scipy.special import softmax
 
-from .core import core
 
 VOCAB_SIZE = 50
 TEMPERATURES = (0.1, 0.25, 0.5)
@@ -77,7 +78,7 @@ def rrsw_monte_carlo(p, q, rng: np.random.Generator, repetitions: int = MONTE_CA
     """Monte Carlo acceptance of RRS without replacement with two drafts, sampled with the
     joint draft law and the rule's exact per-tuple acceptance from ``otm`` (so only the
     draws are random): the paper's estimator, 1000 repetitions per pair."""
-    law = core("rule_law")("rrs_wor", p, q, 2)
+    law = otm.rule_law("rrs_wor", p, q, 2)
     per_tuple = np.asarray(law.details["coupling"], dtype=np.float64)
     member = np.zeros(per_tuple.shape, dtype=bool)
     member[np.arange(len(law.draft_law.probs))[:, None], law.draft_law.tuples] = True
@@ -88,7 +89,7 @@ def rrsw_monte_carlo(p, q, rng: np.random.Generator, repetitions: int = MONTE_CA
 
 def acceptances(p, q, rrsw_method: str = "exact", rng: np.random.Generator | None = None) -> dict:
     """The five acceptance rates of Table 4 for one pair."""
-    rule_acceptance, optimal_acceptance = core("rule_acceptance"), core("optimal_acceptance")
+    rule_acceptance, optimal_acceptance = otm.rule_acceptance, otm.optimal_acceptance
     if rrsw_method == "exact":
         rrsw = float(rule_acceptance("rrs_wor", p, q, 2))
     else:
