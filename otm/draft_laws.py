@@ -218,9 +218,14 @@ def independent_law(qs) -> DraftLaw:
     return DraftLaw(tuples, probs, qs[0].size, "independent")
 
 
+def _as_float(q) -> np.ndarray:
+    """float64 view of a float or exact (Fraction) vector, for ordering only."""
+    return np.asarray(q, dtype=np.float64)
+
+
 def hub_token(q) -> int:
     """SpecHub's hub ``a = argmax q`` (ties to the lowest token index)."""
-    return int(np.argmax(np.asarray([float(v) for v in q])))
+    return int(np.argmax(_as_float(q)))
 
 
 def hub_law(q) -> DraftLaw:
@@ -238,13 +243,14 @@ def hub_law(q) -> DraftLaw:
         return DraftLaw(np.array([[a, a]]), np.array([one], dtype=q.dtype), q.size, "hub")
     first = np.stack([others, np.full_like(others, a)], axis=1)
     second = np.stack([np.full_like(others, a), others], axis=1)
-    probs = np.concatenate([q[others], q[a] * q[others] / (1 - q[a])])
+    # 1 - q(a) as the sum of the other masses: 1 - q(a) cancels to 0 when q(a) rounds to 1
+    probs = np.concatenate([q[others], q[a] * q[others] / q[others].sum()])
     return _from_rows(np.concatenate([first, second]), probs, q.size, "hub")
 
 
 def greedy_order(q) -> np.ndarray:
     """Tokens sorted by ``q`` descending, ties to the lower index (stable)."""
-    return np.argsort(-np.asarray([float(v) for v in q]), kind="stable")
+    return np.argsort(-_as_float(q), kind="stable")
 
 
 def greedy_law(q, k: int) -> DraftLaw:

@@ -51,8 +51,12 @@ from .enumeration import (
 def closed_form_acceptance(p: np.ndarray, q: np.ndarray):
     """``p(a) + sum_{x != a} min(p(x), q(x) / (1 - q(a)))`` (``p(a)`` for one-hot ``q``)."""
     a = hub_token(q)
-    others = [x for x in range(p.size) if x != a and q[x] > 0]
-    return p[a] + sum(min(p[x], q[x] / (1 - q[a])) for x in others)
+    others = np.asarray(q > 0, dtype=bool)
+    others[a] = False
+    if not others.any():
+        return p[a]
+    rest = q[others].sum()  # = 1 - q(a), without the cancellation when q(a) rounds to 1
+    return p[a] + np.minimum(p[others], q[others] / rest).sum()
 
 
 def kernel(p: np.ndarray, q: np.ndarray):
@@ -69,7 +73,7 @@ def kernel(p: np.ndarray, q: np.ndarray):
             return row, p[a]
 
         return single
-    share = q[a] / (1 - q[a])
+    share = q[a] / q[others].sum()  # q(a) / (1 - q(a)), summed over the others: no cancellation
     second = q * share  # Q(a, x)
     first_left = p - np.minimum(p, q)  # p'(x) = max(p - q, 0)
     rejected_first = positive_part(q - p)  # Q'(x, a)
