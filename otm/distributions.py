@@ -53,9 +53,13 @@ def as_distribution(values, name: str = "p") -> np.ndarray:
 
 def as_distribution_pair(p, q) -> tuple[np.ndarray, np.ndarray]:
     """Validate the target ``p`` and draft ``q`` and check they share a vocabulary."""
-    p = as_distribution(p, "p (target)")
-    q = as_distribution(q, "q (draft)")
-    if p.shape != q.shape:
+    return check_same_vocabulary(as_distribution(p, "p (target)"), as_distribution(q, "q (draft)"))
+
+
+def check_same_vocabulary(p: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return the validated 1-D target ``p`` and draft ``q`` (float or exact), or raise
+    :class:`ShapeMismatchError` if they have different numbers of tokens."""
+    if p.size != q.size:
         raise ShapeMismatchError(
             f"p (target) has {p.size} tokens but q (draft) has {q.size}: "
             "both must be over the same vocabulary"

@@ -11,10 +11,10 @@ Every rule module in :mod:`decoding.verifiers` exposes
 Randomness contract (what lets the plain-Python references in
 :mod:`decoding.verifiers.reference` reproduce a batched run draw for draw): ``verify``
 draws exactly one tensor ``torch.rand(batch, uniforms_per_row(k), generator=generator,
-dtype=target_probs.dtype, device=target_probs.device)`` (see :func:`draw_uniforms`)
-and uses column ``j`` of row ``b`` for the ``j``-th random decision of row ``b``, as
-documented in each rule. Rows never share randomness, so the law of a row does not
-depend on the other rows.
+dtype=target_probs.dtype, device=target_probs.device)`` (see :func:`draw_uniforms` and
+:func:`verify_uniforms`) and uses column ``j`` of row ``b`` for the ``j``-th random
+decision of row ``b``, as documented in each rule. Rows never share randomness, so the
+law of a row does not depend on the other rows.
 
 Numerics: all comparisons are written without division (``u * q(x) < p(x)`` for
 ``u < p(x) / q(x)``), so a zero draft probability never produces a NaN; a residual of
@@ -26,6 +26,7 @@ NaN check would force a device synchronisation on every step.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 
@@ -110,6 +111,20 @@ def draw_uniforms(generator: torch.Generator | None, batch: int, n: int, like: t
     return torch.rand(batch, n, generator=generator, dtype=like.dtype, device=like.device)
 
 
+def verify_uniforms(
+    target_probs: torch.Tensor,  # [batch, vocab]
+    draft_probs: torch.Tensor,  # [batch, k, vocab]
+    draft_tokens: torch.Tensor,  # [batch, k]
+    generator: torch.Generator | None,
+    uniforms_per_row: Callable[[int], int],
+) -> torch.Tensor:
+    """The start of a ``verify``: :func:`check_verify_inputs`, then its one random draw,
+    ``[batch, uniforms_per_row(k)]`` (:func:`draw_uniforms`). ``uniforms_per_row`` is the
+    rule's own, so a ``k`` the rule does not take raises before anything is drawn."""
+    batch, k, _ = check_verify_inputs(target_probs, draft_probs, draft_tokens)
+    return draw_uniforms(generator, batch, uniforms_per_row(k), target_probs)
+
+
 def gather_tokens(probs: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     """``probs[b, tokens[b]]``: ``probs`` ``[batch, vocab]``, ``tokens`` ``[batch]`` -> ``[batch]``."""
     return probs.gather(1, tokens.unsqueeze(1)).squeeze(1)
@@ -154,6 +169,13 @@ def sample_weighted(weights: torch.Tensor, uniforms: torch.Tensor) -> torch.Tens
     last_positive = torch.where(weights > 0, positions, torch.zeros_like(positions)).amax(dim=-1, keepdim=True)
     idx = torch.minimum(idx, last_positive)
     return idx.squeeze(1) if squeeze else idx
+
+
+def sample_residual(residual: torch.Tensor, fallback: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
+    """``[batch]`` tokens from ``norm(residual)`` (``[batch, vocab]``, non-negative), rows of
+    zero mass replaced by ``fallback`` (:func:`normalise`, :func:`with_fallback`,
+    :func:`sample_weighted` on ``uniforms`` ``[batch]``)."""
+    return sample_weighted(with_fallback(normalise(residual), fallback), uniforms)
 
 
 def sample_iid(draft_probs: torch.Tensor, k: int, generator: torch.Generator | None) -> torch.Tensor:

@@ -34,6 +34,7 @@ from .base import (
     first_draft_probs,
     gather_tokens,
     normalise,
+    sample_residual,
     sample_weighted,
     with_fallback,
 )
@@ -93,8 +94,7 @@ def verify(
     q_rest = with_fallback(normalise(first_draft_probs(draft_probs).masked_fill(is_fixed, 0.0)), surely_z)  # q_R
     accept = u[:, 0] * gather_tokens(q_rest, z) < gather_tokens(p, z)
     residual = torch.where(is_fixed, p, torch.clamp(p - q_rest, min=0.0))
-    residual = with_fallback(normalise(residual), p)
-    from_residual = sample_weighted(residual, u[:, 1])
+    from_residual = sample_residual(residual, p, u[:, 1])
     tokens = torch.where(accept, z, from_residual)
     fixed_index = torch.full_like(z, -1)
     for i in range(k - 1):

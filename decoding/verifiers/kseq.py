@@ -37,14 +37,11 @@ import torch
 from .base import (
     VerifierOutput,
     check_k,
-    check_verify_inputs,
-    draw_uniforms,
     first_draft_probs,
     gather_tokens,
-    normalise,
     sample_iid,
-    sample_weighted,
-    with_fallback,
+    sample_residual,
+    verify_uniforms,
 )
 
 draft_scheme = "iid"
@@ -133,8 +130,7 @@ def _kseq(
     scaled = torch.minimum(q, target_probs / factor.unsqueeze(1))
     c = _accepted_mass_factor(scaled.sum(dim=-1), k)
     residual = torch.clamp(target_probs - c.unsqueeze(1) * scaled, min=0.0)
-    residual = with_fallback(normalise(residual), target_probs)
-    tokens = torch.where(pending, sample_weighted(residual, uniforms[:, k]), tokens)
+    tokens = torch.where(pending, sample_residual(residual, target_probs, uniforms[:, k]), tokens)
     return VerifierOutput(tokens=tokens, accepted_index=accepted_index)
 
 
@@ -148,9 +144,8 @@ def verify_with_factor(
     """Seed 002 Alg. 2 with a given division factor ``g`` per row. Lossless only for
     ``g >= g*``; with ``g < g*`` the residual would be negative somewhere and clamping
     it breaks the law (the tests use this to show the exactness check can fail)."""
-    batch, k, _ = check_verify_inputs(target_probs, draft_probs, draft_tokens)
-    uniforms = draw_uniforms(generator, batch, uniforms_per_row(k), target_probs)
-    factor = factor.to(dtype=target_probs.dtype, device=target_probs.device).expand(batch)
+    uniforms = verify_uniforms(target_probs, draft_probs, draft_tokens, generator, uniforms_per_row)
+    factor = factor.to(dtype=target_probs.dtype, device=target_probs.device).expand(uniforms.shape[0])
     return _kseq(target_probs, first_draft_probs(draft_probs), draft_tokens, factor, uniforms)
 
 
@@ -162,8 +157,7 @@ def verify(
 ) -> VerifierOutput:
     """k-SEQ with ``g = g*`` (:func:`optimal_division_factor`); ``draft_probs[:, 0]`` is
     the shared ``q``."""
-    batch, k, _ = check_verify_inputs(target_probs, draft_probs, draft_tokens)
+    uniforms = verify_uniforms(target_probs, draft_probs, draft_tokens, generator, uniforms_per_row)
     q = first_draft_probs(draft_probs)
-    factor = optimal_division_factor(target_probs, q, k)
-    uniforms = draw_uniforms(generator, batch, uniforms_per_row(k), target_probs)
+    factor = optimal_division_factor(target_probs, q, draft_tokens.shape[1])
     return _kseq(target_probs, q, draft_tokens, factor, uniforms)

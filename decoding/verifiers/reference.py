@@ -187,17 +187,8 @@ def is_truncated(p, draft_probs, drafts, uniforms, s: int = DEFAULT_TRUNCATION, 
     return _inverse_cdf(outside, uniforms[k + 2]), -1
 
 
-#: Rule name -> reference function.
-REFERENCES = {
-    "single": single,
-    "rrs": rrs,
-    "rrs_wor": rrs_wor,
-    "specinfer": specinfer,
-    "kseq": kseq,
-    "spechub": spechub,
-    "is_truncated": is_truncated,
-    "greedy": greedy,
-}
+#: Rule name -> reference function (each function is named after its rule).
+REFERENCES = {f.__name__: f for f in (single, rrs, rrs_wor, specinfer, kseq, spechub, is_truncated, greedy)}
 
 
 def run_reference(

@@ -26,12 +26,11 @@ import torch
 from .base import (
     VerifierOutput,
     check_k,
-    check_verify_inputs,
-    draw_uniforms,
     gather_tokens,
     normalise,
     sample_iid,
     sample_weighted,
+    verify_uniforms,
     with_fallback,
 )
 
@@ -89,7 +88,8 @@ def verify(
     draft_tokens: torch.Tensor,  # [batch, k]
     generator: torch.Generator | None,
 ) -> VerifierOutput:
-    """RRS (seed 000 Alg. 1): draft ``i`` is checked against ``draft_probs[:, i]``."""
-    batch, k, _ = check_verify_inputs(target_probs, draft_probs, draft_tokens)
-    uniforms = draw_uniforms(generator, batch, uniforms_per_row(k), target_probs)
+    """RRS (seed 000 Alg. 1): draft ``i`` is checked against ``draft_probs[:, i]``; with a
+    different ``q_i`` per draft this is SpecInfer's verification (the ``verify`` of
+    :mod:`decoding.verifiers.specinfer`)."""
+    uniforms = verify_uniforms(target_probs, draft_probs, draft_tokens, generator, uniforms_per_row)
     return recursive_rejection(target_probs, draft_probs, draft_tokens, uniforms, without_replacement=False)

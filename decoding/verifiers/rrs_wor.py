@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import torch
 
-from .base import VerifierOutput, check_verify_inputs, draw_uniforms, sample_without_replacement
+from .base import VerifierOutput, sample_without_replacement, verify_uniforms
 from .rrs import recursive_rejection, uniforms_per_row
 
 draft_scheme = "without_replacement"
@@ -43,6 +43,5 @@ def verify(
     generator: torch.Generator | None,
 ) -> VerifierOutput:
     """RRSw (seed 000 Alg. 1 with the red lines)."""
-    batch, k, _ = check_verify_inputs(target_probs, draft_probs, draft_tokens)
-    uniforms = draw_uniforms(generator, batch, uniforms_per_row(k), target_probs)
+    uniforms = verify_uniforms(target_probs, draft_probs, draft_tokens, generator, uniforms_per_row)
     return recursive_rejection(target_probs, draft_probs, draft_tokens, uniforms, without_replacement=True)

@@ -14,7 +14,7 @@ import torch
 
 from otm.errors import InvalidDraftCountError
 
-from .base import VerifierOutput, check_k, check_verify_inputs, draw_uniforms, sample_iid
+from .base import VerifierOutput, check_k, sample_iid, verify_uniforms
 from .rrs import recursive_rejection
 
 draft_scheme = "iid"
@@ -45,6 +45,5 @@ def verify(
     generator: torch.Generator | None,
 ) -> VerifierOutput:
     """Seed 003 Alg. 1 on each row."""
-    batch, k, _ = check_verify_inputs(target_probs, draft_probs, draft_tokens)
-    uniforms = draw_uniforms(generator, batch, uniforms_per_row(k), target_probs)
+    uniforms = verify_uniforms(target_probs, draft_probs, draft_tokens, generator, uniforms_per_row)
     return recursive_rejection(target_probs, draft_probs, draft_tokens, uniforms, without_replacement=False)

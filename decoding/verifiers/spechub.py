@@ -39,12 +39,12 @@ from .base import (
     VerifierOutput,
     check_k,
     check_probs_matrix,
-    check_verify_inputs,
     draw_uniforms,
     first_draft_probs,
     gather_tokens,
-    normalise,
+    sample_residual,
     sample_weighted,
+    verify_uniforms,
     with_fallback,
 )
 
@@ -95,9 +95,7 @@ def verify(
     generator: torch.Generator | None,
 ) -> VerifierOutput:
     """SpecHub's verification (seed 000 Alg. 3); ``draft_probs[:, 0]`` is ``q``."""
-    batch, k, _ = check_verify_inputs(target_probs, draft_probs, draft_tokens)
-    _only_two(k)
-    u = draw_uniforms(generator, batch, uniforms_per_row(k), target_probs)
+    u = verify_uniforms(target_probs, draft_probs, draft_tokens, generator, uniforms_per_row)
     p = target_probs
     q = first_draft_probs(draft_probs)
     hub = hub_tokens(q)
@@ -131,8 +129,7 @@ def verify(
     # 4. residual.
     p_hub_final = torch.clamp(p_hub_after - leftover_first, min=0.0)
     residual = p2.scatter(1, hub.unsqueeze(1), p_hub_final.unsqueeze(1))
-    residual = with_fallback(normalise(residual), p)
-    from_residual = sample_weighted(residual, u[:, 2])
+    from_residual = sample_residual(residual, p, u[:, 2])
 
     minus_one = torch.full_like(x1, -1)
     tokens = torch.where(accept_first, x1, torch.where(accept_second, x2, torch.where(accept_hub, hub, from_residual)))

@@ -10,7 +10,8 @@ independently of the past, so step ``i`` is a single-draft speculative sampling 
 ``p_i`` from ``q_i`` and its output is ``~ p_i``.
 
 Randomness and zero-mass fallback: as :mod:`decoding.verifiers.rrs` (``k + 1`` uniforms
-per row; the shared code is :func:`decoding.verifiers.rrs.recursive_rejection`).
+per row). ``verify`` is :func:`decoding.verifiers.rrs.verify`, which checks draft ``i``
+against ``draft_probs[:, i]``: with a different ``q_i`` per row it is exactly the rule above.
 """
 from __future__ import annotations
 
@@ -18,8 +19,8 @@ import torch
 
 from otm.errors import ShapeMismatchError
 
-from .base import VerifierOutput, check_k, check_probs_matrix, check_verify_inputs, draw_uniforms, sample_weighted
-from .rrs import recursive_rejection, uniforms_per_row
+from .base import check_k, check_probs_matrix, draw_uniforms, sample_weighted
+from .rrs import uniforms_per_row, verify
 
 draft_scheme = "independent"
 
@@ -41,14 +42,3 @@ def sample_drafts(draft_probs: torch.Tensor, k: int, generator: torch.Generator 
     u = draw_uniforms(generator, batch, k, draft_probs)
     return sample_weighted(flat, u.reshape(batch * k)).reshape(batch, k)
 
-
-def verify(
-    target_probs: torch.Tensor,  # [batch, vocab]
-    draft_probs: torch.Tensor,  # [batch, k, vocab]
-    draft_tokens: torch.Tensor,  # [batch, k]
-    generator: torch.Generator | None,
-) -> VerifierOutput:
-    """SpecInfer's verification: draft ``i`` is checked against ``draft_probs[:, i]``."""
-    batch, k, _ = check_verify_inputs(target_probs, draft_probs, draft_tokens)
-    uniforms = draw_uniforms(generator, batch, uniforms_per_row(k), target_probs)
-    return recursive_rejection(target_probs, draft_probs, draft_tokens, uniforms, without_replacement=False)

@@ -35,7 +35,7 @@ from ..distributions import as_distribution, check_draft_count
 from ..draft_laws import iid_law
 from ..errors import InvalidDistributionError, InvalidDraftCountError, NotApplicableError
 from .base import RuleLaw
-from .enumeration import count_iid, draft_ndim, is_exact, validate_pair
+from .enumeration import count_iid, is_exact, validate_one_q
 from .specinfer import recursive_law
 
 #: seed 004 §4: the weighted-ensemble weight of the proposal model.
@@ -74,9 +74,7 @@ def contrastive_ensemble(p: np.ndarray, q: np.ndarray, mu: float) -> np.ndarray:
 def _ensemble_law(p, q, k, ensemble, method: str, rule: str, extra: dict) -> RuleLaw:
     if check_draft_count(k) != 1:
         raise InvalidDraftCountError(f"rule {rule!r} verifies one proposal per position (k=1), got k={k}")
-    if draft_ndim(q) != 1:
-        raise NotApplicableError(f"rule {rule!r} takes one proposal distribution q ([V] vector)")
-    p, q = validate_pair(p, q)
+    p, q = validate_one_q(p, q, f"rule {rule!r} takes one proposal distribution q ([V] vector)")
     r = ensemble(p, q)
     if is_exact(p) and not is_exact(r):
         q = q.astype(np.float64)

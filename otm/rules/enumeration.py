@@ -27,10 +27,11 @@ from typing import Callable
 
 import numpy as np
 
-from ..distributions import as_distribution_pair, as_draft_distributions, check_draft_count
+from ..distributions import as_distribution_pair, as_draft_distributions, check_draft_count, check_same_vocabulary
 from ..draft_laws import DraftLaw
 from ..errors import NotApplicableError, ShapeMismatchError, UnknownNameError
 from ..exact import as_exact_distribution
+from .base import RuleLaw
 
 #: ``method=`` values accepted by every rule's ``exact_law``.
 METHODS = ("auto", "enumeration", "closed_form")
@@ -56,15 +57,16 @@ def validate_pair(p, q) -> tuple[np.ndarray, np.ndarray]:
     """``(p, q)`` validated; exact (Fraction object arrays) if either input is an object
     array, float64 otherwise (:func:`otm.distributions.as_distribution_pair`)."""
     if _wants_exact(p) or _wants_exact(q):
-        p = as_exact_distribution(p, "p (target)")
-        q = as_exact_distribution(q, "q (draft)")
-        if p.size != q.size:
-            raise ShapeMismatchError(
-                f"p (target) has {p.size} tokens but q (draft) has {q.size}: "
-                "both must be over the same vocabulary"
-            )
-        return p, q
+        return check_same_vocabulary(as_exact_distribution(p, "p (target)"), as_exact_distribution(q, "q (draft)"))
     return as_distribution_pair(p, q)
+
+
+def validate_one_q(p, q, refusal: str) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`validate_pair` for a rule that builds every draft from one ``q`` (``[V]``);
+    a list of per-draft laws raises :class:`NotApplicableError` with the message ``refusal``."""
+    if draft_ndim(q) != 1:
+        raise NotApplicableError(refusal)
+    return validate_pair(p, q)
 
 
 def validate_draft_list(p, q, k: int) -> tuple[np.ndarray, list[np.ndarray]]:
@@ -215,6 +217,19 @@ def enumerate_law(target: np.ndarray, law: DraftLaw, kernel: Kernel) -> dict:
         "accepted_per_token": accepted_per_token,
         "draft_accepted": draft_accepted,
     }
+
+
+def enumerated_rule_law(p: np.ndarray, draft_law: DraftLaw, kernel: Kernel, details: dict) -> RuleLaw:
+    """The :class:`RuleLaw` of a rule with kernel ``kernel`` under ``draft_law``, by
+    :func:`enumerate_law`; ``details`` is extended with its ``draft_accepted``,
+    ``accepted_per_token`` and ``coupling``."""
+    result = enumerate_law(p, draft_law, kernel)
+    details.update(
+        draft_accepted=result["draft_accepted"],
+        accepted_per_token=result["accepted_per_token"],
+        coupling=result["coupling"],
+    )
+    return RuleLaw(result["acceptance"], result["output"], draft_law, details)
 
 
 def resolve_method(method: str, n_tuples: int, has_closed_form: bool, rule: str) -> str:

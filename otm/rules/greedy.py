@@ -26,17 +26,15 @@ import numpy as np
 
 from ..distributions import check_draft_count
 from ..draft_laws import greedy_law, greedy_order
-from ..errors import NotApplicableError
 from .base import RuleLaw
 from .enumeration import (
     accept_probability,
-    draft_ndim,
-    enumerate_law,
+    enumerated_rule_law,
     normalise,
     one_hot,
     positive_part,
     resolve_method,
-    validate_pair,
+    validate_one_q,
 )
 
 
@@ -50,9 +48,7 @@ def exact_law(p, q, k: int, *, method: str = "auto") -> RuleLaw:
     0.9
     """
     k = check_draft_count(k)
-    if draft_ndim(q) != 1:
-        raise NotApplicableError("rule 'greedy' takes one draft distribution q ([V] vector)")
-    p, q = validate_pair(p, q)
+    p, q = validate_one_q(p, q, "rule 'greedy' takes one draft distribution q ([V] vector)")
     draft_law = greedy_law(q, k)
     fixed = [int(x) for x in greedy_order(q)[: k - 1]]
     last = draft_law.marginal(k - 1)  # q_R
@@ -71,10 +67,4 @@ def exact_law(p, q, k: int, *, method: str = "auto") -> RuleLaw:
         a = accept_probability(p[z], last[z])
         return a * one_hot(z, p) + (1 - a) * final, a + (1 - a) * final[fixed].sum()
 
-    result = enumerate_law(p, draft_law, kernel)
-    details.update(
-        draft_accepted=result["draft_accepted"],
-        accepted_per_token=result["accepted_per_token"],
-        coupling=result["coupling"],
-    )
-    return RuleLaw(result["acceptance"], result["output"], draft_law, details)
+    return enumerated_rule_law(p, draft_law, kernel, details)

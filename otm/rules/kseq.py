@@ -41,12 +41,12 @@ from .enumeration import (
     MAX_RULE_ENUMERATION,
     accept_probability,
     count_iid,
-    draft_ndim,
-    enumerate_law,
+    enumerated_rule_law,
     is_exact,
     positive_part,
     resolve_method,
     sequential_kernel,
+    validate_one_q,
     validate_pair,
 )
 
@@ -153,9 +153,7 @@ def exact_law(p, q, k: int, *, g=None, method: str = "auto") -> RuleLaw:
     (1.707107, 0.5)
     """
     k = check_draft_count(k)
-    if draft_ndim(q) != 1:
-        raise NotApplicableError("rule 'kseq' draws k i.i.d. drafts from one q ([V] vector)")
-    p, q = validate_pair(p, q)
+    p, q = validate_one_q(p, q, "rule 'kseq' draws k i.i.d. drafts from one q ([V] vector)")
     g_star = optimal_division_factor(p, q, k)
     if g is None:
         g = g_star
@@ -179,11 +177,4 @@ def exact_law(p, q, k: int, *, g=None, method: str = "auto") -> RuleLaw:
         details["draft_accepted"] = lower_bound
         draft_law = iid_law(q, k) if n_tuples <= MAX_RULE_ENUMERATION else None
         return RuleLaw(closed_form_membership(p, q, k, g, final), p.copy(), draft_law, details)
-    draft_law = iid_law(q, k)
-    result = enumerate_law(p, draft_law, kernel(p, q, k, g, final))
-    details.update(
-        draft_accepted=result["draft_accepted"],
-        accepted_per_token=result["accepted_per_token"],
-        coupling=result["coupling"],
-    )
-    return RuleLaw(result["acceptance"], result["output"], draft_law, details)
+    return enumerated_rule_law(p, iid_law(q, k), kernel(p, q, k, g, final), details)

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from ..distributions import check_draft_count
 from ..draft_laws import iid_law
-from ..errors import NotApplicableError
 from .base import RuleLaw
-from .enumeration import count_iid, draft_ndim, validate_pair
+from .enumeration import count_iid, validate_one_q
 from .specinfer import recursive_law
 
 
@@ -28,10 +27,10 @@ def exact_law(p, q, k: int, *, method: str = "auto") -> RuleLaw:
     0.5
     """
     k = check_draft_count(k)
-    if draft_ndim(q) != 1:
-        raise NotApplicableError(
-            "rule 'rrs' draws all k drafts i.i.d. from one q ([V] vector); "
-            "for a different draft distribution per draft use rule 'specinfer'"
-        )
-    p, q = validate_pair(p, q)
+    p, q = validate_one_q(
+        p,
+        q,
+        "rule 'rrs' draws all k drafts i.i.d. from one q ([V] vector); "
+        "for a different draft distribution per draft use rule 'specinfer'",
+    )
     return recursive_law(p, [q] * k, lambda: iid_law(q, k), count_iid(q, k), method, "rrs")

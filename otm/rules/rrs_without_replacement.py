@@ -28,18 +28,16 @@ import numpy as np
 
 from ..distributions import check_draft_count
 from ..draft_laws import without_replacement_law
-from ..errors import NotApplicableError
 from .base import RuleLaw
 from .enumeration import (
     accept_probability,
     count_without_replacement,
-    draft_ndim,
-    enumerate_law,
+    enumerated_rule_law,
     normalise,
     residual,
     resolve_method,
     sequential_kernel,
-    validate_pair,
+    validate_one_q,
 )
 
 
@@ -66,16 +64,6 @@ def exact_law(p, q, k: int, *, method: str = "auto") -> RuleLaw:
     0.94
     """
     k = check_draft_count(k)
-    if draft_ndim(q) != 1:
-        raise NotApplicableError("rule 'rrs_wor' draws k distinct drafts from one q ([V] vector)")
-    p, q = validate_pair(p, q)
+    p, q = validate_one_q(p, q, "rule 'rrs_wor' draws k distinct drafts from one q ([V] vector)")
     method = resolve_method(method, count_without_replacement(q, k), False, "rrs_wor")
-    draft_law = without_replacement_law(q, k)
-    result = enumerate_law(p, draft_law, kernel(p, q))
-    details = {
-        "method": method,
-        "draft_accepted": result["draft_accepted"],
-        "accepted_per_token": result["accepted_per_token"],
-        "coupling": result["coupling"],
-    }
-    return RuleLaw(result["acceptance"], result["output"], draft_law, details)
+    return enumerated_rule_law(p, without_replacement_law(q, k), kernel(p, q), {"method": method})

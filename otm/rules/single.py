@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from ..distributions import check_draft_count
 from ..draft_laws import iid_law
-from ..errors import InvalidDraftCountError, NotApplicableError
+from ..errors import InvalidDraftCountError
 from .base import RuleLaw
-from .enumeration import count_iid, draft_ndim, validate_pair
+from .enumeration import count_iid, validate_one_q
 from .specinfer import recursive_law
 
 
@@ -23,7 +23,5 @@ def exact_law(p, q, k: int = 1, *, method: str = "auto") -> RuleLaw:
     """
     if check_draft_count(k) != 1:
         raise InvalidDraftCountError(f"rule 'single' verifies exactly one draft (k=1), got k={k}")
-    if draft_ndim(q) != 1:
-        raise NotApplicableError("rule 'single' takes one draft distribution q ([V] vector)")
-    p, q = validate_pair(p, q)
+    p, q = validate_one_q(p, q, "rule 'single' takes one draft distribution q ([V] vector)")
     return recursive_law(p, [q], lambda: iid_law(q, 1), count_iid(q, 1), method, "single")

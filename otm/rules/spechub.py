@@ -33,18 +33,17 @@ import numpy as np
 
 from ..distributions import check_draft_count
 from ..draft_laws import hub_law, hub_token
-from ..errors import InvalidDraftCountError, NotApplicableError
+from ..errors import InvalidDraftCountError
 from .base import RuleLaw
 from .enumeration import (
     accept_probability,
-    draft_ndim,
-    enumerate_law,
+    enumerated_rule_law,
     normalise,
     one_hot,
     positive_part,
     resolve_method,
     support_size,
-    validate_pair,
+    validate_one_q,
 )
 
 
@@ -116,9 +115,7 @@ def exact_law(p, q, k: int = 2, *, method: str = "auto") -> RuleLaw:
     """
     if check_draft_count(k) != 2:
         raise InvalidDraftCountError(f"SpecHub is defined for k=2 drafts (seed 000 §4), got k={k}")
-    if draft_ndim(q) != 1:
-        raise NotApplicableError("rule 'spechub' builds its draft pairs from one q ([V] vector)")
-    p, q = validate_pair(p, q)
+    p, q = validate_one_q(p, q, "rule 'spechub' builds its draft pairs from one q ([V] vector)")
     n_tuples = max(2 * (support_size(q) - 1), 1)
     method = resolve_method(method, n_tuples, True, "spechub")
     details = {"method": method, "hub": hub_token(q)}
@@ -126,11 +123,4 @@ def exact_law(p, q, k: int = 2, *, method: str = "auto") -> RuleLaw:
         acceptance = closed_form_acceptance(p, q)
         details["draft_accepted"] = acceptance
         return RuleLaw(acceptance, p.copy(), hub_law(q), details)
-    draft_law = hub_law(q)
-    result = enumerate_law(p, draft_law, kernel(p, q))
-    details.update(
-        draft_accepted=result["draft_accepted"],
-        accepted_per_token=result["accepted_per_token"],
-        coupling=result["coupling"],
-    )
-    return RuleLaw(result["acceptance"], result["output"], draft_law, details)
+    return enumerated_rule_law(p, hub_law(q), kernel(p, q), details)

@@ -28,7 +28,7 @@ from .enumeration import (
     MAX_RULE_ENUMERATION,
     accept_probability,
     count_independent,
-    enumerate_law,
+    enumerated_rule_law,
     resolve_method,
     residual,
     sequential_kernel,
@@ -81,14 +81,7 @@ def recursive_law(p, qs, law_builder, n_tuples: int, method: str, rule: str) -> 
         draft_law = law_builder() if n_tuples <= MAX_RULE_ENUMERATION else None
         details["draft_accepted"] = acceptance
         return RuleLaw(acceptance, p.copy(), draft_law, details)
-    draft_law = law_builder()
-    result = enumerate_law(p, draft_law, kernel(p, qs))
-    details.update(
-        draft_accepted=result["draft_accepted"],
-        accepted_per_token=result["accepted_per_token"],
-        coupling=result["coupling"],
-    )
-    return RuleLaw(result["acceptance"], result["output"], draft_law, details)
+    return enumerated_rule_law(p, law_builder(), kernel(p, qs), details)
 
 
 def exact_law(p, q, k: int, *, method: str = "auto") -> RuleLaw:

@@ -31,14 +31,8 @@ from otm.rules import rule_law
 ALPHA = 1e-4
 ROWS = 20_000
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Small tensors: torch's intra-op threads only contend on a shared CPU."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 V = 6
 
 _rng = np.random.default_rng(20240601)

@@ -36,14 +36,7 @@ DRAFT_COUNTS = {
     "greedy": (1, 2, 3),
 }
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Small tensors: torch's intra-op threads only contend on a shared CPU."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _instances(rule: str, k: int, seed: int):

@@ -37,6 +37,15 @@ def exact_distributions(draw, size: int):
     return exact(*weights)
 
 
+def draw_exact_pair(data, max_size: int = 6) -> tuple[np.ndarray, np.ndarray]:
+    """``(p, q)``: :func:`exact_distributions` over the same ``V`` in ``[1, max_size]``
+    tokens, drawn from hypothesis' ``st.data()`` in the order ``V``, ``p``, ``q``."""
+    V = data.draw(st.integers(1, max_size), label="V")
+    p = data.draw(exact_distributions(V), label="p")
+    q = data.draw(exact_distributions(V), label="q")
+    return p, q
+
+
 def draft_counts(rule: str, q: np.ndarray) -> list[int]:
     """The ``k`` values a rule accepts for this ``q`` in the tests (kept small: exact
     Fraction enumeration of up to ``6**4`` tuples)."""

@@ -17,7 +17,14 @@ from otm.draft_laws import greedy_law, hub_law, hub_token
 from otm.errors import NotApplicableError
 from otm.rules import ensemble, greedy, kseq, rrs, rrs_without_replacement, rule_law, spechub, specinfer
 from otm.rules.enumeration import MAX_RULE_ENUMERATION, validate_pair
-from rules_support import draft_counts, exact, exact_distributions, min_cut_optimum, same_distribution
+from rules_support import (
+    draft_counts,
+    draw_exact_pair,
+    exact,
+    exact_distributions,
+    min_cut_optimum,
+    same_distribution,
+)
 
 CLOSED_FORM_RULES = ("single", "rrs", "specinfer", "kseq", "spechub", "greedy", "ensemble_weighted", "ensemble_contrastive")
 
@@ -26,9 +33,7 @@ CLOSED_FORM_RULES = ("single", "rrs", "specinfer", "kseq", "spechub", "greedy", 
 @settings(max_examples=30)
 @given(data=st.data())
 def test_closed_form_equals_enumeration(rule, data):
-    V = data.draw(st.integers(1, 6), label="V")
-    p = data.draw(exact_distributions(V), label="p")
-    q = data.draw(exact_distributions(V), label="q")
+    p, q = draw_exact_pair(data)
     if rule == "ensemble_contrastive":
         q = exact(*[1 + int(w * 10) for w in q])  # q > 0 everywhere: r is defined
     k = data.draw(st.sampled_from(draft_counts(rule, q)), label="k")
@@ -79,14 +84,12 @@ def test_rrs_closed_form_matches_design_formula():
 def test_spechub_reaches_the_per_token_bound(data):
     """Per token: P(Y = x, x in S(X)) = min(p(x), q(x)/(1 - q(a))) for x != a and p(a)
     for the hub (Cor. 1); summed: p(a) + sum_{x != a} min(p(x), q(x)/(1 - q(a)))."""
-    V = data.draw(st.integers(1, 6), label="V")
-    p = data.draw(exact_distributions(V), label="p")
-    q = data.draw(exact_distributions(V), label="q")
+    p, q = draw_exact_pair(data)
     law = spechub.exact_law(p, q, 2, method="enumeration")
     a = hub_token(q)
     per_token = law.details["accepted_per_token"]
     assert per_token[a] == p[a]  # Cor. 1
-    for x in range(V):
+    for x in range(q.size):
         if x != a:
             expected = min(p[x], q[x] / (1 - q[a])) if q[x] > 0 else 0
             assert per_token[x] == expected
@@ -117,10 +120,8 @@ def _max_flow_value(p, law):
 @settings(max_examples=60)
 @given(data=st.data())
 def test_greedy_is_optimal_for_its_law(data):
-    V = data.draw(st.integers(1, 6), label="V")
-    p = data.draw(exact_distributions(V), label="p")
-    q = data.draw(exact_distributions(V), label="q")
-    k = data.draw(st.integers(1, V), label="k")
+    p, q = draw_exact_pair(data)
+    k = data.draw(st.integers(1, q.size), label="k")
     law = greedy.exact_law(p, q, k, method="enumeration")
     draft_law = greedy_law(q, k)
     bound = np.minimum(p, draft_law.membership_probs())
@@ -138,9 +139,7 @@ def test_greedy_is_optimal_for_its_law(data):
 @given(data=st.data())
 def test_kseq_division_factor(data):
     """g* in [1, min(k, max p/q)], f(g*) <= 0, and f > 0 just below g* (Lemma 3)."""
-    V = data.draw(st.integers(1, 6), label="V")
-    p = data.draw(exact_distributions(V), label="p")
-    q = data.draw(exact_distributions(V), label="q")
+    p, q = draw_exact_pair(data)
     k = data.draw(st.integers(1, 4), label="k")
     g = kseq.optimal_division_factor(p, q, k)
     assert 1 <= g <= kseq.upper_bracket(p, q, k)
@@ -224,9 +223,7 @@ def test_auto_uses_closed_forms_at_large_vocabularies():
 @given(data=st.data())
 def test_weighted_ensemble_acceptance(data):
     """Acceptance = 1 - TV(q, r) (eq. (7), normalised TV) and >= lam (Thm 3.2)."""
-    V = data.draw(st.integers(1, 6), label="V")
-    p = data.draw(exact_distributions(V), label="p")
-    q = data.draw(exact_distributions(V), label="q")
+    p, q = draw_exact_pair(data)
     lam = Fraction(data.draw(st.integers(0, 10), label="lam10"), 10)
     law = ensemble.exact_law_weighted(p, q, lam=lam)
     r = lam * q + (1 - lam) * p

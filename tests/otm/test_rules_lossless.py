@@ -26,8 +26,8 @@ from otm.rules.enumeration import (
 from rules_support import (
     EDGE_CASES,
     draft_counts,
+    draw_exact_pair,
     exact,
-    exact_distributions,
     min_cut_optimum,
     same_distribution,
     within_optimum,
@@ -89,9 +89,7 @@ def check_rule(rule: str, p, q, k: int) -> None:
 @given(data=st.data())
 def test_random_instances(rule, data):
     require(rule)
-    V = data.draw(st.integers(1, 6), label="V")
-    p = data.draw(exact_distributions(V), label="p")
-    q = data.draw(exact_distributions(V), label="q")
+    p, q = draw_exact_pair(data)
     k = data.draw(st.sampled_from(draft_counts(rule, q)), label="k")
     check_rule(rule, p, q, k)
 
