@@ -29,9 +29,7 @@ Q_MASKED = logits_to_probs(Q_LOGITS, 1.0, top_p=TOP_P)  # the law the drafts rea
 SAMPLES = 10_000
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    torch.set_num_threads(1)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.mark.parametrize("rule", ["rrs", "rrs_wor", "kseq", "spechub", "greedy", "specinfer"])

@@ -28,9 +28,11 @@ RUNS = 6000
 PROMPT = [1, 3]
 
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
 @pytest.fixture(scope="module")
 def pair():
-    torch.set_num_threads(1)
     return build_tiny_pair(vocab_size=VOCAB, seed=0, draft_noise=0.6, dtype=torch.float64)
 
 

@@ -41,10 +41,12 @@ RUNS = 6000
 PROMPT = [1, 3]
 
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
 @pytest.fixture(scope="module")
 def models():
     """Three tiny float64 Qwen2 models: q (draft-like), p (target), and an unrelated third."""
-    torch.set_num_threads(1)
     pair = build_tiny_pair(vocab_size=VOCAB, seed=0, draft_noise=0.6, dtype=torch.float64)
     third = tiny_causal_lm(tiny_config(VOCAB), seed=7, dtype=torch.float64)
     return [pair.draft, pair.target, third]

@@ -10,9 +10,11 @@ from otm.errors import InvalidDistributionError, InvalidDraftCountError, Unknown
 from otm.tolerances import AGREEMENT_TOLERANCE
 
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
 @pytest.fixture(scope="module")
 def pair():
-    torch.set_num_threads(1)
     return build_tiny_pair(vocab_size=8, seed=3, draft_noise=0.25, dtype=torch.float64)
 
 

@@ -14,9 +14,11 @@ from otm.errors import InvalidDistributionError
 from otm.tolerances import SUM_TOLERANCE
 
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
 @pytest.fixture(scope="module")
 def pair():
-    torch.set_num_threads(1)
     return build_tiny_pair(vocab_size=8, seed=1, dtype=torch.float64)
 
 

@@ -32,9 +32,11 @@ RECORDING_TOLERANCE = 10 * SUM_TOLERANCE
 CASES = [("rrs", "chains:2,2"), ("kseq", "chains:3,1"), ("rrs_wor", "binary:2"), ("spechub", "binary:2"), ("greedy", "chains:3,2")]
 
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
 @pytest.fixture(scope="module")
 def pair():
-    torch.set_num_threads(1)
     return build_tiny_pair(vocab_size=8, seed=1, dtype=torch.float64)
 
 

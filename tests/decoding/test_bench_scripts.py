@@ -1,0 +1,87 @@
+"""Smoke tests of scripts/bench_decoding.py and scripts/bench_verifier_cost.py (tiny models,
+``--pair tiny --quick``) and the exactness of the O(V log V) RRSw acceptance they use."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from otm.errors import NotApplicableError
+from otm.rules import rule_acceptance
+from otm.tolerances import AGREEMENT_TOLERANCE
+
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+sys.path.insert(0, str(SCRIPTS))
+
+import bench_decoding  # noqa: E402
+import bench_verifier_cost  # noqa: E402
+
+
+def _random_pair(rng, vocab, zeros=0):
+    p, q = rng.dirichlet(np.ones(vocab) * 0.5), rng.dirichlet(np.ones(vocab) * 0.5)
+    if zeros:
+        q[rng.choice(vocab, zeros, replace=False)] = 0.0
+        q /= q.sum()
+    return p, q
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_rrs_wor_k2_matches_enumeration(seed):
+    rng = np.random.default_rng(seed)
+    p, q = _random_pair(rng, int(rng.integers(2, 7)), zeros=0)
+    exact = float(rule_acceptance("rrs_wor", p, q, 2, method="enumeration"))
+    assert abs(bench_decoding.rrs_wor_acceptance_k2(p, q) - exact) <= AGREEMENT_TOLERANCE
+
+
+def test_rrs_wor_k2_degenerate_inputs():
+    q_zero_somewhere = (np.array([0.2, 0.3, 0.5]), np.array([0.5, 0.5, 0.0]))
+    for p, q in (q_zero_somewhere, (np.array([0.5, 0.5]), np.array([0.5, 0.5])), (np.array([1.0, 0.0]), np.array([0.3, 0.7]))):
+        exact = float(rule_acceptance("rrs_wor", p, q, 2, method="enumeration"))
+        assert abs(bench_decoding.rrs_wor_acceptance_k2(p, q) - exact) <= AGREEMENT_TOLERANCE
+    with pytest.raises(NotApplicableError):
+        bench_decoding.rrs_wor_acceptance_k2(np.array([0.5, 0.5]), np.array([1.0, 0.0]))
+
+
+def test_rrs_wor_k2_check_detects_a_wrong_formula():
+    """Without the renormalisation of q after removing x1 (c = 1) the formula is RRS with
+    replacement: the enumeration must tell them apart."""
+    p, q = np.array([0.1, 0.6, 0.3]), np.array([0.5, 0.3, 0.2])
+    exact = float(rule_acceptance("rrs_wor", p, q, 2, method="enumeration"))
+    wrong = float(rule_acceptance("rrs", p, q, 2, method="closed_form"))
+    assert abs(wrong - exact) > AGREEMENT_TOLERANCE
+    assert abs(bench_decoding.rrs_wor_acceptance_k2(p, q) - exact) <= AGREEMENT_TOLERANCE
+
+
+def test_bench_decoding_quick_tiny(tmp_path):
+    out = tmp_path / "decoding.md"
+    data = bench_decoding.main(["--pair", "tiny", "--quick", "--rules", "rrs,rrs_wor,spechub,greedy",
+                                "--out", str(out), "--figures", str(tmp_path)])
+    text = out.read_text()
+    assert "## 1. Block efficiency" in text and "## 3. Verifier cost" in text and "load average" in text
+    assert (tmp_path / "decoding_block_efficiency.png").stat().st_size > 0
+    assert (tmp_path / "decoding_optimum_vs_achieved.png").stat().st_size > 0
+    saved = json.loads((tmp_path / "decoding_results.json").read_text())
+    assert len(saved["configs"]) == 4 * 2
+    for c in data["configs"]:
+        assert 1.0 <= c["block_efficiency"] <= 3.0  # binary:2 produces 1 to 3 tokens per step
+        for e in c["root"]:
+            # no rule beats the optimum for its own draft law; the optimum is at most 1
+            if e["exact"] is not None:
+                assert e["exact"] <= e["own_optimum"] + AGREEMENT_TOLERANCE
+            if e["k"] >= 2:
+                assert e["own_optimum"] <= 1.0 + AGREEMENT_TOLERANCE
+            for rule, value in e.get("paired", {}).items():
+                assert value is None or 0.0 <= value <= 1.0 + AGREEMENT_TOLERANCE
+
+
+def test_bench_verifier_cost_quick_tiny(tmp_path):
+    path = tmp_path / "cost.json"
+    result = bench_verifier_cost.main(["--pair", "tiny", "--quick", "--json", str(path)])
+    assert json.loads(path.read_text())["rows"] == 8
+    timed = {(e["rule"], e["k"]) for e in result["rules"]}
+    assert {("rrs", 2), ("rrs", 4), ("spechub", 2), ("single", 1)} <= timed
+    assert ("spechub", 4) not in timed  # SpecHub is defined for k = 2 only
+    assert all(e["ours"]["median"] > 0 and e["ratio_hf_loop"] > 0 for e in result["rules"])
