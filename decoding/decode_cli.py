@@ -9,6 +9,11 @@ dict that ``--json`` prints (:meth:`decoding.loop.DecodeResult.summary` plus ``p
 ``temperature``, ``top_p``, ``seed``, ``prompts``, ``texts``). Prompts are decoded one at a
 time (batch 1, as in deployment); the counts are summed and the rates averaged over steps.
 
+``--rule ensemble_weighted|ensemble_contrastive`` runs the Speculative Ensemble instead
+(seed 004, :func:`decoding.ensemble.speculative_ensemble_decode`: the draft and target
+take turns proposing, every token verified against ``r = E(q, p)``; ``--lam``, ``--mu``,
+``--gammas``); it decodes chains, so ``--tree`` does not apply.
+
 With ``--pair tiny`` there is no tokenizer: a prompt is a comma- or space-separated list
 of token ids (``"1,2,3"``) and the outputs are ids.
 """
@@ -75,6 +80,10 @@ def _decode_text(pair, ids: list[int]):
     return ids if pair.tokenizer is None else pair.tokenizer.decode(ids)
 
 
+#: ``--rule`` values that run the Speculative Ensemble (seed 004) rather than a tree.
+ENSEMBLE_RULES = {"ensemble_weighted": "weighted", "ensemble_contrastive": "contrastive"}
+
+
 def run_decode(args) -> dict:
     """Run ``otm decode`` (module docstring); writes ``--record`` if given."""
     from decoding.loop import speculative_decode
@@ -83,11 +92,16 @@ def run_decode(args) -> dict:
 
     device = getattr(args, "device", None) or "cpu"
     dtype = DTYPES[getattr(args, "dtype", None) or "float32"]
-    tree = parse_tree(args.tree)
     texts = _prompt_texts(args)
     seed = getattr(args, "seed", None)
     seed = 0 if seed is None else int(seed)
     top_p = getattr(args, "top_p", None) or 1.0
+    if args.rule in ENSEMBLE_RULES:
+        pair = load_named_pair(args.pair, device, dtype)
+        return _run_ensemble(args, pair, texts, torch.Generator(device=device).manual_seed(seed), seed)
+    if not getattr(args, "tree", None):
+        raise OTMError(f"--rule {args.rule} needs --tree SPEC (e.g. binary:3)")
+    tree = parse_tree(args.tree)
     pair = load_named_pair(args.pair, device, dtype)
     generator = torch.Generator(device=device).manual_seed(seed)
     recorder = Recorder(rule=args.rule, tree=args.tree, temperature=args.temperature, top_p=top_p,
@@ -119,3 +133,29 @@ def run_decode(args) -> dict:
     if recorder is not None:
         summary["record"] = str(recorder.save(args.record))
     return summary
+
+
+def _run_ensemble(args, pair, texts: list[str], generator, seed: int) -> dict:
+    """``otm decode --rule ensemble_*``: one Speculative Ensemble decode per prompt."""
+    from decoding.ensemble import speculative_ensemble_decode
+
+    gammas = [int(g) for g in str(getattr(args, "gammas", None) or "1").split(",")]
+    results, outputs = [], []
+    for text in texts:
+        result = speculative_ensemble_decode(
+            pair, _encode(pair, text), ENSEMBLE_RULES[args.rule], lam=getattr(args, "lam", None),
+            mu=getattr(args, "mu", None), gammas=gammas if len(gammas) > 1 else gammas[0],
+            temperature=args.temperature, max_new_tokens=args.max_new_tokens, generator=generator,
+        )
+        results.append(result)
+        outputs.append(_decode_text(pair, result.tokens[0].tolist()))
+    calls = np.sum([r.model_calls for r in results], axis=0).tolist()
+    verified = sum(sum(r.verifications) for r in results)
+    accepted = sum(sum(r.accepts) for r in results)
+    tokens = sum(r.tokens_generated for r in results)
+    return dict(
+        rule=args.rule, pair=pair.name, temperature=args.temperature, seed=seed, prompts=len(texts),
+        gammas=gammas, tokens_generated=tokens, model_calls=calls, tokens_per_call=tokens / max(sum(calls), 1),
+        acceptance_rate=None if verified == 0 else accepted / verified,
+        wall_seconds=sum(r.wall_seconds for r in results), texts=outputs,
+    )

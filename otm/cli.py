@@ -96,8 +96,11 @@ def cmd_acceptance(args) -> int:
         target, draft = _read_vector(args.target), _read_vector(args.draft)
     else:
         raise OTMError("give --target FILE and --draft FILE, or --example NAME")
-    p = _to_probs(target, args.logits, args.temperature)
-    q = _to_probs(draft, args.logits, args.temperature)
+    from .distributions import as_distribution_pair, check_draft_count
+
+    p, q = as_distribution_pair(_to_probs(target, args.logits, args.temperature),
+                                _to_probs(draft, args.logits, args.temperature))
+    check_draft_count(args.k)
     summary = _acceptance_summary(p, q, args.k, args.sampling, args.method)
     if args.json:
         print(json.dumps(summary, indent=2, default=lambda v: None if isinstance(v, float) and math.isnan(v) else v))
@@ -129,8 +132,9 @@ def cmd_decode(args) -> int:
         print(json.dumps(summary, indent=2, default=str))
     else:
         for key in ("rule", "tree", "pair", "tokens_generated", "target_calls", "block_efficiency",
-                    "acceptance_by_depth", "wall_seconds"):
-            print(f"{key:<20}{summary.get(key)}")
+                    "acceptance_by_depth", "model_calls", "tokens_per_call", "acceptance_rate", "wall_seconds"):
+            if key in summary:
+                print(f"{key:<20}{summary[key]}")
         for text in summary.get("texts", []):
             print("-" * 60)
             print(text)
@@ -183,8 +187,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     decode = sub.add_parser("decode", help="speculative decoding with a rule and a draft tree")
     decode.add_argument("--pair", default="qwen2.5-coder", help="qwen2.5-coder | tiny | DRAFT,TARGET")
-    decode.add_argument("--rule", required=True, choices=("single", "rrs", "rrs_wor", "specinfer", "kseq", "spechub", "is_truncated", "greedy"))
-    decode.add_argument("--tree", required=True, help="binary:D, ternary:D, kary:K,D, chains:K,D, prefix:k1,..., branching:A;B;..")
+    decode.add_argument(
+        "--rule",
+        required=True,
+        choices=("single", "rrs", "rrs_wor", "specinfer", "kseq", "spechub", "is_truncated", "greedy",
+                 "ensemble_weighted", "ensemble_contrastive"),
+    )
+    decode.add_argument("--tree", help="binary:D, ternary:D, kary:K,D, chains:K,D, prefix:k1,..., branching:A;B;.. "
+                        "(not for the ensemble rules)")
+    decode.add_argument("--lam", type=float, default=None, help="ensemble_weighted: r = lam q + (1 - lam) p")
+    decode.add_argument("--mu", type=float, default=None, help="ensemble_contrastive: r ~ p q^(-mu)")
+    decode.add_argument("--gammas", default=None, help="ensemble proposal lengths, draft,target (default 1)")
     decode.add_argument("--temperature", type=float, default=1.0)
     decode.add_argument("--top-p", type=float, default=None)
     decode.add_argument("--max-new-tokens", type=int, default=32)
