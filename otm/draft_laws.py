@@ -156,28 +156,45 @@ def without_replacement_law(q, k: int) -> DraftLaw:
     """k distinct drafts, each from ``q`` renormalised over the tokens not yet drawn:
     ``Q(x_1..x_k) = prod_i q(x_i) / (1 - sum_{j<i} q(x_j))`` (seed 000 Alg. 1, RRSw).
 
-    Needs at least ``k`` tokens with ``q > 0``; otherwise raises
-    :class:`InvalidDraftCountError` (the k-th distinct draw does not exist).
+    Exhausted support (``m`` tokens with ``q > 0``, ``m < k <= V``): the first ``m`` draws
+    are a random ordering of the support (the law above with ``k = m``; the ``m``-th draw
+    is the last support token, with conditional probability 1), and the other ``k - m``
+    drafts are deterministic: the tokens not yet drawn in :func:`greedy_order` (``q``
+    descending, ties to the lower index), i.e. the ``k - m`` lowest-index tokens with
+    ``q = 0`` - the convention of :func:`greedy_law`'s fallback. So
+    ``Q(x_1..x_k) = prod_{i<=m} q(x_i) / (1 - sum_{j<i} q(x_j))`` when ``x_{m+1..k}`` is
+    that tail, and 0 otherwise. Draft ``i`` then has a well-defined conditional law given
+    ``x_1..x_{i-1}``: ``q`` renormalised off the drawn tokens while it has mass, else the
+    point mass at the next token of the order (what :mod:`otm.rules.rrs_without_replacement`
+    verifies against). At temperature 0 (one-hot ``q``) RRSw then drafts the argmax of
+    ``q`` and fixed tokens, in line with seed 000 §5.2 ("RRS without replacement at zero
+    temperature ... become[s] top-2 greedy decoding"); one-hot ``q`` carries no ranking
+    of the other tokens, so they come in index order. The convention is ours: Alg. 1 of
+    seed 000 leaves ``k > m`` undefined.
+
+    ``k > V`` raises :class:`InvalidDraftCountError` (there are no ``k`` distinct tokens).
+
+    >>> law = without_replacement_law([0.0, 1.0, 0.0], 2)
+    >>> law.tuples.tolist(), law.probs.tolist()
+    ([[1, 0]], [1.0])
     """
     q = _validated(q)
     k = check_draft_count(k)
-    support = np.flatnonzero([v > 0 for v in q])
     if k > q.size:
         raise InvalidDraftCountError(f"k={k} drafts without replacement from a vocabulary of {q.size} tokens")
-    if k > len(support):
-        raise InvalidDraftCountError(
-            f"q (draft) has only {len(support)} tokens with positive probability; "
-            f"k={k} distinct drafts without replacement need at least k of them"
-        )
-    n = int(np.prod(np.arange(len(support) - k + 1, len(support) + 1, dtype=np.float64)))
+    support = np.flatnonzero([v > 0 for v in q])
+    drawn = min(k, len(support))  # random draws; the other k - drawn drafts are fixed
+    n = int(np.prod(np.arange(len(support) - drawn + 1, len(support) + 1, dtype=np.float64)))
     _check_size(n, "without-replacement")
-    tuples = np.array(list(itertools.permutations(support, k)), dtype=np.int64).reshape(-1, k)
+    tuples = np.array(list(itertools.permutations(support, drawn)), dtype=np.int64).reshape(-1, drawn)
     qv = q[tuples]
     if q.dtype == object:
         remaining = q.sum() - (np.cumsum(qv, axis=1) - qv)
     else:
-        remaining = np.stack([_mass_outside(q, tuples[:, :i]) for i in range(k)], axis=1)
+        remaining = np.stack([_mass_outside(q, tuples[:, :i]) for i in range(drawn)], axis=1)
     probs = np.prod(qv / remaining, axis=1)
+    tail = greedy_order(q)[drawn:k]  # the support comes first in the order: the q = 0 tokens
+    tuples = np.concatenate([tuples, np.tile(tail, (len(tuples), 1))], axis=1)
     return _from_rows(tuples, probs, q.size, "without_replacement")  # drops underflowed rows
 
 

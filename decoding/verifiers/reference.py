@@ -54,6 +54,8 @@ def _recursive(p, draft_probs, drafts, uniforms, without_replacement: bool):
     for i, x in enumerate(drafts):
         if not without_replacement:
             draft = list(draft_probs[i])
+        elif sum(draft) <= 0:  # support of q exhausted: x is a fixed draft, its law the point mass
+            draft = [1.0 if t == x else 0.0 for t in range(len(draft))]
         if uniforms[i] * draft[x] < target[x]:
             return x, i
         nxt = _norm(_positive_part([a - b for a, b in zip(target, draft)]))
@@ -81,7 +83,9 @@ def specinfer(p, draft_probs, drafts, uniforms):
 
 
 def rrs_wor(p, draft_probs, drafts, uniforms):
-    """RRSw (seed 000 Alg. 1 with the red lines)."""
+    """RRSw (seed 000 Alg. 1 with the red lines). A draft made after the support of ``q``
+    is exhausted is checked against the point mass at itself: accepted with probability
+    ``p_i(x)``, else ``x`` is removed from the residual (:mod:`otm.rules.rrs_without_replacement`)."""
     return _recursive(p, draft_probs, drafts, uniforms, without_replacement=True)
 
 

@@ -8,32 +8,86 @@ successively from ``q`` renormalised over the tokens not yet drawn
 (then ``q(x_i) <- 0; q <- norm(q)``). ``Y ~ p_{k+1}`` if every draft is rejected.
 Lossless because, given the past, ``x_i ~ q_i`` exactly.
 
-``draft_probs[:, 0]`` is the base ``q`` (the other rows are expected to equal it and
-are not read).
+Exhausted support (a row with ``m < k`` tokens of positive ``q``, ``k <= V``; e.g. one-hot
+``q`` at temperature 0, or a small top-p nucleus): drafts ``m+1..k`` are the lowest-index
+tokens with ``q = 0`` (deterministic, as in :func:`otm.draft_laws.without_replacement_law`),
+and such a draft is verified against its conditional law, the point mass ``delta_{x_i}``:
+accepted with probability ``p_i(x_i)``, otherwise ``p_{i+1} = norm(p_i with x_i set to 0)``.
+Still lossless (proof in :mod:`otm.rules.rrs_without_replacement`). ``k > V`` raises
+:class:`otm.errors.InvalidDraftCountError`.
 
-Fewer positive-``q`` tokens than ``k``: :func:`sample_drafts` raises
-:class:`otm.errors.InvalidDraftCountError`, matching
-:func:`otm.draft_laws.without_replacement_law`.
+Implementation: the conditional laws ``q_1..q_k`` (``[batch, k, vocab]``, point masses
+where the support is exhausted) are built up front, and the steps are then RRS with a
+different draft law per step (:func:`decoding.verifiers.rrs.recursive_rejection` with
+``without_replacement=False``). ``draft_probs[:, 0]`` is the base ``q`` (the other rows
+are expected to equal it and are not read).
 
 Randomness and zero-mass fallback: as :mod:`decoding.verifiers.rrs` (``k + 1`` uniforms
-per row, shared code :func:`decoding.verifiers.rrs.recursive_rejection`).
+per row); ``sample_drafts`` draws one ``torch.rand(batch, vocab)`` (exponential clocks).
 """
 from __future__ import annotations
 
 import torch
 
-from .base import VerifierOutput, sample_without_replacement, verify_uniforms
+from otm.errors import InvalidDraftCountError
+
+from .base import (
+    VerifierOutput,
+    check_k,
+    check_probs_matrix,
+    first_draft_probs,
+    normalise,
+    verify_uniforms,
+    with_fallback,
+)
 from .rrs import recursive_rejection, uniforms_per_row
 
 draft_scheme = "without_replacement"
 
-__all__ = ["draft_scheme", "sample_drafts", "uniforms_per_row", "verify"]
+__all__ = ["conditional_draft_laws", "draft_scheme", "sample_drafts", "uniforms_per_row", "verify"]
 
 
 def sample_drafts(draft_probs: torch.Tensor, k: int, generator: torch.Generator | None) -> torch.Tensor:
     """``[batch, k]`` distinct drafts drawn successively without replacement from
-    ``draft_probs`` ``[batch, vocab]`` (see :func:`decoding.verifiers.base.sample_without_replacement`)."""
-    return sample_without_replacement(draft_probs, k, generator)
+    ``draft_probs`` ``[batch, vocab]``, completed by the lowest-index ``q = 0`` tokens when
+    a row has fewer than ``k`` positive entries.
+
+    Exponential clocks (as :func:`decoding.verifiers.base.sample_without_replacement`):
+    token ``x`` rings at ``E_x / q(x)``, ``E_x`` i.i.d. Exp(1); the order of the rings is
+    successive sampling without replacement (memorylessness). Rings are capped at the
+    largest finite float so that a positive ``q`` never ties with the ``q = 0`` tokens,
+    which never ring and come after every positive one, in index order.
+    """
+    check_probs_matrix(draft_probs, "draft_probs")
+    k = check_k(k)
+    batch, vocab = draft_probs.shape
+    if k > vocab:
+        raise InvalidDraftCountError(f"k={k} drafts without replacement from a vocabulary of {vocab} tokens")
+    positive = draft_probs > 0
+    u = torch.rand(draft_probs.shape, generator=generator, dtype=draft_probs.dtype, device=draft_probs.device)
+    exponential = -torch.log1p(-u)  # Exp(1), finite since u < 1
+    largest = torch.finfo(draft_probs.dtype).max
+    ring = torch.where(positive, (exponential / torch.where(positive, draft_probs, 1.0)).clamp(max=largest), torch.inf)
+    drawn = torch.topk(ring, k, dim=-1, largest=False, sorted=True).indices  # [batch, k]; first m are the draws
+    index = torch.arange(vocab, device=draft_probs.device)
+    zero_first = torch.topk(positive.long() * vocab + index, k, dim=-1, largest=False, sorted=True).indices  # [batch, k]
+    m = positive.sum(dim=-1, keepdim=True)  # [batch, 1]
+    slot = torch.arange(k, device=draft_probs.device).unsqueeze(0)  # [1, k]
+    tail = zero_first.gather(1, (slot - m).clamp(min=0).expand(batch, k))
+    return torch.where(slot < m, drawn, tail)
+
+
+def conditional_draft_laws(
+    draft_probs: torch.Tensor,  # [batch, k, vocab]
+    draft_tokens: torch.Tensor,  # [batch, k]
+) -> torch.Tensor:  # [batch, k, vocab]
+    """Row ``i``: the law of draft ``i`` given ``x_1..x_{i-1}``: ``norm(q with x_1..x_{i-1}
+    set to 0)`` (``q = draft_probs[:, 0]``), or the point mass at ``x_i`` when that has
+    no mass (exhausted support)."""
+    picked = torch.zeros_like(draft_probs, dtype=torch.bool).scatter(2, draft_tokens.unsqueeze(2), True)
+    drawn_before = (picked.cumsum(dim=1) - picked.long()) > 0  # x_1..x_{i-1}
+    remaining = normalise(first_draft_probs(draft_probs).unsqueeze(1).masked_fill(drawn_before, 0.0))
+    return with_fallback(remaining, picked.to(draft_probs.dtype))
 
 
 def verify(
@@ -42,6 +96,7 @@ def verify(
     draft_tokens: torch.Tensor,  # [batch, k]
     generator: torch.Generator | None,
 ) -> VerifierOutput:
-    """RRSw (seed 000 Alg. 1 with the red lines)."""
+    """RRSw (seed 000 Alg. 1 with the red lines; exhausted support: module docstring)."""
     uniforms = verify_uniforms(target_probs, draft_probs, draft_tokens, generator, uniforms_per_row)
-    return recursive_rejection(target_probs, draft_probs, draft_tokens, uniforms, without_replacement=True)
+    conditional = conditional_draft_laws(draft_probs, draft_tokens)
+    return recursive_rejection(target_probs, conditional, draft_tokens, uniforms, without_replacement=False)

@@ -33,7 +33,8 @@ def test_probs_from_logits():
 
 
 @pytest.mark.parametrize("rule, tree", [("rrs", "binary:3"), ("kseq", "chains:3,3"), ("specinfer", "branching:3;2,1;1"),
-                                        ("spechub", "binary:2"), ("greedy", "ternary:2"), ("single", "chain:4")])
+                                        ("spechub", "binary:2"), ("greedy", "ternary:2"), ("single", "chain:4"),
+                                        ("rrs_wor", "binary:3"), ("rrs_wor", "ternary:2")])
 def test_temperature_zero_is_target_greedy(pair, rule, tree):
     prompts = [[1, 2, 3], [4], [0, 7]]
     reference = autoregressive_decode(pair.target, prompts, temperature=0.0, max_new_tokens=12, progress=False)
@@ -87,10 +88,19 @@ def test_bad_rule_or_tree(pair):
         speculative_decode(pair, [], "rrs", "binary:2", max_new_tokens=2, progress=False)
 
 
-def test_one_hot_draft_without_replacement_is_a_clear_error(pair):
-    """At temperature 0 q is one-hot: two distinct drafts cannot be drawn without replacement."""
-    with pytest.raises(InvalidDraftCountError):
-        speculative_decode(pair, [1], "rrs_wor", "binary:1", temperature=0.0, max_new_tokens=2, progress=False)
+def test_without_replacement_with_a_small_nucleus_runs(pair, monkeypatch):
+    """top-p leaves fewer draft tokens than children: the drafts past the nucleus are
+    fixed tokens (otm.draft_laws.without_replacement_law) and the decode goes on."""
+    from decoding.verifiers import rrs_wor
+
+    exhausted, sample = [], rrs_wor.sample_drafts
+    monkeypatch.setattr(rrs_wor, "sample_drafts",
+                        lambda q, k, g: exhausted.append(bool(((q > 0).sum(-1) < k).any())) or sample(q, k, g))
+    result = speculative_decode(pair, [[1, 2], [5]], "rrs_wor", "ternary:2", temperature=1.0, top_p=0.3,
+                                max_new_tokens=10, generator=torch.Generator().manual_seed(4), progress=False)
+    assert [len(t) for t in result.tokens] == [10, 10]
+    assert all(0 <= t < 8 for row in result.tokens for t in row)
+    assert any(exhausted)
 
 
 def test_run_decode_tiny_json_and_record(tmp_path):

@@ -23,7 +23,7 @@ import pytest
 import torch
 
 from decoding.stats import binomial_z_test, chi_square_test
-from decoding.verifiers import VERIFIERS, get_verifier, kseq, rrs, spechub
+from decoding.verifiers import VERIFIERS, get_verifier, kseq, rrs, rrs_wor, spechub
 from decoding.verifiers.base import VerifierOutput
 from otm.errors import InvalidDraftCountError
 from otm.rules import rule_law
@@ -69,13 +69,19 @@ DRAFT_COUNTS = {
     "greedy": (2, 3),
 }
 
-CASES = [
-    (rule, name, k)
-    for rule, ks in DRAFT_COUNTS.items()
-    for name in INSTANCES
-    for k in ks
-    if not (rule == "rrs_wor" and np.count_nonzero(INSTANCES[name][1]) < k)
-]
+CASES = [(rule, name, k) for rule, ks in DRAFT_COUNTS.items() for name in INSTANCES for k in ks]
+
+_SUPPORT_TWO = np.array([0.0, 0.7, 0.0, 0.0, 0.3, 0.0])
+
+#: rrs_wor with fewer tokens of positive q than drafts: ``(p, q, k)``.
+RRS_WOR_EXHAUSTED = {
+    "one_hot_q": (_P, _one_hot(2), 4),
+    "temperature_zero": (_one_hot(1), _one_hot(3), 6),
+    "support_two": (_P, _SUPPORT_TWO, 3),
+    "support_two_all_drafted": (_P, _SUPPORT_TWO, 6),
+    "p_equals_q_support_two": (_SUPPORT_TWO, _SUPPORT_TWO, 4),
+    "disjoint_support_two": (np.array([0.5, 0.0, 0.2, 0.3, 0.0, 0.0]), _SUPPORT_TWO, 4),
+}
 
 
 def _seed(*parts) -> int:
@@ -137,6 +143,19 @@ def test_sampler_matches_exact_law(rule, instance, k):
     assert (chosen[accepted] == out.tokens[accepted]).all(), "accepted_index does not point at the output token"
     for name, result in _law_checks(law, tokens, out).items():
         assert result.passed, f"{rule}/{instance}/k={k} {name}: {result.reason}"
+
+
+@pytest.mark.parametrize("instance", sorted(RRS_WOR_EXHAUSTED))
+def test_rrs_wor_exhausted_support_matches_exact_law(instance):
+    """Drafts past the support of q are the lowest-index q = 0 tokens, verified against
+    their point mass; the sampler follows otm's exact law (output == p)."""
+    p, q, k = RRS_WOR_EXHAUSTED[instance]
+    law = _exact("rrs_wor", p, q, k)
+    assert np.allclose(law.output_distribution.astype(float), p, atol=1e-12)
+    tokens, out = _run(get_verifier("rrs_wor"), p, np.tile(q, (k, 1)), k, ROWS, _seed("exhausted", instance))
+    assert (torch.as_tensor(p)[out.tokens] > 0).all()
+    for name, result in _law_checks(law, tokens, out).items():
+        assert result.passed, f"rrs_wor/{instance} {name}: {result.reason}"
 
 
 @pytest.mark.parametrize("rule", list(VERIFIERS))
@@ -221,6 +240,16 @@ def test_kseq_with_a_factor_below_g_star_fails():
     assert "output" in _failed(_law_checks(law, tokens, out))
 
 
+def test_rrs_wor_accepting_fixed_drafts_surely_fails(monkeypatch):
+    """Without the point-mass law, a draft past the support of q has q_i(x) = 0 and the
+    test ``u * 0 < p_res(x)`` accepts it surely whenever p_res(x) > 0: not lossless."""
+    p, q, k = RRS_WOR_EXHAUSTED["support_two"]
+    law = rule_law("rrs_wor", p, q, k)
+    monkeypatch.setattr(rrs_wor, "with_fallback", lambda weights, fallback: weights)
+    tokens, out = _run(rrs_wor, p, np.tile(q, (k, 1)), k, ROWS, _seed("broken", "rrs_wor"))
+    assert "output" in _failed(_law_checks(law, tokens, out))
+
+
 def test_spechub_without_the_hub_law_fails():
     law = rule_law("spechub", BROKEN_P, BROKEN_Q, 2)
     tokens, out = _run(spechub, BROKEN_P, np.tile(BROKEN_Q, (2, 1)), 2, ROWS, _seed("broken", "spechub"),
@@ -237,7 +266,7 @@ def test_degenerate_rows_in_one_batch_give_valid_tokens(rule, dtype):
     """Every degenerate instance in one batch: no NaN-driven garbage, never a token of
     target probability 0, accepted_index consistent."""
     k = DRAFT_COUNTS[rule][0]
-    names = [n for n in INSTANCES if not (rule == "rrs_wor" and np.count_nonzero(INSTANCES[n][1]) < k)]
+    names = list(INSTANCES)
     reps = 200
     p = torch.as_tensor(np.repeat([INSTANCES[n][0] for n in names], reps, axis=0), dtype=dtype)
     q_rows = np.repeat([_draft_rows(rule, INSTANCES[n][1], k) for n in names], reps, axis=0)
@@ -252,7 +281,13 @@ def test_degenerate_rows_in_one_batch_give_valid_tokens(rule, dtype):
     assert ((out.accepted_index >= -1) & (out.accepted_index < k)).all()
 
 
-def test_without_replacement_needs_k_positive_tokens():
-    q = torch.tensor([[0.5, 0.5, 0.0, 0.0]], dtype=torch.float64)
-    with pytest.raises(InvalidDraftCountError, match="only 2 tokens"):
-        get_verifier("rrs_wor").sample_drafts(q, 3, torch.Generator().manual_seed(0))
+def test_without_replacement_completes_an_exhausted_support():
+    """Rows with fewer than k positive entries get the lowest-index q = 0 tokens after
+    their support (otm.draft_laws.without_replacement_law); k > V is a typed error."""
+    q = torch.tensor([[0.5, 0.5, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [0.1, 0.2, 0.3, 0.4]], dtype=torch.float64)
+    drafts = get_verifier("rrs_wor").sample_drafts(q, 4, torch.Generator().manual_seed(0))
+    assert sorted(drafts[0, :2].tolist()) == [0, 1] and drafts[0, 2:].tolist() == [2, 3]
+    assert drafts[1].tolist() == [2, 0, 1, 3]
+    assert sorted(drafts[2].tolist()) == [0, 1, 2, 3]
+    with pytest.raises(InvalidDraftCountError, match="vocabulary of 4"):
+        get_verifier("rrs_wor").sample_drafts(q, 5, torch.Generator().manual_seed(0))

@@ -74,6 +74,56 @@ def test_batched_equals_reference_draw_for_draw(rule, k):
     assert out.accepted_index.tolist() == indices
 
 
+def _exhausted_rrs_wor(k: int, seed: int):
+    """``(p [ROWS, V], draft_probs [ROWS, k, V])`` where every q has 1 to 3 positive
+    entries (one-hot rows included), so k >= 2 often exceeds the support."""
+    rng = np.random.default_rng(seed)
+    p = rng.dirichlet(np.full(V, 0.6), size=ROWS)
+    p[rng.random(p.shape) < 0.3] = 0.0
+    p[:, 0] += 1e-3
+    p /= p.sum(1, keepdims=True)
+    p[: ROWS // 6] = np.eye(V)[rng.integers(0, V, ROWS // 6)]  # one-hot targets (temperature 0)
+    q = np.zeros((ROWS, V))
+    for row, size in zip(q, rng.integers(1, 4, ROWS)):
+        support = rng.choice(V, size=size, replace=False)
+        row[support] = rng.dirichlet(np.ones(size))
+    q[ROWS // 2 : ROWS // 2 + 50] = p[ROWS // 2 : ROWS // 2 + 50]  # p = q
+    return torch.as_tensor(p), torch.as_tensor(np.repeat(q[:, None], k, axis=1))
+
+
+def _rrs_wor_outputs(verifier, p, qs, k: int, seed: int):
+    """``(batched tokens, batched indices, reference tokens, reference indices)``."""
+    g = torch.Generator().manual_seed(seed)
+    drafts = verifier.sample_drafts(qs[:, 0], k, g)
+    state = g.get_state()
+    out = verifier.verify(p, qs, drafts, g)
+    g.set_state(state)
+    tokens, indices = run_reference("rrs_wor", p, qs, drafts, draw_uniforms(g, p.shape[0], verifier.uniforms_per_row(k), p))
+    return out.tokens.tolist(), out.accepted_index.tolist(), tokens, indices
+
+
+@pytest.mark.parametrize("k", [2, 3, 4, V])
+def test_rrs_wor_exhausted_support_equals_reference(k):
+    """Drafts past the support of q (point-mass verification): batched == reference."""
+    p, qs = _exhausted_rrs_wor(k, seed=50 + k)
+    assert ((qs[:, 0] > 0).sum(-1) < k).float().mean() > 0.3  # the branch is exercised
+    batched_tokens, batched_indices, tokens, indices = _rrs_wor_outputs(get_verifier("rrs_wor"), p, qs, k, seed=k)
+    assert batched_tokens == tokens
+    assert batched_indices == indices
+    support = (qs[:, 0] > 0).sum(-1).tolist()
+    assert any(i >= m for i, m in zip(indices, support))  # a deterministic draft was accepted
+
+
+def test_rrs_wor_accepting_fixed_drafts_surely_disagrees_with_the_reference(monkeypatch):
+    """The comparison can fail: fixed drafts past the support checked with q_i(x) = 0."""
+    from decoding.verifiers import rrs_wor
+
+    monkeypatch.setattr(rrs_wor, "with_fallback", lambda weights, fallback: weights)
+    p, qs = _exhausted_rrs_wor(3, seed=9)
+    batched_tokens, _, tokens, _ = _rrs_wor_outputs(rrs_wor, p, qs, 3, seed=3)
+    assert batched_tokens != tokens
+
+
 def test_every_verifier_has_a_reference():
     assert set(REFERENCES) == set(VERIFIERS)
     with pytest.raises(UnknownNameError):

@@ -7,7 +7,6 @@ from fractions import Fraction
 import numpy as np
 from hypothesis import strategies as st
 
-from otm.rules.enumeration import support_size
 from otm.tolerances import AGREEMENT_TOLERANCE
 
 
@@ -27,6 +26,9 @@ EDGE_CASES = {
     "q_zero_where_p_positive": (exact(2, 1, 1), exact(1, 1, 0)),
     "vocabulary_of_one": (exact(1), exact(1)),
     "uniform_vs_skewed": (exact(1, 1, 1, 1, 1), exact(5, 1, 1, 1, 0)),
+    # q supported on 2 of 4 tokens: k = 3, 4 exhaust it (rrs_wor's deterministic drafts)
+    "q_support_two": (exact(1, 2, 3, 1), exact(0, 1, 0, 3)),
+    "p_equals_q_support_two": (exact(0, 1, 0, 3), exact(0, 1, 0, 3)),
 }
 
 
@@ -54,8 +56,8 @@ def draft_counts(rule: str, q: np.ndarray) -> list[int]:
         return [1]
     if rule == "spechub":
         return [2]
-    if rule == "rrs_wor":
-        return list(range(1, min(4, support_size(q)) + 1))
+    if rule == "rrs_wor":  # k above the support of q included (deterministic drafts)
+        return list(range(1, min(4, V) + 1))
     if rule == "greedy":
         return list(range(1, min(4, V) + 1))
     if rule in ("is_optimal", "is_truncated"):

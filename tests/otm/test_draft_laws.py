@@ -60,29 +60,57 @@ def test_without_replacement_exact_values():
     assert all(len(set(t)) == 2 for t in law.tuples.tolist())
 
 
-@given(distributions(2, 5), st.integers(1, 3))
+def sequential_wor_probability(q, row) -> float:
+    """``Q(row)`` from the sequential definition: each draft from ``q`` off the drawn
+    tokens, or, once that has no mass, surely the lowest-index token with ``q = 0`` not
+    yet drawn (written here independently of otm.draft_laws)."""
+    expected, drawn = 1.0, []
+    for x in row:
+        not_drawn = [y for y in range(len(q)) if y not in drawn]
+        mass = sum(q[y] for y in not_drawn)  # summed directly: no cancellation
+        if mass > 0:
+            expected *= q[x] / mass
+        else:
+            expected *= 1.0 if x == min(not_drawn) else 0.0
+        drawn.append(x)
+    return expected
+
+
+@given(distributions(2, 5), st.integers(1, 5))
 def test_without_replacement_matches_sequential_definition(q, k):
-    support = int((q > 0).sum())
-    if k > support:
-        with pytest.raises(InvalidDraftCountError):
+    if k > q.size:
+        with pytest.raises(InvalidDraftCountError, match="vocabulary"):
             without_replacement_law(q, k)
         return
     law = without_replacement_law(q, k)
     for row, pr in zip(law.tuples, law.probs):
-        expected, drawn = 1.0, []
-        for x in row:
-            not_drawn = [y for y in range(q.size) if y not in drawn]
-            expected *= q[x] / q[not_drawn].sum()  # summed directly: no cancellation
-            drawn.append(x)
-        assert pr == pytest.approx(expected, rel=1e-9)
+        assert pr == pytest.approx(sequential_wor_probability(q, row.tolist()), rel=1e-9)
     assert abs(law.probs.sum() - 1) <= AGREEMENT_TOLERANCE
+    assert all(len(set(t)) == k for t in law.tuples.tolist())
+    assert np.allclose(law.marginal(0), q, atol=AGREEMENT_TOLERANCE)  # the first draw is q itself
 
 
 def test_without_replacement_k_larger_than_vocab():
     with pytest.raises(InvalidDraftCountError, match="vocabulary of 3"):
         without_replacement_law(Q3, 4)
-    with pytest.raises(InvalidDraftCountError, match="only 1 tokens"):
-        without_replacement_law([1.0, 0.0, 0.0], 2)
+
+
+def test_without_replacement_exhausted_support_is_the_greedy_tail():
+    """m < k tokens with q > 0: the support in random order, then the lowest-index
+    q = 0 tokens (the greedy order's tail), exactly."""
+    one_hot = as_exact_distribution(["0", "1", "0", "0"])
+    law = without_replacement_law(one_hot, 3)
+    assert law.tuples.tolist() == [[1, 0, 2]] and law.probs.tolist() == [1]
+    assert without_replacement_law(one_hot, 4).tuples.tolist() == [[1, 0, 2, 3]]
+    assert greedy_law(one_hot, 3).tuples.tolist() == [[1, 0, 2]]  # the same convention
+    two = as_exact_distribution(["0", "1/4", "0", "3/4", "0"])
+    law = without_replacement_law(two, 4)
+    table = {tuple(t): pr for t, pr in zip(law.tuples.tolist(), law.probs)}
+    assert table == {(1, 3, 0, 2): F(1, 4), (3, 1, 0, 2): F(3, 4)}
+    assert law.membership_probs().tolist() == [1, 1, 1, 1, 0]
+    assert without_replacement_law([0.0, 1.0, 0.0], 3).probs.tolist() == [1.0]  # float too
+    # the check sees a different tail convention (highest-index zeros first)
+    assert sequential_wor_probability([0.0, 0.25, 0.0, 0.75, 0.0], [1, 3, 4, 2]) == 0.0
 
 
 def test_hub_law_matches_seed000_fig5():

@@ -12,14 +12,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from otm.draft_laws import iid_law
+from otm.draft_laws import greedy_order, iid_law, without_replacement_law
 from otm.errors import NotApplicableError
 from otm.rules import ENSEMBLE_RULES, RULES, rule_function, rule_law
-from otm.rules import kseq, specinfer
+from otm.rules import kseq, rrs_without_replacement, specinfer
 from otm.rules.enumeration import (
     accept_probability,
     enumerate_law,
+    normalise,
     positive_part,
+    residual,
     sequential_kernel,
     validate_pair,
 )
@@ -174,3 +176,56 @@ def test_same_distribution_sees_one_ulp_of_exact_difference():
     nudged[0] += Fraction(1, 10**30)
     nudged[1] -= Fraction(1, 10**30)
     assert not same_distribution(nudged, p)
+
+
+# ------------------------------------------ rrs_wor with k above the support of q
+
+#: ``(p, q, k)`` with fewer than ``k`` tokens of positive ``q``: one-hot q, support 1 or
+#: 2 < k, p = q, disjoint supports.
+EXHAUSTED = {
+    "one_hot_q": (exact(1, 2, 1), exact(0, 0, 1), 2),
+    "one_hot_q_k3": (exact(1, 2, 1), exact(0, 0, 1), 3),
+    "temperature_zero": (exact(0, 1, 0, 0), exact(0, 0, 0, 1), 3),
+    "support_two": (exact(3, 1, 2, 0, 4), exact(0, 1, 0, 2, 0), 4),
+    "p_equals_q_support_two": (exact(0, 1, 0, 2, 0), exact(0, 1, 0, 2, 0), 3),
+    "disjoint_supports": (exact(2, 1, 0, 0, 1), exact(0, 0, 1, 3, 0), 4),
+}
+
+
+@pytest.mark.parametrize("case", sorted(EXHAUSTED))
+def test_rrs_wor_exhausted_support_is_lossless_and_optimal(case):
+    """Output law == p exactly; every tuple holds S = supp(q) + the greedy tail, so the
+    acceptance is p(S), the optimum of the law, and every accepted output is a draft."""
+    p, q, k = EXHAUSTED[case]
+    law = rule_law("rrs_wor", p, q, k)
+    assert same_distribution(law.output_distribution, p)
+    drafted = set(greedy_order(q)[:k].tolist())
+    assert {frozenset(t) for t in law.draft_law.tuples.tolist()} == {frozenset(drafted)}
+    p_drafted = sum(p[list(drafted)])
+    assert law.acceptance == p_drafted == min_cut_optimum(p, law.draft_law)
+    assert law.details["draft_accepted"] == p_drafted
+
+
+def _rrs_wor_accepting_fixed_drafts_surely(p, q, k):
+    """RRSw whose deterministic drafts (support exhausted) are accepted with probability
+    1 whenever p_res(x) > 0 (the naive ``u * 0 < p_res(x)``): not lossless."""
+
+    def step(state, i, x):
+        target, not_drawn = state
+        without_x = not_drawn.copy()
+        without_x[x] = 0
+        if not_drawn.sum() == 0:
+            accept = Fraction(1) if target[x] > 0 else Fraction(0)
+            return accept, (target, not_drawn)
+        return accept_probability(target[x], not_drawn[x]), (residual(target, not_drawn), normalise(without_x))
+
+    return enumerate_law(p, without_replacement_law(q, k), sequential_kernel(p, (p, q), step, lambda state: state[0]))
+
+
+@pytest.mark.parametrize("case", ["one_hot_q", "support_two", "disjoint_supports"])
+def test_rrs_wor_accepting_fixed_drafts_surely_is_caught(case):
+    p, q, k = EXHAUSTED[case]
+    broken = _rrs_wor_accepting_fixed_drafts_surely(p, q, k)
+    assert not same_distribution(broken["output"], p)
+    correct = enumerate_law(p, without_replacement_law(q, k), rrs_without_replacement.kernel(p, q))
+    assert same_distribution(correct["output"], p)
