@@ -4,8 +4,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 
 @dataclass(frozen=True, eq=False)
 class OTMSolution:

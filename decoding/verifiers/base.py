@@ -188,31 +188,35 @@ def sample_iid(draft_probs: torch.Tensor, k: int, generator: torch.Generator | N
 
 
 def sample_without_replacement(draft_probs: torch.Tensor, k: int, generator: torch.Generator | None) -> torch.Tensor:
-    """``[batch, k]`` distinct drafts, each drawn from ``q`` renormalised over the tokens
-    not yet drawn (the law of :func:`otm.draft_laws.without_replacement_law`).
+    """``[batch, k]`` distinct drafts, each drawn from ``q`` (``draft_probs`` ``[batch, vocab]``)
+    renormalised over the tokens not yet drawn (the law of
+    :func:`otm.draft_laws.without_replacement_law`), completed by the lowest-index ``q = 0``
+    tokens when a row has fewer than ``k`` positive entries.
 
     Exponential clocks: token ``x`` rings at ``E_x / q(x)`` with ``E_x`` i.i.d. Exp(1);
-    the order of the first ``k`` rings is exactly successive sampling without
-    replacement (the first ring is ``x`` with probability ``q(x) / sum q`` and, by
-    memorylessness, the remaining clocks restart). Tokens with ``q = 0`` never ring.
-
-    Raises :class:`InvalidDraftCountError` if some row has fewer than ``k`` tokens with
-    positive probability (as :func:`otm.draft_laws.without_replacement_law` does). This
-    check synchronises with the device once per call.
+    the order of the rings is exactly successive sampling without replacement (the first
+    ring is ``x`` with probability ``q(x) / sum q`` and, by memorylessness, the remaining
+    clocks restart). Rings are capped at the largest finite float so that a positive ``q``
+    never ties with the ``q = 0`` tokens, which never ring and come after every positive
+    one, in index order. ``k > vocab`` raises :class:`InvalidDraftCountError`.
     """
     check_probs_matrix(draft_probs, "draft_probs")
     k = check_k(k)
-    positive = (draft_probs > 0).sum(dim=-1)
-    fewest = int(positive.min())
-    if fewest < k:
-        raise InvalidDraftCountError(
-            f"a row of draft_probs has only {fewest} tokens with positive probability; "
-            f"k={k} distinct drafts without replacement need at least k of them"
-        )
+    batch, vocab = draft_probs.shape
+    if k > vocab:
+        raise InvalidDraftCountError(f"k={k} drafts without replacement from a vocabulary of {vocab} tokens")
+    positive = draft_probs > 0
     u = torch.rand(draft_probs.shape, generator=generator, dtype=draft_probs.dtype, device=draft_probs.device)
     exponential = -torch.log1p(-u)  # Exp(1), finite since u < 1
-    ring = torch.where(draft_probs > 0, exponential / torch.where(draft_probs > 0, draft_probs, 1.0), torch.inf)
-    return torch.topk(ring, k, dim=-1, largest=False, sorted=True).indices
+    largest = torch.finfo(draft_probs.dtype).max
+    ring = torch.where(positive, (exponential / torch.where(positive, draft_probs, 1.0)).clamp(max=largest), torch.inf)
+    drawn = torch.topk(ring, k, dim=-1, largest=False, sorted=True).indices  # [batch, k]; first m are the draws
+    index = torch.arange(vocab, device=draft_probs.device)
+    zero_first = torch.topk(positive.long() * vocab + index, k, dim=-1, largest=False, sorted=True).indices  # [batch, k]
+    m = positive.sum(dim=-1, keepdim=True)  # [batch, 1]
+    slot = torch.arange(k, device=draft_probs.device).unsqueeze(0)  # [1, k]
+    tail = zero_first.gather(1, (slot - m).clamp(min=0).expand(batch, k))
+    return torch.where(slot < m, drawn, tail)
 
 
 def first_draft_probs(draft_probs: torch.Tensor) -> torch.Tensor:

@@ -5,9 +5,8 @@ Seed 000 Alg. 1 (black lines; also SpecTr's and SpecInfer's baseline): draw
 ``u_i < p_i(x_i) / q_i(x_i)``, otherwise ``p_{i+1} = norm(max(p_i - q_i, 0))``; if every
 draft is rejected, return ``Y ~ p_{k+1}``. Here ``q_i = draft_probs[:, i]`` (identical
 rows for RRS; different rows give SpecInfer, :mod:`decoding.verifiers.specinfer`).
-With ``without_replacement=True`` it is RRSw (the red lines of Alg. 1,
-:mod:`decoding.verifiers.rrs_wor`): after each rejection ``q(x_i) <- 0`` and ``q`` is
-renormalised, so ``q_i`` is ``q`` renormalised over the tokens not yet drawn.
+RRSw (:mod:`decoding.verifiers.rrs_wor`) runs the same steps with ``q_i`` the draft law
+conditional on the earlier drafts.
 
 Acceptance with i.i.d. drafts: ``1 - prod_i (1 - alpha_i)``, ``alpha_i = sum min(p_i, q)``
 (DESIGN.md).
@@ -52,25 +51,17 @@ def recursive_rejection(
     draft_probs: torch.Tensor,  # [batch, k, vocab]
     draft_tokens: torch.Tensor,  # [batch, k]
     uniforms: torch.Tensor,  # [batch, k + 1]
-    without_replacement: bool,
 ) -> VerifierOutput:
-    """Seed 000 Alg. 1 on pre-drawn uniforms (see the module docstring). With
-    ``without_replacement`` the base ``q`` is ``draft_probs[:, 0]``; otherwise draft ``i``
-    is checked against ``draft_probs[:, i]``."""
+    """Seed 000 Alg. 1 on pre-drawn uniforms (see the module docstring): draft ``i`` is
+    checked against ``draft_probs[:, i]``."""
     batch, k, _ = draft_probs.shape
     residual = normalise(target_probs)
-    q_base = draft_probs[:, 0, :]
-    drawn = torch.zeros_like(q_base, dtype=torch.bool)
     tokens = torch.zeros(batch, dtype=torch.int64, device=target_probs.device)
     accepted_index = torch.full_like(tokens, -1)
     pending = torch.ones(batch, dtype=torch.bool, device=target_probs.device)
     for i in range(k):
         x = draft_tokens[:, i]
-        if without_replacement:
-            q_i = normalise(q_base.masked_fill(drawn, 0.0))
-            drawn = drawn.scatter(1, x.unsqueeze(1), True)
-        else:
-            q_i = draft_probs[:, i, :]
+        q_i = draft_probs[:, i, :]
         accept = pending & (uniforms[:, i] * gather_tokens(q_i, x) < gather_tokens(residual, x))
         tokens = torch.where(accept, x, tokens)
         accepted_index = torch.where(accept, torch.full_like(accepted_index, i), accepted_index)
@@ -92,4 +83,4 @@ def verify(
     different ``q_i`` per draft this is SpecInfer's verification (the ``verify`` of
     :mod:`decoding.verifiers.specinfer`)."""
     uniforms = verify_uniforms(target_probs, draft_probs, draft_tokens, generator, uniforms_per_row)
-    return recursive_rejection(target_probs, draft_probs, draft_tokens, uniforms, without_replacement=False)
+    return recursive_rejection(target_probs, draft_probs, draft_tokens, uniforms)

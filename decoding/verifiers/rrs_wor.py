@@ -18,8 +18,8 @@ Still lossless (proof in :mod:`otm.rules.rrs_without_replacement`). ``k > V`` ra
 
 Implementation: the conditional laws ``q_1..q_k`` (``[batch, k, vocab]``, point masses
 where the support is exhausted) are built up front, and the steps are then RRS with a
-different draft law per step (:func:`decoding.verifiers.rrs.recursive_rejection` with
-``without_replacement=False``). ``draft_probs[:, 0]`` is the base ``q`` (the other rows
+different draft law per step (:func:`decoding.verifiers.rrs.recursive_rejection`).
+``draft_probs[:, 0]`` is the base ``q`` (the other rows
 are expected to equal it and are not read).
 
 Randomness and zero-mass fallback: as :mod:`decoding.verifiers.rrs` (``k + 1`` uniforms
@@ -29,12 +29,9 @@ from __future__ import annotations
 
 import torch
 
-from otm.errors import InvalidDraftCountError
-
 from .base import (
     VerifierOutput,
-    check_k,
-    check_probs_matrix,
+    sample_without_replacement,
     first_draft_probs,
     normalise,
     verify_uniforms,
@@ -48,33 +45,10 @@ __all__ = ["conditional_draft_laws", "draft_scheme", "sample_drafts", "uniforms_
 
 
 def sample_drafts(draft_probs: torch.Tensor, k: int, generator: torch.Generator | None) -> torch.Tensor:
-    """``[batch, k]`` distinct drafts drawn successively without replacement from
-    ``draft_probs`` ``[batch, vocab]``, completed by the lowest-index ``q = 0`` tokens when
-    a row has fewer than ``k`` positive entries.
-
-    Exponential clocks (as :func:`decoding.verifiers.base.sample_without_replacement`):
-    token ``x`` rings at ``E_x / q(x)``, ``E_x`` i.i.d. Exp(1); the order of the rings is
-    successive sampling without replacement (memorylessness). Rings are capped at the
-    largest finite float so that a positive ``q`` never ties with the ``q = 0`` tokens,
-    which never ring and come after every positive one, in index order.
-    """
-    check_probs_matrix(draft_probs, "draft_probs")
-    k = check_k(k)
-    batch, vocab = draft_probs.shape
-    if k > vocab:
-        raise InvalidDraftCountError(f"k={k} drafts without replacement from a vocabulary of {vocab} tokens")
-    positive = draft_probs > 0
-    u = torch.rand(draft_probs.shape, generator=generator, dtype=draft_probs.dtype, device=draft_probs.device)
-    exponential = -torch.log1p(-u)  # Exp(1), finite since u < 1
-    largest = torch.finfo(draft_probs.dtype).max
-    ring = torch.where(positive, (exponential / torch.where(positive, draft_probs, 1.0)).clamp(max=largest), torch.inf)
-    drawn = torch.topk(ring, k, dim=-1, largest=False, sorted=True).indices  # [batch, k]; first m are the draws
-    index = torch.arange(vocab, device=draft_probs.device)
-    zero_first = torch.topk(positive.long() * vocab + index, k, dim=-1, largest=False, sorted=True).indices  # [batch, k]
-    m = positive.sum(dim=-1, keepdim=True)  # [batch, 1]
-    slot = torch.arange(k, device=draft_probs.device).unsqueeze(0)  # [1, k]
-    tail = zero_first.gather(1, (slot - m).clamp(min=0).expand(batch, k))
-    return torch.where(slot < m, drawn, tail)
+    """``[batch, k]`` distinct drafts without replacement from ``draft_probs`` ``[batch, vocab]``,
+    completed in index order when the support is exhausted
+    (:func:`decoding.verifiers.base.sample_without_replacement`)."""
+    return sample_without_replacement(draft_probs, k, generator)
 
 
 def conditional_draft_laws(
@@ -99,4 +73,4 @@ def verify(
     """RRSw (seed 000 Alg. 1 with the red lines; exhausted support: module docstring)."""
     uniforms = verify_uniforms(target_probs, draft_probs, draft_tokens, generator, uniforms_per_row)
     conditional = conditional_draft_laws(draft_probs, draft_tokens)
-    return recursive_rejection(target_probs, conditional, draft_tokens, uniforms, without_replacement=False)
+    return recursive_rejection(target_probs, conditional, draft_tokens, uniforms)

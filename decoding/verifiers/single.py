@@ -46,4 +46,4 @@ def verify(
 ) -> VerifierOutput:
     """Seed 003 Alg. 1 on each row."""
     uniforms = verify_uniforms(target_probs, draft_probs, draft_tokens, generator, uniforms_per_row)
-    return recursive_rejection(target_probs, draft_probs, draft_tokens, uniforms, without_replacement=False)
+    return recursive_rejection(target_probs, draft_probs, draft_tokens, uniforms)

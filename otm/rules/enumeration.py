@@ -273,6 +273,6 @@ def count_independent(qs: list[np.ndarray]) -> int:
 
 
 def count_without_replacement(q: np.ndarray, k: int) -> int:
-    """Number of tuples of :func:`otm.draft_laws.without_replacement_law` (``m!/(m-k)!``)."""
+    """Number of tuples of :func:`otm.draft_laws.without_replacement_law`: ``m!/(m-k)!``, or ``m!`` when the ``m`` positive tokens run out before ``k``."""
     m = support_size(q)
-    return math.perm(m, k) if k <= m else 0
+    return math.perm(m, min(k, m))  # drafts past the support are deterministic

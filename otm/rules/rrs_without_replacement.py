@@ -67,7 +67,6 @@ from .enumeration import (
     residual,
     resolve_method,
     sequential_kernel,
-    support_size,
     validate_one_q,
 )
 
@@ -108,6 +107,6 @@ def exact_law(p, q, k: int, *, method: str = "auto") -> RuleLaw:
     """
     k = check_draft_count(k)
     p, q = validate_one_q(p, q, "rule 'rrs_wor' draws k distinct drafts from one q ([V] vector)")
-    n_tuples = count_without_replacement(q, min(k, support_size(q)))  # the tail is deterministic
+    n_tuples = count_without_replacement(q, k)
     method = resolve_method(method, n_tuples, False, "rrs_wor")
     return enumerated_rule_law(p, without_replacement_law(q, k), kernel(p, q), {"method": method})
