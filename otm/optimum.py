@@ -100,18 +100,15 @@ def _validated(p, q, k: int, sampling: str):
     if np.ndim(q) == 2:
         return p, np.array(qs, dtype=object if exact else np.float64)
     q = qs[0]
-    positive = int(sum(1 for v in q if v > 0))
-    if sampling == "without_replacement" and k > positive:
-        raise InvalidDraftCountError(
-            f"q (draft) has only {positive} tokens with positive probability; "
-            f"k={k} distinct drafts without replacement need at least k of them"
-        )
+    if sampling == "without_replacement" and k > q.size:
+        raise InvalidDraftCountError(f"k={k} distinct drafts without replacement from a vocabulary of {q.size} tokens")
     return p, q
 
 
 def _is_exact(values) -> bool:
     """True when ``values`` holds Fractions (an exact instance)."""
-    return any(isinstance(v, Fraction) for v in np.asarray(values, dtype=object).ravel())
+    arr = np.asarray(values)
+    return arr.dtype == object and any(isinstance(v, Fraction) for v in arr.ravel())
 
 
 def _solve_law(p, law: DraftLaw, method: str, backend: str) -> OTMSolution:

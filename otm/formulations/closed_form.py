@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..draft_laws import greedy_order
 from ..errors import NotApplicableError
 from ..solution import OTMSolution
 from .prefix_scan import PREFIX_SAMPLINGS, prefix_scan
@@ -27,4 +28,24 @@ def solve_closed_form(p, q, k: int, sampling: str = "iid") -> OTMSolution:
             f"got sampling={sampling!r} with q of shape {np.shape(q)} - use method='max_flow' "
             "or an LP"
         )
+    if sampling == "without_replacement" and k > int(np.count_nonzero(np.asarray(q) > 0)):
+        return exhausted_support_optimum(p, q, k)
     return prefix_scan(p, q, k, sampling)
+
+
+def exhausted_support_optimum(p, q, k: int) -> OTMSolution:
+    """Without replacement when ``q`` has ``m < k`` positive tokens
+    (:func:`otm.draft_laws.without_replacement_law`): every tuple holds the same token set
+    ``S`` = the support of ``q`` plus the first ``k - m`` other tokens in
+    :func:`otm.draft_laws.greedy_order`. So ``alpha* = p(S)``: the cut ``H = S`` costs
+    ``p(S) + 1 - Q(all drafts in S) = p(S)``, and accepting ``Y = y`` whenever ``y in S``
+    (probability ``p(S)``) is lossless since the drafts are independent of ``Y``.
+    """
+    token_set = np.sort(greedy_order(q)[:k])
+    value = p[token_set].sum()
+    return OTMSolution(
+        acceptance=value,
+        method="closed_form",
+        certificate={"H": token_set, "cut_value": value, "all_in": 1},
+        details={"sampling": "without_replacement", "exhausted_support": True},
+    )

@@ -13,6 +13,7 @@ from otm.errors import (
     UnknownNameError,
 )
 from otm.optimum import METHODS, optimal_acceptance, optimal_acceptance_for_law, solve_optimum
+from otm.rules import rule_acceptance
 from otm.tolerances import AGREEMENT_TOLERANCE
 
 SOLVERS = [m for m in METHODS if m != "auto"]
@@ -63,7 +64,7 @@ def test_unknown_names_list_the_options():
 
 
 def test_bad_inputs_raise_typed_errors():
-    with pytest.raises(InvalidDraftCountError):
+    with pytest.raises(InvalidDraftCountError, match="vocabulary of 2"):
         solve_optimum([0.5, 0.5], [0.5, 0.5], 3, "without_replacement")
     with pytest.raises(InvalidDraftCountError):
         solve_optimum([0.5, 0.5], [0.5, 0.5], 0)
@@ -92,3 +93,19 @@ def test_degenerate_instances():
     assert optimal_acceptance([1.0], [1.0], 1) == 1.0
     assert optimal_acceptance([0.0, 1.0], [1.0, 0.0], 4) == 0.0
     assert abs(optimal_acceptance([0.3, 0.7], [0.3, 0.7], 1) - 1.0) <= AGREEMENT_TOLERANCE
+
+
+@pytest.mark.parametrize("q, k", [([1.0, 0.0, 0.0, 0.0], 2), ([0.0, 0.0, 1.0, 0.0], 3), ([0.5, 0.0, 0.5, 0.0], 3), ([0.25, 0.75, 0.0, 0.0], 4)])
+def test_without_replacement_with_exhausted_support(q, k):
+    """Fewer positive draft tokens than k (temperature 0, small top-p): the closed form
+    p(S), S = support + greedy-order tail, equals the max flow over the enumerated law
+    and the exact acceptance of RRS without replacement (which is optimal for it)."""
+    p = [0.1, 0.2, 0.3, 0.4]
+    closed = solve_optimum(p, q, k, "without_replacement")
+    flow = solve_optimum(p, q, k, "without_replacement", method="max_flow")
+    assert closed.details["exhausted_support"]
+    assert abs(closed.acceptance - flow.acceptance) <= AGREEMENT_TOLERANCE
+    assert abs(closed.acceptance - float(rule_acceptance("rrs_wor", p, q, k))) <= AGREEMENT_TOLERANCE
+    # the support alone (forgetting the deterministic tail) is a different, wrong number
+    support_only = sum(pi for pi, qi in zip(p, q) if qi > 0)
+    assert abs(closed.acceptance - support_only) > AGREEMENT_TOLERANCE
