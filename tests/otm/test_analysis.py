@@ -150,10 +150,11 @@ def test_degenerate_inputs_give_numbers_not_nans():
     np.testing.assert_allclose(table.columns["rrs"], [1 / 3, 1 - (2 / 3) ** 2], atol=AGREEMENT_TOLERANCE)
     single_token = acceptance_vs_k([1.0], [1.0], [1], rules=("rrs",))
     assert single_token.columns[OPTIMAL_IID][0] == 1.0 and single_token.columns["rrs"][0] == 1.0
-    # without replacement needs k tokens with q > 0: NaN with a reason, not an error
-    wor = acceptance_vs_k([0.5, 0.5], [1.0, 0.0], [2], rules=())
-    assert np.isnan(wor.columns[OPTIMAL_WOR][0]) and OPTIMAL_WOR in wor.notes
-    assert wor.columns[OPTIMAL_IID][0] == pytest.approx(0.5)
+    # without replacement past the draft support: the tail is deterministic, both tokens drafted
+    wor = acceptance_vs_k([0.5, 0.5], [1.0, 0.0], [2, 3], rules=())
+    assert wor.columns[OPTIMAL_WOR][0] == pytest.approx(1.0) and wor.columns[OPTIMAL_IID][0] == pytest.approx(0.5)
+    # k > V drafts without replacement do not exist: NaN with a reason, not an error
+    assert np.isnan(wor.columns[OPTIMAL_WOR][1]) and OPTIMAL_WOR in wor.notes
 
 
 def test_bad_input_raises_typed_errors(logits):
