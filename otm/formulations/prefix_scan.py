@@ -20,14 +20,50 @@ Then some prefix ``H_m`` of that order attains the minimum, so the scan of the
   i.e. at a prefix. Ties in ``p/q`` only reorder tokens inside one linear piece, whose
   endpoints do not depend on that order, so any tie-breaking is exact (the float i.i.d.
   scan uses numpy's default sort; everything else a stable sort, lower token id first).
-- Without replacement: ``Q(all in H)`` is not a function of ``q(H)`` and the knapsack
-  argument does not apply; the prefix property is the claim of DESIGN.md, which we
-  check by exhaustive search over all ``2^V`` sets (tests/otm/test_closed_form.py). It
-  fails for general joint laws (a test exhibits a table law where no prefix is optimal).
+- Without replacement (proof, written for this module; the earlier direct swap of two
+  tokens does not work, the argument below uses both one-token moves). Write
+  ``T(H) = Q(all k draws in H)``, ``D`` for the set of the k draws, and for ``x`` not in
+  ``K``: ``Delta_x(K) = T(K + x) - T(K) = P(x in D, D inside K + x)``.
 
-``Q(all in H_m)`` without replacement, for every prefix at once: see
-:mod:`otm.formulations.wor_all_in`. There the scan first brackets each prefix with
-rigorous bounds and evaluates the integral only on prefixes that can still be optimal.
+  Exchange lemma. For a token set ``G`` and distinct tokens ``a, b`` outside it (``q > 0``):
+
+      q_b Delta_a(G + b) >= q_a Delta_b(G).                                           (*)
+
+  Use the exponential clocks of :mod:`otm.formulations.wor_all_in` (the draws are the
+  first k clocks to ring). Let ``R`` be the other tokens, ``r = q(R)``, ``A_t`` the set of
+  tokens of ``G`` rung by time ``t``. ``Delta_b(G)``: ``b`` rings at ``t`` (density
+  ``q_b e^{-q_b t}``), no clock of ``R`` or ``a`` rang before (``e^{-(r + q_a) t}``),
+  ``|A_t| <= k - 1``, and (memoryless) the next ``k - 1 - |A_t|`` arrivals are all in
+  ``G minus A_t``, with conditional probability ``h_2(A_t)``:
+
+      q_a Delta_b(G) = q_a q_b int e^{-(q_a + q_b + r) t} E[1{|A_t| <= k-1} h_2(A_t)] dt.
+
+  ``Delta_a(G + b)``: ``a`` rings at ``t``, no ``R`` clock before; keep only the case that
+  ``b`` has not rung by ``t`` (``e^{-q_b t}``, independent); then ``|A_t| <= k - 1`` and the
+  next ``k - 1 - |A_t|`` arrivals must be in ``(G minus A_t) + b``, probability ``h_1(A_t)``:
+
+      q_b Delta_a(G + b) >= q_a q_b int e^{-(q_a + q_b + r) t} E[1{|A_t| <= k-1} h_1(A_t)] dt.
+
+  Couple the clocks of ``G minus A_t`` and ``R``: if the first ``k - 1 - |A_t|`` of them to
+  ring are in ``G`` and ring before every clock of ``R`` and of ``a`` (the event of
+  ``h_2``), then in the system with ``b`` in place of ``a`` the first ``k - 1 - |A_t|``
+  arrivals are in ``(G minus A_t) + b`` (``b`` may be one of them). So ``h_1 >= h_2``. QED.
+
+  Theorem. Let ``H`` minimise ``f`` without ``q = 0`` tokens (dropping them never raises
+  ``f``). For ``a`` outside ``H`` and ``b`` in ``H`` (``q > 0``), optimality against adding
+  ``a`` and removing ``b`` gives ``p_a >= Delta_a(H)`` and ``p_b <= Delta_b(H - b)``; with
+  ``G = H - b``, (*) chains them:
+  ``q_b p_a >= q_b Delta_a(H) >= q_a Delta_b(G) >= q_a p_b``, i.e. ``p_a/q_a >= p_b/q_b``.
+  So with ``rho`` the largest ratio in ``H``, ``H`` holds every token of ratio ``< rho``
+  and none of ratio ``> rho``. If ``a`` outside ``H`` ties with some ``b`` in ``H``, the
+  chain is all equalities, so ``f(H + a) = f(H)``: ``H + a`` is again a minimiser (still
+  holding ``b``). Adding the tied tokens one at a time gives the minimiser
+  ``{x: q_x > 0, p_x/q_x <= rho}``, a prefix for ANY tie-breaking. QED.
+
+  The i.i.d. law also satisfies (*) (by convexity of ``s^k``). A general joint law need
+  not: tests/otm/test_closed_form.py exhibits a table law where (*) fails and no prefix
+  is optimal, and checks (*) and the prefix property exactly (Fractions, all ``2^V``
+  sets) on small without-replacement instances.
 """
 from __future__ import annotations
 
@@ -40,17 +76,19 @@ from ..draft_laws import without_replacement_law
 from ..errors import InvalidDraftCountError, ShapeMismatchError, UnknownNameError
 from ..exact import as_exact_distribution
 from ..solution import OTMSolution
-from .wor_all_in import all_in_bounds, all_in_prefixes
+from .wor_all_in import outside_bounds, outside_prefixes
 
 #: Sampling schemes the prefix scan covers.
 PREFIX_SAMPLINGS = ("iid", "without_replacement")
+
 
 
 def ratio_order(p, q, stable: bool = True) -> np.ndarray:
     """Token ids sorted by ``p/q`` ascending, ``q = 0`` last.
 
     ``stable`` breaks ties by lower token id (a stable sort); ``False`` uses numpy's
-    default (faster) sort, which the i.i.d. scan may use since ties do not matter there.
+    default (faster) sort, enough wherever ties do not matter (the float i.i.d. scan
+    sorts ``p / q`` itself, letting ``q = 0`` give ``inf`` or ``nan``, both sorted last).
     Works for float arrays (one ``np.argsort``) and exact Fraction arrays (always stable).
     """
     if np.asarray(q).dtype == object:
@@ -87,7 +125,9 @@ def prefix_scan(p, q, k: int, sampling: str = "iid") -> OTMSolution:
     k = check_draft_count(k)
     p, q = _pair(p, q)
     exact = p.dtype == object
-    order = ratio_order(p, q, stable=exact or sampling != "iid")
+    if not exact and (sampling == "iid" or k == 1):  # k = 1: both schemes are one draw from q
+        return _iid_float_scan(p, q, k)
+    order = ratio_order(p, q)
     n = int(sum(1 for v in q if v > 0)) if exact else int(np.count_nonzero(q))
     if sampling == "without_replacement" and k > n:
         raise InvalidDraftCountError(
@@ -95,27 +135,77 @@ def prefix_scan(p, q, k: int, sampling: str = "iid") -> OTMSolution:
             f"k={k} distinct drafts without replacement need at least k of them"
         )
     p_sorted, q_sorted = p[order[:n]], q[order[:n]]
-    target_mass = _prefix_sums(p_sorted, exact)  # [n+1] p(H_m)
     details: dict = {"order": order, "scanned_prefixes": n + 1}
-    if sampling == "iid" or k == 1:  # k = 1: both schemes are one draw from q
-        all_in = _iid_all_in(q_sorted, k, exact)
-    elif exact:
-        law = without_replacement_law(q, k)
-        all_in = np.array([law.all_in_probability(order[:m]) for m in range(n + 1)], dtype=object)
+    if exact:
+        if sampling == "iid" or k == 1:
+            outside = 1 - _prefix_sums(q_sorted, True) ** k
+        else:
+            law = without_replacement_law(q, k)
+            outside = np.array([1 - law.all_in_probability(order[:m]) for m in range(n + 1)], dtype=object)
+        cut = _prefix_sums(p_sorted, True) + outside
+        m = min(range(n + 1), key=lambda i: (cut[i], i))
     else:
-        all_in = _wor_all_in(q_sorted / q_sorted.sum(), k, target_mass, details)
-    cut = target_mass + 1 - all_in
-    m = int(np.argmin(cut)) if not exact else min(range(n + 1), key=lambda i: (cut[i], i))
+        p_elsewhere = float(p[order[n:]].sum())  # target mass on tokens with q = 0
+        gap, outside = _wor_cut_gaps(p_sorted, p_elsewhere, q_sorted / q_sorted.sum(), k, details)
+        m = int(np.argmin(gap))
+        cut = 1.0 + gap
+    as_number = (lambda v: v) if exact else float
     return OTMSolution(
-        acceptance=cut[m] if exact else float(cut[m]),
+        acceptance=as_number(cut[m]),
         method="closed_form",
         certificate={
             "H": order[:m],
-            "cut_value": cut[m] if exact else float(cut[m]),
-            "all_in": all_in[m] if exact else float(all_in[m]),
+            "cut_value": as_number(cut[m]),
+            "all_in": as_number(1 - outside[m]),
             "prefix_length": m,
         },
         details=details,
+    )
+
+
+def _iid_float_scan(p, q, k: int) -> OTMSolution:
+    """The i.i.d. scan in float: one unstable ``argsort`` (ties do not matter, module
+    docstring) and a few O(V) passes. Every prefix of the order is a valid cut (tokens with
+    ``q = 0``, ratio ``inf`` or ``nan``, sort last and only add ``p``), so all ``V + 1``
+    are scanned and the least is the optimum.
+
+    The cut is formed from the tail (the tokens outside ``H``) as
+    ``f(H) - 1 = (1 - (1 - c)^k) - p(outside)``, with ``c`` and ``p(outside)`` summed from
+    the end and ``1 - (1 - c)^k = -expm1(k log1p(-c))``: no cancellation, and ties with
+    ``alpha*`` close to 1 are resolved to ~1e-16. Work arrays are reused in place: on the
+    shared VM (measured) each freshly touched V-sized array costs about a millisecond of
+    page faults, as much as the arithmetic."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        outside_p = p / q  # [V] the ratios; q = 0: inf or nan, both sort last
+    order = np.argsort(outside_p)
+    backwards = order[::-1]
+    np.take(p, backwards, out=outside_p)  # [V] entry j: token V-1-j of the order
+    work = q[backwards]
+    np.cumsum(outside_p, out=outside_p)  # entry j: p outside H_{V-1-j}
+    np.cumsum(work, out=work)  # entry j: c, the q mass outside H_{V-1-j}
+    np.negative(work, out=work)
+    np.maximum(work, -1.0, out=work)
+    with np.errstate(divide="ignore"):  # c = 1: log1p(-1) = -inf, (1 - c)^k = 0
+        np.log1p(work, out=work)
+    work *= k
+    np.expm1(work, out=work)  # (1 - c)^k - 1
+    work += outside_p  # = 1 - f(H_{V-1-j})
+    j = int(np.argmax(work))
+    if work[j] <= 0.0:  # H = everything: f = 1 (gap exactly 0)
+        m, gap, outside = q.size, 0.0, 0.0
+    else:
+        m, gap = q.size - 1 - j, -float(work[j])
+        outside = min(float(q[order[m:]].sum()), 1.0)
+    return OTMSolution(
+        acceptance=1.0 + gap,
+        method="closed_form",
+        certificate={
+            "H": order[:m],
+            "cut_value": 1.0 + gap,
+            "all_in": (1.0 - outside) ** k,
+            "prefix_length": m,
+        },
+        details={"order": order, "scanned_prefixes": q.size + 1},
     )
 
 
@@ -139,27 +229,29 @@ def _prefix_sums(values, exact: bool) -> np.ndarray:
     return np.concatenate([[0.0], np.cumsum(values)])
 
 
-def _iid_all_in(q_sorted, k: int, exact: bool) -> np.ndarray:
-    """``[n+1]``: ``q(H_m)^k``. In float the complement ``1 - s^k`` of a prefix with a
-    tiny outside mass ``c`` is formed as ``-expm1(k log1p(-c))`` (no cancellation)."""
-    if exact:
-        return _prefix_sums(q_sorted, True) ** k
-    outside = np.concatenate([np.cumsum(q_sorted[::-1])[::-1], [0.0]])  # [n+1] c_m
-    inside = np.concatenate([[0.0], np.cumsum(q_sorted)])
-    small = outside < 0.5
-    return np.where(small, np.exp(k * np.log1p(-np.minimum(outside, 0.5))), np.minimum(inside, 1.0) ** k)
+def _wor_cut_gaps(p_sorted, p_elsewhere: float, q_sorted, k: int, details: dict):
+    """``([n+1], [n+1])``: the cut minus one, ``f(H_m) - 1 = R(H_m) - p(outside H_m)``, and
+    ``R(H_m) = 1 - Q(all in H_m)``, without replacement.
 
+    The gap is formed from small terms on either side (``p(H) - T(H)`` while ``p(H) <= 1/2``,
+    ``R(H) - p(outside H)`` after), so near-ties with ``alpha*`` close to 1 are resolved to
+    ~1e-16, not to the ~1e-14 rounding of a cumulative sum near 1.
 
-def _wor_all_in(q_sorted, k: int, target_mass, details: dict) -> np.ndarray:
-    """``[n+1]``: ``Q(all in H_m)`` without replacement, exact on every prefix that can
-    still be optimal and replaced by its rigorous upper bound elsewhere (which can only
-    raise ``f`` there, and those prefixes are beaten anyway)."""
-    lo, hi = all_in_bounds(q_sorted, k)
-    lower_cut = target_mass + 1 - hi  # <= f(H_m)
-    upper_best = float((target_mass + 1 - lo).min())  # >= min f
-    candidates = np.flatnonzero(lower_cut <= upper_best)
-    values, info = all_in_prefixes(q_sorted, k, candidates)
-    all_in = hi.copy()
-    all_in[candidates] = np.clip(values, lo[candidates], hi[candidates])
+    ``R`` is computed (:func:`outside_prefixes`) on every prefix that can still be optimal:
+    a candidate's lower bound (from :func:`outside_bounds`) does not exceed the least upper
+    bound. Elsewhere ``R`` is set to its rigorous upper bound, which can only raise the cut
+    there; those prefixes are beaten anyway (up to the rounding of the bounds, ~1e-16)."""
+    inside = np.concatenate([[0.0], np.cumsum(p_sorted)])  # [n+1] p(H_m)
+    beyond = np.concatenate([np.cumsum(p_sorted[::-1])[::-1], [0.0]]) + p_elsewhere  # p(outside H_m)
+    low = inside <= 0.5
+
+    def gap_of(outside):
+        return np.where(low, inside - (1.0 - outside), outside - beyond)
+
+    r_lo, r_hi = outside_bounds(q_sorted, k)
+    candidates = np.flatnonzero(gap_of(r_lo) <= gap_of(r_hi).min())
+    values, info = outside_prefixes(q_sorted, k, candidates)
+    outside = r_hi.copy()
+    outside[candidates] = np.clip(values, r_lo[candidates], r_hi[candidates])
     details.update(info, candidates=int(candidates.size))
-    return all_in
+    return gap_of(outside), outside
