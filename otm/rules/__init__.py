@@ -44,8 +44,7 @@ import numpy as np
 from ..errors import NotApplicableError, UnknownNameError
 from .base import RuleLaw
 
-#: name -> (module under otm.rules, function). ``is_*`` are written by another module
-#: owner and imported lazily, so the registry works without them.
+#: name -> (module under otm.rules, function); modules are imported on first use.
 _REGISTRY = {
     "single": ("single", "exact_law"),
     "rrs": ("rrs", "exact_law"),
