@@ -1,0 +1,153 @@
+"""Step 4 of ``otm report``: the figures (via :mod:`otm.plots`) and the self-contained
+Markdown report with its PNG figures in one folder."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from otm.analysis import AcceptanceTable
+from otm.plots import plot_acceptance_table, plot_check_slacks, plot_position_gaps
+
+
+def save_figure(fig, folder: Path, name: str) -> str:
+    """Save ``fig`` as ``folder/name`` (PNG, 120 dpi); returns the file name."""
+    fig.savefig(folder / name, dpi=120)
+    return name
+
+
+def write_figures(folder: Path, positions: dict, temperature_table: AcceptanceTable | None, theorem_rows: list, gap_ks: list) -> dict:
+    """Every figure of the report; returns ``{key: file name}``."""
+    figures = {}
+    for t, result in positions.items():
+        tag = f"T{t:g}".replace(".", "p")
+        figures[f"acceptance_vs_k_{tag}"] = save_figure(
+            plot_acceptance_table(result.rules.mean_over_positions(), title=f"Mean acceptance vs k, T = {t:g}: rules against the OTM optimum (i.i.d.), {result.rule_rows.size} positions"),
+            folder, f"acceptance_vs_k_{tag}.png")
+        figures[f"wor_vs_k_{tag}"] = save_figure(
+            plot_acceptance_table(result.wor.mean_over_positions(), title=f"Mean acceptance vs k, T = {t:g}: optima i.i.d. / without replacement and rrs_wor, {result.wor_rows.size} positions"),
+            folder, f"wor_vs_k_{tag}.png")
+        for k in gap_ks:
+            if k in result.ks:
+                figures[f"gaps_{tag}_k{k}"] = save_figure(plot_position_gaps(result.rules, int(k)), folder, f"gaps_{tag}_k{k}.png")
+    if temperature_table is not None:
+        figures["optimum_vs_temperature"] = save_figure(plot_acceptance_table(temperature_table), folder, "optimum_vs_temperature.png")
+    if any(r.get("worst_slack") is not None for r in theorem_rows):
+        figures["theorem_slacks"] = save_figure(plot_check_slacks(theorem_rows), folder, "theorem_slacks.png")
+    return figures
+
+
+def _cell(value, digits: int = 4) -> str:
+    return "n/a" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
+
+
+def markdown_table(table: AcceptanceTable, errors: dict | None = None, digits: int = 4) -> str:
+    """``table`` as a Markdown table; ``errors`` (column -> ``[n]``) adds ``± e`` to a column."""
+    names = list(table.columns)
+    lines = ["| " + " | ".join([table.parameter, *names]) + " |", "|" + "---|" * (len(names) + 1)]
+    for i, value in enumerate(table.values):
+        cells = []
+        for name in names:
+            cell = _cell(float(table.columns[name][i]), digits)
+            if errors and name in errors and cell != "n/a" and errors[name][i] > 0:
+                cell += f" ± {errors[name][i]:.{digits}f}"
+            cells.append(cell)
+        lines.append("| " + " | ".join([f"{value:g}", *cells]) + " |")
+    return "\n".join(lines)
+
+
+def write_markdown(folder: Path, summary: dict, positions: dict, temperature_table, figures: dict, theorem_rows: list) -> Path:
+    """Write ``folder/report.md`` and ``folder/summary.json``; returns the report's path."""
+    lines = ["# OTM report", "", f"Command: `{summary['command']}`", ""]
+    lines += [f"- Source of the distributions: {summary['source']}", f"- Mode: **{summary['mode']}**"]
+    if summary["mode"] == "toy":
+        lines.append("- **No model was run (`--no-models`): every number below is on toy Gaussian distributions, not on a language model.**")
+    lines += [f"- Wall time: {summary['wall_seconds']['total']:.0f} s ({', '.join(f'{k} {v:.0f} s' for k, v in summary['wall_seconds'].items() if k != 'total')})", ""]
+    lines += _theorem_section(summary["theorems"], figures)
+    lines += _positions_section(summary, positions, figures)
+    if temperature_table is not None:
+        lines += ["## The optimum against temperature", "", markdown_table(temperature_table), "", f"![optimum vs temperature]({figures['optimum_vs_temperature']})", ""]
+    lines += _decoding_section(summary)
+    lines += ["## How to read this report", "", "See docs/report.md in the toolkit: what each number is, which are exact and which are estimates.", ""]
+    path = folder / "report.md"
+    path.write_text("\n".join(lines))
+    (folder / "summary.json").write_text(json.dumps(summary, indent=1, default=_json_default))
+    return path
+
+
+def _json_default(value):
+    if isinstance(value, (np.floating, np.integer)):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return str(value)
+
+
+def _theorem_section(theorems: dict, figures: dict) -> list:
+    lines = ["## 1. Theorem suite", ""]
+    if theorems["total"] == 0:
+        return lines + ["No theorem rows were passed in (the suite was not run).", ""]
+    lines.append(f"{theorems['total']} claims: {theorems['holds']} hold, {theorems['fails']} fail, {theorems['not checkable']} not checkable.")
+    lines.append("")
+    for row in theorems["failing"]:
+        lines.append(f"- `{row['id']}` ({row['status']}): {row['note']}")
+    if "theorem_slacks" in figures:
+        lines += ["", f"![theorem slacks]({figures['theorem_slacks']})"]
+    return lines + [""]
+
+
+def _positions_section(summary: dict, positions: dict, figures: dict) -> list:
+    lines = ["## 2. Per-position acceptance: rules against the OTM optimum", ""]
+    texts = ", ".join("{name} ({kind}, {positions} positions)".format(**t) for t in summary["texts"])
+    lines.append(f"Texts: {texts}.")
+    lines += ["", "Acceptance is membership acceptance P(Y in S(X)); each rule is compared with the optimum of its own draft law "
+              "(i.i.d. for rrs, specinfer, kseq; without replacement for rrs_wor; spechub and greedy use their own sparse laws and can exceed the i.i.d. optimum).", ""]
+    for t, result in positions.items():
+        tag = f"T{t:g}".replace(".", "p")
+        block = summary["acceptance"][f"{t:g}"]
+        lines += [f"### T = {t:g}", ""]
+        lines.append(f"Mean i.i.d. optimum over **every** position ({result.optimum_iid.shape[0]}), per text:")
+        lines += ["", "| text | " + " | ".join(f"k = {k}" for k in result.ks) + " |", "|" + "---|" * (result.ks.size + 1)]
+        for name, values in block["optimal_iid_by_text"].items():
+            lines.append(f"| {name} | " + " | ".join(_cell(v) for v in values) + " |")
+        lines += ["", f"Rules on {result.rule_rows.size} evenly spaced positions (exact, full vocabulary):", "", markdown_table(result.rules.mean_over_positions()), ""]
+        lines += [f"![acceptance vs k]({figures[f'acceptance_vs_k_{tag}']})", ""]
+        mean_error = _mean_error(result)
+        lines += [f"Without replacement on {result.wor_rows.size} evenly spaced positions:", "", markdown_table(result.wor.mean_over_positions(), {"rrs_wor": mean_error}), ""]
+        lines += [f"![without replacement]({figures[f'wor_vs_k_{tag}']})", ""]
+        for key, name in figures.items():
+            if key.startswith(f"gaps_{tag}_"):
+                lines += [f"![gaps]({name})", ""]
+        checks = block["checks"]
+        lines += ["No rule beats the optimum of its own draft law (exact columns to 1e-9; rrs_wor within 4 standard errors)." if not checks
+                  else "**Check failed** (a rule above the optimum of its own draft law is a bug): " + "; ".join(checks), ""]
+        lines += ["How each column was computed:", ""] + [f"- `{name}`: {why}" for name, why in result.notes.items()] + [""]
+    return lines
+
+
+def _mean_error(result) -> np.ndarray:
+    """Standard error of the mean ``rrs_wor`` over positions (independent per position)."""
+    errors = result.mc_error
+    counts = (~np.isnan(errors)).sum(axis=0)
+    return np.sqrt(np.nansum(errors**2, axis=0)) / np.maximum(counts, 1)
+
+
+def _decoding_section(summary: dict) -> list:
+    lines = ["## 3. Speculative decoding: block efficiency", ""]
+    decoding = summary["decoding"]
+    if not decoding["rows"]:
+        return lines + [f"Not run: {decoding['reason']}", ""]
+    lines.append(f"Pair {summary['source']}, temperature {decoding['temperature']:g}, {decoding['max_new_tokens']} new tokens per prompt, prompts: {', '.join(decoding['prompts'])}, seed {decoding['seed']}.")
+    lines += ["", "| rule | tree | block efficiency (tokens / target call) | tokens | target calls | acceptance by depth | wall s |", "|---|---|---|---|---|---|---|"]
+    for row in decoding["rows"]:
+        if "skipped" in row:
+            lines.append(f"| {row['rule']} | - | skipped: {row['skipped']} | | | | |")
+            continue
+        depth = ", ".join(_cell(v, 3) for v in row["acceptance_by_depth"])
+        lines.append(f"| {row['rule']} | `{row['tree']}` | {row['block_efficiency']:.3f} | {row['tokens_generated']} | {row['target_calls']} | {depth} | {row['wall_seconds']:.1f} |")
+    return lines + ["", "Short runs: block efficiency is a sample mean over a few dozen steps, expect about ±0.1 between seeds.", ""]
+
+
+__all__ = ["markdown_table", "save_figure", "write_figures", "write_markdown"]

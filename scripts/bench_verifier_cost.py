@@ -1,0 +1,219 @@
+"""Verifier cost: batched verification of many rows at once, as a ratio to transformers'
+own single-draft speculative sampling on the same rows in the same run.
+
+    .venv/bin/python scripts/bench_verifier_cost.py [--pair qwen2.5-coder|tiny|zipf] [--rows 64]
+        [--ks 2,4,8] [--repeats 7] [--threads 1] [--quick] [--json FILE]
+
+Rows. ``--pair qwen2.5-coder`` takes real next-token laws: one forward of the target and
+one of the draft over the first ``rows`` tokens of the built-in texts
+(:data:`decoding.texts.BUILTIN_TEXTS`, concatenated) gives ``rows`` pairs of logits at
+``V = 151,936`` (temperature 1). ``zipf`` builds correlated Zipf-like logits at the same
+``V`` (no model); ``tiny`` uses the tiny test pair (:func:`decoding.models.tiny.build_tiny_pair`).
+
+What is timed (``--repeats`` runs each, min and median reported, ``torch.set_num_threads``):
+
+- ``ours``: ``verify(p, q, drafts, generator)`` of :mod:`decoding.verifiers` on all rows in
+  one batched call, ``p, q`` given as probabilities (``q`` broadcast to ``[rows, k, V]``
+  without a copy), drafts drawn once beforehand with the rule's ``sample_drafts``;
+- ``ours+softmax``: the same plus the two softmaxes from logits (what transformers' function
+  computes inside);
+- ``hf_loop``: ``transformers.generation.utils._speculative_sampling`` called once per row.
+  That function handles one sequence (``batch = 1``; it squeezes the batch axis and returns
+  a scalar ``n_matches``) with a chain of ``gamma`` candidates. For one row and one draft
+  we pass ``candidate_input_ids = [[x]]``, ``candidate_logits = [1, 1, V]`` (the draft's
+  logits), ``candidate_length = 1`` and ``new_logits = [1, 2, V]`` (the target's logits
+  at the candidate and, for the bonus token after an acceptance, the same row again: in a
+  real run that is the next position's logits, which costs the same). This is exactly the
+  work transformers does to verify one single-draft row;
+- ``hf_chain``: one call with the ``rows`` rows laid out as a chain of ``gamma = rows``
+  candidates (``candidate_logits = [1, rows, V]``, ``new_logits = [1, rows + 1, V]``): the
+  same softmaxes and ratio tests in one batched call, but only one residual (at the first
+  rejection), so it is a lower bound on what transformers could do for ``rows`` rows.
+
+Ratios are ``ours / hf_loop`` and ``ours / hf_chain`` from the medians.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+
+import numpy as np
+import torch
+
+from decoding.verifiers import get_verifier
+
+QWEN_VOCAB = 151_936
+#: Rules timed (the rules of docs/decoding.md); ``single`` is our own k = 1 verifier.
+RULES = ("single", "rrs", "rrs_wor", "kseq", "spechub", "greedy", "is_truncated")
+
+
+def zipf_logits(rows: int, vocab: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """``[rows, vocab]`` target and draft logits: Zipf-like (``-4.8 log rank``) over a random
+    permutation per row, Gumbel noise, and the draft = target + N(0, 0.7^2) noise."""
+    rank = torch.argsort(torch.rand(rows, vocab, generator=generator), dim=1).double() + 1
+    gumbel = -torch.log(-torch.log(torch.rand(rows, vocab, generator=generator, dtype=torch.float64)))
+    target = -4.8 * torch.log(rank) + gumbel
+    draft = target + 0.7 * torch.randn(rows, vocab, generator=generator, dtype=torch.float64)
+    return target.float(), draft.float()
+
+
+def pair_logits(pair, rows: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``[rows, V]`` target and draft logits of a loaded :class:`decoding.models.hf.ModelPair`
+    at ``rows`` consecutive positions of the built-in texts (for a pair without tokenizer:
+    a fixed token sequence)."""
+    from decoding.texts import BUILTIN_TEXTS
+
+    if pair.tokenizer is not None:
+        ids = pair.tokenizer("\n".join(t.text for t in BUILTIN_TEXTS))["input_ids"][:rows]
+    else:
+        ids = [(3 * i + 1) % pair.vocab_size for i in range(rows)]
+    if len(ids) < rows:
+        raise ValueError(f"only {len(ids)} tokens of text for {rows} rows")
+    x = torch.tensor([ids])
+    with torch.no_grad():
+        target = pair.target(x).logits[0, :, : pair.vocab_size].float()
+        draft = pair.draft(x).logits[0, :, : pair.vocab_size].float()
+    return target.contiguous(), draft.contiguous()
+
+
+def timed(fn, repeats: int) -> dict:
+    """Run ``fn`` once to warm up, then ``repeats`` times: min and median seconds."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return {"min": float(np.min(times)), "median": float(np.median(times)), "repeats": repeats}
+
+
+def hf_functions():
+    """transformers' single-draft speculative sampling and its version."""
+    import transformers
+    from transformers.generation.utils import _speculative_sampling
+
+    return _speculative_sampling, transformers.__version__
+
+
+def bench(target_logits: torch.Tensor, draft_logits: torch.Tensor, ks, rules, repeats: int, seed: int) -> dict:
+    """Time every rule at every ``k`` and transformers' function on the same rows."""
+    spec_sampling, hf_version = hf_functions()
+    rows, vocab = target_logits.shape
+    p, q = torch.softmax(target_logits, -1), torch.softmax(draft_logits, -1)
+    g = torch.Generator().manual_seed(seed)
+    one_draft = get_verifier("single").sample_drafts(q, 1, g)  # [rows, 1]
+    new_logits_rows = [torch.stack([target_logits[i], target_logits[i]]).unsqueeze(0) for i in range(rows)]
+
+    def hf_loop():
+        for i in range(rows):
+            spec_sampling(one_draft[i : i + 1], draft_logits[i].view(1, 1, vocab), 1, new_logits_rows[i])
+
+    chain_new = torch.cat([target_logits, target_logits[-1:]]).unsqueeze(0)  # [1, rows + 1, V]
+    chain_ids = one_draft.view(1, rows)
+
+    def hf_chain():
+        spec_sampling(chain_ids, draft_logits.unsqueeze(0), rows, chain_new)
+
+    torch.manual_seed(seed)  # transformers' function draws from the global generator
+    out = {"rows": rows, "vocab": vocab, "transformers": hf_version,
+           "hf_loop": timed(hf_loop, repeats), "hf_chain": timed(hf_chain, repeats), "rules": []}
+    for k in ks:
+        for rule in rules:
+            v = get_verifier(rule)
+            kk = 1 if rule == "single" else k
+            if (rule == "single" and k != ks[0]) or (rule == "spechub" and k != 2):
+                continue
+            if rule == "rrs_wor" and kk > int((q > 0).sum(1).min()):
+                continue
+            drafts = v.sample_drafts(q, kk, g)
+            q_k = q.unsqueeze(1).expand(rows, kk, vocab)
+
+            def ours():
+                v.verify(p, q_k, drafts, g)
+
+            def ours_softmax():
+                pp, qq = torch.softmax(target_logits, -1), torch.softmax(draft_logits, -1)
+                v.verify(pp, qq.unsqueeze(1).expand(rows, kk, vocab), drafts, g)
+
+            entry = {"rule": rule, "k": kk, "ours": timed(ours, repeats), "ours_softmax": timed(ours_softmax, repeats)}
+            for ref in ("hf_loop", "hf_chain"):
+                entry[f"ratio_{ref}"] = entry["ours"]["median"] / out[ref]["median"]
+                entry[f"ratio_softmax_{ref}"] = entry["ours_softmax"]["median"] / out[ref]["median"]
+            out["rules"].append(entry)
+            print(f"  {rule:13s} k={kk}  ours {1e3 * entry['ours']['median']:9.1f} ms  "
+                  f"ratio to hf_loop {entry['ratio_hf_loop']:.3f}", file=sys.stderr, flush=True)
+    return out
+
+
+def markdown(result: dict, command: str) -> str:
+    """The results as a markdown section."""
+    ms = lambda t: f"{1e3 * t['min']:.1f} / {1e3 * t['median']:.1f}"  # noqa: E731
+    lines = [
+        f"Rows: {result['rows']} x V = {result['vocab']:,} ({result['source']}), "
+        f"{result['threads']} torch thread(s), {result['rules'][0]['ours']['repeats'] if result['rules'] else 0} timed repeats "
+        f"after one warm-up; transformers {result['transformers']}. Command: `{command}`",
+        "",
+        f"transformers `_speculative_sampling`: per-row loop (`hf_loop`) {ms(result['hf_loop'])} ms (min / median); "
+        f"one chain call (`hf_chain`) {ms(result['hf_chain'])} ms.",
+        "",
+        "| rule | k | ours (ms, min / median) | ours + softmax (ms) | ours / hf_loop | (ours + softmax) / hf_loop | ours / hf_chain |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for e in result["rules"]:
+        lines.append(f"| {e['rule']} | {e['k']} | {ms(e['ours'])} | {ms(e['ours_softmax'])} | {e['ratio_hf_loop']:.3f} | "
+                     f"{e['ratio_softmax_hf_loop']:.3f} | {e['ratio_hf_chain']:.3f} |")
+    return "\n".join(lines)
+
+
+def run(pair: str, rows: int, ks, repeats: int, threads: int, seed: int = 0, rules=RULES, logits=None) -> dict:
+    """Build the rows (or take ``logits = (target, draft)``, ``[rows, V]`` each) and time
+    them (module docstring); returns the result dict."""
+    torch.set_num_threads(threads)
+    if logits is not None:
+        target, draft = logits
+        source = f"{pair} logits on the built-in texts, temperature 1"
+    elif pair == "zipf":
+        target, draft = zipf_logits(rows, QWEN_VOCAB, torch.Generator().manual_seed(seed))
+        source = "synthetic Zipf-like logits"
+    else:
+        from decoding.decode_cli import load_named_pair
+
+        loaded = load_named_pair(pair, "cpu", torch.float32)
+        target, draft = pair_logits(loaded, rows)
+        loaded.release()
+        source = f"{pair} logits on the built-in texts, temperature 1"
+    result = bench(target, draft, ks, rules, repeats, seed)
+    result.update(source=source, threads=threads, pair=pair, machine=platform.processor() or platform.machine(),
+                  load_average=os.getloadavg())
+    return result
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pair", default="qwen2.5-coder", help="qwen2.5-coder, tiny or zipf")
+    parser.add_argument("--rows", type=int, default=64)
+    parser.add_argument("--ks", default="2,4,8")
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--quick", action="store_true", help="8 rows, k in {2, 4}, 2 repeats (smoke test)")
+    parser.add_argument("--json", help="write the result dict here")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.rows, args.ks, args.repeats = 8, "2,4", 2
+    ks = [int(k) for k in args.ks.split(",")]
+    result = run(args.pair, args.rows, ks, args.repeats, args.threads, args.seed)
+    result["command"] = "python scripts/bench_verifier_cost.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    print(markdown(result, result["command"]))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1)
+    return result
+
+
+if __name__ == "__main__":
+    main()
