@@ -141,6 +141,19 @@ def cmd_decode(args) -> int:
     return 0
 
 
+def cmd_report(args) -> int:
+    from decoding.report import run_report
+    from proofs.cli import run_theorems
+
+    if not args.quiet:
+        print("otm report: step 1/4, the theorem suite", file=sys.stderr)
+    rows = run_theorems(seed=args.seed, progress=not args.quiet)
+    summary = run_report(args, rows)
+    if args.json:
+        print(json.dumps(summary, indent=2, default=str))
+    return 0
+
+
 def cmd_validate(args) -> int:
     from decoding.validate_cli import run_validate
 
@@ -209,6 +222,12 @@ def build_parser() -> argparse.ArgumentParser:
     decode.add_argument("--dtype", default="float32", choices=("float32", "float64", "bfloat16", "float16"))
     decode.add_argument("--json", action="store_true")
     decode.set_defaults(func=cmd_decode)
+
+    report = sub.add_parser("report", help="the main job: theorems, real-logit bounds, decoding; writes a report folder")
+    from decoding.report import add_report_arguments  # argparse only: torch is imported when the report runs
+
+    add_report_arguments(report)
+    report.set_defaults(func=cmd_report)
 
     validate = sub.add_parser("validate", help="per-node gap between a recording's rule and the OTM optimum")
     validate.add_argument("recording", help="a .npz recording written by `otm decode --record FILE`")

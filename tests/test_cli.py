@@ -75,3 +75,10 @@ def test_decode_ensemble(capsys):
 def test_decode_tree_rule_without_tree_is_an_error(capsys):
     status, _, err = run(capsys, "decode", "--pair", "tiny", "--rule", "rrs", "--prompt", "1,2")
     assert status == 2 and "--tree" in err
+
+
+def test_report_without_models(tmp_path, capsys):
+    status, out, _ = run(capsys, "report", "--no-models", "--out", str(tmp_path / "rep"), "-k", "2", "--quiet", "--json")
+    summary = json.loads(out)
+    assert status == 0 and summary["mode"] == "toy" and summary["theorems"]
+    assert (tmp_path / "rep" / "report.md").exists() and summary["figures"]
