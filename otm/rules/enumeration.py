@@ -259,7 +259,7 @@ def resolve_method(method: str, n_tuples: int, has_closed_form: bool, rule: str)
 
 def support_size(q: np.ndarray) -> int:
     """Number of tokens with positive probability."""
-    return int(sum(1 for v in q if v > 0))
+    return int(np.count_nonzero(np.asarray(q > 0, dtype=bool)))
 
 
 def count_iid(q: np.ndarray, k: int) -> int:
