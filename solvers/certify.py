@@ -29,14 +29,13 @@ import numpy as np
 from solvers.data import float_data
 from solvers.problem import LinearProgram, LPResult, LPStatus
 from solvers.rational import Row, exact_check, exact_data, object_array, solve_linear_system
-from solvers.tolerances import FEASIBILITY_TOLERANCE
 
 #: Free directions of an underdetermined system take the float value rounded to the
 #: nearest fraction with at most this denominator (so 0.1 becomes 1/10, not its binary value).
 MAX_GUESS_DENOMINATOR = 10**9
 
 #: Active-set detection: a float value within this (times ``1 +`` its magnitude) of a bound
-#: or right-hand side counts as on it. Looser than FEASIBILITY_TOLERANCE because interior-point
+#: or right-hand side counts as on it. Looser than solvers.tolerances.FEASIBILITY_TOLERANCE because interior-point
 #: answers sit ~1e-9 inside the bounds; a wrong guess can only cost certification, never soundness.
 ACTIVE_TOLERANCE = 1e-7
 
