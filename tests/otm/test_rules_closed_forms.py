@@ -17,7 +17,7 @@ from otm.draft_laws import greedy_law, hub_law, hub_token
 from otm.errors import NotApplicableError
 from otm.rules import ensemble, greedy, kseq, rrs, rrs_without_replacement, rule_law, spechub, specinfer
 from otm.rules.enumeration import MAX_RULE_ENUMERATION, validate_pair
-from rules_support import (
+from tests.otm.rules_support import (
     draft_counts,
     draw_exact_pair,
     exact,

@@ -25,7 +25,7 @@ from otm.rules.enumeration import (
     sequential_kernel,
     validate_pair,
 )
-from rules_support import (
+from tests.otm.rules_support import (
     EDGE_CASES,
     draft_counts,
     draw_exact_pair,

@@ -20,7 +20,7 @@ from otm.errors import (
     UnknownNameError,
 )
 from otm.rules import RULES, rule_acceptance, rule_law, rule_output_distribution
-from rules_support import exact, same_distribution
+from tests.otm.rules_support import exact, same_distribution
 
 OUR_MODULES = (
     "enumeration", "single", "rrs", "specinfer", "rrs_without_replacement", "kseq", "spechub", "greedy", "ensemble",

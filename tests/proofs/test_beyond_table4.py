@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from proofs import beyond, table4
-from proofs_support import rule_swapped
+from tests.proofs.proofs_support import rule_swapped
 
 N = 5
 

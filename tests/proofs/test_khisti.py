@@ -8,7 +8,7 @@ import numpy as np
 from otm.formulations.canonical_lp import solve_canonical_lp
 from otm.rules import rule_law
 from proofs import khisti
-from proofs_support import law_for_wrong_target, shifted_solver
+from tests.proofs.proofs_support import law_for_wrong_target, shifted_solver
 
 N = 5
 

@@ -7,7 +7,7 @@ import numpy as np
 
 from otm.rules import rule_law
 from proofs import ensemble, leviathan
-from proofs_support import law_for_wrong_target
+from tests.proofs.proofs_support import law_for_wrong_target
 
 N = 5
 

@@ -7,7 +7,7 @@ import numpy as np
 from otm.formulations.full_lp import solve_full_lp
 from otm.formulations.simplified_lp import reconstruct_coupling, solve_simplified_lp
 from proofs import spechub
-from proofs_support import law_for_wrong_target, rule_swapped, shifted_solver
+from tests.proofs.proofs_support import law_for_wrong_target, rule_swapped, shifted_solver
 
 N = 6
 
