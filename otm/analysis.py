@@ -14,13 +14,13 @@ A cell is ``NaN`` exactly when the column does not apply there (``spechub`` need
 ``q > 0``, ...); the reason is kept in the table's ``notes``. Every other error
 propagates.
 
-Acceptance is membership acceptance ``P(Y in S(X))`` (DESIGN.md). A rule's fair
+Acceptance is membership acceptance ``P(Y in S(X))`` (docs/theory.md). A rule's fair
 reference is the optimum of its own draft law (:data:`RULE_REFERENCE`): ``rrs_wor``
 draws without replacement, ``spechub`` and ``greedy`` use their own sparse laws (for
-which each is optimal, seed 000 Thm 1 / DESIGN.md per-token bound), so they can exceed
+which each is optimal, SpecHub (Sun et al. 2024), Thm 1 / docs/theory.md per-token bound), so they can exceed
 the i.i.d. optimum.
 
-Toy families (seed 002 App. B.2, seed 001 Example 1, our letters p = target,
+Toy families (SpecTr (Sun et al. 2023), App. B.2, Khisti et al. (2025), Example 1, our letters p = target,
 q = draft):
 
 - similarity: ``p = softmax(z / T)``, ``q = softmax((lam z + (1 - lam) z') / T)``;
@@ -29,7 +29,7 @@ q = draft):
 - SpecTr Figs. 2-3: ``p = Ber(a)`` (target), ``q = Ber(0.25)`` (draft; SpecTr's letters
   are swapped, its "p = Ber(0.25)" is the draft).
 - Khisti Example 1 / Fig. 2: ``q = U(3)`` (draft), ``p = (p_1, t, 1 - p_1 - t)``
-  (target), ``k = 2`` (the seed's text lost the numbers; reconstructed, see
+  (target), ``k = 2`` (the paper's text lost the numbers; reconstructed, see
   :func:`three_token_pair`).
 """
 from __future__ import annotations
@@ -68,8 +68,8 @@ RULE_REFERENCE = {
     "rrs": OPTIMAL_IID,
     "specinfer": OPTIMAL_IID,
     "kseq": OPTIMAL_IID,
-    "is_optimal": OPTIMAL_IID,
-    "is_truncated": OPTIMAL_IID,
+    "importance_sampling": OPTIMAL_IID,
+    "importance_sampling_truncated": OPTIMAL_IID,
     "rrs_wor": OPTIMAL_WOR,
     "spechub": None,
     "greedy": None,
@@ -175,7 +175,7 @@ class PositionTable:
 
 def optimum_violations(table: AcceptanceTable | PositionTable, tolerance: float = AGREEMENT_TOLERANCE) -> list[str]:
     """Cells where a rule beats the optimum of its own draft law (:data:`RULE_REFERENCE`)
-    by more than ``tolerance``: each is a bug (DESIGN.md "No rule beats the optimum for
+    by more than ``tolerance``: each is a bug (docs/theory.md "No rule beats the optimum for
     its own Q"). Returns one readable line per offending column; empty when all is well.
 
     Rules without an i.i.d. / without-replacement reference (``spechub``, ``greedy``) are
@@ -341,7 +341,7 @@ def similarity_pair(target_logits, other_logits, similarity: float, temperature:
 
 
 def three_token_pair(t, first=Fraction(1, 3)) -> tuple[np.ndarray, np.ndarray]:
-    """Khisti et al.'s three-token family (seed 001 Example 1, Fig. 2; reconstructed: the
+    """Khisti et al.'s three-token family (Khisti et al. (2025), Example 1, Fig. 2; reconstructed: the
     extracted text lost the numbers): draft ``q = U(3)``, target ``p = (first, t, 1 - first - t)``.
 
     Example 1 (as checked in ``proofs.khisti``): ``alpha* = 1`` with ``k = 2`` iff
@@ -362,7 +362,7 @@ def three_token_pair(t, first=Fraction(1, 3)) -> tuple[np.ndarray, np.ndarray]:
 
 
 def three_token_table(ts: Sequence[float], first: float = 1 / 3, k: int = 2, rules: Sequence[str] = ("single", "specinfer", "kseq", "spechub", "rrs_wor")) -> AcceptanceTable:
-    """Seed 001 Fig. 2 (reconstructed): acceptance against ``t = p_2`` for
+    """Khisti et al. (2025), Fig. 2 (reconstructed): acceptance against ``t = p_2`` for
     :func:`three_token_pair`, ``k = 2``; ``single`` is computed with its own ``k = 1``
     (column :data:`SINGLE_AT_K1`)."""
     def pair_at(t):
@@ -377,7 +377,7 @@ def three_token_table(ts: Sequence[float], first: float = 1 / 3, k: int = 2, rul
 
 
 def uniform_table(draft_size: int, target_sizes: Sequence[int], ks: Sequence[int], sampling: str = "iid") -> AcceptanceTable:
-    """SpecTr Fig. 1 (seed 002 App. B.2): ``alpha*`` for target ``U(m)``, draft ``U(d)``
+    """SpecTr Fig. 1 (SpecTr (Sun et al. 2023), App. B.2): ``alpha*`` for target ``U(m)``, draft ``U(d)``
     (nested supports) against ``k``, one column per ``m``."""
     ks = [check_draft_count(k) for k in ks]
     columns = {f"p = U({m}), r = {draft_size / m:g}": np.array([float(uniform_optimum(m, draft_size, k, sampling)) for k in ks]) for m in target_sizes}

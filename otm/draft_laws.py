@@ -1,23 +1,23 @@
 """Joint draft laws ``Q(x_1, ..., x_k)`` in sparse form.
 
 A :class:`DraftLaw` is the list of draft tuples with positive probability and those
-probabilities. It is the ``Q`` of the OTM problem (seed 002 eq. 4; seed 000 §3.1):
+probabilities. It is the ``Q`` of the OTM problem (SpecTr (Sun et al. 2023), eq. 4; SpecHub (Sun et al. 2024), §3.1):
 every formulation in :mod:`otm.formulations` and every rule in :mod:`otm.rules` takes one.
 
 Constructors (one per draft scheme used in the seeds):
 
-- :func:`iid_law` - k i.i.d. drafts from ``q`` (SpecTr, RRS, seed 001);
+- :func:`iid_law` - k i.i.d. drafts from ``q`` (SpecTr, RRS, Khisti et al. (2025));
 - :func:`without_replacement_law` - k distinct drafts drawn successively from ``q``
-  renormalised over the tokens not yet drawn (RRSw, seed 000 Alg. 1);
-- :func:`independent_law` - draft ``i`` from its own ``q_i`` (SpecInfer, seed 001 Remark 1);
-- :func:`hub_law` - SpecHub's sparse law (seed 000 §4): pairs ``(x, a)`` with probability
+  renormalised over the tokens not yet drawn (RRSw, SpecHub (Sun et al. 2024), Alg. 1);
+- :func:`independent_law` - draft ``i`` from its own ``q_i`` (SpecInfer, Khisti et al. (2025), Remark 1);
+- :func:`hub_law` - SpecHub's sparse law (SpecHub (Sun et al. 2024), §4): pairs ``(x, a)`` with probability
   ``q(x)`` and ``(a, x)`` with ``q(a) q(x) / (1 - q(a))``, ``a = argmax q``;
 - :func:`greedy_law` - the top ``k-1`` tokens of ``q`` fixed, the last draft sampled from
   ``q`` without them;
 - :func:`table_law` - an explicit user table.
 
 Probabilities may be float64 or exact :class:`fractions.Fraction` (numpy object arrays,
-from :func:`otm.exact.as_exact_distribution`); every constructor keeps the number type
+from :func:`otm.distributions.as_exact_distribution`); every constructor keeps the number type
 it is given, so exact instances stay exact.
 """
 from __future__ import annotations
@@ -79,7 +79,7 @@ class DraftLaw:
 
     def membership_probs(self) -> np.ndarray:
         """``[V]``: ``P(y in S(X))`` for each token ``y``, the per-token acceptance bound
-        (DESIGN.md: token y is accepted with probability at most min(p(y), this))."""
+        (docs/theory.md: token y is accepted with probability at most min(p(y), this))."""
         first = self.first_occurrence()
         rows, cols = np.nonzero(first)
         out = self._zeros(self.vocab_size)
@@ -142,7 +142,7 @@ def _from_rows(tuples, probs, vocab_size: int, name: str) -> DraftLaw:
 
 
 def iid_law(q, k: int) -> DraftLaw:
-    """k i.i.d. drafts: ``Q(x_1..x_k) = prod_i q(x_i)`` (seed 000 §3.1)."""
+    """k i.i.d. drafts: ``Q(x_1..x_k) = prod_i q(x_i)`` (SpecHub (Sun et al. 2024), §3.1)."""
     q = _validated(q)
     k = check_draft_count(k)
     support = np.flatnonzero([v > 0 for v in q])
@@ -154,7 +154,7 @@ def iid_law(q, k: int) -> DraftLaw:
 
 def without_replacement_law(q, k: int) -> DraftLaw:
     """k distinct drafts, each from ``q`` renormalised over the tokens not yet drawn:
-    ``Q(x_1..x_k) = prod_i q(x_i) / (1 - sum_{j<i} q(x_j))`` (seed 000 Alg. 1, RRSw).
+    ``Q(x_1..x_k) = prod_i q(x_i) / (1 - sum_{j<i} q(x_j))`` (SpecHub (Sun et al. 2024), Alg. 1, RRSw).
 
     Exhausted support (``m`` tokens with ``q > 0``, ``m < k <= V``): the first ``m`` draws
     are a random ordering of the support (the law above with ``k = m``; the ``m``-th draw
@@ -167,10 +167,10 @@ def without_replacement_law(q, k: int) -> DraftLaw:
     ``x_1..x_{i-1}``: ``q`` renormalised off the drawn tokens while it has mass, else the
     point mass at the next token of the order (what :mod:`otm.rules.rrs_without_replacement`
     verifies against). At temperature 0 (one-hot ``q``) RRSw then drafts the argmax of
-    ``q`` and fixed tokens, in line with seed 000 §5.2 ("RRS without replacement at zero
+    ``q`` and fixed tokens, in line with SpecHub (Sun et al. 2024), §5.2 ("RRS without replacement at zero
     temperature ... become[s] top-2 greedy decoding"); one-hot ``q`` carries no ranking
     of the other tokens, so they come in index order. The convention is ours: Alg. 1 of
-    seed 000 leaves ``k > m`` undefined.
+    SpecHub (Sun et al. 2024) leaves ``k > m`` undefined.
 
     ``k > V`` raises :class:`InvalidDraftCountError` (there are no ``k`` distinct tokens).
 
@@ -220,7 +220,7 @@ def _mass_outside(q: np.ndarray, drawn: np.ndarray) -> np.ndarray:
 
 def independent_law(qs) -> DraftLaw:
     """Draft ``i`` from its own ``q_i``, independently: ``Q = prod_i q_i(x_i)``
-    (SpecInfer with different draft models; seed 001 Remark 1)."""
+    (SpecInfer with different draft models; Khisti et al. (2025), Remark 1)."""
     qs = [_validated(qi, f"q_{i + 1} (draft {i + 1})") for i, qi in enumerate(qs)]
     if not qs:
         raise InvalidDraftCountError("independent_law needs at least one draft distribution")
@@ -246,7 +246,7 @@ def hub_token(q) -> int:
 
 
 def hub_law(q) -> DraftLaw:
-    """SpecHub's sparse joint law for k = 2 (seed 000 §4, proof of Thm 2):
+    """SpecHub's sparse joint law for k = 2 (SpecHub (Sun et al. 2024), §4, proof of Thm 2):
     ``Q(x, a) = q(x)`` and ``Q(a, x) = q(a) q(x) / (1 - q(a))`` for ``x != a``,
     ``a = argmax q``. The first draft is marginally ``q``; every pair contains ``a``.
 
@@ -263,6 +263,23 @@ def hub_law(q) -> DraftLaw:
     # 1 - q(a) as the sum of the other masses: 1 - q(a) cancels to 0 when q(a) rounds to 1
     probs = np.concatenate([q[others], q[a] * q[others] / q[others].sum()])
     return _from_rows(np.concatenate([first, second]), probs, q.size, "hub")
+
+
+def sample_without_replacement(q, k: int, size: int, rng: np.random.Generator) -> np.ndarray:  # [size, k]
+    """``size`` ordered draws of ``k`` distinct tokens from ``q`` (``[V]`` float), the law of
+    :func:`without_replacement_law`, at any vocabulary size (no enumeration): the ``k``
+    largest ``log q(x) + G_x`` (``G`` i.i.d. standard Gumbel), in decreasing order, are ``k``
+    successive draws without replacement from ``q`` (the Gumbel-top-k trick). Needs ``k``
+    tokens with ``q > 0``."""
+    q = np.asarray(q, dtype=np.float64)
+    k = check_draft_count(k)
+    support = int(np.count_nonzero(q))
+    if k > support:
+        raise InvalidDraftCountError(f"q (draft) has only {support} tokens with positive probability; k={k} distinct drafts need k")
+    with np.errstate(divide="ignore"):
+        keys = np.log(q)[None, :] + rng.gumbel(size=(size, q.size))  # [size, V]
+    top = np.argpartition(-keys, k - 1, axis=1)[:, :k]
+    return np.take_along_axis(top, np.argsort(-np.take_along_axis(keys, top, axis=1), axis=1), axis=1)
 
 
 def greedy_order(q) -> np.ndarray:
@@ -331,7 +348,7 @@ def draft_law(sampling: str, q, k: int) -> DraftLaw:
         return without_replacement_law(q, k)
     if sampling == "hub":
         if k != 2:
-            raise InvalidDraftCountError(f"SpecHub's hub law is defined for k=2 drafts (seed 000 §4), got k={k}")
+            raise InvalidDraftCountError(f"SpecHub's hub law is defined for k=2 drafts (SpecHub (Sun et al. 2024), §4), got k={k}")
         return hub_law(q)
     if sampling == "greedy":
         return greedy_law(q, k)

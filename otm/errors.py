@@ -1,15 +1,13 @@
 """Typed exceptions of the toolkit.
 
 Every error says what is wrong and how to fix it. All derive from :class:`OTMError`
-and from the built-in exception a caller would expect (``ValueError`` for bad input),
-so ``except ValueError`` keeps working. The one exception is :class:`SolverError`, which
-belongs to the bottom layer ``solvers`` (it cannot import ``otm``) and derives from
-``RuntimeError``; it is re-exported here so callers import every error from one place.
+and from the built-in exception a caller would expect: ``ValueError`` for bad input (so
+``except ValueError`` keeps working), ``RuntimeError`` for a solver that failed
+(:class:`SolverError`; an unknown backend name is both). ``OTMError``, ``SolverError`` and
+``UnknownBackendError`` live in the bottom layer, :mod:`solvers.errors`, and are
+re-exported here so callers import every error from one place.
 """
-
-
-class OTMError(Exception):
-    """Base class of every error raised by ``otm``, ``solvers``, ``proofs`` and ``decoding``."""
+from solvers.errors import OTMError, SolverError, UnknownBackendError  # noqa: F401  (one hierarchy: see solvers.errors)
 
 
 class InvalidDistributionError(OTMError, ValueError):
@@ -31,10 +29,12 @@ class UnknownNameError(OTMError, ValueError):
     """A method, rule, backend or sampling scheme name that does not exist."""
 
 
+class InputFileError(OTMError, ValueError):
+    """A file given on the command line is missing, unreadable or not what it should be
+    (a pickled ``.npy``, a JSON object instead of a list, ...)."""
+
+
 class NotApplicableError(OTMError, ValueError):
     """A method exists but does not apply to this instance (for example a closed form
     that needs i.i.d. drafts, or an enumeration that would exceed its size limit)."""
 
-
-# The solver layer's error, re-exported so callers of otm catch one class.
-from solvers.errors import SolverError  # noqa: E402,F401

@@ -1,14 +1,18 @@
 """The public optimum: ``alpha*(p, Q) = max_pi P(Y in S(X))`` with one method dispatch.
 
-Every method gives the same number where it applies (DESIGN.md "How to know it is
-right"); they differ in cost and in the certificate they return:
+Every method gives the same number where it applies (docs/theory.md); they differ in
+cost and in the certificate they return (:class:`otm.solution.OTMSolution`):
 
-- ``"closed_form"``: prefix scan, one sort + one scan (k drafts from one ``q``, i.i.d. or
-  without replacement); exact, no enumeration, vocabularies of 150k tokens.
-- ``"max_flow"``: min cut on the tuple/token network (seed 000 App. F); any law.
-- ``"full_lp"`` (seed 002 eq. 4), ``"simplified_lp"`` (seed 000 Thm 1),
-  ``"canonical_lp"`` (seed 001 Thm 1, 4): LPs over the enumerated law.
-- ``"auto"``: ``closed_form`` where it applies, else ``max_flow``.
+- ``"prefix_scan"``: one sort and one scan (k drafts from one ``q``, i.i.d. or without
+  replacement); exact, no enumeration, vocabularies of 150k tokens.
+- ``"per_token_bound"``: SpecHub's hub law and greedy drafts, O(V).
+- ``"closed_form"``: whichever of the two covers the instance.
+- ``"max_flow"``: min cut on the tuple/token network (Sun et al. 2024, App. F); any law.
+- ``"full_lp"`` (SpecTr eq. 4), ``"simplified_lp"`` (SpecHub Thm 1), ``"canonical_lp"``
+  (Khisti et al. Thm 1, 4): LPs over the enumerated law.
+- ``"auto"``: the closed form where one applies, else ``max_flow``.
+
+Exactness: exact (Fraction) inputs give Fractions, float inputs give floats.
 """
 from __future__ import annotations
 
@@ -16,15 +20,14 @@ from fractions import Fraction
 
 import numpy as np
 
-from .distributions import as_distribution, as_draft_distributions, check_draft_count
+from .distributions import as_distribution, as_draft_distributions, as_exact_distribution, check_draft_count, normalisation_note
 from .draft_laws import SAMPLING_SCHEMES, DraftLaw, draft_law, independent_law
 from .errors import InvalidDraftCountError, NotApplicableError, UnknownNameError
-from .exact import as_exact_distribution
-from .formulations.closed_form import closed_form_applies, solve_closed_form
+from .formulations.closed_form import closed_form_method, solve_closed_form
 from .solution import OTMSolution
 
 #: Names accepted by ``method=``.
-METHODS = ("auto", "full_lp", "simplified_lp", "max_flow", "canonical_lp", "closed_form")
+METHODS = ("auto", "closed_form", "prefix_scan", "per_token_bound", "max_flow", "full_lp", "simplified_lp", "canonical_lp")
 
 
 def solve_optimum(p, q, k: int, sampling: str = "iid", method: str = "auto", backend: str = "highs") -> OTMSolution:
@@ -40,45 +43,63 @@ def solve_optimum(p, q, k: int, sampling: str = "iid", method: str = "auto", bac
         method: one of :data:`METHODS`.
         backend: LP backend name for the LP methods.
 
-    >>> round(solve_optimum([1.0, 0.0], [0.5, 0.5], 2).acceptance, 12)
+    Returns:
+        :class:`otm.solution.OTMSolution`; for float inputs ``details["inputs"]`` says each
+        input's dtype and how far its sum was from 1 before the float64 renormalisation
+        (:func:`otm.distributions.normalisation_note`).
+
+    >>> round(solve_optimum([1.0, 0.0], [0.5, 0.5], 2).value, 12)
     0.75
     """
     method = _check_method(method)
     k = check_draft_count(k)
     if sampling not in SAMPLING_SCHEMES:
         raise UnknownNameError(f"unknown sampling scheme {sampling!r}; choose one of {SAMPLING_SCHEMES}")
+    raw = {"p": p, "q": q}
     p, q = _validated(p, q, k, sampling)
+    solution = _dispatch(p, q, k, sampling, method, backend)
+    if p.dtype != object:
+        solution.details["inputs"] = {name: normalisation_note(value, name) for name, value in raw.items() if np.ndim(value) == 1}
+    return solution
+
+
+def _dispatch(p, q, k: int, sampling: str, method: str, backend: str) -> OTMSolution:
     if method == "auto":
-        method = "closed_form" if closed_form_applies(q, sampling) else "max_flow"
-    if method == "closed_form":
+        method = "closed_form" if closed_form_method(q, sampling) else "max_flow"
+    if method in ("closed_form", "prefix_scan", "per_token_bound"):
+        covering = closed_form_method(q, sampling)
+        if method != "closed_form" and covering != method:
+            raise NotApplicableError(f"method {method!r} does not cover sampling={sampling!r} (use {covering or 'max_flow'!r})")
         return solve_closed_form(p, q, k, sampling)
     law = independent_law(q) if np.ndim(q) == 2 else draft_law(sampling, q, k)
     return _solve_law(p, law, method, backend)
 
 
-def optimal_acceptance(p, q, k: int, sampling: str = "iid", method: str = "auto") -> float:
-    """``float(solve_optimum(p, q, k, sampling, method).acceptance)``.
+def optimal_acceptance(p, q, k: int, sampling: str = "iid", method: str = "auto"):
+    """``solve_optimum(p, q, k, sampling, method).value``: a float, or a Fraction for
+    exact inputs.
 
     >>> optimal_acceptance([0.5, 0.5], [0.5, 0.5], 3)
     1.0
     """
-    return float(solve_optimum(p, q, k, sampling, method).acceptance)
+    return solve_optimum(p, q, k, sampling, method).value
 
 
-def optimal_acceptance_for_law(p, law: DraftLaw, method: str = "auto", backend: str = "highs") -> float:
-    """Optimal acceptance for any joint draft law ``Q`` (``auto`` = max-flow).
+def optimal_acceptance_for_law(p, law: DraftLaw, method: str = "auto", backend: str = "highs"):
+    """Optimal acceptance for any joint draft law ``Q`` (``auto`` = max-flow); a Fraction
+    for exact inputs.
 
-    ``closed_form`` applies only to laws built by ``iid_law`` / ``without_replacement_law``
+    The closed forms apply only to laws built by ``iid_law`` / ``without_replacement_law``
     (their draft distribution is recovered as the first draft's marginal).
     """
     method = _check_method(method)
-    if method == "closed_form":
+    if method in ("closed_form", "prefix_scan"):
         if law.name not in ("iid", "without_replacement"):
             raise NotApplicableError(
                 f"the closed form needs an i.i.d. or without-replacement law, got a {law.name!r} law"
             )
-        return float(solve_closed_form(p, law.marginal(0), law.k, law.name).acceptance)
-    return float(_solve_law(p, law, "max_flow" if method == "auto" else method, backend).acceptance)
+        return solve_closed_form(p, law.marginal(0), law.k, law.name).value
+    return _solve_law(p, law, "max_flow" if method == "auto" else method, backend).value
 
 
 def _check_method(method: str) -> str:

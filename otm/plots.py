@@ -13,9 +13,13 @@ import textwrap
 from collections.abc import Sequence
 
 import numpy as np
-from matplotlib.figure import Figure
-from matplotlib.patches import Patch
-from matplotlib.ticker import MaxNLocator
+
+try:
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
+    from matplotlib.ticker import MaxNLocator
+except ImportError as exc:  # the plots extra is optional
+    raise ImportError(f"otm.plots needs matplotlib ({exc}): pip install 'otm-toolkit[plots]'") from None
 
 from .analysis import OPTIMAL_IID, OPTIMAL_WOR, OPTIMUM_COLUMNS, RULE_REFERENCE, AcceptanceTable, PositionTable
 from .errors import UnknownNameError

@@ -1,4 +1,4 @@
-"""Identities beyond the seed papers (DESIGN.md "Mathematical facts"), checked the same way.
+"""Identities beyond the papers (docs/theory.md "Mathematical facts"), checked the same way.
 
 - min-cut formula: ``alpha*(p, Q) = min_H p(H) + 1 - Q(all drafts in H)`` for any k, any Q;
 - prefix optimality: for i.i.d. and without-replacement drafts a minimising ``H`` is a
@@ -14,6 +14,7 @@ import itertools
 import numpy as np
 
 import otm
+from otm.formulations.prefix_scan import prefix_scan
 
 from otm.draft_laws import greedy_law, hub_law, iid_law, without_replacement_law
 
@@ -22,7 +23,7 @@ from .instances import random_pair
 from .spechub import random_law_cases
 
 PAPER = "beyond"
-SOURCE = "DESIGN.md mathematical facts"
+SOURCE = "docs/theory.md mathematical facts"
 
 
 def brute_force_min_cut(p, law) -> float:
@@ -40,7 +41,7 @@ def check_min_cut(instances: int, rng: np.random.Generator, cut_fn=brute_force_m
     """The min-cut formula for any k and any joint Q (brute force over H vs the full LP)."""
     full = full or otm.solve_full_lp
     check = Check(
-        id="beyond.min_cut", paper=PAPER, source=f"{SOURCE}; seed 000 App. F generalised",
+        id="beyond.min_cut", paper=PAPER, source=f"{SOURCE}; SpecHub (Sun et al. 2024), App. F generalised",
         claim="For any number of drafts and any joint draft law Q, the optimal acceptance is the minimum over token sets H of p(H) + 1 - Q(all drafts in H).",
         formula="alpha*(p, Q) = min_H [ p(H) + 1 - Q(X_1..X_k in H) ]",
         method=RANDOM_SEARCH,
@@ -49,7 +50,7 @@ def check_min_cut(instances: int, rng: np.random.Generator, cut_fn=brute_force_m
     return run_search(
         check,
         random_law_cases(rng, instances, max_vocab=5, max_k=3),
-        lambda c: identity_slack(cut_fn(c["p"], c["law"]), float(full(c["p"], c["law"]).acceptance)),
+        lambda c: identity_slack(cut_fn(c["p"], c["law"]), float(full(c["p"], c["law"]).value)),
     )
 
 
@@ -60,7 +61,7 @@ def check_max_flow_certificate(instances: int, rng: np.random.Generator, flow=No
     cut_value = cut_value or otm.min_cut_value
     full = full or otm.solve_full_lp
     check = Check(
-        id="beyond.max_flow_certificate", paper=PAPER, source=f"{SOURCE}; seed 000 App. F generalised (implementation check)",
+        id="beyond.max_flow_certificate", paper=PAPER, source=f"{SOURCE}; SpecHub (Sun et al. 2024), App. F generalised (implementation check)",
         claim="otm's max-flow formulation returns the OTM optimum, with a cut H whose capacity p(H) + 1 - Q(all in H) equals it.",
         formula="maxflow(p, Q) = alpha*(p, Q) = min_cut_value(p, Q, cut_tokens)",
         method=RANDOM_SEARCH,
@@ -68,15 +69,15 @@ def check_max_flow_certificate(instances: int, rng: np.random.Generator, flow=No
     )
 
     def slack(c):
-        optimum = float(full(c["p"], c["law"]).acceptance)
+        optimum = float(full(c["p"], c["law"]).value)
         try:
             solution = flow(c["p"], c["law"])
         except Exception as exc:  # an implementation crash is a failure on this instance
             c["error"] = f"{type(exc).__name__}: {exc}"
             return -1.0
         return min(
-            identity_slack(float(solution.acceptance), optimum),
-            identity_slack(float(cut_value(c["p"], c["law"], solution.certificate["cut_tokens"])), optimum),
+            identity_slack(float(solution.value), optimum),
+            identity_slack(float(cut_value(c["p"], c["law"], solution.cut)), optimum),
         )
 
     return run_search(check, random_law_cases(rng, instances, max_vocab=5, max_k=3), slack)
@@ -96,7 +97,7 @@ def ratio_prefixes(p, q):
 
 def check_prefix(instances: int, rng: np.random.Generator, prefixes_fn=ratio_prefixes, closed_form=None) -> Check:
     """The prefix theorem for i.i.d. and without-replacement drafts, and otm's prefix scan."""
-    closed_form = closed_form or otm.prefix_scan
+    closed_form = closed_form or prefix_scan
     check = Check(
         id="beyond.prefix", paper=PAPER, source=f"{SOURCE} (prefix scan)",
         claim="For i.i.d. drafts and drafts without replacement, the min cut is attained on a prefix of the tokens sorted by p/q ascending, so one sort and one scan give the optimum.",
@@ -119,13 +120,13 @@ def check_prefix(instances: int, rng: np.random.Generator, prefixes_fn=ratio_pre
             prefix_best = min(float(p[m].sum()) + 1 - float(law.all_in_probability(m)) for m in prefixes_fn(p, q))
             case = {"p": p, "q": q, "k": k, "sampling": sampling}
             search.record(identity_slack(prefix_best, everything), {**case, "part": "prefix = all sets"})
-            search.record(identity_slack(float(closed_form(p, q, k, sampling).acceptance), everything), {**case, "part": "otm prefix_scan"})
+            search.record(identity_slack(float(closed_form(p, q, k, sampling).value), everything), {**case, "part": "otm prefix_scan"})
     return search.finish(check)
 
 
 def lp_optimum_for_law(p, law) -> float:
     """``alpha*(p, Q)`` from the full LP (the oracle; independent of the max-flow path)."""
-    return float(otm.solve_full_lp(p, law).acceptance)
+    return float(otm.solve_full_lp(p, law).value)
 
 
 def per_token_bound(p, law) -> float:
@@ -139,7 +140,7 @@ def check_spechub_greedy(instances: int, rng: np.random.Generator, acceptance_fn
     acceptance_fn = acceptance_fn or otm.rule_acceptance
     optimum_for_law = optimum_for_law or lp_optimum_for_law
     check = Check(
-        id="beyond.spechub_greedy", paper=PAPER, source=f"{SOURCE}; seed 000 §4",
+        id="beyond.spechub_greedy", paper=PAPER, source=f"{SOURCE}; SpecHub (Sun et al. 2024), §4",
         claim="If q has at least two tokens with positive probability, SpecHub and the greedy-draft verifier with k = 2 have the same acceptance, "
         "p(a) + sum_{x != a} min(p(x), q(x)/(1-q(a))), which is the per-token bound and the optimum of either law.",
         formula="|supp q| >= 2  =>  acc_SpecHub = acc_greedy(k=2) = sum_y min(p(y), P(y in S)) = alpha*(p, hub) = alpha*(p, greedy_2)",
@@ -170,7 +171,7 @@ def check_spechub_greedy(instances: int, rng: np.random.Generator, acceptance_fn
 
 
 #: Rules and the k they are checked with by :func:`check_no_rule_beats_optimum`.
-LOSSLESS_RULES = ("single", "rrs", "rrs_wor", "kseq", "spechub", "greedy", "is_optimal", "is_truncated")
+LOSSLESS_RULES = ("single", "rrs", "rrs_wor", "kseq", "spechub", "greedy", "importance_sampling", "importance_sampling_truncated")
 
 
 def check_no_rule_beats_optimum(instances: int, rng: np.random.Generator, law_fn=None, optimum_for_law=None) -> Check:

@@ -32,7 +32,7 @@ class Check:
     Attributes:
         id: ``"<paper>.<claim>"``, e.g. ``"spechub.thm3"``.
         paper: ``"spechub" | "khisti" | "spectr" | "leviathan" | "ensemble" | "beyond"``.
-        source: seed file and theorem / equation / table, e.g. ``"seed 000, Thm 3 (App. C.3)"``.
+        source: seed file and theorem / equation / table, e.g. ``"SpecHub (Sun et al. 2024), Thm 3 (App. C.3)"``.
         claim: the statement in words (in this project's letters: p = target, q = draft).
         formula: the statement as a formula.
         method: ``"symbolic" | "exhaustive-exact" | "random-search"`` (``+``-joined when mixed).

@@ -1,4 +1,4 @@
-"""Checks of seed 004 (Speculative Ensemble: Fast LLM Ensemble via Speculation).
+"""Checks of Speculative Ensemble (Fu et al. 2025) (Speculative Ensemble: Fast LLM Ensemble via Speculation).
 
 Letters: ``q`` the proposal (draft) model, ``p`` the other (target) model, ``r = E(q, p)``
 the ensemble law verified against: weighted ``r = lam q + (1 - lam) p`` (eq. 4) or
@@ -23,7 +23,7 @@ from .check import EXHAUSTIVE, RANDOM_SEARCH, SYMBOLIC, Check, SlackSearch, iden
 from .instances import exact_grid, random_pair
 
 PAPER = "ensemble"
-SEED = "seed 004"
+SEED = "Speculative Ensemble (Fu et al. 2025)"
 
 
 def weighted(p, q, lam):

@@ -1,7 +1,7 @@
-"""Checks of seed 001 (Khisti et al., Multi-Draft Speculative Sampling: Canonical
+"""Checks of Khisti et al. (2025) (Khisti et al., Multi-Draft Speculative Sampling: Canonical
 Decomposition and Theoretical Limits).
 
-The seed's text lost nearly all its formulas. The statements checked here are
+The paper's text lost nearly all its formulas. The statements checked here are
 reconstructed from the surviving prose and re-derived (p = target, q = draft):
 
 - Thm 2 (k = 2, i.i.d.): ``alpha* = 1`` iff ``p(S) >= q(S)^2`` for every token set S
@@ -13,7 +13,7 @@ reconstructed from the surviving prose and re-derived (p = target, q = draft):
   only when ``p = q``.
 - The k > 2 conjecture (numerically verified by the authors): ``alpha* = 1`` iff
   ``p(S) >= q(S)^k`` for every S. It follows from the min-cut formula
-  ``alpha* = min_H p(H) + 1 - q(H)^k`` (DESIGN.md), checked in :mod:`proofs.beyond`.
+  ``alpha* = min_H p(H) + 1 - q(H)^k`` (docs/theory.md), checked in :mod:`proofs.beyond`.
 """
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from fractions import Fraction
 import numpy as np
 
 import otm
+from otm.formulations.khisti_k2 import acceptance_is_one, khisti_k2_closed_form
 
 from otm.draft_laws import iid_law, independent_law, table_law
 
@@ -39,12 +40,12 @@ GRID_DECISION_TOLERANCE = 1e-6
 
 #: Float instances re-solved exactly are rounded to multiples of 2^-30 (see exact_instance).
 EXACT_GRID_BITS = 30
-SEED = "seed 001"
+SEED = "Khisti et al. (2025)"
 
 
 def lp_optimum(p, q, k: int, backend: str = "highs"):
     """``alpha*(p, q^{(x)k})`` from the full LP (exact Fractions with ``backend="exact"``)."""
-    return otm.solve_full_lp(p, iid_law(q, k), backend=backend).acceptance
+    return otm.solve_full_lp(p, iid_law(q, k), backend=backend).value
 
 
 def subsets(vocab_size: int):
@@ -101,11 +102,11 @@ def _agreement_search(check: Check, cases, canonical, full) -> Check:
     resolved = []
 
     def slack(c):
-        s = identity_slack(float(canonical(c["p"], c["law"]).acceptance), float(full(c["p"], c["law"]).acceptance))
+        s = identity_slack(float(canonical(c["p"], c["law"]).value), float(full(c["p"], c["law"]).value))
         if s < -check.tolerance:
             p, law = exact_instance(c["p"], c["law"])
             resolved.append(-s)
-            return identity_slack(canonical(p, law, backend="exact").acceptance, full(p, law, backend="exact").acceptance)
+            return identity_slack(canonical(p, law, backend="exact").value, full(p, law, backend="exact").value)
         return s
 
     check = run_search(check, cases, slack)
@@ -162,14 +163,14 @@ def check_two_step(instances: int, rng: np.random.Generator, law_fn=None, optimu
         claim="Importance-weighted selection with the optimal weights, then single-draft speculative sampling, outputs p and attains the optimal acceptance.",
         formula="Y ~ p  and  P(Y in S(X)) = alpha*(p, q^k)",
         method=RANDOM_SEARCH,
-        note="Rule 'is_optimal' (exact law by enumeration) against the full LP. Membership acceptance >= the two-step's own acceptance, and <= alpha*.",
+        note="Rule 'importance_sampling' (exact law by enumeration) against the full LP. Membership acceptance >= the two-step's own acceptance, and <= alpha*.",
     )
     search = SlackSearch()
     for _ in range(instances):
         V, k = int(rng.integers(2, 5)), int(rng.integers(1, 4))
         p, q = random_pair(rng, V)
         case = {"p": p, "q": q, "k": k}
-        law = law_fn("is_optimal", p, q, k)
+        law = law_fn("importance_sampling", p, q, k)
         search.record(identity_slack(law.output_distribution, p), {**case, "part": "output law"})
         search.record(identity_slack(float(law.acceptance), optimum_fn(p, q, k)), {**case, "part": "optimal"})
     return search.finish(check)
@@ -220,7 +221,7 @@ def check_acceptance_one(k: int, instances: int, rng: np.random.Generator, optim
     )
     if is_one_fn is None:
         try:
-            is_one_fn = otm.acceptance_is_one
+            is_one_fn = acceptance_is_one
         except ImportError:
             is_one_fn = None
             check.note += " (otm acceptance_is_one not available: its agreement was not checked.)"
@@ -257,7 +258,7 @@ def check_thm3(instances: int, rng: np.random.Generator, closed_form=thm3_closed
     )
     if core_closed_form is None:
         try:
-            core_closed_form = otm.khisti_k2_closed_form
+            core_closed_form = khisti_k2_closed_form
         except ImportError:
             check.note += " (otm khisti_k2_closed_form not available yet: only the brute-force formula was compared.)"
     grid = exact_grid(3, 4)
@@ -332,7 +333,7 @@ def check_eq12(instances: int, rng: np.random.Generator, law_fn=None, optimum_fn
         claim="Truncating the LP to the s most under-drafted tokens loses at most a penalty term over the other tokens (eq. 12).",
         formula="alpha* - alpha_trunc(s) <= sum_{y in Omega_2} [min(p(y), 1-(1-q(y))^2) - min(p(y), P_trunc(y))];  s >= V => no loss",
         method=RANDOM_SEARCH,
-        note="The seed's eq. (12) is lost in extraction; checked is the reconstruction in otm.rules.importance_sampling_truncated "
+        note="The paper's eq. (12) is lost in extraction; checked is the reconstruction in otm.rules.importance_sampling_truncated "
         "(an a-posteriori bound: it uses the truncated selection law P_trunc). alpha_trunc is the selection's sum min(p, P_trunc).",
     )
     search = SlackSearch()
@@ -340,7 +341,7 @@ def check_eq12(instances: int, rng: np.random.Generator, law_fn=None, optimum_fn
         V = int(rng.integers(3, 8))
         p, q = random_pair(rng, V)
         s = int(rng.integers(0, V + 1))
-        law = law_fn("is_truncated", p, q, 2, s=s, alphabet_size=None)
+        law = law_fn("importance_sampling_truncated", p, q, 2, s=s, alphabet_size=None)
         optimum = optimum_fn(p, q)
         selection = float(law.details["selection_acceptance"])
         penalty = float(law.details["stages"][0][bound_key])

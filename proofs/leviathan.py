@@ -1,4 +1,4 @@
-"""Checks of seed 003 (slides on Leviathan et al., Fast Inference from Transformers via
+"""Checks of Leviathan et al. (2023) (slides on Leviathan et al., Fast Inference from Transformers via
 Speculative Decoding): expected tokens per step, walltime (Thm 3.8), operations
 (Thm 3.11), their numerical table, and ``alpha = 1 - TV(p, q)``.
 
@@ -21,7 +21,7 @@ from .check import EXHAUSTIVE, SYMBOLIC, Check, SlackSearch, identity_slack
 from .instances import exact_grid
 
 PAPER = "leviathan"
-SEED = "seed 003"
+SEED = "Leviathan et al. (2023)"
 
 #: The slides' table: (alpha, gamma) -> (operations, speed), printed to two decimals.
 PAPER_TABLE = (
@@ -159,7 +159,7 @@ def check_alpha_tv(law_fn=None) -> Check:
     """alpha = sum min(p, q) = 1 - TV(p, q), and Alg. 1's output law is p (exact)."""
     law_fn = law_fn or otm.rule_law
     check = Check(
-        id="leviathan.alpha_tv", paper=PAPER, source=f"{SEED}, Alg. 1; seed 002 eq. (1)",
+        id="leviathan.alpha_tv", paper=PAPER, source=f"{SEED}, Alg. 1; SpecTr (Sun et al. 2023), eq. (1)",
         claim="Single-draft speculative sampling outputs p and accepts with probability sum min(p, q) = 1 - TV(p, q).",
         formula="P(Y = x) = p(x);  P(accept) = sum_x min(p(x), q(x)) = 1 - (1/2) sum_x |p(x) - q(x)|",
         method=EXHAUSTIVE,

@@ -1,4 +1,4 @@
-"""Checks of seed 000 (SpecHub: Provable Acceleration to Multi-Draft Speculative Decoding).
+"""Checks of SpecHub (Sun et al. 2024) (SpecHub: Provable Acceleration to Multi-Draft Speculative Decoding).
 
 Letters as in the paper and this project: p = target, q = draft, ``a = argmax q``.
 Each ``check_*`` takes the instance budget, a generator, and its ingredients (core
@@ -13,6 +13,7 @@ import networkx as nx
 import numpy as np
 
 import otm
+from otm.formulations import reconstruct_coupling
 
 from otm.draft_laws import greedy_law, hub_law, hub_token, iid_law, without_replacement_law
 
@@ -20,7 +21,7 @@ from .check import EXHAUSTIVE, RANDOM_SEARCH, Check, SlackSearch, identity_slack
 from .instances import exact_grid, random_pair, random_table_law
 
 PAPER = "spechub"
-SEED = "seed 000"
+SEED = "SpecHub (Sun et al. 2024)"
 
 
 def _law_for(kind: str, q, k: int, rng):
@@ -83,7 +84,7 @@ def check_thm1(instances: int, rng: np.random.Generator, simplified=None, full=N
     return run_search(
         check,
         random_law_cases(rng, instances),
-        lambda c: identity_slack(float(simplified(c["p"], c["law"]).acceptance), float(full(c["p"], c["law"]).acceptance)),
+        lambda c: identity_slack(float(simplified(c["p"], c["law"]).value), float(full(c["p"], c["law"]).value)),
     )
 
 
@@ -91,7 +92,7 @@ def check_thm1_reconstruction(instances: int, rng: np.random.Generator, simplifi
     """Thm 1 / App. B: the reconstruction of the full coupling from the simplified LP is a
     valid coupling of Q and p with the same acceptance."""
     simplified = simplified or otm.solve_simplified_lp
-    reconstruct = reconstruct or otm.reconstruct_coupling
+    reconstruct = reconstruct or reconstruct_coupling
     check = Check(
         id="spechub.thm1.reconstruction", paper=PAPER, source=f"{SEED}, §3.2 reconstruction and App. B",
         claim="Filling the rejected mass by the normalised residual of p gives a coupling of Q and p with the LP's acceptance.",
@@ -102,8 +103,8 @@ def check_thm1_reconstruction(instances: int, rng: np.random.Generator, simplifi
 
     def slack(c):
         solution = simplified(c["p"], c["law"])
-        plan = reconstruct(c["p"], c["law"], solution.accepted)
-        return plan_slack(plan, c["p"], c["law"], solution.acceptance)
+        plan = reconstruct(c["p"], c["law"], solution.plan)
+        return plan_slack(plan, c["p"], c["law"], solution.value)
 
     return run_search(check, random_law_cases(rng, instances), slack)
 
@@ -326,9 +327,9 @@ def check_fig5(acceptance_fn=None, optimum_for_law=None) -> Check:
 
 
 def appendix_f_graph(p, law) -> nx.DiGraph:
-    """The flow network of seed 000 App. F for a pair law Q (k = 2), as written there:
+    """The flow network of SpecHub (Sun et al. 2024), App. F for a pair law Q (k = 2), as written there:
     ``s -> v`` with capacity ``sum_{x2} Q(v, x2)``, ``u -> v`` (``u != v``) with ``Q(u, v)``,
-    ``v -> t`` with ``p(v)``. (This differs from DESIGN.md's tuple graph: mass may travel
+    ``v -> t`` with ``p(v)``. (This differs from docs/theory.md's tuple graph: mass may travel
     several vocabulary edges; its cuts are ``p(A) + 1 - Q(x1 in A, x2 in A)`` all the same.)"""
     if law.k != 2:
         raise ValueError("App. F's graph is defined for pairs (k = 2)")
@@ -363,7 +364,7 @@ def check_appendix_f(instances: int, rng: np.random.Generator, graph_fn=appendix
 
     def slack(c):
         flow = nx.maximum_flow_value(graph_fn(np.asarray(c["p"], dtype=np.float64), c["law"]), "s", "t")
-        return identity_slack(flow, float(full(c["p"], c["law"]).acceptance))
+        return identity_slack(flow, float(full(c["p"], c["law"]).value))
 
     return run_search(check, cases(), slack)
 

@@ -1,4 +1,4 @@
-"""Checks of seed 002 (SpecTr: Fast Speculative Decoding via Optimal Transport).
+"""Checks of SpecTr (Sun et al. 2023) (SpecTr: Fast Speculative Decoding via Optimal Transport).
 
 SpecTr writes p for the DRAFT and q for the TARGET. Everything here is translated to this
 project's letters: p = target, q = draft. In particular, with ``alpha_k(p, q)`` the optimal
@@ -18,6 +18,7 @@ import math
 import numpy as np
 
 import otm
+from otm.formulations.spectr_bounds import spectr_upper_bound
 
 from otm.draft_laws import iid_law
 
@@ -25,7 +26,7 @@ from .check import EXHAUSTIVE, RANDOM_SEARCH, Check, SlackSearch, identity_slack
 from .instances import random_pair
 
 PAPER = "spectr"
-SEED = "seed 002"
+SEED = "SpecTr (Sun et al. 2023)"
 
 #: Largest number of i.i.d. draft tuples for which the full LP is the oracle here.
 LP_TUPLE_LIMIT = 300
@@ -33,7 +34,7 @@ LP_TUPLE_LIMIT = 300
 
 def lp_optimum(p, q, k: int) -> float:
     """``alpha_k(p, q)`` from the full transport LP over the i.i.d. law (the slow oracle)."""
-    return float(otm.solve_full_lp(p, iid_law(q, k)).acceptance)
+    return float(otm.solve_full_lp(p, iid_law(q, k)).value)
 
 
 def fast_optimum(p, q, k: int) -> float:
@@ -127,7 +128,7 @@ def check_lemma1_limit(instances: int, rng: np.random.Generator, optimum_fn=None
 def thm1_bound(p, q, k: int) -> float:
     """Thm 1's bound: the minimum over every token set ``Omega0`` (including the empty set)
     of ``otm``'s ``spectr_upper_bound(p, q, k, kept=Omega0)`` (brute force, small V)."""
-    bound_for = otm.spectr_upper_bound
+    bound_for = spectr_upper_bound
     V = len(p)
     return min(
         float(bound_for(p, q, k, kept=list(kept)))
@@ -167,12 +168,12 @@ def check_thm1(instances: int, rng: np.random.Generator, bound_fn=thm1_bound, op
 
 
 def kseq_beta(p, q, g) -> float:
-    """``beta(g) = sum_x min(q(x), p(x)/g)`` (seed 002 Thm 2, our letters)."""
+    """``beta(g) = sum_x min(q(x), p(x)/g)`` (SpecTr (Sun et al. 2023), Thm 2, our letters)."""
     return float(np.minimum(np.asarray(q, dtype=np.float64), np.asarray(p, dtype=np.float64) / g).sum())
 
 
 def kseq_f(p, q, k: int, g) -> float:
-    """``f(g) = 1 - (1 - beta(g))^k - g beta(g)`` (seed 002 Lemma 3)."""
+    """``f(g) = 1 - (1 - beta(g))^k - g beta(g)`` (SpecTr (Sun et al. 2023), Lemma 3)."""
     b = kseq_beta(p, q, g)
     return 1 - (1 - b) ** k - g * b
 
@@ -342,7 +343,7 @@ def kseq_plan(p, q, k: int):
 def lp_plan(p, q, k: int):
     """Token-level optimal plan of the full OTM LP: ``(tuples [n, k], kernel [n, V])``."""
     law = iid_law(q, k)
-    plan = np.asarray(otm.solve_full_lp(p, law).details["plan"], dtype=np.float64)
+    plan = np.asarray(otm.solve_full_lp(p, law).details["coupling"], dtype=np.float64)
     return law.tuples, plan / law.probs.astype(np.float64)[:, None]
 
 
@@ -386,7 +387,7 @@ def draft_selection_law(target: ToyModel, draft: ToyModel, num_drafts: int, bloc
     next-token law by the token-level plan ``plan_fn(p, q, m)`` (``m`` = number of
     candidates left); if the chosen token ``Y`` starts some candidates, the algorithm
     recurses on their tails; at the last position, ``Y`` in the drafts earns a bonus token
-    from the target. Seed 002 Thm 3 says the completed output has the target's law.
+    from the target. SpecTr (Sun et al. 2023), Thm 3 says the completed output has the target's law.
     """
     plans = {}
 

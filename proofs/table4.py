@@ -1,4 +1,4 @@
-"""Reproduction of seed 000 Table 4 (toy acceptance rates, App. E).
+"""Reproduction of SpecHub (Sun et al. 2024), Table 4 (toy acceptance rates, App. E).
 
 Recipe as App. E states it: ``|V| = 50``; logits ``u_p, u_q ~ Unif(0, 1)^50``;
 ``p = softmax(u_p / T)`` (target), ``q = softmax(lam u_p / T + (1 - lam) u_q / T)`` (draft);
@@ -20,8 +20,10 @@ import math
 
 import numpy as np
 
-import otm
 from scipy.special import softmax
+
+import otm
+from otm.errors import InvalidDistributionError, UnknownNameError
 
 
 VOCAB_SIZE = 50
@@ -29,7 +31,7 @@ TEMPERATURES = (0.1, 0.25, 0.5)
 LAMBDAS = (0.7, 0.5)
 METHODS = ("RRS", "RRSw", "OTM", "OTMw", "SpecHub")
 
-#: seed 000 Table 4, {(T, lam): {method: value}}.
+#: SpecHub (Sun et al. 2024), Table 4, {(T, lam): {method: value}}.
 PAPER_TABLE4 = {
     (0.1, 0.7): {"RRS": 0.6273, "RRSw": 0.7120, "OTM": 0.6380, "OTMw": 0.7345, "SpecHub": 0.7402},
     (0.1, 0.5): {"RRS": 0.3323, "RRSw": 0.4057, "OTM": 0.3346, "OTMw": 0.4125, "SpecHub": 0.4123},
@@ -41,6 +43,9 @@ PAPER_TABLE4 = {
 
 #: A standard error below this means every pair gave the same value (float noise only).
 ZERO_SPREAD = 1e-12
+
+#: How App. E's recipe can be read (:func:`toy_pair`; docs/theorems.md compares them).
+READINGS = ("stated", "gaussian_logits", "probability_mix", "temperature_times")
 
 #: Monte Carlo repetitions per pair for RRSw when ``rrsw_method="monte_carlo"`` (the paper's count).
 MONTE_CARLO_REPETITIONS = 1000
@@ -64,7 +69,7 @@ def toy_pair(u_p: np.ndarray, u_q: np.ndarray, temperature: float, lam: float, r
         return p, lam * p + (1 - lam) * softmax(u_q / temperature)
     if reading == "temperature_times":
         return softmax(u_p * temperature), softmax((lam * u_p + (1 - lam) * u_q) * temperature)
-    raise ValueError(f"unknown reading {reading!r}")
+    raise UnknownNameError(f"unknown reading {reading!r} of the recipe; choose one of {', '.join(READINGS)}")
 
 
 def draw_logits(rng: np.random.Generator, reading: str = "stated"):
@@ -110,6 +115,10 @@ def reproduce_table4(pairs: int = 100, seed: int = 0, rrsw_method: str = "exact"
     Returns ``{"recipe", "pairs", "seed", "rrsw_method", "reading", "cells": [{"T", "lam",
     "methods": {name: {"mean", "se", "paper", "z"}}}]}``.
     """
+    if reading not in READINGS:
+        raise UnknownNameError(f"unknown reading {reading!r} of the recipe; choose one of {', '.join(READINGS)}")
+    if isinstance(pairs, bool) or not isinstance(pairs, int) or pairs < 2:
+        raise InvalidDistributionError(f"pairs must be an integer >= 2 (a standard error needs two pairs), got {pairs!r}")
     rng = np.random.default_rng(seed)
     logits = [draw_logits(rng, reading) for _ in range(pairs)]
     cells = []
@@ -129,7 +138,7 @@ def reproduce_table4(pairs: int = 100, seed: int = 0, rrsw_method: str = "exact"
                 methods[name] = {"mean": mean, "se": se, "paper": paper, "z": z}
             cells.append({"T": temperature, "lam": lam, "methods": methods})
     return {
-        "recipe": "seed 000 App. E: V=50, u ~ U(0,1)^V, p = softmax(u_p/T), q = softmax((lam u_p + (1-lam) u_q)/T), k = 2",
+        "recipe": "SpecHub (Sun et al. 2024), App. E: V=50, u ~ U(0,1)^V, p = softmax(u_p/T), q = softmax((lam u_p + (1-lam) u_q)/T), k = 2",
         "pairs": pairs, "seed": seed, "rrsw_method": rrsw_method, "reading": reading, "cells": cells,
     }
 
@@ -138,7 +147,7 @@ def table4_text(result: dict) -> str:
     """Ours (mean +- se) next to the paper's number, one row per (T, lam)."""
     header = f"{'T':>5} {'lam':>4} | " + " | ".join(f"{m:^24}" for m in METHODS)
     lines = [
-        f"seed 000 Table 4 reproduction: {result['pairs']} pairs, seed {result['seed']}, RRSw {result['rrsw_method']}, reading {result['reading']!r}",
+        f"SpecHub (Sun et al. 2024), Table 4 reproduction: {result['pairs']} pairs, seed {result['seed']}, RRSw {result['rrsw_method']}, reading {result['reading']!r}",
         "each entry: ours mean +- s.e. [paper] (z = (ours - paper) / s.e.)",
         header,
         "-" * len(header),

@@ -3,14 +3,14 @@ optimal vs achieved acceptance, and the verifier cost; writes docs/decoding.md a
 docs/figures/decoding_*.png.
 
     .venv/bin/python scripts/bench_decoding.py [--pair qwen2.5-coder|tiny] [--quick]
-        [--rules rrs,rrs_wor,spechub,kseq,is_truncated,greedy] [--temperatures 0.6,1.0]
+        [--rules rrs,rrs_wor,spechub,kseq,importance_sampling_truncated,greedy] [--temperatures 0.6,1.0]
         [--depths 2,3,4] [--prompt-tokens 24] [--max-new-tokens 12] [--threads 1]
         [--seed 0] [--out docs/decoding.md] [--figures docs/figures] [--no-cost]
 
 Decoding. The prompts are the first ``--prompt-tokens`` tokens of the built-in texts
-(:data:`decoding.texts.BUILTIN_TEXTS`: ``--code`` code and ``--prose`` prose texts), decoded
+(:data:`decoding.models.texts.BUILTIN_TEXTS`: ``--code`` code and ``--prose`` prose texts), decoded
 together as one lock-step batch (rows are independent decodes) by
-:func:`decoding.loop.speculative_decode` with tree ``binary:D``, for every rule, ``T`` and
+:func:`decoding.runtime.loop.speculative_decode` with tree ``binary:D``, for every rule, ``T`` and
 ``D``; every configuration starts from the same seed. Per row and step the number of
 tokens produced (accepted drafts + 1) is counted from the verification events; block
 efficiency is its mean over all (row, step) pairs and the standard error is
@@ -20,13 +20,13 @@ weakly dependent through the text).
 Per-step acceptance (exact, at the full vocabulary). At every root verification (depth 0,
 ``k = 2`` drafts from the draft's ``q`` at the committed prefix; ``p`` = target) the hook
 :class:`StepStats` computes in float64 from the dense ``p, q``: the OTM optimum for i.i.d.
-drafts (:func:`decoding.validate.law_optimum`), the optimum for the rule's own draft law,
+drafts (:func:`decoding.validation.recordings.law_optimum`), the optimum for the rule's own draft law,
 the rule's exact membership acceptance (:func:`otm.rule_acceptance`, closed forms; for
-``rrs_wor`` :func:`rrs_wor_acceptance_k2`, derived below; ``is_truncated`` has no exact
+``rrs_wor`` :func:`rrs_wor_acceptance_k2`, derived below; ``importance_sampling_truncated`` has no exact
 law at ``V = 151,936`` - its pair-stage matrix is ``V x V``), and whether the recorded output
 is one of the drafts (the empirical rate). With ``--paired-depth D`` the hook also computes
 every rule's exact acceptance on the same ``(p, q)`` in the ``binary:D`` runs: a paired,
-noise-free comparison of the rules (seed 000 Tables 1-2 report the analogous "second
+noise-free comparison of the rules (SpecHub (Sun et al. 2024), Tables 1-2 report the analogous "second
 draft acceptance").
 
 The verifier cost section runs :mod:`scripts.bench_verifier_cost` (64 rows, ``k in {2, 4, 8}``).
@@ -46,23 +46,23 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from decoding.loop import speculative_decode
-from decoding.texts import BUILTIN_TEXTS
-from decoding.validate import law_optimum, rule_scheme
+from decoding.runtime.loop import speculative_decode
+from decoding.models.texts import BUILTIN_TEXTS
+from decoding.validation.recordings import law_optimum, rule_scheme
 from otm.errors import NotApplicableError
 from otm.rules import rule_acceptance
 
-RULES = ("rrs", "rrs_wor", "spechub", "kseq", "is_truncated", "greedy")
+RULES = ("rrs", "rrs_wor", "spechub", "kseq", "importance_sampling_truncated", "greedy")
 #: Rules whose exact root acceptance has a closed form usable at V = 151,936.
 CLOSED_FORM_RULES = ("single", "rrs", "kseq", "spechub", "greedy")
-#: Orderings claimed by seed 000 (Tables 1-2: second-draft acceptance; Tables 5-7: block
+#: Orderings claimed by SpecHub (Sun et al. 2024) (Tables 1-2: second-draft acceptance; Tables 5-7: block
 #: efficiency on binary trees): SpecHub > RRSw > RRS.
 PAPER_ORDER = ("spechub", "rrs_wor", "rrs")
 HERE = Path(__file__).resolve().parent
 
 
 def rrs_wor_acceptance_k2(p: np.ndarray, q: np.ndarray) -> float:
-    """Exact acceptance of RRS without replacement with ``k = 2`` (seed 000 Alg. 1), in
+    """Exact acceptance of RRS without replacement with ``k = 2`` (SpecHub (Sun et al. 2024), Alg. 1), in
     ``O(V log V)`` - our derivation, checked against the enumeration of
     :mod:`otm.rules.rrs_without_replacement` in tests/decoding/test_bench_scripts.py.
 
@@ -106,7 +106,7 @@ def rrs_wor_acceptance_k2(p: np.ndarray, q: np.ndarray) -> float:
 
 def exact_root_acceptance(rule: str, p: np.ndarray, q: np.ndarray, k: int) -> float | None:
     """The rule's exact membership acceptance at one node, or ``None`` where no exact law is
-    computable at this vocabulary size (``is_truncated``)."""
+    computable at this vocabulary size (``importance_sampling_truncated``)."""
     if rule == "rrs_wor" and k == 2:
         return rrs_wor_acceptance_k2(p, q)
     if rule in CLOSED_FORM_RULES:
@@ -120,7 +120,7 @@ def own_optimum(rule: str, p: np.ndarray, q: np.ndarray, k: int) -> float:
 
 
 class StepStats:
-    """Duck-typed :class:`decoding.recording.Recorder` for :func:`speculative_decode`:
+    """Duck-typed :class:`decoding.runtime.recording.Recorder` for :func:`speculative_decode`:
     counts tokens per (row, step) and computes exact per-step acceptances at the root
     (module docstring). ``paired_rules``: rules whose exact acceptance is also computed on
     every root ``(p, q)`` (empty: none)."""
@@ -180,7 +180,7 @@ def mean_se(values) -> tuple[float, float, int]:
 
 
 def load_pair(name: str):
-    from decoding.decode_cli import load_named_pair
+    from otm_app.commands.decode import load_named_pair
 
     if name == "tiny":
         from decoding.models.tiny import build_tiny_pair
@@ -395,7 +395,7 @@ def discussion(order_counts, gains, paired_rules, temperatures) -> list[str]:
     for t in temperatures:
         parts = [f"{r} {gains[(t, r)][0]:+.4f}" for r in paired_rules if (t, r) in gains]
         if parts:
-            out.append(f"- Gain of two drafts over one (exact, same (p, q), T = {t}; compare seed 000 Table 2's "
+            out.append(f"- Gain of two drafts over one (exact, same (p, q), T = {t}; compare SpecHub (Sun et al. 2024), Table 2's "
                        "second-draft acceptance, RRS 0.073 / 0.091, RRSw 0.121 / 0.118, SpecHub 0.135 / 0.166 at "
                        "T = 0.6 / 1.0 for JF160m): " + ", ".join(parts) + ".")
     return out
@@ -442,7 +442,7 @@ def report(data: dict) -> str:
         "Code vs prose (block efficiency per row, averaged over the rules and configurations): "
         + "; ".join(f"{n} {np.mean([c['per_row'][i] for c in data['configs']]):.2f}" for i, n in enumerate(data["prompt_names"])) + ".",
         "",
-        "### Orderings of seed 000 (SpecHub > RRSw > RRS)",
+        "### Orderings of SpecHub (Sun et al. 2024) (SpecHub > RRSw > RRS)",
         "",
         "Differences of block efficiency (± combined SE):",
         "",
@@ -450,7 +450,7 @@ def report(data: dict) -> str:
         "",
         "Exact acceptance at the root on the **same** (p, q) for every rule (paired, no sampling noise from the "
         f"rules; root verifications of the `binary:{a['paired_depth']}` runs of every rule), mean ± SE over root events. "
-        "This is the quantity behind seed 000 Tables 1-2 (acceptance with two drafts):",
+        "This is the quantity behind SpecHub (Sun et al. 2024), Tables 1-2 (acceptance with two drafts):",
         "",
         *paired_lines,
         "",
@@ -462,9 +462,9 @@ def report(data: dict) -> str:
         "",
         "At every root verification (k = 2 drafts; `k` can differ deeper in the tree after merging), computed "
         "exactly at the full vocabulary in float64 from the dense p and q: the OTM optimum for i.i.d. drafts, the "
-        "optimum for the rule's own draft law (i.i.d. for rrs / kseq / is_truncated, without replacement for rrs_wor, "
-        "hub for spechub, greedy for greedy; `decoding.validate.law_optimum`), the rule's exact membership acceptance "
-        "(`otm.rule_acceptance` closed forms; rrs_wor by `rrs_wor_acceptance_k2`; is_truncated: none at this V), and "
+        "optimum for the rule's own draft law (i.i.d. for rrs / kseq / importance_sampling_truncated, without replacement for rrs_wor, "
+        "hub for spechub, greedy for greedy; `decoding.validation.recordings.law_optimum`), the rule's exact membership acceptance "
+        "(`otm.rule_acceptance` closed forms; rrs_wor by `rrs_wor_acceptance_k2`; importance_sampling_truncated: none at this V), and "
         "the empirical rate (output among the drafts). Mean ± SE over root events, pooled over depths; z = "
         "(sum of empirical - exact) / sqrt(sum exact (1 - exact)), |z| > 3.9 would flag a sampler that does not "
         "follow its exact law (two-sided, alpha = 1e-4). The without-replacement optimum (rrs_wor's own law) costs about 1.5 s per event "
@@ -488,7 +488,7 @@ def report(data: dict) -> str:
             "`hf_chain` packs all rows into one call as one chain of candidates, which computes every softmax "
             "but only one residual, so it is a lower bound. Ours draw k drafts per row and build a residual "
             "per row (RRS-type rules: up to k residuals), so ratios above 1 at k > 1 are expected; the "
-            "is_truncated verifier solves a small LP per row on the CPU (seed 001's truncated LP) and is "
+            "importance_sampling_truncated verifier solves a small LP per row on the CPU (Khisti et al.'s truncated LP) and is "
             "orders of magnitude slower.",
             "",
         ]
@@ -498,12 +498,12 @@ def report(data: dict) -> str:
         "## Discussion",
         "",
         *discussion(counts, gains, paired_rules, temps),
-        "- **Orderings.** On the paired exact root acceptances (seed 000 Tables 1-2) SpecHub > RRSw > RRS holds "
+        "- **Orderings.** On the paired exact root acceptances (SpecHub (Sun et al. 2024), Tables 1-2) SpecHub > RRSw > RRS holds "
         "at both temperatures, each difference many standard errors from 0, and the gains of a second draft "
-        "over one are of the same size as seed 000 Table 2's second-draft acceptance rates. On block efficiency "
+        "over one are of the same size as SpecHub (Sun et al. 2024), Table 2's second-draft acceptance rates. On block efficiency "
         "(Tables 5-7) the differences between rules are of the order of our standard errors (0.15-0.5), "
         "so the decoding table neither confirms nor refutes the orderings; RRSw came out ahead of SpecHub at depths "
-        "3-4, a non-significant difference. The reason is the budget: seed 000 uses 200 prompts x 128 tokens "
+        "3-4, a non-significant difference. The reason is the budget: SpecHub (Sun et al. 2024) uses 200 prompts x 128 tokens "
         "per configuration on a GPU (Llama-2-7B with JackFram 68m/160m drafts, EAGLE heads for Table 7); here "
         "4 prompts x 12 tokens (20-28 (row, step) samples per cell) on a shared 2-core CPU where one target "
         "forward of a depth-4 tree costs seconds. The paired exact acceptances remove both the rules' sampling "
@@ -517,13 +517,13 @@ def report(data: dict) -> str:
         "(gap 0); RRS and k-SEQ stay below the i.i.d. optimum (k-SEQ closer than RRS); RRSw stays below the "
         "without-replacement optimum (computed only at the `binary:2` root events: about 1.5 s each at this V). The "
         "hub law's optimum is well above the i.i.d. optimum on the same (p, q): the choice of draft law matters "
-        "more than the verifier once the verifier is near its law's optimum. is_truncated (seed 001 §4, "
+        "more than the verifier once the verifier is near its law's optimum. importance_sampling_truncated (Khisti et al. (2025), §4, "
         "truncation s = 5, alphabet 40) has no exact law at V = 151,936 (its pair stage is V x V); its empirical "
         "acceptance is below the i.i.d. optimum, as expected of a truncated LP. Every |z| is below 3.9: the "
         "samplers follow their exact laws inside real decoding.",
-        "- **Levels.** Our block efficiencies (2.2-4.4) exceed seed 000's (1.5-2.7): a coder draft/target pair of the "
+        "- **Levels.** Our block efficiencies (2.2-4.4) exceed SpecHub's (1.5-2.7): a coder draft/target pair of the "
         "same family on code and short prose (first-draft acceptance sum min(p, q) = 0.70 on average at the "
-        "root; code rows about 3.6 tokens per call, prose about 2.8). Tree sizes also differ: seed 000 describes "
+        "root; code rows about 3.6 tokens per call, prose about 2.8). Tree sizes also differ: SpecHub (Sun et al. 2024) describes "
         "its `2^d` trees as 'binary trees of depth d with 2^d - 1 nodes', while our `binary:D` has 2^(D+1) - 2 draft "
         "tokens over D levels, so our D is not necessarily the paper's d.",
         "- **Membership vs draft acceptance.** k-SEQ's residual can emit a rejected draft, so its membership "
@@ -571,7 +571,7 @@ def main(argv=None) -> dict:
     rules = [r for r in args.rules.split(",") if r]
     temps = [float(t) for t in args.temperatures.split(",")]
     depths = [int(d) for d in args.depths.split(",")]
-    paired_rules = [r for r in RULES if r != "is_truncated"]
+    paired_rules = [r for r in RULES if r != "importance_sampling_truncated"]
     pair = load_pair(args.pair)
     prompt_ids, names, kinds = prompts_for(pair, args.code, args.prose, args.prompt_tokens)
     configs = []

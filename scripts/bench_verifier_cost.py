@@ -6,7 +6,7 @@ own single-draft speculative sampling on the same rows in the same run.
 
 Rows. ``--pair qwen2.5-coder`` takes real next-token laws: one forward of the target and
 one of the draft over the first ``rows`` tokens of the built-in texts
-(:data:`decoding.texts.BUILTIN_TEXTS`, concatenated) gives ``rows`` pairs of logits at
+(:data:`decoding.models.texts.BUILTIN_TEXTS`, concatenated) gives ``rows`` pairs of logits at
 ``V = 151,936`` (temperature 1). ``zipf`` builds correlated Zipf-like logits at the same
 ``V`` (no model); ``tiny`` uses the tiny test pair (:func:`decoding.models.tiny.build_tiny_pair`).
 
@@ -48,7 +48,7 @@ from decoding.verifiers import get_verifier
 
 QWEN_VOCAB = 151_936
 #: Rules timed (the rules of docs/decoding.md); ``single`` is our own k = 1 verifier.
-RULES = ("single", "rrs", "rrs_wor", "kseq", "spechub", "greedy", "is_truncated")
+RULES = ("single", "rrs", "rrs_wor", "kseq", "spechub", "greedy", "importance_sampling_truncated")
 
 
 def zipf_logits(rows: int, vocab: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
@@ -65,7 +65,7 @@ def pair_logits(pair, rows: int) -> tuple[torch.Tensor, torch.Tensor]:
     """``[rows, V]`` target and draft logits of a loaded :class:`decoding.models.hf.ModelPair`
     at ``rows`` consecutive positions of the built-in texts (for a pair without tokenizer:
     a fixed token sequence)."""
-    from decoding.texts import BUILTIN_TEXTS
+    from decoding.models.texts import BUILTIN_TEXTS
 
     if pair.tokenizer is not None:
         ids = pair.tokenizer("\n".join(t.text for t in BUILTIN_TEXTS))["input_ids"][:rows]
@@ -180,7 +180,7 @@ def run(pair: str, rows: int, ks, repeats: int, threads: int, seed: int = 0, rul
         target, draft = zipf_logits(rows, QWEN_VOCAB, torch.Generator().manual_seed(seed))
         source = "synthetic Zipf-like logits"
     else:
-        from decoding.decode_cli import load_named_pair
+        from otm_app.commands.decode import load_named_pair
 
         loaded = load_named_pair(pair, "cpu", torch.float32)
         target, draft = pair_logits(loaded, rows)

@@ -1,9 +1,9 @@
-"""Seed 001 Fig. 2 style: optimal acceptance (Thm 3) vs SpecTr (k-SEQ) and SpecInfer (RRS),
+"""Khisti et al. (2025), Fig. 2 style: optimal acceptance (Thm 3) vs SpecTr (k-SEQ) and SpecInfer (RRS),
 two i.i.d. drafts over 3 tokens, as a PNG in docs/figures/.
 
     .venv/bin/python scripts/proofs_khisti_fig2.py
 
-The seed's text lost the figure's parameters; this reconstruction keeps its structure (a
+The paper's text lost the figure's parameters; this reconstruction keeps its structure (a
 fixed target, a one-parameter draft family through the target, x on the axis):
 left, target U3 and draft (x, (1-x)/2, (1-x)/2); right, target (0.2, 0.3, 0.5) and draft
 (x, 0.3, 0.7 - x). The paper's point shows: the optimum is 1 on a whole interval

@@ -1,4 +1,4 @@
-"""Seed 003 (Leviathan et al.) speed-up and operations vs alpha (their Fig. 4), with the
+"""Leviathan et al. (2023) (Leviathan et al.) speed-up and operations vs alpha (their Fig. 4), with the
 slides' table points, as a PNG in docs/figures/.
 
     .venv/bin/python scripts/proofs_leviathan_figure.py

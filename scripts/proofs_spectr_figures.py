@@ -1,4 +1,4 @@
-"""Seed 002 (SpecTr) Figs. 1-3 and an App. D.2-style comparison, as PNGs in docs/figures/.
+"""SpecTr (Sun et al. 2023) (SpecTr) Figs. 1-3 and an App. D.2-style comparison, as PNGs in docs/figures/.
 
     .venv/bin/python scripts/proofs_spectr_figures.py
 

@@ -11,7 +11,7 @@ import argparse
 import json
 from pathlib import Path
 
-from proofs.cli import run_table4, run_theorems
+from proofs.suite import run_table4, run_theorems
 from proofs.report import theorems_markdown
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -14,6 +14,7 @@ import numpy as np
 
 from solvers.capabilities import BackendCapabilities
 from solvers.data import float_data
+from solvers.errors import BackendUnavailableError
 from solvers.problem import LinearProgram, LPResult, LPStatus
 from solvers.result import no_variable_result, verified_result
 from solvers.tolerances import FEASIBILITY_TOLERANCE
@@ -53,7 +54,12 @@ def solve(
     tolerances of 1e-12. ``*_inaccurate`` statuses other than ``optimal_inaccurate`` are
     reported as ``NUMERICAL_ERROR``.
     """
-    import cvxpy as cp
+    try:
+        import cvxpy as cp
+    except ImportError as exc:
+        raise BackendUnavailableError(
+            f"the 'cvxpy' backend needs cvxpy ({exc}): pip install 'otm-toolkit[cvxpy]', or use backend='highs'"
+        ) from None
 
     data = float_data(lp)
     if data.n == 0:

@@ -1,6 +1,6 @@
 """The generic linear program and the result every backend returns.
 
-Knows nothing of speculative decoding (DESIGN.md: ``solvers`` is the bottom layer).
+Knows nothing of speculative decoding (docs/theory.md: ``solvers`` is the bottom layer).
 """
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
-"""Batched, seeded verifiers (samplers) for every selection rule, and their registry.
+"""Batched, seeded verifiers (samplers) for every rule of :mod:`otm.rules` that has one.
 
-Each rule of :mod:`otm.rules` that has a sampler here is a module with the same name
-(``single``, ``rrs``, ``rrs_wor``, ``specinfer``, ``kseq``, ``spechub``, ``is_truncated``,
-``greedy``), exposing::
+Which rules have a verifier, and in which module, is read from the rule registry
+(:data:`otm.rules.registry.RULE_SPECS`, field ``verifier``); each module follows the
+contract of :mod:`decoding.verifiers.protocol`::
 
-    draft_scheme                                   # "iid" | "without_replacement" | "hub" | "greedy" | "independent"
+    draft_scheme                                   # the joint draft law (registry)
     sample_drafts(draft_probs, k, generator)       # [batch, vocab] ([batch, k, vocab] for specinfer) -> [batch, k] int64
     verify(target_probs, draft_probs, draft_tokens, generator) -> VerifierOutput
                                                    # [batch, vocab], [batch, k, vocab], [batch, k]
@@ -25,35 +25,31 @@ plain-Python references of :mod:`decoding.verifiers.reference`.
 """
 from __future__ import annotations
 
+import importlib
 from types import ModuleType
 
 from otm.errors import UnknownNameError
+from otm.rules.registry import rule_spec, rule_specs
 
-from . import greedy, is_truncated, kseq, rrs, rrs_wor, single, spechub, specinfer
 from .base import DRAFT_SCHEMES, VerifierOutput
+from .protocol import Verifier, VerifyFunction, as_verifier_output
 
-#: Rule name (as in :data:`otm.rules.RULES`) -> its verifier module.
+#: Rule name -> its verifier module (from the registry).
 VERIFIERS: dict[str, ModuleType] = {
-    "single": single,
-    "rrs": rrs,
-    "rrs_wor": rrs_wor,
-    "specinfer": specinfer,
-    "kseq": kseq,
-    "spechub": spechub,
-    "is_truncated": is_truncated,
-    "greedy": greedy,
+    spec.name: importlib.import_module(f"{__name__}.{spec.verifier}") for spec in rule_specs(verifier=True)
 }
 
 
 def get_verifier(name: str) -> ModuleType:
-    """The verifier module of rule ``name``; :class:`otm.errors.UnknownNameError` for a
-    name without one."""
+    """The verifier module of rule ``name`` (old names resolved);
+    :class:`otm.errors.UnknownNameError` for a name without one."""
     try:
-        return VERIFIERS[name]
-    except (KeyError, TypeError):
-        raise UnknownNameError(
-            f"no verifier for rule {name!r}; choose one of {', '.join(VERIFIERS)}"
-        ) from None
+        spec = rule_spec(name)
+    except UnknownNameError:
+        spec = None
+    if spec is None or spec.name not in VERIFIERS:
+        raise UnknownNameError(f"no verifier for rule {name!r}; choose one of {', '.join(VERIFIERS)}")
+    return VERIFIERS[spec.name]
 
 
-__all__ = ["DRAFT_SCHEMES", "VERIFIERS", "VerifierOutput", "get_verifier"]
+__all__ = ["DRAFT_SCHEMES", "VERIFIERS", "Verifier", "VerifierOutput", "VerifyFunction", "as_verifier_output", "get_verifier"]

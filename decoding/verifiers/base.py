@@ -31,11 +31,7 @@ from typing import Callable
 import torch
 
 from otm.errors import InvalidDistributionError, InvalidDraftCountError, ShapeMismatchError
-
-#: Names of the joint draft schemes (``draft_scheme`` of a rule); the first four are the
-#: names of :data:`otm.draft_laws.SAMPLING_SCHEMES`, ``"independent"`` is
-#: :func:`otm.draft_laws.independent_law`.
-DRAFT_SCHEMES = ("iid", "without_replacement", "hub", "greedy", "independent")
+from otm.rules.registry import DRAFT_SCHEMES  # noqa: F401  (re-exported: the schemes a verifier may draw from)
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,7 @@ def _positive_part(values: list[float]) -> list[float]:
 
 
 def _recursive(p, draft_probs, drafts, uniforms, without_replacement: bool):
-    """Seed 000 Alg. 1 (with its red lines when ``without_replacement``)."""
+    """SpecHub (Sun et al. 2024), Alg. 1 (with its red lines when ``without_replacement``)."""
     k = len(drafts)
     target = _norm(list(p))
     draft = list(draft_probs[0])
@@ -68,12 +68,12 @@ def _recursive(p, draft_probs, drafts, uniforms, without_replacement: bool):
 
 
 def single(p, draft_probs, drafts, uniforms):
-    """Leviathan et al. (seed 003 Alg. 1), k = 1."""
+    """Leviathan et al. (Leviathan et al. (2023), Alg. 1), k = 1."""
     return _recursive(p, draft_probs, drafts, uniforms, without_replacement=False)
 
 
 def rrs(p, draft_probs, drafts, uniforms):
-    """RRS (seed 000 Alg. 1), draft ``i`` checked against ``draft_probs[i]``."""
+    """RRS (SpecHub (Sun et al. 2024), Alg. 1), draft ``i`` checked against ``draft_probs[i]``."""
     return _recursive(p, draft_probs, drafts, uniforms, without_replacement=False)
 
 
@@ -83,14 +83,14 @@ def specinfer(p, draft_probs, drafts, uniforms):
 
 
 def rrs_wor(p, draft_probs, drafts, uniforms):
-    """RRSw (seed 000 Alg. 1 with the red lines). A draft made after the support of ``q``
+    """RRSw (SpecHub (Sun et al. 2024), Alg. 1 with the red lines). A draft made after the support of ``q``
     is exhausted is checked against the point mass at itself: accepted with probability
     ``p_i(x)``, else ``x`` is removed from the residual (:mod:`otm.rules.rrs_without_replacement`)."""
     return _recursive(p, draft_probs, drafts, uniforms, without_replacement=True)
 
 
 def kseq(p, draft_probs, drafts, uniforms):
-    """k-SEQ (seed 002 Alg. 2) with ``g*`` from :func:`otm.rules.kseq.optimal_division_factor`."""
+    """k-SEQ (SpecTr (Sun et al. 2023), Alg. 2) with ``g*`` from :func:`otm.rules.kseq.optimal_division_factor`."""
     k = len(drafts)
     q = list(draft_probs[0])
     g = float(optimal_division_factor(np.asarray(p, dtype=float), np.asarray(q, dtype=float), k))
@@ -108,7 +108,7 @@ def kseq(p, draft_probs, drafts, uniforms):
 
 
 def spechub(p, draft_probs, drafts, uniforms):
-    """SpecHub (seed 000 Alg. 3 and Alg. 2 GetResidual), k = 2."""
+    """SpecHub (SpecHub (Sun et al. 2024), Alg. 3 and Alg. 2 GetResidual), k = 2."""
     q = list(draft_probs[0])
     V = len(q)
     a = max(range(V), key=lambda t: (q[t], -t))
@@ -155,11 +155,11 @@ def greedy(p, draft_probs, drafts, uniforms):
 
 @lru_cache(maxsize=64)
 def _truncated_law(p: tuple, q: tuple, k: int, s: int, alphabet_size):
-    return rule_law("is_truncated", np.array(p), np.array(q), k, s=s, alphabet_size=alphabet_size)
+    return rule_law("importance_sampling_truncated", np.array(p), np.array(q), k, s=s, alphabet_size=alphabet_size)
 
 
-def is_truncated(p, draft_probs, drafts, uniforms, s: int = DEFAULT_TRUNCATION, alphabet_size=DEFAULT_ALPHABET_SIZE):
-    """Truncated IS (seed 001 §4, Remark 3), with the stage rules and the enumerated
+def importance_sampling_truncated(p, draft_probs, drafts, uniforms, s: int = DEFAULT_TRUNCATION, alphabet_size=DEFAULT_ALPHABET_SIZE):
+    """Truncated IS (Khisti et al. (2025), §4, Remark 3), with the stage rules and the enumerated
     selection law ``P_I`` taken from the exact law
     (:func:`otm.rules.importance_sampling_truncated.exact_law`)."""
     k = len(drafts)
@@ -192,7 +192,7 @@ def is_truncated(p, draft_probs, drafts, uniforms, s: int = DEFAULT_TRUNCATION, 
 
 
 #: Rule name -> reference function (each function is named after its rule).
-REFERENCES = {f.__name__: f for f in (single, rrs, rrs_wor, specinfer, kseq, spechub, is_truncated, greedy)}
+REFERENCES = {f.__name__: f for f in (single, rrs, rrs_wor, specinfer, kseq, spechub, importance_sampling_truncated, greedy)}
 
 
 def run_reference(

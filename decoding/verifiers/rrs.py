@@ -1,6 +1,6 @@
 """Recursive rejection sampling (RRS) with i.i.d. drafts, batched.
 
-Seed 000 Alg. 1 (black lines; also SpecTr's and SpecInfer's baseline): draw
+SpecHub (Sun et al. 2024), Alg. 1 (black lines; also SpecTr's and SpecInfer's baseline): draw
 ``x_1..x_k`` i.i.d. from ``q``; for ``i = 1..k`` accept ``x_i`` if
 ``u_i < p_i(x_i) / q_i(x_i)``, otherwise ``p_{i+1} = norm(max(p_i - q_i, 0))``; if every
 draft is rejected, return ``Y ~ p_{k+1}``. Here ``q_i = draft_probs[:, i]`` (identical
@@ -9,7 +9,7 @@ RRSw (:mod:`decoding.verifiers.rrs_wor`) runs the same steps with ``q_i`` the dr
 conditional on the earlier drafts.
 
 Acceptance with i.i.d. drafts: ``1 - prod_i (1 - alpha_i)``, ``alpha_i = sum min(p_i, q)``
-(DESIGN.md).
+(docs/theory.md).
 
 Randomness (``uniforms_per_row(k) = k + 1``): column ``i`` is ``u_i`` of draft ``i``,
 column ``k`` drives the final residual draw (inverse CDF).
@@ -52,7 +52,7 @@ def recursive_rejection(
     draft_tokens: torch.Tensor,  # [batch, k]
     uniforms: torch.Tensor,  # [batch, k + 1]
 ) -> VerifierOutput:
-    """Seed 000 Alg. 1 on pre-drawn uniforms (see the module docstring): draft ``i`` is
+    """SpecHub (Sun et al. 2024), Alg. 1 on pre-drawn uniforms (see the module docstring): draft ``i`` is
     checked against ``draft_probs[:, i]``."""
     batch, k, _ = draft_probs.shape
     residual = normalise(target_probs)
@@ -79,7 +79,7 @@ def verify(
     draft_tokens: torch.Tensor,  # [batch, k]
     generator: torch.Generator | None,
 ) -> VerifierOutput:
-    """RRS (seed 000 Alg. 1): draft ``i`` is checked against ``draft_probs[:, i]``; with a
+    """RRS (SpecHub (Sun et al. 2024), Alg. 1): draft ``i`` is checked against ``draft_probs[:, i]``; with a
     different ``q_i`` per draft this is SpecInfer's verification (the ``verify`` of
     :mod:`decoding.verifiers.specinfer`)."""
     uniforms = verify_uniforms(target_probs, draft_probs, draft_tokens, generator, uniforms_per_row)

@@ -1,6 +1,6 @@
 """Recursive rejection sampling without replacement (RRSw), batched.
 
-Seed 000 Alg. 1 with the red lines: the drafts ``x_1..x_k`` are distinct, drawn
+SpecHub (Sun et al. 2024), Alg. 1 with the red lines: the drafts ``x_1..x_k`` are distinct, drawn
 successively from ``q`` renormalised over the tokens not yet drawn
 (:func:`otm.draft_laws.without_replacement_law`); at step ``i`` the draft law is
 ``q_i = norm(q with x_1..x_{i-1} set to 0)``, ``x_i`` is accepted if
@@ -70,7 +70,7 @@ def verify(
     draft_tokens: torch.Tensor,  # [batch, k]
     generator: torch.Generator | None,
 ) -> VerifierOutput:
-    """RRSw (seed 000 Alg. 1 with the red lines; exhausted support: module docstring)."""
+    """RRSw (SpecHub (Sun et al. 2024), Alg. 1 with the red lines; exhausted support: module docstring)."""
     uniforms = verify_uniforms(target_probs, draft_probs, draft_tokens, generator, uniforms_per_row)
     conditional = conditional_draft_laws(draft_probs, draft_tokens)
     return recursive_rejection(target_probs, conditional, draft_tokens, uniforms)

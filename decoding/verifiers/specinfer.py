@@ -2,8 +2,8 @@
 draft distributions, batched.
 
 Draft ``i`` is drawn from its own ``q_i`` (``draft_probs[:, i]``), independently
-(:func:`otm.draft_laws.independent_law`; seed 001 Remark 1, SpecInfer of Miao et al.
-2024). Verification is seed 000 Alg. 1 with ``q_i`` in place of ``q`` at step ``i``:
+(:func:`otm.draft_laws.independent_law`; Khisti et al. (2025), Remark 1, SpecInfer of Miao et al.
+2024). Verification is SpecHub (Sun et al. 2024), Alg. 1 with ``q_i`` in place of ``q`` at step ``i``:
 accept ``x_i`` if ``u_i < p_i(x_i) / q_i(x_i)``, else ``p_{i+1} = norm(max(p_i - q_i, 0))``;
 ``Y ~ p_{k+1}`` if all are rejected. Losslessness: at step ``i`` the draft is ``~ q_i``
 independently of the past, so step ``i`` is a single-draft speculative sampling of

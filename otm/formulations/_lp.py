@@ -23,10 +23,10 @@ from solvers.rational import exact_check, exact_data
 from solvers.registry import backend_capabilities, solve
 from solvers.verify import check_float
 
+from ..distributions import as_distribution, as_exact_distribution
 from ..draft_laws import DraftLaw
-from ..distributions import as_distribution
-from ..errors import ShapeMismatchError, SolverError
-from ..exact import as_exact_distribution
+from ..errors import InvalidDistributionError, ShapeMismatchError, SolverError
+from ..solution import OTMSolution
 from ..tolerances import FEASIBILITY_TOLERANCE
 
 
@@ -38,7 +38,7 @@ def target_for(p, law: DraftLaw, backend: str | None = None) -> tuple[np.ndarray
     otherwise everything is used in float64.
     """
     if not isinstance(law, DraftLaw):
-        raise TypeError(f"law must be an otm.draft_laws.DraftLaw, got {type(law).__name__}")
+        raise InvalidDistributionError(f"law must be an otm.draft_laws.DraftLaw (e.g. otm.iid_law(q, k)), got {type(law).__name__}")
     arr = np.asarray(p)
     exact = arr.dtype == object and law.is_exact
     if exact and backend is not None:
@@ -156,8 +156,8 @@ def verify_lp_certificate(
 
 
 def lp_certificate(lp: LinearProgram, result: LPResult) -> dict:
-    """The certificate dict stored in :attr:`OTMSolution.certificate` for an LP solve:
-    the duals, both objectives, the gap, and the verified violations list (empty)."""
+    """The duals of an LP solve, checked (:func:`verify_lp_certificate`; a failing check
+    raises :class:`SolverError`): ``dual_eq``, ``dual_ub``, both objectives and their gap."""
     y = result.dual_eq
     z = result.dual_ub
     problems = verify_lp_certificate(lp, result.x, y, z)
@@ -173,6 +173,46 @@ def lp_certificate(lp: LinearProgram, result: LPResult) -> dict:
         "primal_objective": primal,
         "dual_objective": dual,
         "gap": dual - primal,
-        "lp": lp,
-        "x": result.x,
     }
+
+
+def feasible_accepted_value(p, law: DraftLaw, accepted: dict, exact: bool):
+    """A certified lower bound on ``alpha*`` from an accepted plan ``{(t, y): mass}``: the
+    plan is scaled down row by row to ``sum_y <= Q(t)``, then column by column to
+    ``sum_t <= p(y)``, which makes it a feasible flow of the max-flow network (docs/theory.md),
+    and its total is returned. For an exact plan that is already feasible it is the plan's value."""
+    if not accepted:
+        return Fraction(0) if exact else 0.0
+    keys = np.array(list(accepted), dtype=np.int64).reshape(-1, 2)
+    mass = np.array(list(accepted.values()), dtype=object if exact else np.float64)
+    if not exact:
+        mass = np.maximum(mass, 0.0)
+    Q = law_probs(law, exact)
+    for axis, limit in ((0, Q), (1, p)):
+        totals = np.zeros(len(limit), dtype=mass.dtype) if not exact else np.array([Fraction(0)] * len(limit), dtype=object)
+        np.add.at(totals, keys[:, axis], mass)
+        over = totals > limit
+        if over.any():
+            scale = np.ones(len(limit), dtype=mass.dtype) if not exact else np.array([Fraction(1)] * len(limit), dtype=object)
+            scale[over] = limit[over] / totals[over]
+            mass = mass * scale[keys[:, axis]]
+    return mass.sum()
+
+
+def lp_solution(p, law: DraftLaw, method: str, lp: LinearProgram, result: LPResult, accepted: dict,
+                exact: bool, details: dict) -> OTMSolution:
+    """The :class:`OTMSolution` of an LP formulation: its value (the primal objective), its
+    checked duals, and a verified gap that does not trust the solver: ``cut_value -
+    lower`` with ``lower`` the value of the plan made exactly feasible
+    (:func:`feasible_accepted_value`) and ``cut_value`` the exact min cut of the same law
+    (:func:`otm.formulations.max_flow.solve_max_flow`) evaluated on the instance."""
+    from .max_flow import solve_max_flow
+
+    duals = lp_certificate(lp, result)
+    cut = solve_max_flow(p, law)
+    lower = feasible_accepted_value(p, law, accepted, exact)
+    value = duals["primal_objective"]
+    gap = cut.cut_value - lower if exact else max(float(cut.cut_value) - float(lower), 0.0)
+    return OTMSolution(value=value, method=method, exact=exact, cut=cut.cut, cut_value=cut.cut_value,
+                       all_in=cut.all_in, verified_gap=gap, plan=accepted, duals=duals,
+                       details=dict(details, feasible_plan_value=lower, lp=lp, x=result.x))

@@ -1,9 +1,13 @@
-"""The closed-form optimum: which instances it covers, and the entry point for them.
+"""The optimum without enumerating the draft law: which closed form covers an instance.
 
-It covers k drafts from ONE draft distribution ``q``, i.i.d. or without replacement, via
-the prefix scan (:mod:`otm.formulations.prefix_scan`). It does not cover independent
-drafts with different laws (the ``q(H)^k`` structure and the knapsack argument fail),
-SpecHub's or greedy laws, or a user table: those go to the max-flow or an LP.
+- k drafts from ONE draft distribution ``q``, i.i.d. or without replacement: the prefix
+  scan (:mod:`otm.formulations.prefix_scan`; method ``"prefix_scan"``); without replacement
+  from fewer positive tokens than ``k``, :func:`exhausted_support_optimum`.
+- SpecHub's hub law and greedy drafts: the per-token bound, which their rules attain
+  (:mod:`otm.formulations.per_token_bound`; method ``"per_token_bound"``).
+
+Independent drafts with different laws and user tables have no closed form: they go to
+the max flow or an LP.
 """
 from __future__ import annotations
 
@@ -11,23 +15,34 @@ import numpy as np
 
 from ..draft_laws import greedy_order
 from ..errors import NotApplicableError
-from ..solution import OTMSolution
+from ..solution import OTMSolution, cut_solution
+from .per_token_bound import ATTAINED_FOR, solve_per_token_bound
 from .prefix_scan import PREFIX_SAMPLINGS, prefix_scan
 
 
-def closed_form_applies(q, sampling: str) -> bool:
-    """True for one draft vector ``q`` with ``sampling`` in ``("iid", "without_replacement")``."""
-    return sampling in PREFIX_SAMPLINGS and np.ndim(q) == 1
+def closed_form_method(q, sampling: str) -> str | None:
+    """``"prefix_scan"``, ``"per_token_bound"`` or ``None`` (no closed form) for one draft
+    distribution ``q`` (``[V]``) drawn with ``sampling``."""
+    if np.ndim(q) != 1:
+        return None
+    if sampling in PREFIX_SAMPLINGS:
+        return "prefix_scan"
+    if sampling in ATTAINED_FOR:
+        return "per_token_bound"
+    return None
 
 
 def solve_closed_form(p, q, k: int, sampling: str = "iid") -> OTMSolution:
-    """Exact optimum by the prefix scan; :class:`NotApplicableError` outside its cover."""
-    if not closed_form_applies(q, sampling):
+    """Exact optimum by the closed form that covers ``(q, sampling)``;
+    :class:`NotApplicableError` when none does."""
+    method = closed_form_method(q, sampling)
+    if method is None:
         raise NotApplicableError(
-            f"the closed form covers k drafts from one q, sampled in {PREFIX_SAMPLINGS}; "
-            f"got sampling={sampling!r} with q of shape {np.shape(q)} - use method='max_flow' "
-            "or an LP"
+            f"no closed form covers sampling={sampling!r} with q of shape {np.shape(q)}: the closed forms need one q "
+            f"and sampling in {PREFIX_SAMPLINGS + ATTAINED_FOR} - use method='max_flow' or an LP"
         )
+    if method == "per_token_bound":
+        return solve_per_token_bound(p, q, k, sampling)
     if sampling == "without_replacement" and k > int(np.count_nonzero(np.asarray(q) > 0)):
         return exhausted_support_optimum(p, q, k)
     return prefix_scan(p, q, k, sampling)
@@ -43,9 +58,9 @@ def exhausted_support_optimum(p, q, k: int) -> OTMSolution:
     """
     token_set = np.sort(greedy_order(q)[:k])
     value = p[token_set].sum()
-    return OTMSolution(
-        acceptance=value,
-        method="closed_form",
-        certificate={"H": token_set, "cut_value": value, "all_in": 1},
-        details={"sampling": "without_replacement", "exhausted_support": True},
-    )
+    exact = p.dtype == object
+    return cut_solution(value, "prefix_scan", token_set, value, 1 if exact else 1.0, exact,
+                        details={"sampling": "without_replacement", "exhausted_support": True})
+
+
+__all__ = ["closed_form_method", "exhausted_support_optimum", "solve_closed_form"]

@@ -1,6 +1,6 @@
 """The full OTM linear program over transport plans ``pi(x, y)``.
 
-SpecTr (seed 002) eq. (4), SpecHub (seed 000) eq. (1), in our letters (p = target):
+SpecTr (SpecTr (Sun et al. 2023)) eq. (4), SpecHub (SpecHub (Sun et al. 2024)) eq. (1), in our letters (p = target):
 
     maximise    sum_{x, y} pi(x, y) [y in S(x)]
     subject to  sum_y pi(x, y) = Q(x)   for every draft tuple x in the support of Q
@@ -15,11 +15,11 @@ import numpy as np
 
 from ..draft_laws import DraftLaw
 from ..solution import OTMSolution
-from ._lp import LPBuilder, law_probs, lp_certificate, solve_lp, target_for, zero
+from ._lp import LPBuilder, law_probs, lp_solution, solve_lp, target_for, zero
 
 
 def solve_full_lp(p, law: DraftLaw, backend: str = "highs") -> OTMSolution:
-    """Optimal acceptance of ``(p, Q)`` by the full transport LP (seed 002 eq. 4).
+    """Optimal acceptance of ``(p, Q)`` by the full transport LP (SpecTr (Sun et al. 2023), eq. 4).
 
     Variables ``pi(x, y)`` for every tuple ``x`` of ``law`` and every token ``y`` with
     ``p(y) > 0`` (the column constraint forces ``pi(x, y) = 0`` when ``p(y) = 0``, so
@@ -41,7 +41,7 @@ def solve_full_lp(p, law: DraftLaw, backend: str = "highs") -> OTMSolution:
     Returns:
         :class:`OTMSolution` with ``accepted = {(tuple_index, token): mass}``, the LP
         duals and gap in ``certificate``, and the full plan (``[n_tuples, V]``) in
-        ``details["plan"]``.
+        ``details["coupling"]``.
 
     >>> from otm.draft_laws import iid_law
     >>> round(float(solve_full_lp([0.5, 0.5], iid_law([1.0, 0.0], 1)).acceptance), 9)
@@ -63,7 +63,6 @@ def solve_full_lp(p, law: DraftLaw, backend: str = "highs") -> OTMSolution:
         builder.add(cols_side, index[:, j], [1] * n, p[y])
     lp = builder.build(membership[:, targets].ravel().astype(int))
     result = solve_lp(lp, backend)
-    certificate = lp_certificate(lp, result)
     plan = np.empty((n, V), dtype=object if exact else np.float64)
     plan[...] = zero(exact)
     values = result.x.reshape(n, len(targets))
@@ -73,10 +72,5 @@ def solve_full_lp(p, law: DraftLaw, backend: str = "highs") -> OTMSolution:
     accepted = {
         (int(t), int(y)): plan[t, y] for t, y in zip(*np.nonzero(membership)) if plan[t, y] > 0
     }
-    return OTMSolution(
-        acceptance=certificate["primal_objective"],
-        method="full_lp",
-        accepted=accepted,
-        certificate=certificate,
-        details={"plan": plan, "backend": result.backend, "relaxed_side": "tokens" if cols_side == "ub" else "tuples"},
-    )
+    return lp_solution(p, law, "full_lp", lp, result, accepted, exact,
+                       {"coupling": plan, "backend": result.backend, "relaxed_side": "tokens" if cols_side == "ub" else "tuples"})

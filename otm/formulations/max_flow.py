@@ -1,6 +1,6 @@
 """The OTM optimum as a maximum flow, certified by a minimum cut.
 
-SpecHub (seed 000) App. F for k = 2 drafts, generalised here to any k and any joint law
+SpecHub (SpecHub (Sun et al. 2024)) App. F for k = 2 drafts, generalised here to any k and any joint law
 ``Q`` (the argument does not use either). The network:
 
     source -> tuple x        capacity Q(x)       (every x in the support of Q)
@@ -15,17 +15,17 @@ source side has all of ``S(x)`` in ``H`` (otherwise an unbounded edge crosses), 
 costs at least ``p(H) + sum_{x : S(x) not in H} Q(x) = p(H) + 1 - Q(all drafts in H)``,
 with equality when every tuple with ``S(x) in H`` is on the source side. Hence
 
-    alpha*(p, Q) = min_H  p(H) + 1 - Q(all drafts in H)            (DESIGN.md)
+    alpha*(p, Q) = min_H  p(H) + 1 - Q(all drafts in H)            (docs/theory.md)
 
-and ``certificate["cut_tokens"]`` (the token nodes on the source side of the cut the
-flow algorithm returns) attains the minimum.
+and ``OTMSolution.cut`` (the token nodes on the source side of the cut the flow
+algorithm returns) attains the minimum.
 
 Float instances are solved in exact integer arithmetic: each capacity is rounded *down*
 to a multiple of ``2**-FLOW_SCALE_BITS``. networkx's algorithms on raw float capacities
 leave residuals like 1e-17 that should be 0, and then certify nothing (cut != flow by
 ~1e-7) or crash; on integers they are exact. Rounding down keeps the flow feasible for
 the float instance (a lower bound on ``alpha*``) and the cut ``H`` evaluated on the float
-instance is an upper bound; ``certificate["gap"]`` is their difference, at most
+instance is an upper bound; ``verified_gap`` is their difference, at most
 ``(number of tuples + V) * 2**-FLOW_SCALE_BITS``.
 """
 from __future__ import annotations
@@ -36,7 +36,7 @@ import numpy as np
 from solvers.max_flow import max_flow
 
 from ..draft_laws import DraftLaw
-from ..solution import OTMSolution
+from ..solution import OTMSolution, cut_solution
 from ._lp import distinct_positions, law_probs, target_for
 
 SOURCE, SINK = "source", "sink"
@@ -68,18 +68,18 @@ def flow_network(p, law: DraftLaw) -> nx.DiGraph:
 
 
 def solve_max_flow(p, law: DraftLaw, flow_func=None) -> OTMSolution:
-    """Optimal acceptance as a max flow (seed 000 App. F, any k and any ``Q``).
+    """Optimal acceptance as a max flow (SpecHub (Sun et al. 2024), App. F, any k and any ``Q``).
 
     Args:
         p: ``[V]`` target; law: the joint draft law ``Q``.
         flow_func: a networkx flow algorithm (default: :func:`solvers.max_flow`'s).
 
     Returns:
-        :class:`OTMSolution` with ``accepted`` = the flow on tuple -> token edges and
-        ``certificate = {"cut_tokens": H, "cut_value", "flow_value", "gap"}`` where ``H``
-        is a sorted ``[|H|]`` int array and ``cut_value = min_cut_value(p, law, H)``; the
-        gap is 0 for exact (Fraction) inputs and at most ``(tuples + V) 2**-FLOW_SCALE_BITS``
-        for floats (see the module docstring).
+        :class:`OTMSolution` with ``value`` = the flow value, ``plan`` = the flow on tuple ->
+        token edges, ``cut`` = the sorted token set ``H`` of the min cut, ``cut_value =
+        min_cut_value(p, law, H)`` and ``verified_gap = cut_value - value``: 0 for exact
+        (Fraction) inputs, at most ``(tuples + V) 2**-FLOW_SCALE_BITS`` for floats (module
+        docstring).
 
     >>> from otm.draft_laws import iid_law
     >>> float(solve_max_flow([0.5, 0.5], iid_law([1.0, 0.0], 2)).acceptance)
@@ -97,18 +97,9 @@ def solve_max_flow(p, law: DraftLaw, flow_func=None) -> OTMSolution:
                           dtype=np.int64)
     flow_value = result.value * scale
     cut_value = min_cut_value(p, law, cut_tokens)
-    return OTMSolution(
-        acceptance=flow_value,
-        method="max_flow",
-        accepted=accepted,
-        certificate={
-            "cut_tokens": cut_tokens,
-            "cut_value": cut_value,
-            "flow_value": flow_value,
-            "gap": cut_value - flow_value,
-        },
-        details={"algorithm": result.algorithm},
-    )
+    all_in = law.all_in_probability(cut_tokens)
+    return cut_solution(flow_value, "max_flow", cut_tokens, cut_value, all_in, exact, plan=accepted,
+                        details={"algorithm": result.algorithm})
 
 
 def min_cut_value(p, law: DraftLaw, token_set):

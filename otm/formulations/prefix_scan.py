@@ -1,6 +1,6 @@
 """Exact OTM optimum for i.i.d. drafts and drafts without replacement: one sort, one scan.
 
-Min-cut form (DESIGN.md "Max-flow / min-cut"; seed 000 App. F):
+Min-cut form (docs/theory.md "Max-flow / min-cut"; SpecHub (Sun et al. 2024), App. F):
 
     alpha*(p, Q) = min over token sets H of  f(H) = p(H) + 1 - Q(all drafts in H).
 
@@ -74,8 +74,8 @@ import numpy as np
 from ..distributions import as_distribution_pair, check_draft_count
 from ..draft_laws import without_replacement_law
 from ..errors import InvalidDraftCountError, ShapeMismatchError, UnknownNameError
-from ..exact import as_exact_distribution
-from ..solution import OTMSolution
+from ..distributions import as_exact_distribution
+from ..solution import OTMSolution, cut_solution
 from .wor_all_in import outside_bounds, outside_prefixes
 
 #: Sampling schemes the prefix scan covers.
@@ -110,14 +110,14 @@ def prefix_scan(p, q, k: int, sampling: str = "iid") -> OTMSolution:
         sampling: ``"iid"`` or ``"without_replacement"``.
 
     Returns:
-        :class:`OTMSolution` with ``method="closed_form"`` and certificate
-        ``{"H": token ids of the optimal prefix (in scan order), "cut_value": f(H), "all_in": Q(all in H),
-        "prefix_length": m}``; ``acceptance == cut_value``. Without replacement in float,
-        ``details`` holds the quadrature's error estimates.
+        :class:`OTMSolution` with ``method="prefix_scan"``, ``cut`` = the optimal prefix
+        ``H`` (token ids in scan order), ``cut_value = value = f(H)``, ``all_in = Q(all in H)``
+        and ``details["prefix_length"] = |H|``. Without replacement in float, ``details``
+        holds the quadrature's error estimates.
 
-    >>> prefix_scan([0.5, 0.5], [0.5, 0.5], 2).acceptance
+    >>> prefix_scan([0.5, 0.5], [0.5, 0.5], 2).value
     1.0
-    >>> round(prefix_scan([1.0, 0.0], [0.5, 0.5], 2).acceptance, 12)  # 1 - (1/2)^2
+    >>> round(prefix_scan([1.0, 0.0], [0.5, 0.5], 2).value, 12)  # 1 - (1/2)^2
     0.75
     """
     if sampling not in PREFIX_SAMPLINGS:
@@ -149,40 +149,45 @@ def prefix_scan(p, q, k: int, sampling: str = "iid") -> OTMSolution:
         gap, outside = _wor_cut_gaps(p_sorted, p_elsewhere, q_sorted / q_sorted.sum(), k, details)
         m = int(np.argmin(gap))
         cut = 1.0 + gap
-    as_number = (lambda v: v) if exact else float
-    return OTMSolution(
-        acceptance=as_number(cut[m]),
-        method="closed_form",
-        certificate={
-            "H": order[:m],
-            "cut_value": as_number(cut[m]),
-            "all_in": as_number(1 - outside[m]),
-            "prefix_length": m,
-        },
-        details=details,
-    )
+    details["prefix_length"] = m
+    return cut_solution(cut[m], "prefix_scan", order[:m], cut[m], 1 - outside[m], exact=exact, details=details)
 
 
 def _iid_float_scan(p, q, k: int) -> OTMSolution:
-    """The i.i.d. scan in float: one unstable ``argsort`` (ties do not matter, module
-    docstring) and a few O(V) passes. Every prefix of the order is a valid cut (tokens with
-    ``q = 0``, ratio ``inf`` or ``nan``, sort last and only add ``p``), so all ``V + 1``
-    are scanned and the least is the optimum.
+    """The i.i.d. scan in float for one ``k`` (:func:`iid_tail_sums`, then one argmax)."""
+    order, outside_p, work = iid_tail_sums(p, q)
+    j, gap = _best_tail(outside_p, work, k)
+    m = q.size - 1 - j if j is not None else q.size
+    outside = min(float(q[order[m:]].sum()), 1.0) if j is not None else 0.0
+    return cut_solution(1.0 + gap, "prefix_scan", order[:m], 1.0 + gap, (1.0 - outside) ** k, exact=False,
+                        details={"order": order, "scanned_prefixes": q.size + 1, "prefix_length": m})
 
-    The cut is formed from the tail (the tokens outside ``H``) as
-    ``f(H) - 1 = (1 - (1 - c)^k) - p(outside)``, with ``c`` and ``p(outside)`` summed from
-    the end and ``1 - (1 - c)^k = -expm1(k log1p(-c))``: no cancellation, and ties with
-    ``alpha*`` close to 1 are resolved to ~1e-16. Work arrays are reused in place: on the
-    shared VM (measured) each freshly touched V-sized array costs about a millisecond of
-    page faults, as much as the arithmetic."""
+
+def iid_tail_sums(p, q) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(order, outside_p, outside_q)`` for the float i.i.d. scan: ``order`` sorts the
+    tokens by ``p/q`` (one unstable ``argsort``: ties do not matter, module docstring;
+    ``q = 0`` gives ``inf`` or ``nan``, both sorted last), and entry ``j`` of the two
+    ``[V]`` arrays is the target / draft mass outside the prefix ``H_{V-1-j}`` (summed
+    from the end: no cancellation when it is tiny). Every prefix is a valid cut, so all
+    ``V + 1`` are scanned. Work arrays are reused in place: on a shared VM each freshly
+    touched V-sized array costs about a millisecond of page faults (measured)."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        outside_p = p / q  # [V] the ratios; q = 0: inf or nan, both sort last
+        outside_p = p / q  # [V] the ratios
     order = np.argsort(outside_p)
     backwards = order[::-1]
-    np.take(p, backwards, out=outside_p)  # [V] entry j: token V-1-j of the order
-    work = q[backwards]
-    np.cumsum(outside_p, out=outside_p)  # entry j: p outside H_{V-1-j}
-    np.cumsum(work, out=work)  # entry j: c, the q mass outside H_{V-1-j}
+    np.take(p, backwards, out=outside_p)
+    outside_q = q[backwards]
+    np.cumsum(outside_p, out=outside_p)
+    np.cumsum(outside_q, out=outside_q)
+    return order, outside_p, outside_q
+
+
+def _best_tail(outside_p: np.ndarray, outside_q: np.ndarray, k: int, in_place: bool = True) -> tuple[int | None, float]:
+    """``(j, f(H) - 1)`` at the best prefix ``H = H_{V-1-j}`` for ``k`` drafts (``j = None``:
+    ``H`` = every token, ``f = 1``). ``f(H) - 1 = (1 - (1 - c)^k) - p(outside)`` with
+    ``1 - (1 - c)^k = -expm1(k log1p(-c))``: ties with ``alpha*`` close to 1 are resolved to
+    ~1e-16. ``in_place`` overwrites ``outside_q``."""
+    work = outside_q if in_place else outside_q.copy()
     np.negative(work, out=work)
     np.maximum(work, -1.0, out=work)
     with np.errstate(divide="ignore"):  # c = 1: log1p(-1) = -inf, (1 - c)^k = 0
@@ -191,22 +196,22 @@ def _iid_float_scan(p, q, k: int) -> OTMSolution:
     np.expm1(work, out=work)  # (1 - c)^k - 1
     work += outside_p  # = 1 - f(H_{V-1-j})
     j = int(np.argmax(work))
-    if work[j] <= 0.0:  # H = everything: f = 1 (gap exactly 0)
-        m, gap, outside = q.size, 0.0, 0.0
-    else:
-        m, gap = q.size - 1 - j, -float(work[j])
-        outside = min(float(q[order[m:]].sum()), 1.0)
-    return OTMSolution(
-        acceptance=1.0 + gap,
-        method="closed_form",
-        certificate={
-            "H": order[:m],
-            "cut_value": 1.0 + gap,
-            "all_in": (1.0 - outside) ** k,
-            "prefix_length": m,
-        },
-        details={"order": order, "scanned_prefixes": q.size + 1},
-    )
+    if work[j] <= 0.0:
+        return None, 0.0
+    return j, -float(work[j])
+
+
+def iid_optimum_for_ks(p, q, ks) -> np.ndarray:  # [len(ks)]
+    """``alpha*`` for ``k`` i.i.d. drafts from ``q`` against ``p`` for every ``k`` in ``ks``,
+    from one sort (the order does not depend on ``k``): what a per-position table needs.
+
+    >>> iid_optimum_for_ks([1.0, 0.0], [0.5, 0.5], [1, 2]).round(12).tolist()
+    [0.5, 0.75]
+    """
+    p, q = as_distribution_pair(p, q)
+    ks = [check_draft_count(k) for k in ks]
+    _, outside_p, outside_q = iid_tail_sums(p, q)
+    return np.array([1.0 + _best_tail(outside_p, outside_q, k, in_place=False)[1] for k in ks])
 
 
 def _pair(p, q):

@@ -1,6 +1,6 @@
 """SpecHub's simplified OTM LP over the accepted entries only, and the plan reconstruction.
 
-SpecHub (seed 000) §3.2, Theorem 1, in our letters (p = target): only the entries
+SpecHub (SpecHub (Sun et al. 2024)) §3.2, Theorem 1, in our letters (p = target): only the entries
 ``pi(x, y)`` with ``y in S(x)`` enter the objective, so the LP can keep just those,
 
     maximise    sum_x sum_{y in S(x)} pi(x, y)
@@ -12,7 +12,7 @@ SpecHub (seed 000) §3.2, Theorem 1, in our letters (p = target): only the entri
 the full LP's. The proof completes any feasible ``pi`` to a transport plan by matching
 the leftover masses ``r(x) = Q(x) - sum_y pi(x, y)`` and ``c(y) = p(y) - sum_x pi(x, y)``
 (equal totals), e.g. with the product ``r(x) c(y) / sum c`` (the reconstruction after
-Thm 1; the seed's text leaves the choice open, the product is ours). Completion only adds
+Thm 1; the paper's text leaves the choice open, the product is ours). Completion only adds
 non-negative mass, so the plan accepts at least as much; at an optimum it accepts exactly
 as much (a product entry on some ``y in S(x)`` could otherwise be moved into the LP).
 """
@@ -23,11 +23,11 @@ import numpy as np
 from ..draft_laws import DraftLaw
 from ..solution import OTMSolution
 from ..tolerances import FEASIBILITY_TOLERANCE
-from ._lp import LPBuilder, distinct_positions, law_probs, lp_certificate, solve_lp, target_for, zero
+from ._lp import LPBuilder, distinct_positions, law_probs, lp_solution, solve_lp, target_for, zero
 
 
 def solve_simplified_lp(p, law: DraftLaw, backend: str = "highs") -> OTMSolution:
-    """Optimal acceptance by SpecHub's simplified LP (seed 000 §3.2, Theorem 1).
+    """Optimal acceptance by SpecHub's simplified LP (SpecHub (Sun et al. 2024), §3.2, Theorem 1).
 
     Always feasible (``pi = 0``), and with ``<=`` on both marginals it is immune to the
     float mismatch between ``sum p`` and ``sum Q``.
@@ -54,16 +54,9 @@ def solve_simplified_lp(p, law: DraftLaw, backend: str = "highs") -> OTMSolution
             builder.add("ub", cols, [1] * len(cols), p[y])
     lp = builder.build([1] * len(rows))
     result = solve_lp(lp, backend)
-    certificate = lp_certificate(lp, result)
     values = result.x if exact else np.maximum(result.x, 0.0)
     accepted = {(int(t), int(y)): v for t, y, v in zip(rows, tokens, values) if v > 0}
-    return OTMSolution(
-        acceptance=certificate["primal_objective"],
-        method="simplified_lp",
-        accepted=accepted,
-        certificate=certificate,
-        details={"backend": result.backend},
-    )
+    return lp_solution(p, law, "simplified_lp", lp, result, accepted, exact, {"backend": result.backend})
 
 
 def reconstruct_coupling(p, law: DraftLaw, accepted: dict) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""SpecTr's upper bound (seed 002 Thm 1) and its closed forms (seed 002 App. B.2).
+"""SpecTr's upper bound (SpecTr (Sun et al. 2023), Thm 1) and its closed forms (SpecTr (Sun et al. 2023), App. B.2).
 
 SpecTr writes p for the draft and q for the target; everything here is translated to
 our letters (p target, q draft, k i.i.d. drafts).
@@ -9,7 +9,7 @@ Thm 1 (App. B.3), our letters: for every token set ``Omega_0``,
               + sum_{x in V^k} min(Q(x), p(S(x) \\ Omega_0)).
 
 ``Omega_0 = V`` gives the per-token bound ``sum_y min(p(y), P(y in S(X)))``
-(DESIGN.md), O(V).
+(docs/theory.md), O(V).
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from ..errors import InvalidDistributionError, InvalidDraftCountError, UnknownNa
 
 
 def spectr_upper_bound(p, q, k: int, kept=None) -> float:
-    """Seed 002 Thm 1 for the token set ``kept`` (``Omega_0``); default: every token,
+    """SpecTr (Sun et al. 2023), Thm 1 for the token set ``kept`` (``Omega_0``); default: every token,
     which is the O(V) per-token bound ``sum_y min(p(y), 1 - (1 - q(y))^k)``.
 
     A smaller ``kept`` enumerates the ``V^k`` i.i.d. tuples (small vocabularies only).
@@ -51,7 +51,7 @@ def spectr_upper_bound(p, q, k: int, kept=None) -> float:
 
 def bernoulli_optimum(target_one: float, draft_one: float, k: int) -> float:
     """Optimal acceptance for ``p = Ber(target_one)``, ``q = Ber(draft_one)`` and k i.i.d.
-    drafts (seed 002 App. B.2, Figures 2-3; letters swapped):
+    drafts (SpecTr (Sun et al. 2023), App. B.2, Figures 2-3; letters swapped):
 
         alpha* = min(a, 1 - (1 - b)^k) + min(1 - a, 1 - b^k),   a = p(1), b = q(1).
 
@@ -74,7 +74,7 @@ def uniform_optimum(target_size: int, draft_size: int, k: int, sampling: str = "
     """Optimal acceptance for ``p = U(target_size)``, ``q = U(draft_size)``, both uniform on
     the FIRST tokens of the vocabulary (nested supports), exact.
 
-    Seed 002 App. B.2, Figure 1 (their ``q = U(d/r)`` target, ``p = U(d)`` draft, letters
+    SpecTr (Sun et al. 2023), App. B.2, Figure 1 (their ``q = U(d/r)`` target, ``p = U(d)`` draft, letters
     swapped): ``alpha* = 1 - (1 - m/n)^k`` for ``m = target_size <= n = draft_size``.
     Derived here as well: without replacement ``1 - C(n - m, k) / C(n, k)``; and for
     ``m > n`` (target wider than the draft) ``alpha* = n / m`` for both schemes (the min

@@ -1,101 +1,83 @@
-"""Every selection rule's exact law, and the rule registry.
+"""Every selection rule's exact law.
 
 A rule maps ``k`` drafts ``X ~ Q`` to one output token ``Y``. Each rule module exposes
 ``exact_law(p, q, k, ...) -> RuleLaw`` (:class:`otm.rules.base.RuleLaw`): the membership
-acceptance ``P(Y in S(X))`` (DESIGN.md), the exact law of ``Y``, the joint draft law ``Q``,
-and ``details``. The rules of this package always report ``method`` and
-``draft_accepted`` (the probability that a draft was accepted; it can be below the
-membership acceptance, e.g. for k-SEQ above ``g*``), and enumerated laws also carry
-``coupling`` (``[n, V]``, rows in ``draft_law.tuples`` order) and ``accepted_per_token``
-(``[V]``, ``P(Y = y, y in S(X))``). The importance-sampling rules document their own
-``details``.
+acceptance ``P(Y in S(X))``, the exact law of ``Y``, the joint draft law ``Q`` and
+``details``. Every rule reports ``details["method"]`` and ``details["draft_accepted"]``
+(the probability that a draft was accepted; it can be below the membership acceptance,
+e.g. for k-SEQ); enumerated laws also carry ``coupling`` (``[n, V]``, rows in
+``draft_law.tuples`` order) and ``accepted_per_token`` (``[V]``, ``P(Y = y, y in S(X))``).
 
-Laws are exact: computed by enumerating the draft law and the rule's accept/residual path
+Laws are exact: by enumerating the draft law and the rule's accept/residual path
 (:mod:`otm.rules.enumeration`) on small instances, or from a closed form where one exists
-(``method="closed_form"``; ``"auto"`` picks enumeration up to
+(``method="closed_form"``; ``"auto"`` enumerates up to
 :data:`otm.rules.enumeration.AUTO_ENUMERATION_LIMIT` draft tuples). Exact Fraction inputs
-(numpy object arrays) give exact rational laws.
+give exact rational laws; float inputs give floats.
 
-========================  ==========================================  =====================
-name                      rule                                        drafts
-========================  ==========================================  =====================
-``single``                Leviathan, seed 003 Alg. 1                  k = 1
-``rrs``                   recursive rejection sampling, seed 000 A1   k i.i.d. from q
-``rrs_wor``               RRS without replacement, seed 000 Alg. 1    k distinct from q
-``specinfer``             RRS with draft i from q_i (seed 001 R. 1)   q or [k, V] list
-``kseq``                  SpecTr k-SEQ, seed 002 Alg. 2               k i.i.d. from q
-``spechub``               SpecHub, seed 000 Alg. 3                    hub law, k = 2
-``is_optimal``            importance sampling, LP weights, seed 001   k i.i.d. from q
-``is_truncated``          truncated importance sampling, seed 001 §4  k i.i.d. from q
-``greedy``                optimal verifier for greedy drafts          top k-1 + 1 sampled
-``ensemble_weighted``     Speculative Ensemble, seed 004 eq. (4)      k = 1; output law r
-``ensemble_contrastive``  Speculative Ensemble, seed 004 eq. (5)      k = 1; output law r
-========================  ==========================================  =====================
-
-Every rule but the two ensembles is lossless (output law ``p``). The ensembles verify
-against ``r = E(q, p)`` and output ``r`` (seed 004 §3.2).
+The rules, their papers, draft laws and closed forms are listed once, in
+:data:`otm.rules.registry.RULE_SPECS` (docs/theory.md has the table).
 """
 from __future__ import annotations
 
+import functools
 import importlib
+import inspect
+from fractions import Fraction
 
 import numpy as np
 
-from ..errors import NotApplicableError, UnknownNameError
+from ..distributions import normalisation_note
+from ..errors import UnknownNameError
 from .base import RuleLaw
-
-#: name -> (module under otm.rules, function); modules are imported on first use.
-_REGISTRY = {
-    "single": ("single", "exact_law"),
-    "rrs": ("rrs", "exact_law"),
-    "rrs_wor": ("rrs_without_replacement", "exact_law"),
-    "specinfer": ("specinfer", "exact_law"),
-    "kseq": ("kseq", "exact_law"),
-    "spechub": ("spechub", "exact_law"),
-    "is_optimal": ("importance_sampling", "exact_law"),
-    "is_truncated": ("importance_sampling_truncated", "exact_law"),
-    "greedy": ("greedy", "exact_law"),
-    "ensemble_weighted": ("ensemble", "exact_law_weighted"),
-    "ensemble_contrastive": ("ensemble", "exact_law_contrastive"),
-}
-
-#: Every rule name accepted by :func:`rule_law`.
-RULES = tuple(_REGISTRY)
+from .registry import ALIASES, RULE_SPECS, RULES, RuleSpec, estimated_seconds, rule_spec, rule_specs
 
 #: Rules whose output law is not ``p`` (they verify against an ensemble ``r``).
-ENSEMBLE_RULES = ("ensemble_weighted", "ensemble_contrastive")
+ENSEMBLE_RULES = tuple(spec.name for spec in rule_specs(lossless=False))
 
 
 def rule_function(rule: str):
-    """The ``exact_law`` function of ``rule``; :class:`UnknownNameError` for an unknown
-    name, :class:`NotApplicableError` when the rule's module is not installed."""
-    if rule not in _REGISTRY:
-        raise UnknownNameError(f"unknown rule {rule!r}; choose one of {', '.join(RULES)}")
-    module_name, function = _REGISTRY[rule]
-    try:
-        module = importlib.import_module(f"{__name__}.{module_name}")
-    except ModuleNotFoundError as exc:
-        if exc.name != f"{__name__}.{module_name}":
-            raise
-        raise NotApplicableError(f"rule {rule!r} is unavailable: module otm.rules.{module_name} is missing") from None
-    return getattr(module, function)
+    """The exact-law function of ``rule`` (:class:`otm.errors.UnknownNameError` for an
+    unknown name)."""
+    spec = rule_spec(rule)
+    return getattr(importlib.import_module(f"{__name__}.{spec.module}"), spec.law_function)
 
 
 def rule_law(rule: str, p, q, k: int, **params) -> RuleLaw:
     """The exact law of ``rule`` on target ``p`` (``[V]``), draft ``q`` (``[V]``, or
     ``[k, V]`` for ``"specinfer"``) and ``k`` drafts; ``params`` go to the rule
-    (``method=``, ``g=`` for ``"kseq"``, ``lam=`` / ``mu=`` for the ensembles, ...).
+    (``method=``, ``g=`` for ``"kseq"``, ``lam=`` / ``mu=`` for the ensembles, ...; an
+    unknown one raises :class:`UnknownNameError` listing the accepted ones). For float
+    inputs ``details["inputs"]`` says how each input was renormalised
+    (:func:`otm.distributions.normalisation_note`).
 
     >>> law = rule_law("rrs", [0.5, 0.5], [1.0, 0.0], 2)
     >>> float(law.acceptance), law.output_distribution.tolist()
     (0.5, [0.5, 0.5])
     """
-    return rule_function(rule)(p, q, k, **params)
+    function = rule_function(rule)
+    accepted = _parameters(function)
+    unknown = sorted(set(params) - accepted)
+    if unknown:
+        raise UnknownNameError(f"rule {rule!r} has no parameter {', '.join(map(repr, unknown))}; it accepts "
+                               f"{', '.join(sorted(accepted)) or 'no parameters'}")
+    law = function(p, q, k, **params)
+    if not isinstance(law.acceptance, Fraction):
+        law.details["inputs"] = {"p": normalisation_note(p, "p (target)")}
+        if np.ndim(q) == 1:
+            law.details["inputs"]["q"] = normalisation_note(q, "q (draft)")
+    return law
+
+
+@functools.lru_cache(maxsize=None)
+def _parameters(function) -> frozenset:
+    """The keyword parameters of an exact-law function (after ``p, q, k``)."""
+    names = list(inspect.signature(function).parameters)
+    return frozenset(names[3:])
 
 
 def rule_acceptance(rule: str, p, q, k: int, **params):
-    """Exact membership acceptance ``P(Y in S(X))`` of ``rule`` (a float; a Fraction for
-    exact inputs)."""
+    """Exact membership acceptance ``P(Y in S(X))`` of ``rule``: a Fraction for exact
+    inputs, a float otherwise."""
     return rule_law(rule, p, q, k, **params).acceptance
 
 
@@ -106,11 +88,17 @@ def rule_output_distribution(rule: str, p, q, k: int, **params) -> np.ndarray:
 
 
 __all__ = [
+    "ALIASES",
     "ENSEMBLE_RULES",
     "RULES",
+    "RULE_SPECS",
     "RuleLaw",
+    "RuleSpec",
+    "estimated_seconds",
     "rule_acceptance",
     "rule_function",
     "rule_law",
     "rule_output_distribution",
+    "rule_spec",
+    "rule_specs",
 ]

@@ -13,9 +13,9 @@ class RuleLaw:
     """The exact law of one selection rule on one instance.
 
     Attributes:
-        acceptance: ``P(Y in S(X))``, membership acceptance (DESIGN.md).
+        acceptance: ``P(Y in S(X))``, membership acceptance (docs/theory.md).
         output_distribution: ``[V]`` law of the output token ``Y`` (equals ``p`` for a
-            lossless rule, the ensemble law for seed 004's rules).
+            lossless rule, the ensemble law for Fu et al.'s rules).
         draft_law: the joint draft law ``Q`` the rule uses (``None`` when it is not
             enumerable, e.g. closed-form paths at large V).
         details: rule-specific extras (``g*`` for k-SEQ, per-draft acceptances, ...).

@@ -5,12 +5,12 @@ Every rule in :mod:`otm.rules` is a Markov kernel ``K(y | x)`` from a draft tupl
 :class:`otm.draft_laws.DraftLaw`), the coupling is ``pi(x, y) = Q(x) K(y | x)`` and
 
 - the output law is ``sum_x pi(x, .)`` (``p`` for a lossless rule);
-- the membership acceptance (DESIGN.md) is ``sum_x sum_{y in S(x)} pi(x, y)``;
+- the membership acceptance (docs/theory.md) is ``sum_x sum_{y in S(x)} pi(x, y)``;
 - the "a draft was accepted" probability is ``sum_x Q(x) P(some x_i accepted | x)``.
   It can be smaller than the membership acceptance: a residual sample that happens to
-  equal a rejected draft token counts for membership (k-SEQ, seed 002 Alg. 2).
+  equal a rejected draft token counts for membership (k-SEQ, SpecTr (Sun et al. 2023), Alg. 2).
 
-Sequential rules (RRS, SpecInfer, RRSw, k-SEQ; seed 000 Alg. 1, seed 002 Alg. 2) visit the
+Sequential rules (RRS, SpecInfer, RRSw, k-SEQ; SpecHub (Sun et al. 2024), Alg. 1, SpecTr (Sun et al. 2023), Alg. 2) visit the
 drafts in order: draft ``i`` is accepted with a probability that depends only on
 ``x_1..x_i`` and the rule's state, and after ``k`` rejections the output is drawn from a
 final residual. :func:`sequential_kernel` turns such a description into ``K(. | x)``,
@@ -30,7 +30,7 @@ import numpy as np
 from ..distributions import as_distribution_pair, as_draft_distributions, check_draft_count, check_same_vocabulary
 from ..draft_laws import DraftLaw
 from ..errors import NotApplicableError, ShapeMismatchError, UnknownNameError
-from ..exact import as_exact_distribution
+from ..distributions import as_exact_distribution
 from .base import RuleLaw
 
 #: ``method=`` values accepted by every rule's ``exact_law``.
@@ -139,7 +139,7 @@ def positive_part(values: np.ndarray) -> np.ndarray:
 
 def residual(target: np.ndarray, draft: np.ndarray) -> np.ndarray:
     """``norm(max(target - draft, 0))``: the law to sample from after rejecting a draft
-    from ``draft`` verified against ``target`` (Leviathan Alg. 1, seed 003)."""
+    from ``draft`` verified against ``target`` (Leviathan Alg. 1, Leviathan et al. (2023))."""
     return normalise(positive_part(target - draft))
 
 

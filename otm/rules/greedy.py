@@ -16,7 +16,7 @@ at a rejected ``z`` (rejection needs ``p(z) < q_R(z)``), so
 
     acceptance = p(F) + sum_{y in R} min(p(y), q_R(y)) = sum_y min(p(y), P(y in S(X))),
 
-the per-token bound (DESIGN.md): no rule does better for this law, so the rule is
+the per-token bound (docs/theory.md): no rule does better for this law, so the rule is
 optimal (it equals the max-flow / min-cut optimum). Every output in ``S(X)`` is a draft
 token, so membership = "a draft was accepted". ``k = 1`` is the single-draft rule.
 """

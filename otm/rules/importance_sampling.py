@@ -1,5 +1,5 @@
-"""Rule ``"is_optimal"``: importance-weighted selection with LP-optimal weights, then
-single-draft speculative sampling (seed 001, Thm 1 and Fig. 1; Khisti et al.).
+"""Rule ``"importance_sampling"``: importance-weighted selection with LP-optimal weights, then
+single-draft speculative sampling (Khisti et al. (2025), Thm 1 and Fig. 1; Khisti et al.).
 
 ``k`` i.i.d. drafts from ``q``. The weights solve the canonical LP
 (:func:`otm.formulations.canonical_lp.solve_canonical_lp`), so the selected token ``Z``
@@ -13,11 +13,10 @@ import numpy as np
 from ..distributions import as_distribution_pair, check_draft_count
 from ..draft_laws import iid_law
 from ..errors import ShapeMismatchError
-from ..exact import as_exact_distribution
+from ..distributions import as_exact_distribution
 from ..formulations.canonical_lp import canonical_two_step_law, solve_canonical_lp
 from .base import RuleLaw
 
-NAME = "is_optimal"
 
 
 def target_and_draft(p, q) -> tuple[np.ndarray, np.ndarray]:

@@ -1,7 +1,7 @@
-"""Rule ``"is_truncated"``: seed 001's fast importance-weighted speculative sampling (§4):
+"""Rule ``"importance_sampling_truncated"``: Khisti et al.'s fast importance-weighted speculative sampling (§4):
 the truncated LP, the truncated alphabet, and the successive scheme for k > 2 (Remark 3).
 
-The seed's formulas (10)-(12), (195)-(202) were lost in extraction; this is our
+The paper's formulas (10)-(12), (195)-(202) were lost in extraction; this is our
 reconstruction from the prose, in our letters (p = target, q = draft).
 
 **Pair stage** (two independent inputs ``A ~ a``, ``B ~ b``; ``a = b = q`` for two i.i.d.
@@ -18,9 +18,9 @@ and inside ``Omega_2`` the lower rank wins). The free weights maximise
 ``sum_y min(p(y), P(y))`` (:func:`otm.formulations.canonical_lp.selection_weight_lp` with
 the fixed pairs as offset). The seed states the order only as "sorted in decreasing
 order"; we chose ``p - q`` because the fixed rule then favours the tokens that lack draft
-mass, which is what the seed's intuition for (10) describes.
+mass, which is what the paper's intuition for (10) describes.
 
-Guarantee (our derivation of the kind of bound the seed's eq. 12 states): with the
+Guarantee (our derivation of the kind of bound the paper's eq. 12 states): with the
 optimal unrestricted weights ``F*`` restricted to ``Omega_1``, every ``y in Omega_1`` gets
 ``P(y) >= P*(y)``, and ``P*(y) <= M(y) = 1 - (1 - a_y)(1 - b_y)`` (the membership
 probability), so
@@ -54,9 +54,8 @@ from ..formulations._lp import distinct_positions, solve_lp
 from ..formulations.canonical_lp import selection_weight_lp, two_step_law_from_selection, weights_from_masses
 from .base import RuleLaw
 
-NAME = "is_truncated"
 
-#: Defaults from seed 001 Table 1 (best token rate: LP truncation s = 5, alphabet 40).
+#: Defaults from Khisti et al. (2025), Table 1 (best token rate: LP truncation s = 5, alphabet 40).
 DEFAULT_TRUNCATION = 5
 DEFAULT_ALPHABET_SIZE = 40
 

@@ -1,10 +1,10 @@
 """Recursive rejection sampling (RRS) with k i.i.d. drafts (SpecInfer / SpecTr-style).
 
-Seed 000 Alg. 1 without the red lines: ``x_1..x_k`` i.i.d. from ``q``; with ``p_1 = p``,
+SpecHub (Sun et al. 2024), Alg. 1 without the red lines: ``x_1..x_k`` i.i.d. from ``q``; with ``p_1 = p``,
 draft ``x_i`` is accepted with ``min(1, p_i(x_i) / q(x_i))``, on rejection
 ``p_{i+1} = norm(max(p_i - q, 0))``, after ``k`` rejections ``Y ~ p_{k+1}``. It is
 :mod:`otm.rules.specinfer` with ``q_1 = ... = q_k = q``, so its acceptance is
-``1 - prod_i (1 - alpha_i)``, ``alpha_i = sum min(p_i, q)`` (DESIGN.md), and the
+``1 - prod_i (1 - alpha_i)``, ``alpha_i = sum min(p_i, q)`` (docs/theory.md), and the
 membership acceptance equals the "a draft was accepted" probability (see that module).
 """
 from __future__ import annotations

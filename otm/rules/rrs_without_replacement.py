@@ -1,4 +1,4 @@
-"""Recursive rejection sampling without replacement (RRSw; seed 000 Alg. 1 with the
+"""Recursive rejection sampling without replacement (RRSw; SpecHub (Sun et al. 2024), Alg. 1 with the
 red lines).
 
 The drafts ``x_1..x_k`` are distinct, drawn successively from ``q`` renormalised over the
@@ -11,13 +11,29 @@ and ``q_1 = q``, at step ``i``:
   law of the next draft given the earlier ones;
 - after ``k`` rejections ``Y ~ p_{k+1}``.
 
-Given the drafts so far, ``x_i ~ q_i``, so each step is Leviathan's rule (seed 003
-Alg. 1) verifying ``q_i`` against ``p_i`` and the output is ``p`` by induction. The
-residuals depend on the ordered path (``q_i`` on the set of earlier drafts, ``p_i`` on
-their order), so there is no product formula; the acceptance is computed exactly by
-enumerating the ordered draft tuples (``m!/(m-k)!`` of them, ``m`` = support of ``q``),
-and :class:`otm.errors.NotApplicableError` is raised above
-:data:`otm.rules.enumeration.MAX_RULE_ENUMERATION`.
+Given the drafts so far, ``x_i ~ q_i``, so each step is Leviathan's rule (Leviathan et
+al. 2023, Alg. 1) verifying ``q_i`` against ``p_i`` and the output is ``p`` by induction.
+The residuals depend on the ordered path (``q_i`` on the set of earlier drafts, ``p_i`` on
+their order), so there is no product formula for general ``k``: the acceptance is
+computed exactly by enumerating the ordered draft tuples (``m!/(m-k)!`` of them, ``m`` =
+support of ``q``), and :class:`otm.errors.NotApplicableError` is raised above
+:data:`otm.rules.enumeration.MAX_RULE_ENUMERATION`; :func:`monte_carlo_acceptance`
+estimates it at any size with a standard error.
+
+**Closed form for k = 2** (derived here; :func:`closed_form_acceptance_k2`, O(V log V)).
+The first draft ``x_1 ~ q`` is accepted with ``min(1, p/q)``: total ``alpha_1 = sum
+min(p, q)``. It is rejected with probability ``(q(x_1) - p(x_1))^+``; then ``p_2 =
+norm((p - q)^+)``, which does not depend on ``x_1``, and ``x_2 ~ q_2 = q / (1 - q(x_1))``
+off ``x_1`` is accepted with total ``sum_{x != x_1} min(p_2(x), c q(x))``, ``c = 1 / (1 -
+q(x_1))``. As ``p_2(x_1) = 0`` (a rejected ``x_1`` has ``q(x_1) > p(x_1)``) that sum is
+``f(c) = sum_x min(p_2(x), c q(x))``, so
+
+    alpha = alpha_1 + sum_{x_1} (q(x_1) - p(x_1))^+ f(1 / (1 - q(x_1))),
+
+and with the tokens sorted by ``p_2 / q``, ``f(c) = sum_{p_2/q <= c} p_2 + c sum_{p_2/q > c} q``
+is evaluated for every ``c`` at once from two prefix sums (float inputs); exact inputs
+sum it directly. ``q`` with fewer than two positive tokens exhausts its support at the
+second draft (below) and is enumerated (one tuple).
 
 Membership equals the "a draft was accepted" probability: ``x`` is rejected at step ``i``
 only if ``p_i(x) < q_i(x)``, which zeroes ``p_{i+1}(x)`` and every later residual.
@@ -55,13 +71,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..distributions import check_draft_count
-from ..draft_laws import without_replacement_law
+from ..distributions import as_distribution_pair, check_draft_count
+from ..draft_laws import sample_without_replacement, without_replacement_law
+from ..errors import InvalidDraftCountError, ShapeMismatchError
 from .base import RuleLaw
 from .enumeration import (
     accept_probability,
     count_without_replacement,
     enumerated_rule_law,
+    is_exact,
     normalise,
     one_hot,
     residual,
@@ -91,12 +109,101 @@ def kernel(p: np.ndarray, q: np.ndarray):
     return sequential_kernel(p, (p, q), step, lambda state: state[0])
 
 
+def closed_form_acceptance_k2(p: np.ndarray, q: np.ndarray):
+    """Exact acceptance of RRSw with ``k = 2`` (module docstring), for validated ``[V]``
+    ``p`` and ``q`` with at least two positive draft tokens (float or exact).
+
+    >>> round(float(closed_form_acceptance_k2(np.array([0.1, 0.6, 0.3]), np.array([0.5, 0.3, 0.2]))), 12)
+    0.94
+    """
+    alpha1 = np.minimum(p, q).sum()
+    excess = np.maximum(q - p, 0)
+    residual_mass = np.maximum(p - q, 0)
+    if residual_mass.sum() <= 0:  # p = q: the first draft is always accepted
+        return alpha1
+    p2 = residual_mass / residual_mass.sum()
+    rejected = np.flatnonzero(excess > 0)
+    if is_exact(p):
+        total = sum((excess[x] * np.minimum(p2, q / (1 - q[x])).sum() for x in rejected), start=alpha1)
+        return min(total, 1)
+    drafted = q > 0
+    ratio = p2[drafted] / q[drafted]
+    order = np.argsort(ratio)
+    ratio, p2_sorted, q_sorted = ratio[order], p2[drafted][order], q[drafted][order]
+    p2_below = np.concatenate([[0.0], np.cumsum(p2_sorted)])  # p_2 mass of the first j tokens
+    q_above = np.concatenate([np.cumsum(q_sorted[::-1])[::-1], [0.0]])  # q mass from token j on
+    c = 1.0 / (1.0 - q[rejected])
+    j = np.searchsorted(ratio, c, side="right")
+    return float(min(1.0, alpha1 + (excess[rejected] * (p2_below[j] + c * q_above[j])).sum()))
+
+
+def monte_carlo_acceptance(p, q, k_max: int, n_paths: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Rao-Blackwellised Monte Carlo estimate of RRSw's acceptance for ``k = 1..k_max`` at
+    any vocabulary size, with its standard error: ``(mean [k_max], standard_error [k_max])``.
+
+    The drafts are drawn before any verification, so with ``x`` the ordered path the
+    acceptance is ``1 - E_x[prod_{i <= k} (1 - a_i(x))]``, ``a_i(x) = min(1, p_i(x_i) /
+    q_i(x_i))``; given the path the product is exact (:func:`path_rejection_products`), so
+    only paths are sampled. The first factor's mean is known (``sum min(p, q)``), which
+    removes the first draw's variance:
+
+        estimate = sum min(p, q) + mean over paths of [(1 - a_1) - prod_{i <= k} (1 - a_i)],
+
+    unbiased, exact at ``k = 1`` (error 0). One set of ``k_max``-paths serves every ``k``
+    (a path's first ``j`` draws are a path of length ``j``); paths come from
+    :func:`otm.draft_laws.sample_without_replacement`.
+    """
+    if n_paths < 2:
+        raise InvalidDraftCountError(f"the Monte Carlo needs at least 2 paths for a standard error, got {n_paths}")
+    p, q = as_distribution_pair(p, q)
+    k_max = check_draft_count(k_max)
+    support = int(np.count_nonzero(q))
+    if k_max > support:
+        raise InvalidDraftCountError(f"q (draft) has only {support} tokens with positive probability; k={k_max} distinct drafts need k")
+    products = path_rejection_products(p, q, sample_without_replacement(q, k_max, n_paths, rng))
+    terms = products[:, :1] - products  # [n_paths, k_max]
+    mean = float(np.minimum(p, q).sum()) + terms.mean(axis=0)
+    return mean, terms.std(axis=0, ddof=1) / np.sqrt(n_paths)
+
+
+def path_rejection_products(p: np.ndarray, q: np.ndarray, paths: np.ndarray) -> np.ndarray:  # [n_paths, k]
+    """``prod_{i <= j} (1 - a_i(x))`` for every ordered path ``x`` (rows of ``paths``,
+    ``[n_paths, k]`` distinct tokens with ``q > 0``) and every prefix length ``j``: the
+    probability that RRSw rejects the first ``j`` drafts of the path."""
+    paths = np.asarray(paths, dtype=np.int64)
+    if paths.ndim != 2 or paths.shape[1] < 1:
+        raise ShapeMismatchError(f"paths must be [n_paths, k] token ids, got shape {paths.shape}")
+    n_paths, k = paths.shape
+    rows = np.arange(n_paths)
+    target = np.repeat(p[None, :], n_paths, axis=0)  # [n_paths, V] p_i per path
+    draft = np.repeat(q[None, :], n_paths, axis=0)  # [n_paths, V] q_i per path
+    rejected = np.ones(n_paths)
+    out = np.empty((n_paths, k))
+    for i in range(k):
+        x = paths[:, i]
+        qx, px = draft[rows, x], target[rows, x]
+        if (qx <= 0).any():
+            raise InvalidDraftCountError("a path repeats a token or uses a token with q = 0: it is not a draw without replacement")
+        rejected = rejected * (1.0 - np.minimum(1.0, px / qx))
+        out[:, i] = rejected
+        if i == k - 1:
+            break
+        residual_rows = np.maximum(target - draft, 0.0)
+        mass = residual_rows.sum(axis=1, keepdims=True)
+        # mass 0 means p_i = q_i: every draft is accepted, the rejection product is 0
+        target = np.divide(residual_rows, mass, out=np.zeros_like(residual_rows), where=mass > 0)
+        draft[rows, x] = 0.0
+        draft /= draft.sum(axis=1, keepdims=True)
+    return out
+
+
 def exact_law(p, q, k: int, *, method: str = "auto") -> RuleLaw:
     """Exact law of RRSw with ``k`` drafts without replacement from ``q`` (``[V]``).
 
-    Only ``method="enumeration"`` (or ``"auto"``) exists. ``k`` above the number of tokens
-    with ``q > 0`` uses the deterministic drafts of the module docstring; ``k > V`` raises
-    :class:`otm.errors.InvalidDraftCountError`.
+    ``method="closed_form"`` exists for ``k <= 2`` (the acceptance; the output law is
+    ``p`` by the theorem); ``"auto"`` uses it above the enumeration limit. ``k`` above the
+    number of tokens with ``q > 0`` uses the deterministic drafts of the module
+    docstring; ``k > V`` raises :class:`otm.errors.InvalidDraftCountError`.
 
     >>> law = exact_law([0.1, 0.6, 0.3], [0.5, 0.3, 0.2], 2)
     >>> round(float(law.acceptance), 6)
@@ -107,6 +214,11 @@ def exact_law(p, q, k: int, *, method: str = "auto") -> RuleLaw:
     """
     k = check_draft_count(k)
     p, q = validate_one_q(p, q, "rule 'rrs_wor' draws k distinct drafts from one q ([V] vector)")
-    n_tuples = count_without_replacement(q, k)
-    method = resolve_method(method, n_tuples, False, "rrs_wor")
+    if k > p.size:
+        raise InvalidDraftCountError(f"k={k} distinct drafts without replacement from a vocabulary of {p.size} tokens")
+    closed = k <= 2 and int(np.count_nonzero(q)) >= 2
+    method = resolve_method(method, count_without_replacement(q, k), closed, "rrs_wor")
+    if method == "closed_form":
+        acceptance = np.minimum(p, q).sum() if k == 1 else closed_form_acceptance_k2(p, q)
+        return RuleLaw(acceptance, p.copy(), None, {"method": method, "draft_accepted": acceptance})
     return enumerated_rule_law(p, without_replacement_law(q, k), kernel(p, q), {"method": method})

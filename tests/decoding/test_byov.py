@@ -1,18 +1,18 @@
-"""Bring your own verifier (decoding.byov): the toolkit's verifiers pass, two realistic
+"""Bring your own verifier (decoding.validation.own_verifier): the toolkit's verifiers pass, two realistic
 bugs are caught, at the stated false-alarm rate, by enumeration and by sampling."""
 import numpy as np
 import pytest
 import torch
 
-from decoding.byov import (
+from decoding.validation.own_verifier import (
     VerifierReport,
     example_unmasked_draft_probs_verifier,
     example_unnormalised_residual_verifier,
     validate_verifier,
     wilson_interval,
 )
-from decoding.stats import DEFAULT_ALPHA
-from decoding.validate import law_optimum
+from decoding.validation.stats import DEFAULT_ALPHA
+from decoding.validation.recordings import law_optimum
 from decoding.verifiers import get_verifier
 from otm.distributions import logits_to_probs
 from otm.errors import ShapeMismatchError, UnknownNameError

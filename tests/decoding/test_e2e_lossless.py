@@ -15,7 +15,7 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from decoding.loop import probs_from_logits, speculative_decode
+from decoding.runtime.loop import probs_from_logits, speculative_decode
 from decoding.models.tiny import build_tiny_pair
 from decoding.verifiers import get_verifier
 from decoding.verifiers.base import VerifierOutput, draw_uniforms, sample_iid, sample_weighted
@@ -88,7 +88,7 @@ def decode_law_pvalue(pair, rule, tree, temperature=1.0, top_p=1.0, seed=0, sing
         ("specinfer", "branching:3;2,1"),
         ("spechub", "binary:2"),
         ("greedy", "kary:3,2"),
-        pytest.param("is_truncated", "binary:2", marks=pytest.mark.slow),  # its verifier solves a small LP per row
+        pytest.param("importance_sampling_truncated", "binary:2", marks=pytest.mark.slow),  # its verifier solves a small LP per row
     ],
 )
 def test_first_tokens_follow_target_law(pair, rule, tree):

@@ -1,11 +1,11 @@
-"""Speculative Ensemble in real decoding (seed 004; issue 4, "Speculative ensemble").
+"""Speculative Ensemble in real decoding (Speculative Ensemble (Fu et al. 2025); issue 4, "Speculative ensemble").
 
 Oracle: the exact law of the first ``LENGTH`` generated tokens under autoregressive
 sampling from the ensemble ``r``, by enumerating all ``VOCAB^LENGTH`` sequences; ``r`` is
-computed in numpy float64 with :mod:`otm.rules.ensemble` and
-:func:`otm.distributions.logits_to_probs` (independently of :mod:`decoding.ensemble_laws`).
+computed in numpy float64 with :mod:`otm.rules.speculative_ensemble` and
+:func:`otm.distributions.logits_to_probs` (independently of :mod:`decoding.ensemble.verify`).
 Sample: the first ``LENGTH`` tokens of ``RUNS`` independent decodes (one batch, one seed).
-Test: Pearson chi-square (:func:`decoding.stats.chi_square_test`, cells with expected
+Test: Pearson chi-square (:func:`decoding.validation.stats.chi_square_test`, cells with expected
 count < 5 pooled) at false-alarm rate ``FALSE_ALARM`` per test: a correct decoder fails
 a given test with probability 1e-3 (seeds are fixed, so outcomes are deterministic).
 Deliberately broken decoders (a bonus token committed without verification; tokens
@@ -17,20 +17,20 @@ import numpy as np
 import pytest
 import torch
 
-from decoding.ensemble import ensemble_autoregressive_decode, speculative_ensemble_decode
-from decoding.ensemble_laws import (
+from decoding.ensemble.loop import ensemble_autoregressive_decode, speculative_ensemble_decode
+from decoding.ensemble.verify import (
     contrastive_ensemble_probs,
     make_ensemble,
     verify_against_ensemble,
     weighted_ensemble_probs,
 )
 from decoding.models.tiny import build_tiny_pair, tiny_causal_lm, tiny_config
-from decoding.stats import binomial_z_test, chi_square_test
+from decoding.validation.stats import binomial_z_test, chi_square_test
 from decoding.verifiers.base import VerifierOutput
 from otm.distributions import logits_to_probs, total_variation
 from otm.errors import InvalidDistributionError, NotApplicableError, ShapeMismatchError, UnknownNameError
 from otm.rules import rule_acceptance, rule_output_distribution
-from otm.rules.ensemble import contrastive_ensemble, weighted_ensemble
+from otm.rules.speculative_ensemble import contrastive_ensemble, weighted_ensemble
 from otm.tolerances import AGREEMENT_TOLERANCE
 
 #: False-alarm rate of each chi-square / z test (probability that a correct decoder fails).

@@ -1,11 +1,11 @@
-"""The speculative decoding loop (decoding.loop) on tiny models: greedy agreement at
+"""The speculative decoding loop (decoding.runtime.loop) on tiny models: greedy agreement at
 temperature 0, the sampling transform, counters, batching, errors."""
 import pytest
 import torch
 
-from decoding.loop import autoregressive_decode, probs_from_logits, speculative_decode
+from decoding.runtime.loop import autoregressive_decode, probs_from_logits, speculative_decode
 from decoding.models.tiny import build_tiny_pair
-from decoding.trees import parse_tree
+from decoding.runtime.trees import parse_tree
 from otm.errors import InvalidDistributionError, InvalidDraftCountError, UnknownNameError
 from otm.tolerances import AGREEMENT_TOLERANCE
 
@@ -101,26 +101,3 @@ def test_without_replacement_with_a_small_nucleus_runs(pair, monkeypatch):
     assert [len(t) for t in result.tokens] == [10, 10]
     assert all(0 <= t < 8 for row in result.tokens for t in row)
     assert any(exhausted)
-
-
-def test_run_decode_tiny_json_and_record(tmp_path):
-    import argparse
-
-    from decoding.decode_cli import run_decode
-    from decoding.recording import load_recording
-
-    args = argparse.Namespace(pair="tiny", rule="kseq", tree="chains:3,2", temperature=1.0, top_p=None,
-                              max_new_tokens=6, prompt="1,2,3", prompts=None, seed=2,
-                              record=str(tmp_path / "rec"), json=True)
-    summary = run_decode(args)
-    for key in ("rule", "tree", "tokens_generated", "target_calls", "block_efficiency", "acceptance_by_depth", "wall_seconds"):
-        assert key in summary
-    assert summary["tokens_generated"] == 6 and summary["rule"] == "kseq" and summary["tree"] == "chains:3,2"
-    assert load_recording(summary["record"]).meta["rule"] == "kseq"
-    prompts = tmp_path / "prompts.txt"
-    prompts.write_text("1 2\n\n4,5\n")
-    args.prompt, args.prompts, args.record = None, str(prompts), None
-    assert run_decode(args)["prompts"] == 2
-    args.prompt = "hello"
-    with pytest.raises(Exception, match="exactly one"):
-        run_decode(args)

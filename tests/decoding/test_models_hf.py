@@ -15,7 +15,7 @@ from decoding.models import (
     load_pair,
 )
 from decoding.models.hf import real_vocab_size
-from decoding.scoring import score_texts
+from decoding.models.teacher_forcing import score_texts
 from otm.errors import OTMError
 
 EMBEDDING_ROWS = 300  # more rows than the tokenizer's 259 tokens, like Qwen2.5's padding

@@ -20,8 +20,8 @@ from decoding.models import (
     load_qwen_pair,
 )
 from decoding.models import qwen
-from decoding.scoring import score_texts
-from decoding.texts import BUILTIN_TEXTS, builtin_text
+from decoding.models.teacher_forcing import score_texts
+from decoding.models.texts import BUILTIN_TEXTS, builtin_text
 from otm.distributions import total_variation
 from otm.errors import OTMError
 

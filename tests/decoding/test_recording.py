@@ -1,4 +1,4 @@
-"""Recordings (decoding.recording): round trip, top-m truncation with a checked remainder,
+"""Recordings (decoding.runtime.recording): round trip, top-m truncation with a checked remainder,
 consistency with the decode, tampered files rejected."""
 import json
 
@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from decoding.loop import speculative_decode
+from decoding.runtime.loop import speculative_decode
 from decoding.models.tiny import build_tiny_pair
-from decoding.recording import RECORDING_FORMAT, Recorder, load_recording
-from decoding.trees import parse_tree
+from decoding.runtime.recording import RECORDING_FORMAT, Recorder, load_recording
+from decoding.runtime.trees import parse_tree
 from otm.errors import InvalidDistributionError
 from otm.tolerances import SUM_TOLERANCE
 

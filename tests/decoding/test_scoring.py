@@ -1,14 +1,14 @@
-"""decoding.scoring: teacher-forced logits from one forward per model per text, held to
+"""decoding.models.teacher_forcing: teacher-forced logits from one forward per model per text, held to
 the slow obvious reference (one forward per prefix, last position), on tiny random Qwen2
-models built in code; and decoding.texts."""
+models built in code; and decoding.models.texts."""
 import numpy as np
 import pytest
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from decoding.models import ModelPair
-from decoding.scoring import TextScores, score_texts, teacher_forced_logits
-from decoding.texts import BUILTIN_TEXTS, builtin_text, builtin_texts
+from decoding.models.teacher_forcing import TextScores, score_texts, teacher_forced_logits
+from decoding.models.texts import BUILTIN_TEXTS, builtin_text, builtin_texts
 from otm.errors import NotApplicableError, UnknownNameError
 from otm.tolerances import SUM_TOLERANCE
 

@@ -1,11 +1,11 @@
-"""Tree attention (decoding.tree_forward): one forward of a whole tree over a KV cache
+"""Tree attention (decoding.runtime.tree_attention): one forward of a whole tree over a KV cache
 gives the logits of plain causal forwards of every root-to-node path."""
 import pytest
 import torch
 
 from decoding.models.tiny import build_tiny_pair
-from decoding.tree_forward import TREE_LOGIT_TOLERANCE, TreeCache
-from decoding.trees import parse_tree
+from decoding.runtime.tree_attention import TREE_LOGIT_TOLERANCE, TreeCache
+from decoding.runtime.trees import parse_tree
 from otm.tolerances import AGREEMENT_TOLERANCE
 
 PROMPTS = torch.tensor([[0, 3, 1, 4, 2], [0, 0, 0, 5, 6]])

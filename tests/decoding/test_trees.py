@@ -1,8 +1,8 @@
-"""Tree specs (decoding.trees): shapes of every syntax, masks, positions, errors."""
+"""Tree specs (decoding.runtime.trees): shapes of every syntax, masks, positions, errors."""
 import numpy as np
 import pytest
 
-from decoding.trees import InvalidTreeSpecError, MAX_TREE_NODES, Tree, parse_tree
+from decoding.runtime.trees import InvalidTreeSpecError, MAX_TREE_NODES, Tree, parse_tree
 from otm.errors import UnknownNameError
 
 
@@ -24,7 +24,7 @@ def test_kary_sizes(spec, k, depth):
 
 
 def test_prefix_tree_alg5_has_product_leaves():
-    tree = parse_tree("prefix:3,2,2")  # seed 002 Alg. 5, K = 12
+    tree = parse_tree("prefix:3,2,2")  # SpecTr (Sun et al. 2023), Alg. 5, K = 12
     leaves = np.flatnonzero(tree.n_children == 0)
     assert len(leaves) == 12 and (tree.depth[leaves] == 3).all()
     assert parse_tree("prefix:2,2,2").parent.tolist() == parse_tree("binary:3").parent.tolist()

@@ -1,16 +1,15 @@
-"""`otm validate` (decoding.validate, decoding.validate_cli): per-node rule acceptance vs
+"""`otm validate` (decoding.validation.recordings, otm_app.commands.validate): per-node rule acceptance vs
 the OTM optimum from recordings, exact on full recordings, valid bounds on top-m ones."""
-import argparse
 import json
 
 import numpy as np
 import pytest
 import torch
 
-from decoding.loop import speculative_decode
+from decoding.runtime.loop import speculative_decode
 from decoding.models.tiny import build_tiny_pair
-from decoding.recording import Recorder, load_recording
-from decoding.validate import (
+from decoding.runtime.recording import Recorder, load_recording
+from decoding.validation.recordings import (
     SCHEMES,
     Bounds,
     law_optimum,
@@ -19,7 +18,8 @@ from decoding.validate import (
     validate_node,
     validate_recording,
 )
-from decoding.validate_cli import run_validate
+from otm_app.commands.validate import run_validate
+from otm_app.configs import ValidateConfig
 from otm.draft_laws import greedy_law, hub_law
 from otm.optimum import optimal_acceptance, optimal_acceptance_for_law
 from otm.rules import rule_acceptance
@@ -204,7 +204,7 @@ def test_cli_writes_json_and_figures(recordings, tmp_path, capsys):
     path = tmp_path / "r.npz"
     rec = recordings[("kseq", 3)]
     np.savez_compressed(path, meta=np.asarray(json.dumps(rec.meta)), **rec.arrays)
-    summary = run_validate(argparse.Namespace(recording=str(path), json=True, out=str(tmp_path / "out")))
+    summary = run_validate(ValidateConfig(recording=str(path), json=True, out=str(tmp_path / "out")))
     printed = json.loads(capsys.readouterr().out)
     assert printed["by_rule"].keys() == summary["by_rule"].keys() and "kseq/0" in printed["by_depth"]
     saved = json.loads((tmp_path / "out" / "validation.json").read_text())
@@ -217,4 +217,4 @@ def test_cli_missing_recording_is_a_clear_error(tmp_path):
     from otm.errors import OTMError
 
     with pytest.raises(OTMError, match="no such recording"):
-        run_validate(argparse.Namespace(recording=str(tmp_path / "nope.npz"), json=False, out=None))
+        run_validate(ValidateConfig(recording=str(tmp_path / "nope.npz")))

@@ -25,7 +25,7 @@ def test_registry_names_are_otm_rules_and_modules_have_the_api():
         assert verifier.uniforms_per_row(_k(name)) >= 1
 
 
-@pytest.mark.parametrize("name", ["nope", "", None, "is_optimal"])
+@pytest.mark.parametrize("name", ["nope", "", None, "importance_sampling"])
 def test_unknown_name(name):
     with pytest.raises(UnknownNameError, match="no verifier"):
         get_verifier(name)

@@ -9,7 +9,7 @@ For each rule, instance and k: ``N`` rows of the same instance go through
   ``details["draft_accepted"]`` where the exact law reports it;
 - the draft tuples pass a chi-square test against the rule's exact joint draft law.
 
-False-alarm rate: ``ALPHA = 1e-4`` per test (decoding.stats); with about 400 such tests,
+False-alarm rate: ``ALPHA = 1e-4`` per test (decoding.validation.stats); with about 400 such tests,
 a correct implementation fails the suite with probability below 4 %, and the seeds are
 fixed (derived from the test's name), so the suite is deterministic. Deliberately
 broken samplers must fail the same tests.
@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 import torch
 
-from decoding.stats import binomial_z_test, chi_square_test
+from decoding.validation.stats import binomial_z_test, chi_square_test
 from decoding.verifiers import VERIFIERS, get_verifier, kseq, rrs, rrs_wor, spechub
 from decoding.verifiers.base import VerifierOutput
 from otm.errors import InvalidDraftCountError
@@ -65,7 +65,7 @@ DRAFT_COUNTS = {
     "specinfer": (2, 3),
     "kseq": (2, 3),
     "spechub": (2,),
-    "is_truncated": (2, 3),
+    "importance_sampling_truncated": (2, 3),
     "greedy": (2, 3),
 }
 
@@ -182,18 +182,18 @@ def test_cuda_follows_the_law(rule, dtype):
 
 
 def test_is_truncated_with_a_truncated_alphabet_follows_the_law():
-    from decoding.verifiers import is_truncated
+    from decoding.verifiers import importance_sampling_truncated
 
     p, q = INSTANCES["generic"]
     for k, s, alphabet_size in [(2, 2, 4), (3, 3, 3), (1, 5, 2)]:
-        law = rule_law("is_truncated", p, q, k, s=s, alphabet_size=alphabet_size)
+        law = rule_law("importance_sampling_truncated", p, q, k, s=s, alphabet_size=alphabet_size)
         g = torch.Generator().manual_seed(_seed("alphabet", k))
         target = torch.as_tensor(p).expand(ROWS, -1).contiguous()
-        drafts = is_truncated.sample_drafts(torch.as_tensor(q).expand(ROWS, -1), k, g)
+        drafts = importance_sampling_truncated.sample_drafts(torch.as_tensor(q).expand(ROWS, -1), k, g)
         qs = torch.as_tensor(q).expand(ROWS, k, -1)
-        out = is_truncated.verify(target, qs, drafts, g, s=s, alphabet_size=alphabet_size)
+        out = importance_sampling_truncated.verify(target, qs, drafts, g, s=s, alphabet_size=alphabet_size)
         for name, result in _law_checks(law, drafts, out).items():
-            assert result.passed, f"is_truncated k={k} s={s} alphabet={alphabet_size} {name}: {result.reason}"
+            assert result.passed, f"importance_sampling_truncated k={k} s={s} alphabet={alphabet_size} {name}: {result.reason}"
 
 
 # ---------------------------------------------------------------- the checks can fail

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from decoding.verifiers import VERIFIERS, get_verifier, is_truncated, kseq
+from decoding.verifiers import VERIFIERS, get_verifier, importance_sampling_truncated, kseq
 from decoding.verifiers.base import draw_uniforms
 from decoding.verifiers.reference import REFERENCES, run_reference
 from otm.errors import UnknownNameError
@@ -32,7 +32,7 @@ DRAFT_COUNTS = {
     "specinfer": (2, 3),
     "kseq": (1, 2, 3),
     "spechub": (2,),
-    "is_truncated": (1, 2, 3),
+    "importance_sampling_truncated": (1, 2, 3),
     "greedy": (1, 2, 3),
 }
 
@@ -43,7 +43,7 @@ def _instances(rule: str, k: int, seed: int):
     """``(p [ROWS, V], draft_probs [ROWS, k, V])``: random rows with sparse entries
     (zeros, one-hot rows) mixed in so that the degenerate branches are exercised."""
     rng = np.random.default_rng(seed)
-    distinct = IS_INSTANCES if rule == "is_truncated" else ROWS
+    distinct = IS_INSTANCES if rule == "importance_sampling_truncated" else ROWS
 
     def laws(shape):
         x = rng.dirichlet(np.full(V, 0.6), size=shape)
@@ -150,8 +150,8 @@ def test_is_truncated_selection_law_equals_enumeration(k, s, alphabet_size):
     rng = np.random.default_rng(k + s)
     for _ in range(3):
         p, q = rng.dirichlet(np.ones(V)), rng.dirichlet(np.ones(V))
-        law = rule_law("is_truncated", p, q, k, s=s, alphabet_size=alphabet_size)
-        plan = is_truncated.selection_plan(p, q, k, s, alphabet_size)
+        law = rule_law("importance_sampling_truncated", p, q, k, s=s, alphabet_size=alphabet_size)
+        plan = importance_sampling_truncated.selection_plan(p, q, k, s, alphabet_size)
         assert np.array_equal(plan.alphabet, np.flatnonzero(law.details["alphabet"]))
         selection = law.details["selection_law"]
         np.testing.assert_allclose(plan.selection_law, selection[plan.alphabet], atol=AGREEMENT_TOLERANCE)

@@ -1,11 +1,11 @@
-"""The goodness-of-fit helpers of decoding.stats: they pass exact samples and fail
+"""The goodness-of-fit helpers of decoding.validation.stats: they pass exact samples and fail
 perturbed ones, with the stated false-alarm rate."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from decoding.stats import DEFAULT_ALPHA, binomial_z_test, chi_square_test
+from decoding.validation.stats import DEFAULT_ALPHA, binomial_z_test, chi_square_test
 from otm.errors import InvalidDistributionError, ShapeMismatchError
 
 LAW = np.array([0.5, 0.3, 0.15, 0.05, 0.0])

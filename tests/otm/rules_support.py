@@ -60,7 +60,7 @@ def draft_counts(rule: str, q: np.ndarray) -> list[int]:
         return list(range(1, min(4, V) + 1))
     if rule == "greedy":
         return list(range(1, min(4, V) + 1))
-    if rule in ("is_optimal", "is_truncated"):
+    if rule in ("importance_sampling", "importance_sampling_truncated"):
         return [1, 2, 3]
     return [1, 2, 3, 4] if V <= 5 else [1, 2, 3]
 
@@ -77,7 +77,7 @@ def same_distribution(actual, expected) -> bool:
 
 def min_cut_optimum(target, law):
     """``min_H p(H) + 1 - Q(all drafts in H)`` over every token subset ``H`` (brute force;
-    DESIGN.md max-flow / min-cut): the optimal acceptance for the draft law ``law``."""
+    docs/theory.md max-flow / min-cut): the optimal acceptance for the draft law ``law``."""
     V = len(target)
     best = None
     for size in range(V + 1):

@@ -1,6 +1,6 @@
 """otm.analysis tables and otm.plots figures.
 
-Oracles: the closed forms of seed 002 App. B.2 against the max-flow optimum on explicit
+Oracles: the closed forms of SpecTr (Sun et al. 2023), App. B.2 against the max-flow optimum on explicit
 vectors; the closed-form per-position path against enumeration on small vocabularies;
 Khisti's Example 1 condition in exact rationals; "no rule beats its own optimum".
 """
@@ -106,7 +106,7 @@ def test_uniform_table_matches_the_prefix_scan():
 
 
 def test_three_token_pair_reproduces_example_1_exactly():
-    """Seed 001 Example 1: k = 2 reaches 1 iff p_(1) >= 1/9 and p_(1) + p_(2) >= 4/9."""
+    """Khisti et al. (2025), Example 1: k = 2 reaches 1 iff p_(1) >= 1/9 and p_(1) + p_(2) >= 4/9."""
     for t in (Fraction(1, 9), Fraction(2, 9), Fraction(1, 3), Fraction(5, 9)):
         for first in (Fraction(1, 3), Fraction(1, 6)):
             if t > 1 - first:

@@ -1,4 +1,4 @@
-"""Seed 001's canonical decomposition: the weight LP reaches the OTM optimum, its weights
+"""Khisti et al.'s canonical decomposition: the weight LP reaches the OTM optimum, its weights
 drive a two-step scheme whose exact law is p, and the seeded sampler follows that law."""
 from fractions import Fraction as F
 
@@ -8,7 +8,7 @@ from scipy.stats import chisquare
 
 from otm.draft_laws import hub_law, independent_law, iid_law, table_law, without_replacement_law
 from otm.errors import InvalidDistributionError, ShapeMismatchError
-from otm.exact import as_exact_distribution
+from otm.distributions import as_exact_distribution
 from otm.formulations.canonical_lp import (
     canonical_two_step_law,
     sample_canonical_two_step,
@@ -49,7 +49,7 @@ def test_canonical_weights_reach_the_optimum_and_output_p(name):
     assert np.abs(two_step.output_distribution - P).max() <= AGREEMENT_TOLERANCE
     assert abs(two_step.selection_acceptance - optimum) <= AGREEMENT_TOLERANCE
     assert abs(two_step.acceptance - optimum) <= AGREEMENT_TOLERANCE
-    accepted_total = sum(solution.accepted.values())
+    accepted_total = sum(solution.plan.values())
     assert abs(accepted_total - optimum) <= AGREEMENT_TOLERANCE
 
 
@@ -58,7 +58,8 @@ def test_canonical_lp_is_exact_in_rationals():
     law = iid_law(as_exact_distribution(["1/2", "3/10", "1/5"]), 2)
     solution = solve_canonical_lp(p, law, backend="exact")
     assert solution.acceptance == F(43, 50)
-    assert solution.certificate["gap"] == 0
+    assert solution.duals["gap"] == 0
+    assert solution.verified_gap == 0
     two_step = canonical_two_step_law(p, law, solution.details["weights"])
     assert list(two_step.output_distribution) == list(p)
     assert two_step.selection_acceptance == two_step.acceptance == F(43, 50)

@@ -95,10 +95,11 @@ def test_certificate_is_a_cut_with_the_stated_value(instance):
     p, q, k, sampling = instance
     sol = prefix_scan(p, q, k, sampling)
     law = build_law(q, k, sampling)
-    H = sol.certificate["H"]
-    assert sol.certificate["all_in"] == law.all_in_probability(H.astype(np.int64))
-    assert sol.certificate["cut_value"] == sum(p[H], start=Fraction(0)) + 1 - sol.certificate["all_in"]
-    assert sol.acceptance == sol.certificate["cut_value"]
+    H = sol.cut
+    assert sol.all_in == law.all_in_probability(H)
+    assert sol.cut_value == sum(p[H], start=Fraction(0)) + 1 - sol.all_in
+    assert sol.value == sol.cut_value
+    assert sol.verified_gap == 0
 
 
 @given(instances(max_vocab=4))
@@ -355,7 +356,7 @@ def test_acceptance_is_one_iff_every_set_satisfies_the_condition(instance):
 
 
 def test_acceptance_one_with_p_not_equal_q():
-    """seed 001 Example 1 spirit: k = 2 reaches 1 with p != q, k = 1 cannot."""
+    """Khisti et al. (2025), Example 1 spirit: k = 2 reaches 1 with p != q, k = 1 cannot."""
     p, q = [0.5, 0.5], [0.6, 0.4]
     assert acceptance_is_one(p, q, 2) and not acceptance_is_one(p, q, 1)
 

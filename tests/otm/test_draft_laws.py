@@ -19,7 +19,7 @@ from otm.draft_laws import (
     without_replacement_law,
 )
 from otm.errors import InvalidDraftCountError, NotApplicableError, ShapeMismatchError, UnknownNameError
-from otm.exact import as_exact_distribution
+from otm.distributions import as_exact_distribution
 from otm.tolerances import AGREEMENT_TOLERANCE
 
 Q3 = [0.5, 0.3, 0.2]

@@ -20,7 +20,7 @@ from otm.draft_laws import (
     without_replacement_law,
 )
 from otm.errors import ShapeMismatchError
-from otm.exact import as_exact_distribution
+from otm.distributions import as_exact_distribution
 from otm.formulations._lp import verify_lp_certificate
 from otm.formulations.canonical_lp import solve_canonical_lp
 from otm.formulations.full_lp import solve_full_lp
@@ -82,7 +82,7 @@ def instances(draw, exact=False, max_vocab=6, max_k=3):
 
 
 def brute_force_min_cut(p, law):
-    """``min_H p(H) + 1 - Q(all drafts in H)`` over all 2^V token sets (DESIGN.md)."""
+    """``min_H p(H) + 1 - Q(all drafts in H)`` over all 2^V token sets (docs/theory.md)."""
     V = law.vocab_size
     return min(min_cut_value(p, law, list(H)) for r in range(V + 1) for H in itertools.combinations(range(V), r))
 
@@ -113,16 +113,18 @@ def test_formulations_agree_exactly_in_rationals(instance):
 def test_lp_certificates_close_the_gap(instance):
     p, law = instance
     for solve in ALL[:3]:
-        cert = solve(p, law).certificate
+        solution = solve(p, law)
+        cert = solution.duals
         assert abs(cert["gap"]) <= FEASIBILITY_TOLERANCE
-        assert verify_lp_certificate(cert["lp"], cert["x"], cert["dual_eq"], cert["dual_ub"]) == []
+        assert verify_lp_certificate(solution.details["lp"], solution.details["x"], cert["dual_eq"], cert["dual_ub"]) == []
+        assert 0 <= solution.verified_gap <= FEASIBILITY_TOLERANCE
 
 
 def test_certificate_check_rejects_a_tampered_plan_and_a_wrong_dual():
     p, law = np.array([0.2, 0.3, 0.5]), iid_law([0.5, 0.3, 0.2], 2)
     for solve in ALL[:3]:
-        cert = solve(p, law).certificate
-        lp, x, y, z = cert["lp"], cert["x"], cert["dual_eq"], cert["dual_ub"]
+        solution = solve(p, law)
+        lp, x, y, z = solution.details["lp"], solution.details["x"], solution.duals["dual_eq"], solution.duals["dual_ub"]
         moved = x.copy()
         moved[np.argmax(moved)] += 1e-3  # breaks a marginal
         assert verify_lp_certificate(lp, moved, y, z) != []
@@ -134,11 +136,12 @@ def test_certificate_check_rejects_a_tampered_plan_and_a_wrong_dual():
 def test_exact_certificate_check_rejects_a_wrong_dual():
     p = as_exact_distribution(["1/5", "3/10", "1/2"])
     law = iid_law(as_exact_distribution(["1/2", "3/10", "1/5"]), 2)
-    cert = solve_simplified_lp(p, law, backend="exact").certificate
-    assert verify_lp_certificate(cert["lp"], cert["x"], cert["dual_eq"], cert["dual_ub"]) == []
+    solution = solve_simplified_lp(p, law, backend="exact")
+    cert = solution.duals
+    assert verify_lp_certificate(solution.details["lp"], solution.details["x"], cert["dual_eq"], cert["dual_ub"]) == []
     z = cert["dual_ub"].copy()
     z[0] += F(1, 10**9)
-    assert verify_lp_certificate(cert["lp"], cert["x"], cert["dual_eq"], z) != []
+    assert verify_lp_certificate(solution.details["lp"], solution.details["x"], cert["dual_eq"], z) != []
 
 
 # Known values ----------------------------------------------------------------------------
@@ -152,7 +155,7 @@ def test_single_draft_optimum_is_sum_min(instance):
 
 
 def test_khisti_closed_form_k2_iid_exact():
-    """Seed 001 Thm 3: alpha* = min_S p(S) + 1 - q(S)^2 for two i.i.d. drafts."""
+    """Khisti et al. (2025), Thm 3: alpha* = min_S p(S) + 1 - q(S)^2 for two i.i.d. drafts."""
     p = as_exact_distribution(["1/5", "3/10", "1/2"])
     q = as_exact_distribution(["1/2", "3/10", "1/5"])
     closed = min(sum(p[list(S)]) + 1 - sum(q[list(S)]) ** 2 for r in range(4) for S in itertools.combinations(range(3), r))
@@ -218,7 +221,7 @@ def test_full_lp_survives_marginals_off_by_one_ulp():
 def test_reconstruction_is_a_valid_coupling_with_the_same_acceptance(instance):
     p, law = instance
     solution = solve_simplified_lp(p, law)
-    plan = reconstruct_coupling(p, law, solution.accepted)
+    plan = reconstruct_coupling(p, law, solution.plan)
     assert is_valid_coupling(plan, p, law)
     assert abs(coupling_acceptance(plan, law) - solution.acceptance) <= AGREEMENT_TOLERANCE
 
@@ -227,14 +230,14 @@ def test_reconstruction_is_exact_in_rationals():
     p = as_exact_distribution(["1/5", "3/10", "1/2"])
     law = iid_law(as_exact_distribution(["1/2", "3/10", "1/5"]), 2)
     solution = solve_simplified_lp(p, law, backend="exact")
-    plan = reconstruct_coupling(p, law, solution.accepted)
+    plan = reconstruct_coupling(p, law, solution.plan)
     assert is_valid_coupling(plan, p, law)
     assert coupling_acceptance(plan, law) == solution.acceptance
 
 
 def test_coupling_checker_rejects_broken_plans():
     p, law = np.array([0.2, 0.3, 0.5]), iid_law([0.5, 0.3, 0.2], 2)
-    plan = reconstruct_coupling(p, law, solve_simplified_lp(p, law).accepted)
+    plan = reconstruct_coupling(p, law, solve_simplified_lp(p, law).plan)
     assert is_valid_coupling(plan, p, law)
     shifted = plan.copy()
     shifted[0, 0] += 1e-3  # a row sum and a column sum off
@@ -253,8 +256,8 @@ def test_coupling_checker_rejects_broken_plans():
 def test_full_lp_plan_is_a_coupling():
     p, law = np.array([0.2, 0.3, 0.5]), without_replacement_law([0.5, 0.3, 0.2], 2)
     solution = solve_full_lp(p, law)
-    assert is_valid_coupling(solution.details["plan"], p, law)
-    assert abs(coupling_acceptance(solution.details["plan"], law) - solution.acceptance) <= AGREEMENT_TOLERANCE
+    assert is_valid_coupling(solution.details["coupling"], p, law)
+    assert abs(coupling_acceptance(solution.details["coupling"], law) - solution.acceptance) <= AGREEMENT_TOLERANCE
 
 
 # Max flow / min cut ----------------------------------------------------------------------
@@ -263,7 +266,7 @@ def test_full_lp_plan_is_a_coupling():
 def test_max_flow_cut_certifies_the_value(instance):
     p, law = instance
     solution = solve_max_flow(p, law)
-    H = solution.certificate["cut_tokens"]
+    H = solution.cut
     assert abs(min_cut_value(p, law, H) - solution.acceptance) <= AGREEMENT_TOLERANCE
 
 
@@ -281,6 +284,6 @@ def test_flow_check_rejects_a_tampered_flow():
 def test_min_cut_value_of_a_wrong_set_is_not_the_flow():
     p, law = np.array([0.2, 0.3, 0.5]), iid_law([0.5, 0.3, 0.2], 2)
     solution = solve_max_flow(p, law)
-    H = set(int(h) for h in solution.certificate["cut_tokens"])
+    H = set(int(h) for h in solution.cut)
     other = [y for y in range(3) if y not in H]
     assert min_cut_value(p, law, other) > solution.acceptance + AGREEMENT_TOLERANCE

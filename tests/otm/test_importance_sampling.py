@@ -1,4 +1,4 @@
-"""Rules 'is_optimal' and 'is_truncated' (seed 001 Thm 1, §4, Remark 3): exact laws are
+"""Rules 'importance_sampling' and 'importance_sampling_truncated' (Khisti et al. (2025), Thm 1, §4, Remark 3): exact laws are
 lossless, never beat the OTM optimum, and the truncation keeps its penalty bound."""
 from fractions import Fraction as F
 
@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from otm.draft_laws import iid_law
 from otm.errors import InvalidDraftCountError, ShapeMismatchError
-from otm.exact import as_exact_distribution
+from otm.distributions import as_exact_distribution
 from otm.formulations.max_flow import solve_max_flow
 from otm.rules import importance_sampling, importance_sampling_truncated
 from otm.rules.base import RuleLaw

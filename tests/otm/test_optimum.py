@@ -24,17 +24,39 @@ SOLVERS = [m for m in METHODS if m != "auto"]
 def test_every_method_gives_the_same_optimum(sampling, seed):
     rng = np.random.default_rng(seed)
     p, q = rng.dirichlet(np.ones(4) * 0.7), rng.dirichlet(np.ones(4) * 0.7)
-    values = {m: optimal_acceptance(p, q, 3, sampling, method=m) for m in METHODS}
+    values = {m: optimal_acceptance(p, q, 3, sampling, method=m) for m in METHODS if m != "per_token_bound"}
     for m, v in values.items():
         assert abs(v - values["full_lp"]) <= AGREEMENT_TOLERANCE, (m, values)
 
 
 def test_auto_uses_the_closed_form_when_it_applies_else_max_flow():
     p, q = [0.2, 0.3, 0.5], [0.5, 0.3, 0.2]
-    assert solve_optimum(p, q, 2).method == "closed_form"
-    assert solve_optimum(p, q, 2, "without_replacement").method == "closed_form"
-    assert solve_optimum(p, q, 2, "hub").method == "max_flow"
+    assert solve_optimum(p, q, 2).method == "prefix_scan"
+    assert solve_optimum(p, q, 2, "without_replacement").method == "prefix_scan"
+    assert solve_optimum(p, q, 2, "hub").method == "per_token_bound"
+    assert solve_optimum(p, q, 3, "greedy").method == "per_token_bound"
     assert solve_optimum(p, [q, [0.1, 0.1, 0.8]], 2).method == "max_flow"
+
+
+@pytest.mark.parametrize("sampling, k", [("hub", 2), ("greedy", 2), ("greedy", 3)])
+def test_per_token_bound_is_the_max_flow_optimum_of_hub_and_greedy_laws(sampling, k):
+    rng = np.random.default_rng(7)
+    for _ in range(20):
+        p, q = rng.dirichlet(np.ones(5) * 0.5), rng.dirichlet(np.ones(5) * 0.5)
+        closed = solve_optimum(p, q, k, sampling)
+        flow = solve_optimum(p, q, k, sampling, method="max_flow")
+        assert closed.method == "per_token_bound"
+        assert abs(closed.value - flow.value) <= AGREEMENT_TOLERANCE
+
+
+def test_per_token_bound_is_only_an_upper_bound_for_iid_drafts():
+    """A broken use: the per-token bound applied to i.i.d. drafts exceeds the optimum."""
+    from otm.formulations.per_token_bound import per_token_bound
+
+    p, q = np.array([0.1, 0.6, 0.3]), np.array([0.5, 0.3, 0.2])
+    assert per_token_bound(p, iid_law(q, 2)) > solve_optimum(p, q, 2).value + 0.05
+    with pytest.raises(NotApplicableError):
+        solve_optimum(p, q, 2, method="per_token_bound")
 
 
 def test_independent_different_drafts_use_the_flow_and_match_the_lp():
@@ -49,7 +71,9 @@ def test_independent_different_drafts_use_the_flow_and_match_the_lp():
 
 def test_closed_form_refuses_laws_it_does_not_cover():
     with pytest.raises(NotApplicableError):
-        solve_optimum([0.5, 0.5], [0.5, 0.5], 2, "hub", method="closed_form")
+        solve_optimum([0.5, 0.5], [[0.5, 0.5], [0.9, 0.1]], 2, "iid", method="closed_form")
+    with pytest.raises(NotApplicableError):
+        solve_optimum([0.5, 0.5], [0.5, 0.5], 2, "hub", method="prefix_scan")
     with pytest.raises(NotApplicableError):
         optimal_acceptance_for_law([0.5, 0.5], hub_law([0.5, 0.5]), method="closed_form")
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from otm.distributions import total_variation
 from otm.draft_laws import greedy_law, hub_law, hub_token
 from otm.errors import NotApplicableError
-from otm.rules import ensemble, greedy, kseq, rrs, rrs_without_replacement, rule_law, spechub, specinfer
+from otm.rules import speculative_ensemble, greedy, kseq, rrs, rrs_without_replacement, rule_law, spechub, specinfer
 from otm.rules.enumeration import MAX_RULE_ENUMERATION, validate_pair
 from tests.otm.rules_support import (
     draft_counts,
@@ -99,7 +99,7 @@ def test_spechub_reaches_the_per_token_bound(data):
 
 
 def test_spechub_seed_example_and_one_hot_q():
-    assert spechub.exact_law(exact(1, 6, 3), exact(5, 3, 2)).acceptance == 1  # seed 000 Fig. 5
+    assert spechub.exact_law(exact(1, 6, 3), exact(5, 3, 2)).acceptance == 1  # SpecHub (Sun et al. 2024), Fig. 5
     law = spechub.exact_law(exact(1, 2, 1), exact(0, 1, 0))  # q(a) = 1: no division by zero
     assert law.acceptance == Fraction(1, 2)
     assert same_distribution(law.output_distribution, exact(1, 2, 1))
@@ -182,15 +182,15 @@ def test_kseq_float_g_star_is_feasible():
 
 
 def test_rrs_wor_seed_example():
-    """seed 000 Fig. 5: p = (0.1, 0.6, 0.3), q = (0.5, 0.3, 0.2): RRSw loses 0.06."""
+    """SpecHub (Sun et al. 2024), Fig. 5: p = (0.1, 0.6, 0.3), q = (0.5, 0.3, 0.2): RRSw loses 0.06."""
     law = rrs_without_replacement.exact_law(exact(1, 6, 3), exact(5, 3, 2), 2)
     assert law.acceptance == Fraction(94, 100)
     assert law.acceptance == law.details["draft_accepted"]
 
 
-def test_rrs_wor_has_no_closed_form_and_an_enumeration_limit():
+def test_rrs_wor_has_no_closed_form_above_two_drafts_and_an_enumeration_limit():
     with pytest.raises(NotApplicableError, match="no closed form"):
-        rrs_without_replacement.exact_law(exact(1, 1), exact(1, 1), 1, method="closed_form")
+        rrs_without_replacement.exact_law(exact(1, 1, 1), exact(1, 1, 1), 3, method="closed_form")
     V = 200
     assert V * (V - 1) * (V - 2) > MAX_RULE_ENUMERATION
     with pytest.raises(NotApplicableError, match="MAX_RULE_ENUMERATION"):
@@ -225,7 +225,7 @@ def test_weighted_ensemble_acceptance(data):
     """Acceptance = 1 - TV(q, r) (eq. (7), normalised TV) and >= lam (Thm 3.2)."""
     p, q = draw_exact_pair(data)
     lam = Fraction(data.draw(st.integers(0, 10), label="lam10"), 10)
-    law = ensemble.exact_law_weighted(p, q, lam=lam)
+    law = speculative_ensemble.exact_law_weighted(p, q, lam=lam)
     r = lam * q + (1 - lam) * p
     assert same_distribution(law.output_distribution, r)
     assert law.acceptance == 1 - sum(abs(q - r)) / 2
@@ -234,13 +234,13 @@ def test_weighted_ensemble_acceptance(data):
 
 def test_contrastive_ensemble_acceptance():
     p, q = np.array([0.5, 0.3, 0.2]), np.array([0.2, 0.2, 0.6])
-    law = ensemble.exact_law_contrastive(p, q, mu=0.1)
+    law = speculative_ensemble.exact_law_contrastive(p, q, mu=0.1)
     r = p * q**-0.1 / (p * q**-0.1).sum()
     assert same_distribution(law.output_distribution, r)
     assert abs(law.acceptance - (1 - total_variation(q, r))) < 1e-12
-    assert same_distribution(ensemble.exact_law_contrastive(p, q, mu=0.0).output_distribution, p)
+    assert same_distribution(speculative_ensemble.exact_law_contrastive(p, q, mu=0.0).output_distribution, p)
 
 
 def test_weighted_ensemble_with_lam_zero_is_the_single_rule():
     p, q = exact(1, 4, 2, 3), exact(3, 1, 1, 5)
-    assert ensemble.exact_law_weighted(p, q, lam=0).acceptance == rule_law("single", p, q, 1).acceptance
+    assert speculative_ensemble.exact_law_weighted(p, q, lam=0).acceptance == rule_law("single", p, q, 1).acceptance

@@ -36,7 +36,7 @@ from tests.otm.rules_support import (
 )
 
 #: Rules computed by LP (another module): float inputs, since their default backend is float.
-LP_RULES = ("is_optimal", "is_truncated")
+LP_RULES = ("importance_sampling", "importance_sampling_truncated")
 
 
 def require(rule: str) -> None:

@@ -19,17 +19,18 @@ from otm.errors import (
     ShapeMismatchError,
     UnknownNameError,
 )
-from otm.rules import RULES, rule_acceptance, rule_law, rule_output_distribution
+from otm.rules import RULE_SPECS, RULES, estimated_seconds, rule_acceptance, rule_law, rule_output_distribution, rule_spec
+from otm.rules.registry import DRAFT_SCHEMES
 from tests.otm.rules_support import exact, same_distribution
 
 OUR_MODULES = (
-    "enumeration", "single", "rrs", "specinfer", "rrs_without_replacement", "kseq", "spechub", "greedy", "ensemble",
+    "enumeration", "single", "rrs", "specinfer", "rrs_without_replacement", "kseq", "spechub", "greedy", "speculative_ensemble", "registry",
 )
 
 
 def test_rule_names():
     assert RULES == (
-        "single", "rrs", "rrs_wor", "specinfer", "kseq", "spechub", "is_optimal", "is_truncated", "greedy",
+        "single", "rrs", "rrs_wor", "specinfer", "kseq", "spechub", "importance_sampling", "importance_sampling_truncated", "greedy",
         "ensemble_weighted", "ensemble_contrastive",
     )
 
@@ -39,10 +40,57 @@ def test_unknown_rule_lists_the_names():
         rule_law("rrsw", [1.0], [1.0], 1)
 
 
-def test_missing_module_is_not_applicable(monkeypatch):
-    monkeypatch.setitem(rules._REGISTRY, "is_optimal", ("no_such_module_here", "exact_law"))
-    with pytest.raises(NotApplicableError, match="otm.rules.no_such_module_here is missing"):
-        rule_law("is_optimal", [1.0], [1.0], 1)
+@pytest.mark.parametrize("spec", list(RULE_SPECS.values()), ids=lambda s: s.name)
+def test_every_spec_points_at_an_exact_law(spec):
+    module = importlib.import_module(f"otm.rules.{spec.module}")
+    assert callable(getattr(module, spec.law_function))
+    assert spec.draft_scheme in DRAFT_SCHEMES
+    assert spec.reference_optimum is None or spec.reference_optimum in ("iid", "without_replacement", "hub", "greedy")
+    assert spec.lossless == (spec.reference_optimum is not None)
+
+
+def test_old_names_resolve_to_the_current_rule():
+    assert rule_spec("is_optimal").name == "importance_sampling"
+    assert rule_spec("is_truncated").name == "importance_sampling_truncated"
+    p, q = [0.6, 0.4], [0.3, 0.7]
+    assert rule_acceptance("is_optimal", p, q, 2) == rule_acceptance("importance_sampling", p, q, 2)
+
+
+@pytest.mark.parametrize("spec", list(RULE_SPECS.values()), ids=lambda s: s.name)
+def test_allowed_k_in_the_registry_is_what_the_law_accepts(spec):
+    """The registry's ``ks`` is a fact about the rule: the law must refuse a k outside it
+    and accept the smallest k inside it."""
+    p, q = [0.5, 0.3, 0.2], [0.2, 0.3, 0.5]
+    low, high = spec.ks
+    rule_law(spec.name, p, q, low)
+    if high is not None:
+        with pytest.raises(InvalidDraftCountError):
+            rule_law(spec.name, p, q, high + 1)
+    if low > 1:
+        with pytest.raises(InvalidDraftCountError):
+            rule_law(spec.name, p, q, low - 1)
+
+
+@pytest.mark.parametrize("spec", [s for s in RULE_SPECS.values() if s.closed_form], ids=lambda s: s.name)
+def test_closed_forms_in_the_registry_exist_and_agree_with_enumeration(spec):
+    p, q = exact(1, 4, 2, 3), exact(3, 1, 1, 5)
+    for k in range(spec.ks[0], 4 if spec.ks[1] is None else spec.ks[1] + 1):
+        if not spec.has_closed_form(k):
+            continue
+        closed = rule_law(spec.name, p, q, k, method="closed_form")
+        enumerated = rule_law(spec.name, p, q, k, method="enumeration")
+        assert closed.acceptance == enumerated.acceptance, (spec.name, k)
+
+
+def test_estimated_cost_skips_lp_rules_at_scale_and_never_overflows():
+    assert estimated_seconds(rule_spec("rrs"), 151_936, 8) == 0.0
+    assert estimated_seconds(rule_spec("importance_sampling"), 1_000, 3) > 60
+    assert estimated_seconds(rule_spec("importance_sampling"), 151_936, 10**6) == float("inf")
+
+
+def test_unknown_parameter_names_the_accepted_ones():
+    with pytest.raises(UnknownNameError, match="accepts"):
+        rule_law("rrs", [0.5, 0.5], [0.5, 0.5], 2, lam=0.5)
 
 
 def test_acceptance_and_output_shortcuts():
@@ -85,8 +133,6 @@ def test_bad_parameters():
         rule_law("ensemble_weighted", [0.5, 0.5], [0.5, 0.5], 1, lam=1.5)
     with pytest.raises(NotApplicableError, match="g >= g\\*"):
         rule_law("kseq", [0.9, 0.1], [0.1, 0.9], 2, g=1.0)
-    with pytest.raises(TypeError):
-        rule_law("rrs", [0.5, 0.5], [0.5, 0.5], 2, lam=0.5)
 
 
 def test_degenerate_inputs_never_give_nan():

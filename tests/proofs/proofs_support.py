@@ -11,7 +11,7 @@ from otm.rules import rule_law
 
 def shifted_solver(solver, delta: float):
     """A formulation whose optimum is off by ``delta``."""
-    return lambda p, law, **kw: SimpleNamespace(acceptance=float(solver(p, law, **kw).acceptance) + delta)
+    return lambda p, law, **kw: SimpleNamespace(value=float(solver(p, law, **kw).value) + delta)
 
 
 def law_for_wrong_target(rule, p, q, k, **params):

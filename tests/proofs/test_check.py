@@ -10,7 +10,7 @@ import pytest
 
 from otm.errors import UnknownNameError
 from proofs.check import FAILS, HOLDS, NOT_CHECKABLE, Check, SlackSearch, identity_slack, merge_checks, run_search
-from proofs.cli import run_theorems, theorems_table
+from proofs.suite import run_theorems, theorems_table
 from proofs.registry import PAPERS, registry, run_check
 
 REQUIRED_KEYS = {"id", "paper", "claim", "method", "instances", "worst_slack", "status"}

@@ -1,4 +1,4 @@
-"""seed 001 checks hold on the real core and fail on broken ingredients."""
+"""Khisti et al. (2025) checks hold on the real core and fail on broken ingredients."""
 from __future__ import annotations
 
 from types import SimpleNamespace

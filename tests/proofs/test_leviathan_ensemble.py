@@ -1,4 +1,4 @@
-"""seed 003 and seed 004 checks hold and fail on broken ingredients."""
+"""Leviathan et al. (2023) and Speculative Ensemble (Fu et al. 2025) checks hold and fail on broken ingredients."""
 from __future__ import annotations
 
 from types import SimpleNamespace

@@ -1,4 +1,4 @@
-"""seed 000 checks hold on the real core and fail on broken ingredients."""
+"""SpecHub (Sun et al. 2024) checks hold on the real core and fail on broken ingredients."""
 from __future__ import annotations
 
 import networkx as nx

@@ -1,4 +1,4 @@
-"""seed 002 checks hold on the real core and fail on broken ingredients."""
+"""SpecTr (Sun et al. 2023) checks hold on the real core and fail on broken ingredients."""
 from __future__ import annotations
 
 from types import SimpleNamespace

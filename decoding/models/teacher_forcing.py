@@ -1,0 +1,118 @@
+"""Teacher-forced scoring: the target's and the draft's next-token logits at every
+position of a fixed text, from one forward pass of each model per text.
+
+These are the real ``(p, q)`` pairs the OTM analysis runs on: row ``t`` holds the
+logits of the token ``token_ids[t + 1]`` given the prefix ``token_ids[: t + 1]``, so a
+text of ``T`` tokens gives ``T - 1`` positions. Probabilities come from
+:func:`otm.distributions.logits_to_probs` per temperature (``TextScores.target_probs``,
+``TextScores.draft_probs``); the logits are stored once.
+
+Padded vocabulary: a model's output embedding can have more rows than there are real
+tokens (Qwen2.5: 151,936 rows, 151,665 tokens; ``ModelPair.n_real_tokens``). No text
+contains the padded ids, but the models give them finite logits (about -6 where real
+tokens reach +16 for the Qwen pair: a total probability near 1e-8, not 0);
+:func:`score_texts` sets them to ``-inf`` (zero probability at every temperature) so
+``p`` and ``q`` live on the real vocabulary while keeping the model's width ``V``.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from decoding.models.hf import ModelPair
+from decoding.models.texts import BuiltinText
+from otm.distributions import logits_to_probs
+from otm.errors import NotApplicableError
+
+
+@dataclass(frozen=True)
+class TextScores:
+    """Teacher-forced logits of one text under a draft/target pair."""
+
+    name: str
+    token_ids: np.ndarray  # [T] int64, the tokenized text
+    target_logits: np.ndarray  # [T - 1, V] float32; row t scores token_ids[t + 1]
+    draft_logits: np.ndarray  # [T - 1, V] float32
+
+    @property
+    def next_token_ids(self) -> np.ndarray:  # [T - 1]
+        """The token each row predicts (the text shifted by one)."""
+        return self.token_ids[1:]
+
+    @property
+    def n_positions(self) -> int:
+        return int(self.target_logits.shape[0])
+
+    def target_probs(self, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None) -> np.ndarray:
+        """``p`` at every position, float64 ``[T - 1, V]`` (see :func:`otm.distributions.logits_to_probs`)."""
+        return _rows_to_probs(self.target_logits, temperature, top_k, top_p)
+
+    def draft_probs(self, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None) -> np.ndarray:
+        """``q`` at every position, float64 ``[T - 1, V]``."""
+        return _rows_to_probs(self.draft_logits, temperature, top_k, top_p)
+
+
+def score_texts(
+    pair: ModelPair, texts: Iterable[str | BuiltinText | Sequence[int]], *, mask_padding: bool = True
+) -> list[TextScores]:
+    """Score each text with one forward pass of the target and one of the draft.
+
+    ``texts`` are strings or :class:`decoding.models.texts.BuiltinText`, tokenized with the pair's
+    tokenizer (special tokens as the tokenizer adds them by default; Qwen2.5 adds none),
+    or sequences of token ids, used as they are (a pair without tokenizer needs these). With ``mask_padding`` the logits of ids ``>= pair.n_real_tokens`` are
+    ``-inf``. Raises :class:`NotApplicableError` for a text of fewer than two tokens
+    (nothing to predict).
+    """
+    results = []
+    for index, entry in enumerate(texts):
+        name = entry.name if isinstance(entry, BuiltinText) else f"text{index}"
+        token_ids = _token_ids(pair, entry)
+        if token_ids.size < 2:
+            raise NotApplicableError(
+                f"text {name!r} has {token_ids.size} token(s); teacher-forced scoring needs at least 2"
+            )
+        target_logits = teacher_forced_logits(pair.target, token_ids, pair.vocab_size)
+        draft_logits = teacher_forced_logits(pair.draft, token_ids, pair.vocab_size)
+        if mask_padding:
+            n_real = pair.n_real_tokens
+            target_logits[:, n_real:] = -np.inf
+            draft_logits[:, n_real:] = -np.inf
+        results.append(TextScores(name, token_ids, target_logits, draft_logits))
+    return results
+
+
+def _token_ids(pair: ModelPair, entry: str | BuiltinText | Sequence[int]) -> np.ndarray:  # [T]
+    if isinstance(entry, BuiltinText):
+        entry = entry.text
+    if isinstance(entry, str):
+        if pair.tokenizer is None:
+            raise NotApplicableError(f"the pair {pair.name!r} has no tokenizer: pass token ids instead of text")
+        return np.asarray(pair.tokenizer(entry)["input_ids"], dtype=np.int64)
+    token_ids = np.asarray(entry)
+    if token_ids.ndim != 1 or not np.issubdtype(token_ids.dtype, np.integer):
+        raise NotApplicableError(f"token ids must be a 1-D integer sequence, got {token_ids.dtype} shape {token_ids.shape}")
+    if token_ids.size and (token_ids.min() < 0 or token_ids.max() >= pair.n_real_tokens):
+        raise NotApplicableError(
+            f"token ids must lie in [0, {pair.n_real_tokens}), got range [{token_ids.min()}, {token_ids.max()}]"
+        )
+    return token_ids.astype(np.int64)
+
+
+def teacher_forced_logits(model: torch.nn.Module, token_ids: np.ndarray, vocab_size: int) -> np.ndarray:
+    """Logits ``[T - 1, vocab_size]`` (float32, CPU numpy) of one causal-LM forward over
+    ``token_ids`` (``[T]``); row ``t`` is the model's output after ``token_ids[: t + 1]``.
+    The last position (which predicts past the text) is dropped, and columns beyond
+    ``vocab_size`` (a wider padded embedding of the other model) are cut."""
+    device = next(model.parameters()).device
+    ids = torch.as_tensor(token_ids, dtype=torch.long, device=device)[None]  # [1, T]
+    with torch.inference_mode():
+        logits = model(input_ids=ids, use_cache=False).logits[0, :-1, :vocab_size]  # [T - 1, V]
+    return logits.float().cpu().numpy()
+
+
+def _rows_to_probs(logits: np.ndarray, temperature: float, top_k: int | None, top_p: float | None) -> np.ndarray:
+    # logits: [n, V] -> probabilities [n, V] float64, one row at a time (logits_to_probs is 1-D)
+    return np.stack([logits_to_probs(row, temperature, top_k, top_p) for row in logits])

@@ -1,0 +1,510 @@
+"""``otm validate``: a decoding recording turned into per-node acceptance gaps.
+
+For every verification event of a recording (:mod:`decoding.runtime.recording`: one tree node,
+its ``k`` drafts, the target ``p`` and the draft ``q`` at that node) this module computes
+
+- ``rule``: the rule's exact membership acceptance ``P(Y in S(X))`` for that node's
+  ``(p, q, k)`` (:func:`otm.rule_acceptance`; the recording's ``meta["rule"]`` for
+  ``k >= 2``, ``"single"`` for a node with one child, as in :mod:`decoding.runtime.tree_walk`);
+- ``optimum``: the OTM optimum ``alpha*(p, Q)`` for the joint draft law ``Q`` the rule
+  draws its drafts from (the verifier's ``draft_scheme``: i.i.d. for ``single, rrs,
+  specinfer, kseq, importance_sampling_truncated``; without replacement for ``rrs_wor``; SpecHub's hub law;
+  the greedy law);
+- ``best``: the largest optimum over the draft laws this toolkit can build from the same
+  ``q`` and ``k`` - i.i.d., without replacement, hub (``k = 2``) and greedy - and which
+  one attains it. This is **not** the optimum over every joint law of ``k`` drafts: with
+  no constraint on ``Q`` that optimum is 1 whenever ``k >= |supp p|`` (propose the
+  target's support), and even "each draft marginally ``q``" is not satisfied by the hub
+  or greedy laws. "Best law" here means "best of the four schemes";
+- ``accepted``: whether the recorded output is one of the node's drafts (the empirical
+  membership acceptance; its mean over nodes is compared with the mean exact ``rule``
+  by a z-test, as ``E[accepted | p, q] = rule`` at every node).
+
+Exact laws without enumeration (the Qwen vocabulary has 151,936 tokens): the i.i.d. and
+without-replacement optima use the prefix scan (:func:`otm.optimal_acceptance`,
+closed form); the hub and greedy optima use the per-token bound, which SpecHub and the
+greedy verifier attain for their own laws (docs/theory.md; :mod:`otm.rules.spechub`,
+:mod:`otm.rules.greedy`)::
+
+    hub:    p(a) + sum_{x != a} min(p(x), q(x) / (1 - q(a))),   a = argmax q
+    greedy: p(F) + sum_{x not in F} min(p(x), q(x) / (1 - q(F))), F = top k-1 of q
+
+Truncated recordings (top-``m`` masses of ``p`` and ``q`` plus a checked remainder). Let
+``K`` be the tokens where both ``p`` and ``q`` are known (in both top lists, a draft
+token - the recording keeps ``p`` and ``q`` at every draft - or a token outside a list
+whose remainder is 0), and ``U`` the rest, with masses ``p(U)``, ``q(U)``. Every quantity
+is returned as an interval ``[lo, hi]`` that contains the true value (``lo == hi`` when
+exact); each bound below is derived here (not from a seed):
+
+- ``q(U) = 0`` (e.g. a top-p-masked draft): the tokens of ``U`` are never drafted, so
+  merging them into one token of mass ``p(U)`` changes neither any draft law nor, for
+  ``single, rrs, specinfer, kseq, rrs_wor, spechub, greedy``, the rule's acceptance (each
+  residual ``max(p_i - q_i, 0)`` is proportional to ``p`` on ``U``): **exact**.
+- ``p(U) = 0``: merging tokens of target mass 0 is exact for the i.i.d. law and the
+  i.i.d. rules (``single, rrs, specinfer, kseq``: a drafted token with ``p = 0`` is always
+  rejected and never re-enters a residual), not for without-replacement drafts.
+- otherwise (both tails positive):
+  - i.i.d. optimum: ``alpha* = min_H p(H) + 1 - q(H)^k``. Merging ``U`` into one token
+    only removes cuts, so the merged optimum ``m`` is an **upper** bound; and for any
+    ``H``, ``p(H) >= p(H & K)`` and ``q(H) <= q(H & K) + q(U)``, so ``alpha* >= m - p(U)``.
+  - without-replacement optimum: ``Q_wor(all in H) = prod (q(H) - q(D_i)) / (1 - q(D_i))
+    <= q(H)^k`` (each factor is at most ``q(H)``), so ``alpha*_wor >= alpha*_iid`` (lower
+    bound: the i.i.d. one); upper bound: the per-token bound with
+    ``P(x_i = y) <= q(y) / (1 - T_{i-1})``, ``T_j`` = the ``j`` largest ``q`` values.
+  - hub, greedy and single-draft optima (per-token sums): the known tokens contribute
+    exactly; the tail contributes between 0 and ``min(p(U), membership mass of U)``.
+  - a rule's acceptance: at most its own law's optimum (no lossless rule beats it);
+    at least ``sum_K min(p, q)`` for ``single, rrs, specinfer, kseq, rrs_wor`` (the first
+    draft alone is accepted with ``sum min(p, q)``; for k-SEQ ``p_acc = g* beta(g*) =
+    sum min(g* q, p)``), at least 0 for ``importance_sampling_truncated``; SpecHub and greedy equal their
+    optimum.
+
+The recording checks ``kept + remainder = 1`` to ``SUM_TOLERANCE``; the merged instance
+is renormalised, so values carry errors of that order. Tail masses at most
+:data:`TAIL_NEGLIGIBLE` count as 0.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+from scipy import stats
+
+from otm.optimum import optimal_acceptance
+from otm.errors import InvalidDraftCountError, NotApplicableError, OTMError, UnknownNameError
+from otm.rules import estimated_seconds, rule_acceptance, rule_spec
+
+from decoding.runtime.recording import Recording
+from decoding.validation.stats import DEFAULT_ALPHA
+
+#: A remainder at most this large counts as 0: the recorder computes it as
+#: ``sum(all) - sum(kept)`` in float64, which leaves ~1e-16 of rounding on a tail of zeros.
+TAIL_NEGLIGIBLE = 1e-12
+
+#: A rule whose exact law would take longer than this at a node (estimated from measured
+#: costs, :func:`otm.rules.estimated_seconds`) gets bounds there instead.
+NODE_SECONDS_LIMIT = 1.0
+
+#: The draft laws compared for the "best law" (module docstring).
+SCHEMES = ("iid", "without_replacement", "hub", "greedy")
+
+@dataclass(frozen=True)
+class Bounds:
+    """An interval ``[lo, hi]`` that contains the true value; ``lo == hi`` when exact.
+    ``note`` says why it is not exact (empty when it is)."""
+
+    lo: float
+    hi: float
+    note: str = ""
+
+    @property
+    def exact(self) -> bool:
+        return self.hi - self.lo <= TAIL_NEGLIGIBLE
+
+    @property
+    def value(self) -> float | None:
+        """The value when exact, else ``None``."""
+        return 0.5 * (self.lo + self.hi) if self.exact else None
+
+    @classmethod
+    def point(cls, value: float) -> "Bounds":
+        return cls(float(value), float(value))
+
+
+# --------------------------------------------------------------------------- laws
+
+
+def law_optimum(p, q, k: int, scheme: str) -> float:
+    """Exact ``alpha*(p, Q)`` for ``k`` drafts from ``q`` (``[V]`` each) under ``scheme``
+    (one of :data:`SCHEMES`), without enumerating the law: the prefix scan for i.i.d. /
+    without replacement (:func:`otm.optimal_acceptance`), the per-token formulas of the
+    module docstring for hub (``k = 2``) and greedy. Works at ``V = 151,936``.
+
+    >>> round(law_optimum([0.1, 0.6, 0.3], [0.5, 0.3, 0.2], 2, "hub"), 12)
+    1.0
+    """
+    p, q = np.asarray(p, dtype=np.float64), np.asarray(q, dtype=np.float64)
+    if scheme in ("iid", "without_replacement"):
+        return optimal_acceptance(p, q, k, sampling=scheme, method="closed_form")
+    return _per_token_optimum(p, q, np.arange(p.size), 0.0, 0.0, k, scheme).lo
+
+
+def _per_token_optimum(pk, qk, ids, p_tail: float, q_tail: float, k: int, scheme: str) -> Bounds:
+    """Bounds on ``sum_y min(p(y), M(y))``, ``M(y) = P(y in S(X))``, for the hub, greedy or
+    (``k = 1``) single-draft law. ``pk``, ``qk`` (``[n]``): known masses at token ``ids``,
+    which must contain the hub / fixed greedy tokens (the top of ``q``); ``p_tail``,
+    ``q_tail``: the masses of the other tokens, unknown token by token."""
+    order = ids[np.lexsort((ids, -qk))]  # q descending, ties to the lower id
+    position = {int(t): i for i, t in enumerate(ids)}
+    if k == 1 or scheme in ("iid", "without_replacement"):
+        if k != 1:
+            raise NotApplicableError(f"the per-token formula covers {scheme!r} drafts only for k=1")
+        fixed = []
+    elif scheme == "hub":
+        if k != 2:
+            raise InvalidDraftCountError(f"the hub law has k=2 drafts, got k={k}")
+        fixed = [int(order[0])]
+    elif scheme == "greedy":
+        fixed = [int(t) for t in order[: k - 1]]
+    else:
+        raise UnknownNameError(f"unknown draft scheme {scheme!r}; choose one of {SCHEMES}")
+    at = [position[t] for t in fixed]
+    scale = 1.0 - float(qk[at].sum())  # q outside the fixed tokens
+    lo = float(pk[at].sum())
+    rest = np.ones(len(ids), dtype=bool)
+    rest[at] = False
+    tails_known = p_tail <= TAIL_NEGLIGIBLE
+    if scale <= TAIL_NEGLIGIBLE:
+        # no q mass outside the fixed tokens. hub: one-hot q, the single pair (a, a), accepts p(a);
+        # greedy: the last draft is the next token in the order, surely (otm.draft_laws.greedy_law)
+        if scheme == "hub":
+            return Bounds.point(lo)
+        if tails_known and k - 1 < len(order):
+            return Bounds.point(lo + float(pk[position[int(order[k - 1])]]))
+        extra = max(float(pk[rest].max(initial=0.0)), p_tail)
+        return Bounds(lo, min(1.0, lo + extra), "greedy: the deterministic last draft is not among the recorded tokens")
+    lo += float(np.minimum(pk[rest], np.minimum(1.0, qk[rest] / scale)).sum())
+    tail = min(p_tail, q_tail / scale)
+    return Bounds(lo, min(1.0, lo + tail), "" if tail <= TAIL_NEGLIGIBLE else "tail masses of p and q unknown token by token")
+
+
+# --------------------------------------------------------------------------- one node
+
+
+@dataclass(frozen=True)
+class NodeInstance:
+    """One verification event reduced to the known tokens ``K`` and a merged tail ``U``.
+
+    Attributes:
+        ids: ``[n]`` token ids of ``K`` (ascending).
+        p, q: ``[n]`` their target / draft masses.
+        p_tail, q_tail: ``p(U)``, ``q(U)`` (0 when the recording is full).
+        q_top_ids, q_top_probs: the recorded top of ``q``, by ``q`` descending (ties to
+            the lower id): the hub and the fixed greedy tokens.
+    """
+
+    ids: np.ndarray  # [n]
+    p: np.ndarray  # [n]
+    q: np.ndarray  # [n]
+    p_tail: float
+    q_tail: float
+    q_top_ids: np.ndarray  # [m]
+    q_top_probs: np.ndarray  # [m]
+
+    def merged(self) -> tuple[np.ndarray, np.ndarray]:
+        """``[n (+1)]`` renormalised ``(p, q)`` over ``K`` plus one merged tail token
+        (dropped when both tails are negligible)."""
+        p, q = self.p, self.q
+        if self.p_tail > TAIL_NEGLIGIBLE or self.q_tail > TAIL_NEGLIGIBLE:
+            p, q = np.append(p, self.p_tail), np.append(q, self.q_tail)
+        return p / p.sum(), q / q.sum()
+
+
+def node_instance(recording: Recording, event: int) -> NodeInstance:
+    """The :class:`NodeInstance` of ``event`` (module docstring: how ``K`` is chosen)."""
+    a = recording.arrays
+    k = int(a["k"][event])
+    drafts = a["drafts"][event, :k]
+    p_ids, p_probs, p_rest = a["p_ids"][event], a["p_probs"][event], float(a["p_rest"][event])
+    q_ids, q_probs, q_rest = a["q_ids"][event], a["q_probs"][event], float(a["q_rest"][event])
+    p_known = {int(t): float(v) for t, v in zip(p_ids, p_probs) if t >= 0}
+    q_known = {int(t): float(v) for t, v in zip(q_ids, q_probs) if t >= 0}
+    p_listed, q_listed = set(p_known), set(q_known)
+    for t, pv, qv in zip(drafts, a["drafts_p"][event, :k], a["drafts_q"][event, :k]):
+        p_known.setdefault(int(t), float(pv))
+        q_known.setdefault(int(t), float(qv))
+    p_zero, q_zero = p_rest <= TAIL_NEGLIGIBLE, q_rest <= TAIL_NEGLIGIBLE
+    candidates = sorted(set(p_known) | set(q_known))
+    ids = np.array([t for t in candidates if (t in p_known or p_zero) and (t in q_known or q_zero)], dtype=np.int64)
+    in_k = set(ids.tolist())
+    pk = np.array([p_known.get(t, 0.0) for t in ids.tolist()])
+    qk = np.array([q_known.get(t, 0.0) for t in ids.tolist()])
+    # tail = remainder, minus the known tokens that were outside the top list, plus the
+    # listed tokens that are not in K (their other mass is unknown)
+    p_tail = p_rest - sum(p_known[t] for t in in_k if t not in p_listed and t in p_known) + sum(p_known[t] for t in p_listed - in_k)
+    q_tail = q_rest - sum(q_known[t] for t in in_k if t not in q_listed and t in q_known) + sum(q_known[t] for t in q_listed - in_k)
+    listed = q_ids >= 0
+    order = np.lexsort((q_ids[listed], -q_probs[listed]))  # q descending, ties to the lower id
+    return NodeInstance(ids, pk, qk, max(p_tail, 0.0), max(q_tail, 0.0), q_ids[listed][order], q_probs[listed][order])
+
+
+def rule_scheme(rule: str) -> str:
+    """The draft law whose optimum is ``rule``'s reference (the registry's
+    ``reference_optimum``: i.i.d. for ``specinfer`` with one ``q``)."""
+    return rule_spec(rule).reference_optimum
+
+
+def scheme_optimum(node: NodeInstance, k: int, scheme: str) -> Bounds:
+    """Bounds on ``alpha*(p, Q_scheme(q, k))`` for one node (module docstring)."""
+    if k == 1 or scheme in ("hub", "greedy"):
+        if scheme in ("hub", "greedy") and k >= 2 and not _covers_fixed(node, k):
+            return _fixed_token_unknown(node, k, scheme)
+        return _per_token_optimum(node.p, node.q, node.ids, node.p_tail, node.q_tail, k, scheme)
+    p, q = node.merged()
+    if scheme == "iid":
+        merged = optimal_acceptance(p, q, k, sampling="iid", method="closed_form")
+        if node.q_tail <= TAIL_NEGLIGIBLE:
+            return Bounds.point(merged)
+        return Bounds(max(0.0, merged - node.p_tail), merged, "i.i.d. optimum bounded from the merged tail")
+    if scheme == "without_replacement":
+        if node.q_tail <= TAIL_NEGLIGIBLE:
+            return Bounds.point(optimal_acceptance(p, q, k, sampling="without_replacement", method="closed_form"))
+        lower = scheme_optimum(node, k, "iid").lo
+        top = np.sort(node.q_top_probs[node.q_top_ids >= 0])[::-1]
+        taken = np.concatenate([[0.0], np.cumsum(top[: k - 1])])
+        if len(taken) < k or taken[-1] >= 1 - TAIL_NEGLIGIBLE:
+            return Bounds(lower, 1.0, "without-replacement optimum: only the trivial upper bound")
+        c = float((1.0 / (1.0 - taken)).sum())
+        upper = float(np.minimum(node.p, np.minimum(1.0, c * node.q)).sum()) + min(node.p_tail, c * node.q_tail)
+        return Bounds(lower, max(lower, min(1.0, upper)), "without-replacement optimum bounded (per-token bound)")
+    raise UnknownNameError(f"unknown draft scheme {scheme!r}; choose one of {SCHEMES}")
+
+
+def _covers_fixed(node: NodeInstance, k: int) -> bool:
+    """True when the hub / greedy fixed tokens (the top ``k - 1`` of ``q``, ``k >= 2``; the
+    hub is the top one) are in ``K``."""
+    return bool(np.isin(node.q_top_ids[: k - 1], node.ids).all())
+
+
+def _fixed_token_unknown(node: NodeInstance, k: int, scheme: str) -> Bounds:
+    """Hub / greedy optimum (``k >= 2``) when the target mass of a fixed token (the top
+    ``k - 1`` of ``q``, membership 1) is not recorded: the known tokens count with their per-token
+    bound, the tail (which holds the unknown fixed token) with at most ``p(U)``."""
+    fixed = node.q_top_ids[: k - 1]
+    scale = 1.0 - float(node.q_top_probs[: len(fixed)].sum())
+    is_fixed = np.isin(node.ids, fixed)
+    lo = float(node.p[is_fixed].sum())
+    if scale > TAIL_NEGLIGIBLE:
+        lo += float(np.minimum(node.p[~is_fixed], np.minimum(1.0, node.q[~is_fixed] / scale)).sum())
+    return Bounds(lo, min(1.0, lo + node.p_tail), f"{scheme}: target mass of a fixed draft token not recorded")
+
+
+def rule_bounds(rule: str, node: NodeInstance, k: int, own: Bounds) -> Bounds:
+    """Bounds on ``rule``'s exact acceptance at one node (``own``: its law's optimum)."""
+    spec = rule_spec(rule)
+    if spec.attains_own_optimum:
+        return own  # the rule reaches its own law's optimum on every instance
+    q_zero, p_zero = node.q_tail <= TAIL_NEGLIGIBLE, node.p_tail <= TAIL_NEGLIGIBLE
+    exact_ok = (q_zero and "q" in spec.exact_on_merged_tail) or (p_zero and "p" in spec.exact_on_merged_tail) or (q_zero and p_zero)
+    why = "tail mass of p and q unknown token by token"
+    if exact_ok:
+        p, q = node.merged()
+        try:
+            cost = estimated_seconds(spec, int(np.count_nonzero(q)), k)
+            if cost > NODE_SECONDS_LIMIT:
+                raise NotApplicableError(f"the exact law of {rule} would take about {cost:.3g} s at this node")
+            params = {"method": "closed_form"} if spec.has_closed_form(k) else {}
+            return Bounds.point(float(rule_acceptance(rule, p, q, k, **params)))
+        except OTMError as exc:
+            why = str(exc)
+    lo = float(np.minimum(node.p, node.q).sum()) if spec.at_least_single_draft else 0.0
+    return Bounds(min(lo, own.hi), own.hi, f"{rule} acceptance bounded: {why}")
+
+
+# --------------------------------------------------------------------------- a recording
+
+
+@dataclass(frozen=True)
+class NodeResult:
+    """The validation of one verification event (module docstring). ``rule``,
+    ``optimum``, ``best``: :class:`Bounds`; ``schemes``: each scheme's bounds (or the
+    reason it does not apply); ``accepted``: the output is one of the drafts."""
+
+    event: int
+    step: int
+    row: int
+    depth: int
+    node: int
+    k: int
+    rule_name: str
+    scheme: str
+    rule: Bounds
+    optimum: Bounds
+    best: Bounds
+    best_scheme: str | None
+    schemes: dict = field(default_factory=dict)
+    accepted: bool = False
+
+    def as_dict(self) -> dict:
+        out = {key: getattr(self, key) for key in ("event", "step", "row", "depth", "node", "k", "rule_name", "scheme", "best_scheme", "accepted")}
+        for key in ("rule", "optimum", "best"):
+            out[key] = asdict(getattr(self, key))
+        out["schemes"] = {s: asdict(b) if isinstance(b, Bounds) else b for s, b in self.schemes.items()}
+        return out
+
+
+def validate_node(recording: Recording, event: int) -> NodeResult:
+    """Validate one event with ``k >= 1`` drafts."""
+    a = recording.arrays
+    k = int(a["k"][event])
+    if k < 1:
+        raise InvalidDraftCountError(f"event {event} is a bonus draw (k=0): nothing to validate")
+    rule = rule_spec(recording.meta["rule"]).name if k >= 2 else "single"
+    if not rule_spec(rule).lossless:
+        raise NotApplicableError(f"rule {rule!r} is not lossless with respect to p: the OTM gap does not apply")
+    scheme = rule_scheme(rule)
+    node = node_instance(recording, event)
+    schemes: dict = {}
+    for name in SCHEMES:
+        try:
+            schemes[name] = scheme_optimum(node, k, name)
+        except OTMError as exc:
+            schemes[name] = f"not applicable: {exc}"
+    own = schemes[scheme] if isinstance(schemes[scheme], Bounds) else scheme_optimum(node, k, scheme)
+    valid = {n: b for n, b in schemes.items() if isinstance(b, Bounds)}
+    best = Bounds(max(b.lo for b in valid.values()), max(b.hi for b in valid.values()))
+    best_scheme = max(valid, key=lambda n: valid[n].lo) if best.exact else None
+    drafts = a["drafts"][event, :k]
+    return NodeResult(
+        event=event, step=int(a["step"][event]), row=int(a["row"][event]), depth=int(a["depth"][event]),
+        node=int(a["node"][event]), k=k, rule_name=rule, scheme=scheme,
+        rule=rule_bounds(rule, node, k, own), optimum=own, best=best, best_scheme=best_scheme,
+        schemes=schemes, accepted=bool(np.isin(a["output"][event], drafts)),
+    )
+
+
+def _mean_se(values) -> tuple[float | None, float | None]:
+    values = np.asarray(values, dtype=np.float64)
+    if len(values) == 0:
+        return None, None
+    se = float(values.std(ddof=1) / math.sqrt(len(values))) if len(values) > 1 else None
+    return float(values.mean()), se
+
+
+def summarise(nodes: list[NodeResult], alpha: float = DEFAULT_ALPHA) -> dict:
+    """Aggregates of a group of nodes (one rule, or one rule at one depth).
+
+    Means with standard errors (``std / sqrt(n)`` over nodes) of the rule's exact
+    acceptance, its law's optimum, the gap ``optimum - rule`` and the gap to the best
+    law, over the nodes where both are exact (``n_exact``); over all nodes, the means of
+    the lower and upper bounds of the gap (``gap_bounds``), of the rule's acceptance, its
+    law's optimum and the best law's optimum (``*_bounds``); the empirical acceptance (fraction of nodes whose
+    output was a draft) and a z-test of ``sum(accepted - rule)`` over the exact nodes
+    (variance ``sum rule (1 - rule)``; false-alarm rate ``alpha``).
+    """
+    exact = [n for n in nodes if n.rule.exact and n.optimum.exact]
+    rule_values = np.array([n.rule.value for n in exact])
+    opt_values = np.array([n.optimum.value for n in exact])
+    best_values = np.array([n.best.lo if n.best.exact else np.nan for n in exact])
+    gap_lo = [max(0.0, n.optimum.lo - n.rule.hi) for n in nodes]
+    gap_hi = [n.optimum.hi - n.rule.lo for n in nodes]
+    out = {"n_nodes": len(nodes), "n_exact": len(exact)}
+    for key, values in (("rule_acceptance", rule_values), ("optimum", opt_values), ("gap", opt_values - rule_values),
+                        ("gap_to_best", best_values[~np.isnan(best_values)] - rule_values[~np.isnan(best_values)])):
+        out[key], out[f"{key}_se"] = _mean_se(values)
+    out["gap_bounds"] = [float(np.mean(gap_lo)), float(np.mean(gap_hi))] if nodes else None
+    for key in ("rule", "optimum", "best"):
+        out[f"{key}_bounds"] = [float(np.mean([getattr(n, key).lo for n in nodes])), float(np.mean([getattr(n, key).hi for n in nodes]))] if nodes else None
+    accepted = np.array([n.accepted for n in nodes], dtype=np.float64)
+    out["empirical_acceptance"], _ = _mean_se(accepted)
+    out["empirical_acceptance_se"] = float(math.sqrt(accepted.mean() * (1 - accepted.mean()) / len(accepted))) if len(accepted) else None
+    out["acceptance_test"] = _acceptance_z_test(exact, alpha)
+    return out
+
+
+def _acceptance_z_test(exact: list[NodeResult], alpha: float) -> dict | None:
+    """z-test that the recorded acceptances are draws with the exact per-node rates."""
+    if not exact:
+        return None
+    rate = np.array([n.rule.value for n in exact])
+    observed = np.array([n.accepted for n in exact], dtype=np.float64)
+    variance = float((rate * (1 - rate)).sum())
+    diff = float((observed - rate).sum())
+    if variance <= TAIL_NEGLIGIBLE:
+        passed = abs(diff) <= 0.5
+        return {"z": 0.0 if passed else math.inf, "p_value": 1.0 if passed else 0.0, "alpha": alpha, "passed": passed}
+    z = diff / math.sqrt(variance)
+    p_value = float(2 * stats.norm.sf(abs(z)))
+    return {"z": z, "p_value": p_value, "alpha": alpha, "passed": p_value >= alpha}
+
+
+def verdict(nodes: list[NodeResult], by_rule: dict) -> dict:
+    """PASS when (1) no node's rule acceptance exceeds its own law's optimum (by more than
+    :data:`TAIL_NEGLIGIBLE`: a lossless rule never beats it, so an excess is a bug in the
+    rule or in the optimum) and (2) every rule's recorded acceptance agrees with its exact
+    per-node rates (the z-test of :func:`summarise`); FAIL otherwise, with the reasons."""
+    reasons = []
+    above = [n for n in nodes if n.rule.lo > n.optimum.hi + TAIL_NEGLIGIBLE]
+    if above:
+        worst = max(above, key=lambda n: n.rule.lo - n.optimum.hi)
+        reasons.append(f"{len(above)} node(s) where the rule beats its own law's optimum "
+                       f"(worst: event {worst.event}, by {worst.rule.lo - worst.optimum.hi:.3g})")
+    for rule, group in by_rule.items():
+        test = group.get("acceptance_test")
+        if test is not None and not test["passed"]:
+            reasons.append(f"{rule}: recorded acceptance differs from the exact rates (z = {test['z']:.2f}, "
+                           f"p = {test['p_value']:.2g} < alpha = {test['alpha']:g})")
+    if not nodes:
+        reasons.append("no node could be validated")
+    return {"passed": not reasons, "reasons": reasons}
+
+
+@dataclass(frozen=True)
+class ValidationResult:
+    """``nodes``: one :class:`NodeResult` per verification event; ``skipped``: event ->
+    reason; ``summary``: per rule (``by_rule``) and per rule and depth (``by_depth``,
+    keyed ``"rule/depth"``), see :func:`summarise`."""
+
+    meta: dict
+    nodes: list
+    skipped: dict
+    summary: dict
+
+    def as_dict(self, with_nodes: bool = True) -> dict:
+        out = {"meta": self.meta, "summary": self.summary, "skipped": {str(k): v for k, v in self.skipped.items()}}
+        if with_nodes:
+            out["nodes"] = [n.as_dict() for n in self.nodes]
+        return out
+
+
+def validate_recording(recording: Recording, alpha: float = DEFAULT_ALPHA, progress: bool = False) -> ValidationResult:
+    """Validate every verification event of ``recording`` (bonus draws, ``k = 0``, are
+    counted in ``summary["bonus_events"]`` and skipped)."""
+    k = recording.arrays["k"]
+    events = np.flatnonzero(k > 0)
+    iterator = events
+    if progress:
+        from tqdm import tqdm
+
+        iterator = tqdm(events, desc="validating nodes", unit="node")
+    nodes, skipped = [], {}
+    for event in iterator:
+        try:
+            nodes.append(validate_node(recording, int(event)))
+        except OTMError as exc:
+            skipped[int(event)] = str(exc)
+    by_rule, by_depth = {}, {}
+    for rule in sorted({n.rule_name for n in nodes}):
+        group = [n for n in nodes if n.rule_name == rule]
+        by_rule[rule] = summarise(group, alpha)
+        for depth in sorted({n.depth for n in group}):
+            by_depth[f"{rule}/{depth}"] = summarise([n for n in group if n.depth == depth], alpha)
+    summary = {
+        "verdict": verdict(nodes, by_rule),
+        "rule": recording.meta.get("rule"), "tree": recording.meta.get("tree"),
+        "full": bool(recording.meta.get("full")), "top_m": recording.meta.get("top_m"),
+        "vocab_size": recording.meta.get("vocab_size"), "events": int(len(k)),
+        "bonus_events": int((k == 0).sum()), "validated": len(nodes), "skipped": len(skipped),
+        "by_rule": by_rule, "by_depth": by_depth,
+    }
+    return ValidationResult(dict(recording.meta), nodes, skipped, summary)
+
+
+__all__ = [
+    "Bounds",
+    "NodeInstance",
+    "NodeResult",
+    "SCHEMES",
+    "TAIL_NEGLIGIBLE",
+    "ValidationResult",
+    "law_optimum",
+    "node_instance",
+    "rule_bounds",
+    "rule_scheme",
+    "scheme_optimum",
+    "summarise",
+    "validate_node",
+    "validate_recording",
+    "verdict",
+]

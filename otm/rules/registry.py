@@ -1,0 +1,210 @@
+"""The rule registry: every fact about a selection rule, written once.
+
+Each rule is one :class:`RuleSpec`. The command line's choices, the report's columns,
+recording validation, the theorem suite, the decoding verifiers' registry and the tests
+are all derived from :data:`RULE_SPECS`; nothing else lists rule names.
+
+>>> rule_spec("rrs").draft_scheme, rule_spec("spechub").ks
+('iid', (2, 2))
+>>> rule_spec("is_truncated").name          # old names resolve to the current one
+'importance_sampling_truncated'
+>>> [s.name for s in rule_specs(closed_form_at=(151_936, 2))]
+['rrs', 'rrs_wor', 'specinfer', 'kseq', 'spechub', 'greedy']
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..errors import InvalidDraftCountError, UnknownNameError
+
+#: Joint draft laws a rule can draw from (:mod:`otm.draft_laws`).
+DRAFT_SCHEMES = ("iid", "without_replacement", "hub", "greedy", "independent")
+
+
+@dataclass(frozen=True)
+class RuleSpec:
+    """What the toolkit knows about one selection rule.
+
+    Attributes:
+        name: the rule's name everywhere (``otm.rule_law(name, ...)``, ``otm decode --rule``).
+        title: a few words for tables and help texts.
+        reference: the paper and algorithm / theorem (bibliography: docs/references.md).
+        module: the module under :mod:`otm.rules` holding its exact law.
+        law_function: the function of ``module`` computing the exact law.
+        draft_scheme: the joint draft law its drafts come from (:data:`DRAFT_SCHEMES`).
+        lossless: its output law is ``p`` (the speculative-ensemble rules output ``r``).
+        ks: ``(smallest, largest)`` number of drafts it is defined for (``None``: any).
+        closed_form: cost of its closed-form acceptance (``method="closed_form"``), or
+            ``None`` when the exact law needs an enumeration of draft tuples.
+        closed_form_ks: the ``k`` the closed form covers (``None``: every allowed ``k``).
+        reference_optimum: the draft scheme whose optimum is the fair reference (its own
+            law's): a rule never beats it. ``None`` for rules not judged against ``p``.
+        attains_own_optimum: it reaches that optimum on every instance (proved; checked by
+            the theorem suite).
+        at_least_single_draft: its acceptance is at least ``sum min(p, q)``, the
+            single-draft test of its first draft.
+        exact_on_merged_tail: ``"q"`` and/or ``"p"``: its acceptance does not change when the
+            tokens with ``q = 0`` (``"q"``), or with ``p = 0`` (``"p"``), are merged into one
+            token (what validating a top-m recording relies on; proofs in
+            :mod:`decoding.validation.recordings`).
+        verifier: the module under :mod:`decoding.verifiers` with its batched sampler, or
+            ``None`` when it has none.
+        seconds_per_lp_tuple: for rules that solve an LP over the draft tuples, the
+            measured cost per tuple (``scripts/bench_rule_cost.py``): what
+            :func:`estimated_seconds` multiplies; ``None`` for the others.
+        aliases: earlier names, still accepted.
+    """
+
+    name: str
+    title: str
+    reference: str
+    module: str
+    draft_scheme: str
+    lossless: bool = True
+    ks: tuple = (1, None)
+    closed_form: str | None = None
+    closed_form_ks: tuple | None = None
+    reference_optimum: str | None = None
+    attains_own_optimum: bool = False
+    at_least_single_draft: bool = False
+    exact_on_merged_tail: tuple = ()
+    verifier: str | None = None
+    law_function: str = "exact_law"
+    seconds_per_lp_tuple: float | None = None
+    aliases: tuple = ()
+
+    def allows(self, k: int) -> bool:
+        """True when the rule is defined for ``k`` drafts."""
+        low, high = self.ks
+        return k >= low and (high is None or k <= high)
+
+    def check_k(self, k: int) -> int:
+        """``k``, or :class:`InvalidDraftCountError` when the rule is not defined for it."""
+        if not self.allows(k):
+            low, high = self.ks
+            allowed = f"k = {low}" if low == high else f"k >= {low}" if high is None else f"{low} <= k <= {high}"
+            raise InvalidDraftCountError(f"rule {self.name!r} is defined for {allowed} only, got k={k}")
+        return k
+
+    def has_closed_form(self, k: int) -> bool:
+        """True when its acceptance has a closed form at ``k`` drafts."""
+        return self.closed_form is not None and self.allows(k) and (self.closed_form_ks is None or k in self.closed_form_ks)
+
+
+#: Every rule, in the order tables list them.
+RULE_SPECS: dict[str, RuleSpec] = {spec.name: spec for spec in (
+    RuleSpec(
+        "single", "single draft", "Leviathan et al. 2023, Alg. 1", "single", "iid",
+        ks=(1, 1), closed_form="O(V)", reference_optimum="iid", attains_own_optimum=True,
+        at_least_single_draft=True, exact_on_merged_tail=("q", "p"), verifier="single",
+    ),
+    RuleSpec(
+        "rrs", "recursive rejection sampling", "Sun et al. 2024 (SpecHub), Alg. 1; Miao et al. 2024 (SpecInfer)",
+        "rrs", "iid", closed_form="O(k V)", reference_optimum="iid", at_least_single_draft=True,
+        exact_on_merged_tail=("q", "p"), verifier="rrs",
+    ),
+    RuleSpec(
+        "rrs_wor", "recursive rejection sampling without replacement", "Sun et al. 2024 (SpecHub), Alg. 1",
+        "rrs_without_replacement", "without_replacement", closed_form="O(V log V)", closed_form_ks=(1, 2),
+        reference_optimum="without_replacement", at_least_single_draft=True, exact_on_merged_tail=("q",),
+        verifier="rrs_wor",
+    ),
+    RuleSpec(
+        "specinfer", "recursive rejection, draft i from q_i", "Khisti et al. 2025, Remark 1; Miao et al. 2024",
+        "specinfer", "independent", closed_form="O(k V)", reference_optimum="iid", at_least_single_draft=True,
+        exact_on_merged_tail=("q", "p"), verifier="specinfer",
+    ),
+    RuleSpec(
+        "kseq", "k-sequential selection (k-SEQ)", "Sun et al. 2023 (SpecTr), Alg. 2", "kseq", "iid",
+        closed_form="O(V) per bisection step", reference_optimum="iid", at_least_single_draft=True,
+        exact_on_merged_tail=("q", "p"), verifier="kseq",
+    ),
+    RuleSpec(
+        "spechub", "SpecHub", "Sun et al. 2024 (SpecHub), Alg. 3", "spechub", "hub", ks=(2, 2),
+        closed_form="O(V)", reference_optimum="hub", attains_own_optimum=True, exact_on_merged_tail=("q",),
+        verifier="spechub",
+    ),
+    RuleSpec(
+        "importance_sampling", "importance sampling, LP-optimal weights", "Khisti et al. 2025, Thm 1",
+        "importance_sampling", "iid", reference_optimum="iid", attains_own_optimum=True,
+        seconds_per_lp_tuple=4e-4, aliases=("is_optimal",),
+    ),
+    RuleSpec(
+        "importance_sampling_truncated", "truncated importance sampling", "Khisti et al. 2025, Sec. 4, Remark 3",
+        "importance_sampling_truncated", "iid", reference_optimum="iid", verifier="importance_sampling_truncated",
+        seconds_per_lp_tuple=4e-4, aliases=("is_truncated",),
+    ),
+    RuleSpec(
+        "greedy", "optimal verifier for greedy drafts", "this toolkit (docs/theory.md, greedy drafts)",
+        "greedy", "greedy", closed_form="O(V log V)", reference_optimum="greedy",
+        attains_own_optimum=True, exact_on_merged_tail=("q",), verifier="greedy",
+    ),
+    RuleSpec(
+        "ensemble_weighted", "speculative ensemble, weighted", "Fu et al. 2025, eq. (4)",
+        "speculative_ensemble", "iid", lossless=False, ks=(1, 1), closed_form="O(V)",
+        law_function="exact_law_weighted",
+    ),
+    RuleSpec(
+        "ensemble_contrastive", "speculative ensemble, contrastive", "Fu et al. 2025, eq. (5)",
+        "speculative_ensemble", "iid", lossless=False, ks=(1, 1), closed_form="O(V)",
+        law_function="exact_law_contrastive",
+    ),
+)}
+
+#: Every rule name, in table order.
+RULES = tuple(RULE_SPECS)
+
+#: Old name -> current name.
+ALIASES = {alias: spec.name for spec in RULE_SPECS.values() for alias in spec.aliases}
+
+
+def rule_spec(name: str) -> RuleSpec:
+    """The spec of rule ``name`` (an old name is resolved); :class:`UnknownNameError` otherwise."""
+    spec = RULE_SPECS.get(ALIASES.get(name, name)) if isinstance(name, str) else None
+    if spec is None:
+        raise UnknownNameError(f"unknown rule {name!r}; choose one of {', '.join(RULES)}")
+    return spec
+
+
+def rule_specs(*, lossless: bool | None = None, verifier: bool | None = None,
+               closed_form_at: tuple | None = None, names=None) -> list[RuleSpec]:
+    """The specs matching every given filter, in table order.
+
+    Args:
+        lossless: keep rules whose output law is (``True``) / is not (``False``) ``p``.
+        verifier: keep rules with (``True``) / without (``False``) a batched sampler.
+        closed_form_at: ``(V, k)``: keep rules whose exact acceptance is available at this
+            size in closed form (the rules usable at a 150k-token vocabulary).
+        names: restrict to these names (aliases resolved).
+    """
+    specs = [rule_spec(n) for n in names] if names is not None else list(RULE_SPECS.values())
+    if lossless is not None:
+        specs = [s for s in specs if s.lossless == lossless]
+    if verifier is not None:
+        specs = [s for s in specs if (s.verifier is not None) == verifier]
+    if closed_form_at is not None:
+        specs = [s for s in specs if s.has_closed_form(closed_form_at[1])]
+    return specs
+
+
+def estimated_seconds(spec: RuleSpec, vocab_size: int, k: int) -> float:
+    """Estimated cost of ``spec``'s exact law at ``(V, k)``: near zero for a closed form,
+    the number of draft tuples times the measured ``seconds_per_lp_tuple`` for an LP rule,
+    and the tuple enumeration's cost otherwise (``V^k`` or ``V!/(V-k)!`` tuples, about
+    ``ENUMERATION_SECONDS_PER_TUPLE`` each). ``inf`` when the count overflows a float."""
+    if spec.has_closed_form(k):
+        return 0.0
+    per_tuple = spec.seconds_per_lp_tuple or ENUMERATION_SECONDS_PER_TUPLE
+    if k * math.log10(max(vocab_size, 2)) > 300:  # more tuples than a float holds
+        return math.inf
+    tuples = math.perm(vocab_size, k) if spec.draft_scheme == "without_replacement" else vocab_size**k
+    return float(tuples) * per_tuple
+
+
+#: Measured cost of enumerating one draft tuple of a rule's law (Python loop; see
+#: ``scripts/bench_rule_cost.py``).
+ENUMERATION_SECONDS_PER_TUPLE = 5e-5
+
+
+__all__ = ["ALIASES", "DRAFT_SCHEMES", "RULES", "RULE_SPECS", "RuleSpec", "estimated_seconds", "rule_spec", "rule_specs"]

@@ -1,0 +1,229 @@
+"""The ``otm`` command line: parse the options into a typed config, run the command.
+
+Every subcommand is one module of :mod:`otm_app.commands` (or :mod:`otm_app.report.run`)
+taking one config of :mod:`otm_app.configs`; this module only builds the parser from the
+configs' defaults and the rule registry, and turns errors into one line on stderr with
+exit status 2. torch is imported only by the subcommands that need it (``decode``,
+``report``, ``validate``).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from otm.errors import OTMError
+from otm.optimum import METHODS
+from otm.rules.registry import rule_spec, rule_specs
+
+from .configs import AcceptanceConfig, DecodeConfig, ReportConfig, ReproduceConfig, TheoremsConfig, ValidateConfig
+
+#: Exit status of a usage or input error (one line on stderr, no traceback).
+EXIT_USAGE = 2
+
+#: Set this environment variable to see the traceback of an unexpected error.
+TRACEBACK_VARIABLE = "OTM_TRACEBACK"
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An argparse parser whose errors are one line (``otm CMD: error: ...``), exit 2."""
+
+    def error(self, message: str):
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _rule_name(allowed: list) -> callable:
+    """An argparse type: a rule name (old names accepted) among ``allowed`` specs."""
+    names = [spec.name for spec in allowed]
+
+    def parse(text: str) -> str:
+        try:
+            name = rule_spec(text).name
+        except OTMError:
+            name = None
+        if name not in names:
+            raise argparse.ArgumentTypeError(f"invalid rule {text!r}; choose one of {', '.join(names)}")
+        return name
+
+    return parse
+
+
+def _rule_list(allowed: list) -> callable:
+    one = _rule_name(allowed)
+
+    def parse(text: str) -> tuple:
+        names = tuple(one(part.strip()) for part in text.split(",") if part.strip())
+        if not names:
+            raise argparse.ArgumentTypeError("give at least one rule name")
+        return names
+
+    return parse
+
+
+def _positive_floats(text: str) -> tuple:
+    try:
+        values = tuple(float(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+    if not values or any(not (v > 0 and v < float("inf")) for v in values):
+        raise argparse.ArgumentTypeError(f"expected positive finite numbers, got {text!r}")
+    return values
+
+
+def _add_acceptance(sub) -> None:
+    from .commands.acceptance import EXAMPLES
+
+    d = AcceptanceConfig
+    acc = sub.add_parser("acceptance", help="optimal and per-rule acceptance for one (p, q, k)",
+                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    acc.add_argument("--target", help="target distribution p: a .npy (no pickles) or .json list of numbers")
+    acc.add_argument("--draft", help="draft distribution q: a .npy or .json list of numbers")
+    acc.add_argument("--example", choices=sorted(EXAMPLES), help="use a built-in (p, q) instead of files")
+    acc.add_argument("-k", type=int, default=d.k, help="number of drafts")
+    acc.add_argument("--sampling", choices=("iid", "without_replacement"), default=d.sampling,
+                     help="draft scheme whose optimum takes --method")
+    acc.add_argument("--method", default=d.method, choices=METHODS, help="how the optimum is computed")
+    acc.add_argument("--rules", type=_rule_list(rule_specs(lossless=True)), default=d.rules,
+                     help="comma-separated rules to compute whatever their cost (default: every lossless rule "
+                          "whose estimated cost fits --time-budget)")
+    acc.add_argument("--time-budget", type=float, default=d.time_budget,
+                     help="seconds a rule may take by default; slower ones are listed as skipped")
+    acc.add_argument("--temperature", type=float, default=d.temperature, help="apply a temperature (0 = argmax)")
+    acc.add_argument("--logits", action="store_true", help="the files hold logits, not probabilities")
+    acc.add_argument("--json", action="store_true", help="print JSON")
+    acc.set_defaults(command_config=AcceptanceConfig, run="otm_app.commands.acceptance:run_acceptance")
+
+
+def _add_theorems(sub) -> None:
+    from proofs.registry import PAPERS
+
+    d = TheoremsConfig
+    th = sub.add_parser("theorems", help="check the papers' theorems, claim by claim (about 40 s)",
+                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    th.add_argument("--paper", choices=PAPERS, help="only this paper's claims")
+    th.add_argument("--instances", type=int, default=d.instances, help="random instances per check (default: each check's own)")
+    th.add_argument("--seed", type=int, default=d.seed)
+    th.add_argument("--json", action="store_true")
+    th.add_argument("--allow-failures", action="store_true", help="exit 0 even when a claim fails")
+    th.set_defaults(command_config=TheoremsConfig, run="otm_app.commands.theorems:run_theorems_command")
+
+
+def _add_reproduce(sub) -> None:
+    from proofs.table4 import READINGS
+
+    d = ReproduceConfig
+    rep = sub.add_parser("reproduce", help="reproduce a paper table next to the paper's numbers",
+                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    rep.add_argument("table", choices=("spechub-table4",))
+    rep.add_argument("--pairs", type=int, default=d.pairs, help="random pairs per cell")
+    rep.add_argument("--seed", type=int, default=d.seed)
+    rep.add_argument("--reading", default=d.reading, choices=READINGS,
+                     help="how the paper's recipe is read (docs/theorems.md)")
+    rep.add_argument("--json", action="store_true")
+    rep.set_defaults(command_config=ReproduceConfig, run="otm_app.commands.theorems:run_reproduce_command")
+
+
+def _add_decode(sub) -> None:
+    d = DecodeConfig
+    dec = sub.add_parser("decode", help="speculative decoding with a rule and a draft tree",
+                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    dec.add_argument("--rule", type=_rule_name(rule_specs(verifier=True) + rule_specs(lossless=False)), default=d.rule,
+                     help="selection rule: " + ", ".join(s.name for s in rule_specs(verifier=True) + rule_specs(lossless=False)))
+    dec.add_argument("--pair", default=d.pair, help="qwen2.5-coder | tiny | DRAFT,TARGET (local paths)")
+    dec.add_argument("--tree", default=d.tree, help="draft tree: chains:K,D, binary:D, ternary:D, kary:K,D, prefix:k1,..., "
+                     "branching:A;B;.. (default: chains:2,4, two draft chains of 4 tokens; not for the ensemble rules)")
+    dec.add_argument("--lam", type=float, default=d.lam, help="ensemble_weighted: r = lam q + (1 - lam) p")
+    dec.add_argument("--mu", type=float, default=d.mu, help="ensemble_contrastive: r ~ p q^(-mu)")
+    dec.add_argument("--gammas", default=d.gammas, help="ensemble proposal lengths, draft,target (default 1)")
+    dec.add_argument("--temperature", type=float, default=d.temperature)
+    dec.add_argument("--top-p", type=float, default=d.top_p)
+    dec.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens)
+    dec.add_argument("--prompt", help="the prompt (required unless --prompts)")
+    dec.add_argument("--prompts", help="a file with one prompt per line (instead of --prompt)")
+    dec.add_argument("--seed", type=int, default=d.seed)
+    dec.add_argument("--record", help="write a recording (.npz) for `otm validate`")
+    dec.add_argument("--device", default=d.device, help="cpu, cuda, cuda:1, ...")
+    dec.add_argument("--dtype", default=d.dtype, choices=("float32", "float64", "bfloat16", "float16"))
+    dec.add_argument("--json", action="store_true")
+    dec.set_defaults(command_config=DecodeConfig, run="otm_app.commands.decode:decode_command")
+
+
+def _add_report(sub) -> None:
+    d = ReportConfig
+    rep = sub.add_parser("report", help="the main job: theorems, real-logit bounds, decoding; writes a report folder "
+                         "(about 9 min on 2 CPU cores; --no-models: about 1 min)",
+                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    rep.add_argument("--texts", default=d.texts, help="comma-separated built-in text names or text files (default: every built-in text)")
+    rep.add_argument("-k", "--k-max", dest="k_max", type=int, default=d.k_max, help="largest number of drafts; k = 1..K")
+    rep.add_argument("--temperatures", type=_positive_floats, default=d.temperatures, help="comma-separated temperatures of the per-position tables")
+    rep.add_argument("--rules", type=_rule_list(rule_specs(lossless=True)), default=d.rules, help="comma-separated rules")
+    rep.add_argument("--out", default=d.out, help="output folder")
+    rep.add_argument("--no-models", action="store_true", help="toy distributions only, no model and no decoding")
+    rep.add_argument("--pair", default=d.pair, choices=("qwen2.5-coder", "tiny"), help="model pair (tiny: random tiny models, for tests)")
+    rep.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens, help="tokens per prompt in the decoding step")
+    rep.add_argument("--decode-prompts", type=int, default=d.decode_prompts, help="prompts per rule in the decoding step")
+    rep.add_argument("--seed", type=int, default=d.seed, help="seed of every random choice")
+    rep.add_argument("--tree", default=d.tree, help="draft tree of the decoding step (single uses a chain of the same depth)")
+    rep.add_argument("--decode-temperature", type=float, default=d.decode_temperature, help="temperature of the decoding step")
+    rep.add_argument("--no-decode", action="store_true", help="skip the speculative decoding step")
+    rep.add_argument("--rule-positions", type=int, default=d.rule_positions, help="evenly spaced positions where every rule is computed exactly (0 = all)")
+    rep.add_argument("--wor-positions", type=int, default=d.wor_positions, help="evenly spaced positions for the without-replacement optimum (0 = all)")
+    rep.add_argument("--sweep-positions", type=int, default=d.sweep_positions, help="evenly spaced positions of the optimum-vs-temperature sweep (0 = all)")
+    rep.add_argument("--mc-paths", type=int, default=d.mc_paths, help="Monte Carlo draft paths per position for rrs_wor at k > 2")
+    rep.add_argument("--device", default=d.device, help="where the models run")
+    rep.add_argument("--json", action="store_true", help="print the summary as JSON")
+    rep.add_argument("--quiet", action="store_true", help="no progress bars")
+    rep.set_defaults(command_config=ReportConfig, run="otm_app.commands.report:run_report_command")
+
+
+def _add_validate(sub) -> None:
+    val = sub.add_parser("validate", help="per-node gap between a recording's rule and the OTM optimum, with a PASS/FAIL verdict",
+                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    val.add_argument("recording", help="a .npz recording written by `otm decode --record FILE`")
+    val.add_argument("--json", action="store_true", help="print the summary as JSON")
+    val.add_argument("--out", default=None, help="folder for validation.json and the figures")
+    val.set_defaults(command_config=ValidateConfig, run="otm_app.commands.validate:validate_command")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``otm`` parser; every default comes from :mod:`otm_app.configs`."""
+    parser = OneLineParser(prog="otm", description="Exact analysis of multi-draft speculative decoding "
+                           "(optimal transport with membership cost).")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
+    for add in (_add_acceptance, _add_theorems, _add_reproduce, _add_decode, _add_report, _add_validate):
+        add(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``otm``; returns the exit status (0 ok, 1 a check failed, 2 an error)."""
+    import importlib
+
+    args = build_parser().parse_args(argv)
+    config = args.command_config.from_mapping(args)
+    module_name, function = args.run.split(":")
+    try:
+        result = getattr(importlib.import_module(module_name), function)(config)
+        return result if isinstance(result, int) else 0
+    except OTMError as exc:
+        print(f"otm {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except ImportError as exc:  # an optional extra is missing; the message names it
+        print(f"otm {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"otm {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # a bug: still one line, the traceback on request
+        if os.environ.get(TRACEBACK_VARIABLE):
+            raise
+        print(f"otm {args.command}: unexpected {type(exc).__name__}: {exc} "
+              f"(please report it; set {TRACEBACK_VARIABLE}=1 for the traceback)", file=sys.stderr)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+__all__ = ["EXIT_USAGE", "build_parser", "main"]

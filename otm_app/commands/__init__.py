@@ -1,0 +1,1 @@
+"""One module per ``otm`` subcommand: a typed config in, a result out (no argparse here)."""

@@ -1,0 +1,207 @@
+"""``otm decode``: speculative decoding of prompts with a model pair, a rule and a tree.
+
+``otm decode --pair qwen2.5-coder|tiny|DRAFT,TARGET --rule R --tree SPEC --temperature T
+[--top-p P] --max-new-tokens N --prompt TEXT|--prompts FILE [--seed S] [--record FILE] [--json]``
+
+:func:`run_decode` takes a :class:`otm_app.configs.DecodeConfig` and returns the summary
+dict that ``--json`` prints (:meth:`decoding.runtime.loop.DecodeResult.summary` plus ``pair``,
+``temperature``, ``top_p``, ``seed``, ``prompts``, ``texts``). Prompts are decoded one at a
+time (batch 1, as in deployment); the counts are summed and the rates averaged over steps.
+
+``--rule ensemble_weighted|ensemble_contrastive`` runs the Speculative Ensemble instead
+(Speculative Ensemble (Fu et al. 2025), :func:`decoding.ensemble.speculative_ensemble_decode`: the draft and target
+take turns proposing, every token verified against ``r = E(q, p)``; ``--lam``, ``--mu``,
+``--gammas``); it decodes chains, so ``--tree`` does not apply.
+
+With ``--pair tiny`` there is no tokenizer: a prompt is a comma- or space-separated list
+of token ids (``"1,2,3"``) and the outputs are ids.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from otm.errors import OTMError
+from otm.rules import rule_spec
+
+from ..configs import DecodeConfig
+
+#: The draft tree when ``--tree`` is not given: two draft chains of four tokens (k = 2
+#: drafts at the root, the classic multi-draft set-up of SpecTr and SpecInfer).
+DEFAULT_TREE = "chains:2,4"
+
+#: dtype names accepted by ``--dtype``.
+DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def load_named_pair(pair: str, device, dtype):
+    """``qwen2.5-coder`` (the embedded pair), ``tiny`` (:func:`decoding.models.tiny.build_tiny_pair`)
+    or ``DRAFT,TARGET`` (local paths or cached hub ids, :func:`decoding.models.hf.load_pair`)."""
+    if pair == "qwen2.5-coder":
+        from decoding.models.qwen import load_qwen_pair
+
+        return load_qwen_pair(device, dtype)
+    if pair == "tiny":
+        from decoding.models.tiny import build_tiny_pair
+
+        return build_tiny_pair(device=device, dtype=dtype)
+    draft, sep, target = pair.partition(",")
+    if not sep or not draft or not target:
+        raise OTMError(f"--pair must be qwen2.5-coder, tiny or DRAFT,TARGET, got {pair!r}")
+    from decoding.models.hf import load_pair
+
+    return load_pair(draft, target, device, dtype)
+
+
+def check_device(device: str) -> torch.device:
+    """``device`` as a torch device, or :class:`OTMError` when torch cannot use it here
+    (``cuda`` on a CPU-only build or without a GPU, a bad name)."""
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise OTMError(f"--device {device!r} is not a torch device: {exc}") from None
+    if parsed.type == "cuda" and not torch.cuda.is_available():
+        raise OTMError(f"--device {device}: this torch build ({torch.__version__}) sees no CUDA device; use --device cpu")
+    if parsed.type == "cuda" and parsed.index is not None and parsed.index >= torch.cuda.device_count():
+        raise OTMError(f"--device {device}: only {torch.cuda.device_count()} CUDA device(s) here")
+    if parsed.type not in ("cpu", "cuda"):
+        raise OTMError(f"--device {device}: only cpu and cuda devices are supported")
+    return parsed
+
+
+def _prompt_texts(args: DecodeConfig) -> list[str]:
+    prompt, prompts = args.prompt, args.prompts
+    if (prompt is None) == (prompts is None):
+        raise OTMError("give exactly one of --prompt TEXT or --prompts FILE")
+    if prompt is not None:
+        return [prompt]
+    path = Path(prompts)
+    if not path.exists():
+        raise OTMError(f"no such prompts file: {prompts}")
+    texts = [line for line in path.read_text().splitlines() if line.strip()]
+    if not texts:
+        raise OTMError(f"{prompts}: no prompt (one per non-empty line)")
+    return texts
+
+
+def _encode(pair, text: str) -> list[int]:
+    if pair.tokenizer is None:
+        try:
+            ids = [int(t) for t in text.replace(",", " ").split()]
+        except ValueError:
+            raise OTMError(f"--pair {pair.name} has no tokenizer: give prompts as token ids, e.g. '1,2,3'") from None
+        if not ids or min(ids) < 0 or max(ids) >= pair.vocab_size:
+            raise OTMError(f"prompt token ids must be in [0, {pair.vocab_size}), got {text!r}")
+        return ids
+    return pair.tokenizer(text)["input_ids"]
+
+
+def _decode_text(pair, ids: list[int]):
+    return ids if pair.tokenizer is None else pair.tokenizer.decode(ids)
+
+
+#: The ensemble kind of each Speculative Ensemble rule (they decode chains, not trees).
+ENSEMBLE_KIND = {"ensemble_weighted": "weighted", "ensemble_contrastive": "contrastive"}
+
+
+def run_decode(args: DecodeConfig) -> dict:
+    """Run ``otm decode`` (module docstring); writes ``--record`` if given."""
+    from decoding.runtime.loop import speculative_decode
+    from decoding.runtime.recording import Recorder
+    from decoding.runtime.trees import parse_tree
+
+    rule = rule_spec(args.rule)
+    device = check_device(args.device)
+    dtype = DTYPES[args.dtype]
+    texts = _prompt_texts(args)
+    seed = int(args.seed)
+    top_p = args.top_p or 1.0
+    if not rule.lossless:
+        pair = load_named_pair(args.pair, device, dtype)
+        return _run_ensemble(args, pair, texts, torch.Generator(device=device).manual_seed(seed), seed)
+    tree_spec = args.tree or DEFAULT_TREE
+    tree = parse_tree(tree_spec)
+    pair = load_named_pair(args.pair, device, dtype)
+    generator = torch.Generator(device=device).manual_seed(seed)
+    recorder = Recorder(rule=rule.name, tree=tree_spec, temperature=args.temperature, top_p=top_p,
+                        pair=pair.name, seed=seed) if args.record else None
+    eos = getattr(pair.tokenizer, "eos_token_id", None) if pair.tokenizer is not None else None
+    results, outputs = [], []
+    for text in texts:
+        result = speculative_decode(
+            pair, _encode(pair, text), rule.name, tree, temperature=args.temperature, top_p=top_p,
+            max_new_tokens=args.max_new_tokens, generator=generator, device=device, record=recorder,
+            progress=not args.json, eos_token_id=eos,
+        )
+        results.append(result)
+        outputs.append(_decode_text(pair, result.tokens[0]))
+    steps = [s for r in results for s in r.steps_tokens]
+    attempts = np.sum([r.attempts_by_depth for r in results], axis=0).tolist()
+    accepts = np.sum([r.accepts_by_depth for r in results], axis=0).tolist()
+    summary = results[0].summary()
+    summary.update(
+        pair=pair.name, temperature=args.temperature, top_p=top_p, seed=seed, prompts=len(texts),
+        tokens_generated=sum(r.tokens_generated for r in results),
+        target_calls=sum(r.target_calls for r in results),
+        draft_calls=sum(r.draft_calls for r in results),
+        block_efficiency=float(np.mean(steps)),
+        acceptance_by_depth=[None if n == 0 else a / n for a, n in zip(accepts, attempts)],
+        wall_seconds=sum(r.wall_seconds for r in results),
+        texts=outputs,
+    )
+    if recorder is not None:
+        summary["record"] = str(recorder.save(args.record))
+    return summary
+
+
+def _run_ensemble(args: DecodeConfig, pair, texts: list[str], generator, seed: int) -> dict:
+    """``otm decode --rule ensemble_*``: one Speculative Ensemble decode per prompt."""
+    from decoding.ensemble.loop import speculative_ensemble_decode
+
+    try:
+        gammas = [int(g) for g in str(args.gammas or "1").split(",")]
+    except ValueError:
+        raise OTMError(f"--gammas must be comma-separated integers (draft,target), got {args.gammas!r}") from None
+    results, outputs = [], []
+    for text in texts:
+        result = speculative_ensemble_decode(
+            pair, _encode(pair, text), ENSEMBLE_KIND[args.rule], lam=args.lam,
+            mu=args.mu, gammas=gammas if len(gammas) > 1 else gammas[0],
+            temperature=args.temperature, max_new_tokens=args.max_new_tokens, generator=generator,
+        )
+        results.append(result)
+        outputs.append(_decode_text(pair, result.tokens[0].tolist()))
+    calls = np.sum([r.model_calls for r in results], axis=0).tolist()
+    verified = sum(sum(r.verifications) for r in results)
+    accepted = sum(sum(r.accepts) for r in results)
+    tokens = sum(r.tokens_generated for r in results)
+    return dict(
+        rule=args.rule, pair=pair.name, temperature=args.temperature, seed=seed, prompts=len(texts),
+        gammas=gammas, tokens_generated=tokens, model_calls=calls, tokens_per_call=tokens / max(sum(calls), 1),
+        acceptance_rate=None if verified == 0 else accepted / verified,
+        wall_seconds=sum(r.wall_seconds for r in results), texts=outputs,
+    )
+
+
+#: Summary keys printed by ``otm decode`` without ``--json``, in order.
+PRINTED_KEYS = ("rule", "tree", "pair", "tokens_generated", "target_calls", "block_efficiency",
+                "acceptance_by_depth", "model_calls", "tokens_per_call", "acceptance_rate", "wall_seconds", "record")
+
+
+def decode_command(config: DecodeConfig) -> int:
+    """``otm decode``: run, then print the summary (key per line, then the texts) or JSON."""
+    import json
+
+    summary = run_decode(config)
+    if config.json:
+        print(json.dumps(summary, indent=2, default=str))
+        return 0
+    for key in PRINTED_KEYS:
+        if key in summary:
+            print(f"{key:<20}{summary[key]}")
+    for text in summary.get("texts", []):
+        print("-" * 60)
+        print(text)
+    return 0

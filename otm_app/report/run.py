@@ -1,0 +1,263 @@
+"""``otm report``: the toolkit's main job in one command.
+
+1. summarise the theorem suite's rows (:func:`proofs.suite.run_theorems`, run by
+   :mod:`otm_app.commands.report` and passed in);
+2. teacher-force the built-in texts through the model pair (full 151,936-token
+   distributions, float32 logits) and compute per position the OTM optimum for i.i.d. and
+   without-replacement drafts at ``k = 1..k_max`` and every rule's acceptance at each
+   temperature (:mod:`otm_app.report.positions`: what is exact, on which positions, and
+   what is a labelled Monte Carlo estimate); figures of acceptance vs ``k`` per rule
+   against the optimum, of the per-position gaps, and of the optimum against temperature;
+3. a short speculative decoding per rule on the pair: block efficiency
+   (:mod:`otm_app.report.decode`);
+4. a self-contained folder (``report.md``, PNG figures, ``summary.json``) and a printed
+   summary table.
+
+``--no-models`` replaces the pair by toy Gaussian distributions (no model, no decoding;
+the report says so); ``--pair tiny`` uses tiny random Qwen2-architecture models (tests).
+
+Entry point: :func:`run_report` ``(ReportConfig, theorem_rows) -> summary dict``;
+:func:`summary_table` formats the summary (``run_report`` prints it unless ``json``).
+"""
+from __future__ import annotations
+
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from otm.analysis import OPTIMAL_IID, OPTIMAL_WOR, optimum_violations
+from otm.errors import OTMError, UnknownNameError
+from otm.rules import rule_specs
+from otm.tolerances import AGREEMENT_TOLERANCE
+
+from ..configs import ReportConfig
+
+#: Temperatures of the optimum-vs-temperature sweep.
+DEFAULT_SWEEP_TEMPERATURES = (0.3, 0.45, 0.6, 0.8, 1.0, 1.25, 1.5)
+
+
+def _check_config(args: ReportConfig) -> None:
+    if args.k_max < 1:
+        raise OTMError(f"-k/--k-max must be >= 1, got {args.k_max}")
+    lossless = [spec.name for spec in rule_specs(lossless=True)]
+    for rule in args.rules:
+        if rule not in lossless:
+            raise UnknownNameError(f"unknown rule {rule!r} for the report; choose from {', '.join(lossless)}")
+    if args.max_new_tokens < 1:
+        raise OTMError(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
+    if args.decode_prompts < 1:
+        raise OTMError(f"--decode-prompts must be >= 1, got {args.decode_prompts}")
+    if args.mc_paths < 2:
+        raise OTMError(f"--mc-paths must be >= 2 (a standard error needs two paths), got {args.mc_paths}")
+
+
+def summarise_theorems(rows: list) -> dict:
+    """Counts per status and the claims that do not hold."""
+    counts = {status: sum(r.get("status") == status for r in rows) for status in ("holds", "fails", "not checkable")}
+    failing = [{"id": r.get("id"), "status": r.get("status"), "note": r.get("note", "")} for r in rows if r.get("status") != "holds"]
+    return {"total": len(rows), **counts, "failing": failing}
+
+
+def _progress_factory(quiet: bool):
+    if quiet:
+        return lambda desc: None
+    from tqdm.auto import tqdm
+
+    return lambda desc: (lambda items: tqdm(items, desc=desc, file=sys.stderr, leave=False))
+
+
+def run_report(args: ReportConfig, theorem_rows: list | None = None) -> dict:
+    """Run the four steps (module docstring) and write the report to ``args.out``.
+
+    Args:
+        args: the :class:`otm_app.configs.ReportConfig`.
+        theorem_rows: ``proofs.suite.run_theorems(...)``'s rows (``None``: not run).
+
+    Returns:
+        the summary dict (also written to ``OUT/summary.json``).
+
+    Raises:
+        decoding.models.ModelPackageMissingError: the Qwen pair's wheels are missing (the
+            message is extended with the ``--no-models`` hint).
+    """
+    _check_config(args)
+    from otm_app.report.positions import PositionSettings, analyse_positions, optimum_vs_temperature, spaced_rows
+    from otm_app.report.sources import decoding_prompts, resolve_texts, toy_texts
+    from otm_app.report.write import write_figures, write_markdown
+
+    start = time.perf_counter()
+    clock = {}
+    progress = _progress_factory(args.quiet)
+    folder = Path(args.out)
+    folder.mkdir(parents=True, exist_ok=True)
+    theorem_rows = list(theorem_rows or [])
+    texts = resolve_texts(args.texts)
+
+    tick = time.perf_counter()
+    pair = None
+    if args.no_models:
+        scored, mode = toy_texts(args.seed), "toy"
+    else:
+        pair, scored = _score_with_models(args, texts, progress)
+        mode = args.pair
+    clock["scoring"] = time.perf_counter() - tick
+
+    tick = time.perf_counter()
+    ks = tuple(range(1, args.k_max + 1))
+    settings = PositionSettings(ks, tuple(args.rules), args.rule_positions, args.wor_positions, args.mc_paths)
+    target_logits, draft_logits = scored.target_logits, scored.draft_logits
+    rng = np.random.default_rng(args.seed)
+    positions = analyse_positions(target_logits, draft_logits, args.temperatures, settings, rng, scored.source, progress("positions"))
+    sweep_rows = spaced_rows(target_logits.shape[0], args.sweep_positions)
+    sweep_ks = sorted({k for k in (1, 2, 4, args.k_max) if k <= args.k_max})
+    temperature_table = optimum_vs_temperature(target_logits, draft_logits, sweep_rows, DEFAULT_SWEEP_TEMPERATURES, sweep_ks, scored.source, progress("temperature sweep"))
+    clock["acceptance"] = time.perf_counter() - tick
+
+    tick = time.perf_counter()
+    decoding = {"rows": [], "reason": ""}
+    if args.no_models:
+        decoding["reason"] = "--no-models: there is no model pair to decode with"
+    elif args.no_decode:
+        decoding["reason"] = "--no-decode"
+    else:
+        from otm_app.report.decode import decode_rules
+
+        prompts = decoding_prompts(pair, texts, args.seed, args.decode_prompts)
+        decoding = {
+            "rows": decode_rules(pair, prompts, args.rules, args.tree, args.decode_temperature, args.max_new_tokens, args.seed, progress=not args.quiet),
+            "temperature": args.decode_temperature, "max_new_tokens": args.max_new_tokens, "seed": args.seed,
+            "prompts": [label for label, _ in prompts],
+        }
+    clock["decoding"] = time.perf_counter() - tick
+    if pair is not None:
+        pair.release()
+
+    tick = time.perf_counter()
+    summary = {
+        "command": command_line(args),
+        "mode": mode,
+        "source": scored.source,
+        "out": str(folder),
+        "texts": [{"name": s.name, "kind": kind, "positions": s.n_positions} for s, kind in zip(scored.scores, scored.kinds)],
+        "ks": list(ks),
+        "temperatures": list(args.temperatures),
+        "rules": list(args.rules),
+        "theorems": summarise_theorems(theorem_rows),
+        "acceptance": {f"{t:g}": _acceptance_summary(result, scored) for t, result in positions.items()},
+        "optimum_vs_temperature": {"positions": int(sweep_rows.size), "temperatures": list(DEFAULT_SWEEP_TEMPERATURES),
+                                   "columns": {n: v.tolist() for n, v in temperature_table.columns.items()}},
+        "decoding": decoding,
+    }
+    gap_ks = sorted({2, args.k_max} & set(ks))
+    summary["figures"] = write_figures(folder, positions, temperature_table, theorem_rows, gap_ks)
+    clock["writing"] = time.perf_counter() - tick
+    clock["total"] = time.perf_counter() - start
+    summary["wall_seconds"] = clock
+    summary["report"] = str(write_markdown(folder, summary, positions, temperature_table, summary["figures"], theorem_rows))
+    if not args.json:
+        print(summary_table(summary))
+    return summary
+
+
+def command_line(args: ReportConfig) -> str:
+    """``otm report`` with the options of ``args`` that differ from their defaults."""
+    parts = ["otm", "report"]
+    for name, value in args.non_defaults().items():
+        if name in ("json", "quiet"):
+            continue
+        flag = "--" + name.replace("_", "-")
+        if isinstance(value, bool):
+            parts.append(flag)
+        else:
+            parts += [flag, ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value) if isinstance(value, tuple) else str(value)]
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+def _score_with_models(args, texts, progress):
+    from decoding.models import ModelPackageMissingError
+    from otm_app.report.sources import load_report_pair, score_report_texts
+
+    try:
+        pair = load_report_pair(args.pair, args.device)
+    except ModelPackageMissingError as exc:
+        raise ModelPackageMissingError(f"{exc}. Or run `otm report --no-models` for a report on toy distributions without any model.") from exc
+    return pair, score_report_texts(pair, texts, args.seed, progress("scoring"))
+
+
+def _acceptance_summary(result, scored) -> dict:
+    """Means per ``k`` of every column, per tier, for the summary."""
+    texts = scored.text_of_row
+    by_text = {s.name: np.nanmean(result.optimum_iid[texts == i], axis=0).tolist() for i, s in enumerate(scored.scores)}
+    rules = result.rules.mean_over_positions()
+    wor = result.wor.mean_over_positions()
+    return {
+        "optimal_iid_all_positions": np.nanmean(result.optimum_iid, axis=0).tolist(),
+        "optimal_iid_by_text": by_text,
+        "rule_positions": int(result.rule_rows.size),
+        "rules": {name: values.tolist() for name, values in rules.columns.items()},
+        "wor_positions": int(result.wor_rows.size),
+        "without_replacement": {name: values.tolist() for name, values in wor.columns.items()},
+        "rrs_wor_standard_error": (np.sqrt(np.nansum(result.mc_error**2, axis=0)) / max(result.wor_rows.size, 1)).tolist(),
+        "notes": dict(result.notes),
+        "checks": _sanity_checks(result),
+    }
+
+
+#: Standard errors by which a Monte Carlo estimate of rrs_wor may exceed its optimum
+#: before it is flagged (a lossless rule never beats the optimum of its own draft law).
+MC_FLAG_SIGMAS = 4.0
+
+
+def _sanity_checks(result) -> list:
+    """Cells where a rule beats the optimum of its own draft law: exact columns by more
+    than AGREEMENT_TOLERANCE (:func:`otm.analysis.optimum_violations`), the ``rrs_wor``
+    estimate by more than ``MC_FLAG_SIGMAS`` standard errors. Empty when all is well."""
+    found = optimum_violations(result.rules)
+    if "rrs_wor" in result.wor.columns:
+        excess = result.wor.columns["rrs_wor"] - result.wor.columns[OPTIMAL_WOR]
+        limit = MC_FLAG_SIGMAS * result.mc_error + AGREEMENT_TOLERANCE
+        bad = np.nan_to_num(excess, nan=-np.inf) > np.nan_to_num(limit, nan=np.inf)
+        if bad.any():
+            found.append(f"rrs_wor exceeds {OPTIMAL_WOR} by more than {MC_FLAG_SIGMAS:g} standard errors at {int(bad.sum())} cell(s)")
+    return found
+
+
+def _fmt(value) -> str:
+    return "   n/a" if value is None or (isinstance(value, float) and np.isnan(value)) else f"{value:6.3f}"
+
+
+def summary_table(summary: dict) -> str:
+    """The printed summary: theorems, mean acceptance per rule and ``k`` against the
+    optimum at each temperature, block efficiency per rule, and where the report is."""
+    lines = [f"otm report ({summary['mode']}): {summary['source']}"]
+    if summary["mode"] == "toy":
+        lines.append("NOTE: --no-models: toy distributions only, no language model was run")
+    th = summary["theorems"]
+    lines.append(f"theorems: {th['total']} claims, {th['holds']} hold, {th['fails']} fail, {th['not checkable']} not checkable")
+    for row in th["failing"]:
+        lines.append(f"  {row['id']}: {row['status']}")
+    ks = summary["ks"]
+    for t, block in summary["acceptance"].items():
+        lines.append(f"mean acceptance at T = {t} ({block['rule_positions']} positions; {OPTIMAL_WOR} and rrs_wor on {block['wor_positions']})")
+        lines.append(f"  {'column':<30}" + "".join(f"{'k=' + str(k):>7}" for k in ks))
+        columns = {**block["rules"], **{n: v for n, v in block["without_replacement"].items() if n != OPTIMAL_IID}}
+        for name, values in columns.items():
+            lines.append(f"  {name:<30}" + "".join(f" {_fmt(v)}" for v in values))
+        for problem in block["checks"]:
+            lines.append(f"  CHECK FAILED: {problem}")
+    decoding = summary["decoding"]
+    if decoding["rows"]:
+        lines.append(f"block efficiency (tokens per target call), T = {decoding['temperature']:g}:")
+        for row in decoding["rows"]:
+            value = row.get("skipped") or f"{row['block_efficiency']:.3f}  ({row['tree']})"
+            lines.append(f"  {row['rule']:<14}{value}")
+    else:
+        lines.append(f"decoding: not run ({decoding['reason']})")
+    lines.append(f"report: {summary['report']}  ({summary['wall_seconds']['total']:.0f} s)")
+    return "\n".join(lines)
+
+
+__all__ = ["command_line", "run_report", "summarise_theorems", "summary_table"]

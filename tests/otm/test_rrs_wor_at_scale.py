@@ -1,0 +1,121 @@
+"""RRS without replacement beyond enumeration: the k = 2 closed form (exact, checked
+against the enumeration in rationals and floats) and the Monte Carlo estimate for k > 2
+(unbiased: its path products average to the exact law; within its error of it)."""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from otm.draft_laws import iid_law, sample_without_replacement, without_replacement_law
+from otm.errors import InvalidDraftCountError
+from otm.rules import rule_acceptance
+from otm.rules.rrs_without_replacement import closed_form_acceptance_k2, monte_carlo_acceptance, path_rejection_products
+from otm.tolerances import AGREEMENT_TOLERANCE
+from tests.otm.rules_support import exact
+
+#: A Monte Carlo estimate may miss the exact value by this many standard errors
+#: (two-sided false-alarm rate about 6e-5 per comparison).
+MC_SIGMAS = 4.0
+
+
+def _pair(rng, vocab, zeros=0):
+    p, q = rng.dirichlet(np.ones(vocab) * 0.5), rng.dirichlet(np.ones(vocab) * 0.5)
+    if zeros:
+        q[rng.choice(vocab, zeros, replace=False)] = 0.0
+        q /= q.sum()
+    return p, q
+
+
+@given(st.integers(2, 6), st.integers(0, 10**6), st.integers(0, 3))
+def test_k2_closed_form_is_the_enumerated_law_in_floats(vocab, seed, zeros):
+    rng = np.random.default_rng(seed)
+    p, q = _pair(rng, vocab, zeros=min(zeros, vocab - 2))
+    enumerated = float(rule_acceptance("rrs_wor", p, q, 2, method="enumeration"))
+    assert abs(float(rule_acceptance("rrs_wor", p, q, 2, method="closed_form")) - enumerated) <= AGREEMENT_TOLERANCE
+
+
+@pytest.mark.parametrize("p, q", [((1, 6, 3), (5, 3, 2)), ((1, 1, 2), (2, 1, 1)), ((1, 0, 0), (1, 1, 2)), ((1, 1), (1, 1)),
+                                  ((3, 2, 0, 1), (0, 1, 4, 1))])
+def test_k2_closed_form_is_the_enumerated_law_in_rationals(p, q):
+    p, q = exact(*p), exact(*q)
+    closed = rule_acceptance("rrs_wor", p, q, 2, method="closed_form")
+    assert isinstance(closed, Fraction)
+    assert closed == rule_acceptance("rrs_wor", p, q, 2, method="enumeration")
+
+
+def test_k2_closed_form_detects_a_wrong_formula():
+    """Without the renormalisation of q after removing x1 (c = 1) the formula is RRS with
+    replacement: the enumeration tells them apart, and the closed form agrees with it."""
+    p, q = exact(1, 6, 3), exact(5, 3, 2)
+    enumerated = rule_acceptance("rrs_wor", p, q, 2, method="enumeration")
+    assert rule_acceptance("rrs", p, q, 2, method="closed_form") != enumerated
+    assert closed_form_acceptance_k2(p, q) == enumerated == Fraction(94, 100)
+
+
+def test_k2_closed_form_runs_at_the_llm_vocabulary():
+    rng = np.random.default_rng(0)
+    p, q = rng.dirichlet(np.ones(151_936) * 0.1), rng.dirichlet(np.ones(151_936) * 0.1)
+    value = rule_acceptance("rrs_wor", p, q, 2)
+    assert np.minimum(p, q).sum() <= value <= rule_acceptance("rrs_wor", p, q, 2, method="closed_form") + 0.0
+    assert value <= float(__import__("otm").optimal_acceptance(p, q, 2, sampling="without_replacement")) + AGREEMENT_TOLERANCE
+
+
+def test_one_positive_draft_token_falls_back_to_the_one_tuple_enumeration():
+    """Support exhausted at the second draft: the acceptance is p(S), S = {the q token, the next}."""
+    p, q = np.array([0.1, 0.6, 0.3]), np.array([0.0, 0.0, 1.0])
+    assert abs(float(rule_acceptance("rrs_wor", p, q, 2)) - 0.4) <= AGREEMENT_TOLERANCE
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_path_products_average_to_the_exact_law(k):
+    rng = np.random.default_rng(3)
+    p, q = _pair(rng, 5)
+    law = without_replacement_law(q, k)
+    products = path_rejection_products(p, q, law.tuples)
+    enumerated = float(rule_acceptance("rrs_wor", p, q, k, method="enumeration"))
+    assert abs((1.0 - law.probs @ products[:, k - 1]) - enumerated) < AGREEMENT_TOLERANCE
+    control = np.minimum(p, q).sum() + law.probs @ (products[:, 0] - products[:, k - 1])
+    assert abs(control - enumerated) < AGREEMENT_TOLERANCE
+
+
+def test_exactness_check_detects_wrong_path_weights():
+    rng = np.random.default_rng(4)
+    p, q = _pair(rng, 5)
+    law = without_replacement_law(q, 3)
+    products = path_rejection_products(p, q, law.tuples)
+    uniform = np.full(len(law.probs), 1.0 / len(law.probs))
+    assert abs((1.0 - uniform @ products[:, 2]) - float(rule_acceptance("rrs_wor", p, q, 3))) > 1e-3
+
+
+def test_paths_with_a_repeated_token_are_refused():
+    rng = np.random.default_rng(5)
+    p, q = _pair(rng, 4)
+    with pytest.raises(InvalidDraftCountError, match="without replacement"):
+        path_rejection_products(p, q, iid_law(q, 2).tuples)  # contains (x, x)
+
+
+def test_monte_carlo_is_within_its_error_of_the_exact_law():
+    rng = np.random.default_rng(6)
+    p, q = _pair(rng, 6)
+    mean, error = monte_carlo_acceptance(p, q, 3, 4000, np.random.default_rng(7))
+    assert error[0] == 0.0
+    assert abs(mean[0] - np.minimum(p, q).sum()) < AGREEMENT_TOLERANCE
+    for k in (2, 3):
+        assert 0 < error[k - 1]
+        assert abs(mean[k - 1] - float(rule_acceptance("rrs_wor", p, q, k))) < MC_SIGMAS * error[k - 1]
+
+
+def test_gumbel_top_k_paths_follow_the_without_replacement_law():
+    q = np.array([0.5, 0.3, 0.15, 0.05])
+    n = 40000
+    paths = sample_without_replacement(q, 2, n, np.random.default_rng(8))
+    law = without_replacement_law(q, 2)
+    counts = {tuple(t): 0 for t in law.tuples.tolist()}
+    for row in map(tuple, paths.tolist()):
+        counts[row] += 1
+    for t, prob in zip(law.tuples.tolist(), law.probs):
+        assert abs(counts[tuple(t)] / n - prob) < MC_SIGMAS * np.sqrt(prob * (1 - prob) / n)

@@ -1,0 +1,181 @@
+"""``otm report``'s engine (otm_app/report): the per-position tiers against direct calls,
+the report end to end (``--no-models``, ``--pair tiny``) and the missing-models error."""
+import json
+import re
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from decoding.models import ModelPackageMissingError
+from decoding.models import qwen
+from otm_app.configs import ReportConfig
+from otm_app.report.decode import rule_tree
+from otm_app.report.positions import PositionSettings, analyse_positions, optimum_vs_temperature, spaced_rows
+from otm_app.report.run import command_line, run_report, summarise_theorems
+from otm_app.report.sources import resolve_texts
+from otm.analysis import OPTIMAL_IID, OPTIMAL_WOR
+from otm.distributions import logits_to_probs
+from otm.draft_laws import iid_law, without_replacement_law
+from otm.errors import InvalidDraftCountError, OTMError, UnknownNameError
+from otm.optimum import optimal_acceptance
+from otm.rules import rule_acceptance
+from otm.tolerances import AGREEMENT_TOLERANCE
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+#: Standard errors a seeded Monte Carlo estimate may stray from the exact value.
+MC_SIGMAS = 5.0
+
+
+def _pair(rng, vocab, scale=2.0):
+    return logits_to_probs(scale * rng.standard_normal(vocab)), logits_to_probs(scale * rng.standard_normal(vocab))
+
+
+# --------------------------------------------------------------------------- per-position tiers
+
+
+def test_spaced_rows():
+    assert spaced_rows(5, 0).tolist() == [0, 1, 2, 3, 4]
+    assert spaced_rows(5, 9).tolist() == [0, 1, 2, 3, 4]
+    assert spaced_rows(101, 3).tolist() == [0, 50, 100]
+
+
+def test_analyse_positions_matches_direct_calls():
+    rng = np.random.default_rng(9)
+    z, w = 2.0 * rng.standard_normal((5, 6)), 2.0 * rng.standard_normal((5, 6))
+    rules = ("single", "rrs", "rrs_wor", "kseq", "spechub")
+    settings = PositionSettings(ks=(1, 2, 3), rules=rules, rule_positions=3, wor_positions=2)
+    result = analyse_positions(z, w, (0.7,), settings, np.random.default_rng(0))[0.7]
+    assert result.rule_rows.tolist() == [0, 2, 4] and result.wor_rows.tolist() == [0, 4]
+    for j, i in enumerate(result.rule_rows):
+        p, q = logits_to_probs(z[i], 0.7), logits_to_probs(w[i], 0.7)
+        for a, k in enumerate((1, 2, 3)):
+            assert abs(result.rules.columns[OPTIMAL_IID][j, a] - optimal_acceptance(p, q, k)) < AGREEMENT_TOLERANCE
+            assert abs(result.rules.columns["kseq"][j, a] - float(rule_acceptance("kseq", p, q, k))) < AGREEMENT_TOLERANCE
+        assert np.isnan(result.rules.columns["single"][j, 1]) and np.isnan(result.rules.columns["spechub"][j, 0])
+    for j, i in enumerate(result.wor_rows):
+        p, q = logits_to_probs(z[i], 0.7), logits_to_probs(w[i], 0.7)
+        for a, k in enumerate((1, 2, 3)):
+            assert abs(result.wor.columns[OPTIMAL_WOR][j, a] - optimal_acceptance(p, q, k, sampling="without_replacement")) < AGREEMENT_TOLERANCE
+            assert abs(result.wor.columns["rrs_wor"][j, a] - float(rule_acceptance("rrs_wor", p, q, k))) < AGREEMENT_TOLERANCE
+    assert (result.mc_error == 0).all() and "exact enumeration" in result.notes["rrs_wor"]
+    assert np.isnan(result.optimum_iid).sum() == 0
+
+
+def test_optimum_vs_temperature_averages_the_optimum():
+    rng = np.random.default_rng(10)
+    z, w = rng.standard_normal((3, 5)), rng.standard_normal((3, 5))
+    table = optimum_vs_temperature(z, w, [0, 2], [0.5, 1.0], [1, 2])
+    expected = np.mean([optimal_acceptance(logits_to_probs(z[i], 0.5), logits_to_probs(w[i], 0.5), 2) for i in (0, 2)])
+    assert abs(table.columns["k = 2"][0] - expected) < AGREEMENT_TOLERANCE
+
+
+# --------------------------------------------------------------------------- small helpers
+
+
+def test_summarise_theorems_counts_and_lists_failures():
+    rows = [{"id": "a", "status": "holds"}, {"id": "b", "status": "fails", "note": "x"}, {"id": "c", "status": "not checkable"}]
+    summary = summarise_theorems(rows)
+    assert (summary["total"], summary["holds"], summary["fails"], summary["not checkable"]) == (3, 1, 1, 1)
+    assert [r["id"] for r in summary["failing"]] == ["b", "c"]
+
+
+def test_resolve_texts(tmp_path):
+    assert len(resolve_texts(None)) == 6
+    assert [t.name for t in resolve_texts("binary_search, river_town")] == ["binary_search", "river_town"]
+    path = tmp_path / "mine.txt"
+    path.write_text("def f():\n    return 1\n")
+    assert resolve_texts(str(path))[0].kind == "user"
+    with pytest.raises(UnknownNameError, match="binary_search"):
+        resolve_texts("no_such_text")
+
+
+def test_rule_tree_gives_single_a_chain():
+    assert rule_tree("single", "binary:3") == "chain:3" and rule_tree("rrs", "binary:3") == "binary:3"
+
+
+def _args(*argv):
+    """The ReportConfig that ``otm report ARGV`` builds."""
+    from otm_app.cli import build_parser
+
+    return ReportConfig.from_mapping(build_parser().parse_args(["report", *argv]))
+
+
+def test_command_line_lists_non_default_options():
+    assert command_line(_args()) == "otm report"
+    assert command_line(_args("--no-models", "-k", "3")) == "otm report --k-max 3 --no-models"
+    assert command_line(ReportConfig(k_max=3, no_models=True)) == "otm report --k-max 3 --no-models"
+
+
+@pytest.mark.parametrize("changes, error", [({"k_max": 0}, OTMError), ({"rules": ("rrs", "nope")}, UnknownNameError),
+                                            ({"rules": ("ensemble_weighted",)}, UnknownNameError)])
+def test_bad_options_raise_typed_errors(tmp_path, changes, error):
+    with pytest.raises(error):
+        run_report(ReportConfig(no_models=True, out=str(tmp_path), quiet=True, **changes))
+
+
+# --------------------------------------------------------------------------- end to end
+
+
+THEOREM_ROWS = [
+    {"id": "x.holds", "status": "holds", "worst_slack": 0.5, "note": ""},
+    {"id": "x.fails", "status": "fails", "worst_slack": -0.1, "note": "a counterexample"},
+]
+
+
+def _check_folder(folder, summary):
+    assert (folder / "report.md").is_file() and (folder / "summary.json").is_file()
+    for name in summary["figures"].values():
+        data = (folder / name).read_bytes()
+        assert data.startswith(PNG_SIGNATURE) and len(data) > 5000
+    assert json.loads((folder / "summary.json").read_text())["mode"] == summary["mode"]
+
+
+def test_no_models_report_end_to_end(tmp_path, capsys):
+    folder = tmp_path / "toy-report"
+    summary = run_report(_args("--no-models", "--out", str(folder), "-k", "3", "--quiet", "--rule-positions", "6", "--wor-positions", "2", "--sweep-positions", "4"), THEOREM_ROWS)
+    _check_folder(folder, summary)
+    assert {"theorems", "acceptance", "decoding", "figures", "texts", "wall_seconds", "optimum_vs_temperature", "report"} <= set(summary)
+    assert summary["mode"] == "toy" and summary["decoding"]["rows"] == []
+    assert summary["theorems"]["fails"] == 1 and summary["theorems"]["failing"][0]["id"] == "x.fails"
+    assert set(summary["acceptance"]) == {"0.6", "1"}
+    block = summary["acceptance"]["1"]
+    assert len(block["rules"]["rrs"]) == 3 and block["rule_positions"] == 6
+    assert {"acceptance_vs_k_T1", "gaps_T1_k2", "gaps_T1_k3", "optimum_vs_temperature", "theorem_slacks"} <= set(summary["figures"])
+    text = (folder / "report.md").read_text()
+    assert "No model was run" in text and "x.fails" in text
+    assert "toy distributions only" in capsys.readouterr().out
+
+
+def test_tiny_pair_report_end_to_end(tmp_path):
+    folder = tmp_path / "tiny-report"
+    summary = run_report(_args("--pair", "tiny", "--out", str(folder), "-k", "2", "--rules", "single,rrs,rrs_wor", "--max-new-tokens", "4", "--quiet", "--json", "--sweep-positions", "4"))
+    _check_folder(folder, summary)
+    rows = {r["rule"]: r for r in summary["decoding"]["rows"]}
+    assert set(rows) == {"single", "rrs", "rrs_wor"} and rows["single"]["tree"] == "chain:3"
+    assert all(r["block_efficiency"] >= 1.0 for r in rows.values())
+    assert summary["theorems"]["total"] == 0
+    # the tiny vocabulary is small enough for rrs_wor's exact law
+    assert "exact enumeration" in summary["acceptance"]["1"]["notes"]["rrs_wor"]
+
+
+def test_missing_model_packages_suggest_no_models(tmp_path, monkeypatch):
+    monkeypatch.setenv("OTM_CACHE_DIR", str(tmp_path / "empty-cache"))
+    real_find_spec = qwen.importlib.util.find_spec
+    monkeypatch.setattr(qwen.importlib.util, "find_spec", lambda name, *a: None if re.search(r"_part\d+$", name) else real_find_spec(name, *a))
+    with pytest.raises(ModelPackageMissingError, match="--no-models"):
+        run_report(_args("--out", str(tmp_path / "out"), "--quiet"))
+
+
+def test_sanity_check_flags_a_rule_above_its_own_optimum():
+    from otm_app.report.run import _sanity_checks
+
+    rng = np.random.default_rng(11)
+    z, w = rng.standard_normal((3, 6)), rng.standard_normal((3, 6))
+    settings = PositionSettings(ks=(1, 2), rules=("rrs", "rrs_wor"))
+    result = analyse_positions(z, w, (1.0,), settings, np.random.default_rng(0))[1.0]
+    assert _sanity_checks(result) == []
+    result.rules.columns["rrs"][0, 1] = result.rules.columns[OPTIMAL_IID][0, 1] + 0.01  # a broken rule
+    result.wor.columns["rrs_wor"][1, 1] = result.wor.columns[OPTIMAL_WOR][1, 1] + 0.01
+    problems = _sanity_checks(result)
+    assert len(problems) == 2 and "rrs exceeds" in problems[0] and "rrs_wor" in problems[1]
