@@ -1,4 +1,4 @@
-"""Matplotlib figures of :mod:`otm.analysis` tables; every function returns a
+"""Matplotlib figures of :mod:`otm.tables` tables; every function returns a
 :class:`matplotlib.figure.Figure` (built without pyplot, so nothing leaks into a global
 figure list: show it in Jupyter by leaving it last in a cell, save it with
 ``fig.savefig(path)``).
@@ -21,7 +21,7 @@ try:
 except ImportError as exc:  # the plots extra is optional
     raise ImportError(f"otm.plots needs matplotlib ({exc}): pip install 'otm-toolkit[plots]'") from None
 
-from .analysis import OPTIMAL_IID, OPTIMAL_WOR, OPTIMUM_COLUMNS, RULE_REFERENCE, AcceptanceTable, PositionTable
+from .tables import OPTIMAL_IID, OPTIMAL_WOR, OPTIMUM_COLUMNS, RULE_REFERENCE, AcceptanceTable, PositionTable
 from .errors import UnknownNameError
 
 #: Axis label of acceptance.
@@ -108,7 +108,7 @@ def plot_position_acceptance(table: PositionTable, k: int, columns: Sequence[str
 
 def plot_position_gaps(table: PositionTable, k: int, reference: str | None = None, rules: Sequence[str] | None = None, title: str | None = None) -> Figure:
     """Empirical CDF over positions of each rule's gap to its reference optimum at ``k``
-    (``reference=None``: each rule's own draft law, :data:`otm.analysis.RULE_REFERENCE`,
+    (``reference=None``: each rule's own draft law, :data:`otm.tables.RULE_REFERENCE`,
     i.i.d. for rules without one)."""
     j = table.k_index(k)
     names = [n for n in table.columns if n not in OPTIMUM_COLUMNS] if rules is None else list(rules)

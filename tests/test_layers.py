@@ -113,4 +113,5 @@ def test_optional_core_modules_name_their_extra_when_it_is_missing(module):
     result = _run_blocked((), "import solvers.errors as solvers_errors\n" + work)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "missing:" in result.stdout
-    assert "pip install" in result.stdout and "otm-toolkit[" in result.stdout
+    assert "pip install" in result.stdout
+    assert "otm-toolkit[" in result.stdout

@@ -4,7 +4,7 @@ vocabulary, on three documented tiers of positions (the cost differs by 100x):
 1. **every position**: ``optimal_iid`` for every ``k`` (:func:`otm.formulations.prefix_scan.iid_optimum_for_ks`,
    one sort per position and temperature, ~20 ms at ``V = 151,936``);
 2. **rule positions** (``rule_positions`` evenly spaced positions, all by default on
-   small inputs): every rule's exact acceptance (:func:`otm.analysis.acceptance_point`,
+   small inputs): every rule's exact acceptance (:func:`otm.tables.acceptance_point`,
    closed forms, 0.03-0.2 s per rule and ``k`` at full ``V``), next to ``optimal_iid``;
 3. **WOR positions** (``wor_positions`` evenly spaced positions): ``optimal_without_replacement``
    (exact prefix scan, about a second per ``k`` at full ``V``) and ``rrs_wor``, whose law
@@ -27,12 +27,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from otm.analysis import CLOSED_FORM_RULES, OPTIMAL_IID, OPTIMAL_WOR, AcceptanceTable, PositionTable, acceptance_point
+from otm.tables import OPTIMAL_IID, OPTIMAL_WOR, AcceptanceTable, PositionTable, acceptance_point
 from otm.distributions import check_draft_count, logits_to_probs
 from otm.errors import InvalidDraftCountError, NotApplicableError, ShapeMismatchError
 from otm.formulations.prefix_scan import iid_optimum_for_ks, prefix_scan
 from otm.rules.rrs_without_replacement import monte_carlo_acceptance
-from otm.rules import rule_acceptance
+from otm.rules import rule_acceptance, rule_spec
 from otm.rules.enumeration import count_without_replacement
 
 #: ``rrs_wor`` is enumerated exactly up to this many ordered draft paths (Python loops,
@@ -41,8 +41,6 @@ RRS_WOR_ENUMERATION_LIMIT = 720
 
 _NOT_APPLICABLE = (NotApplicableError, InvalidDraftCountError)
 
-#: Rules defined for one number of drafts only (``NaN`` at every other ``k``).
-_RULE_K = {"single": 1, "spechub": 2}
 
 
 @dataclass(frozen=True)
@@ -71,7 +69,7 @@ class PositionResult:
         temperature: ``T``.
         ks: ``[m]`` draft counts.
         optimum_iid: ``[n, m]`` ``optimal_iid`` at every position (tier 1).
-        rules: tier 2 :class:`otm.analysis.PositionTable` over ``rule_rows`` (columns
+        rules: tier 2 :class:`otm.tables.PositionTable` over ``rule_rows`` (columns
             ``optimal_iid`` and every rule except ``rrs_wor``).
         rule_rows: ``[n2]`` position indices of tier 2.
         wor: tier 3 table over ``wor_rows`` (``optimal_iid``, ``optimal_without_replacement``,
@@ -159,20 +157,13 @@ def _rule_row(result: PositionResult, j: int, p, q, rule_names) -> None:
     table = result.rules
     table.columns[OPTIMAL_IID][j] = result.optimum_iid[result.rule_rows[j]]
     for a, k in enumerate(result.ks):
-        # single and spechub exist at one k only; skipping the rest saves a validation pass each
-        closed = tuple(r for r in rule_names if r in CLOSED_FORM_RULES and _RULE_K.get(r, k) == k)
-        values, why = acceptance_point(p, q, int(k), closed, (), rule_method="closed_form")
+        # rules outside their k (single, spechub) are skipped: that saves a validation pass each
+        allowed = tuple(r for r in rule_names if rule_spec(r).allows(int(k)))
+        values, why = acceptance_point(p, q, int(k), allowed, ())
         for name, value in values.items():
             table.columns[name][j, a] = value
         for name, reason in why.items():
             table.notes.setdefault(name, f"n/a at k = {k}: {reason}")
-        for rule in rule_names:
-            if rule in CLOSED_FORM_RULES:
-                continue
-            try:
-                table.columns[rule][j, a] = float(rule_acceptance(rule, p, q, int(k)))
-            except _NOT_APPLICABLE as exc:
-                table.notes.setdefault(rule, f"n/a at k = {k}: {exc}")
 
 
 def _wor_row(result: PositionResult, j: int, p, q, settings: PositionSettings, rng) -> None:
@@ -218,8 +209,9 @@ def _notes(settings: PositionSettings, result: PositionResult) -> dict:
             )
         else:
             notes[rule] = f"exact at full vocabulary, {result.rule_rows.size} evenly spaced positions"
-            if rule in _RULE_K:
-                notes[rule] += f" (defined for k = {_RULE_K[rule]} only)"
+            low, high = rule_spec(rule).ks
+            if low == high:
+                notes[rule] += f" (defined for k = {low} only)"
     for table in (result.rules, result.wor):
         for name, reason in table.notes.items():
             notes[name] = f"{notes.get(name, '')}; {reason}".lstrip("; ")
@@ -228,7 +220,7 @@ def _notes(settings: PositionSettings, result: PositionResult) -> dict:
 
 def optimum_vs_temperature(target_logits, draft_logits, rows: Sequence[int], temperatures: Sequence[float], ks: Sequence[int], label: str = "", progress=None):
     """Mean ``optimal_iid`` over ``rows`` against ``T``, one column per ``k``
-    (an :class:`otm.analysis.AcceptanceTable`)."""
+    (an :class:`otm.tables.AcceptanceTable`)."""
     temperatures = np.asarray(temperatures, dtype=np.float64)
     ks = [check_draft_count(k) for k in ks]
     sums = np.zeros((temperatures.size, len(ks)))

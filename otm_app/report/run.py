@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from otm.analysis import OPTIMAL_IID, OPTIMAL_WOR, optimum_violations
+from otm.tables import OPTIMAL_IID, OPTIMAL_WOR, optimum_violations
 from otm.errors import OTMError, UnknownNameError
 from otm.rules import rule_specs
 from otm.tolerances import AGREEMENT_TOLERANCE
@@ -213,7 +213,7 @@ MC_FLAG_SIGMAS = 4.0
 
 def _sanity_checks(result) -> list:
     """Cells where a rule beats the optimum of its own draft law: exact columns by more
-    than AGREEMENT_TOLERANCE (:func:`otm.analysis.optimum_violations`), the ``rrs_wor``
+    than AGREEMENT_TOLERANCE (:func:`otm.tables.optimum_violations`), the ``rrs_wor``
     estimate by more than ``MC_FLAG_SIGMAS`` standard errors. Empty when all is well."""
     found = optimum_violations(result.rules)
     if "rrs_wor" in result.wor.columns:

@@ -19,7 +19,7 @@ PAIRS = ("qwen2.5-coder", "tiny")
 
 #: Toy mode: vocabulary size, positions per toy text, logit scale, and the draft's
 #: similarity ``lam`` per toy text (``q = softmax((lam z + (1 - lam) z') / T)``, SpecTr (Sun et al. 2023)
-#: App. B.2 family, :func:`otm.analysis.similarity_pair`).
+#: App. B.2 family, :func:`otm.families.similarity_pair`).
 TOY_VOCAB_SIZE = 512
 TOY_POSITIONS = 24
 TOY_LOGIT_SCALE = 3.0

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from otm.analysis import AcceptanceTable
+from otm.tables import AcceptanceTable
 from otm.plots import plot_acceptance_table, plot_check_slacks, plot_position_gaps
 
 

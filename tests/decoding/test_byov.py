@@ -36,14 +36,17 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 def test_toolkit_verifiers_pass_by_enumeration(rule):
     # acceptance interval at level 1 - alpha: it misses the exact value with probability <= alpha
     report = validate_verifier(get_verifier(rule).verify, rule, P, Q, 2, samples=SAMPLES, confidence=1 - DEFAULT_ALPHA)
-    assert isinstance(report, VerifierReport) and report.mode == "enumeration"
-    assert report.lossless and report.passed, report.summary()
+    assert isinstance(report, VerifierReport)
+    assert report.mode == "enumeration"
+    assert report.lossless, report.summary()
+    assert report.passed, report.summary()
     assert report.law_test.alpha == DEFAULT_ALPHA
     lo, hi = report.acceptance_interval
     assert lo <= float(rule_acceptance(rule, P, Q, 2)) <= hi
     assert report.optimum == pytest.approx(law_optimum(P, Q, 2, report.scheme))
     assert report.gap_interval[0] <= report.gap <= report.gap_interval[1]
-    assert report.details["mismatched_accepted_index"] == 0 and not report.details["beats_optimum"]
+    assert report.details["mismatched_accepted_index"] == 0
+    assert not report.details["beats_optimum"]
     assert report.verifier_rows >= SAMPLES
 
 
@@ -52,17 +55,21 @@ def test_bug_unnormalised_residual_is_caught(mode):
     good = validate_verifier(get_verifier("rrs").verify, "rrs", P, Q, 2, mode=mode, samples=SAMPLES)
     bad = validate_verifier(example_unnormalised_residual_verifier, "rrs", P, Q, 2, mode=mode, samples=SAMPLES)
     assert good.lossless
-    assert not bad.lossless and bad.law_test.p_value < DEFAULT_ALPHA, bad.summary()
+    assert not bad.lossless, bad.summary()
+    assert bad.law_test.p_value < DEFAULT_ALPHA, bad.summary()
 
 
 @pytest.mark.parametrize("mode", ["enumeration", "sampling"])
 def test_bug_draft_probs_before_top_p_is_caught(mode):
     good = validate_verifier(get_verifier("rrs").verify, "rrs", P, Q_MASKED, 2, mode=mode, samples=SAMPLES)
     bad = validate_verifier(example_unmasked_draft_probs_verifier(Q), "rrs", P, Q_MASKED, 2, mode=mode, samples=SAMPLES)
-    assert good.lossless and good.passed
-    assert not bad.lossless and bad.law_test.p_value < DEFAULT_ALPHA
+    assert good.lossless
+    assert good.passed
+    assert not bad.lossless
+    assert bad.law_test.p_value < DEFAULT_ALPHA
     # it even "accepts" more than any lossless verifier can for this draft law
-    assert bad.details["beats_optimum"] and bad.acceptance_interval[0] > bad.optimum
+    assert bad.details["beats_optimum"]
+    assert bad.acceptance_interval[0] > bad.optimum
 
 
 def test_large_vocabulary_by_sampling():
@@ -74,11 +81,14 @@ def test_large_vocabulary_by_sampling():
     q_masked = logits_to_probs(draft_logits, 1.0, top_p=0.9)
     kwargs = dict(samples=20_000)
     good = validate_verifier(get_verifier("rrs").verify, "rrs", p, q, 2, **kwargs)
-    assert good.mode == "sampling" and good.lossless and good.passed, good.summary()
+    assert good.mode == "sampling", good.summary()
+    assert good.lossless, good.summary()
+    assert good.passed, good.summary()
     assert not validate_verifier(example_unnormalised_residual_verifier, "rrs", p, q, 2, **kwargs).lossless
     assert validate_verifier(get_verifier("rrs").verify, "rrs", p, q_masked, 2, **kwargs).lossless
     bad = validate_verifier(example_unmasked_draft_probs_verifier(q), "rrs", p, q_masked, 2, **kwargs)
-    assert not bad.lossless and bad.law_test.p_value < DEFAULT_ALPHA
+    assert not bad.lossless
+    assert bad.law_test.p_value < DEFAULT_ALPHA
 
 
 def test_false_alarm_rate_is_at_most_alpha():
@@ -98,7 +108,9 @@ def test_degenerate_inputs():
     one_hot = np.array([0.0, 1.0, 0.0])
     for p, q in [(P, P), (np.array([0.2, 0.3, 0.5]), one_hot), (np.array([0.5, 0.5, 0.0, 0.0]), np.array([0.0, 0.0, 0.5, 0.5]))]:
         report = validate_verifier(get_verifier("rrs").verify, "rrs", p, q, 2, samples=2_000)
-        assert report.lossless and np.isfinite(report.acceptance) and np.isfinite(report.gap)
+        assert report.lossless
+        assert np.isfinite(report.acceptance)
+        assert np.isfinite(report.gap)
     assert validate_verifier(get_verifier("single").verify, "single", P, Q, 1, samples=2_000).lossless
 
 
@@ -107,7 +119,8 @@ def test_output_with_zero_target_probability_fails_outright():
         return torch.full((target_probs.shape[0],), target_probs.shape[1] - 1)
 
     report = validate_verifier(always_last, "iid", [0.5, 0.5, 0.0], [0.5, 0.25, 0.25], 2, samples=1_000)
-    assert not report.lossless and report.law_test.p_value == 0.0
+    assert not report.lossless
+    assert report.law_test.p_value == 0.0
 
 
 def test_bad_inputs_raise_typed_errors():
@@ -123,5 +136,6 @@ def test_bad_inputs_raise_typed_errors():
 
 def test_wilson_interval():
     lo, hi = wilson_interval(0.5, 10_000, 0.95)
-    assert lo < 0.5 < hi and hi - lo == pytest.approx(2 * 1.96 * 0.005, rel=1e-2)
+    assert lo < 0.5 < hi
+    assert hi - lo == pytest.approx(2 * 1.96 * 0.005, rel=1e-2)
     assert wilson_interval(1.0, 100, 0.99)[1] == 1.0

@@ -24,7 +24,8 @@ def test_probs_from_logits():
     full = torch.softmax(logits, -1)
     assert torch.allclose(probs_from_logits(logits, 1.0), full, atol=AGREEMENT_TOLERANCE)
     top = probs_from_logits(logits, 1.0, top_p=0.6)  # p(0) ~ 0.53 < 0.6: keep tokens 0 and 1 (first of the tie)
-    assert (top[0, 2:] == 0).all() and abs(float(top.sum()) - 1) <= AGREEMENT_TOLERANCE
+    assert (top[0, 2:] == 0).all()
+    assert abs(float(top.sum()) - 1) <= AGREEMENT_TOLERANCE
     assert torch.allclose(top[0, :2], full[0, :2] / full[0, :2].sum(), atol=AGREEMENT_TOLERANCE)
     with pytest.raises(InvalidDistributionError):
         probs_from_logits(logits, -1.0)
@@ -41,14 +42,16 @@ def test_temperature_zero_is_target_greedy(pair, rule, tree):
     result = speculative_decode(pair, prompts, rule, tree, temperature=0.0, max_new_tokens=12,
                                 generator=torch.Generator().manual_seed(0), progress=False)
     assert result.tokens == reference.tokens
-    assert reference.target_calls == 12 and sum(result.accepts_by_depth) > 0
+    assert reference.target_calls == 12
+    assert sum(result.accepts_by_depth) > 0
 
 
 def test_counters_and_summary(pair):
     result = speculative_decode(pair, [2, 5], "rrs", "chains:2,3", max_new_tokens=20,
                                 generator=torch.Generator().manual_seed(1), progress=True)
     tree = parse_tree("chains:2,3")
-    assert len(result.tokens) == 1 and len(result.tokens[0]) == 20
+    assert len(result.tokens) == 1
+    assert len(result.tokens[0]) == 20
     assert result.target_calls == len(result.steps_tokens)
     assert 1.0 <= result.block_efficiency <= tree.max_depth + 1
     assert sum(result.steps_tokens) >= 20 > sum(result.steps_tokens[:-1])
@@ -56,7 +59,8 @@ def test_counters_and_summary(pair):
     summary = result.summary()
     for key in ("rule", "tree", "tokens_generated", "target_calls", "block_efficiency", "acceptance_by_depth", "wall_seconds"):
         assert key in summary
-    assert summary["tokens_generated"] == 20 and summary["tree"] == "chains:2,3"
+    assert summary["tokens_generated"] == 20
+    assert summary["tree"] == "chains:2,3"
     assert all(a is None or 0 <= a <= 1 for a in result.acceptance_by_depth)
 
 
@@ -76,7 +80,8 @@ def test_seeded_runs_repeat_and_eos_stops(pair):
     eos = a.tokens[0][3]
     c = speculative_decode(pair, [1, 2], "kseq", "binary:2", generator=torch.Generator().manual_seed(5),
                            eos_token_id=eos, **kwargs)
-    assert c.tokens[0][-1] == eos and eos not in c.tokens[0][:-1]
+    assert c.tokens[0][-1] == eos
+    assert eos not in c.tokens[0][:-1]
 
 
 def test_bad_rule_or_tree(pair):

@@ -76,7 +76,8 @@ def loaded(saved_pair):
 
 def test_load_pair_round_trips_models_and_tokenizer(saved_pair, loaded):
     assert isinstance(loaded, ModelPair)
-    assert not loaded.draft.training and not loaded.target.training
+    assert not loaded.draft.training
+    assert not loaded.target.training
     assert all(p.dtype == torch.float32 for p in loaded.target.parameters())
     assert loaded.vocab_size == EMBEDDING_ROWS
     assert loaded.n_real_tokens == len(saved_pair["tokenizer"]) == 259
@@ -98,7 +99,8 @@ def test_load_pair_honours_dtype(saved_pair):
 def test_missing_directory_raises_typed_error(tmp_path, saved_pair):
     with pytest.raises(ModelNotFoundError, match="offline") as info:
         load_pair(tmp_path / "absent", saved_pair["target_dir"])
-    assert isinstance(info.value, OTMError) and isinstance(info.value, FileNotFoundError)
+    assert isinstance(info.value, OTMError)
+    assert isinstance(info.value, FileNotFoundError)
 
 
 def test_uncached_hub_id_fails_offline_without_download(saved_pair):
@@ -133,7 +135,8 @@ def test_llama_cpp_padding_tokens_are_not_real():
     plain = byte_level_tokenizer()
     assert real_vocab_size(plain) == len(plain) == 259
     tail = byte_level_tokenizer(extra_tokens=["<|endoftext|>"] + [f"[PAD{i}]" for i in range(259, 262)])
-    assert len(tail) == 262 and tail.convert_ids_to_tokens(261) == "[PAD261]"
+    assert len(tail) == 262
+    assert tail.convert_ids_to_tokens(261) == "[PAD261]"
     assert real_vocab_size(tail) == 259
     # padding names followed by a real token, or a name that is not its own id: all real
     inner = byte_level_tokenizer(extra_tokens=[f"[PAD{i}]" for i in range(258, 261)])
@@ -146,6 +149,7 @@ def test_llama_cpp_padding_tokens_are_not_real():
 def test_scoring_the_loaded_pair_masks_padded_ids(loaded):
     (scores,) = score_texts(loaded, ["the theme of the thesis"])
     n, width = scores.target_logits.shape
-    assert n == scores.token_ids.size - 1 and width == EMBEDDING_ROWS
+    assert n == scores.token_ids.size - 1
+    assert width == EMBEDDING_ROWS
     assert np.isneginf(scores.target_logits[:, loaded.n_real_tokens :]).all()
     assert np.isfinite(scores.draft_logits[:, : loaded.n_real_tokens]).all()

@@ -69,7 +69,8 @@ def test_missing_packages_are_named_with_the_install_command(fake_spec):
     missing = qwen.EmbeddedGGUF(**{**fake_spec.__dict__, "n_parts": 5})
     with pytest.raises(ModelPackageMissingError, match="otmfake-part4, otmfake-part5") as info:
         qwen.part_files(missing)
-    assert isinstance(info.value, OTMError) and isinstance(info.value, ImportError)
+    assert isinstance(info.value, OTMError)
+    assert isinstance(info.value, ImportError)
     assert "otmfake-part5==1.0" in str(info.value)
 
 
@@ -96,9 +97,11 @@ def test_conversion_runs_once_and_never_leaves_a_half_cache(fake_spec, tmp_path,
     (stale / "partial.bin").write_text("x")
 
     final = qwen._ensure_converted(fake_spec, root)
-    assert final == stale and calls == [b"".join(PARTS)]
+    assert final == stale
+    assert calls == [b"".join(PARTS)]
     assert sorted(p.name for p in final.iterdir()) == ["model.safetensors", "otm-source.json"]
-    assert qwen._ensure_converted(fake_spec, root) == final and len(calls) == 1  # reused
+    assert qwen._ensure_converted(fake_spec, root) == final
+    assert len(calls) == 1  # reused
     leftovers = [p.name for p in root.iterdir() if p.name != final.name and not p.name.endswith(".lock")]
     assert leftovers == []  # no scratch directory, no assembled GGUF
 
@@ -147,7 +150,8 @@ def test_embedded_wheels_have_the_pinned_hash(spec):
 @pytest.mark.slow
 def test_pair_loads_with_one_tokenizer(qwen_pair):
     paths = ensure_qwen_cache()  # already built by the fixture: returns at once
-    assert paths.draft.is_dir() and paths.target.is_dir()
+    assert paths.draft.is_dir()
+    assert paths.target.is_dir()
     assert qwen_pair.vocab_size == QWEN_VOCAB
     assert qwen_pair.n_real_tokens == QWEN_REAL_TOKENS
     assert qwen_pair.tokenizer.convert_ids_to_tokens(QWEN_REAL_TOKENS - 1) == "<|file_sep|>"

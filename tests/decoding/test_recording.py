@@ -32,8 +32,11 @@ def _record(pair, top_m, tmp_path, rule="rrs", tree="chains:2,2"):
 def test_full_recording_round_trip(pair, tmp_path):
     result, rec = _record(pair, 64, tmp_path)
     a = rec.arrays
-    assert rec.meta["format"] == RECORDING_FORMAT and rec.meta["full"] and rec.meta["vocab_size"] == 8
-    assert rec.meta["rule"] == "rrs" and rec.meta["tree"] == "chains:2,2"
+    assert rec.meta["format"] == RECORDING_FORMAT
+    assert rec.meta["full"]
+    assert rec.meta["vocab_size"] == 8
+    assert rec.meta["rule"] == "rrs"
+    assert rec.meta["tree"] == "chains:2,2"
     # every step of every row ends with exactly one residual or bonus event
     ends = (a["accepted_index"] == -1)
     assert ends.sum() == 2 * len(result.steps_tokens)
@@ -46,10 +49,12 @@ def test_full_recording_round_trip(pair, tmp_path):
     for i in np.flatnonzero(a["k"] > 0)[:20]:
         k = a["k"][i]
         p, q = rec.dense(i, "p"), rec.dense(i, "q")
-        assert np.allclose(p[a["drafts"][i, :k]], a["drafts_p"][i, :k]) and np.allclose(q[a["drafts"][i, :k]], a["drafts_q"][i, :k])
+        assert np.allclose(p[a["drafts"][i, :k]], a["drafts_p"][i, :k])
+        assert np.allclose(q[a["drafts"][i, :k]], a["drafts_q"][i, :k])
         assert abs(p.sum() - 1) <= SUM_TOLERANCE
     tree = parse_tree("chains:2,2")
-    assert set(a["k"].tolist()) <= {0, 1, 2} and (a["depth"] <= tree.max_depth).all()
+    assert set(a["k"].tolist()) <= {0, 1, 2}
+    assert (a["depth"] <= tree.max_depth).all()
 
 
 def test_top_m_keeps_the_largest_with_a_checked_remainder(pair, tmp_path):

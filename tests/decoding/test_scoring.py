@@ -87,7 +87,8 @@ def test_reference_comparison_detects_an_off_by_one_shift(pair, scores):
 
 
 def test_padded_ids_get_zero_probability(pair, scores):
-    assert np.isneginf(scores.target_logits[:, 30:]).all() and np.isneginf(scores.draft_logits[:, 30:]).all()
+    assert np.isneginf(scores.target_logits[:, 30:]).all()
+    assert np.isneginf(scores.draft_logits[:, 30:]).all()
     for temperature in (0.5, 1.0, 2.0):
         probs = scores.target_probs(temperature)
         assert probs.dtype == np.float64

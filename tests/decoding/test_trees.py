@@ -8,7 +8,8 @@ from otm.errors import UnknownNameError
 
 def test_chains_are_paths_below_the_root():
     tree = parse_tree("chains:3,4")
-    assert tree.n_drafts == 12 and tree.max_depth == 4
+    assert tree.n_drafts == 12
+    assert tree.max_depth == 4
     assert tree.n_children[0] == 3
     assert set(tree.n_children[1:].tolist()) == {0, 1}
     assert len(tree.level(4)) == 3
@@ -26,7 +27,8 @@ def test_kary_sizes(spec, k, depth):
 def test_prefix_tree_alg5_has_product_leaves():
     tree = parse_tree("prefix:3,2,2")  # SpecTr (Sun et al. 2023), Alg. 5, K = 12
     leaves = np.flatnonzero(tree.n_children == 0)
-    assert len(leaves) == 12 and (tree.depth[leaves] == 3).all()
+    assert len(leaves) == 12
+    assert (tree.depth[leaves] == 3).all()
     assert parse_tree("prefix:2,2,2").parent.tolist() == parse_tree("binary:3").parent.tolist()
 
 
@@ -42,7 +44,9 @@ def test_ancestor_mask_matches_paths_and_positions():
     tree = parse_tree("branching:3;1,2;1,0,1")
     for node, path in enumerate(tree.paths()):
         assert set(np.flatnonzero(tree.ancestor_mask[node])) == set(path)
-        assert path[0] == 0 and path[-1] == node and len(path) == tree.depth[node] + 1
+        assert path[0] == 0
+        assert path[-1] == node
+        assert len(path) == tree.depth[node] + 1
     assert (tree.positions(10) == 10 + tree.depth).all()
     for node in range(tree.n_nodes):
         assert (tree.parent[tree.children(node)] == node).all()

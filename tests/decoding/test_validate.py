@@ -62,17 +62,22 @@ def _contains(bounds: Bounds, value: float) -> bool:
 def test_full_recording_is_exact_and_matches_dense_recomputation(recordings, rule, tree):
     rec = recordings[(rule, 64)]
     result = validate_recording(rec)
-    assert result.nodes and not result.skipped
+    assert result.nodes
+    assert not result.skipped
     for n in result.nodes:
-        assert n.rule.exact and n.optimum.exact and n.best.exact
+        assert n.rule.exact
+        assert n.optimum.exact
+        assert n.best.exact
         p, q = rec.dense(n.event, "p"), rec.dense(n.event, "q")
         name = rule if n.k >= 2 else "single"
-        assert n.rule_name == name and n.scheme == rule_scheme(name)
+        assert n.rule_name == name
+        assert n.scheme == rule_scheme(name)
         assert abs(n.rule.value - float(rule_acceptance(name, p, q, n.k))) <= RECORDING_TOLERANCE
         assert abs(n.optimum.value - law_optimum(p, q, n.k, n.scheme)) <= RECORDING_TOLERANCE
         assert n.rule.value <= n.optimum.value + RECORDING_TOLERANCE <= n.best.value + 2 * RECORDING_TOLERANCE
     by_rule = result.summary["by_rule"][rule]
-    assert by_rule["n_exact"] == by_rule["n_nodes"] and by_rule["gap"] >= -RECORDING_TOLERANCE
+    assert by_rule["n_exact"] == by_rule["n_nodes"]
+    assert by_rule["gap"] >= -RECORDING_TOLERANCE
     # E[accepted | p, q] = rule acceptance at every node: the z-test passes (alpha = 1e-4)
     assert by_rule["acceptance_test"]["passed"]
 
@@ -121,7 +126,8 @@ def test_top_p_draft_law_makes_truncated_recording_exact(pair, tmp_path):
     for x, y in zip(a.nodes, b.nodes):
         if node_instance(rec, x.event).q_tail == 0:
             checked += 1
-            assert x.rule.exact and x.optimum.exact
+            assert x.rule.exact
+            assert x.optimum.exact
             assert abs(x.rule.value - y.rule.value) <= RECORDING_TOLERANCE
             assert abs(x.optimum.value - y.optimum.value) <= RECORDING_TOLERANCE
     assert checked > 0
@@ -148,7 +154,8 @@ def test_law_optimum_degenerate_inputs(p, q):
         value = law_optimum(p, q, 2, scheme)
         reference = optimal_acceptance_for_law(p, {"iid": None, "hub": hub_law(q), "greedy": greedy_law(q, 2)}[scheme]) \
             if scheme != "iid" else optimal_acceptance(p, q, 2, "iid", method="max_flow")
-        assert np.isfinite(value) and abs(value - reference) <= AGREEMENT_TOLERANCE
+        assert np.isfinite(value)
+        assert abs(value - reference) <= AGREEMENT_TOLERANCE
 
 
 def test_law_optimum_at_qwen_vocabulary_without_enumeration():
@@ -182,7 +189,9 @@ def test_degenerate_nodes_give_exact_finite_values(tmp_path, rule):
             if rule == "rrs_wor":
                 continue  # one-hot q has no two distinct drafts
         n = validate_node(_synthetic(tmp_path, p, q, drafts, out, rule), 0)
-        assert n.rule.exact and n.optimum.exact and np.isfinite(n.rule.value)
+        assert n.rule.exact
+        assert n.optimum.exact
+        assert np.isfinite(n.rule.value)
         assert abs(n.rule.value - float(rule_acceptance(rule, p, q, 2))) <= AGREEMENT_TOLERANCE
 
 
@@ -197,7 +206,8 @@ def test_tampered_outputs_fail_the_empirical_acceptance_test(pair, tmp_path):
     arrays["output"] = output
     tampered = type(rec)(rec.meta, arrays)
     test = validate_recording(tampered).summary["by_rule"]["rrs"]["acceptance_test"]
-    assert not test["passed"] and test["z"] < 0
+    assert not test["passed"]
+    assert test["z"] < 0
 
 
 def test_cli_writes_json_and_figures(recordings, tmp_path, capsys):
@@ -206,7 +216,8 @@ def test_cli_writes_json_and_figures(recordings, tmp_path, capsys):
     np.savez_compressed(path, meta=np.asarray(json.dumps(rec.meta)), **rec.arrays)
     summary = run_validate(ValidateConfig(recording=str(path), json=True, out=str(tmp_path / "out")))
     printed = json.loads(capsys.readouterr().out)
-    assert printed["by_rule"].keys() == summary["by_rule"].keys() and "kseq/0" in printed["by_depth"]
+    assert printed["by_rule"].keys() == summary["by_rule"].keys()
+    assert "kseq/0" in printed["by_depth"]
     saved = json.loads((tmp_path / "out" / "validation.json").read_text())
     assert len(saved["nodes"]) == summary["validated"]
     for figure in summary["figures"]:

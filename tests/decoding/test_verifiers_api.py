@@ -21,7 +21,8 @@ def test_registry_names_are_otm_rules_and_modules_have_the_api():
     for name, verifier in VERIFIERS.items():
         assert get_verifier(name) is verifier
         assert verifier.draft_scheme in DRAFT_SCHEMES
-        assert callable(verifier.sample_drafts) and callable(verifier.verify)
+        assert callable(verifier.sample_drafts)
+        assert callable(verifier.verify)
         assert verifier.uniforms_per_row(_k(name)) >= 1
 
 
@@ -42,9 +43,12 @@ def test_output_type_shapes_and_seeding(name):
         out = verifier.verify(P, qs, drafts, g)
         runs.append((drafts.tolist(), out.tokens.tolist(), out.accepted_index.tolist()))
         assert isinstance(out, VerifierOutput)
-        assert drafts.shape == (2, k) and drafts.dtype == torch.int64
-        assert out.tokens.shape == (2,) and out.tokens.dtype == torch.int64
-        assert out.accepted_index.shape == (2,) and out.accepted_index.dtype == torch.int64
+        assert drafts.shape == (2, k)
+        assert drafts.dtype == torch.int64
+        assert out.tokens.shape == (2,)
+        assert out.tokens.dtype == torch.int64
+        assert out.accepted_index.shape == (2,)
+        assert out.accepted_index.dtype == torch.int64
     assert runs[0] == runs[1], "the same seed must give the same draws"
 
 
@@ -83,4 +87,5 @@ def test_a_single_token_vocabulary(name):
     qs = p.unsqueeze(1).expand(-1, k, -1)
     drafts = verifier.sample_drafts(qs if verifier.draft_scheme == "independent" else p, k, None)
     out = verifier.verify(p, qs, drafts, None)
-    assert out.tokens.tolist() == [0] * 4 and out.accepted_index.tolist() == [0] * 4
+    assert out.tokens.tolist() == [0] * 4
+    assert out.accepted_index.tolist() == [0] * 4

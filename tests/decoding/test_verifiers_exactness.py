@@ -136,7 +136,8 @@ def test_sampler_matches_exact_law(rule, instance, k):
     p, q = INSTANCES[instance]
     law = _exact(rule, p, q, k)
     tokens, out = _run(get_verifier(rule), p, _draft_rows(rule, q, k), k, ROWS, _seed(rule, instance, k))
-    assert out.tokens.dtype == torch.int64 and out.accepted_index.dtype == torch.int64
+    assert out.tokens.dtype == torch.int64
+    assert out.accepted_index.dtype == torch.int64
     assert (torch.as_tensor(p)[out.tokens] > 0).all(), "a token of target probability 0 was output"
     accepted = out.accepted_index >= 0
     chosen = tokens.gather(1, out.accepted_index.clamp(min=0).unsqueeze(1)).squeeze(1)
@@ -176,7 +177,8 @@ def test_cuda_follows_the_law(rule, dtype):
     p, q = INSTANCES["generic"]
     law = _exact(rule, p, q, k)
     tokens, out = _run(get_verifier(rule), p, _draft_rows(rule, q, k), k, ROWS, _seed(rule, "cuda"), dtype, "cuda")
-    assert out.tokens.device.type == "cuda" and tokens.device.type == "cuda"
+    assert out.tokens.device.type == "cuda"
+    assert tokens.device.type == "cuda"
     for name, result in _law_checks(law, tokens, out).items():
         assert result.passed, f"{rule} cuda {dtype} {name}: {result.reason}"
 
@@ -255,7 +257,8 @@ def test_spechub_without_the_hub_law_fails():
     tokens, out = _run(spechub, BROKEN_P, np.tile(BROKEN_Q, (2, 1)), 2, ROWS, _seed("broken", "spechub"),
                        drafts=rrs.sample_drafts)
     failed = _failed(_law_checks(law, tokens, out))
-    assert "output" in failed and "drafts" in failed
+    assert "output" in failed
+    assert "drafts" in failed
 
 
 # ---------------------------------------------------------------- degenerate inputs
@@ -286,7 +289,8 @@ def test_without_replacement_completes_an_exhausted_support():
     their support (otm.draft_laws.without_replacement_law); k > V is a typed error."""
     q = torch.tensor([[0.5, 0.5, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [0.1, 0.2, 0.3, 0.4]], dtype=torch.float64)
     drafts = get_verifier("rrs_wor").sample_drafts(q, 4, torch.Generator().manual_seed(0))
-    assert sorted(drafts[0, :2].tolist()) == [0, 1] and drafts[0, 2:].tolist() == [2, 3]
+    assert sorted(drafts[0, :2].tolist()) == [0, 1]
+    assert drafts[0, 2:].tolist() == [2, 3]
     assert drafts[1].tolist() == [2, 0, 1, 3]
     assert sorted(drafts[2].tolist()) == [0, 1, 2, 3]
     with pytest.raises(InvalidDraftCountError, match="vocabulary of 4"):

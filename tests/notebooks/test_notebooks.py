@@ -38,10 +38,12 @@ def test_there_are_four_notebooks():
 def test_notebook_is_committed_without_outputs(path):
     notebook = nbformat.read(path, as_version=4)
     nbformat.validate(notebook)
-    assert notebook.cells[0].cell_type == "markdown" and notebook.cells[0].source.startswith("# ")
+    assert notebook.cells[0].cell_type == "markdown"
+    assert notebook.cells[0].source.startswith("# ")
     for cell in notebook.cells:
         if cell.cell_type == "code":
-            assert not cell.outputs and cell.execution_count is None, f"{path.name}: clear the outputs before committing"
+            assert not cell.outputs, f"{path.name}: clear the outputs before committing"
+            assert cell.execution_count is None, f"{path.name}: clear the outputs before committing"
 
 
 @pytest.mark.parametrize("path", _notebooks(), ids=lambda p: p.stem)

@@ -232,7 +232,8 @@ def test_without_replacement_all_in_matches_enumeration():
         np.testing.assert_allclose(all_in, [float(1 - e) for e in expected], rtol=0, atol=WOR_RELATIVE_ACCURACY)
         t_lo, t_hi = all_in_bounds(q.astype(float), k)  # 1 - the bounds on R: one rounding
         exact_all_in = np.array([float(1 - e) for e in expected])
-        assert np.all(t_lo <= exact_all_in + 1e-15) and np.all(exact_all_in <= t_hi + 1e-15)
+        assert np.all(t_lo <= exact_all_in + 1e-15)
+        assert np.all(exact_all_in <= t_hi + 1e-15)
 
 
 def test_upper_bound_survives_a_mass_close_to_one():
@@ -358,7 +359,8 @@ def test_acceptance_is_one_iff_every_set_satisfies_the_condition(instance):
 def test_acceptance_one_with_p_not_equal_q():
     """Khisti et al. (2025), Example 1 spirit: k = 2 reaches 1 with p != q, k = 1 cannot."""
     p, q = [0.5, 0.5], [0.6, 0.4]
-    assert acceptance_is_one(p, q, 2) and not acceptance_is_one(p, q, 1)
+    assert acceptance_is_one(p, q, 2)
+    assert not acceptance_is_one(p, q, 1)
 
 
 @given(instances(max_vocab=4))

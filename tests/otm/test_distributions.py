@@ -103,7 +103,8 @@ def test_masked_logits_are_allowed_but_not_nan():
 @given(st.lists(st.floats(-30, 30), min_size=1, max_size=12), st.floats(0.05, 5))
 def test_logits_to_probs_is_a_distribution(logits, temperature):
     probs = logits_to_probs(logits, temperature)
-    assert np.all(probs >= 0) and abs(probs.sum() - 1) <= AGREEMENT_TOLERANCE
+    assert np.all(probs >= 0)
+    assert abs(probs.sum() - 1) <= AGREEMENT_TOLERANCE
 
 
 def test_total_variation():

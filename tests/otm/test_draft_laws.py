@@ -100,7 +100,8 @@ def test_without_replacement_exhausted_support_is_the_greedy_tail():
     q = 0 tokens (the greedy order's tail), exactly."""
     one_hot = as_exact_distribution(["0", "1", "0", "0"])
     law = without_replacement_law(one_hot, 3)
-    assert law.tuples.tolist() == [[1, 0, 2]] and law.probs.tolist() == [1]
+    assert law.tuples.tolist() == [[1, 0, 2]]
+    assert law.probs.tolist() == [1]
     assert without_replacement_law(one_hot, 4).tuples.tolist() == [[1, 0, 2, 3]]
     assert greedy_law(one_hot, 3).tuples.tolist() == [[1, 0, 2]]  # the same convention
     two = as_exact_distribution(["0", "1/4", "0", "3/4", "0"])
@@ -123,7 +124,8 @@ def test_hub_law_matches_seed000_fig5():
 
 def test_hub_law_one_hot_does_not_divide_by_zero():
     law = hub_law([0.0, 1.0, 0.0])
-    assert law.tuples.tolist() == [[1, 1]] and float(law.probs[0]) == 1.0
+    assert law.tuples.tolist() == [[1, 1]]
+    assert float(law.probs[0]) == 1.0
 
 
 @given(distributions(1, 5), st.integers(1, 4))

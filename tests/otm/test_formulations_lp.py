@@ -211,7 +211,8 @@ def test_full_lp_survives_marginals_off_by_one_ulp():
         assert abs(float(f(p, iid_law(q, 2)).acceptance) - expected) <= AGREEMENT_TOLERANCE
     # the mirror case: the draft side carries the extra ulp, so the tuple side is relaxed
     swapped = solve_full_lp(q, iid_law(p, 1))
-    assert iid_law(p, 1).probs.sum() > 1 and swapped.details["relaxed_side"] == "tuples"
+    assert iid_law(p, 1).probs.sum() > 1
+    assert swapped.details["relaxed_side"] == "tuples"
     assert abs(float(swapped.acceptance) - np.minimum(p, q).sum()) <= AGREEMENT_TOLERANCE
 
 

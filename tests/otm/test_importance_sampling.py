@@ -41,7 +41,8 @@ def test_is_optimal_reaches_the_optimum_and_outputs_p(instance):
     assert isinstance(law, RuleLaw)
     assert abs(law.acceptance - optimum(p, q, k)) <= AGREEMENT_TOLERANCE
     assert np.abs(law.output_distribution - p).max() <= AGREEMENT_TOLERANCE
-    assert law.draft_law.name == "iid" and law.draft_law.k == k
+    assert law.draft_law.name == "iid"
+    assert law.draft_law.k == k
 
 
 def test_is_optimal_exact():

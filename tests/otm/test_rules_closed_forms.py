@@ -39,7 +39,8 @@ def test_closed_form_equals_enumeration(rule, data):
     k = data.draw(st.sampled_from(draft_counts(rule, q)), label="k")
     enumerated = rule_law(rule, p, q, k, method="enumeration")
     closed = rule_law(rule, p, q, k, method="closed_form")
-    assert enumerated.details["method"] == "enumeration" and closed.details["method"] == "closed_form"
+    assert enumerated.details["method"] == "enumeration"
+    assert closed.details["method"] == "closed_form"
     if rule == "ensemble_contrastive":  # float64 by construction
         assert abs(enumerated.acceptance - closed.acceptance) < 1e-12
         return

@@ -101,7 +101,8 @@ def test_acceptance_and_output_shortcuts():
         assert rule_acceptance(rule, p, q, k) == law.acceptance
         assert isinstance(law.acceptance, Fraction)
         assert same_distribution(rule_output_distribution(rule, p, q, k), p)
-        assert law.draft_law is not None and law.draft_law.k == k
+        assert law.draft_law is not None
+        assert law.draft_law.k == k
 
 
 @pytest.mark.parametrize(

@@ -19,9 +19,13 @@ def test_acceptance_json_on_files(tmp_path, capsys):
     (tmp_path / "q.json").write_text("[0.5, 0.3, 0.2]")
     status, out, _ = run(capsys, "acceptance", "--target", str(tmp_path / "p.npy"), "--draft", str(tmp_path / "q.json"), "-k", "2", "--json")
     summary = json.loads(out)
-    assert status == 0 and summary["vocab_size"] == 3 and summary["k"] == 2
-    assert summary["optimal"]["iid"] == pytest.approx(0.85) and summary["optimal"]["without_replacement"] == pytest.approx(1.0)
-    assert summary["rules"]["spechub"] == pytest.approx(1.0) and summary["rules"]["rrs_wor"] == pytest.approx(0.94)
+    assert status == 0
+    assert summary["vocab_size"] == 3
+    assert summary["k"] == 2
+    assert summary["optimal"]["iid"] == pytest.approx(0.85)
+    assert summary["optimal"]["without_replacement"] == pytest.approx(1.0)
+    assert summary["rules"]["spechub"] == pytest.approx(1.0)
+    assert summary["rules"]["rrs_wor"] == pytest.approx(0.94)
     assert all(v is None or v <= summary["optimal"]["without_replacement"] + 1e-12 for v in summary["rules"].values())
 
 
@@ -30,7 +34,8 @@ def test_acceptance_with_logits_and_temperature_zero(tmp_path, capsys):
     (tmp_path / "q.json").write_text("[0.0, 1.0, 2.0]")
     status, out, _ = run(capsys, "acceptance", "--target", str(tmp_path / "p.json"), "--draft", str(tmp_path / "q.json"),
                          "-k", "1", "--logits", "--temperature", "0", "--json")
-    assert status == 0 and json.loads(out)["optimal"]["iid"] == 0.0  # disjoint one-hots
+    assert status == 0
+    assert json.loads(out)["optimal"]["iid"] == 0.0  # disjoint one-hots
 
 
 @pytest.mark.parametrize("content, message", [("[0.5, NaN]", "NaN"), ("[0.5, 0.2]", "sums to"), ("[1.5, -0.5]", "negative")])
@@ -38,20 +43,25 @@ def test_bad_input_is_a_clear_error(tmp_path, capsys, content, message):
     (tmp_path / "p.json").write_text(content)
     (tmp_path / "q.json").write_text("[0.5, 0.5]")
     status, out, err = run(capsys, "acceptance", "--target", str(tmp_path / "p.json"), "--draft", str(tmp_path / "q.json"))
-    assert status == 2 and message in err and "Traceback" not in err
+    assert status == 2
+    assert message in err
+    assert "Traceback" not in err
 
 
 def test_length_mismatch_is_a_clear_error(tmp_path, capsys):
     (tmp_path / "p.json").write_text("[0.5, 0.5]")
     (tmp_path / "q.json").write_text("[0.2, 0.3, 0.5]")
     status, _, err = run(capsys, "acceptance", "--target", str(tmp_path / "p.json"), "--draft", str(tmp_path / "q.json"))
-    assert status == 2 and "same vocabulary" in err
+    assert status == 2
+    assert "same vocabulary" in err
 
 
 def test_theorems_json(capsys):
     status, out, _ = run(capsys, "theorems", "--paper", "leviathan", "--instances", "2", "--json")
     rows = json.loads(out)
-    assert status == 0 and rows and all({"id", "paper", "claim", "method", "instances", "worst_slack", "status"} <= set(r) for r in rows)
+    assert status == 0
+    assert rows
+    assert all({"id", "paper", "claim", "method", "instances", "worst_slack", "status"} <= set(r) for r in rows)
 
 
 def test_decode_tree_record_and_validate(tmp_path, capsys):
@@ -59,17 +69,22 @@ def test_decode_tree_record_and_validate(tmp_path, capsys):
     status, out, _ = run(capsys, "decode", "--pair", "tiny", "--rule", "spechub", "--tree", "binary:2", "--temperature", "1",
                          "--max-new-tokens", "6", "--prompt", "1,2,3", "--record", str(record), "--json")
     summary = json.loads(out)
-    assert status == 0 and summary["tokens_generated"] >= 6 and 1 <= summary["block_efficiency"] <= 3
+    assert status == 0
+    assert summary["tokens_generated"] >= 6
+    assert 1 <= summary["block_efficiency"] <= 3
     assert {"rule", "tree", "target_calls", "acceptance_by_depth", "wall_seconds"} <= set(summary)
     status, out, _ = run(capsys, "validate", str(record), "--json")
-    assert status == 0 and "spechub" in out
+    assert status == 0
+    assert "spechub" in out
 
 
 def test_decode_ensemble(capsys):
     status, out, _ = run(capsys, "decode", "--pair", "tiny", "--rule", "ensemble_contrastive", "--mu", "0.2", "--temperature", "1",
                          "--max-new-tokens", "5", "--prompt", "1,2", "--json")
     summary = json.loads(out)
-    assert status == 0 and summary["tokens_generated"] == 5 and len(summary["model_calls"]) == 2
+    assert status == 0
+    assert summary["tokens_generated"] == 5
+    assert len(summary["model_calls"]) == 2
 
 
 def test_decode_without_tree_uses_the_default_two_chains(capsys):
@@ -81,5 +96,8 @@ def test_decode_without_tree_uses_the_default_two_chains(capsys):
 def test_report_without_models(tmp_path, capsys):
     status, out, _ = run(capsys, "report", "--no-models", "--out", str(tmp_path / "rep"), "-k", "2", "--quiet", "--json")
     summary = json.loads(out)
-    assert status == 0 and summary["mode"] == "toy" and summary["theorems"]
-    assert (tmp_path / "rep" / "report.md").exists() and summary["figures"]
+    assert status == 0
+    assert summary["mode"] == "toy"
+    assert summary["theorems"]
+    assert (tmp_path / "rep" / "report.md").exists()
+    assert summary["figures"]

@@ -15,7 +15,9 @@ def test_run_decode_tiny_json_and_record(tmp_path):
     summary = run_decode(args)
     for key in ("rule", "tree", "tokens_generated", "target_calls", "block_efficiency", "acceptance_by_depth", "wall_seconds"):
         assert key in summary
-    assert summary["tokens_generated"] == 6 and summary["rule"] == "kseq" and summary["tree"] == "chains:3,2"
+    assert summary["tokens_generated"] == 6
+    assert summary["rule"] == "kseq"
+    assert summary["tree"] == "chains:3,2"
     assert load_recording(summary["record"]).meta["rule"] == "kseq"
     prompts = tmp_path / "prompts.txt"
     prompts.write_text("1 2\n\n4,5\n")

@@ -14,7 +14,7 @@ from otm_app.report.decode import rule_tree
 from otm_app.report.positions import PositionSettings, analyse_positions, optimum_vs_temperature, spaced_rows
 from otm_app.report.run import command_line, run_report, summarise_theorems
 from otm_app.report.sources import resolve_texts
-from otm.analysis import OPTIMAL_IID, OPTIMAL_WOR
+from otm.tables import OPTIMAL_IID, OPTIMAL_WOR
 from otm.distributions import logits_to_probs
 from otm.draft_laws import iid_law, without_replacement_law
 from otm.errors import InvalidDraftCountError, OTMError, UnknownNameError
@@ -46,19 +46,22 @@ def test_analyse_positions_matches_direct_calls():
     rules = ("single", "rrs", "rrs_wor", "kseq", "spechub")
     settings = PositionSettings(ks=(1, 2, 3), rules=rules, rule_positions=3, wor_positions=2)
     result = analyse_positions(z, w, (0.7,), settings, np.random.default_rng(0))[0.7]
-    assert result.rule_rows.tolist() == [0, 2, 4] and result.wor_rows.tolist() == [0, 4]
+    assert result.rule_rows.tolist() == [0, 2, 4]
+    assert result.wor_rows.tolist() == [0, 4]
     for j, i in enumerate(result.rule_rows):
         p, q = logits_to_probs(z[i], 0.7), logits_to_probs(w[i], 0.7)
         for a, k in enumerate((1, 2, 3)):
             assert abs(result.rules.columns[OPTIMAL_IID][j, a] - optimal_acceptance(p, q, k)) < AGREEMENT_TOLERANCE
             assert abs(result.rules.columns["kseq"][j, a] - float(rule_acceptance("kseq", p, q, k))) < AGREEMENT_TOLERANCE
-        assert np.isnan(result.rules.columns["single"][j, 1]) and np.isnan(result.rules.columns["spechub"][j, 0])
+        assert np.isnan(result.rules.columns["single"][j, 1])
+        assert np.isnan(result.rules.columns["spechub"][j, 0])
     for j, i in enumerate(result.wor_rows):
         p, q = logits_to_probs(z[i], 0.7), logits_to_probs(w[i], 0.7)
         for a, k in enumerate((1, 2, 3)):
             assert abs(result.wor.columns[OPTIMAL_WOR][j, a] - optimal_acceptance(p, q, k, sampling="without_replacement")) < AGREEMENT_TOLERANCE
             assert abs(result.wor.columns["rrs_wor"][j, a] - float(rule_acceptance("rrs_wor", p, q, k))) < AGREEMENT_TOLERANCE
-    assert (result.mc_error == 0).all() and "exact enumeration" in result.notes["rrs_wor"]
+    assert (result.mc_error == 0).all()
+    assert "exact enumeration" in result.notes["rrs_wor"]
     assert np.isnan(result.optimum_iid).sum() == 0
 
 
@@ -91,7 +94,8 @@ def test_resolve_texts(tmp_path):
 
 
 def test_rule_tree_gives_single_a_chain():
-    assert rule_tree("single", "binary:3") == "chain:3" and rule_tree("rrs", "binary:3") == "binary:3"
+    assert rule_tree("single", "binary:3") == "chain:3"
+    assert rule_tree("rrs", "binary:3") == "binary:3"
 
 
 def _args(*argv):
@@ -124,10 +128,12 @@ THEOREM_ROWS = [
 
 
 def _check_folder(folder, summary):
-    assert (folder / "report.md").is_file() and (folder / "summary.json").is_file()
+    assert (folder / "report.md").is_file()
+    assert (folder / "summary.json").is_file()
     for name in summary["figures"].values():
         data = (folder / name).read_bytes()
-        assert data.startswith(PNG_SIGNATURE) and len(data) > 5000
+        assert data.startswith(PNG_SIGNATURE)
+        assert len(data) > 5000
     assert json.loads((folder / "summary.json").read_text())["mode"] == summary["mode"]
 
 
@@ -136,14 +142,18 @@ def test_no_models_report_end_to_end(tmp_path, capsys):
     summary = run_report(_args("--no-models", "--out", str(folder), "-k", "3", "--quiet", "--rule-positions", "6", "--wor-positions", "2", "--sweep-positions", "4"), THEOREM_ROWS)
     _check_folder(folder, summary)
     assert {"theorems", "acceptance", "decoding", "figures", "texts", "wall_seconds", "optimum_vs_temperature", "report"} <= set(summary)
-    assert summary["mode"] == "toy" and summary["decoding"]["rows"] == []
-    assert summary["theorems"]["fails"] == 1 and summary["theorems"]["failing"][0]["id"] == "x.fails"
+    assert summary["mode"] == "toy"
+    assert summary["decoding"]["rows"] == []
+    assert summary["theorems"]["fails"] == 1
+    assert summary["theorems"]["failing"][0]["id"] == "x.fails"
     assert set(summary["acceptance"]) == {"0.6", "1"}
     block = summary["acceptance"]["1"]
-    assert len(block["rules"]["rrs"]) == 3 and block["rule_positions"] == 6
+    assert len(block["rules"]["rrs"]) == 3
+    assert block["rule_positions"] == 6
     assert {"acceptance_vs_k_T1", "gaps_T1_k2", "gaps_T1_k3", "optimum_vs_temperature", "theorem_slacks"} <= set(summary["figures"])
     text = (folder / "report.md").read_text()
-    assert "No model was run" in text and "x.fails" in text
+    assert "No model was run" in text
+    assert "x.fails" in text
     assert "toy distributions only" in capsys.readouterr().out
 
 
@@ -152,7 +162,8 @@ def test_tiny_pair_report_end_to_end(tmp_path):
     summary = run_report(_args("--pair", "tiny", "--out", str(folder), "-k", "2", "--rules", "single,rrs,rrs_wor", "--max-new-tokens", "4", "--quiet", "--json", "--sweep-positions", "4"))
     _check_folder(folder, summary)
     rows = {r["rule"]: r for r in summary["decoding"]["rows"]}
-    assert set(rows) == {"single", "rrs", "rrs_wor"} and rows["single"]["tree"] == "chain:3"
+    assert set(rows) == {"single", "rrs", "rrs_wor"}
+    assert rows["single"]["tree"] == "chain:3"
     assert all(r["block_efficiency"] >= 1.0 for r in rows.values())
     assert summary["theorems"]["total"] == 0
     # the tiny vocabulary is small enough for rrs_wor's exact law
@@ -178,4 +189,6 @@ def test_sanity_check_flags_a_rule_above_its_own_optimum():
     result.rules.columns["rrs"][0, 1] = result.rules.columns[OPTIMAL_IID][0, 1] + 0.01  # a broken rule
     result.wor.columns["rrs_wor"][1, 1] = result.wor.columns[OPTIMAL_WOR][1, 1] + 0.01
     problems = _sanity_checks(result)
-    assert len(problems) == 2 and "rrs exceeds" in problems[0] and "rrs_wor" in problems[1]
+    assert len(problems) == 2
+    assert "rrs exceeds" in problems[0]
+    assert "rrs_wor" in problems[1]

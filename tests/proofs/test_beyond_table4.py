@@ -48,7 +48,8 @@ def test_table4_structure_and_paper_numbers():
     assert cell["methods"]["SpecHub"]["paper"] == 0.7402
     for c in result["cells"]:  # optimum >= RRS for the same draft law
         m = c["methods"]
-        assert m["OTM"]["mean"] >= m["RRS"]["mean"] - 1e-12 and m["OTMw"]["mean"] >= m["RRSw"]["mean"] - 1e-12
+        assert m["OTM"]["mean"] >= m["RRS"]["mean"] - 1e-12
+        assert m["OTMw"]["mean"] >= m["RRSw"]["mean"] - 1e-12
     assert "SpecHub" in table4.table4_text(result)
 
 
@@ -65,7 +66,8 @@ def test_max_flow_certificate_counts_a_crash_as_a_failure():
         raise KeyError("source")
 
     check = beyond.check_max_flow_certificate(2, rng(), flow=crashing)
-    assert check.status == "fails" and "KeyError" in check.counterexample["error"]
+    assert check.status == "fails"
+    assert "KeyError" in check.counterexample["error"]
 
 
 def test_spechub_greedy_one_hot_q_is_the_degenerate_case():
@@ -79,10 +81,12 @@ def test_spechub_greedy_one_hot_q_is_the_degenerate_case():
 def test_table4_readings():
     rng_ = np.random.default_rng(0)
     u_p, u_q = table4.draw_logits(rng_, "gaussian_logits")
-    assert u_p.shape == (table4.VOCAB_SIZE,) and (u_p < 0).any()  # normal, not uniform on (0, 1)
+    assert u_p.shape == (table4.VOCAB_SIZE,)
+    assert (u_p < 0).any()  # normal, not uniform on (0, 1)
     for reading in ("stated", "gaussian_logits", "probability_mix", "temperature_times"):
         p, q = table4.toy_pair(u_p, u_q, 0.25, 0.5, reading)
-        assert abs(p.sum() - 1) < 1e-12 and abs(q.sum() - 1) < 1e-12
+        assert abs(p.sum() - 1) < 1e-12
+        assert abs(q.sum() - 1) < 1e-12
     import pytest
 
     with pytest.raises(ValueError):

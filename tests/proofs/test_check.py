@@ -34,7 +34,9 @@ def test_search_holds_fails_and_keeps_the_counterexample():
     assert search.finish(blank()).status == HOLDS
     search.record(-0.1, {"n": 3})
     check = search.finish(blank())
-    assert check.status == FAILS and check.counterexample == {"n": 3} and check.worst_slack == -0.1
+    assert check.status == FAILS
+    assert check.counterexample == {"n": 3}
+    assert check.worst_slack == -0.1
 
 
 def test_nan_slack_is_a_failure_and_no_instance_is_not_checkable():
@@ -48,7 +50,9 @@ def test_merge_keeps_the_failure():
     good = run_search(blank(), [{"a": 1}], lambda c: 0.0)
     bad = run_search(blank(), [{"a": 2}], lambda c: -1.0)
     merged = merge_checks(good, bad)
-    assert merged.status == FAILS and merged.instances == 2 and merged.counterexample == {"a": 2}
+    assert merged.status == FAILS
+    assert merged.instances == 2
+    assert merged.counterexample == {"a": 2}
 
 
 def test_as_dict_is_json_ready():
@@ -72,7 +76,8 @@ def test_a_crash_is_reported_not_checkable():
         raise ZeroDivisionError("boom")
 
     result = run_check("a.b", crash, 1, 0)
-    assert result.status == NOT_CHECKABLE and "ZeroDivisionError" in result.note
+    assert result.status == NOT_CHECKABLE
+    assert "ZeroDivisionError" in result.note
 
 
 def test_run_theorems_json_rows_and_table():

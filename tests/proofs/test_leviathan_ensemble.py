@@ -32,7 +32,8 @@ def test_table():
     assert leviathan.check_table().status == "holds"
     assert leviathan.check_table(rows_fn=lambda: leviathan.reproduce_table(c=0.05)).status == "fails"
     row = leviathan.reproduce_table()[0]
-    assert round(row["speed"], 2) == 1.96 and round(row["operations"], 2) == 1.53
+    assert round(row["speed"], 2) == 1.96
+    assert round(row["operations"], 2) == 1.53
 
 
 def test_alpha_tv():

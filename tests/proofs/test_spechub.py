@@ -50,7 +50,8 @@ def test_thm3_thm4_hold_and_fail_when_spechub_is_replaced_by_one_draft():
 
 def test_fig5_is_exact_and_fails_for_the_wrong_rule():
     check = spechub.check_fig5()
-    assert check.status == "holds" and check.worst_slack == 0
+    assert check.status == "holds"
+    assert check.worst_slack == 0
     assert spechub.check_fig5(acceptance_fn=rule_swapped({"rrs_wor": ("rrs", 2)})).status == "fails"
 
 
@@ -70,6 +71,8 @@ def test_appendix_f_graph_shape():
 
     law = table_law([[0, 1], [1, 1]], [0.25, 0.75], 2)
     graph = spechub.appendix_f_graph(np.array([0.5, 0.5]), law)
-    assert graph.edges["s", 0]["capacity"] == 0.25 and graph.edges["s", 1]["capacity"] == 0.75
-    assert graph.edges[0, 1]["capacity"] == 0.25 and not graph.has_edge(1, 1)
+    assert graph.edges["s", 0]["capacity"] == 0.25
+    assert graph.edges["s", 1]["capacity"] == 0.75
+    assert graph.edges[0, 1]["capacity"] == 0.25
+    assert not graph.has_edge(1, 1)
     assert nx.maximum_flow_value(graph, "s", "t") == float(solve_full_lp([0.5, 0.5], law).acceptance)

@@ -84,4 +84,5 @@ def test_sequence_law_sums_to_one():
     target = spectr.ToyModel(2, np.random.default_rng(0))
     draft = spectr.ToyModel(2, np.random.default_rng(1))
     law = spectr.draft_selection_law(target, draft, 2, 2, spectr.kseq_plan)
-    assert abs(sum(law.values()) - 1) < 1e-12 and all(len(s) == 3 for s in law)
+    assert abs(sum(law.values()) - 1) < 1e-12
+    assert all(len(s) == 3 for s in law)

@@ -16,7 +16,8 @@ def test_certificate_is_exact_and_matches_exact_backend(reference_by_name):
     ref = reference_by_name["beale_cycling"]
     certificate = certify(ref.lp, solve(ref.lp, backend="highs"))
     exact = solve(ref.lp, backend="exact")
-    assert certificate.certified and certificate.objective == exact.objective == Fraction(-1, 20)
+    assert certificate.certified
+    assert certificate.objective == exact.objective == Fraction(-1, 20)
     assert all(isinstance(v, Fraction) for v in certificate.x)
 
 
@@ -27,7 +28,8 @@ def test_perturbed_dual_is_rejected(reference_by_name):
     result = solve(ref.lp, backend="highs")
     wrong = dataclasses.replace(result, dual_ub=np.array([1.5, 1.5, -0.5]))  # y3 < 0 in a max LP
     certificate = certify(ref.lp, wrong)
-    assert not certificate.certified and not certificate.dual_feasible
+    assert not certificate.certified
+    assert not certificate.dual_feasible
     assert certify(ref.lp, result).certified
 
 
@@ -41,7 +43,8 @@ def test_perturbed_primal_is_rejected(reference_by_name):
 def test_non_optimal_result_is_not_certified(reference_by_name):
     ref = reference_by_name["infeasible"]
     certificate = certify(ref.lp, solve(ref.lp, backend="highs"))
-    assert not certificate.certified and "nothing to certify" in certificate.reason
+    assert not certificate.certified
+    assert "nothing to certify" in certificate.reason
 
 
 def test_exact_check_detects_each_kind_of_error(reference_by_name):
@@ -52,12 +55,16 @@ def test_exact_check_detects_each_kind_of_error(reference_by_name):
     assert exact_check(data, x, y_eq, y_ub).certified
     step = Fraction(1, 1000)
     infeasible = exact_check(data, [x[0] + step] + x[1:], y_eq, y_ub)
-    assert not infeasible.primal_feasible and not infeasible.certified
+    assert not infeasible.primal_feasible
+    assert not infeasible.certified
     # a feasible but suboptimal point (shift mass from the cheap c to a): positive gap
     suboptimal = exact_check(data, [x[0] + step, x[1], x[2] - step], y_eq, y_ub)
-    assert suboptimal.primal_feasible and suboptimal.dual_feasible and not suboptimal.certified
+    assert suboptimal.primal_feasible
+    assert suboptimal.dual_feasible
+    assert not suboptimal.certified
     wrong_sign = exact_check(data, x, y_eq, [Fraction(1)])  # dual_ub must be <= 0 for min
-    assert not wrong_sign.dual_feasible and not wrong_sign.certified
+    assert not wrong_sign.dual_feasible
+    assert not wrong_sign.certified
     shifted = exact_check(data, x, [y_eq[0] + step], y_ub)  # reduced cost towards +inf
     assert not shifted.certified
 

@@ -28,7 +28,8 @@ def test_status_and_optimum(reference, backend):
     assert result.backend == backend
     assert result.status == reference.status, result.message
     if reference.status != LPStatus.OPTIMAL:
-        assert result.objective is None and result.x is None
+        assert result.objective is None
+        assert result.x is None
         return
     if backend_capabilities(backend).exact:
         assert result.objective == reference.optimum
@@ -73,7 +74,8 @@ def test_exact_optimum_substituted_back(reference):
     for row, b in zip(data.A_ub, data.b_ub):
         assert sum(a * v for a, v in zip(row, x)) <= b
     for v, lo, hi in zip(x, data.lower, data.upper):
-        assert (lo is None or v >= lo) and (hi is None or v <= hi)
+        assert lo is None or v >= lo
+        assert hi is None or v <= hi
     assert sum(c * v for c, v in zip(data.c, x)) == reference.optimum == result.objective
     sign = 1 if data.maximize else -1  # dual_ub >= 0 for max, <= 0 for min
     assert all(sign * y >= 0 for y in result.dual_ub)

@@ -29,9 +29,11 @@ ALGORITHMS = [preflow_push, edmonds_karp, dinitz, boykov_kolmogorov, shortest_au
 @pytest.mark.parametrize("flow_func", ALGORITHMS, ids=lambda f: f.__name__)
 def test_hand_instance_exact(flow_func):
     result = max_flow(HAND, "s", "t", flow_func=flow_func)
-    assert result.value == F(5, 6) and result.cut_capacity == F(5, 6)
+    assert result.value == F(5, 6)
+    assert result.cut_capacity == F(5, 6)
     assert result.cut == (frozenset({"s", "x2", "b"}), frozenset({"x1", "a", "t"}))
-    assert result.algorithm == flow_func.__name__ and result.backend == "networkx"
+    assert result.algorithm == flow_func.__name__
+    assert result.backend == "networkx"
     assert check_flow(as_flow_network(HAND), "s", "t", result, tolerance=0) == []
 
 
@@ -57,7 +59,9 @@ def test_unbounded_path_raises():
 
 def test_no_path_gives_zero_with_a_cut():
     result = max_flow([("s", "a", 1), ("b", "t", 1)], "s", "t")
-    assert result.value == 0 and result.cut_capacity == 0 and "s" in result.cut[0]
+    assert result.value == 0
+    assert result.cut_capacity == 0
+    assert "s" in result.cut[0]
 
 
 @pytest.mark.parametrize("edges, source, sink, match", [
@@ -140,4 +144,5 @@ def test_float_capacities_are_certified(caps):
              ("a", "t", caps[2]), ("b", "t", caps[3]), ("x2", "a", caps[4]), ("s", "t", caps[5])]
     result = max_flow(edges, "s", "t")
     lp_value = solve(flow_lp(as_flow_network(edges), "s", "t", exact=False), backend="highs").objective
-    assert abs(result.value - lp_value) <= FLOW_TOLERANCE and abs(result.cut_capacity - result.value) <= FLOW_TOLERANCE
+    assert abs(result.value - lp_value) <= FLOW_TOLERANCE
+    assert abs(result.cut_capacity - result.value) <= FLOW_TOLERANCE

@@ -16,15 +16,19 @@ def test_backends_declare_capabilities():
     assert set(BACKENDS) == {"highs", "scipy", "cvxpy", "exact"}
     for name in BACKENDS:
         caps = backend_capabilities(name)
-        assert isinstance(caps, BackendCapabilities) and caps.name == name and caps.has_duals
-    assert backend_capabilities("exact").exact and not backend_capabilities("highs").exact
+        assert isinstance(caps, BackendCapabilities)
+        assert caps.name == name
+        assert caps.has_duals
+    assert backend_capabilities("exact").exact
+    assert not backend_capabilities("highs").exact
 
 
 def test_unknown_backend_lists_known_names():
     with pytest.raises(UnknownBackendError) as info:
         solve(TINY, backend="gurobi")
     assert all(name in str(info.value) for name in BACKENDS)
-    assert isinstance(info.value, ValueError) and isinstance(info.value, SolverError)
+    assert isinstance(info.value, ValueError)
+    assert isinstance(info.value, SolverError)
     with pytest.raises(UnknownBackendError):
         backend_capabilities("gurobi")
 
