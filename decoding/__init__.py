@@ -4,8 +4,8 @@
   beside a slow plain-Python reference (:mod:`decoding.verifiers.reference`);
 - :mod:`decoding.runtime.trees`, :mod:`decoding.runtime.tree_attention`, :mod:`decoding.runtime.tree_walk`,
   :mod:`decoding.runtime.loop` - draft trees, one target forward per step, the verification walk
-  (SpecTr (Sun et al. 2023), Alg. 3), ``speculative_decode``;
-- :mod:`decoding.ensemble.loop` - the Speculative Ensemble (Speculative Ensemble (Fu et al. 2025));
+  (SpecTr, Sun et al. 2023, Alg. 3), ``speculative_decode``;
+- :mod:`decoding.ensemble.loop` - the Speculative Ensemble (Speculative Ensemble, Fu et al. 2025);
 - :mod:`decoding.runtime.recording`, :mod:`decoding.validation.recordings` - per-node recordings and their gap
   to the OTM optimum (``otm validate``); :mod:`decoding.validation.own_verifier` - validate your own verifier;
 - :mod:`decoding.models` - the embedded Qwen pair, any Hugging Face pair, tiny test models;

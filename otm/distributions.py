@@ -129,7 +129,7 @@ def as_draft_distributions(q, k: int, vocab_size: int) -> list[np.ndarray]:
     """The k per-draft distributions ``q_1..q_k``.
 
     ``q`` is one vector (all drafts share it) or a sequence / 2-D array of exactly
-    ``k`` vectors (SpecInfer with different drafts, Khisti et al. (2025), Remark 1).
+    ``k`` vectors (SpecInfer with different drafts, Khisti et al. 2025, Remark 1).
     """
     k = check_draft_count(k)
     try:

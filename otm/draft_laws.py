@@ -1,7 +1,7 @@
 """Joint draft laws ``Q(x_1, ..., x_k)`` in sparse form.
 
 A :class:`DraftLaw` is the list of draft tuples with positive probability and those
-probabilities. It is the ``Q`` of the OTM problem (SpecTr (Sun et al. 2023), eq. 4; SpecHub (Sun et al. 2024), §3.1):
+probabilities. It is the ``Q`` of the OTM problem (SpecTr, Sun et al. 2023, eq. 4; SpecHub (Sun et al. 2024), §3.1):
 every formulation in :mod:`otm.formulations` and every rule in :mod:`otm.rules` takes one.
 
 Constructors (one per draft scheme used in the seeds):
@@ -9,8 +9,8 @@ Constructors (one per draft scheme used in the seeds):
 - :func:`iid_law` - k i.i.d. drafts from ``q`` (SpecTr, RRS, Khisti et al. (2025));
 - :func:`without_replacement_law` - k distinct drafts drawn successively from ``q``
   renormalised over the tokens not yet drawn (RRSw, SpecHub (Sun et al. 2024), Alg. 1);
-- :func:`independent_law` - draft ``i`` from its own ``q_i`` (SpecInfer, Khisti et al. (2025), Remark 1);
-- :func:`hub_law` - SpecHub's sparse law (SpecHub (Sun et al. 2024), §4): pairs ``(x, a)`` with probability
+- :func:`independent_law` - draft ``i`` from its own ``q_i`` (SpecInfer, Khisti et al. 2025, Remark 1);
+- :func:`hub_law` - SpecHub's sparse law (SpecHub, Sun et al. 2024, §4): pairs ``(x, a)`` with probability
   ``q(x)`` and ``(a, x)`` with ``q(a) q(x) / (1 - q(a))``, ``a = argmax q``;
 - :func:`greedy_law` - the top ``k-1`` tokens of ``q`` fixed, the last draft sampled from
   ``q`` without them;
@@ -142,7 +142,7 @@ def _from_rows(tuples, probs, vocab_size: int, name: str) -> DraftLaw:
 
 
 def iid_law(q, k: int) -> DraftLaw:
-    """k i.i.d. drafts: ``Q(x_1..x_k) = prod_i q(x_i)`` (SpecHub (Sun et al. 2024), §3.1)."""
+    """k i.i.d. drafts: ``Q(x_1..x_k) = prod_i q(x_i)`` (SpecHub, Sun et al. 2024, §3.1)."""
     q = _validated(q)
     k = check_draft_count(k)
     support = np.flatnonzero([v > 0 for v in q])
@@ -154,7 +154,7 @@ def iid_law(q, k: int) -> DraftLaw:
 
 def without_replacement_law(q, k: int) -> DraftLaw:
     """k distinct drafts, each from ``q`` renormalised over the tokens not yet drawn:
-    ``Q(x_1..x_k) = prod_i q(x_i) / (1 - sum_{j<i} q(x_j))`` (SpecHub (Sun et al. 2024), Alg. 1, RRSw).
+    ``Q(x_1..x_k) = prod_i q(x_i) / (1 - sum_{j<i} q(x_j))`` (SpecHub, Sun et al. 2024, Alg. 1, RRSw).
 
     Exhausted support (``m`` tokens with ``q > 0``, ``m < k <= V``): the first ``m`` draws
     are a random ordering of the support (the law above with ``k = m``; the ``m``-th draw
@@ -220,7 +220,7 @@ def _mass_outside(q: np.ndarray, drawn: np.ndarray) -> np.ndarray:
 
 def independent_law(qs) -> DraftLaw:
     """Draft ``i`` from its own ``q_i``, independently: ``Q = prod_i q_i(x_i)``
-    (SpecInfer with different draft models; Khisti et al. (2025), Remark 1)."""
+    (SpecInfer with different draft models; Khisti et al. 2025, Remark 1)."""
     qs = [_validated(qi, f"q_{i + 1} (draft {i + 1})") for i, qi in enumerate(qs)]
     if not qs:
         raise InvalidDraftCountError("independent_law needs at least one draft distribution")
@@ -246,7 +246,7 @@ def hub_token(q) -> int:
 
 
 def hub_law(q) -> DraftLaw:
-    """SpecHub's sparse joint law for k = 2 (SpecHub (Sun et al. 2024), §4, proof of Thm 2):
+    """SpecHub's sparse joint law for k = 2 (SpecHub, Sun et al. 2024, §4, proof of Thm 2):
     ``Q(x, a) = q(x)`` and ``Q(a, x) = q(a) q(x) / (1 - q(a))`` for ``x != a``,
     ``a = argmax q``. The first draft is marginally ``q``; every pair contains ``a``.
 
@@ -348,7 +348,7 @@ def draft_law(sampling: str, q, k: int) -> DraftLaw:
         return without_replacement_law(q, k)
     if sampling == "hub":
         if k != 2:
-            raise InvalidDraftCountError(f"SpecHub's hub law is defined for k=2 drafts (SpecHub (Sun et al. 2024), §4), got k={k}")
+            raise InvalidDraftCountError(f"SpecHub's hub law is defined for k=2 drafts (SpecHub, Sun et al. 2024, §4), got k={k}")
         return hub_law(q)
     if sampling == "greedy":
         return greedy_law(q, k)

@@ -50,7 +50,7 @@ def similarity_pair(target_logits, other_logits, similarity: float, temperature:
 
 
 def three_token_pair(t, first=Fraction(1, 3)) -> tuple[np.ndarray, np.ndarray]:
-    """Khisti et al.'s three-token family (Khisti et al. (2025), Example 1, Fig. 2; reconstructed: the
+    """Khisti et al.'s three-token family (Khisti et al. 2025, Example 1, Fig. 2; reconstructed: the
     extracted text lost the numbers): draft ``q = U(3)``, target ``p = (first, t, 1 - first - t)``.
 
     Example 1 (as checked in ``proofs.khisti``): ``alpha* = 1`` with ``k = 2`` iff
@@ -71,7 +71,7 @@ def three_token_pair(t, first=Fraction(1, 3)) -> tuple[np.ndarray, np.ndarray]:
 
 
 def three_token_table(ts: Sequence[float], first: float = 1 / 3, k: int = 2, rules: Sequence[str] = ("single", "specinfer", "kseq", "spechub", "rrs_wor")) -> AcceptanceTable:
-    """Khisti et al. (2025), Fig. 2 (reconstructed): acceptance against ``t = p_2`` for
+    """Khisti et al. 2025, Fig. 2 (reconstructed): acceptance against ``t = p_2`` for
     :func:`three_token_pair`, ``k = 2``; ``single`` is computed with its own ``k = 1``
     (column :data:`SINGLE_AT_K1`)."""
     def pair_at(t):
@@ -86,7 +86,7 @@ def three_token_table(ts: Sequence[float], first: float = 1 / 3, k: int = 2, rul
 
 
 def uniform_table(draft_size: int, target_sizes: Sequence[int], ks: Sequence[int], sampling: str = "iid") -> AcceptanceTable:
-    """SpecTr Fig. 1 (SpecTr (Sun et al. 2023), App. B.2): ``alpha*`` for target ``U(m)``, draft ``U(d)``
+    """SpecTr Fig. 1 (SpecTr, Sun et al. 2023, App. B.2): ``alpha*`` for target ``U(m)``, draft ``U(d)``
     (nested supports) against ``k``, one column per ``m``."""
     ks = [check_draft_count(k) for k in ks]
     columns = {f"p = U({m}), r = {draft_size / m:g}": np.array([float(uniform_optimum(m, draft_size, k, sampling)) for k in ks]) for m in target_sizes}

@@ -14,6 +14,7 @@ import itertools
 import numpy as np
 
 import otm
+from otm.rules import rule_spec, rule_specs
 from otm.formulations.prefix_scan import prefix_scan
 
 from otm.draft_laws import greedy_law, hub_law, iid_law, without_replacement_law
@@ -170,8 +171,9 @@ def check_spechub_greedy(instances: int, rng: np.random.Generator, acceptance_fn
     return search.finish(check)
 
 
-#: Rules and the k they are checked with by :func:`check_no_rule_beats_optimum`.
-LOSSLESS_RULES = ("single", "rrs", "rrs_wor", "kseq", "spechub", "greedy", "importance_sampling", "importance_sampling_truncated")
+#: The rules checked by :func:`check_no_rule_beats_optimum`: every lossless rule of the
+#: registry whose drafts come from one ``q`` (specinfer with one ``q`` is rrs).
+LOSSLESS_RULES = tuple(s.name for s in rule_specs(lossless=True) if s.draft_scheme != "independent")
 
 
 def check_no_rule_beats_optimum(instances: int, rng: np.random.Generator, law_fn=None, optimum_for_law=None) -> Check:
@@ -183,7 +185,7 @@ def check_no_rule_beats_optimum(instances: int, rng: np.random.Generator, law_fn
         claim="No selection rule accepts more than the OTM optimum of its own joint draft law, which is at most the per-token bound.",
         formula="acc_rule(p, q, k) <= alpha*(p, Q_rule) <= sum_y min(p(y), P_Q(y in S))",
         method=RANDOM_SEARCH,
-        note=f"Rules {', '.join(LOSSLESS_RULES)}; V <= 5, k <= 3 (k = 2 for SpecHub, 1 for single).",
+        note=f"Rules {', '.join(LOSSLESS_RULES)}; V <= 5, k <= 3 within each rule's allowed k.",
     )
     search = SlackSearch()
     for _ in range(instances):
@@ -191,7 +193,8 @@ def check_no_rule_beats_optimum(instances: int, rng: np.random.Generator, law_fn
         p, q = random_pair(rng, V)
         q = 0.9 * q + 0.1 / V  # every rule applies (without replacement needs k tokens with q > 0)
         for rule in LOSSLESS_RULES:
-            k = {"single": 1, "spechub": 2}.get(rule, int(rng.integers(1, min(V, 3) + 1)))
+            low, high = rule_spec(rule).ks
+            k = int(rng.integers(low, min(V, 3, high or 3) + 1))
             law = law_fn(rule, p, q, k)
             optimum = float(optimum_for_law(p, law.draft_law))
             case = {"p": p, "q": q, "k": k, "rule": rule}

@@ -21,7 +21,7 @@ from otm.tolerances import AGREEMENT_TOLERANCE
 #: Statuses a check can end in.
 HOLDS, FAILS, NOT_CHECKABLE = "holds", "fails", "not checkable"
 
-#: Methods a check can use (issue 3).
+#: Methods a check can use.
 SYMBOLIC, EXHAUSTIVE, RANDOM_SEARCH = "symbolic", "exhaustive-exact", "random-search"
 
 

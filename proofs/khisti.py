@@ -1,4 +1,4 @@
-"""Checks of Khisti et al. (2025) (Khisti et al., Multi-Draft Speculative Sampling: Canonical
+"""Checks of Khisti et al. (2025, Multi-Draft Speculative Sampling: Canonical
 Decomposition and Theoretical Limits).
 
 The paper's text lost nearly all its formulas. The statements checked here are

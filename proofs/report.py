@@ -17,7 +17,7 @@ FINDINGS = """\
 3. **SpecHub (Sun et al. 2024), App. F's network** lets mass travel along several vocabulary edges (s -> x1 -> x2 -> ... -> t),
    unlike the tuple graph of docs/theory.md; its max flow still equals the LP because every s-t cut with token set A
    costs p(A) + 1 - Q(x1 in A, x2 in A), the min-cut formula.
-4. **Khisti et al. (2025) lost its formulas.** Thm 2 (p(S) >= q(S)^2), Thm 3 (min_S p(S) + q(S^c)^2 + 2 q(S) q(S^c)),
+4. **The text of Khisti et al. (2025) we worked from lost its formulas.** Thm 2 (p(S) >= q(S)^2), Thm 3 (min_S p(S) + q(S^c)^2 + 2 q(S) q(S^c)),
    Example 1 (thresholds 1/9 and 4/9) and Fig. 2's parameters are reconstructions; the first three hold.
    **The k > 2 conjecture is a theorem**: it follows from the min-cut formula alpha* = min_H p(H) + 1 - q(H)^k
    (beyond.min_cut), and holds numerically for k = 3, 4. Eq. (12) is checked in the form reconstructed in

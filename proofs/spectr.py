@@ -168,12 +168,12 @@ def check_thm1(instances: int, rng: np.random.Generator, bound_fn=thm1_bound, op
 
 
 def kseq_beta(p, q, g) -> float:
-    """``beta(g) = sum_x min(q(x), p(x)/g)`` (SpecTr (Sun et al. 2023), Thm 2, our letters)."""
+    """``beta(g) = sum_x min(q(x), p(x)/g)`` (SpecTr, Sun et al. 2023, Thm 2, our letters)."""
     return float(np.minimum(np.asarray(q, dtype=np.float64), np.asarray(p, dtype=np.float64) / g).sum())
 
 
 def kseq_f(p, q, k: int, g) -> float:
-    """``f(g) = 1 - (1 - beta(g))^k - g beta(g)`` (SpecTr (Sun et al. 2023), Lemma 3)."""
+    """``f(g) = 1 - (1 - beta(g))^k - g beta(g)`` (SpecTr, Sun et al. 2023, Lemma 3)."""
     b = kseq_beta(p, q, g)
     return 1 - (1 - b) ** k - g * b
 

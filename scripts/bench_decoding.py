@@ -20,13 +20,13 @@ weakly dependent through the text).
 Per-step acceptance (exact, at the full vocabulary). At every root verification (depth 0,
 ``k = 2`` drafts from the draft's ``q`` at the committed prefix; ``p`` = target) the hook
 :class:`StepStats` computes in float64 from the dense ``p, q``: the OTM optimum for i.i.d.
-drafts (:func:`decoding.validation.recordings.law_optimum`), the optimum for the rule's own draft law,
-the rule's exact membership acceptance (:func:`otm.rule_acceptance`, closed forms; for
-``rrs_wor`` :func:`rrs_wor_acceptance_k2`, derived below; ``importance_sampling_truncated`` has no exact
-law at ``V = 151,936`` - its pair-stage matrix is ``V x V``), and whether the recorded output
+drafts (:func:`otm.optimal_acceptance`), the optimum for the rule's own draft law,
+the rule's exact membership acceptance (:func:`otm.rule_acceptance`, the closed forms of
+the rule registry; ``importance_sampling_truncated`` has no exact law at ``V = 151,936`` -
+its pair-stage matrix is ``V x V``), and whether the recorded output
 is one of the drafts (the empirical rate). With ``--paired-depth D`` the hook also computes
 every rule's exact acceptance on the same ``(p, q)`` in the ``binary:D`` runs: a paired,
-noise-free comparison of the rules (SpecHub (Sun et al. 2024), Tables 1-2 report the analogous "second
+noise-free comparison of the rules (SpecHub, Sun et al. 2024, Tables 1-2 report the analogous "second
 draft acceptance").
 
 The verifier cost section runs :mod:`scripts.bench_verifier_cost` (64 rows, ``k in {2, 4, 8}``).
@@ -48,75 +48,28 @@ import torch
 
 from decoding.runtime.loop import speculative_decode
 from decoding.models.texts import BUILTIN_TEXTS
-from decoding.validation.recordings import law_optimum, rule_scheme
-from otm.errors import NotApplicableError
-from otm.rules import rule_acceptance
+from otm.optimum import optimal_acceptance
+from otm.rules import rule_acceptance, rule_spec, rule_specs
 
-RULES = ("rrs", "rrs_wor", "spechub", "kseq", "importance_sampling_truncated", "greedy")
-#: Rules whose exact root acceptance has a closed form usable at V = 151,936.
-CLOSED_FORM_RULES = ("single", "rrs", "kseq", "spechub", "greedy")
+#: The multi-draft rules with a verifier (single is k = 1 only; specinfer with one q is rrs).
+RULES = tuple(s.name for s in rule_specs(verifier=True) if s.ks != (1, 1) and s.draft_scheme != "independent")
 #: Orderings claimed by SpecHub (Sun et al. 2024) (Tables 1-2: second-draft acceptance; Tables 5-7: block
 #: efficiency on binary trees): SpecHub > RRSw > RRS.
 PAPER_ORDER = ("spechub", "rrs_wor", "rrs")
 HERE = Path(__file__).resolve().parent
 
 
-def rrs_wor_acceptance_k2(p: np.ndarray, q: np.ndarray) -> float:
-    """Exact acceptance of RRS without replacement with ``k = 2`` (SpecHub (Sun et al. 2024), Alg. 1), in
-    ``O(V log V)`` - our derivation, checked against the enumeration of
-    :mod:`otm.rules.rrs_without_replacement` in tests/decoding/test_bench_scripts.py.
-
-    The first draft ``x1 ~ q`` is accepted with ``min(1, p/q)``: total ``alpha1 = sum min(p, q)``.
-    It is rejected with probability ``(q(x1) - p(x1))^+``; then ``p2 = norm((p - q)^+)``
-    (independent of ``x1``) and ``x2 ~ q2 = q / (1 - q(x1))`` off ``x1``, accepted with
-    ``min(1, p2/q2)``, i.e. with total ``sum_{x != x1} min(p2(x), c q(x))``, ``c = 1 / (1 - q(x1))``.
-    As ``p2(x1) = 0`` (``x1`` was rejected, so ``q(x1) > p(x1)``), that sum is
-    ``f(c) = sum_x min(p2(x), c q(x))``, and
-
-        alpha = alpha1 + sum_{x1} (q(x1) - p(x1))^+ f(1 / (1 - q(x1))).
-
-    ``f`` is evaluated for all ``c`` at once from the tokens sorted by ``p2 / q``:
-    ``f(c) = sum_{p2/q <= c} p2 + c sum_{p2/q > c} q``. Membership equals draft
-    acceptance for this rule (a rejected draft has zero residual mass).
-
-    >>> round(rrs_wor_acceptance_k2(np.array([0.1, 0.6, 0.3]), np.array([0.5, 0.3, 0.2])), 12)
-    0.94
-    """
-    p, q = np.asarray(p, dtype=np.float64), np.asarray(q, dtype=np.float64)
-    if np.count_nonzero(q) < 2:
-        raise NotApplicableError("rrs_wor with k = 2 needs at least 2 tokens with q > 0")
-    alpha1 = float(np.minimum(p, q).sum())
-    excess = np.maximum(q - p, 0.0)
-    if excess.sum() <= 0.0 or alpha1 >= 1.0:
-        return min(alpha1, 1.0)
-    residual = np.maximum(p - q, 0.0)
-    p2 = residual / residual.sum()
-    drafted = q > 0
-    ratio = p2[drafted] / q[drafted]
-    order = np.argsort(ratio)
-    ratio, p2_sorted, q_sorted = ratio[order], p2[drafted][order], q[drafted][order]
-    p2_below = np.concatenate([[0.0], np.cumsum(p2_sorted)])  # mass of p2 on the first j tokens
-    q_above = np.concatenate([np.cumsum(q_sorted[::-1])[::-1], [0.0]])  # q mass from token j on
-    rejected = np.flatnonzero(excess > 0)
-    c = 1.0 / (1.0 - q[rejected])
-    j = np.searchsorted(ratio, c, side="right")
-    f = p2_below[j] + c * q_above[j]
-    return float(min(1.0, alpha1 + (excess[rejected] * f).sum()))
-
-
 def exact_root_acceptance(rule: str, p: np.ndarray, q: np.ndarray, k: int) -> float | None:
-    """The rule's exact membership acceptance at one node, or ``None`` where no exact law is
-    computable at this vocabulary size (``importance_sampling_truncated``)."""
-    if rule == "rrs_wor" and k == 2:
-        return rrs_wor_acceptance_k2(p, q)
-    if rule in CLOSED_FORM_RULES:
+    """The rule's exact membership acceptance at one node from its closed form (the rule
+    registry), or ``None`` where none covers this ``k`` (e.g. importance_sampling_truncated)."""
+    if rule_spec(rule).has_closed_form(k):
         return float(rule_acceptance(rule, p, q, k, method="closed_form"))
     return None
 
 
 def own_optimum(rule: str, p: np.ndarray, q: np.ndarray, k: int) -> float:
-    """OTM optimum for the joint draft law the rule's verifier draws from."""
-    return float(law_optimum(p, q, k, rule_scheme(rule)))
+    """OTM optimum for the joint draft law of the rule (its registry reference)."""
+    return float(optimal_acceptance(p, q, k, sampling=rule_spec(rule).reference_optimum))
 
 
 class StepStats:
@@ -150,11 +103,11 @@ class StepStats:
             entry = {"step": self.step, "row": int(row), "k": k, "member": bool(member[i]),
                      "accepted": bool(accepted_index[i] >= 0),
                      "single": float(np.minimum(p, q).sum()),
-                     "iid_optimum": float(law_optimum(p, q, k, "iid")),
+                     "iid_optimum": float(optimal_acceptance(p, q, k)),
                      "own_optimum": None, "exact": None}
             rule = self.rule if k >= 2 else "single"
             if k >= 2:
-                scheme = rule_scheme(rule)
+                scheme = rule_spec(rule).reference_optimum
                 if scheme == "iid":
                     entry["own_optimum"] = entry["iid_optimum"]
                 elif scheme != "without_replacement" or self.paired_rules:
@@ -463,8 +416,8 @@ def report(data: dict) -> str:
         "At every root verification (k = 2 drafts; `k` can differ deeper in the tree after merging), computed "
         "exactly at the full vocabulary in float64 from the dense p and q: the OTM optimum for i.i.d. drafts, the "
         "optimum for the rule's own draft law (i.i.d. for rrs / kseq / importance_sampling_truncated, without replacement for rrs_wor, "
-        "hub for spechub, greedy for greedy; `decoding.validation.recordings.law_optimum`), the rule's exact membership acceptance "
-        "(`otm.rule_acceptance` closed forms; rrs_wor by `rrs_wor_acceptance_k2`; importance_sampling_truncated: none at this V), and "
+        "hub for spechub, greedy for greedy; `otm.optimal_acceptance`), the rule's exact membership acceptance "
+        "(`otm.rule_acceptance` closed forms, rrs_wor at k = 2 included; importance_sampling_truncated: none at this V), and "
         "the empirical rate (output among the drafts). Mean ± SE over root events, pooled over depths; z = "
         "(sum of empirical - exact) / sqrt(sum exact (1 - exact)), |z| > 3.9 would flag a sampler that does not "
         "follow its exact law (two-sided, alpha = 1e-4). The without-replacement optimum (rrs_wor's own law) costs about 1.5 s per event "
@@ -498,7 +451,7 @@ def report(data: dict) -> str:
         "## Discussion",
         "",
         *discussion(counts, gains, paired_rules, temps),
-        "- **Orderings.** On the paired exact root acceptances (SpecHub (Sun et al. 2024), Tables 1-2) SpecHub > RRSw > RRS holds "
+        "- **Orderings.** On the paired exact root acceptances (SpecHub, Sun et al. 2024, Tables 1-2) SpecHub > RRSw > RRS holds "
         "at both temperatures, each difference many standard errors from 0, and the gains of a second draft "
         "over one are of the same size as SpecHub (Sun et al. 2024), Table 2's second-draft acceptance rates. On block efficiency "
         "(Tables 5-7) the differences between rules are of the order of our standard errors (0.15-0.5), "
@@ -517,7 +470,7 @@ def report(data: dict) -> str:
         "(gap 0); RRS and k-SEQ stay below the i.i.d. optimum (k-SEQ closer than RRS); RRSw stays below the "
         "without-replacement optimum (computed only at the `binary:2` root events: about 1.5 s each at this V). The "
         "hub law's optimum is well above the i.i.d. optimum on the same (p, q): the choice of draft law matters "
-        "more than the verifier once the verifier is near its law's optimum. importance_sampling_truncated (Khisti et al. (2025), §4, "
+        "more than the verifier once the verifier is near its law's optimum. importance_sampling_truncated (Khisti et al. 2025, §4, "
         "truncation s = 5, alphabet 40) has no exact law at V = 151,936 (its pair stage is V x V); its empirical "
         "acceptance is below the i.i.d. optimum, as expected of a truncated LP. Every |z| is below 3.9: the "
         "samplers follow their exact laws inside real decoding.",

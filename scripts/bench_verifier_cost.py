@@ -45,10 +45,12 @@ import numpy as np
 import torch
 
 from decoding.verifiers import get_verifier
+from otm.rules import rule_specs
 
 QWEN_VOCAB = 151_936
-#: Rules timed (the rules of docs/decoding.md); ``single`` is our own k = 1 verifier.
-RULES = ("single", "rrs", "rrs_wor", "kseq", "spechub", "greedy", "importance_sampling_truncated")
+#: Rules timed: every rule with a verifier (specinfer with one q is rrs); ``single`` is our
+#: own k = 1 verifier.
+RULES = tuple(s.name for s in rule_specs(verifier=True) if s.draft_scheme != "independent")
 
 
 def zipf_logits(rows: int, vocab: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,4 +1,4 @@
-"""Khisti et al. (2025), Fig. 2 style: optimal acceptance (Thm 3) vs SpecTr (k-SEQ) and SpecInfer (RRS),
+"""Khisti et al. 2025, Fig. 2 style: optimal acceptance (Thm 3) vs SpecTr (k-SEQ) and SpecInfer (RRS),
 two i.i.d. drafts over 3 tokens, as a PNG in docs/figures/.
 
     .venv/bin/python scripts/proofs_khisti_fig2.py

@@ -1,4 +1,4 @@
-"""Speculative Ensemble decoding (Speculative Ensemble (Fu et al. 2025)): the alternate proposal framework, for two
+"""Speculative Ensemble decoding (Speculative Ensemble, Fu et al. 2025): the alternate proposal framework, for two
 models (§3.3, App. B.1 Alg. 1) and ``n`` models (§3.4, App. B.2 Alg. 2 / Fig. 7), and
 the plain ensemble sampler it accelerates.
 
@@ -170,7 +170,7 @@ def speculative_ensemble_decode(
     dtype: torch.dtype | None = None,
     verifier=None,
 ) -> EnsembleDecodeResult:
-    """Speculative Ensemble (Speculative Ensemble (Fu et al. 2025), Alg. 1 for two models, Alg. 2 for ``n``; see the
+    """Speculative Ensemble (Speculative Ensemble, Fu et al. 2025, Alg. 1 for two models, Alg. 2 for ``n``; see the
     module docstring): the first ``max_new_tokens`` tokens follow the autoregressive law
     of ``r = E(p_1, .., p_n)``.
 

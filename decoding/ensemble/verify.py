@@ -1,10 +1,10 @@
 """Ensemble laws ``r = E(p_1, .., p_n)`` and verification against them, batched in torch.
 
-Speculative Ensemble (Speculative Ensemble (Fu et al. 2025), §3.2, eqs. (3)-(6); §3.4 for ``n`` models): a token ``x``
+Speculative Ensemble (Speculative Ensemble, Fu et al. 2025, §3.2, eqs. (3)-(6); §3.4 for ``n`` models): a token ``x``
 proposed by a model with next-token law ``s`` (the *proposal* law) is verified against
 the ensemble ``r`` instead of a single target: accept with ``min(1, r(x) / s(x))``
 (eq. (6)), else draw ``Y ~ norm(max(r - s, 0))``. That is single-draft speculative
-sampling (Leviathan et al. (2023), Alg. 1) with target ``r``, so ``Y ~ r`` exactly and the acceptance is
+sampling (Leviathan et al. 2023, Alg. 1) with target ``r``, so ``Y ~ r`` exactly and the acceptance is
 ``sum min(s, r) = 1 - TV(s, r)`` with ``TV = 1/2 sum |s - r|`` (eq. (7); the paper's
 ``D_TV`` is the unnormalised sum, the same number). Its exact law is
 :func:`otm.rules.speculative_ensemble.exact_law_weighted` / ``exact_law_contrastive``.
@@ -64,7 +64,7 @@ def weighted_ensemble_probs(
     temperature: float,
     weights: Sequence[float],
 ) -> torch.Tensor:  # [batch, vocab]
-    """``r = sum_i w_i softmax(l_i / T)`` (Speculative Ensemble (Fu et al. 2025), eq. (4); §3.4 for ``n`` models)."""
+    """``r = sum_i w_i softmax(l_i / T)`` (Speculative Ensemble, Fu et al. 2025, eq. (4); §3.4 for ``n`` models)."""
     probs = probs_from_logits(logits, temperature)  # [n, batch, vocab]
     w = torch.as_tensor(check_ensemble_weights(weights, logits.shape[0]), dtype=probs.dtype, device=probs.device)
     return (w[:, None, None] * probs).sum(dim=0)
@@ -75,7 +75,7 @@ def contrastive_ensemble_probs(
     temperature: float,
     mu: float = DEFAULT_CONTRAST,
 ) -> torch.Tensor:  # [batch, vocab]
-    """``r = softmax((l_p - mu l_q) / T)`` (Speculative Ensemble (Fu et al. 2025), eq. (5)), ``l_q = logits[0]``,
+    """``r = softmax((l_p - mu l_q) / T)`` (Speculative Ensemble, Fu et al. 2025, eq. (5)), ``l_q = logits[0]``,
     ``l_p = logits[1]``. A token masked in ``p`` (``l_p = -inf``) stays masked; a token
     masked in ``q`` only is undefined for ``mu > 0`` (``+inf``): :class:`NotApplicableError`."""
     if logits.shape[0] != 2:

@@ -1,6 +1,6 @@
 """The speculative decoding loop with draft trees, and plain autoregressive sampling.
 
-One step of :func:`speculative_decode` (SpecTr (Sun et al. 2023), §7; Leviathan et al. (2023), Alg. 1 for one chain):
+One step of :func:`speculative_decode` (SpecTr, Sun et al. 2023, §7; Leviathan et al. 2023, Alg. 1 for one chain):
 
 1. draft the tree level by level: one draft-model forward per depth with the tree
    attention mask (:mod:`decoding.runtime.tree_attention`), the children of each node drawn with the

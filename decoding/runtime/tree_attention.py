@@ -21,7 +21,7 @@ One speculative step on a :class:`TreeCache`:
    on it are dropped and the cache is compacted.
 
 The tree-attention logits equal plain causal forwards of every root-to-node path
-(``tests/decoding/test_tree_forward.py`` checks it to :data:`TREE_LOGIT_TOLERANCE`).
+(``tests/decoding/test_tree_attention.py`` checks it to :data:`TREE_LOGIT_TOLERANCE`).
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 Drafting (:func:`draft_children`): the children of a node are drawn together from the draft
 distribution ``q`` at that node with the joint law of the rule in use, ``k`` = number of
 children (``sample_drafts`` of the rule's verifier). A node with one child uses the
-single-draft rule for both drawing and verifying (Leviathan et al., Leviathan et al. (2023), Alg. 1).
+single-draft rule for both drawing and verifying (Leviathan et al., Leviathan et al. 2023, Alg. 1).
 
 Walk (:func:`walk_tree`), for each row: start with the active set ``{root}``.
 At an active set with candidate children ``x_1..x_k`` (the children of its nodes), apply
@@ -22,7 +22,7 @@ accepted child is kept (its subtree was drawn from ``q(. | prefix, Y)`` alone, w
 enough for losslessness). Why the walk is lossless: at each level the rule outputs
 ``Y ~ p(. | prefix)`` given the history (the rule is lossless for its joint law), and
 the bonus token is drawn from ``p``; by induction the emitted tokens follow the target's
-autoregressive law (SpecTr (Sun et al. 2023), Thm 3).
+autoregressive law (SpecTr, Sun et al. 2023, Thm 3).
 """
 from __future__ import annotations
 

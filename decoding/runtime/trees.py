@@ -5,7 +5,7 @@ committed token, whose next-token distributions (``p`` of the target, ``q`` of t
 start the step. Every other node holds one draft token; its children are drawn together,
 from ``q`` at that node, with the joint draft law of the rule in use (i.i.d., without
 replacement, SpecHub's hub law, greedy), ``k`` = its number of children. Verification walks
-the tree from the root (SpecTr (Sun et al. 2023), Alg. 3, :mod:`decoding.runtime.tree_walk`).
+the tree from the root (SpecTr, Sun et al. 2023, Alg. 3, :mod:`decoding.runtime.tree_walk`).
 
 Spec strings (:func:`parse_tree`; whitespace is ignored):
 

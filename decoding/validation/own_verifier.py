@@ -44,7 +44,7 @@ a Wilson score interval at level ``confidence`` for ``samples`` trials (valid in
 modes: in enumeration mode the estimator's variance is at most ``A (1 - A) / samples`` by
 the same argument). With a rule name, a z-test of it against the rule's exact acceptance
 (:func:`otm.rule_acceptance`), same ``alpha``. The gap is ``alpha*(p, Q) - acceptance``
-with ``alpha*`` from :func:`decoding.validation.recordings.law_optimum` (closed forms, any ``V``).
+with ``alpha*`` from :func:`otm.optimal_acceptance` for the scheme (closed forms, any ``V``).
 
 Two realistic bugs the tests show it catches (:func:`example_unnormalised_residual_verifier`,
 :func:`example_unmasked_draft_probs_verifier`).
@@ -61,11 +61,11 @@ from scipy import stats as scipy_stats
 
 from otm.distributions import as_distribution_pair, check_draft_count
 from otm.draft_laws import SAMPLING_SCHEMES, draft_law
-from otm.errors import InvalidDistributionError, OTMError, ShapeMismatchError, UnknownNameError
+from otm.errors import InvalidDistributionError, OTMError, UnknownNameError
+from otm.optimum import optimal_acceptance
 from otm.rules import rule_acceptance, rule_spec, rule_specs
 
 from decoding.validation.stats import DEFAULT_ALPHA, GoodnessOfFit, chi_square_test
-from decoding.validation.recordings import law_optimum
 from decoding.verifiers import get_verifier
 from decoding.verifiers.protocol import VerifyFunction, as_verifier_output
 from decoding.verifiers.base import (
@@ -318,7 +318,7 @@ def validate_verifier(
         mode_used, rows = "sampling", samples
     details["mismatched_accepted_index"] = mismatched
     law_test = chi_square_test(samples * output_law, p, alpha)
-    optimum = law_optimum(p, q, k, scheme)
+    optimum = float(optimal_acceptance(p, q, k, sampling=scheme))
     lo, hi = wilson_interval(acceptance, samples, confidence)
     details["beats_optimum"] = lo > optimum  # impossible for a lossless verifier
     expected, acceptance_test = None, None
@@ -363,7 +363,7 @@ def example_unnormalised_residual_verifier(
     draft_tokens: torch.Tensor,  # [batch, k]
     generator: torch.Generator | None,
 ) -> VerifierOutput:
-    """**Deliberately wrong** RRS (SpecHub (Sun et al. 2024), Alg. 1, i.i.d. drafts): the residual
+    """**Deliberately wrong** RRS (SpecHub, Sun et al. 2024, Alg. 1, i.i.d. drafts): the residual
     ``max(p_i - q, 0)`` is never renormalised. The ratio test then compares ``u q(x)``
     with an unnormalised residual (too few acceptances after the first rejection), and the
     final draw inverts the unnormalised CDF with ``u`` in ``[0, 1)``: whenever ``u`` is

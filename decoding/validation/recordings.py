@@ -115,21 +115,6 @@ class Bounds:
 # --------------------------------------------------------------------------- laws
 
 
-def law_optimum(p, q, k: int, scheme: str) -> float:
-    """Exact ``alpha*(p, Q)`` for ``k`` drafts from ``q`` (``[V]`` each) under ``scheme``
-    (one of :data:`SCHEMES`), without enumerating the law: the prefix scan for i.i.d. /
-    without replacement (:func:`otm.optimal_acceptance`), the per-token formulas of the
-    module docstring for hub (``k = 2``) and greedy. Works at ``V = 151,936``.
-
-    >>> round(law_optimum([0.1, 0.6, 0.3], [0.5, 0.3, 0.2], 2, "hub"), 12)
-    1.0
-    """
-    p, q = np.asarray(p, dtype=np.float64), np.asarray(q, dtype=np.float64)
-    if scheme in ("iid", "without_replacement"):
-        return optimal_acceptance(p, q, k, sampling=scheme, method="closed_form")
-    return _per_token_optimum(p, q, np.arange(p.size), 0.0, 0.0, k, scheme).lo
-
-
 def _per_token_optimum(pk, qk, ids, p_tail: float, q_tail: float, k: int, scheme: str) -> Bounds:
     """Bounds on ``sum_y min(p(y), M(y))``, ``M(y) = P(y in S(X))``, for the hub, greedy or
     (``k = 1``) single-draft law. ``pk``, ``qk`` (``[n]``): known masses at token ``ids``,
@@ -243,13 +228,13 @@ def scheme_optimum(node: NodeInstance, k: int, scheme: str) -> Bounds:
         return _per_token_optimum(node.p, node.q, node.ids, node.p_tail, node.q_tail, k, scheme)
     p, q = node.merged()
     if scheme == "iid":
-        merged = optimal_acceptance(p, q, k, sampling="iid", method="closed_form")
+        merged = optimal_acceptance(p, q, k, sampling="iid")
         if node.q_tail <= TAIL_NEGLIGIBLE:
             return Bounds.point(merged)
         return Bounds(max(0.0, merged - node.p_tail), merged, "i.i.d. optimum bounded from the merged tail")
     if scheme == "without_replacement":
         if node.q_tail <= TAIL_NEGLIGIBLE:
-            return Bounds.point(optimal_acceptance(p, q, k, sampling="without_replacement", method="closed_form"))
+            return Bounds.point(optimal_acceptance(p, q, k, sampling="without_replacement"))
         lower = scheme_optimum(node, k, "iid").lo
         top = np.sort(node.q_top_probs[node.q_top_ids >= 0])[::-1]
         taken = np.concatenate([[0.0], np.cumsum(top[: k - 1])])
@@ -498,7 +483,6 @@ __all__ = [
     "SCHEMES",
     "TAIL_NEGLIGIBLE",
     "ValidationResult",
-    "law_optimum",
     "node_instance",
     "rule_bounds",
     "rule_scheme",

@@ -1,4 +1,4 @@
-"""Truncated importance-weighted speculative sampling (Khisti et al. (2025), §4, Remark 3), batched.
+"""Truncated importance-weighted speculative sampling (Khisti et al. 2025, §4, Remark 3), batched.
 
 The rule is :mod:`otm.rules.importance_sampling_truncated` (read its docstring for the
 reconstruction of the paper's lost formulas); this module samples it:

@@ -6,7 +6,7 @@ In our letters (p = target, q = draft; SpecTr swaps them): with a division facto
 accept ``x_i`` if ``u_i < min(1, p(x_i) / (g q(x_i)))``; if all are rejected return
 ``Y ~ p_res`` with
 
-    p_res(x) = (p(x) - min(q(x), p(x) / g) * p_acc / beta) / (1 - p_acc)        (SpecTr (Sun et al. 2023), eq. 5)
+    p_res(x) = (p(x) - min(q(x), p(x) / g) * p_acc / beta) / (1 - p_acc)        (SpecTr, Sun et al. 2023, eq. 5)
 
 Derivation (the extracted eq. 5 is garbled): a token ``x`` is output by an acceptance
 with probability ``sum_i (1 - beta)^(i-1) min(q(x), p(x)/g) = min(q, p/g) p_acc / beta``,
@@ -14,7 +14,7 @@ so ``p_res`` is what remains of ``p``; it is non-negative iff ``c = p_acc / beta
 Writing ``c(beta) = p_acc / beta = sum_{j<k} (1 - beta)^j`` (no division, and ``= k``
 at ``beta = 0``), ``c(beta(g))`` increases with ``g`` while ``c(1) >= 1`` and
 ``c(k) <= k``, so the smallest valid factor ``g*`` solves ``c(beta(g)) = g``, i.e.
-``1 - (1 - beta)^k = g beta`` (SpecTr (Sun et al. 2023), eq. 6, Thm 2), in ``[1, k]``.
+``1 - (1 - beta)^k = g beta`` (SpecTr, Sun et al. 2023, eq. 6, Thm 2), in ``[1, k]``.
 
 ``g*`` is found per row by bisection on ``[1, k]`` (:func:`optimal_division_factor`,
 ``-log2(eps) + 2`` halvings, a fixed count so there is no data-dependent loop); the
@@ -87,7 +87,7 @@ def optimal_division_factor(
     draft_probs: torch.Tensor,  # [batch, vocab]
     k: int,
 ) -> torch.Tensor:
-    """``[batch]``: the smallest valid division factor ``g*`` of each row (SpecTr (Sun et al. 2023)
+    """``[batch]``: the smallest valid division factor ``g*`` of each row (SpecTr, Sun et al. 2023,
     eq. 6), by bisection on ``[1, k]``; returns the upper end of the final bracket, or
     exactly 1 when ``g = 1`` is valid."""
     k = check_k(k)

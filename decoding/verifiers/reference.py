@@ -68,12 +68,12 @@ def _recursive(p, draft_probs, drafts, uniforms, without_replacement: bool):
 
 
 def single(p, draft_probs, drafts, uniforms):
-    """Leviathan et al. (Leviathan et al. (2023), Alg. 1), k = 1."""
+    """Leviathan et al. (Leviathan et al. 2023, Alg. 1), k = 1."""
     return _recursive(p, draft_probs, drafts, uniforms, without_replacement=False)
 
 
 def rrs(p, draft_probs, drafts, uniforms):
-    """RRS (SpecHub (Sun et al. 2024), Alg. 1), draft ``i`` checked against ``draft_probs[i]``."""
+    """RRS (SpecHub, Sun et al. 2024, Alg. 1), draft ``i`` checked against ``draft_probs[i]``."""
     return _recursive(p, draft_probs, drafts, uniforms, without_replacement=False)
 
 
@@ -83,14 +83,14 @@ def specinfer(p, draft_probs, drafts, uniforms):
 
 
 def rrs_wor(p, draft_probs, drafts, uniforms):
-    """RRSw (SpecHub (Sun et al. 2024), Alg. 1 with the red lines). A draft made after the support of ``q``
+    """RRSw (SpecHub, Sun et al. 2024, Alg. 1 with the red lines). A draft made after the support of ``q``
     is exhausted is checked against the point mass at itself: accepted with probability
     ``p_i(x)``, else ``x`` is removed from the residual (:mod:`otm.rules.rrs_without_replacement`)."""
     return _recursive(p, draft_probs, drafts, uniforms, without_replacement=True)
 
 
 def kseq(p, draft_probs, drafts, uniforms):
-    """k-SEQ (SpecTr (Sun et al. 2023), Alg. 2) with ``g*`` from :func:`otm.rules.kseq.optimal_division_factor`."""
+    """k-SEQ (SpecTr, Sun et al. 2023, Alg. 2) with ``g*`` from :func:`otm.rules.kseq.optimal_division_factor`."""
     k = len(drafts)
     q = list(draft_probs[0])
     g = float(optimal_division_factor(np.asarray(p, dtype=float), np.asarray(q, dtype=float), k))
@@ -108,7 +108,7 @@ def kseq(p, draft_probs, drafts, uniforms):
 
 
 def spechub(p, draft_probs, drafts, uniforms):
-    """SpecHub (SpecHub (Sun et al. 2024), Alg. 3 and Alg. 2 GetResidual), k = 2."""
+    """SpecHub (Sun et al. 2024, Alg. 3 and Alg. 2 GetResidual), k = 2."""
     q = list(draft_probs[0])
     V = len(q)
     a = max(range(V), key=lambda t: (q[t], -t))
@@ -159,7 +159,7 @@ def _truncated_law(p: tuple, q: tuple, k: int, s: int, alphabet_size):
 
 
 def importance_sampling_truncated(p, draft_probs, drafts, uniforms, s: int = DEFAULT_TRUNCATION, alphabet_size=DEFAULT_ALPHABET_SIZE):
-    """Truncated IS (Khisti et al. (2025), §4, Remark 3), with the stage rules and the enumerated
+    """Truncated IS (Khisti et al. 2025, §4, Remark 3), with the stage rules and the enumerated
     selection law ``P_I`` taken from the exact law
     (:func:`otm.rules.importance_sampling_truncated.exact_law`)."""
     k = len(drafts)

@@ -79,7 +79,7 @@ def verify(
     draft_tokens: torch.Tensor,  # [batch, k]
     generator: torch.Generator | None,
 ) -> VerifierOutput:
-    """RRS (SpecHub (Sun et al. 2024), Alg. 1): draft ``i`` is checked against ``draft_probs[:, i]``; with a
+    """RRS (SpecHub, Sun et al. 2024, Alg. 1): draft ``i`` is checked against ``draft_probs[:, i]``; with a
     different ``q_i`` per draft this is SpecInfer's verification (the ``verify`` of
     :mod:`decoding.verifiers.specinfer`)."""
     uniforms = verify_uniforms(target_probs, draft_probs, draft_tokens, generator, uniforms_per_row)

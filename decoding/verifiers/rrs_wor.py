@@ -70,7 +70,7 @@ def verify(
     draft_tokens: torch.Tensor,  # [batch, k]
     generator: torch.Generator | None,
 ) -> VerifierOutput:
-    """RRSw (SpecHub (Sun et al. 2024), Alg. 1 with the red lines; exhausted support: module docstring)."""
+    """RRSw (SpecHub, Sun et al. 2024, Alg. 1 with the red lines; exhausted support: module docstring)."""
     uniforms = verify_uniforms(target_probs, draft_probs, draft_tokens, generator, uniforms_per_row)
     conditional = conditional_draft_laws(draft_probs, draft_tokens)
     return recursive_rejection(target_probs, conditional, draft_tokens, uniforms)

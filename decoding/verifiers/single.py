@@ -1,4 +1,4 @@
-"""Single-draft speculative sampling (Leviathan et al.; Leviathan et al. (2023), Alg. 1), batched.
+"""Single-draft speculative sampling (Leviathan et al.; Leviathan et al. 2023, Alg. 1), batched.
 
 Draw ``x ~ q``; accept it if ``u < p(x) / q(x)``; otherwise return
 ``Y ~ norm(max(p - q, 0))``. Acceptance ``sum min(p, q) = 1 - TV(p, q)``. ``k`` must be 1.
@@ -44,6 +44,6 @@ def verify(
     draft_tokens: torch.Tensor,  # [batch, 1]
     generator: torch.Generator | None,
 ) -> VerifierOutput:
-    """Leviathan et al. (2023), Alg. 1 on each row."""
+    """Leviathan et al. 2023, Alg. 1 on each row."""
     uniforms = verify_uniforms(target_probs, draft_probs, draft_tokens, generator, uniforms_per_row)
     return recursive_rejection(target_probs, draft_probs, draft_tokens, uniforms)

@@ -1,4 +1,4 @@
-"""SpecHub (SpecHub (Sun et al. 2024), Alg. 3 with Alg. 2 GetResidual), k = 2, batched.
+"""SpecHub (Sun et al. 2024, Alg. 3 with Alg. 2 GetResidual), k = 2, batched.
 
 Draft law (:func:`otm.draft_laws.hub_law`): with the hub ``a = argmax q`` (ties to the
 lowest index), the pairs ``(x, a)`` have probability ``q(x)`` and ``(a, x)`` probability
@@ -55,7 +55,7 @@ __all__ = ["draft_scheme", "hub_tokens", "sample_drafts", "uniforms_per_row", "v
 
 def _only_two(k: int) -> int:
     if check_k(k) != 2:
-        raise InvalidDraftCountError(f"SpecHub is defined for k=2 drafts (SpecHub (Sun et al. 2024), §4), got k={k}")
+        raise InvalidDraftCountError(f"SpecHub is defined for k=2 drafts (SpecHub, Sun et al. 2024, §4), got k={k}")
     return k
 
 
@@ -94,7 +94,7 @@ def verify(
     draft_tokens: torch.Tensor,  # [batch, 2]
     generator: torch.Generator | None,
 ) -> VerifierOutput:
-    """SpecHub's verification (SpecHub (Sun et al. 2024), Alg. 3); ``draft_probs[:, 0]`` is ``q``."""
+    """SpecHub's verification (SpecHub, Sun et al. 2024, Alg. 3); ``draft_probs[:, 0]`` is ``q``."""
     u = verify_uniforms(target_probs, draft_probs, draft_tokens, generator, uniforms_per_row)
     p = target_probs
     q = first_draft_probs(draft_probs)

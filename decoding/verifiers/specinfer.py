@@ -2,7 +2,7 @@
 draft distributions, batched.
 
 Draft ``i`` is drawn from its own ``q_i`` (``draft_probs[:, i]``), independently
-(:func:`otm.draft_laws.independent_law`; Khisti et al. (2025), Remark 1, SpecInfer of Miao et al.
+(:func:`otm.draft_laws.independent_law`; Khisti et al. 2025, Remark 1, SpecInfer of Miao et al.
 2024). Verification is SpecHub (Sun et al. 2024), Alg. 1 with ``q_i`` in place of ``q`` at step ``i``:
 accept ``x_i`` if ``u_i < p_i(x_i) / q_i(x_i)``, else ``p_{i+1} = norm(max(p_i - q_i, 0))``;
 ``Y ~ p_{k+1}`` if all are rejected. Losslessness: at step ``i`` the draft is ``~ q_i``

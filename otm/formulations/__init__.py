@@ -3,11 +3,11 @@
 Each takes the target ``p`` and a joint draft law ``Q`` (:class:`otm.draft_laws.DraftLaw`)
 and returns an :class:`otm.solution.OTMSolution` with a certificate:
 
-- :func:`solve_full_lp` - the transport LP over ``pi(x, y)`` (SpecTr (Sun et al. 2023), eq. 4), LP duals;
-- :func:`solve_simplified_lp` - SpecHub's LP over accepted entries (SpecHub (Sun et al. 2024), Thm 1), LP
+- :func:`solve_full_lp` - the transport LP over ``pi(x, y)`` (SpecTr, Sun et al. 2023, eq. 4), LP duals;
+- :func:`solve_simplified_lp` - SpecHub's LP over accepted entries (SpecHub, Sun et al. 2024, Thm 1), LP
   duals, and :func:`reconstruct_coupling` back to a full plan;
-- :func:`solve_max_flow` - max flow / min cut (SpecHub (Sun et al. 2024), App. F), the cut's token set;
-- :func:`solve_canonical_lp` - the importance-sampling weights (Khisti et al. (2025), Thm 1, 4), LP duals.
+- :func:`solve_max_flow` - max flow / min cut (SpecHub, Sun et al. 2024, App. F), the cut's token set;
+- :func:`solve_canonical_lp` - the importance-sampling weights (Khisti et al. 2025, Thm 1, 4), LP duals.
 """
 from .canonical_lp import (
     TwoStepLaw,

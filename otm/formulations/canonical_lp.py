@@ -1,6 +1,6 @@
-"""The canonical importance-sampling decomposition of the OTM optimum (Khisti et al. (2025)).
+"""The canonical importance-sampling decomposition of the OTM optimum (Khisti et al. 2025).
 
-Khisti et al. (2025) (Khisti et al., "Multi-Draft Speculative Sampling: Canonical Decomposition and
+Khisti et al. (2025, "Multi-Draft Speculative Sampling: Canonical Decomposition and
 Theoretical Limits") lost most formulas in extraction; what follows is reconstructed
 from its surviving prose and re-derived (Appendix B's argument), in our letters
 (p = target, Q = joint draft law, S(x) = distinct tokens of the tuple x).
@@ -15,7 +15,7 @@ the same token gives this per-token form, eq. (1)). The law of ``Z`` is then
 
     P_I(y) = sum_x Q(x) w(y | x)                                   (eq. 3 / 40)
 
-Step 2: single-draft speculative sampling (Leviathan et al., Leviathan et al. (2023), Alg. 1) of ``Z``
+Step 2: single-draft speculative sampling (Leviathan et al., Leviathan et al. 2023, Alg. 1) of ``Z``
 against ``p``: accept ``Z`` with probability ``min(1, p(Z) / P_I(Z))``, otherwise output a
 token from the residual ``(p - P_I)^+ / sum (p - P_I)^+``. The output is exactly ``p``
 and ``P(Y = Z) = sum_y min(p(y), P_I(y))``.
@@ -51,7 +51,7 @@ from ._lp import LPBuilder, distinct_positions, law_probs, lp_solution, solve_lp
 
 
 def solve_canonical_lp(p, law: DraftLaw, backend: str = "highs") -> OTMSolution:
-    """Optimal acceptance by the canonical LP in the importance weights (Khisti et al. (2025), Thm 1, 4).
+    """Optimal acceptance by the canonical LP in the importance weights (Khisti et al. 2025, Thm 1, 4).
 
     Returns:
         :class:`OTMSolution` with ``details["weights"]`` (``[n_tuples, k]``: the weight of
@@ -88,7 +88,7 @@ def selection_weight_lp(p, mass, rows, tokens, num_tuples: int, offset=None):
     Variables: one *selection mass* ``u_i = mass[i] w_i`` per ``(rows[i], tokens[i])`` (a
     distinct token of tuple ``rows[i]``), then ``t_y`` for each token ``y``. ``mass[i]`` is
     ``Q`` of tuple ``rows[i]``; ``offset`` (``[V]``, default 0) is selection mass that
-    reaches ``y`` from tuples whose weights are fixed (the truncated LP of Khisti et al. (2025), §4)::
+    reaches ``y`` from tuples whose weights are fixed (the truncated LP of Khisti et al. 2025, §4)::
 
         max sum_y t_y  s.t.  t_y <= p(y),  t_y - sum_{i: tokens[i] = y} u_i <= offset(y),
                              sum_{i: rows[i] = t} u_i = Q(t) for each tuple t,  u, t >= 0.
@@ -139,7 +139,7 @@ class TwoStepLaw:
         output_distribution: ``[V]`` law of the output ``Y`` (equals ``p``).
         acceptance: membership acceptance ``P(Y in S(X))`` (a residual token can also be a
             draft, so this can exceed ``selection_acceptance`` for non-optimal weights).
-        selection_acceptance: ``P(Y = Z) = sum_y min(p(y), P_I(y))``, Khisti et al. (2025), eq. (2).
+        selection_acceptance: ``P(Y = Z) = sum_y min(p(y), P_I(y))``, Khisti et al. 2025, eq. (2).
         selection_law: ``[V]`` ``P_I``, the law of ``Z`` (sums to less than 1 when the
             selection may pick no token).
         accept_probs: ``[V]`` ``min(1, p / P_I)`` (0 where ``P_I = 0``).
@@ -209,7 +209,7 @@ def _check_weights(weights, law: DraftLaw, exact: bool) -> np.ndarray:
 
 
 def canonical_two_step_law(p, law: DraftLaw, weights) -> TwoStepLaw:
-    """Exact law of the two-step canonical scheme (Khisti et al. (2025), Thm 1 / Fig. 1).
+    """Exact law of the two-step canonical scheme (Khisti et al. 2025, Thm 1 / Fig. 1).
 
     Args:
         p: ``[V]`` target.

@@ -1,6 +1,6 @@
 """The full OTM linear program over transport plans ``pi(x, y)``.
 
-SpecTr (SpecTr (Sun et al. 2023)) eq. (4), SpecHub (SpecHub (Sun et al. 2024)) eq. (1), in our letters (p = target):
+SpecTr (Sun et al. 2023) eq. (4), SpecHub (Sun et al. 2024) eq. (1), in our letters (p = target):
 
     maximise    sum_{x, y} pi(x, y) [y in S(x)]
     subject to  sum_y pi(x, y) = Q(x)   for every draft tuple x in the support of Q
@@ -19,7 +19,7 @@ from ._lp import LPBuilder, law_probs, lp_solution, solve_lp, target_for, zero
 
 
 def solve_full_lp(p, law: DraftLaw, backend: str = "highs") -> OTMSolution:
-    """Optimal acceptance of ``(p, Q)`` by the full transport LP (SpecTr (Sun et al. 2023), eq. 4).
+    """Optimal acceptance of ``(p, Q)`` by the full transport LP (SpecTr, Sun et al. 2023, eq. 4).
 
     Variables ``pi(x, y)`` for every tuple ``x`` of ``law`` and every token ``y`` with
     ``p(y) > 0`` (the column constraint forces ``pi(x, y) = 0`` when ``p(y) = 0``, so

@@ -1,4 +1,4 @@
-"""Khisti et al.'s k = 2 results (Khisti et al. (2025), §3: Thm 2 and Thm 3) and their k > 2 form.
+"""Khisti et al.'s k = 2 results (Khisti et al. 2025, §3: Thm 2 and Thm 3) and their k > 2 form.
 
 The extracted text of Khisti et al. (2025) lost the formulas; they are reconstructed here from the
 max-flow / min-cut form of the OTM LP (docs/theory.md), in our letters (p target, q draft):
@@ -16,7 +16,7 @@ from .prefix_scan import _pair, _prefix_sums, prefix_scan, ratio_order
 
 
 def khisti_k2_closed_form(p, q):
-    """Optimal acceptance for k = 2 i.i.d. drafts, Khisti et al. (2025), Thm 3, eq. (6) as written
+    """Optimal acceptance for k = 2 i.i.d. drafts, Khisti et al. 2025, Thm 3, eq. (6) as written
     (reconstructed): ``min_S p(S) + q(S^c)^2 + 2 q(S) q(S^c)``.
 
     The minimum is taken over the prefixes of the ``p/q`` order (see
@@ -38,7 +38,7 @@ def khisti_k2_closed_form(p, q):
 
 
 def acceptance_is_one(p, q, k: int, sampling: str = "iid", tolerance: float = AGREEMENT_TOLERANCE) -> bool:
-    """Whether the optimal acceptance equals 1 (Khisti et al. (2025), Thm 2 for k = 2; any k here).
+    """Whether the optimal acceptance equals 1 (Khisti et al. 2025, Thm 2 for k = 2; any k here).
 
     ``alpha* = 1`` iff ``p(H) >= Q(all drafts in H)`` for every ``H`` (i.i.d.:
     ``p(H) >= q(H)^k``), i.e. iff the min cut is ``>= 1``. By the prefix theorem the

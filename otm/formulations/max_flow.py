@@ -1,6 +1,6 @@
 """The OTM optimum as a maximum flow, certified by a minimum cut.
 
-SpecHub (SpecHub (Sun et al. 2024)) App. F for k = 2 drafts, generalised here to any k and any joint law
+SpecHub (Sun et al. 2024) App. F for k = 2 drafts, generalised here to any k and any joint law
 ``Q`` (the argument does not use either). The network:
 
     source -> tuple x        capacity Q(x)       (every x in the support of Q)
@@ -68,7 +68,7 @@ def flow_network(p, law: DraftLaw) -> nx.DiGraph:
 
 
 def solve_max_flow(p, law: DraftLaw, flow_func=None) -> OTMSolution:
-    """Optimal acceptance as a max flow (SpecHub (Sun et al. 2024), App. F, any k and any ``Q``).
+    """Optimal acceptance as a max flow (SpecHub, Sun et al. 2024, App. F, any k and any ``Q``).
 
     Args:
         p: ``[V]`` target; law: the joint draft law ``Q``.

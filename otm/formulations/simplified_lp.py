@@ -1,6 +1,6 @@
 """SpecHub's simplified OTM LP over the accepted entries only, and the plan reconstruction.
 
-SpecHub (SpecHub (Sun et al. 2024)) §3.2, Theorem 1, in our letters (p = target): only the entries
+SpecHub (Sun et al. 2024) §3.2, Theorem 1, in our letters (p = target): only the entries
 ``pi(x, y)`` with ``y in S(x)`` enter the objective, so the LP can keep just those,
 
     maximise    sum_x sum_{y in S(x)} pi(x, y)
@@ -27,7 +27,7 @@ from ._lp import LPBuilder, distinct_positions, law_probs, lp_solution, solve_lp
 
 
 def solve_simplified_lp(p, law: DraftLaw, backend: str = "highs") -> OTMSolution:
-    """Optimal acceptance by SpecHub's simplified LP (SpecHub (Sun et al. 2024), §3.2, Theorem 1).
+    """Optimal acceptance by SpecHub's simplified LP (SpecHub, Sun et al. 2024, §3.2, Theorem 1).
 
     Always feasible (``pi = 0``), and with ``<=`` on both marginals it is immune to the
     float mismatch between ``sum p`` and ``sum Q``.

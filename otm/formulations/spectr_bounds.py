@@ -1,4 +1,4 @@
-"""SpecTr's upper bound (SpecTr (Sun et al. 2023), Thm 1) and its closed forms (SpecTr (Sun et al. 2023), App. B.2).
+"""SpecTr's upper bound (SpecTr, Sun et al. 2023, Thm 1) and its closed forms (SpecTr, Sun et al. 2023, App. B.2).
 
 SpecTr writes p for the draft and q for the target; everything here is translated to
 our letters (p target, q draft, k i.i.d. drafts).
@@ -51,7 +51,7 @@ def spectr_upper_bound(p, q, k: int, kept=None) -> float:
 
 def bernoulli_optimum(target_one: float, draft_one: float, k: int) -> float:
     """Optimal acceptance for ``p = Ber(target_one)``, ``q = Ber(draft_one)`` and k i.i.d.
-    drafts (SpecTr (Sun et al. 2023), App. B.2, Figures 2-3; letters swapped):
+    drafts (SpecTr, Sun et al. 2023, App. B.2, Figures 2-3; letters swapped):
 
         alpha* = min(a, 1 - (1 - b)^k) + min(1 - a, 1 - b^k),   a = p(1), b = q(1).
 

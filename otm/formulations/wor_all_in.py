@@ -1,7 +1,7 @@
 """``Q(all k drafts in H)`` for drafts WITHOUT replacement, for the prefixes ``H`` of an order.
 
 Math (derived here; no seed states it). Drawing ``k`` distinct tokens successively from
-``q`` renormalised over the tokens not yet drawn (SpecHub (Sun et al. 2024), Alg. 1, RRSw) gives the same
+``q`` renormalised over the tokens not yet drawn (SpecHub, Sun et al. 2024, Alg. 1, RRSw) gives the same
 law as the arrival order of independent exponential clocks ``E_x ~ Exp(q(x))``: at any
 moment the next clock to ring is ``x`` with probability ``q(x) / (remaining rate)``. With
 ``c = 1 - q(H)`` (the rate outside ``H``) and ``N_H(t)`` the number of tokens of ``H``

@@ -1,5 +1,5 @@
 """Rule ``"importance_sampling"``: importance-weighted selection with LP-optimal weights, then
-single-draft speculative sampling (Khisti et al. (2025), Thm 1 and Fig. 1; Khisti et al.).
+single-draft speculative sampling (Khisti et al. 2025, Thm 1 and Fig. 1; Khisti et al.).
 
 ``k`` i.i.d. drafts from ``q``. The weights solve the canonical LP
 (:func:`otm.formulations.canonical_lp.solve_canonical_lp`), so the selected token ``Z``

@@ -55,7 +55,7 @@ from ..formulations.canonical_lp import selection_weight_lp, two_step_law_from_s
 from .base import RuleLaw
 
 
-#: Defaults from Khisti et al. (2025), Table 1 (best token rate: LP truncation s = 5, alphabet 40).
+#: Defaults from Khisti et al. 2025, Table 1 (best token rate: LP truncation s = 5, alphabet 40).
 DEFAULT_TRUNCATION = 5
 DEFAULT_ALPHABET_SIZE = 40
 

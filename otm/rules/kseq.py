@@ -1,4 +1,4 @@
-"""k-SEQ, SpecTr's k-sequential selection (SpecTr (Sun et al. 2023), Alg. 2, Thm 2, Lemma 3).
+"""k-SEQ, SpecTr's k-sequential selection (SpecTr, Sun et al. 2023, Alg. 2, Thm 2, Lemma 3).
 
 Translated to our letters (SpecTr writes ``p`` for the draft and ``q`` for the target;
 here ``p`` = target, ``q`` = draft). Drafts ``x_1..x_k`` i.i.d. from ``q``; a division
@@ -75,7 +75,7 @@ def upper_bracket(p: np.ndarray, q: np.ndarray, k: int):
 
 
 def optimal_division_factor(p, q, k: int):
-    """``g*``: the smallest ``g >= 1`` with ``f(g) <= 0`` (SpecTr (Sun et al. 2023), eq. (6), Lemma 3).
+    """``g*``: the smallest ``g >= 1`` with ``f(g) <= 0`` (SpecTr, Sun et al. 2023, eq. (6), Lemma 3).
 
     In float64 it is the upper end of a bisection bracket, so ``f(g*) <= 0`` up to
     rounding. For exact inputs the float root is converted to a Fraction and raised
@@ -162,7 +162,7 @@ def exact_law(p, q, k: int, *, g=None, method: str = "auto") -> RuleLaw:
         excess = gap(p, q, k, g)
         if g < 1 or excess > (0 if is_exact(p) else FEASIBILITY_TOLERANCE):
             raise NotApplicableError(
-                f"k-SEQ needs g >= g* = {float(g_star):.12g} (SpecTr (Sun et al. 2023), Thm 2); g={float(g):.12g} "
+                f"k-SEQ needs g >= g* = {float(g_star):.12g} (SpecTr, Sun et al. 2023, Thm 2); g={float(g):.12g} "
                 "makes the residual negative, so the rule is not a valid coupling"
             )
     final = residual_distribution(p, q, k, g)

@@ -1,4 +1,4 @@
-"""Single-draft speculative sampling (Leviathan et al.; Leviathan et al. (2023), Alg. 1).
+"""Single-draft speculative sampling (Leviathan et al.; Leviathan et al. 2023, Alg. 1).
 
 One draft ``x ~ q`` is accepted with ``min(1, p(x) / q(x))``; on rejection
 ``Y ~ norm(max(p - q, 0))``. Output law ``p``; acceptance

@@ -1,4 +1,4 @@
-"""SpecHub (SpecHub (Sun et al. 2024), §4, Alg. 3, proof of Thm 2, Cor. 1), k = 2 drafts.
+"""SpecHub (Sun et al. 2024, §4, Alg. 3, proof of Thm 2, Cor. 1), k = 2 drafts.
 
 Hub ``a = argmax q`` (:func:`otm.draft_laws.hub_token`); draft pairs from the hub law
 (:func:`otm.draft_laws.hub_law`): ``Q(x, a) = q(x)``, ``Q(a, x) = q(a) q(x) / (1 - q(a))``
@@ -114,7 +114,7 @@ def exact_law(p, q, k: int = 2, *, method: str = "auto") -> RuleLaw:
     1.0
     """
     if check_draft_count(k) != 2:
-        raise InvalidDraftCountError(f"SpecHub is defined for k=2 drafts (SpecHub (Sun et al. 2024), §4), got k={k}")
+        raise InvalidDraftCountError(f"SpecHub is defined for k=2 drafts (SpecHub, Sun et al. 2024, §4), got k={k}")
     p, q = validate_one_q(p, q, "rule 'spechub' builds its draft pairs from one q ([V] vector)")
     n_tuples = max(2 * (support_size(q) - 1), 1)
     method = resolve_method(method, n_tuples, True, "spechub")

@@ -1,13 +1,13 @@
 """SpecInfer: recursive rejection sampling with a different draft law per draft.
 
-Draft ``i`` is drawn from its own ``q_i``, independently (Khisti et al. (2025), Remark 1; SpecHub (Sun et al. 2024)
+Draft ``i`` is drawn from its own ``q_i``, independently (Khisti et al. 2025, Remark 1; SpecHub (Sun et al. 2024)
 Alg. 1 without the red lines, with ``q`` replaced by ``q_i``). With ``p_1 = p``:
 
 - draft ``x_i`` is accepted with probability ``min(1, p_i(x_i) / q_i(x_i))``;
 - on rejection ``p_{i+1} = norm(max(p_i - q_i, 0))``;
 - after ``k`` rejections ``Y ~ p_{k+1}``.
 
-Each step is Leviathan's single-draft rule (Leviathan et al. (2023), Alg. 1) verifying ``q_i`` against
+Each step is Leviathan's single-draft rule (Leviathan et al. 2023, Alg. 1) verifying ``q_i`` against
 ``p_i``, whose output given it was reached is ``p_i``; so ``Y ~ p`` by induction. Step
 ``i`` is reached with probability ``prod_{j<i} (1 - alpha_j)``,
 ``alpha_j = sum min(p_j, q_j)``, which gives the closed form (docs/theory.md)

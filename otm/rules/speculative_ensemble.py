@@ -1,9 +1,9 @@
-"""Speculative Ensemble (Speculative Ensemble (Fu et al. 2025), §3.2, eqs. (3)-(7), Thm 3.2).
+"""Speculative Ensemble (Speculative Ensemble, Fu et al. 2025, §3.2, eqs. (3)-(7), Thm 3.2).
 
 The proposal (draft) model ``q`` proposes one token; it is verified not against the
 target ``p`` but against an ensemble ``r = E(q, p)`` of the two models: accept ``x`` with
 ``min(1, r(x) / q(x))`` (eq. (6)); on rejection ``Y ~ norm(max(r - q, 0))``. This is the
-single-draft rule (Leviathan et al. (2023), Alg. 1) with target ``r``, so the **output law is ``r``, not
+single-draft rule (Leviathan et al. 2023, Alg. 1) with target ``r``, so the **output law is ``r``, not
 ``p``** and the acceptance is
 
     sum_x min(q(x), r(x)) = 1 - TV(q, r),   TV = 1/2 sum |q - r|

@@ -21,7 +21,7 @@ import numpy as np
 from otm import rule_acceptance, solve_optimum
 from otm.distributions import as_distribution_pair, check_draft_count, logits_to_probs
 from otm.errors import InputFileError, NotApplicableError, OTMError
-from otm.rules import estimated_seconds, rule_spec, rule_specs
+from otm.rules import estimated_seconds, rule_specs
 
 from ..configs import AcceptanceConfig
 

@@ -9,7 +9,7 @@ dict that ``--json`` prints (:meth:`decoding.runtime.loop.DecodeResult.summary` 
 time (batch 1, as in deployment); the counts are summed and the rates averaged over steps.
 
 ``--rule ensemble_weighted|ensemble_contrastive`` runs the Speculative Ensemble instead
-(Speculative Ensemble (Fu et al. 2025), :func:`decoding.ensemble.speculative_ensemble_decode`: the draft and target
+(Speculative Ensemble, Fu et al. 2025, :func:`decoding.ensemble.speculative_ensemble_decode`: the draft and target
 take turns proposing, every token verified against ``r = E(q, p)``; ``--lam``, ``--mu``,
 ``--gammas``); it decodes chains, so ``--tree`` does not apply.
 

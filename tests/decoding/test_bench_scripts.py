@@ -6,11 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
-import pytest
 
-from otm.errors import NotApplicableError
-from otm.rules import rule_acceptance
 from otm.tolerances import AGREEMENT_TOLERANCE
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"

@@ -1,4 +1,4 @@
-"""End-to-end losslessness of speculative decoding with draft trees (issue 4).
+"""End-to-end losslessness of speculative decoding with draft trees.
 
 Oracle: the exact law of the first ``L`` generated tokens under the target's autoregressive
 sampling, by enumerating all ``V^L`` sequences (products of the target's conditional laws).

@@ -1,4 +1,4 @@
-"""Speculative Ensemble in real decoding (Speculative Ensemble (Fu et al. 2025); issue 4, "Speculative ensemble").
+"""Speculative Ensemble in real decoding (Speculative Ensemble, Fu et al. 2025).
 
 Oracle: the exact law of the first ``LENGTH`` generated tokens under autoregressive
 sampling from the ensemble ``r``, by enumerating all ``VOCAB^LENGTH`` sequences; ``r`` is

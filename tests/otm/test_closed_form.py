@@ -357,7 +357,7 @@ def test_acceptance_is_one_iff_every_set_satisfies_the_condition(instance):
 
 
 def test_acceptance_one_with_p_not_equal_q():
-    """Khisti et al. (2025), Example 1 spirit: k = 2 reaches 1 with p != q, k = 1 cannot."""
+    """Khisti et al. 2025, Example 1 spirit: k = 2 reaches 1 with p != q, k = 1 cannot."""
     p, q = [0.5, 0.5], [0.6, 0.4]
     assert acceptance_is_one(p, q, 2)
     assert not acceptance_is_one(p, q, 1)

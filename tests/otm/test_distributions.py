@@ -1,4 +1,4 @@
-"""Validation of probability vectors and logits (issue 'The exact core', otm: distributions)."""
+"""Validation of probability vectors and logits."""
 import numpy as np
 import pytest
 from hypothesis import given

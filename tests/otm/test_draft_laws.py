@@ -1,5 +1,5 @@
 """Joint draft laws Q: each is a probability law, has the right marginals, and samples
-from itself (issue 'The exact core', otm: joint draft laws)."""
+from itself."""
 import itertools
 from fractions import Fraction as F
 

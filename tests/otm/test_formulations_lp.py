@@ -1,5 +1,5 @@
 """The LP formulations of the OTM optimum agree with each other, with the known closed
-values, and carry certificates that close the gap (issue 'The exact core')."""
+values, and carry certificates that close the gap."""
 import dataclasses
 import itertools
 from fractions import Fraction as F
@@ -155,7 +155,7 @@ def test_single_draft_optimum_is_sum_min(instance):
 
 
 def test_khisti_closed_form_k2_iid_exact():
-    """Khisti et al. (2025), Thm 3: alpha* = min_S p(S) + 1 - q(S)^2 for two i.i.d. drafts."""
+    """Khisti et al. 2025, Thm 3: alpha* = min_S p(S) + 1 - q(S)^2 for two i.i.d. drafts."""
     p = as_exact_distribution(["1/5", "3/10", "1/2"])
     q = as_exact_distribution(["1/2", "3/10", "1/5"])
     closed = min(sum(p[list(S)]) + 1 - sum(q[list(S)]) ** 2 for r in range(4) for S in itertools.combinations(range(3), r))

@@ -1,4 +1,4 @@
-"""Rules 'importance_sampling' and 'importance_sampling_truncated' (Khisti et al. (2025), Thm 1, §4, Remark 3): exact laws are
+"""Rules 'importance_sampling' and 'importance_sampling_truncated' (Khisti et al. 2025, Thm 1, §4, Remark 3): exact laws are
 lossless, never beat the OTM optimum, and the truncation keeps its penalty bound."""
 from fractions import Fraction as F
 

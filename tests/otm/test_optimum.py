@@ -4,7 +4,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from otm.draft_laws import hub_law, iid_law, without_replacement_law
+from otm.draft_laws import greedy_law, hub_law, iid_law, without_replacement_law
 from otm.errors import (
     InvalidDistributionError,
     InvalidDraftCountError,
@@ -133,3 +133,37 @@ def test_without_replacement_with_exhausted_support(q, k):
     # the support alone (forgetting the deterministic tail) is a different, wrong number
     support_only = sum(pi for pi, qi in zip(p, q) if qi > 0)
     assert abs(closed.acceptance - support_only) > AGREEMENT_TOLERANCE
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_scheme_optimum_hub_and_greedy_match_max_flow(seed):
+    rng = np.random.default_rng(seed)
+    p, q = rng.dirichlet(np.ones(6) * 0.7), rng.dirichlet(np.ones(6) * 0.7)
+    assert abs(float(optimal_acceptance(p, q, 2, sampling="hub")) - optimal_acceptance_for_law(p, hub_law(q))) <= AGREEMENT_TOLERANCE
+    assert abs(float(optimal_acceptance(p, q, 2, sampling="hub")) - float(rule_acceptance("spechub", p, q, 2))) <= AGREEMENT_TOLERANCE
+    for k in (1, 2, 3):
+        assert abs(float(optimal_acceptance(p, q, k, sampling="greedy")) - optimal_acceptance_for_law(p, greedy_law(q, k))) <= AGREEMENT_TOLERANCE
+
+
+@pytest.mark.parametrize("p,q", [
+    ([0.2, 0.3, 0.5], [1.0, 0.0, 0.0]),  # one-hot q
+    ([0.2, 0.3, 0.5], [0.2, 0.3, 0.5]),  # p = q
+    ([0.5, 0.5, 0.0, 0.0], [0.0, 0.0, 0.5, 0.5]),  # disjoint supports
+    ([0.0, 1.0, 0.0], [0.5, 0.0, 0.5]),  # q = 0 where p > 0
+])
+def test_scheme_optimum_degenerate_inputs(p, q):
+    for scheme in ("iid", "hub", "greedy"):
+        value = float(optimal_acceptance(p, q, 2, sampling=scheme))
+        reference = optimal_acceptance_for_law(p, {"iid": None, "hub": hub_law(q), "greedy": greedy_law(q, 2)}[scheme]) \
+            if scheme != "iid" else optimal_acceptance(p, q, 2, "iid", method="max_flow")
+        assert np.isfinite(value)
+        assert abs(value - reference) <= AGREEMENT_TOLERANCE
+
+
+def test_scheme_optimum_at_qwen_vocabulary_without_enumeration():
+    rng = np.random.default_rng(0)
+    vocab = 151_936
+    p, q = rng.dirichlet(np.full(vocab, 0.05)), rng.dirichlet(np.full(vocab, 0.05))
+    values = {s: float(optimal_acceptance(p, q, 2, sampling=s)) for s in ("iid", "hub", "greedy")}
+    assert all(0 <= v <= 1 for v in values.values())
+    assert values["iid"] >= float(np.minimum(p, q).sum()) - AGREEMENT_TOLERANCE  # 2 drafts beat 1

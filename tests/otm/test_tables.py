@@ -113,7 +113,7 @@ def test_uniform_table_matches_the_prefix_scan():
 
 
 def test_three_token_pair_reproduces_example_1_exactly():
-    """Khisti et al. (2025), Example 1: k = 2 reaches 1 iff p_(1) >= 1/9 and p_(1) + p_(2) >= 4/9."""
+    """Khisti et al. 2025, Example 1: k = 2 reaches 1 iff p_(1) >= 1/9 and p_(1) + p_(2) >= 4/9."""
     for t in (Fraction(1, 9), Fraction(2, 9), Fraction(1, 3), Fraction(5, 9)):
         for first in (Fraction(1, 3), Fraction(1, 6)):
             if t > 1 - first:

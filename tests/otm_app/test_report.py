@@ -2,7 +2,6 @@
 the report end to end (``--no-models``, ``--pair tiny``) and the missing-models error."""
 import json
 import re
-from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -16,8 +15,7 @@ from otm_app.report.run import command_line, run_report, summarise_theorems
 from otm_app.report.sources import resolve_texts
 from otm.tables import OPTIMAL_IID, OPTIMAL_WOR
 from otm.distributions import logits_to_probs
-from otm.draft_laws import iid_law, without_replacement_law
-from otm.errors import InvalidDraftCountError, OTMError, UnknownNameError
+from otm.errors import OTMError, UnknownNameError
 from otm.optimum import optimal_acceptance
 from otm.rules import rule_acceptance
 from otm.tolerances import AGREEMENT_TOLERANCE
