@@ -42,6 +42,16 @@ def _as_float64(values, name: str) -> np.ndarray:
     return arr.astype(np.float64)
 
 
+def is_exact_input(values) -> bool:
+    """True for exact rational input: a numpy object array (of Fractions), or a list or
+    tuple holding a Fraction or a string like ``"3/10"``. Tensors and float arrays are not."""
+    if isinstance(values, np.ndarray):
+        return values.dtype == object
+    if isinstance(values, (list, tuple)):
+        return any(is_exact_input(v) if isinstance(v, (list, tuple, np.ndarray)) else isinstance(v, (Fraction, str)) for v in values)
+    return False
+
+
 def as_distribution(values, name: str = "p") -> np.ndarray:
     """Validate a probability vector and return it as a float64 array summing to 1.
 
@@ -132,16 +142,20 @@ def as_draft_distributions(q, k: int, vocab_size: int) -> list[np.ndarray]:
     ``k`` vectors (SpecInfer with different drafts, Khisti et al. 2025, Remark 1).
     """
     k = check_draft_count(k)
-    try:
-        arr = np.asarray(q, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ShapeMismatchError("the k draft distributions must all have the same length") from None
-    if arr.ndim == 1:
-        qs = [as_distribution(arr, "q (draft)")] * k
-    elif arr.ndim == 2:
-        qs = [as_distribution(qi, f"q_{i + 1} (draft {i + 1})") for i, qi in enumerate(arr)]
+    if hasattr(q, "ndim"):
+        ndim = int(q.ndim)
+    elif isinstance(q, (list, tuple)) and q and all(hasattr(row, "__len__") for row in q):
+        if len({len(row) for row in q}) != 1:
+            raise ShapeMismatchError("the k draft distributions must all have the same length")
+        ndim = 2
     else:
-        raise InvalidDistributionError(f"q must be one vector or k vectors, got shape {arr.shape}")
+        ndim = 1
+    if ndim == 1:
+        qs = [as_distribution(q, "q (draft)")] * k  # the original keeps its dtype (its sum tolerance)
+    elif ndim == 2:
+        qs = [as_distribution(qi, f"q_{i + 1} (draft {i + 1})") for i, qi in enumerate(q)]
+    else:
+        raise InvalidDistributionError(f"q must be one vector or k vectors, got {ndim} dimensions")
     if len(qs) != k:
         raise ShapeMismatchError(f"got {len(qs)} draft distributions for k={k} drafts")
     for i, qi in enumerate(qs):

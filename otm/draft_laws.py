@@ -287,6 +287,41 @@ def greedy_order(q) -> np.ndarray:
     return np.argsort(-_as_float(q), kind="stable")
 
 
+def greedy_membership(q, k: int) -> np.ndarray:
+    """``[V]`` ``P(y in S(X))`` of :func:`greedy_law` without building the law (any ``k <= V``,
+    O(V log V)): 1 on the top ``k - 1`` tokens ``F``, ``q(y) / q(R)`` on the rest ``R`` (``R``
+    = the other tokens), or, when ``q(R) = 0``, 1 on the next token in greedy order."""
+    q = _validated(q)
+    k = check_draft_count(k)
+    if k > q.size:
+        raise InvalidDraftCountError(f"k={k} distinct greedy drafts from a vocabulary of {q.size} tokens")
+    order = greedy_order(q)
+    fixed, rest = order[: k - 1], order[k - 1 :]
+    one = Fraction(1) if q.dtype == object else 1.0
+    out = q * 0
+    out[fixed] = one
+    rest_mass = q[rest].sum()
+    if rest_mass > 0:
+        out[rest] = q[rest] / rest_mass
+    else:
+        out[rest[0]] = one
+    return out
+
+
+def hub_membership(q) -> np.ndarray:
+    """``[V]`` ``P(y in S(X))`` of :func:`hub_law` without building the law: 1 at the hub
+    ``a``, ``q(x) / (1 - q(a))`` elsewhere (``1 - q(a)`` summed from the other masses); 0
+    off ``a`` for a one-hot ``q``."""
+    q = _validated(q)
+    a = hub_token(q)
+    others = q.copy()
+    others[a] = 0
+    rest = others.sum()
+    out = others / rest if rest > 0 else others
+    out[a] = Fraction(1) if q.dtype == object else 1.0
+    return out
+
+
 def greedy_law(q, k: int) -> DraftLaw:
     """Greedy drafts: the top ``k-1`` tokens of ``q`` (see :func:`greedy_order`) are always
     proposed, the last draft is sampled from ``q`` restricted to the other tokens and

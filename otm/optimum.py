@@ -20,7 +20,14 @@ from fractions import Fraction
 
 import numpy as np
 
-from .distributions import as_distribution, as_draft_distributions, as_exact_distribution, check_draft_count, normalisation_note
+from .distributions import (
+    as_distribution,
+    as_draft_distributions,
+    as_exact_distribution,
+    check_draft_count,
+    is_exact_input,
+    normalisation_note,
+)
 from .draft_laws import SAMPLING_SCHEMES, DraftLaw, draft_law, independent_law
 from .errors import InvalidDraftCountError, NotApplicableError, UnknownNameError
 from .formulations.closed_form import closed_form_method, solve_closed_form
@@ -115,7 +122,7 @@ def _validated(p, q, k: int, sampling: str):
     p = as_dist(p, "p (target)")
     if np.ndim(q) == 2 and sampling != "iid":
         raise NotApplicableError(f"a list of k draft distributions needs sampling='iid', got {sampling!r}")
-    qs = as_draft_distributions(np.asarray(q, dtype=np.float64), k, p.size)  # shapes, k, sums
+    qs = as_draft_distributions(q, k, p.size)  # shapes, k, sums (each input keeps its dtype's tolerance)
     if exact:
         qs = [as_exact_distribution(qi, f"q_{i + 1} (draft {i + 1})") for i, qi in enumerate(np.atleast_2d(np.asarray(q, dtype=object)))]
     if np.ndim(q) == 2:
@@ -128,8 +135,7 @@ def _validated(p, q, k: int, sampling: str):
 
 def _is_exact(values) -> bool:
     """True when ``values`` holds Fractions (an exact instance)."""
-    arr = np.asarray(values)
-    return arr.dtype == object and any(isinstance(v, Fraction) for v in arr.ravel())
+    return is_exact_input(values) and any(isinstance(v, Fraction) for v in np.asarray(values, dtype=object).ravel())
 
 
 def _solve_law(p, law: DraftLaw, method: str, backend: str) -> OTMSolution:

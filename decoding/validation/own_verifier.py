@@ -141,12 +141,22 @@ class VerifierReport:
 
     @property
     def passed(self) -> bool:
-        """Lossless, and (with a rule) its acceptance matches the rule's exact one."""
-        return self.lossless and (self.acceptance_test is None or self.acceptance_test.passed)
+        """Lossless, (with a rule) its acceptance matches the rule's exact one, and its
+        acceptance is not above its draft law's optimum beyond the interval."""
+        return (self.lossless and (self.acceptance_test is None or self.acceptance_test.passed)
+                and self.gap_interval[1] >= 0)
 
     def summary(self) -> str:
+        """A PASS/FAIL headline (what failed, if anything), then the measurements."""
         lo, hi = self.acceptance_interval
+        failures = [] if self.lossless else ["output law is not p"]
+        if self.acceptance_test is not None and not self.acceptance_test.passed:
+            failures.append(f"acceptance differs from rule {self.rule}'s exact law")
+        if self.gap_interval[1] < 0:
+            failures.append("acceptance above the optimum of its draft law (impossible for a lossless verifier)")
+        headline = "PASS" if not failures else "FAIL: " + "; ".join(failures)
         lines = [
+            headline,
             f"verifier on {self.scheme} drafts, k={self.k}, V={self.vocab_size} ({self.mode}, N={self.samples}):",
             f"  output law = p: {'yes' if self.lossless else 'NO'} ({self.law_test.reason})",
             f"  acceptance {self.acceptance:.4f}  [{lo:.4f}, {hi:.4f}] at {self.confidence:.0%}",

@@ -450,7 +450,7 @@ def validate_recording(recording: Recording, alpha: float = DEFAULT_ALPHA, progr
     events = np.flatnonzero(k > 0)
     iterator = events
     if progress:
-        from tqdm import tqdm
+        from tqdm.auto import tqdm
 
         iterator = tqdm(events, desc="validating nodes", unit="node")
     nodes, skipped = [], {}

@@ -202,17 +202,21 @@ def feasible_accepted_value(p, law: DraftLaw, accepted: dict, exact: bool):
 def lp_solution(p, law: DraftLaw, method: str, lp: LinearProgram, result: LPResult, accepted: dict,
                 exact: bool, details: dict) -> OTMSolution:
     """The :class:`OTMSolution` of an LP formulation: its value (the primal objective), its
-    checked duals, and a verified gap that does not trust the solver: ``cut_value -
-    lower`` with ``lower`` the value of the plan made exactly feasible
-    (:func:`feasible_accepted_value`) and ``cut_value`` the exact min cut of the same law
-    (:func:`otm.formulations.max_flow.solve_max_flow`) evaluated on the instance."""
+    checked duals, and a verified gap that does not trust the solver. The optimum lies in
+    ``[lower, cut_value]``: ``lower`` is the value of the plan made exactly feasible
+    (:func:`feasible_accepted_value`), ``cut_value`` the min cut of the same law
+    (:func:`otm.formulations.max_flow.solve_max_flow`) evaluated on the instance; so
+    ``|value - alpha*| <= verified_gap = max(cut_value - value, value - lower)``."""
     from .max_flow import solve_max_flow
 
     duals = lp_certificate(lp, result)
     cut = solve_max_flow(p, law)
     lower = feasible_accepted_value(p, law, accepted, exact)
     value = duals["primal_objective"]
-    gap = cut.cut_value - lower if exact else max(float(cut.cut_value) - float(lower), 0.0)
+    if exact:
+        gap = max(cut.cut_value - value, value - lower)
+    else:
+        gap = max(float(cut.cut_value) - float(value), float(value) - float(lower), 0.0)
     return OTMSolution(value=value, method=method, exact=exact, cut=cut.cut, cut_value=cut.cut_value,
                        all_in=cut.all_in, verified_gap=gap, plan=accepted, duals=duals,
                        details=dict(details, feasible_plan_value=lower, lp=lp, x=result.x))

@@ -27,7 +27,7 @@ from fractions import Fraction
 import numpy as np
 
 from ..distributions import normalisation_note
-from ..errors import UnknownNameError
+from ..errors import NotApplicableError, UnknownNameError
 from .base import RuleLaw
 from .registry import ALIASES, RULE_SPECS, RULES, RuleSpec, estimated_seconds, rule_spec, rule_specs
 
@@ -60,12 +60,37 @@ def rule_law(rule: str, p, q, k: int, **params) -> RuleLaw:
     if unknown:
         raise UnknownNameError(f"rule {rule!r} has no parameter {', '.join(map(repr, unknown))}; it accepts "
                                f"{', '.join(sorted(accepted)) or 'no parameters'}")
+    _refuse_if_too_slow(rule_spec(rule), q, k, params.get("method", "auto"))
     law = function(p, q, k, **params)
     if not isinstance(law.acceptance, Fraction):
         law.details["inputs"] = {"p": normalisation_note(p, "p (target)")}
         if np.ndim(q) == 1:
             law.details["inputs"]["q"] = normalisation_note(q, "q (draft)")
     return law
+
+
+#: A rule's exact law is refused, before any work, when its estimated cost is larger.
+MAX_RULE_SECONDS = 600.0
+
+
+def _refuse_if_too_slow(spec: RuleSpec, q, k, method: str) -> None:
+    """:class:`NotApplicableError` in milliseconds when the law would enumerate more tuples
+    than :data:`MAX_RULE_SECONDS` allow (:func:`estimated_seconds` on the support of ``q``)."""
+    if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 1 or not spec.allows(int(k)):
+        return  # the rule's own validation says what is wrong with k
+    if method != "enumeration" and spec.has_closed_form(int(k)):
+        return
+    try:
+        support = int(np.count_nonzero(np.asarray(q, dtype=np.float64) > 0)) if np.ndim(q) == 1 else max(np.shape(q))
+    except (TypeError, ValueError):
+        return  # malformed q: the rule's validation raises the right error
+    cost = estimated_seconds(spec, max(support, 1), int(k))
+    if cost > MAX_RULE_SECONDS:
+        raise NotApplicableError(
+            f"rule {spec.name!r} would need its draft law enumerated at k={k} over {support} draft tokens "
+            f"(about {cost:.3g} s, above MAX_RULE_SECONDS={MAX_RULE_SECONDS:g}); it has no closed form there: "
+            "use a smaller vocabulary (e.g. top-k/top-p), a smaller k, or a rule with a closed form"
+        )
 
 
 @functools.lru_cache(maxsize=None)

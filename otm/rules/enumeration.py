@@ -27,7 +27,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..distributions import as_distribution_pair, as_draft_distributions, check_draft_count, check_same_vocabulary
+from ..distributions import as_distribution_pair, as_draft_distributions, check_draft_count, check_same_vocabulary, is_exact_input
 from ..draft_laws import DraftLaw
 from ..errors import NotApplicableError, ShapeMismatchError, UnknownNameError
 from ..distributions import as_exact_distribution
@@ -83,7 +83,7 @@ def validate_draft_list(p, q, k: int) -> tuple[np.ndarray, list[np.ndarray]]:
         checked = [validate_pair(p, r) for r in rows]
         return checked[0][0], [c[1] for c in checked]
     p_checked, _ = as_distribution_pair(p, rows[0])
-    return p_checked, as_draft_distributions(np.asarray(rows, dtype=np.float64), k, p_checked.size)
+    return p_checked, as_draft_distributions(rows, k, p_checked.size)
 
 
 def draft_ndim(q) -> int:
@@ -96,13 +96,7 @@ def draft_ndim(q) -> int:
 
 
 def _wants_exact(values) -> bool:
-    arr = values if isinstance(values, np.ndarray) else None
-    if arr is not None:
-        return arr.dtype == object
-    try:
-        return any(isinstance(v, (Fraction, str)) for v in values)
-    except TypeError:
-        return False
+    return is_exact_input(values)
 
 
 def zeros_like(p: np.ndarray) -> np.ndarray:
@@ -262,17 +256,33 @@ def support_size(q: np.ndarray) -> int:
     return int(np.count_nonzero(np.asarray(q > 0, dtype=bool)))
 
 
+#: Tuple counts are capped here: anything larger is refused anyway, and computing ``V^k``
+#: exactly for a huge ``k`` would take longer than refusing.
+TUPLE_COUNT_CAP = 10**18
+
+
+def _capped(log10_count: float, exact) -> int:
+    """``exact()`` when ``10**log10_count`` is below the cap, else the cap (no big integers)."""
+    return TUPLE_COUNT_CAP if log10_count > 18 else min(exact(), TUPLE_COUNT_CAP)
+
+
 def count_iid(q: np.ndarray, k: int) -> int:
-    """Number of tuples of :func:`otm.draft_laws.iid_law` (``m**k``, ``m`` = support size)."""
-    return support_size(q) ** k
+    """Number of tuples of :func:`otm.draft_laws.iid_law` (``m**k``, ``m`` = support size),
+    at most :data:`TUPLE_COUNT_CAP`."""
+    m = support_size(q)
+    return _capped(k * math.log10(max(m, 1)), lambda: m**k)
 
 
 def count_independent(qs: list[np.ndarray]) -> int:
-    """Number of tuples of :func:`otm.draft_laws.independent_law`."""
-    return math.prod(support_size(qi) for qi in qs)
+    """Number of tuples of :func:`otm.draft_laws.independent_law`, at most :data:`TUPLE_COUNT_CAP`."""
+    sizes = [support_size(qi) for qi in qs]
+    return _capped(sum(math.log10(max(m, 1)) for m in sizes), lambda: math.prod(sizes))
 
 
 def count_without_replacement(q: np.ndarray, k: int) -> int:
-    """Number of tuples of :func:`otm.draft_laws.without_replacement_law`: ``m!/(m-k)!``, or ``m!`` when the ``m`` positive tokens run out before ``k``."""
+    """Number of tuples of :func:`otm.draft_laws.without_replacement_law`: ``m!/(m-k)!``, or
+    ``m!`` when the ``m`` positive tokens run out before ``k`` (the drafts past the support
+    are deterministic); at most :data:`TUPLE_COUNT_CAP`."""
     m = support_size(q)
-    return math.perm(m, min(k, m))  # drafts past the support are deterministic
+    j = min(k, m)
+    return _capped(j * math.log10(max(m, 1)), lambda: math.perm(m, j))

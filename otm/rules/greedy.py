@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..distributions import check_draft_count
-from ..draft_laws import greedy_law, greedy_order
+from ..draft_laws import greedy_law, greedy_membership, greedy_order
 from .base import RuleLaw
 from .enumeration import (
     accept_probability,
@@ -34,8 +34,12 @@ from .enumeration import (
     one_hot,
     positive_part,
     resolve_method,
+    support_size,
     validate_one_q,
 )
+
+#: ``details["fixed"]`` lists the always-drafted tokens up to this many (else ``None``).
+MAX_LISTED_FIXED = 10_000
 
 
 def exact_law(p, q, k: int, *, method: str = "auto") -> RuleLaw:
@@ -49,15 +53,17 @@ def exact_law(p, q, k: int, *, method: str = "auto") -> RuleLaw:
     """
     k = check_draft_count(k)
     p, q = validate_one_q(p, q, "rule 'greedy' takes one draft distribution q ([V] vector)")
-    draft_law = greedy_law(q, k)
-    fixed = [int(x) for x in greedy_order(q)[: k - 1]]
-    last = draft_law.marginal(k - 1)  # q_R
-    method = resolve_method(method, len(draft_law.probs), True, "greedy")
+    membership = greedy_membership(q, k)  # refuses k > V
+    n_tuples = max(support_size(q) - (k - 1), 1)
+    method = resolve_method(method, n_tuples, True, "greedy")
+    fixed = [int(x) for x in greedy_order(q)[: k - 1]] if k <= MAX_LISTED_FIXED else None
     details = {"method": method, "fixed": fixed}
     if method == "closed_form":
-        acceptance = np.minimum(p, draft_law.membership_probs()).sum()
+        acceptance = min(np.minimum(p, membership).sum(), 1)  # a float sum can round to 1 + 1 ulp
         details["draft_accepted"] = acceptance
-        return RuleLaw(acceptance, p.copy(), draft_law, details)
+        return RuleLaw(acceptance, p.copy(), None, details)
+    draft_law = greedy_law(q, k)
+    last = draft_law.marginal(k - 1)  # q_R
     leftover = positive_part(p - last)
     leftover[fixed] = p[fixed]
     final = normalise(leftover)

@@ -28,13 +28,14 @@ d(y) = max(q(y) - p(y)/g, 0)``, and the residual sample is independent of them, 
 """
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import numpy as np
 
 from ..distributions import check_draft_count
 from ..draft_laws import iid_law
-from ..errors import NotApplicableError
+from ..errors import InvalidDistributionError, NotApplicableError
 from ..tolerances import FEASIBILITY_TOLERANCE
 from .base import RuleLaw
 from .enumeration import (
@@ -158,6 +159,8 @@ def exact_law(p, q, k: int, *, g=None, method: str = "auto") -> RuleLaw:
     if g is None:
         g = g_star
     else:
+        if isinstance(g, bool) or not isinstance(g, (int, float, Fraction, np.integer, np.floating)) or not math.isfinite(g):
+            raise InvalidDistributionError(f"k-SEQ's division factor g must be a finite number >= g* >= 1, got {g!r}")
         g = Fraction(g) if is_exact(p) else float(g)
         excess = gap(p, q, k, g)
         if g < 1 or excess > (0 if is_exact(p) else FEASIBILITY_TOLERANCE):

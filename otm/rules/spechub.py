@@ -55,7 +55,7 @@ def closed_form_acceptance(p: np.ndarray, q: np.ndarray):
     if not others.any():
         return p[a]
     rest = q[others].sum()  # = 1 - q(a), without the cancellation when q(a) rounds to 1
-    return p[a] + np.minimum(p[others], q[others] / rest).sum()
+    return min(p[a] + np.minimum(p[others], q[others] / rest).sum(), 1)  # a float sum can round to 1 + 1 ulp
 
 
 def kernel(p: np.ndarray, q: np.ndarray):
@@ -122,5 +122,5 @@ def exact_law(p, q, k: int = 2, *, method: str = "auto") -> RuleLaw:
     if method == "closed_form":
         acceptance = closed_form_acceptance(p, q)
         details["draft_accepted"] = acceptance
-        return RuleLaw(acceptance, p.copy(), hub_law(q), details)
+        return RuleLaw(acceptance, p.copy(), None, details)
     return enumerated_rule_law(p, hub_law(q), kernel(p, q), details)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..draft_laws import independent_law
+from ..errors import NotApplicableError
 from .base import RuleLaw
 from .enumeration import (
     MAX_RULE_ENUMERATION,
@@ -36,20 +37,37 @@ from .enumeration import (
 )
 
 
-def residual_chain(p: np.ndarray, qs: list[np.ndarray]) -> list[np.ndarray]:
-    """``[p_1, ..., p_{k+1}]`` with ``p_1 = p`` and ``p_{i+1} = norm(max(p_i - q_i, 0))``
-    (each ``[V]``; a zero vector once a step accepts surely)."""
-    chain = [p]
-    for qi in qs:
-        chain.append(residual(chain[-1], qi))
-    return chain
+#: The closed form of recursive rejection costs one pass over the vocabulary per draft;
+#: above this many token-steps (``k V``, after the early exits below) it is refused.
+MAX_CLOSED_FORM_WORK = 2_000_000_000
 
 
 def step_acceptances(p: np.ndarray, qs: list[np.ndarray]) -> list:
-    """``alpha_i = sum min(p_i, q_i)``: the probability that step ``i`` accepts, given it
-    is reached (``1 - alpha_i`` is the mass of ``max(p_i - q_i, 0)``)."""
-    chain = residual_chain(p, qs)
-    return [np.minimum(chain[i], qi).sum() for i, qi in enumerate(qs)]
+    """``alpha_i = sum min(p_i, q_i)``, ``p_1 = p``, ``p_{i+1} = norm(max(p_i - q_i, 0))``:
+    the probability that step ``i`` accepts, given it is reached.
+
+    Computed one residual at a time (memory O(V) whatever ``k``), with two exact early
+    exits: once a step accepts surely (``alpha_i = 1``) the later steps are never reached
+    (their ``alpha`` is 0); and when every draft shares one ``q`` and ``p_{i+1} = p_i``
+    (a fixed point) every later ``alpha`` equals ``alpha_i``. Otherwise a ``k`` with
+    ``k V > MAX_CLOSED_FORM_WORK`` raises :class:`NotApplicableError` after the first step."""
+    shared = all(qi is qs[0] for qi in qs)
+    k, alphas, current = len(qs), [], p
+    for i, qi in enumerate(qs):
+        alpha = np.minimum(current, qi).sum()
+        alphas.append(alpha)
+        if alpha >= 1:
+            return alphas + [alpha * 0] * (k - i - 1)
+        following = residual(current, qi)
+        if shared and np.array_equal(following, current):
+            return alphas + [alpha] * (k - i - 1)
+        if i == 0 and k * len(p) > MAX_CLOSED_FORM_WORK:
+            raise NotApplicableError(
+                f"recursive rejection with k={k} drafts needs k passes over the {len(p)} tokens "
+                f"({k * len(p):.3g} > MAX_CLOSED_FORM_WORK={MAX_CLOSED_FORM_WORK:.0e}) and the first step is no fixed point; use a smaller k"
+            )
+        current = following
+    return alphas
 
 
 def closed_form_acceptance(p: np.ndarray, qs: list[np.ndarray]):
@@ -77,7 +95,10 @@ def recursive_law(p, qs, law_builder, n_tuples: int, method: str, rule: str) -> 
     alphas = step_acceptances(p, qs)
     details = {"method": method, "step_acceptances": alphas}
     if method == "closed_form":
-        acceptance = closed_form_acceptance(p, qs)
+        rejected = 1
+        for alpha in alphas:
+            rejected = rejected * (1 - alpha)
+        acceptance = 1 - rejected
         draft_law = law_builder() if n_tuples <= MAX_RULE_ENUMERATION else None
         details["draft_accepted"] = acceptance
         return RuleLaw(acceptance, p.copy(), draft_law, details)

@@ -106,3 +106,47 @@ def test_without_replacement_with_a_small_nucleus_runs(pair, monkeypatch):
     assert [len(t) for t in result.tokens] == [10, 10]
     assert all(0 <= t < 8 for row in result.tokens for t in row)
     assert any(exhausted)
+
+
+class TokensOnlyVerifier:
+    """A user's verifier in the documented contract's short form: ``verify`` returns only
+    the ``[batch]`` tokens (here: the toolkit's rrs, stripped of its accepted index)."""
+
+    draft_scheme = "iid"
+
+    def __init__(self):
+        from decoding.verifiers import get_verifier
+
+        self.inner = get_verifier("rrs")
+
+    def sample_drafts(self, draft_probs, k, generator):
+        return self.inner.sample_drafts(draft_probs, k, generator)
+
+    def uniforms_per_row(self, k):
+        return self.inner.uniforms_per_row(k)
+
+    def verify(self, target_probs, draft_probs, draft_tokens, generator):
+        return self.inner.verify(target_probs, draft_probs, draft_tokens, generator).tokens
+
+
+def test_a_verifier_that_returns_only_tokens_decodes(pair):
+    prompts = [[1, 2, 3], [4]]
+    reference = autoregressive_decode(pair.target, prompts, temperature=0.0, max_new_tokens=10, progress=False)
+    greedy = speculative_decode(pair, prompts, TokensOnlyVerifier(), "binary:2", temperature=0.0, max_new_tokens=10,
+                                generator=torch.Generator().manual_seed(0), progress=False)
+    assert greedy.tokens == reference.tokens
+    sampled = speculative_decode(pair, prompts, TokensOnlyVerifier(), "binary:2", temperature=1.0, max_new_tokens=10,
+                                 generator=torch.Generator().manual_seed(0), progress=False)
+    assert [len(t) for t in sampled.tokens] == [10, 10]
+    assert sum(sampled.accepts_by_depth) > 0
+
+
+def test_a_verifier_returning_the_wrong_shape_is_a_typed_error(pair):
+    from otm.errors import ShapeMismatchError
+
+    class Broken(TokensOnlyVerifier):
+        def verify(self, target_probs, draft_probs, draft_tokens, generator):
+            return draft_tokens  # [batch, k], not [batch]
+
+    with pytest.raises(ShapeMismatchError, match="tokens of shape"):
+        speculative_decode(pair, [[1, 2]], Broken(), "binary:2", max_new_tokens=4, generator=torch.Generator().manual_seed(0), progress=False)

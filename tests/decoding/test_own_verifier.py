@@ -55,8 +55,10 @@ def test_bug_unnormalised_residual_is_caught(mode):
     good = validate_verifier(get_verifier("rrs").verify, "rrs", P, Q, 2, mode=mode, samples=SAMPLES)
     bad = validate_verifier(example_unnormalised_residual_verifier, "rrs", P, Q, 2, mode=mode, samples=SAMPLES)
     assert good.lossless
+    assert good.summary().startswith("PASS")
     assert not bad.lossless, bad.summary()
     assert bad.law_test.p_value < DEFAULT_ALPHA, bad.summary()
+    assert bad.summary().startswith("FAIL: output law is not p")
 
 
 @pytest.mark.parametrize("mode", ["enumeration", "sampling"])

@@ -57,6 +57,8 @@ def test_notebook_executes(path, monkeypatch):
     assert figures, f"{path.name} drew no figure"
     text = "".join(o.get("text", "") for o in outputs)
     assert "small mode" in text  # the notebook saw OTM_NOTEBOOK_SMALL
+    assert "IProgress" not in text  # progress bars render as widgets (ipywidgets is installed)
+    assert "TqdmWarning" not in text
 
 
 def test_kernel_runs_this_interpreter(monkeypatch):

@@ -101,3 +101,100 @@ def test_report_without_models(tmp_path, capsys):
     assert summary["theorems"]
     assert (tmp_path / "rep" / "report.md").exists()
     assert summary["figures"]
+
+
+def _one_line(err: str) -> bool:
+    return len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("name, write", [
+    ("p.json", lambda path: path.write_text('{"p": [0.5, 0.5]}')),
+    ("p.json", lambda path: path.write_text("[0.5, ")),
+    ("p.npy", lambda path: np.save(path, np.array([{"a": 1}], dtype=object), allow_pickle=True)),
+    ("p.txt", lambda path: path.write_text("0.5 0.5")),
+])
+def test_malformed_files_are_one_line_errors_naming_the_option(tmp_path, capsys, name, write):
+    write(tmp_path / name)
+    (tmp_path / "q.json").write_text("[0.5, 0.5]")
+    status, _, err = run(capsys, "acceptance", "--target", str(tmp_path / name), "--draft", str(tmp_path / "q.json"))
+    assert status == 2
+    assert _one_line(err)
+    assert "--target" in err
+
+
+def test_a_bad_draft_file_is_reported_as_the_draft(tmp_path, capsys):
+    (tmp_path / "p.json").write_text("[0.5, 0.5]")
+    (tmp_path / "q.json").write_text("[0.7, 0.7]")
+    status, _, err = run(capsys, "acceptance", "--target", str(tmp_path / "p.json"), "--draft", str(tmp_path / "q.json"))
+    assert status == 2
+    assert "q (draft, --draft)" in err
+
+
+def test_usage_errors_are_one_line_with_exit_2(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["reproduce", "spechub-table4", "--reading", "foo"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2
+    assert _one_line(err)
+    assert "gaussian_logits" in err
+
+
+def test_cuda_on_a_cpu_build_is_a_one_line_error(capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present")
+    status, _, err = run(capsys, "decode", "--pair", "tiny", "--prompt", "1,2", "--device", "cuda")
+    assert status == 2
+    assert _one_line(err)
+    assert "--device cpu" in err
+
+
+def test_an_unexpected_error_is_one_line_too(capsys, monkeypatch):
+    from otm_app.commands import acceptance
+
+    monkeypatch.setattr(acceptance, "load_pair", lambda config: (_ for _ in ()).throw(RuntimeError("boom")))
+    status, _, err = run(capsys, "acceptance", "--example", "spechub-fig5")
+    assert status == 2
+    assert _one_line(err)
+    assert "boom" in err
+    assert "OTM_TRACEBACK" in err
+
+
+def test_decode_help_shows_defaults_and_the_rules(capsys):
+    with pytest.raises(SystemExit):
+        main(["decode", "--help"])
+    out = capsys.readouterr().out
+    assert "chains:2,4" in out
+    assert "(default: rrs)" in out
+    assert "importance_sampling_truncated" in out
+
+
+def test_acceptance_names_the_method_and_each_rule_law(capsys):
+    status, out, _ = run(capsys, "acceptance", "--example", "spechub-fig5")
+    assert status == 0
+    assert "(prefix_scan)" in out
+    assert "(hub drafts)" in out
+    assert "(greedy drafts)" in out
+
+
+def test_acceptance_on_an_ordinary_vocabulary_answers_in_seconds_and_says_what_it_skipped(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "p.npy", rng.dirichlet(np.ones(1000)))
+    np.save(tmp_path / "q.npy", rng.dirichlet(np.ones(1000)))
+    status, out, _ = run(capsys, "acceptance", "--target", str(tmp_path / "p.npy"), "--draft", str(tmp_path / "q.npy"), "--json")
+    summary = json.loads(out)
+    assert status == 0
+    assert summary["wall_seconds"] < 30
+    assert summary["rules"]["importance_sampling"] is None
+    assert "skipped" in summary["notes"]["rules.importance_sampling"]
+    assert summary["rules"]["rrs_wor"] is not None  # the k = 2 closed form
+
+
+def test_validate_prints_a_verdict_first(tmp_path, capsys):
+    record = tmp_path / "run.npz"
+    run(capsys, "decode", "--pair", "tiny", "--rule", "rrs", "--tree", "binary:2", "--max-new-tokens", "6",
+        "--prompt", "1,2,3", "--record", str(record), "--json")
+    status, out, _ = run(capsys, "validate", str(record))
+    assert status == 0
+    assert out.splitlines()[0].startswith("PASS")

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from otm.rules import rule_law
-from proofs import ensemble, leviathan
+from proofs import speculative_ensemble as ensemble, leviathan
 from tests.proofs.proofs_support import law_for_wrong_target
 
 N = 5
