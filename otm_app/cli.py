@@ -16,7 +16,16 @@ from otm.errors import OTMError
 from otm.optimum import METHODS
 from otm.rules.registry import rule_spec, rule_specs
 
-from .configs import AcceptanceConfig, DecodeConfig, ReportConfig, ReproduceConfig, TheoremsConfig, ValidateConfig
+from .configs import (
+    AcceptanceConfig,
+    CorpusConfig,
+    DecodeConfig,
+    ReportConfig,
+    ReproduceConfig,
+    SweepConfig,
+    TheoremsConfig,
+    ValidateConfig,
+)
 
 #: Exit status of a usage or input error (one line on stderr, no traceback).
 EXIT_USAGE = 2
@@ -58,6 +67,36 @@ def _rule_list(allowed: list) -> callable:
         return names
 
     return parse
+
+
+def _positive_ints(text: str) -> tuple:
+    """``"1,2,4"`` or a range ``"1-8"`` -> a tuple of integers >= 1."""
+    try:
+        if "-" in text and "," not in text:
+            low, high = (int(v) for v in text.split("-"))
+            values = tuple(range(low, high + 1))
+        else:
+            values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected integers like 1,2,4 or a range 1-8, got {text!r}") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected integers >= 1, got {text!r}")
+    return values
+
+
+def _computations(text: str) -> tuple:
+    from otm.positions import OPTIMA
+
+    allowed = list(OPTIMA) + [s.name for s in rule_specs(lossless=True)]
+    names = []
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        try:
+            names.append(part if part in OPTIMA else rule_spec(part).name)
+        except OTMError:
+            raise argparse.ArgumentTypeError(f"invalid computation {part!r}; choose from {', '.join(allowed)}") from None
+    if not names:
+        raise argparse.ArgumentTypeError("give at least one computation")
+    return tuple(names)
 
 
 def _positive_floats(text: str) -> tuple:
@@ -176,6 +215,44 @@ def _add_report(sub) -> None:
     rep.set_defaults(command_config=ReportConfig, run="otm_app.commands.report:run_report_command")
 
 
+def _add_sweep(sub) -> None:
+    d = SweepConfig
+    sw = sub.add_parser("sweep", help="every position of a corpus, every optimum and rule, on Dask; Parquet out",
+                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    sw.add_argument("corpus", help="a corpus folder (written by `otm corpus`, see otm.corpus)")
+    sw.add_argument("--out", default=d.out, help="output folder: parts/*.parquet, summary.json, figures; rerun to resume")
+    sw.add_argument("--ks", type=_positive_ints, default=d.ks, help="draft counts, e.g. 1-8 or 2,4,8")
+    sw.add_argument("--temperatures", type=_positive_floats, default=d.temperatures, help="comma-separated temperatures")
+    sw.add_argument("--top-ps", dest="top_ps", type=_positive_floats, default=d.top_ps, help="comma-separated top-p values (1 = none)")
+    sw.add_argument("--computations", type=_computations, default=d.computations,
+                    help="comma-separated: optimum_iid, optimum_without_replacement, optimum_hub, optimum_greedy, rule names")
+    sw.add_argument("--workers", type=int, default=d.workers, help="local worker processes (0: one per core)")
+    sw.add_argument("--scheduler", default=d.scheduler, help="address of a running Dask scheduler (tcp://host:8786) instead of a local cluster")
+    sw.add_argument("--retries", type=int, default=d.retries, help="resubmissions of a failed task")
+    sw.add_argument("--positions-per-task", type=int, default=d.positions_per_task, help="positions per Dask task (and per Parquet file)")
+    sw.add_argument("--mc-paths", type=int, default=d.mc_paths, help="Monte Carlo draft paths for rrs_wor at k > 2")
+    sw.add_argument("--seed", type=int, default=d.seed)
+    sw.add_argument("--time-budget", type=float, default=d.time_budget, help="seconds an exact law may take per cell; slower ones are skipped")
+    sw.add_argument("--no-figures", dest="figures", action="store_false", help="do not draw figures")
+    sw.add_argument("--json", action="store_true", help="print the summary as JSON")
+    sw.add_argument("--quiet", action="store_true", help="no progress output")
+    sw.set_defaults(command_config=SweepConfig, run="otm_app.commands.sweep:sweep_command")
+
+
+def _add_corpus(sub) -> None:
+    d = CorpusConfig
+    co = sub.add_parser("corpus", help="teacher-forced logits of texts under a model pair, as a corpus for `otm sweep`",
+                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    co.add_argument("--pair", default=d.pair, choices=("qwen2.5-coder", "tiny"), help="model pair")
+    co.add_argument("--texts", default=d.texts, help="comma-separated built-in text names or text files (default: every built-in text)")
+    co.add_argument("--out", default=d.out, help="corpus folder to write")
+    co.add_argument("--shard-size", type=int, default=d.shard_size, help="positions per shard")
+    co.add_argument("--dtype", default=d.dtype, choices=("float16", "float32"), help="how the logits are stored")
+    co.add_argument("--device", default=d.device, help="where the models run")
+    co.add_argument("--quiet", action="store_true", help="no progress bar")
+    co.set_defaults(command_config=CorpusConfig, run="otm_app.commands.sweep:corpus_command")
+
+
 def _add_validate(sub) -> None:
     val = sub.add_parser("validate", help="per-node gap between a recording's rule and the OTM optimum, with a PASS/FAIL verdict",
                          formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -190,7 +267,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="otm", description="Exact analysis of multi-draft speculative decoding "
                            "(optimal transport with membership cost).")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
-    for add in (_add_acceptance, _add_theorems, _add_reproduce, _add_decode, _add_report, _add_validate):
+    for add in (_add_acceptance, _add_theorems, _add_reproduce, _add_decode, _add_report, _add_validate, _add_sweep, _add_corpus):
         add(sub)
     return parser
 

@@ -104,6 +104,47 @@ class ValidateConfig(_FromMapping):
     progress: bool = True
 
 
+#: What ``otm sweep`` computes by default: both optima and every lossless rule with a
+#: closed form (specinfer with one q is rrs, so it is left out).
+DEFAULT_SWEEP_COMPUTATIONS = ("optimum_iid", "optimum_without_replacement", "single", "rrs", "rrs_wor", "kseq",
+                              "spechub", "greedy")
+
+
+@dataclass(frozen=True)
+class SweepConfig(_FromMapping):
+    """``otm sweep CORPUS``: every position of a corpus, on Dask (:mod:`otm_app.sweep`)."""
+
+    corpus: str = ""
+    out: str = "otm-sweep"
+    ks: tuple = (1, 2, 3, 4, 5, 6, 7, 8)
+    temperatures: tuple = (1.0,)
+    top_ps: tuple = (1.0,)
+    computations: tuple = DEFAULT_SWEEP_COMPUTATIONS
+    workers: int = 0
+    scheduler: str | None = None
+    retries: int = 2
+    positions_per_task: int = 8
+    mc_paths: int = 256
+    seed: int = 0
+    time_budget: float = 2.0
+    figures: bool = True
+    json: bool = False
+    quiet: bool = False
+
+
+@dataclass(frozen=True)
+class CorpusConfig(_FromMapping):
+    """``otm corpus``: teacher-forced logits of texts under a model pair, as a corpus."""
+
+    pair: str = "qwen2.5-coder"
+    texts: str | None = None
+    out: str = "otm-corpus"
+    shard_size: int = 64
+    dtype: str = "float16"
+    device: str = "cpu"
+    quiet: bool = False
+
+
 @dataclass(frozen=True)
 class ReportConfig(_FromMapping):
     """``otm report``: the main job (see :mod:`otm_app.report.run`)."""
@@ -132,6 +173,8 @@ class ReportConfig(_FromMapping):
 
 __all__ = [
     "AcceptanceConfig",
+    "CorpusConfig",
+    "SweepConfig",
     "DecodeConfig",
     "ReportConfig",
     "ReproduceConfig",

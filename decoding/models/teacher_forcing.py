@@ -116,3 +116,20 @@ def teacher_forced_logits(model: torch.nn.Module, token_ids: np.ndarray, vocab_s
 def _rows_to_probs(logits: np.ndarray, temperature: float, top_k: int | None, top_p: float | None) -> np.ndarray:
     # logits: [n, V] -> probabilities [n, V] float64, one row at a time (logits_to_probs is 1-D)
     return np.stack([logits_to_probs(row, temperature, top_k, top_p) for row in logits])
+
+
+def write_corpus(scores: Iterable[TextScores], folder, vocab_size: int, *, shard_size: int = 64, dtype: str = "float16",
+                 **meta) -> "Corpus":
+    """Write teacher-forced scores (:func:`score_texts`) as an :mod:`otm.corpus` folder (the
+    input of ``otm sweep``); returns it opened. ``meta`` goes to the manifest (``source``:
+    what produced it).
+
+    ``dtype="float16"`` halves the size (a logit keeps 3 significant digits: the analysis
+    then runs, exactly, on the distributions of the rounded logits); ``"float32"`` keeps the
+    models' output as computed."""
+    from otm.corpus import Corpus, CorpusWriter
+
+    with CorpusWriter(folder, vocab_size, shard_size, dtype, **meta) as writer:
+        for score in scores:
+            writer.add(score.name, score.target_logits, score.draft_logits, score.next_token_ids)
+    return Corpus(folder)

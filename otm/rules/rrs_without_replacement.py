@@ -166,13 +166,65 @@ def monte_carlo_acceptance(p, q, k_max: int, n_paths: int, rng: np.random.Genera
     return mean, terms.std(axis=0, ddof=1) / np.sqrt(n_paths)
 
 
-def path_rejection_products(p: np.ndarray, q: np.ndarray, paths: np.ndarray) -> np.ndarray:  # [n_paths, k]
-    """``prod_{i <= j} (1 - a_i(x))`` for every ordered path ``x`` (rows of ``paths``,
-    ``[n_paths, k]`` distinct tokens with ``q > 0``) and every prefix length ``j``: the
-    probability that RRSw rejects the first ``j`` drafts of the path."""
+def _checked_paths(paths) -> np.ndarray:
     paths = np.asarray(paths, dtype=np.int64)
     if paths.ndim != 2 or paths.shape[1] < 1:
         raise ShapeMismatchError(f"paths must be [n_paths, k] token ids, got shape {paths.shape}")
+    return paths
+
+
+def path_rejection_products(p: np.ndarray, q: np.ndarray, paths) -> np.ndarray:  # [n_paths, k]
+    """``prod_{i <= j} (1 - a_i(x))`` for every ordered path ``x`` (rows of ``paths``,
+    ``[n_paths, k]`` distinct tokens with ``q > 0``) and every prefix length ``j``: the
+    probability that RRSw rejects the first ``j`` drafts of the path. O(V log V) once, then
+    O(k log V) per path (derived here):
+
+    every residual is ``p_i = (p - t_i q)^+ / W_i`` with scalars ``t_1 = 0``, ``W_1 = 1``,
+    ``t_{i+1} = t_i + c_i W_i``, ``W_{i+1} = S(t_{i+1})``, ``S(t) = sum_x (p(x) - t q(x))^+``,
+    ``c_i = 1 / (1 - q(x_1) - ... - q(x_{i-1}))``. (Induction: ``p_{i+1} = norm(max(p_i -
+    c_i q, 0))``; the drafted tokens are zeroed in ``q_i`` but a rejected draft already has
+    ``p_i = 0`` there, so the zeroing changes nothing.) Then ``a_i = min(1, (p(x_i) - t_i
+    q(x_i))^+ / (W_i c_i q(x_i)))``, and ``S`` at any ``t`` is two prefix sums over the tokens
+    sorted by ``p/q``. :func:`path_rejection_products_reference` computes the residuals
+    directly (the tests hold the two to each other)."""
+    paths = _checked_paths(paths)
+    n_paths, k = paths.shape
+    drafted = q > 0
+    ratio = p[drafted] / q[drafted]
+    order = np.argsort(ratio)
+    ratio = ratio[order]
+    p_above = np.concatenate([np.cumsum(p[drafted][order][::-1])[::-1], [0.0]])  # p of tokens j.. in ratio order
+    q_above = np.concatenate([np.cumsum(q[drafted][order][::-1])[::-1], [0.0]])
+    undrafted = float(p[~drafted].sum())  # never drafted: always in the residual
+
+    def residual_mass(t: np.ndarray) -> np.ndarray:  # S(t), [n_paths]
+        j = np.searchsorted(ratio, t, side="right")
+        return np.maximum(undrafted + p_above[j] - t * q_above[j], 0.0)
+
+    t, mass, drawn = np.zeros(n_paths), np.ones(n_paths), np.zeros(n_paths)
+    rejected, out = np.ones(n_paths), np.empty((n_paths, k))
+    for i in range(k):
+        x = paths[:, i]
+        qx = q[x]
+        repeated = (paths[:, :i] == x[:, None]).any(axis=1)
+        if (qx <= 0).any() or repeated.any():
+            raise InvalidDraftCountError("a path repeats a token or uses a token with q = 0: it is not a draw without replacement")
+        c = 1.0 / (1.0 - drawn)
+        numerator = np.maximum(p[x] - t * qx, 0.0)
+        denominator = mass * c * qx
+        accept = np.where(denominator > 0, np.minimum(1.0, numerator / np.where(denominator > 0, denominator, 1.0)), 1.0)
+        rejected = rejected * (1.0 - accept)
+        out[:, i] = rejected
+        t = t + c * mass
+        mass = residual_mass(t)
+        drawn = drawn + qx
+    return out
+
+
+def path_rejection_products_reference(p: np.ndarray, q: np.ndarray, paths) -> np.ndarray:  # [n_paths, k]
+    """The slow obvious version of :func:`path_rejection_products`: every path keeps its
+    own ``[V]`` residual ``p_i`` and draft law ``q_i`` (O(n_paths k V))."""
+    paths = _checked_paths(paths)
     n_paths, k = paths.shape
     rows = np.arange(n_paths)
     target = np.repeat(p[None, :], n_paths, axis=0)  # [n_paths, V] p_i per path
@@ -216,8 +268,9 @@ def exact_law(p, q, k: int, *, method: str = "auto") -> RuleLaw:
     p, q = validate_one_q(p, q, "rule 'rrs_wor' draws k distinct drafts from one q ([V] vector)")
     if k > p.size:
         raise InvalidDraftCountError(f"k={k} distinct drafts without replacement from a vocabulary of {p.size} tokens")
-    closed = k <= 2 and int(np.count_nonzero(q)) >= 2
-    method = resolve_method(method, count_without_replacement(q, k), closed, "rrs_wor")
+    if k <= 2 and int(np.count_nonzero(q)) < 2:
+        method = "enumeration"  # one positive draft token: the exhausted-support law has one tuple
+    method = resolve_method(method, count_without_replacement(q, k), k <= 2, "rrs_wor")
     if method == "closed_form":
         acceptance = np.minimum(p, q).sum() if k == 1 else closed_form_acceptance_k2(p, q)
         return RuleLaw(acceptance, p.copy(), None, {"method": method, "draft_accepted": acceptance})

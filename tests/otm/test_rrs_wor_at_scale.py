@@ -13,7 +13,12 @@ from hypothesis import strategies as st
 from otm.draft_laws import iid_law, sample_without_replacement, without_replacement_law
 from otm.errors import InvalidDraftCountError
 from otm.rules import rule_acceptance
-from otm.rules.rrs_without_replacement import closed_form_acceptance_k2, monte_carlo_acceptance, path_rejection_products
+from otm.rules.rrs_without_replacement import (
+    closed_form_acceptance_k2,
+    monte_carlo_acceptance,
+    path_rejection_products,
+    path_rejection_products_reference,
+)
 from otm.tolerances import AGREEMENT_TOLERANCE
 from tests.otm.rules_support import exact
 
@@ -109,7 +114,7 @@ def test_monte_carlo_is_within_its_error_of_the_exact_law():
         assert abs(mean[k - 1] - float(rule_acceptance("rrs_wor", p, q, k))) < MC_SIGMAS * error[k - 1]
 
 
-def test_gumbel_top_k_paths_follow_the_without_replacement_law():
+def test_sampled_paths_follow_the_without_replacement_law():
     q = np.array([0.5, 0.3, 0.15, 0.05])
     n = 40000
     paths = sample_without_replacement(q, 2, n, np.random.default_rng(8))
@@ -119,3 +124,35 @@ def test_gumbel_top_k_paths_follow_the_without_replacement_law():
         counts[row] += 1
     for t, prob in zip(law.tuples.tolist(), law.probs):
         assert abs(counts[tuple(t)] / n - prob) < MC_SIGMAS * np.sqrt(prob * (1 - prob) / n)
+
+
+@given(st.integers(2, 40), st.integers(0, 10**6), st.integers(1, 6), st.sampled_from([0.3, 1.0, 3.0, 8.0]))
+def test_fast_path_products_equal_the_reference(vocab, seed, k, scale):
+    rng = np.random.default_rng(seed)
+    p = otm_logits(rng, vocab, scale)
+    q = otm_logits(rng, vocab, scale)
+    k = min(k, int(np.count_nonzero(q)))
+    paths = sample_without_replacement(q, k, 16, rng)
+    fast, slow = path_rejection_products(p, q, paths), path_rejection_products_reference(p, q, paths)
+    assert np.abs(fast - slow).max() <= AGREEMENT_TOLERANCE
+
+
+def test_path_products_are_not_those_of_rrs_with_replacement():
+    """The residual scalars c_i (the draft law renormalised after each draw) matter: averaged
+    over the law, the products are RRSw's and not RRS's (a version without them)."""
+    rng = np.random.default_rng(9)
+    p, q = _pair(rng, 6)
+    paths = without_replacement_law(q, 3).tuples
+    rrs_products = 1.0 - np.array([[float(rule_acceptance("rrs", p, q, j)) for j in (1, 2, 3)]])
+    assert np.abs(law_mean(paths, path_rejection_products(p, q, paths), q) - rrs_products).max() > 1e-3
+
+
+def law_mean(paths, products, q):
+    law = without_replacement_law(q, paths.shape[1])
+    return (law.probs @ products)[None, :]
+
+
+def otm_logits(rng, vocab, scale):
+    from otm.distributions import logits_to_probs
+
+    return logits_to_probs(scale * rng.standard_normal(vocab))

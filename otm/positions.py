@@ -1,0 +1,128 @@
+"""Everything a sweep computes at one position: the optima and every rule's acceptance for
+one ``(p, q)`` and several ``k``, exact where an exact method exists at this size.
+
+Computations (names used in sweep tables):
+
+- ``optimum_iid``, ``optimum_without_replacement``: the prefix scan (docs/theory.md 2.1);
+  ``optimum_hub`` (``k = 2``), ``optimum_greedy``: the per-token bound (2.3). The i.i.d.
+  optimum of every ``k`` comes from one sort.
+- a rule name: its exact acceptance from the closed form of the rule registry where one
+  covers ``k``; ``rrs_wor`` above ``k = 2`` by the Monte Carlo estimate of
+  :func:`otm.rules.rrs_without_replacement.monte_carlo_acceptance` (method
+  ``"monte_carlo"``, with its standard error); any other rule by its exact law when that
+  is estimated to take less than ``time_budget`` seconds, else ``"skipped"``.
+
+Every cell says how it was obtained (``method``: ``exact``, ``monte_carlo``,
+``not_applicable`` or ``skipped``, with a ``note``); no number is approximated silently.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import InvalidDraftCountError, NotApplicableError, UnknownNameError
+from .formulations.closed_form import solve_closed_form
+from .formulations.prefix_scan import iid_optimum_for_ks
+from .rules import estimated_seconds, rule_acceptance, rule_spec
+from .rules.rrs_without_replacement import monte_carlo_acceptance
+
+#: The optimum computations and the draft law of each.
+OPTIMA = {"optimum_iid": "iid", "optimum_without_replacement": "without_replacement", "optimum_hub": "hub",
+          "optimum_greedy": "greedy"}
+
+#: Methods a cell can report.
+METHODS = ("exact", "monte_carlo", "not_applicable", "skipped")
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One computed value: ``computation`` at ``k`` drafts."""
+
+    computation: str
+    k: int
+    value: float
+    std_error: float = 0.0
+    method: str = "exact"
+    note: str = ""
+
+
+def check_computations(computations: Sequence[str]) -> tuple:
+    """The computations with rule aliases resolved; :class:`UnknownNameError` for an unknown name."""
+    out = []
+    for name in computations:
+        out.append(name if name in OPTIMA else rule_spec(name).name)
+    return tuple(out)
+
+
+def position_cells(p: np.ndarray, q: np.ndarray, ks: Sequence[int], computations: Sequence[str],
+                   rng: np.random.Generator, mc_paths: int = 64, time_budget: float = 2.0) -> list[Cell]:
+    """Every ``computation`` at every ``k`` for one validated ``(p, q)`` (``[V]`` float64).
+
+    Args:
+        rng: randomness of the Monte Carlo estimates (seed it per position for
+            reproducible, resumable sweeps).
+        mc_paths: draft paths of a Monte Carlo estimate.
+        time_budget: seconds an exact law may take (estimated) before it is skipped.
+    """
+    cells: list[Cell] = []
+    ks = [int(k) for k in ks]
+    for name in computations:
+        if name == "optimum_iid":
+            cells += [Cell(name, k, float(v)) for k, v in zip(ks, iid_optimum_for_ks(p, q, ks))]
+        elif name in OPTIMA:
+            cells += [_optimum_cell(p, q, k, name) for k in ks]
+        elif name == "rrs_wor":
+            cells += _rrs_wor_cells(p, q, ks, rng, mc_paths, time_budget)
+        else:
+            cells += [_rule_cell(p, q, k, name, time_budget) for k in ks]
+    return cells
+
+
+def _optimum_cell(p, q, k: int, name: str) -> Cell:
+    try:
+        return Cell(name, k, float(solve_closed_form(p, q, k, OPTIMA[name]).value))
+    except (NotApplicableError, InvalidDraftCountError) as exc:
+        return Cell(name, k, math.nan, method="not_applicable", note=str(exc))
+
+
+def _rule_cell(p, q, k: int, rule: str, time_budget: float) -> Cell:
+    spec = rule_spec(rule)
+    if not spec.allows(k):
+        return Cell(rule, k, math.nan, method="not_applicable", note=f"defined for k in {spec.ks}")
+    closed = spec.has_closed_form(k)
+    if not closed:
+        cost = estimated_seconds(spec, int(np.count_nonzero(q)), k)
+        if cost > time_budget:
+            return Cell(rule, k, math.nan, method="skipped", note=f"exact law estimated at {cost:.3g} s (budget {time_budget:g} s)")
+    try:
+        value = rule_acceptance(rule, p, q, k, **({"method": "closed_form"} if closed else {}))
+    except (NotApplicableError, InvalidDraftCountError) as exc:
+        return Cell(rule, k, math.nan, method="not_applicable", note=str(exc))
+    return Cell(rule, k, float(value))
+
+
+def _rrs_wor_cells(p, q, ks: list[int], rng: np.random.Generator, mc_paths: int, time_budget: float) -> list[Cell]:
+    """Exact at ``k <= 2`` and wherever the enumeration fits the time budget; one set of
+    Monte Carlo paths for every larger ``k``."""
+    support = int(np.count_nonzero(q))
+    spec = rule_spec("rrs_wor")
+    exact = [k for k in ks if k <= 2 or estimated_seconds(spec, support, k) <= time_budget]
+    cells = {k: _rule_cell(p, q, k, "rrs_wor", time_budget) for k in exact}
+    larger = [k for k in ks if k not in cells]
+    usable = [k for k in larger if k <= support]
+    if usable:
+        mean, error = monte_carlo_acceptance(p, q, max(usable), mc_paths, rng)
+        for k in usable:
+            cells[k] = Cell("rrs_wor", k, float(mean[k - 1]), float(error[k - 1]), "monte_carlo",
+                            f"Rao-Blackwellised Monte Carlo, {mc_paths} draft paths")
+    for k in larger:
+        if k not in cells:
+            cells[k] = Cell("rrs_wor", k, math.nan, method="not_applicable",
+                            note=f"q has {support} positive tokens, fewer than k = {k} drafts without replacement")
+    return [cells[k] for k in ks]
+
+
+__all__ = ["METHODS", "OPTIMA", "Cell", "check_computations", "position_cells"]

@@ -1,0 +1,114 @@
+"""Running a sweep on Dask: plan, resume, submit with retries, show progress, summarise.
+
+- **Cluster**: ``scheduler=None`` starts a ``dask.distributed.LocalCluster`` of
+  ``workers`` single-threaded processes (0: one per core) and stops it afterwards;
+  ``scheduler="tcp://host:8786"`` connects to a running cluster instead (its workers must
+  reach the corpus and the output folder under the same paths, e.g. a shared filesystem).
+- **Resumption**: the output folder records the sweep's fingerprint (its settings and the
+  corpus manifest) in ``sweep.json``; a rerun with the same fingerprint skips every task
+  whose Parquet file exists (files are renamed into place only when complete); a
+  different fingerprint is refused rather than mixed.
+- **Retries**: each task is resubmitted up to ``retries`` times when it fails (a lost
+  worker, an out-of-memory kill); a task that still fails stops the sweep with its error.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from otm.corpus import Corpus
+from otm.errors import InputFileError, OTMError
+from otm.positions import check_computations
+
+from ..configs import SweepConfig
+from .tasks import Settings, Task, plan_tasks, run_task
+
+STATE_FILE = "sweep.json"
+PARTS = "parts"
+
+
+def settings_of(config: SweepConfig) -> Settings:
+    """The task settings of a sweep configuration (computations checked, aliases resolved)."""
+    if not config.ks or min(config.ks) < 1:
+        raise OTMError(f"--ks must be integers >= 1, got {config.ks}")
+    return Settings(tuple(int(k) for k in config.ks), tuple(config.temperatures), tuple(config.top_ps),
+                    check_computations(config.computations), config.mc_paths, config.seed, config.time_budget)
+
+
+def fingerprint(settings: Settings, corpus: Corpus) -> str:
+    """A hash of everything that determines the rows: the settings and the corpus manifest."""
+    blob = json.dumps({"settings": asdict(settings), "corpus": corpus.meta}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def pending_tasks(config: SweepConfig) -> tuple[Corpus, Settings, list[Task], list[Task]]:
+    """``(corpus, settings, all tasks, tasks still to run)``; writes or checks ``sweep.json``."""
+    corpus = Corpus(config.corpus)
+    settings = settings_of(config)
+    out = Path(config.out)
+    (out / PARTS).mkdir(parents=True, exist_ok=True)
+    state_file = out / STATE_FILE
+    mark = fingerprint(settings, corpus)
+    if state_file.exists():
+        recorded = json.loads(state_file.read_text()).get("fingerprint")
+        if recorded != mark:
+            raise InputFileError(f"{out} holds a different sweep (fingerprint {recorded}, this one {mark}): "
+                                 "choose another --out, or delete the folder to start over")
+    else:
+        state_file.write_text(json.dumps({"fingerprint": mark, "settings": asdict(settings), "corpus": str(config.corpus)}, indent=1))
+    tasks = plan_tasks(corpus, config.positions_per_task)
+    done = {p.name for p in (out / PARTS).glob("*.parquet")}
+    return corpus, settings, tasks, [t for t in tasks if t.file not in done]
+
+
+def run_sweep(config: SweepConfig) -> dict:
+    """Run (or resume) the sweep of ``config``; returns ``{"tasks", "skipped", "ran",
+    "positions", "stats", "wall_seconds"}`` (``stats``: one dict per task that ran)."""
+    started = time.perf_counter()
+    corpus, settings, tasks, todo = pending_tasks(config)
+    parts = str(Path(config.out) / PARTS)
+    say = (lambda line: None) if config.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
+    say(f"otm sweep: {corpus.n_positions} positions in {len(tasks)} tasks, {len(tasks) - len(todo)} already done; "
+        f"{len(settings.computations)} computations x {len(settings.ks)} k x {len(settings.temperatures)} T x "
+        f"{len(settings.top_ps)} top-p")
+    stats = []
+    if todo:
+        stats = _run_on_dask(config, todo, settings, parts, say)
+    return {"tasks": len(tasks), "skipped": len(tasks) - len(todo), "ran": len(stats), "positions": corpus.n_positions,
+            "stats": stats, "wall_seconds": time.perf_counter() - started}
+
+
+def _run_on_dask(config: SweepConfig, todo: list[Task], settings: Settings, parts: str, say) -> list[dict]:
+    from dask.distributed import Client, LocalCluster, as_completed
+    from tqdm.auto import tqdm
+
+    if config.scheduler:
+        cluster, client = None, Client(config.scheduler)
+        say(f"otm sweep: connected to {config.scheduler}")
+    else:
+        workers = config.workers or os.cpu_count() or 1
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
+        client = Client(cluster)
+        say(f"otm sweep: local Dask cluster of {workers} worker process(es)")
+    try:
+        futures = [client.submit(run_task, str(config.corpus), task, settings, parts, key=f"otm-sweep-{task.file}",
+                                 retries=config.retries, pure=False) for task in todo]
+        stats = []
+        bar = tqdm(total=len(futures), desc="sweep tasks", unit="task", disable=config.quiet, file=sys.stderr)
+        for future in as_completed(futures):
+            stats.append(future.result())  # re-raises a task's error after its retries
+            bar.update(1)
+        bar.close()
+        return stats
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+__all__ = ["PARTS", "STATE_FILE", "fingerprint", "pending_tasks", "run_sweep", "settings_of"]

@@ -1,0 +1,115 @@
+"""The corpus format (round trip across shard boundaries, damaged input) and the
+per-position computations of a sweep against direct calls of the exact core."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+import otm
+from otm.corpus import Corpus, CorpusWriter
+from otm.distributions import logits_to_probs
+from otm.errors import InputFileError, ShapeMismatchError, UnknownNameError
+from otm.positions import check_computations, position_cells
+from otm.tolerances import AGREEMENT_TOLERANCE
+
+
+def _write(folder, lengths=(5, 3, 4), vocab=6, shard_size=4, dtype="float32"):
+    rng = np.random.default_rng(0)
+    rows = {}
+    with CorpusWriter(folder, vocab, shard_size, dtype, source="test") as writer:
+        for i, n in enumerate(lengths):
+            z, w = rng.standard_normal((n, vocab)), rng.standard_normal((n, vocab))
+            z[:, -1] = -np.inf  # a masked token survives the round trip
+            writer.add(f"text{i}", z, w, np.arange(n) + 100 * i)
+            rows[f"text{i}"] = (z, w)
+    return rows
+
+
+def test_round_trip_across_shard_boundaries(tmp_path):
+    rows = _write(tmp_path)
+    corpus = Corpus(tmp_path)
+    assert corpus.n_positions == 12
+    assert [s.positions for s in corpus.shards] == [4, 4, 4]
+    seen = {}
+    for index in range(len(corpus.shards)):
+        shard = corpus.load(index)
+        for r in range(shard.text.size):
+            name = corpus.texts[shard.text[r]]
+            seen[(name, int(shard.position[r]))] = (shard.target_logits[r], shard.draft_logits[r], int(shard.next_token[r]))
+    assert len(seen) == 12
+    for name, (z, w) in rows.items():
+        for t in range(z.shape[0]):
+            got_z, got_w, nxt = seen[(name, t)]
+            np.testing.assert_array_equal(got_z, z[t].astype(np.float32))
+            np.testing.assert_array_equal(got_w, w[t].astype(np.float32))
+            assert nxt == t + 100 * int(name[-1])
+
+
+def test_float16_halves_the_shards(tmp_path):
+    _write(tmp_path / "a", vocab=2000, dtype="float32")
+    _write(tmp_path / "b", vocab=2000, dtype="float16")
+    assert Corpus(tmp_path / "b").load(0).target_logits.dtype == np.float16
+    size = lambda f: sum(p.stat().st_size for p in f.glob("shard-*.npz"))  # noqa: E731
+    assert size(tmp_path / "b") < 0.75 * size(tmp_path / "a")
+
+
+def test_bad_corpora_are_typed_errors(tmp_path):
+    with pytest.raises(InputFileError, match="not an otm corpus"):
+        Corpus(tmp_path)
+    _write(tmp_path)
+    (tmp_path / "shard-00001.npz").write_text("damaged")
+    with pytest.raises(InputFileError, match="shard"):
+        Corpus(tmp_path).load(1)
+    manifest = json.loads((tmp_path / "corpus.json").read_text())
+    (tmp_path / "corpus.json").write_text(json.dumps({**manifest, "format": "other"}))
+    with pytest.raises(InputFileError, match="format"):
+        Corpus(tmp_path)
+    with pytest.raises(ShapeMismatchError):
+        CorpusWriter(tmp_path / "x", 6).add("t", np.zeros((2, 6)), np.zeros((2, 5)))
+
+
+ALL = ("optimum_iid", "optimum_without_replacement", "optimum_hub", "optimum_greedy", "single", "rrs", "rrs_wor", "kseq",
+       "spechub", "greedy", "importance_sampling")
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_cells_equal_direct_calls_of_the_core(seed):
+    rng = np.random.default_rng(seed)
+    p, q = logits_to_probs(2 * rng.standard_normal(7)), logits_to_probs(2 * rng.standard_normal(7))
+    cells = position_cells(p, q, [1, 2, 3], ALL, np.random.default_rng(1))
+    by = {(c.computation, c.k): c for c in cells}
+    for k in (1, 2, 3):
+        assert abs(by["optimum_iid", k].value - otm.optimal_acceptance(p, q, k)) <= AGREEMENT_TOLERANCE
+        assert abs(by["optimum_without_replacement", k].value - otm.optimal_acceptance(p, q, k, sampling="without_replacement", method="max_flow")) <= AGREEMENT_TOLERANCE
+        assert abs(by["optimum_greedy", k].value - otm.optimal_acceptance(p, q, k, sampling="greedy", method="max_flow")) <= AGREEMENT_TOLERANCE
+        for rule in ("rrs", "rrs_wor", "kseq", "greedy", "importance_sampling"):
+            assert by[rule, k].method == "exact"  # V = 7: every law is cheap enough to enumerate
+            enumerated = {} if rule == "importance_sampling" else {"method": "enumeration"}  # the slow reference
+            assert abs(by[rule, k].value - float(otm.rule_acceptance(rule, p, q, k, **enumerated))) <= AGREEMENT_TOLERANCE
+    assert by["optimum_hub", 2].value == pytest.approx(float(otm.rule_acceptance("spechub", p, q, 2)), abs=AGREEMENT_TOLERANCE)
+    assert math.isnan(by["spechub", 3].value)
+    assert by["spechub", 3].method == "not_applicable"
+    assert by["single", 2].method == "not_applicable"
+
+
+def test_rrs_wor_above_two_drafts_at_scale_is_labelled_monte_carlo_and_lp_rules_are_skipped():
+    rng = np.random.default_rng(0)
+    V = 5000
+    p, q = logits_to_probs(3 * rng.standard_normal(V)), logits_to_probs(3 * rng.standard_normal(V))
+    cells = position_cells(p, q, [2, 4], ("rrs_wor", "importance_sampling"), np.random.default_rng(1), mc_paths=512)
+    by = {(c.computation, c.k): c for c in cells}
+    assert by["rrs_wor", 2].method == "exact"
+    assert by["rrs_wor", 4].method == "monte_carlo"
+    assert by["rrs_wor", 4].std_error > 0
+    assert by["rrs_wor", 2].value - 4 * by["rrs_wor", 4].std_error <= by["rrs_wor", 4].value  # more drafts accept more
+    assert by["importance_sampling", 2].method == "skipped"
+    assert "estimated" in by["importance_sampling", 2].note
+
+
+def test_computation_names_are_checked_and_aliases_resolved():
+    assert check_computations(["optimum_iid", "is_truncated"]) == ("optimum_iid", "importance_sampling_truncated")
+    with pytest.raises(UnknownNameError):
+        check_computations(["optimum_best"])

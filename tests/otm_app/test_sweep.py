@@ -1,0 +1,140 @@
+"""``otm sweep`` end to end on a tiny corpus: the Parquet table holds exactly what the
+exact core gives position by position; an interrupted sweep resumes without recomputing
+finished tasks; a task that fails is retried; a different sweep in the same folder is
+refused; the summary's means are the table's."""
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+from otm.corpus import Corpus, CorpusWriter
+from otm.distributions import logits_to_probs
+from otm.errors import InputFileError
+from otm.positions import position_cells
+from otm_app.cli import main
+from otm_app.configs import SweepConfig
+from otm_app.sweep import engine
+from otm_app.sweep.engine import run_sweep
+from otm_app.sweep.summary import per_position, read_table, summarise
+
+COMPUTATIONS = ("optimum_iid", "optimum_without_replacement", "rrs", "rrs_wor", "spechub")
+
+
+@pytest.fixture()
+def corpus(tmp_path):
+    rng = np.random.default_rng(0)
+    folder = tmp_path / "corpus"
+    with CorpusWriter(folder, vocab_size=12, shard_size=5, source="test") as writer:
+        for i, n in enumerate((7, 4)):
+            writer.add(f"text{i}", 2 * rng.standard_normal((n, 12)), 2 * rng.standard_normal((n, 12)))
+    return folder
+
+
+def _config(corpus, out, **changes):
+    settings = dict(corpus=str(corpus), out=str(out), ks=(1, 2, 3), temperatures=(0.7, 1.0), computations=COMPUTATIONS,
+                    workers=1, positions_per_task=3, mc_paths=64, quiet=True)
+    return SweepConfig(**{**settings, **changes})
+
+
+def test_table_equals_the_exact_core_position_by_position(corpus, tmp_path):
+    config = _config(corpus, tmp_path / "out")
+    result = run_sweep(config)
+    assert result["ran"] == result["tasks"] == 5  # shards of 5, 5, 1 positions: tasks of 3+2, 3+2, 1
+    table = read_table(config.out)
+    assert table.num_rows == 11 * 2 * 3 * len(COMPUTATIONS)
+    opened = Corpus(corpus)
+    for temperature in (0.7, 1.0):
+        values = per_position(table, "optimum_iid", temperature, 2)
+        expected = []
+        for index in range(len(opened.shards)):
+            shard = opened.load(index)
+            for row in range(shard.text.size):
+                expected.append((opened.texts[shard.text[row]], int(shard.position[row]), shard, row))
+        expected.sort(key=lambda e: (e[0], e[1]))
+        direct = []
+        for _, _, shard, row in expected:
+            p = logits_to_probs(shard.target_logits[row].astype(np.float64), temperature)
+            q = logits_to_probs(shard.draft_logits[row].astype(np.float64), temperature)
+            direct.append(position_cells(p, q, [2], ["optimum_iid"], np.random.default_rng(0))[0].value)
+        np.testing.assert_allclose(values, direct, rtol=0, atol=1e-12)
+
+
+def test_resume_recomputes_only_missing_tasks_and_gives_the_same_rows(corpus, tmp_path):
+    config = _config(corpus, tmp_path / "out")
+    run_sweep(config)
+    before = read_table(config.out).sort_by([("text", "ascending"), ("position", "ascending"), ("temperature", "ascending"),
+                                             ("computation", "ascending"), ("k", "ascending")])
+    parts = sorted((tmp_path / "out" / "parts").glob("*.parquet"))
+    parts[1].unlink()  # an interrupted sweep: one task never finished
+    result = run_sweep(config)
+    assert result["ran"] == 1
+    assert result["skipped"] == 4
+    after = read_table(config.out).sort_by([("text", "ascending"), ("position", "ascending"), ("temperature", "ascending"),
+                                            ("computation", "ascending"), ("k", "ascending")])
+    assert after.drop(["seconds"]).equals(before.drop(["seconds"]))  # Monte Carlo rows included: seeded per position
+
+
+def test_a_different_sweep_in_the_same_folder_is_refused(corpus, tmp_path):
+    run_sweep(_config(corpus, tmp_path / "out"))
+    with pytest.raises(InputFileError, match="different sweep"):
+        run_sweep(_config(corpus, tmp_path / "out", ks=(1, 2)))
+
+
+def test_a_failing_task_is_retried(corpus, tmp_path, monkeypatch):
+    """Every task fails on its first attempt (a marker file records the attempt: tasks are
+    serialised to the workers, so the flaky function keeps no state of its own)."""
+    markers = tmp_path / "attempts"
+    markers.mkdir()
+    real = engine.run_task
+
+    def flaky(corpus_folder, task, settings, parts):
+        marker = markers / task.file
+        if not marker.exists():
+            marker.touch()
+            raise OSError("a lost worker")
+        return real(corpus_folder, task, settings, parts)
+
+    monkeypatch.setattr(engine, "run_task", flaky)
+    result = run_sweep(_config(corpus, tmp_path / "out", retries=1))
+    assert result["ran"] == 5
+    assert len(list(markers.iterdir())) == 5
+    for marker in markers.iterdir():
+        marker.unlink()
+    with pytest.raises(OSError, match="lost worker"):
+        run_sweep(_config(corpus, tmp_path / "out2", retries=0))
+
+
+def test_summary_means_are_the_table_means(corpus, tmp_path):
+    config = _config(corpus, tmp_path / "out")
+    run_sweep(config)
+    table = read_table(config.out)
+    summary = {(r["temperature"], r["computation"], r["k"]): r for r in summarise(table)}
+    values = per_position(table, "rrs", 1.0, 3)
+    row = summary[(1.0, "rrs", 3)]
+    assert row["mean"] == pytest.approx(values.mean())
+    assert row["standard_error"] == pytest.approx(values.std(ddof=1) / np.sqrt(values.size))
+    assert summary[(1.0, "spechub", 3)]["mean"] is None  # not applicable at k = 3
+    assert summary[(0.7, "rrs_wor", 3)]["methods"] == ["exact"]  # V = 12: enumeration fits the budget
+
+
+def test_cli_sweep_writes_summary_and_figures(corpus, tmp_path, capsys):
+    out = tmp_path / "cli"
+    status = main(["sweep", str(corpus), "--out", str(out), "--ks", "1-2", "--workers", "1", "--quiet", "--json",
+                   "--computations", "optimum_iid,rrs,is_truncated"])
+    printed = json.loads(capsys.readouterr().out)
+    assert status == 0
+    assert (out / "summary.json").is_file()
+    assert printed["figures"]
+    assert {r["computation"] for r in printed["summary"]} == {"optimum_iid", "rrs", "importance_sampling_truncated"}
+    assert dataclasses.fields(SweepConfig)  # the command runs on the typed config
+
+
+def test_cli_sweep_bad_input_is_one_line(tmp_path, capsys):
+    status = main(["sweep", str(tmp_path / "missing"), "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert len(err.strip().splitlines()) == 1
+    assert "not an otm corpus" in err
