@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import InvalidDraftCountError, NotApplicableError, UnknownNameError
+from .errors import InvalidDraftCountError, NotApplicableError
 from .formulations.closed_form import solve_closed_form
 from .formulations.prefix_scan import iid_optimum_for_ks
 from .rules import estimated_seconds, rule_acceptance, rule_spec

@@ -24,6 +24,7 @@ import torch
 
 from decoding.models.hf import ModelPair
 from decoding.models.texts import BuiltinText
+from otm.corpus import Corpus, CorpusWriter
 from otm.distributions import logits_to_probs
 from otm.errors import NotApplicableError
 
@@ -119,7 +120,7 @@ def _rows_to_probs(logits: np.ndarray, temperature: float, top_k: int | None, to
 
 
 def write_corpus(scores: Iterable[TextScores], folder, vocab_size: int, *, shard_size: int = 64, dtype: str = "float16",
-                 **meta) -> "Corpus":
+                 **meta) -> Corpus:
     """Write teacher-forced scores (:func:`score_texts`) as an :mod:`otm.corpus` folder (the
     input of ``otm sweep``); returns it opened. ``meta`` goes to the manifest (``source``:
     what produced it).
@@ -127,8 +128,6 @@ def write_corpus(scores: Iterable[TextScores], folder, vocab_size: int, *, shard
     ``dtype="float16"`` halves the size (a logit keeps 3 significant digits: the analysis
     then runs, exactly, on the distributions of the rounded logits); ``"float32"`` keeps the
     models' output as computed."""
-    from otm.corpus import Corpus, CorpusWriter
-
     with CorpusWriter(folder, vocab_size, shard_size, dtype, **meta) as writer:
         for score in scores:
             writer.add(score.name, score.target_logits, score.draft_logits, score.next_token_ids)
