@@ -3,8 +3,8 @@
 Two kinds of table, both plain numpy:
 
 - :class:`AcceptanceTable`: one swept parameter (``k``, temperature, draft/target
-  similarity, a Bernoulli parameter, ...) against columns ``"optimal_iid"``,
-  ``"optimal_without_replacement"`` and one column per rule, each ``[n]``.
+  similarity, a Bernoulli parameter, ...) against columns ``"optimum_iid"``,
+  ``"optimum_without_replacement"`` and one column per rule, each ``[n]``.
 - :class:`PositionTable`: a batch of ``(p, q)`` rows (one per text position) against
   ``k``: each column ``[n_positions, n_k]``, from closed forms only (any vocabulary size).
 
@@ -33,7 +33,7 @@ from .rules import estimated_seconds, rule_acceptance, rule_spec, rule_specs
 from .tolerances import AGREEMENT_TOLERANCE
 
 #: Column names of the two optima.
-OPTIMAL_IID, OPTIMAL_WOR = "optimal_iid", "optimal_without_replacement"
+OPTIMAL_IID, OPTIMAL_WOR = "optimum_iid", "optimum_without_replacement"
 
 #: Sampling scheme of each optimum column.
 OPTIMUM_COLUMNS = {OPTIMAL_IID: "iid", OPTIMAL_WOR: "without_replacement"}

@@ -190,7 +190,7 @@ def _add_decode(sub) -> None:
 def _add_report(sub) -> None:
     d = ReportConfig
     rep = sub.add_parser("report", help="the main job: theorems, real-logit bounds, decoding; writes a report folder "
-                         "(about 9 min on 2 CPU cores; --no-models: about 1 min)",
+                         "(slow: about 15 min on 2 CPU cores with the Qwen pair; --no-models: about 1 min)",
                          formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     rep.add_argument("--texts", default=d.texts, help="comma-separated built-in text names or text files (default: every built-in text)")
     rep.add_argument("-k", "--k-max", dest="k_max", type=int, default=d.k_max, help="largest number of drafts; k = 1..K")
@@ -205,10 +205,12 @@ def _add_report(sub) -> None:
     rep.add_argument("--tree", default=d.tree, help="draft tree of the decoding step (single uses a chain of the same depth)")
     rep.add_argument("--decode-temperature", type=float, default=d.decode_temperature, help="temperature of the decoding step")
     rep.add_argument("--no-decode", action="store_true", help="skip the speculative decoding step")
-    rep.add_argument("--rule-positions", type=int, default=d.rule_positions, help="evenly spaced positions where every rule is computed exactly (0 = all)")
-    rep.add_argument("--wor-positions", type=int, default=d.wor_positions, help="evenly spaced positions for the without-replacement optimum (0 = all)")
+    rep.add_argument("--positions", "--rule-positions", "--wor-positions", dest="positions", type=int, default=d.positions,
+                     help="evenly spaced positions analysed, the same for every column (0 = every position)")
     rep.add_argument("--sweep-positions", type=int, default=d.sweep_positions, help="evenly spaced positions of the optimum-vs-temperature sweep (0 = all)")
     rep.add_argument("--mc-paths", type=int, default=d.mc_paths, help="Monte Carlo draft paths per position for rrs_wor at k > 2")
+    rep.add_argument("--workers", type=int, default=d.workers, help="Dask worker processes of the per-position sweep (0: one per core)")
+    rep.add_argument("--keep-corpus", action="store_true", help="keep OUT/corpus, the scored texts as an `otm sweep` corpus (float32, ~1.2 MB per position)")
     rep.add_argument("--device", default=d.device, help="where the models run")
     rep.add_argument("--json", action="store_true", help="print the summary as JSON")
     rep.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -243,7 +245,7 @@ def _add_corpus(sub) -> None:
     d = CorpusConfig
     co = sub.add_parser("corpus", help="teacher-forced logits of texts under a model pair, as a corpus for `otm sweep`",
                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    co.add_argument("--pair", default=d.pair, choices=("qwen2.5-coder", "tiny"), help="model pair")
+    co.add_argument("--pair", default=d.pair, help="qwen2.5-coder | tiny | DRAFT,TARGET (local Hugging Face model folders sharing a tokenizer)")
     co.add_argument("--texts", default=d.texts, help="comma-separated built-in text names or text files (default: every built-in text)")
     co.add_argument("--out", default=d.out, help="corpus folder to write")
     co.add_argument("--shard-size", type=int, default=d.shard_size, help="positions per shard")

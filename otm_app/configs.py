@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 #: Defaults of ``otm report`` used in several places.
 DEFAULT_REPORT_TEMPERATURES = (0.6, 1.0)
-DEFAULT_REPORT_RULES = ("single", "rrs", "rrs_wor", "specinfer", "kseq", "spechub", "greedy")
+DEFAULT_REPORT_RULES = ("single", "rrs", "rrs_wor", "kseq", "spechub", "greedy")
 
 
 class _FromMapping:
@@ -162,10 +162,11 @@ class ReportConfig(_FromMapping):
     tree: str = "binary:3"
     decode_temperature: float = 1.0
     no_decode: bool = False
-    rule_positions: int = 32
-    wor_positions: int = 8
+    positions: int = 0
     sweep_positions: int = 128
-    mc_paths: int = 64
+    mc_paths: int = 256
+    workers: int = 0
+    keep_corpus: bool = False
     device: str = "cpu"
     json: bool = False
     quiet: bool = False

@@ -43,13 +43,15 @@ def format_summary(summary: list[dict], result: dict, out: Path) -> str:
 
 def corpus_command(config: CorpusConfig) -> int:
     """Score the texts with the pair (one forward of each model per text) and write the corpus."""
+    import torch
+
     from decoding.models.teacher_forcing import write_corpus
 
-    from ..report.sources import load_report_pair, resolve_texts, score_report_texts
-    from .decode import check_device
+    from ..report.sources import resolve_texts, score_report_texts
+    from .decode import check_device, load_named_pair
 
     texts = resolve_texts(config.texts)
-    pair = load_report_pair(config.pair, check_device(config.device))
+    pair = load_named_pair(config.pair, check_device(config.device), torch.float32)
     progress = None
     if not config.quiet:
         from tqdm.auto import tqdm

@@ -22,13 +22,14 @@ Entry point: :func:`run_report` ``(ReportConfig, theorem_rows) -> summary dict``
 from __future__ import annotations
 
 import shlex
+import shutil
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-from otm.tables import OPTIMAL_IID, OPTIMAL_WOR, optimum_violations
+from otm.tables import OPTIMAL_IID, OPTIMAL_WOR, PositionTable, optimum_violations
 from otm.errors import OTMError, UnknownNameError
 from otm.rules import rule_specs
 from otm.tolerances import AGREEMENT_TOLERANCE
@@ -107,10 +108,11 @@ def run_report(args: ReportConfig, theorem_rows: list | None = None) -> dict:
 
     tick = time.perf_counter()
     ks = tuple(range(1, args.k_max + 1))
-    settings = PositionSettings(ks, tuple(args.rules), args.rule_positions, args.wor_positions, args.mc_paths)
+    settings = PositionSettings(ks, tuple(args.rules), args.positions, args.mc_paths, args.workers)
+    positions = analyse_positions(scored, args.temperatures, settings, folder, args.seed, quiet=args.quiet)
+    if not args.keep_corpus:
+        shutil.rmtree(folder / "corpus", ignore_errors=True)
     target_logits, draft_logits = scored.target_logits, scored.draft_logits
-    rng = np.random.default_rng(args.seed)
-    positions = analyse_positions(target_logits, draft_logits, args.temperatures, settings, rng, scored.source, progress("positions"))
     sweep_rows = spaced_rows(target_logits.shape[0], args.sweep_positions)
     sweep_ks = sorted({k for k in (1, 2, 4, args.k_max) if k <= args.k_max})
     temperature_table = optimum_vs_temperature(target_logits, draft_logits, sweep_rows, DEFAULT_SWEEP_TEMPERATURES, sweep_ks, scored.source, progress("temperature sweep"))
@@ -188,22 +190,28 @@ def _score_with_models(args, texts, progress):
 
 
 def _acceptance_summary(result, scored) -> dict:
-    """Means per ``k`` of every column, per tier, for the summary."""
-    texts = scored.text_of_row
-    by_text = {s.name: np.nanmean(result.optimum_iid[texts == i], axis=0).tolist() for i, s in enumerate(scored.scores)}
-    rules = result.rules.mean_over_positions()
-    wor = result.wor.mean_over_positions()
+    """Means per ``k`` of every column over the analysed positions (the same for all), and
+    the i.i.d. optimum per text."""
+    texts = scored.text_of_row[result.rows]
+    optimum = result.table.columns[OPTIMAL_IID]
+    by_text = {s.name: np.nanmean(optimum[texts == i], axis=0).tolist() for i, s in enumerate(scored.scores) if (texts == i).any()}
+    means = result.table.mean_over_positions()
     return {
-        "optimal_iid_all_positions": np.nanmean(result.optimum_iid, axis=0).tolist(),
-        "optimal_iid_by_text": by_text,
-        "rule_positions": int(result.rule_rows.size),
-        "rules": {name: values.tolist() for name, values in rules.columns.items()},
-        "wor_positions": int(result.wor_rows.size),
-        "without_replacement": {name: values.tolist() for name, values in wor.columns.items()},
-        "rrs_wor_standard_error": (np.sqrt(np.nansum(result.mc_error**2, axis=0)) / max(result.wor_rows.size, 1)).tolist(),
+        "positions": int(result.rows.size),
+        "columns": {name: values.tolist() for name, values in means.columns.items()},
+        "optimum_iid_by_text": by_text,
+        "rrs_wor_standard_error": _mean_error(result).tolist(),
         "notes": dict(result.notes),
         "checks": _sanity_checks(result),
     }
+
+
+def _mean_error(result) -> np.ndarray:
+    """``[m]`` Monte Carlo standard error of the mean ``rrs_wor`` over positions
+    (independent per position; 0 where every cell is exact)."""
+    errors = result.mc_error
+    counts = (~np.isnan(errors)).sum(axis=0)
+    return np.sqrt(np.nansum(errors**2, axis=0)) / np.maximum(counts, 1)
 
 
 #: Standard errors by which a Monte Carlo estimate of rrs_wor may exceed its optimum
@@ -215,9 +223,10 @@ def _sanity_checks(result) -> list:
     """Cells where a rule beats the optimum of its own draft law: exact columns by more
     than AGREEMENT_TOLERANCE (:func:`otm.tables.optimum_violations`), the ``rrs_wor``
     estimate by more than ``MC_FLAG_SIGMAS`` standard errors. Empty when all is well."""
-    found = optimum_violations(result.rules)
-    if "rrs_wor" in result.wor.columns:
-        excess = result.wor.columns["rrs_wor"] - result.wor.columns[OPTIMAL_WOR]
+    exact = {name: values for name, values in result.table.columns.items() if name != "rrs_wor"}
+    found = optimum_violations(PositionTable(result.table.ks, exact))
+    if "rrs_wor" in result.table.columns:
+        excess = result.table.columns["rrs_wor"] - result.table.columns[OPTIMAL_WOR]
         limit = MC_FLAG_SIGMAS * result.mc_error + AGREEMENT_TOLERANCE
         bad = np.nan_to_num(excess, nan=-np.inf) > np.nan_to_num(limit, nan=np.inf)
         if bad.any():
@@ -241,10 +250,10 @@ def summary_table(summary: dict) -> str:
         lines.append(f"  {row['id']}: {row['status']}")
     ks = summary["ks"]
     for t, block in summary["acceptance"].items():
-        lines.append(f"mean acceptance at T = {t} ({block['rule_positions']} positions; {OPTIMAL_WOR} and rrs_wor on {block['wor_positions']})")
+        lines.append(f"mean acceptance at T = {t} over the same {block['positions']} positions for every column"
+                     " (rrs_wor above k = 2: Monte Carlo)")
         lines.append(f"  {'column':<30}" + "".join(f"{'k=' + str(k):>7}" for k in ks))
-        columns = {**block["rules"], **{n: v for n, v in block["without_replacement"].items() if n != OPTIMAL_IID}}
-        for name, values in columns.items():
+        for name, values in block["columns"].items():
             lines.append(f"  {name:<30}" + "".join(f" {_fmt(v)}" for v in values))
         for problem in block["checks"]:
             lines.append(f"  CHECK FAILED: {problem}")

@@ -24,14 +24,11 @@ def write_figures(folder: Path, positions: dict, temperature_table: AcceptanceTa
     for t, result in positions.items():
         tag = f"T{t:g}".replace(".", "p")
         figures[f"acceptance_vs_k_{tag}"] = save_figure(
-            plot_acceptance_table(result.rules.mean_over_positions(), title=f"Mean acceptance vs k, T = {t:g}: rules against the OTM optimum (i.i.d.), {result.rule_rows.size} positions"),
+            plot_acceptance_table(result.table.mean_over_positions(), title=f"Mean acceptance vs k, T = {t:g}: rules against the OTM optima, {result.rows.size} positions"),
             folder, f"acceptance_vs_k_{tag}.png")
-        figures[f"wor_vs_k_{tag}"] = save_figure(
-            plot_acceptance_table(result.wor.mean_over_positions(), title=f"Mean acceptance vs k, T = {t:g}: optima i.i.d. / without replacement and rrs_wor, {result.wor_rows.size} positions"),
-            folder, f"wor_vs_k_{tag}.png")
         for k in gap_ks:
             if k in result.ks:
-                figures[f"gaps_{tag}_k{k}"] = save_figure(plot_position_gaps(result.rules, int(k)), folder, f"gaps_{tag}_k{k}.png")
+                figures[f"gaps_{tag}_k{k}"] = save_figure(plot_position_gaps(result.table, int(k)), folder, f"gaps_{tag}_k{k}.png")
     if temperature_table is not None:
         figures["optimum_vs_temperature"] = save_figure(plot_acceptance_table(temperature_table), folder, "optimum_vs_temperature.png")
     if any(r.get("worst_slack") is not None for r in theorem_rows):
@@ -103,35 +100,28 @@ def _positions_section(summary: dict, positions: dict, figures: dict) -> list:
     texts = ", ".join("{name} ({kind}, {positions} positions)".format(**t) for t in summary["texts"])
     lines.append(f"Texts: {texts}.")
     lines += ["", "Acceptance is membership acceptance P(Y in S(X)); each rule is compared with the optimum of its own draft law "
-              "(i.i.d. for rrs, specinfer, kseq; without replacement for rrs_wor; spechub and greedy use their own sparse laws and can exceed the i.i.d. optimum).", ""]
+              "(i.i.d. for rrs, specinfer, kseq; without replacement for rrs_wor; spechub and greedy use their own sparse laws "
+              "and can exceed the i.i.d. optimum). Every column is over the same positions.", ""]
     for t, result in positions.items():
         tag = f"T{t:g}".replace(".", "p")
         block = summary["acceptance"][f"{t:g}"]
         lines += [f"### T = {t:g}", ""]
-        lines.append(f"Mean i.i.d. optimum over **every** position ({result.optimum_iid.shape[0]}), per text:")
+        lines.append(f"Mean i.i.d. optimum per text ({result.rows.size} positions in all):")
         lines += ["", "| text | " + " | ".join(f"k = {k}" for k in result.ks) + " |", "|" + "---|" * (result.ks.size + 1)]
-        for name, values in block["optimal_iid_by_text"].items():
+        for name, values in block["optimum_iid_by_text"].items():
             lines.append(f"| {name} | " + " | ".join(_cell(v) for v in values) + " |")
-        lines += ["", f"Rules on {result.rule_rows.size} evenly spaced positions (exact, full vocabulary):", "", markdown_table(result.rules.mean_over_positions()), ""]
+        errors = {"rrs_wor": np.asarray(block["rrs_wor_standard_error"])} if "rrs_wor" in result.table.columns else None
+        lines += ["", f"Means over the {result.rows.size} positions (± Monte Carlo standard error where one applies):", "",
+                  markdown_table(result.table.mean_over_positions(), errors), ""]
         lines += [f"![acceptance vs k]({figures[f'acceptance_vs_k_{tag}']})", ""]
-        mean_error = _mean_error(result)
-        lines += [f"Without replacement on {result.wor_rows.size} evenly spaced positions:", "", markdown_table(result.wor.mean_over_positions(), {"rrs_wor": mean_error}), ""]
-        lines += [f"![without replacement]({figures[f'wor_vs_k_{tag}']})", ""]
         for key, name in figures.items():
             if key.startswith(f"gaps_{tag}_"):
                 lines += [f"![gaps]({name})", ""]
         checks = block["checks"]
-        lines += ["No rule beats the optimum of its own draft law (exact columns to 1e-9; rrs_wor within 4 standard errors)." if not checks
+        lines += ["No rule beats the optimum of its own draft law (exact columns to 1e-9; rrs_wor's Monte Carlo within 4 standard errors)." if not checks
                   else "**Check failed** (a rule above the optimum of its own draft law is a bug): " + "; ".join(checks), ""]
         lines += ["How each column was computed:", ""] + [f"- `{name}`: {why}" for name, why in result.notes.items()] + [""]
     return lines
-
-
-def _mean_error(result) -> np.ndarray:
-    """Standard error of the mean ``rrs_wor`` over positions (independent per position)."""
-    errors = result.mc_error
-    counts = (~np.isnan(errors)).sum(axis=0)
-    return np.sqrt(np.nansum(errors**2, axis=0)) / np.maximum(counts, 1)
 
 
 def _decoding_section(summary: dict) -> list:

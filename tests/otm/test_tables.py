@@ -72,8 +72,8 @@ def test_optimum_violations_catches_a_rule_above_its_optimum(logits):
     broken["rrs_wor"][1] += 1e-3
     found = optimum_violations(AcceptanceTable("k", "drafts", table.values, broken))
     assert len(found) == 2
-    assert found[0].startswith("rrs exceeds optimal_iid")
-    assert "rrs_wor exceeds optimal_without_replacement" in found[1]
+    assert found[0].startswith("rrs exceeds optimum_iid")
+    assert "rrs_wor exceeds optimum_without_replacement" in found[1]
 
 
 def test_identical_models_accept_everything(logits):

@@ -38,29 +38,35 @@ def test_spaced_rows():
     assert spaced_rows(101, 3).tolist() == [0, 50, 100]
 
 
-def test_analyse_positions_matches_direct_calls():
+def _scored(rng, positions=5, vocab=6):
+    from decoding.models.teacher_forcing import TextScores
+    from otm_app.report.sources import ScoredTexts
+
+    z, w = 2.0 * rng.standard_normal((positions, vocab)), 2.0 * rng.standard_normal((positions, vocab))
+    return ScoredTexts([TextScores("toy", np.arange(positions + 1), z.astype(np.float32), w.astype(np.float32))], ["toy"], "test"), z, w
+
+
+def test_analyse_positions_matches_direct_calls(tmp_path):
     rng = np.random.default_rng(9)
-    z, w = 2.0 * rng.standard_normal((5, 6)), 2.0 * rng.standard_normal((5, 6))
+    scored, z, w = _scored(rng)
     rules = ("single", "rrs", "rrs_wor", "kseq", "spechub")
-    settings = PositionSettings(ks=(1, 2, 3), rules=rules, rule_positions=3, wor_positions=2)
-    result = analyse_positions(z, w, (0.7,), settings, np.random.default_rng(0))[0.7]
-    assert result.rule_rows.tolist() == [0, 2, 4]
-    assert result.wor_rows.tolist() == [0, 4]
-    for j, i in enumerate(result.rule_rows):
-        p, q = logits_to_probs(z[i], 0.7), logits_to_probs(w[i], 0.7)
+    settings = PositionSettings(ks=(1, 2, 3), rules=rules, positions=3, workers=1)
+    result = analyse_positions(scored, (0.7,), settings, tmp_path)[0.7]
+    assert result.rows.tolist() == [0, 2, 4]
+    columns = result.table.columns
+    for j, i in enumerate(result.rows):
+        p = logits_to_probs(z[i].astype(np.float32).astype(np.float64), 0.7)
+        q = logits_to_probs(w[i].astype(np.float32).astype(np.float64), 0.7)
         for a, k in enumerate((1, 2, 3)):
-            assert abs(result.rules.columns[OPTIMAL_IID][j, a] - optimal_acceptance(p, q, k)) < AGREEMENT_TOLERANCE
-            assert abs(result.rules.columns["kseq"][j, a] - float(rule_acceptance("kseq", p, q, k))) < AGREEMENT_TOLERANCE
-        assert np.isnan(result.rules.columns["single"][j, 1])
-        assert np.isnan(result.rules.columns["spechub"][j, 0])
-    for j, i in enumerate(result.wor_rows):
-        p, q = logits_to_probs(z[i], 0.7), logits_to_probs(w[i], 0.7)
-        for a, k in enumerate((1, 2, 3)):
-            assert abs(result.wor.columns[OPTIMAL_WOR][j, a] - optimal_acceptance(p, q, k, sampling="without_replacement")) < AGREEMENT_TOLERANCE
-            assert abs(result.wor.columns["rrs_wor"][j, a] - float(rule_acceptance("rrs_wor", p, q, k))) < AGREEMENT_TOLERANCE
-    assert (result.mc_error == 0).all()
-    assert "exact enumeration" in result.notes["rrs_wor"]
-    assert np.isnan(result.optimum_iid).sum() == 0
+            assert abs(columns[OPTIMAL_IID][j, a] - optimal_acceptance(p, q, k)) < AGREEMENT_TOLERANCE
+            assert abs(columns[OPTIMAL_WOR][j, a] - optimal_acceptance(p, q, k, sampling="without_replacement")) < AGREEMENT_TOLERANCE
+            assert abs(columns["kseq"][j, a] - float(rule_acceptance("kseq", p, q, k))) < AGREEMENT_TOLERANCE
+            assert abs(columns["rrs_wor"][j, a] - float(rule_acceptance("rrs_wor", p, q, k))) < AGREEMENT_TOLERANCE
+        assert np.isnan(columns["single"][j, 1])
+        assert np.isnan(columns["spechub"][j, 0])
+    assert (result.mc_error == 0).all()  # V = 6: rrs_wor is enumerated exactly at every k
+    assert "exact" in result.notes["rrs_wor"]
+    assert not np.isnan(columns[OPTIMAL_IID]).any()
 
 
 def test_optimum_vs_temperature_averages_the_optimum():
@@ -137,7 +143,8 @@ def _check_folder(folder, summary):
 
 def test_no_models_report_end_to_end(tmp_path, capsys):
     folder = tmp_path / "toy-report"
-    summary = run_report(_args("--no-models", "--out", str(folder), "-k", "3", "--quiet", "--rule-positions", "6", "--wor-positions", "2", "--sweep-positions", "4"), THEOREM_ROWS)
+    summary = run_report(_args("--no-models", "--out", str(folder), "-k", "3", "--quiet", "--positions", "6", "--sweep-positions", "4",
+                               "--workers", "1"), THEOREM_ROWS)
     _check_folder(folder, summary)
     assert {"theorems", "acceptance", "decoding", "figures", "texts", "wall_seconds", "optimum_vs_temperature", "report"} <= set(summary)
     assert summary["mode"] == "toy"
@@ -146,8 +153,9 @@ def test_no_models_report_end_to_end(tmp_path, capsys):
     assert summary["theorems"]["failing"][0]["id"] == "x.fails"
     assert set(summary["acceptance"]) == {"0.6", "1"}
     block = summary["acceptance"]["1"]
-    assert len(block["rules"]["rrs"]) == 3
-    assert block["rule_positions"] == 6
+    assert len(block["columns"]["rrs"]) == 3
+    assert block["positions"] == 6
+    assert not (folder / "corpus").exists()  # deleted unless --keep-corpus
     assert {"acceptance_vs_k_T1", "gaps_T1_k2", "gaps_T1_k3", "optimum_vs_temperature", "theorem_slacks"} <= set(summary["figures"])
     text = (folder / "report.md").read_text()
     assert "No model was run" in text
@@ -157,7 +165,8 @@ def test_no_models_report_end_to_end(tmp_path, capsys):
 
 def test_tiny_pair_report_end_to_end(tmp_path):
     folder = tmp_path / "tiny-report"
-    summary = run_report(_args("--pair", "tiny", "--out", str(folder), "-k", "2", "--rules", "single,rrs,rrs_wor", "--max-new-tokens", "4", "--quiet", "--json", "--sweep-positions", "4"))
+    summary = run_report(_args("--pair", "tiny", "--out", str(folder), "-k", "2", "--rules", "single,rrs,rrs_wor", "--max-new-tokens", "4",
+                               "--quiet", "--json", "--sweep-positions", "4", "--workers", "1", "--keep-corpus"))
     _check_folder(folder, summary)
     rows = {r["rule"]: r for r in summary["decoding"]["rows"]}
     assert set(rows) == {"single", "rrs", "rrs_wor"}
@@ -165,7 +174,9 @@ def test_tiny_pair_report_end_to_end(tmp_path):
     assert all(r["block_efficiency"] >= 1.0 for r in rows.values())
     assert summary["theorems"]["total"] == 0
     # the tiny vocabulary is small enough for rrs_wor's exact law
-    assert "exact enumeration" in summary["acceptance"]["1"]["notes"]["rrs_wor"]
+    assert "exact" in summary["acceptance"]["1"]["notes"]["rrs_wor"]
+    assert "monte_carlo" not in summary["acceptance"]["1"]["notes"]["rrs_wor"]
+    assert (folder / "corpus" / "corpus.json").is_file()  # --keep-corpus: reusable by otm sweep
 
 
 def test_missing_model_packages_suggest_no_models(tmp_path, monkeypatch):
@@ -176,16 +187,17 @@ def test_missing_model_packages_suggest_no_models(tmp_path, monkeypatch):
         run_report(_args("--out", str(tmp_path / "out"), "--quiet"))
 
 
-def test_sanity_check_flags_a_rule_above_its_own_optimum():
+def test_sanity_check_flags_a_rule_above_its_own_optimum(tmp_path):
     from otm_app.report.run import _sanity_checks
 
     rng = np.random.default_rng(11)
-    z, w = rng.standard_normal((3, 6)), rng.standard_normal((3, 6))
-    settings = PositionSettings(ks=(1, 2), rules=("rrs", "rrs_wor"))
-    result = analyse_positions(z, w, (1.0,), settings, np.random.default_rng(0))[1.0]
+    scored, _, _ = _scored(rng, positions=3)
+    settings = PositionSettings(ks=(1, 2), rules=("rrs", "rrs_wor"), workers=1)
+    result = analyse_positions(scored, (1.0,), settings, tmp_path)[1.0]
     assert _sanity_checks(result) == []
-    result.rules.columns["rrs"][0, 1] = result.rules.columns[OPTIMAL_IID][0, 1] + 0.01  # a broken rule
-    result.wor.columns["rrs_wor"][1, 1] = result.wor.columns[OPTIMAL_WOR][1, 1] + 0.01
+    columns = result.table.columns
+    columns["rrs"][0, 1] = columns[OPTIMAL_IID][0, 1] + 0.01  # a broken rule
+    columns["rrs_wor"][1, 1] = columns[OPTIMAL_WOR][1, 1] + 0.01
     problems = _sanity_checks(result)
     assert len(problems) == 2
     assert "rrs exceeds" in problems[0]
