@@ -1,67 +1,21 @@
 """``otm validate``: a decoding recording turned into per-node acceptance gaps.
 
-For every verification event of a recording (:mod:`decoding.runtime.recording`: one tree node,
-its ``k`` drafts, the target ``p`` and the draft ``q`` at that node) this module computes
+For every verification event of a recording (:mod:`decoding.runtime.recording`: one tree
+node, its ``k`` drafts, the target ``p`` and the draft ``q`` at that node):
 
-- ``rule``: the rule's exact membership acceptance ``P(Y in S(X))`` for that node's
-  ``(p, q, k)`` (:func:`otm.rule_acceptance`; the recording's ``meta["rule"]`` for
-  ``k >= 2``, ``"single"`` for a node with one child, as in :mod:`decoding.runtime.tree_walk`);
-- ``optimum``: the OTM optimum ``alpha*(p, Q)`` for the joint draft law ``Q`` the rule
-  draws its drafts from (the verifier's ``draft_scheme``: i.i.d. for ``single, rrs,
-  specinfer, kseq, importance_sampling_truncated``; without replacement for ``rrs_wor``; SpecHub's hub law;
-  the greedy law);
-- ``best``: the largest optimum over the draft laws this toolkit can build from the same
-  ``q`` and ``k`` - i.i.d., without replacement, hub (``k = 2``) and greedy - and which
-  one attains it. This is **not** the optimum over every joint law of ``k`` drafts: with
-  no constraint on ``Q`` that optimum is 1 whenever ``k >= |supp p|`` (propose the
-  target's support), and even "each draft marginally ``q``" is not satisfied by the hub
-  or greedy laws. "Best law" here means "best of the four schemes";
-- ``accepted``: whether the recorded output is one of the node's drafts (the empirical
-  membership acceptance; its mean over nodes is compared with the mean exact ``rule``
-  by a z-test, as ``E[accepted | p, q] = rule`` at every node).
+- ``rule``: the rule's exact membership acceptance for that node's ``(p, q, k)``
+  (:func:`otm.rule_acceptance`; ``"single"`` for a node with one child);
+- ``optimum``: the OTM optimum for the rule's own draft law (the registry's
+  ``reference_optimum``; :func:`otm.optimal_acceptance`, closed forms at any ``V``);
+- ``best``: the largest optimum over the laws the toolkit builds from the same ``q`` and
+  ``k`` (i.i.d., without replacement, hub at ``k = 2``, greedy), and which one attains it;
+- ``accepted``: whether the recorded output is one of the drafts (its mean over nodes is
+  z-tested against the mean exact ``rule``).
 
-Exact laws without enumeration (the Qwen vocabulary has 151,936 tokens): the i.i.d. and
-without-replacement optima use the prefix scan (:func:`otm.optimal_acceptance`,
-closed form); the hub and greedy optima use the per-token bound, which SpecHub and the
-greedy verifier attain for their own laws (docs/theory.md; :mod:`otm.rules.spechub`,
-:mod:`otm.rules.greedy`)::
-
-    hub:    p(a) + sum_{x != a} min(p(x), q(x) / (1 - q(a))),   a = argmax q
-    greedy: p(F) + sum_{x not in F} min(p(x), q(x) / (1 - q(F))), F = top k-1 of q
-
-Truncated recordings (top-``m`` masses of ``p`` and ``q`` plus a checked remainder). Let
-``K`` be the tokens where both ``p`` and ``q`` are known (in both top lists, a draft
-token - the recording keeps ``p`` and ``q`` at every draft - or a token outside a list
-whose remainder is 0), and ``U`` the rest, with masses ``p(U)``, ``q(U)``. Every quantity
-is returned as an interval ``[lo, hi]`` that contains the true value (``lo == hi`` when
-exact); each bound below is derived here (not from a seed):
-
-- ``q(U) = 0`` (e.g. a top-p-masked draft): the tokens of ``U`` are never drafted, so
-  merging them into one token of mass ``p(U)`` changes neither any draft law nor, for
-  ``single, rrs, specinfer, kseq, rrs_wor, spechub, greedy``, the rule's acceptance (each
-  residual ``max(p_i - q_i, 0)`` is proportional to ``p`` on ``U``): **exact**.
-- ``p(U) = 0``: merging tokens of target mass 0 is exact for the i.i.d. law and the
-  i.i.d. rules (``single, rrs, specinfer, kseq``: a drafted token with ``p = 0`` is always
-  rejected and never re-enters a residual), not for without-replacement drafts.
-- otherwise (both tails positive):
-  - i.i.d. optimum: ``alpha* = min_H p(H) + 1 - q(H)^k``. Merging ``U`` into one token
-    only removes cuts, so the merged optimum ``m`` is an **upper** bound; and for any
-    ``H``, ``p(H) >= p(H & K)`` and ``q(H) <= q(H & K) + q(U)``, so ``alpha* >= m - p(U)``.
-  - without-replacement optimum: ``Q_wor(all in H) = prod (q(H) - q(D_i)) / (1 - q(D_i))
-    <= q(H)^k`` (each factor is at most ``q(H)``), so ``alpha*_wor >= alpha*_iid`` (lower
-    bound: the i.i.d. one); upper bound: the per-token bound with
-    ``P(x_i = y) <= q(y) / (1 - T_{i-1})``, ``T_j`` = the ``j`` largest ``q`` values.
-  - hub, greedy and single-draft optima (per-token sums): the known tokens contribute
-    exactly; the tail contributes between 0 and ``min(p(U), membership mass of U)``.
-  - a rule's acceptance: at most its own law's optimum (no lossless rule beats it);
-    at least ``sum_K min(p, q)`` for ``single, rrs, specinfer, kseq, rrs_wor`` (the first
-    draft alone is accepted with ``sum min(p, q)``; for k-SEQ ``p_acc = g* beta(g*) =
-    sum min(g* q, p)``), at least 0 for ``importance_sampling_truncated``; SpecHub and greedy equal their
-    optimum.
-
-The recording checks ``kept + remainder = 1`` to ``SUM_TOLERANCE``; the merged instance
-is renormalised, so values carry errors of that order. Tail masses at most
-:data:`TAIL_NEGLIGIBLE` count as 0.
+Truncated recordings (top-``m`` masses plus a checked remainder) give intervals
+``[lo, hi]`` that contain the true values (``lo == hi`` when exact); the bounds and their
+proofs are in docs/theory.md, section 7. :func:`verdict` is the PASS/FAIL of
+``otm validate``. Tail masses at most :data:`TAIL_NEGLIGIBLE` count as 0.
 """
 from __future__ import annotations
 

@@ -1,71 +1,21 @@
-"""Recursive rejection sampling without replacement (RRSw; SpecHub (Sun et al. 2024), Alg. 1 with the
-red lines).
+"""Recursive rejection sampling without replacement (RRSw; SpecHub, Sun et al. 2024, Alg. 1
+with the red lines).
 
 The drafts ``x_1..x_k`` are distinct, drawn successively from ``q`` renormalised over the
 tokens not yet drawn (:func:`otm.draft_laws.without_replacement_law`). With ``p_1 = p``
-and ``q_1 = q``, at step ``i``:
+and ``q_1 = q``, at step ``i``: accept ``x_i`` with ``min(1, p_i(x_i) / q_i(x_i))``; on
+rejection ``p_{i+1} = norm(max(p_i - q_i, 0))`` and ``q_{i+1} = norm(q_i with x_i set to
+0)``; after ``k`` rejections ``Y ~ p_{k+1}``. Lossless by induction (each step is the
+single-draft rule on the draft's conditional law); membership acceptance equals the
+"a draft was accepted" probability (a rejected draft's residual mass is 0 for good).
 
-- accept ``x_i`` with ``min(1, p_i(x_i) / q_i(x_i))``;
-- on rejection ``p_{i+1} = norm(max(p_i - q_i, 0))`` (Alg. 1 line 9, with the current
-  draft law ``q_i``), then ``q_{i+1} = norm(q_i with x_i set to 0)`` (lines 10-12): the
-  law of the next draft given the earlier ones;
-- after ``k`` rejections ``Y ~ p_{k+1}``.
-
-Given the drafts so far, ``x_i ~ q_i``, so each step is Leviathan's rule (Leviathan et
-al. 2023, Alg. 1) verifying ``q_i`` against ``p_i`` and the output is ``p`` by induction.
-The residuals depend on the ordered path (``q_i`` on the set of earlier drafts, ``p_i`` on
-their order), so there is no product formula for general ``k``: the acceptance is
-computed exactly by enumerating the ordered draft tuples (``m!/(m-k)!`` of them, ``m`` =
-support of ``q``), and :class:`otm.errors.NotApplicableError` is raised above
-:data:`otm.rules.enumeration.MAX_RULE_ENUMERATION`; :func:`monte_carlo_acceptance`
-estimates it at any size with a standard error.
-
-**Closed form for k = 2** (derived here; :func:`closed_form_acceptance_k2`, O(V log V)).
-The first draft ``x_1 ~ q`` is accepted with ``min(1, p/q)``: total ``alpha_1 = sum
-min(p, q)``. It is rejected with probability ``(q(x_1) - p(x_1))^+``; then ``p_2 =
-norm((p - q)^+)``, which does not depend on ``x_1``, and ``x_2 ~ q_2 = q / (1 - q(x_1))``
-off ``x_1`` is accepted with total ``sum_{x != x_1} min(p_2(x), c q(x))``, ``c = 1 / (1 -
-q(x_1))``. As ``p_2(x_1) = 0`` (a rejected ``x_1`` has ``q(x_1) > p(x_1)``) that sum is
-``f(c) = sum_x min(p_2(x), c q(x))``, so
-
-    alpha = alpha_1 + sum_{x_1} (q(x_1) - p(x_1))^+ f(1 / (1 - q(x_1))),
-
-and with the tokens sorted by ``p_2 / q``, ``f(c) = sum_{p_2/q <= c} p_2 + c sum_{p_2/q > c} q``
-is evaluated for every ``c`` at once from two prefix sums (float inputs); exact inputs
-sum it directly. ``q`` with fewer than two positive tokens exhausts its support at the
-second draft (below) and is enumerated (one tuple).
-
-Membership equals the "a draft was accepted" probability: ``x`` is rejected at step ``i``
-only if ``p_i(x) < q_i(x)``, which zeroes ``p_{i+1}(x)`` and every later residual.
-
-**Exhausted support** (``m`` tokens with ``q > 0``, ``m < k <= V``; our extension, seed
-000 leaves it undefined). The draft law draws the support in random order and then the
-``k - m`` lowest-index tokens with ``q = 0`` (:func:`otm.draft_laws.without_replacement_law`),
-so for ``i > m`` the draft ``x_i`` is deterministic given the past and ``q_i`` (``q`` off
-the drawn tokens) has no mass: the ratio ``p_i(x_i) / q_i(x_i)`` is undefined. Such a
-draft is verified against its true conditional law, the point mass ``d = delta_{x_i}``:
-
-- accept ``x_i`` with ``min(1, p_i(x_i) / 1) = p_i(x_i)``;
-- on rejection ``p_{i+1} = norm(max(p_i - d, 0)) = norm(p_i with x_i set to 0)``;
-- after ``k`` rejections ``Y ~ p_{k+1}`` as before.
-
-(At ``i = m`` the ordinary rule already has ``q_m = delta_{x_m}``, so the two agree.)
-Proof that ``Y ~ p``. Leviathan's lemma for a draft ``x ~ d`` from any law ``d``: accept
-with ``min(1, r(x) / d(x))``, else draw from ``norm(max(r - d, 0))``; the output is ``r``.
-For ``d = delta_x`` it reads: ``P(Y = x) = r(x) + (1 - r(x)) * 0 = r(x)`` and, for
-``y != x``, ``P(Y = y) = (1 - r(x)) * r(y) / (1 - r(x)) = r(y)`` (when ``r(x) = 1``
-the rejection has probability 0). Now induct backwards over the steps, conditioning
-on the history ``H_i = (x_1..x_{i-1}`` all rejected``)``: ``p_i`` and ``q_i`` (the
-conditional law of ``x_i`` given ``H_i``, a point mass for ``i > m``) are functions of
-``H_i``, and ``p_{i+1}`` does not depend on ``x_i`` (it is ``norm(max(p_i - q_i, 0))``).
-If the output of steps ``i+1..k+1`` given ``H_{i+1}`` is ``p_{i+1}`` - true for
-``i = k``, where it is the final residual draw - then given ``H_i`` step ``i`` is
-exactly the lemma with ``r = p_i``, ``d = q_i``, so the output is ``p_i``; at ``i = 1``
-it is ``p_1 = p``. This is the argument of the greedy verifier (:mod:`otm.rules.greedy`)
-for its deterministic last draft when ``q(R) = 0`` (``q_R`` a point mass). The membership remark above still holds (a rejected point-mass
-draft is zeroed); with the support exhausted every tuple holds the same token set
-``S = supp(q) + tail``, so the acceptance is ``p(S)``, which is the optimum for this law
-(``P(y in S(X))`` is 1 on ``S`` and 0 elsewhere).
+Exact laws: by enumeration of the ordered draft tuples (any ``k``, small vocabularies);
+in closed form for ``k <= 2`` (:func:`closed_form_acceptance_k2`, O(V log V)); at any size
+for ``k > 2`` by the unbiased Monte Carlo estimate :func:`monte_carlo_acceptance`, whose
+per-path products cost O(k log V) (:func:`path_rejection_products`). Fewer positive draft
+tokens than ``k`` (an exhausted support): the remaining drafts are deterministic and are
+verified against their point-mass law. Derivations and proofs: docs/theory.md, section 3
+("RRS without replacement").
 """
 from __future__ import annotations
 
