@@ -7,7 +7,9 @@ Computations (names used in sweep tables):
   ``optimum_hub`` (``k = 2``), ``optimum_greedy``: the per-token bound (2.3). The i.i.d.
   optimum of every ``k`` comes from one sort.
 - a rule name: its exact acceptance from the closed form of the rule registry where one
-  covers ``k``; ``rrs_wor`` above ``k = 2`` by the Monte Carlo estimate of
+  covers ``k`` (for ``rrs``, ``kseq`` and ``greedy`` all ``k`` at once, sharing one residual
+  chain or one sort: :func:`rrs_acceptance_for_ks`, :func:`kseq_acceptance_for_ks`,
+  :func:`greedy_acceptance_for_ks`, tested against the per-``k`` laws); ``rrs_wor`` above ``k = 2`` by the Monte Carlo estimate of
   :func:`otm.rules.rrs_without_replacement.monte_carlo_acceptance` (method
   ``"monte_carlo"``, with its standard error); any other rule by its exact law when that
   is estimated to take less than ``time_budget`` seconds, else ``"skipped"``.
@@ -27,7 +29,10 @@ from .errors import InvalidDraftCountError, NotApplicableError
 from .formulations.closed_form import solve_closed_form
 from .formulations.prefix_scan import iid_optimum_for_ks
 from .rules import estimated_seconds, rule_acceptance, rule_spec
+from .draft_laws import greedy_order
+from .rules.kseq import closed_form_membership, optimal_division_factor, residual_distribution, sorted_ratios_of
 from .rules.rrs_without_replacement import monte_carlo_acceptance
+from .rules.specinfer import step_acceptances
 
 #: The optimum computations and the draft law of each.
 OPTIMA = {"optimum_iid": "iid", "optimum_without_replacement": "without_replacement", "optimum_hub": "hub",
@@ -72,13 +77,62 @@ def position_cells(p: np.ndarray, q: np.ndarray, ks: Sequence[int], computations
     for name in computations:
         if name == "optimum_iid":
             cells += [Cell(name, k, float(v)) for k, v in zip(ks, iid_optimum_for_ks(p, q, ks))]
+        elif name in ("optimum_greedy", "greedy"):  # the rule attains its law's optimum
+            cells += [Cell(name, k, v) for k, v in zip(ks, greedy_acceptance_for_ks(p, q, ks))]
         elif name in OPTIMA:
             cells += [_optimum_cell(p, q, k, name) for k in ks]
         elif name == "rrs_wor":
             cells += _rrs_wor_cells(p, q, ks, rng, mc_paths, time_budget)
+        elif name == "rrs":
+            cells += [Cell(name, k, v) for k, v in zip(ks, rrs_acceptance_for_ks(p, q, ks))]
+        elif name == "single":  # one draft: sum min(p, q) (Leviathan et al. 2023)
+            cells += [Cell(name, k, float(np.minimum(p, q).sum())) if k == 1 else _rule_cell(p, q, k, name, time_budget) for k in ks]
+        elif name == "kseq":
+            cells += [Cell(name, k, v) for k, v in zip(ks, kseq_acceptance_for_ks(p, q, ks))]
         else:
             cells += [_rule_cell(p, q, k, name, time_budget) for k in ks]
     return cells
+
+
+def rrs_acceptance_for_ks(p: np.ndarray, q: np.ndarray, ks: list[int]) -> list[float]:
+    """RRS's acceptance ``1 - prod_{i <= k} (1 - alpha_i)`` for every ``k`` from one residual
+    chain (the chain of the largest ``k`` contains the others)."""
+    alphas = np.asarray(step_acceptances(p, [q] * max(ks)), dtype=np.float64)
+    accepted = 1.0 - np.cumprod(1.0 - alphas)
+    return [float(accepted[k - 1]) for k in ks]
+
+
+def greedy_acceptance_for_ks(p: np.ndarray, q: np.ndarray, ks: list[int]) -> list[float]:
+    """The greedy rule's acceptance, which is its law's optimum, for every ``k`` from one
+    sort: ``p(F) + sum_{rest} min(p, q / q(rest))``, ``F`` the top ``k - 1`` tokens of ``q``
+    (docs/theory.md, section 3); ``k > V`` is not applicable (NaN)."""
+    order = greedy_order(q)
+    p_sorted, q_sorted = p[order], q[order]
+    p_fixed = np.concatenate([[0.0], np.cumsum(p_sorted)])  # p of the first j tokens
+    q_rest = np.concatenate([np.cumsum(q_sorted[::-1])[::-1], [0.0]])  # q from token j on
+    out = []
+    for k in ks:
+        if k > q.size:
+            out.append(math.nan)
+            continue
+        fixed, rest = p_fixed[k - 1], q_rest[k - 1]
+        if rest > 0:
+            value = fixed + np.minimum(p_sorted[k - 1:], q_sorted[k - 1:] / rest).sum()
+        else:  # the last draft is the next token in greedy order, surely
+            value = fixed + p_sorted[k - 1]
+        out.append(float(min(value, 1.0)))
+    return out
+
+
+def kseq_acceptance_for_ks(p: np.ndarray, q: np.ndarray, ks: list[int]) -> list[float]:
+    """k-SEQ's membership acceptance at its ``g*`` for every ``k``, the ``p/q`` sort shared."""
+    ratios = sorted_ratios_of(p, q)
+    out = []
+    for k in ks:
+        g = optimal_division_factor(p, q, k, sorted_ratios=ratios)
+        final = np.maximum(residual_distribution(p, q, k, g), 0.0)
+        out.append(float(closed_form_membership(p, q, k, g, final)))
+    return out
 
 
 def _optimum_cell(p, q, k: int, name: str) -> Cell:
@@ -125,4 +179,5 @@ def _rrs_wor_cells(p, q, ks: list[int], rng: np.random.Generator, mc_paths: int,
     return [cells[k] for k in ks]
 
 
-__all__ = ["METHODS", "OPTIMA", "Cell", "check_computations", "position_cells"]
+__all__ = ["METHODS", "OPTIMA", "Cell", "check_computations", "greedy_acceptance_for_ks", "kseq_acceptance_for_ks",
+           "position_cells", "rrs_acceptance_for_ks"]

@@ -2,7 +2,7 @@
 own single-draft speculative sampling on the same rows in the same run.
 
     .venv/bin/python scripts/bench_verifier_cost.py [--pair qwen2.5-coder|tiny|zipf] [--rows 64]
-        [--ks 2,4,8] [--repeats 7] [--threads 1] [--quick] [--json FILE]
+        [--ks 2,4,8] [--repeats 7] [--threads 1] [--rules rrs,kseq] [--quick] [--json FILE]
 
 Rows. ``--pair qwen2.5-coder`` takes real next-token laws: one forward of the target and
 one of the draft over the first ``rows`` tokens of the built-in texts
@@ -31,6 +31,18 @@ What is timed (``--repeats`` runs each, min and median reported, ``torch.set_num
   rejection), so it is a lower bound on what transformers could do for ``rows`` rows.
 
 Ratios are ``ours / hf_loop`` and ``ours / hf_chain`` from the medians.
+
+V-sized passes (column ``passes / row``): one more, untimed call of each function runs under
+a :class:`torch.utils._python_dispatch.TorchDispatchMode` that counts the elements every
+aten op touches (:class:`PassCounter`): views count 0; ops that read or write only indexed
+entries (``gather``, ``index``, ``searchsorted``, in-place ``scatter_`` / ``index_put_``)
+count the entries they move, factories (``new_zeros``, ``zeros_like``, ...) their output; every other
+op counts its largest tensor (input or output).
+The total divided by ``rows x V`` is the number of V-sized passes per row (an elementwise
+op, reduction, scan, copy or sort over one ``[vocab]`` row each counts 1, whatever its
+dtype; ``softmax`` and ``multinomial`` count 1 though they make several sweeps inside).
+Mean over ``PASS_RUNS`` calls with fresh uniforms (the count of the lazy verifiers depends
+on how many rows are rejected).
 """
 from __future__ import annotations
 
@@ -43,6 +55,8 @@ import time
 
 import numpy as np
 import torch
+
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from decoding.verifiers import get_verifier
 from otm.rules import rule_specs
@@ -80,6 +94,61 @@ def pair_logits(pair, rows: int) -> tuple[torch.Tensor, torch.Tensor]:
         target = pair.target(x).logits[0, :, : pair.vocab_size].float()
         draft = pair.draft(x).logits[0, :, : pair.vocab_size].float()
     return target.contiguous(), draft.contiguous()
+
+
+#: Instrumented calls per function (their pass counts are averaged).
+PASS_RUNS = 3
+
+#: Ops that touch only the entries they gather or write, not their whole input.
+_INDEXED_OPS = {"gather", "index", "searchsorted", "take", "index_select", "masked_select"}
+_INDEXED_INPLACE_OPS = {"scatter_", "scatter_add_", "scatter_reduce_", "index_put_", "index_put", "masked_scatter_"}
+#: Ops that read no input data (their input only gives a dtype, device or shape).
+_FACTORY_OPS = {"new_zeros", "new_ones", "new_empty", "new_full", "empty_like", "zeros_like", "ones_like", "full_like",
+                "rand_like", "randn_like"}
+
+
+def _tensors(values) -> list[torch.Tensor]:
+    """The tensors among ``values``, lists and tuples flattened."""
+    found = []
+    for value in values:
+        if isinstance(value, (list, tuple)):
+            found += _tensors(value)
+        elif isinstance(value, torch.Tensor):
+            found.append(value)
+    return found
+
+
+class PassCounter(TorchDispatchMode):
+    """Counts the tensor elements every aten op touches (module docstring) in ``elements``."""
+
+    def __init__(self):
+        super().__init__()
+        self.elements = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        name = func.overloadpacket.__name__
+        if func.is_view:
+            return out
+        inputs, outputs = _tensors(list(args) + list(kwargs.values())), _tensors([out])
+        if name in _INDEXED_OPS or name in _FACTORY_OPS:
+            self.elements += sum(t.numel() for t in outputs)
+        elif name in _INDEXED_INPLACE_OPS:
+            self.elements += max((t.numel() for t in inputs[1:]), default=0)
+        else:
+            self.elements += max((t.numel() for t in inputs + outputs), default=0)
+        return out
+
+
+def passes_per_row(fn, rows: int, vocab: int, runs: int = PASS_RUNS) -> float:
+    """Mean V-sized passes per row of ``fn()`` (:class:`PassCounter`) over ``runs`` calls."""
+    total = 0
+    for _ in range(runs):
+        with PassCounter() as counter:
+            fn()
+        total += counter.elements
+    return total / (runs * rows * vocab)
 
 
 def timed(fn, repeats: int) -> dict:
@@ -123,6 +192,8 @@ def bench(target_logits: torch.Tensor, draft_logits: torch.Tensor, ks, rules, re
     torch.manual_seed(seed)  # transformers' function draws from the global generator
     out = {"rows": rows, "vocab": vocab, "transformers": hf_version,
            "hf_loop": timed(hf_loop, repeats), "hf_chain": timed(hf_chain, repeats), "rules": []}
+    for ref, fn in (("hf_loop", hf_loop), ("hf_chain", hf_chain)):
+        out[ref]["passes"] = passes_per_row(fn, rows, vocab)
     for k in ks:
         for rule in rules:
             v = get_verifier(rule)
@@ -141,33 +212,38 @@ def bench(target_logits: torch.Tensor, draft_logits: torch.Tensor, ks, rules, re
                 pp, qq = torch.softmax(target_logits, -1), torch.softmax(draft_logits, -1)
                 v.verify(pp, qq.unsqueeze(1).expand(rows, kk, vocab), drafts, g)
 
-            entry = {"rule": rule, "k": kk, "ours": timed(ours, repeats), "ours_softmax": timed(ours_softmax, repeats)}
+            entry = {"rule": rule, "k": kk, "ours": timed(ours, repeats), "ours_softmax": timed(ours_softmax, repeats),
+                     "passes": passes_per_row(ours, rows, vocab)}
             for ref in ("hf_loop", "hf_chain"):
                 entry[f"ratio_{ref}"] = entry["ours"]["median"] / out[ref]["median"]
                 entry[f"ratio_softmax_{ref}"] = entry["ours_softmax"]["median"] / out[ref]["median"]
             out["rules"].append(entry)
             print(f"  {rule:13s} k={kk}  ours {1e3 * entry['ours']['median']:9.1f} ms  "
-                  f"ratio to hf_loop {entry['ratio_hf_loop']:.3f}", file=sys.stderr, flush=True)
+                  f"ratio to hf_loop {entry['ratio_hf_loop']:.3f}  to hf_chain {entry['ratio_hf_chain']:.3f}  "
+                  f"passes/row {entry['passes']:.2f}", file=sys.stderr, flush=True)
     return out
 
 
 def markdown(result: dict, command: str) -> str:
-    """The results as a markdown section."""
+    """The results as a markdown section (``passes / row`` shown when measured)."""
     ms = lambda t: f"{1e3 * t['min']:.1f} / {1e3 * t['median']:.1f}"  # noqa: E731
+    passes = lambda t: f"{t['passes']:.2f}" if "passes" in t else "n/a"  # noqa: E731
     lines = [
         f"Rows: {result['rows']} x V = {result['vocab']:,} ({result['source']}), "
         f"{result['threads']} torch thread(s), {result['rules'][0]['ours']['repeats'] if result['rules'] else 0} timed repeats "
         f"after one warm-up; transformers {result['transformers']}. Command: `{command}`",
         "",
-        f"transformers `_speculative_sampling`: per-row loop (`hf_loop`) {ms(result['hf_loop'])} ms (min / median); "
-        f"one chain call (`hf_chain`) {ms(result['hf_chain'])} ms.",
+        f"transformers `_speculative_sampling`: per-row loop (`hf_loop`) {ms(result['hf_loop'])} ms (min / median), "
+        f"{passes(result['hf_loop'])} V-sized passes per row; one chain call (`hf_chain`) {ms(result['hf_chain'])} ms, "
+        f"{passes(result['hf_chain'])} passes per row.",
         "",
-        "| rule | k | ours (ms, min / median) | ours + softmax (ms) | ours / hf_loop | (ours + softmax) / hf_loop | ours / hf_chain |",
-        "|---|---|---|---|---|---|---|",
+        "| rule | k | ours (ms, min / median) | ours + softmax (ms) | ours / hf_loop | (ours + softmax) / hf_loop "
+        "| ours / hf_chain | V-sized passes / row |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for e in result["rules"]:
         lines.append(f"| {e['rule']} | {e['k']} | {ms(e['ours'])} | {ms(e['ours_softmax'])} | {e['ratio_hf_loop']:.3f} | "
-                     f"{e['ratio_softmax_hf_loop']:.3f} | {e['ratio_hf_chain']:.3f} |")
+                     f"{e['ratio_softmax_hf_loop']:.3f} | {e['ratio_hf_chain']:.3f} | {passes(e)} |")
     return "\n".join(lines)
 
 
@@ -202,13 +278,14 @@ def main(argv=None) -> dict:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--rules", default=",".join(RULES), help="comma-separated rules to time (default: all)")
     parser.add_argument("--quick", action="store_true", help="8 rows, k in {2, 4}, 2 repeats (smoke test)")
     parser.add_argument("--json", help="write the result dict here")
     args = parser.parse_args(argv)
     if args.quick:
         args.rows, args.ks, args.repeats = 8, "2,4", 2
     ks = [int(k) for k in args.ks.split(",")]
-    result = run(args.pair, args.rows, ks, args.repeats, args.threads, args.seed)
+    result = run(args.pair, args.rows, ks, args.repeats, args.threads, args.seed, rules=tuple(args.rules.split(",")))
     result["command"] = "python scripts/bench_verifier_cost.py " + " ".join(argv if argv is not None else sys.argv[1:])
     print(markdown(result, result["command"]))
     if args.json:

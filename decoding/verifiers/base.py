@@ -22,6 +22,19 @@ zero mass is replaced by a documented fallback (it is only reached with probabil
 in exact arithmetic); sampling is by inverse CDF and can only return a token of
 positive weight (:func:`sample_weighted`). Inputs are validated for shape only: a
 NaN check would force a device synchronisation on every step.
+
+Cost (what the verifiers are built around; ``scripts/bench_verifier_cost.py`` measures
+it): a verification reads ``[batch, vocab]`` tensors, so its time is the number of
+V-sized passes (one elementwise op, reduction or scan over a ``[rows, vocab]`` tensor)
+times the rows they touch. The rules therefore do V-sized work only for the rows that
+need it (the rows still rejecting, gathered into a compact batch; see
+:mod:`decoding.verifiers.rrs`), never materialise what an index correction can replace,
+and sample by inverse CDF from unnormalised weights. On the CPU a fresh tensor above
+glibc's largest mmap threshold (32 MiB; 64 rows at ``V = 151,936`` in float32 are 39 MB)
+is a new mapping whose pages fault in on first touch, which costs more than the
+arithmetic: :func:`map_row_chunks` runs a verification on chunks of rows whose
+temporaries stay below :data:`CPU_CHUNK_BYTES`, reused from the heap and warm in the
+cache. Rows never share randomness, so the chunking does not change any draw.
 """
 from __future__ import annotations
 
@@ -127,19 +140,35 @@ def gather_tokens(probs: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
 
 
 def normalise(weights: torch.Tensor) -> torch.Tensor:
-    """Rows of ``weights`` ``[batch, vocab]`` divided by their sums; a zero row stays zero
-    (no NaN). Callers replace zero rows with :func:`with_fallback`."""
+    """Rows of ``weights`` ``[batch, vocab]`` (non-negative) divided by their sums; a zero
+    row stays zero (no NaN). Callers replace zero rows with :func:`with_fallback`.
+    One reduction and one elementwise pass."""
     total = weights.sum(dim=-1, keepdim=True)
-    return torch.where(total > 0, weights / torch.where(total > 0, total, torch.ones_like(total)), weights)
+    return weights / torch.where(total > 0, total, torch.ones_like(total))
 
 
 def with_fallback(weights: torch.Tensor, fallback: torch.Tensor) -> torch.Tensor:
     """Rows of ``weights`` ``[batch, vocab]`` with zero mass replaced by the same rows of
     ``fallback``. Used for residuals that are reached with probability 0 in exact
     arithmetic (for example ``max(p - q, 0)`` when ``p = q``), so that any fallback keeps
-    the law exact and the output is never NaN."""
+    the law exact and the output is never NaN. ``weights`` itself is returned when no
+    row is empty (one reduction pass)."""
     empty = weights.sum(dim=-1, keepdim=True) <= 0
+    if not bool(empty.any()):
+        return weights
     return torch.where(empty, fallback, weights)
+
+
+def inverse_cdf(cdf: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
+    """Tokens from cumulative weights ``cdf`` ``[batch, vocab]`` (non-decreasing rows with a
+    positive last entry) and ``uniforms`` ``[batch, m]`` in ``[0, 1)``: token ``t`` for
+    ``u * cdf[-1]`` in ``[cdf[t-1], cdf[t])``. A rounding overshoot (``u * cdf[-1]``
+    rounding up to ``cdf[-1]``) goes to the first token at which the CDF reaches its total,
+    a token of positive weight (its CDF step is positive). ``O(m log vocab)`` per row."""
+    total = cdf[:, -1:]
+    idx = torch.searchsorted(cdf, (uniforms * total).contiguous(), right=True)
+    last = torch.searchsorted(cdf, total.contiguous(), right=False)
+    return torch.where(idx >= cdf.shape[-1], last, idx)
 
 
 def sample_weighted(weights: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
@@ -153,25 +182,25 @@ def sample_weighted(weights: torch.Tensor, uniforms: torch.Tensor) -> torch.Tens
         int64 tokens of the shape of ``uniforms``: token ``t`` of row ``b`` is returned for
         ``uniforms`` in ``[cdf[t-1], cdf[t]) / cdf[-1]``, so it has probability
         ``weights[b, t] / sum(weights[b])`` and a zero-weight token is never returned
-        (a rounding overshoot past the last bin goes to the last positive token).
+        (:func:`inverse_cdf`; one scan pass over the rows).
     """
     squeeze = uniforms.ndim == 1
     u = uniforms.unsqueeze(1) if squeeze else uniforms
-    cdf = weights.cumsum(dim=-1)
-    target = u * cdf[:, -1:]
-    idx = torch.searchsorted(cdf, target.contiguous(), right=True)
-    vocab = weights.shape[-1]
-    positions = torch.arange(vocab, device=weights.device)
-    last_positive = torch.where(weights > 0, positions, torch.zeros_like(positions)).amax(dim=-1, keepdim=True)
-    idx = torch.minimum(idx, last_positive)
+    idx = inverse_cdf(weights.cumsum(dim=-1), u)
     return idx.squeeze(1) if squeeze else idx
 
 
 def sample_residual(residual: torch.Tensor, fallback: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
     """``[batch]`` tokens from ``norm(residual)`` (``[batch, vocab]``, non-negative), rows of
-    zero mass replaced by ``fallback`` (:func:`normalise`, :func:`with_fallback`,
-    :func:`sample_weighted` on ``uniforms`` ``[batch]``)."""
-    return sample_weighted(with_fallback(normalise(residual), fallback), uniforms)
+    zero mass replaced by ``fallback`` (as :func:`with_fallback` then
+    :func:`sample_weighted` on ``uniforms`` ``[batch]``, without normalising: the inverse
+    CDF scales by the total, and the fallback rows are scanned only when a row is empty)."""
+    cdf = residual.cumsum(dim=-1)
+    empty = cdf[:, -1] <= 0
+    if bool(empty.any()):
+        rows = empty.nonzero().squeeze(1)
+        cdf.index_copy_(0, rows, torch.index_select(fallback, 0, rows).cumsum(dim=-1))
+    return inverse_cdf(cdf, uniforms.unsqueeze(1)).squeeze(1)
 
 
 def sample_iid(draft_probs: torch.Tensor, k: int, generator: torch.Generator | None) -> torch.Tensor:
@@ -220,3 +249,29 @@ def first_draft_probs(draft_probs: torch.Tensor) -> torch.Tensor:
     drafts all come from one distribution (the other rows are expected to equal it and
     are not read)."""
     return draft_probs[:, 0, :]
+
+
+#: Bytes of one ``[rows, vocab]`` temporary of a CPU chunk (:func:`map_row_chunks`).
+CPU_CHUNK_BYTES = 4 << 20
+
+
+def chunk_rows(batch: int, vocab: int, like: torch.Tensor) -> int:
+    """Rows per chunk: all of them off the CPU (the CUDA caching allocator reuses memory),
+    else as many as keep a ``[rows, vocab]`` tensor of ``like``'s dtype within
+    :data:`CPU_CHUNK_BYTES` (at least one)."""
+    if like.device.type != "cpu":
+        return max(batch, 1)
+    return max(1, min(batch, CPU_CHUNK_BYTES // max(1, vocab * like.element_size())))
+
+
+def map_row_chunks(verify_rows: Callable[..., VerifierOutput], *tensors: torch.Tensor) -> VerifierOutput:
+    """``verify_rows(*tensors)`` computed on aligned chunks of rows (:func:`chunk_rows`; the
+    first tensor is ``[batch, vocab]``, every tensor has the batch as its first axis) and
+    concatenated. Exact for any chunking since rows never share randomness: the uniforms
+    are drawn for the whole batch before the call and sliced with the rows."""
+    batch, vocab = tensors[0].shape[0], tensors[0].shape[-1]
+    size = chunk_rows(batch, vocab, tensors[0])
+    if size >= batch:
+        return verify_rows(*tensors)
+    parts = [verify_rows(*(t[start : start + size] for t in tensors)) for start in range(0, batch, size)]
+    return VerifierOutput(torch.cat([o.tokens for o in parts]), torch.cat([o.accepted_index for o in parts]))

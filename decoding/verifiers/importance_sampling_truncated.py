@@ -33,10 +33,15 @@ against the enumerated ``selection_law`` of the exact law.
 Cost (documented exception to "no numpy in the fast path"): the pair rules come from
 an LP, solved on the CPU with otm's HiGHS backend, once per distinct ``(p, q)`` row of
 the batch and per stage (``k - 1`` LPs with at most ``s (s - 1)`` free weights over an
-alphabet of ``alphabet_size`` tokens; milliseconds each), plus one ``O(V log V)`` sort
-per stage for the truncation order. Rows are deduplicated with ``torch.unique``; the
-tables (``[alphabet_size, alphabet_size]`` per stage) then go back to the input device
-and the sampling itself is batched torch. The inputs are copied to the CPU once per call.
+alphabet of ``alphabet_size`` tokens; about 2 ms each, which dominates), plus ``O(V)``
+for the alphabet (:func:`top_tokens`) and ``O(A log A)`` per stage for the truncation
+order (:func:`free_count`; sorting the vocabulary twice per stage, as the exact law's
+:func:`otm.rules.importance_sampling_truncated.truncation_order` does, cost more than
+the LPs). Rows are deduplicated (:func:`distinct_rows`); the tables
+(``[alphabet_size, alphabet_size]`` per stage) then go back to the input device and the
+sampling itself is batched torch: draft positions in the alphabet by ``searchsorted``,
+and V-sized work only for the rows whose output leaves the alphabet (the complement
+draw). The inputs are copied to the CPU once per call.
 
 Randomness: ``uniforms_per_row(k) = k + 3`` - columns ``0..k-2`` the pair stages,
 ``k-1`` the acceptance of ``Z``, ``k`` the inner residual, ``k+1`` the post-processing
@@ -56,7 +61,6 @@ from otm.rules.importance_sampling_truncated import (
     DEFAULT_ALPHABET_SIZE,
     DEFAULT_TRUNCATION,
     pair_stage,
-    truncation_order,
 )
 
 from .base import (
@@ -66,6 +70,7 @@ from .base import (
     draw_uniforms,
     first_draft_probs,
     sample_iid,
+    sample_residual,
     sample_weighted,
     with_fallback,
 )
@@ -76,9 +81,12 @@ __all__ = [
     "DEFAULT_ALPHABET_SIZE",
     "DEFAULT_TRUNCATION",
     "SelectionPlan",
+    "distinct_rows",
     "draft_scheme",
+    "free_count",
     "selection_plan",
     "sample_drafts",
+    "top_tokens",
     "uniforms_per_row",
     "verify",
 ]
@@ -122,6 +130,31 @@ def _check_params(s: int, alphabet_size: int | None) -> None:
         raise InvalidDraftCountError(f"alphabet_size must be an integer >= 1 or None, got {alphabet_size!r}")
 
 
+def top_tokens(p: np.ndarray, size: int) -> np.ndarray:
+    """``[size]`` ascending ids of the ``size`` largest entries of ``p`` ``[V]``, ties to the
+    lower index (the first ``size`` of a stable sort by ``-p``), in ``O(V)``: every entry
+    above the ``size``-th largest value, then the lowest-index entries equal to it."""
+    threshold = np.partition(p, p.size - size)[p.size - size]
+    above = np.flatnonzero(p > threshold)
+    tied = np.flatnonzero(p == threshold)[: size - above.size]
+    return np.sort(np.concatenate([above, tied]))
+
+
+def free_count(key: np.ndarray, alphabet: np.ndarray, vocab: int, s: int) -> int:
+    """How many alphabet tokens are among the first ``s`` of
+    :func:`otm.rules.importance_sampling_truncated.truncation_order` over the whole
+    vocabulary, in ``O(A log A)``: ``key`` ``[A]`` is ``p - (a + b) / 2`` on the alphabet
+    (ascending ids ``alphabet``); every other token has key 0. The order is by key
+    descending, ties to the lower index, so an alphabet token is preceded by the alphabet
+    tokens before it in that order, plus no outside token if its key is positive, the
+    ``id - (its position in the alphabet)`` outside tokens of lower id if its key is 0,
+    and all ``V - A`` of them if it is negative."""
+    rank = np.empty(key.size, dtype=np.int64)
+    rank[np.argsort(-key, kind="stable")] = np.arange(key.size)
+    outside_before = np.where(key < 0, vocab - key.size, np.where(key == 0, alphabet - np.arange(key.size), 0))
+    return int((rank + outside_before < s).sum())
+
+
 def selection_plan(
     p, q, k: int, s: int = DEFAULT_TRUNCATION, alphabet_size: int | None = DEFAULT_ALPHABET_SIZE, backend: str = "highs"
 ) -> SelectionPlan:
@@ -129,34 +162,25 @@ def selection_plan(
 
     The pair stages run on the compact alphabet; the number of free tokens of each stage
     is the number of alphabet tokens among the first ``s`` of the truncation order over
-    the whole vocabulary (:func:`otm.rules.importance_sampling_truncated.truncation_order`
-    on the embedded vectors), so the free set and the fixed rule are those of the exact law.
+    the whole vocabulary (:func:`free_count`, equal to
+    :func:`otm.rules.importance_sampling_truncated.truncation_order` on the embedded
+    vectors without sorting them), so the free set and the fixed rule are those of the
+    exact law. The alphabet is :func:`top_tokens` (no sort of the vocabulary either).
     """
     k = check_k(k)
     _check_params(s, alphabet_size)
     p, q = as_distribution_pair(p, q)
     V = p.size
-    inside = np.ones(V, dtype=bool)
-    if alphabet_size is not None and alphabet_size < V:
-        inside[:] = False
-        inside[np.argsort(-p, kind="stable")[:alphabet_size]] = True
-    alphabet = np.flatnonzero(inside)
+    alphabet = top_tokens(p, alphabet_size) if alphabet_size is not None and alphabet_size < V else np.arange(V)
     kept_target = float(p[alphabet].sum())
     p_inner = p[alphabet] / kept_target
     q_kept = q[alphabet]  # q_0
     kappa = float(q_kept.sum())
     q_inner = q_kept / kappa if kappa > 0 else q_kept
 
-    def embedded(values: np.ndarray) -> np.ndarray:
-        full = np.zeros(V)
-        full[alphabet] = values
-        return full
-
     stages, previous = [], q_inner
-    p_full, q_full = embedded(p_inner), embedded(q_inner)
     for _ in range(k - 1):
-        rank = truncation_order(p_full, embedded(previous), q_full)
-        free = int((rank[alphabet] < s).sum())
+        free = free_count(p_inner - (previous + q_inner) / 2, alphabet, V, s)
         stage = pair_stage(p_inner, previous, q_inner, free, backend)
         stages.append(stage["select_first"])
         previous = stage["law"]
@@ -182,6 +206,30 @@ def _renormalised(row: np.ndarray) -> np.ndarray:
     return row / total if np.isfinite(total) and total > 0 else row
 
 
+def distinct_rows(
+    target_probs: torch.Tensor,  # [batch, vocab]
+    draft_probs: torch.Tensor,  # [batch, vocab]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(first [n], which [batch])``: the first row of each distinct ``(p, q)`` pair and the
+    pair of every row (``first[which[b]]`` equals row ``b``). Rows are grouped by a
+    fingerprint (two dot products, one read of each row), then every row is compared with
+    its group's first row; only if some fingerprint is shared by different rows are the
+    rows sorted (``torch.unique``). A fingerprint never merges different rows, it can at
+    worst split equal ones (one more plan)."""
+    weights = torch.linspace(1.0, 2.0, target_probs.shape[1], dtype=target_probs.dtype, device=target_probs.device)
+    fingerprint = torch.stack([target_probs @ weights, draft_probs @ weights], dim=1)  # [batch, 2]
+    _, which, counts = torch.unique(fingerprint, dim=0, return_inverse=True, return_counts=True)
+    first = torch.full_like(counts, which.numel()).scatter_reduce_(
+        0, which, torch.arange(which.numel(), device=which.device), "amin")
+    if bool((counts > 1).any()):
+        same = (target_probs == target_probs[first[which]]).all(dim=1) & (draft_probs == draft_probs[first[which]]).all(dim=1)
+        if not bool(same.all()):
+            _, which = torch.unique(torch.cat([target_probs, draft_probs], dim=1), dim=0, return_inverse=True)
+            first = torch.full_like(which, which.numel())[: int(which.max()) + 1].scatter_reduce_(
+                0, which, torch.arange(which.numel(), device=which.device), "amin")
+    return first, which
+
+
 def verify(
     target_probs: torch.Tensor,  # [batch, vocab]
     draft_probs: torch.Tensor,  # [batch, k, vocab]
@@ -199,26 +247,28 @@ def verify(
     q = first_draft_probs(draft_probs)
     device, dtype = target_probs.device, target_probs.dtype
 
-    instances, which = torch.unique(torch.cat([target_probs, q], dim=1), dim=0, return_inverse=True)
-    rows = instances.detach().to("cpu", torch.float64).numpy()
-    plans = [selection_plan(*(_renormalised(half) for half in (r[:vocab], r[vocab:])), k, s, alphabet_size, backend)
-             for r in rows]
+    first, which = distinct_rows(target_probs, q)
+
+    def cpu_row(probs: torch.Tensor, i: int) -> np.ndarray:
+        return _renormalised(probs[i].detach().to("cpu", torch.float64).numpy())
+
+    plans = [selection_plan(cpu_row(target_probs, i), cpu_row(q, i), k, s, alphabet_size, backend) for i in first.tolist()]
 
     def table(name: str) -> torch.Tensor:
         return torch.as_tensor(np.stack([getattr(pl, name) for pl in plans]), dtype=dtype, device=device)[which]
 
-    alphabet = torch.as_tensor(np.stack([pl.alphabet for pl in plans]), device=device)[which]  # [batch, A]
+    alphabet = torch.as_tensor(np.stack([pl.alphabet for pl in plans]), device=device)[which]  # [batch, A], ascending
     select_first = table("select_first")  # [batch, k-1, A, A]
     accept_table, residual_table = table("accept"), table("residual")  # [batch, A]
     kept_target = torch.as_tensor([pl.kept_target for pl in plans], dtype=dtype, device=device)[which]
     A = alphabet.shape[1]
-    compact = torch.full((batch, vocab), -1, dtype=torch.int64, device=device)
-    compact = compact.scatter(1, alphabet, torch.arange(A, device=device).expand(batch, A))
+    position = torch.searchsorted(alphabet, draft_tokens).clamp_(max=A - 1)  # [batch, k]
+    compact = torch.where(alphabet.gather(1, position) == draft_tokens, position, -1)  # compact index of each draft, -1 outside
 
     held = torch.full((batch,), -1, dtype=torch.int64, device=device)  # compact index of Y
     held_position = torch.full_like(held, -1)
     for m in range(k):
-        c = compact.gather(1, draft_tokens[:, m : m + 1]).squeeze(1)
+        c = compact[:, m]
         inside = c >= 0
         if m == 0:
             take = inside
@@ -236,12 +286,17 @@ def verify(
     p_inner = target_probs.gather(1, alphabet)
     inner_residual = with_fallback(residual_table, p_inner)
     from_residual = alphabet.gather(1, sample_weighted(inner_residual, u[:, k]).unsqueeze(1)).squeeze(1)
-    inner = torch.where(accepted, chosen, from_residual)
+    tokens = torch.where(accepted, chosen, from_residual)
+    accepted_index = torch.where(accepted, held_position, torch.full_like(held_position, -1))
 
-    keep = u[:, k + 1] < kept_target
-    outside = target_probs.masked_fill(compact >= 0, 0.0)
-    from_outside = sample_weighted(with_fallback(outside, target_probs), u[:, k + 2])
-    kept_inner = keep | (outside.sum(dim=-1) <= 0)
-    tokens = torch.where(kept_inner, inner, from_outside)
-    accepted_index = torch.where(accepted & kept_inner, held_position, torch.full_like(held_position, -1))
+    # Post-processing, only for the rows that leave the alphabet: a token of its
+    # complement with probability proportional to p (none when p has no mass there).
+    rows = (u[:, k + 1] >= kept_target).nonzero().squeeze(1)
+    if rows.numel():
+        p_rows = torch.index_select(target_probs, 0, rows)
+        outside = p_rows.scatter(1, alphabet[rows], 0.0)  # [n, vocab]
+        leave = (outside.sum(dim=-1) > 0).nonzero().squeeze(1)
+        rows, outside, p_rows = rows[leave], torch.index_select(outside, 0, leave), torch.index_select(p_rows, 0, leave)
+        tokens[rows] = sample_residual(outside, p_rows, u[rows, k + 2])
+        accepted_index[rows] = -1
     return VerifierOutput(tokens=tokens, accepted_index=accepted_index)

@@ -25,7 +25,7 @@ from otm.rules.kseq import optimal_division_factor
 
 def _inverse_cdf(weights: list[float], u: float) -> int:
     """The token ``t`` with ``cdf[t-1] <= u * total < cdf[t]`` (a rounding overshoot goes
-    to the last positive token)."""
+    to the first token at which the CDF reaches its total, a token of positive weight)."""
     cdf, total = [], 0.0
     for w in weights:
         total += w
@@ -34,7 +34,7 @@ def _inverse_cdf(weights: list[float], u: float) -> int:
     for t, c in enumerate(cdf):
         if c > target:
             return t
-    return max(t for t, w in enumerate(weights) if w > 0)
+    return next(t for t, c in enumerate(cdf) if c >= total)
 
 
 def _norm(values: list[float]) -> list[float]:

@@ -16,11 +16,25 @@ accepted with probability ``p_i(x_i)``, otherwise ``p_{i+1} = norm(p_i with x_i 
 Still lossless (proof in :mod:`otm.rules.rrs_without_replacement`). ``k > V`` raises
 :class:`otm.errors.InvalidDraftCountError`.
 
-Implementation: the conditional laws ``q_1..q_k`` (``[batch, k, vocab]``, point masses
-where the support is exhausted) are built up front, and the steps are then RRS with a
-different draft law per step (:func:`decoding.verifiers.rrs.recursive_rejection`).
-``draft_probs[:, 0]`` is the base ``q`` (the other rows
-are expected to equal it and are not read).
+Implementation: RRS with a different draft law per step
+(:func:`decoding.verifiers.rrs.rejection_chain`, which only touches the rows still
+rejecting), where ``q_i`` is never materialised over the vocabulary. Off the drafts,
+``q_i`` is ``q`` times a scalar: a token ``t`` outside ``D = {x_1..x_k}`` has
+``q_i(t) = q(t) / S_i`` with ``S_i = q(V minus D) + sum_{j >= i} q(x_j)`` (the mass not
+yet drawn). So ``q_i`` is its *reduced law* on the ``k + 1`` cells ``x_1, .., x_k, rest``
+(:func:`reduced_conditional_laws`): ``norm(q(x_1), .., q(x_k), q(V minus D))`` with the
+cells of ``x_1..x_{i-1}`` set to 0, or the point mass on cell ``i`` when that has zero
+mass (exhausted support). Then ``p_i - q_i = p_i - scale_i * q_rest`` off ``D``
+(``q_rest`` = ``q`` with ``D`` set to 0, ``scale_i`` = rest cell / ``q(V minus D)``),
+corrected on the ``k`` cells of ``D`` by index. ``q(V minus D)`` is summed once per
+row, over ``q_rest``, so it is exactly 0 when ``D`` covers the support (a subtraction
+``1 - sum_j q(x_j)`` would leave a rounding residue and break the point-mass case).
+Step 1 uses ``q`` as given (``q_1 = q``), as the reference does.
+
+V-sized passes per row (``r_i``: fraction of rows rejected at steps ``1..i``):
+``1 + r_1 + 7 sum_{i<k} r_i + r_1 + r_k`` (the RRS chain, plus one sum over ``q_rest``
+per row that reaches step 2); the previous version built the ``k`` conditional laws of
+every row (``[batch, k, vocab]``, about ``6k`` passes) before the chain.
 
 Randomness and zero-mass fallback: as :mod:`decoding.verifiers.rrs` (``k + 1`` uniforms
 per row); ``sample_drafts`` draws one ``torch.rand(batch, vocab)`` (exponential clocks).
@@ -31,17 +45,18 @@ import torch
 
 from .base import (
     VerifierOutput,
-    sample_without_replacement,
     first_draft_probs,
+    map_row_chunks,
     normalise,
+    sample_without_replacement,
     verify_uniforms,
     with_fallback,
 )
-from .rrs import recursive_rejection, uniforms_per_row
+from .rrs import rejection_chain, uniforms_per_row
 
 draft_scheme = "without_replacement"
 
-__all__ = ["conditional_draft_laws", "draft_scheme", "sample_drafts", "uniforms_per_row", "verify"]
+__all__ = ["draft_scheme", "reduced_conditional_laws", "sample_drafts", "uniforms_per_row", "verify"]
 
 
 def sample_drafts(draft_probs: torch.Tensor, k: int, generator: torch.Generator | None) -> torch.Tensor:
@@ -51,17 +66,51 @@ def sample_drafts(draft_probs: torch.Tensor, k: int, generator: torch.Generator 
     return sample_without_replacement(draft_probs, k, generator)
 
 
-def conditional_draft_laws(
-    draft_probs: torch.Tensor,  # [batch, k, vocab]
-    draft_tokens: torch.Tensor,  # [batch, k]
-) -> torch.Tensor:  # [batch, k, vocab]
-    """Row ``i``: the law of draft ``i`` given ``x_1..x_{i-1}``: ``norm(q with x_1..x_{i-1}
-    set to 0)`` (``q = draft_probs[:, 0]``), or the point mass at ``x_i`` when that has
-    no mass (exhausted support)."""
-    picked = torch.zeros_like(draft_probs, dtype=torch.bool).scatter(2, draft_tokens.unsqueeze(2), True)
-    drawn_before = (picked.cumsum(dim=1) - picked.long()) > 0  # x_1..x_{i-1}
-    remaining = normalise(first_draft_probs(draft_probs).unsqueeze(1).masked_fill(drawn_before, 0.0))
-    return with_fallback(remaining, picked.to(draft_probs.dtype))
+def reduced_conditional_laws(
+    cells: torch.Tensor,  # [n, k + 1]: q(x_1), .., q(x_k), q(V minus D)
+    i: int,
+) -> torch.Tensor:  # [n, k + 1]
+    """The law of draft ``i`` (0-based) given ``x_1..x_i`` on the cells ``x_1, .., x_k,
+    rest``: ``norm(cells with cells 0..i-1 set to 0)``, or the point mass on cell ``i``
+    when that has no mass (exhausted support)."""
+    remaining = cells.clone()
+    remaining[:, :i] = 0.0
+    point = torch.zeros_like(cells)
+    point[:, i] = 1.0
+    return with_fallback(normalise(remaining), point)
+
+
+class _ConditionalLaws:
+    """The step laws of RRSw for :func:`decoding.verifiers.rrs.rejection_chain` (module
+    docstring): ``q_1 = q``, then the reduced conditional laws."""
+
+    def __init__(self, q: torch.Tensor, draft_tokens: torch.Tensor):  # [batch, vocab], [batch, k]
+        self.q, self.draft_tokens = q, draft_tokens
+        self.rest = torch.zeros(q.shape[0], dtype=q.dtype, device=q.device)  # q(V minus D), set at step 1
+
+    def _laws(self, i: int, rows: torch.Tensor) -> torch.Tensor:  # [n, k + 1]
+        cells = torch.cat([self.q.gather(1, self.draft_tokens)[rows], self.rest[rows].unsqueeze(1)], dim=1)
+        return reduced_conditional_laws(cells, i)
+
+    def at_draft(self, i: int, rows: torch.Tensor) -> torch.Tensor:
+        if i == 0:
+            return self.q[rows, self.draft_tokens[rows, 0]]
+        return self._laws(i, rows)[:, i]
+
+    def minus(self, i: int, rows: torch.Tensor, current: torch.Tensor) -> torch.Tensor:
+        drafts = self.draft_tokens[rows]  # [n, k]
+        q_rest = torch.index_select(self.q, 0, rows).scatter_(1, drafts, 0.0)  # q off D (a gathered copy)
+        if i == 0:
+            self.rest[rows] = q_rest.sum(dim=-1)
+            on_drafts = self.q[rows.unsqueeze(1), drafts]
+            out = torch.sub(current, q_rest, out=q_rest)
+        else:
+            laws = self._laws(i, rows)
+            rest = self.rest[rows]
+            scale = torch.where(rest > 0, laws[:, -1] / torch.where(rest > 0, rest, torch.ones_like(rest)), 0.0)
+            on_drafts = laws[:, :-1]
+            out = torch.addcmul(current, scale.unsqueeze(1), q_rest, value=-1.0)
+        return out.scatter_(1, drafts, current.gather(1, drafts) - on_drafts)
 
 
 def verify(
@@ -70,7 +119,11 @@ def verify(
     draft_tokens: torch.Tensor,  # [batch, k]
     generator: torch.Generator | None,
 ) -> VerifierOutput:
-    """RRSw (SpecHub, Sun et al. 2024, Alg. 1 with the red lines; exhausted support: module docstring)."""
+    """RRSw (SpecHub, Sun et al. 2024, Alg. 1 with the red lines; exhausted support: module docstring);
+    ``draft_probs[:, 0]`` is the base ``q`` (the other rows are expected to equal it and
+    are not read)."""
     uniforms = verify_uniforms(target_probs, draft_probs, draft_tokens, generator, uniforms_per_row)
-    conditional = conditional_draft_laws(draft_probs, draft_tokens)
-    return recursive_rejection(target_probs, conditional, draft_tokens, uniforms)
+    return map_row_chunks(
+        lambda p, q, x, u: rejection_chain(p, x, u, _ConditionalLaws(q, x)),
+        target_probs, first_draft_probs(draft_probs), draft_tokens, uniforms,
+    )

@@ -75,16 +75,12 @@ def upper_bracket(p: np.ndarray, q: np.ndarray, k: int):
     return max(top, 1)
 
 
-def _sorted_gap(p: np.ndarray, q: np.ndarray, k: int):
+def _sorted_gap(p: np.ndarray, q: np.ndarray, k: int, sorted_ratios=None):
     """``g -> f(g)`` in O(log V) per call after one sort: with the drafted tokens sorted by
     ``r = p/q``, ``beta(g) = q({r >= g}) + p({r < g}) / g`` (the tokens with ``q = 0`` add
-    nothing), from two prefix sums."""
-    drafted = q > 0
-    ratio = p[drafted] / q[drafted]
-    order = np.argsort(ratio)
-    ratio = ratio[order]
-    p_below = np.concatenate([[0.0], np.cumsum(p[drafted][order])])  # p of the first j tokens
-    q_from = np.concatenate([np.cumsum(q[drafted][order][::-1])[::-1], [0.0]])  # q of tokens j..end
+    nothing), from two prefix sums. ``sorted_ratios``: :func:`sorted_ratios` of ``(p, q)``,
+    to share one sort between several ``k``."""
+    ratio, p_below, q_from = sorted_ratios if sorted_ratios is not None else sorted_ratios_of(p, q)
 
     def f(g: float) -> float:
         j = int(np.searchsorted(ratio, g, side="left"))  # tokens with r < g
@@ -94,7 +90,18 @@ def _sorted_gap(p: np.ndarray, q: np.ndarray, k: int):
     return f
 
 
-def optimal_division_factor(p, q, k: int):
+def sorted_ratios_of(p: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(r, p_below, q_from)``: the drafted tokens' ratios ``p/q`` sorted, the ``p`` mass of
+    the first ``j`` of them and the ``q`` mass from the ``j``-th on (float inputs)."""
+    drafted = q > 0
+    ratio = p[drafted] / q[drafted]
+    order = np.argsort(ratio)
+    p_below = np.concatenate([[0.0], np.cumsum(p[drafted][order])])
+    q_from = np.concatenate([np.cumsum(q[drafted][order][::-1])[::-1], [0.0]])
+    return ratio[order], p_below, q_from
+
+
+def optimal_division_factor(p, q, k: int, sorted_ratios=None):
     """``g*``: the smallest ``g >= 1`` with ``f(g) <= 0`` (SpecTr, Sun et al. 2023, eq. (6), Lemma 3).
 
     In float64 it is the upper end of a bisection bracket (on ``f`` evaluated from one
@@ -102,7 +109,8 @@ def optimal_division_factor(p, q, k: int):
     rounding. For exact inputs the float root is converted to a Fraction and raised
     until ``f(g*) <= 0`` holds exactly (a rational just above the irrational root).
     """
-    p, q = validate_pair(p, q)
+    if sorted_ratios is None:
+        p, q = validate_pair(p, q)
     k = check_draft_count(k)
     exact = is_exact(p)
     pf, qf = (p.astype(np.float64), q.astype(np.float64)) if exact else (p, q)
@@ -110,7 +118,7 @@ def optimal_division_factor(p, q, k: int):
     if gap(pf, qf, k, 1.0) <= 0:
         hi_float = 1.0
     else:
-        fast_gap = _sorted_gap(pf, qf, k)
+        fast_gap = _sorted_gap(pf, qf, k, None if exact else sorted_ratios)
         lo = 1.0
         for _ in range(BISECTION_STEPS):
             mid = 0.5 * (lo + hi_float)
@@ -120,10 +128,11 @@ def optimal_division_factor(p, q, k: int):
                 hi_float = mid
             else:
                 lo = mid
+        top = float(upper_bracket(pf, qf, k))
         for _ in range(64):  # the prefix sums round differently from the direct sum: confirm on it
-            if gap(pf, qf, k, hi_float) <= 0 or hi_float >= upper_bracket(pf, qf, k):
+            if hi_float >= top or gap(pf, qf, k, hi_float) <= 0:
                 break
-            hi_float = min(hi_float * (1 + 2**-50), float(upper_bracket(pf, qf, k)))
+            hi_float = min(hi_float * (1 + 2**-50), top)
     if not exact:
         return hi_float
     if gap(p, q, k, Fraction(1)) <= 0:

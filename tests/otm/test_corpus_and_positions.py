@@ -113,3 +113,28 @@ def test_computation_names_are_checked_and_aliases_resolved():
     assert check_computations(["optimum_iid", "is_truncated"]) == ("optimum_iid", "importance_sampling_truncated")
     with pytest.raises(UnknownNameError):
         check_computations(["optimum_best"])
+
+
+@pytest.mark.parametrize("vocab, scale", [(5, 1.0), (3000, 3.0), (3000, 0.3)])
+def test_all_k_fast_paths_equal_the_per_k_closed_forms(vocab, scale):
+    """rrs / kseq / greedy for every k at once (shared chain or sort) against the rule laws, one k at a time."""
+    from otm.positions import greedy_acceptance_for_ks, kseq_acceptance_for_ks, rrs_acceptance_for_ks
+
+    rng = np.random.default_rng(vocab)
+    p, q = logits_to_probs(scale * rng.standard_normal(vocab)), logits_to_probs(scale * rng.standard_normal(vocab))
+    ks = [1, 2, 3, 5]
+    for fast, rule in ((rrs_acceptance_for_ks, "rrs"), (kseq_acceptance_for_ks, "kseq"), (greedy_acceptance_for_ks, "greedy")):
+        reference = [float(otm.rule_acceptance(rule, p, q, k, method="closed_form")) for k in ks]
+        np.testing.assert_allclose(fast(p, q, ks), reference, rtol=0, atol=AGREEMENT_TOLERANCE, err_msg=rule)
+    greedy_optimum = [otm.optimal_acceptance(p, q, k, sampling="greedy") for k in ks]
+    np.testing.assert_allclose(greedy_acceptance_for_ks(p, q, ks), greedy_optimum, rtol=0, atol=AGREEMENT_TOLERANCE)
+
+
+def test_the_fast_path_check_fails_on_a_broken_shortcut():
+    """Sharing the chain wrongly (alpha_1 reused for every step) is caught by the same comparison."""
+    rng = np.random.default_rng(1)
+    p, q = logits_to_probs(2 * rng.standard_normal(50)), logits_to_probs(2 * rng.standard_normal(50))
+    alpha1 = float(np.minimum(p, q).sum())
+    broken = [1 - (1 - alpha1) ** k for k in (2, 3)]
+    reference = [float(otm.rule_acceptance("rrs", p, q, k)) for k in (2, 3)]
+    assert np.abs(np.subtract(broken, reference)).max() > AGREEMENT_TOLERANCE
