@@ -14,6 +14,7 @@ import time
 
 import numpy as np
 
+from otm.errors import OTMError
 from otm.sequences import (
     optimal_node_rule,
     random_model,
@@ -34,7 +35,7 @@ def timed(solve, *args, **kwargs):
     start = time.perf_counter()
     try:
         result = solve(*args, **kwargs)
-    except Exception as exc:  # report, do not stop the table
+    except OTMError as exc:  # report, do not stop the table
         return None, f"{type(exc).__name__}: {str(exc)[:60]}"
     return result, f"{time.perf_counter() - start:.3f}s" + ("" if result.exact else " (not certified)")
 

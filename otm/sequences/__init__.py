@@ -20,9 +20,22 @@ expected accepted lengths and optima for
 >>> tokenwise_expected_accepted(m, 2), block_expected_accepted(m, 2), any_output_optimum(m, 2)
 (Fraction(10, 9), Fraction(11, 9), Fraction(4, 3))
 """
-from .block_verification import block_expected_accepted, block_verification_law, block_weights, stop_probabilities
-from .chain_optimum import any_output_optimum, draft_prefix_optimum, optimal_through_masses
-from .chain_tokenwise import tokenwise_expected_accepted, tokenwise_law, tokenwise_law_by_enumeration
+from .block_verification import (
+    block_expected_accepted,
+    block_verification_law,
+    block_weights,
+    stop_probabilities,
+)
+from .chain_optimum import (
+    any_output_optimum,
+    draft_prefix_optimum,
+    optimal_through_masses,
+)
+from .chain_tokenwise import (
+    tokenwise_expected_accepted,
+    tokenwise_law,
+    tokenwise_law_by_enumeration,
+)
 from .checks import (
     Verdict,
     check_block_attains_chain_optimum,
@@ -36,11 +49,17 @@ from .checks import (
 )
 from .draft_trees import path_set_law
 from .lp_tools import SequenceLPResult
-from .model import SequenceModel, context_independent_model, from_level_arrays, random_model, sequence_model
+from .model import (
+    SequenceModel,
+    context_independent_model,
+    from_level_arrays,
+    random_model,
+    sequence_model,
+)
 from .node_optimum import optimal_node_law, optimal_node_rule
 from .output_law import OutputLaw, extended_law, lossless_gap
 from .sequence_lp import solve_chain_optimum
-from .traversal import traversal_law
+from .traversal import traversal_law, traversal_law_by_enumeration
 from .tree_lp import solve_tree_optimum
 from .tree_rules import tree_walk_expected_accepted, tree_walk_law
 
@@ -79,6 +98,7 @@ __all__ = [
     "tokenwise_law",
     "tokenwise_law_by_enumeration",
     "traversal_law",
+    "traversal_law_by_enumeration",
     "tree_walk_expected_accepted",
     "tree_walk_law",
 ]

@@ -40,10 +40,12 @@ def block_weights(model: SequenceModel, x: tuple) -> list:
 
 def stop_probability(model: SequenceModel, prefix: tuple, weight):
     """``h = sum (w p - q)^+ / sum (q - w p)^+`` at ``prefix`` with weight ``w``
-    (``p = p(. | prefix)``, ``q = q(. | prefix)``); 0 when the numerator is 0."""
+    (``p = p(. | prefix)``, ``q = q(. | prefix)``); 0 when the numerator is 0, or when the
+    denominator is (exactly, that forces ``w = 1`` and ``p = q``, where stopping has
+    probability 0; in floats it catches rounding noise in the numerator)."""
     diff = weight * model.target(prefix) - model.draft(prefix)
-    excess = total(positive_part(diff))
-    return excess / total(positive_part(-diff)) if excess else model.zero()
+    excess, deficit = total(positive_part(diff)), total(positive_part(-diff))
+    return excess / deficit if excess and deficit else model.zero()
 
 
 def block_residual(model: SequenceModel, prefix: tuple, weight):

@@ -14,7 +14,7 @@ prefixes present) is what matters: :func:`path_set_law`.
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from ..draft_laws import SAMPLING_SCHEMES, DraftLaw, draft_law
 from ..errors import UnknownNameError

@@ -13,7 +13,7 @@ from fractions import Fraction
 import numpy as np
 import scipy.sparse as sp
 
-from solvers import LinearProgram, backend_capabilities, certify, solve
+from solvers import LinearProgram, LPStatus, backend_capabilities, certify, solve
 
 from ..errors import SolverError
 
@@ -33,6 +33,10 @@ class SequenceLPResult:
         labels: what each variable is (``labels[j]`` for ``x[j]``).
         lp: the :class:`solvers.LinearProgram` solved.
         note: how the value was obtained (backend status, certification outcome).
+        verified: the value passed a certificate: exact, or the float backend's own check
+            (:mod:`solvers.verify`). ``False`` only for a float optimum that failed that check
+            on a badly scaled instance (probabilities spanning ~20 orders of magnitude); the
+            value is then the solver's, within its tolerance, and ``note`` says by how much.
     """
 
     value: object
@@ -46,6 +50,7 @@ class SequenceLPResult:
     labels: list
     lp: LinearProgram
     note: str = ""
+    verified: bool = True
 
     def plan(self) -> dict:
         """``{label: value}`` for the variables with a positive value."""
@@ -118,13 +123,15 @@ def solve_rows(rows: LPRows, backend: str = "highs", certified: bool | None = No
     (``exact=False``, the reason in ``note``); ``False`` never tries. Certification can fail
     on badly scaled instances (path probabilities spanning many orders of magnitude, where a
     float optimum is optimal only within the solver's tolerance); the exact backend then
-    remains. A backend that fails raises :class:`SolverError` (these LPs are always feasible
-    and bounded).
+    remains. A float optimum that fails the backend's own check is returned with
+    ``verified=False``; any other failure raises :class:`SolverError` (these LPs are always
+    feasible and bounded).
     """
     lp = rows.build()
     start = time.perf_counter()
     result = solve(lp, backend=backend)
-    if not result.success:
+    unverified = result.status == LPStatus.NUMERICAL_ERROR and result.objective is not None
+    if not result.success and not unverified:
         raise SolverError(f"backend {backend!r} returned {result.status.name} on a sequence LP, which is "
                           f"always feasible and bounded: {result.message}")
     value, x, exact, note = result.objective, result.x, backend_capabilities(backend).exact, result.message
@@ -132,6 +139,7 @@ def solve_rows(rows: LPRows, backend: str = "highs", certified: bool | None = No
         certificate = certify(lp, result)
         if certificate.certified:
             value, x, exact, note = certificate.objective, certificate.x, True, note + "; certified exactly"
+            unverified = False
         elif certified:
             raise SolverError(f"the {backend} optimum could not be certified exactly: {certificate.reason}")
         else:
@@ -139,4 +147,5 @@ def solve_rows(rows: LPRows, backend: str = "highs", certified: bool | None = No
     seconds = time.perf_counter() - start
     m_eq = 0 if lp.b_eq is None else len(lp.b_eq)
     m_ub = 0 if lp.b_ub is None else len(lp.b_ub)
-    return SequenceLPResult(value, exact, backend, lp.num_variables, m_eq, m_ub, seconds, x, rows.labels, lp, note)
+    return SequenceLPResult(value, exact, backend, lp.num_variables, m_eq, m_ub, seconds, x, rows.labels, lp, note,
+                            not unverified)

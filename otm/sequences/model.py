@@ -22,7 +22,12 @@ from fractions import Fraction
 import numpy as np
 
 from ..distributions import as_distribution, as_exact_distribution, is_exact_input
-from ..errors import InvalidDistributionError, InvalidDraftCountError, NotApplicableError, ShapeMismatchError
+from ..errors import (
+    InvalidDistributionError,
+    InvalidDraftCountError,
+    NotApplicableError,
+    ShapeMismatchError,
+)
 
 
 @dataclass(frozen=True, eq=False)
@@ -84,7 +89,7 @@ class SequenceModel:
                 f"build the model with length >= {needed}"
             )
 
-    def as_float(self) -> "SequenceModel":
+    def as_float(self) -> SequenceModel:
         """The same model in float64 (for comparing the float path with the exact one)."""
         def conv(table):
             return {s: np.asarray(row, dtype=np.float64) for s, row in table.items()}

@@ -1,14 +1,17 @@
 """The chain (one draft block) optimum as a linear program, in two formulations that must
 agree with each other and with the closed forms of :mod:`otm.sequences.chain_optimum`.
 
-**Coupling LP** (the definition). Variables ``pi(x, tau, y) >= 0`` for every draft block
-``x`` with ``Q(x) > 0``, accepted length ``tau in 0..g`` and emitted token ``y`` (output
-``(x_<=tau, y)`` with ``P > 0``). Constraints: ``sum_{tau, y} pi(x, tau, y) = Q(x)`` (the
-draft marginal) and losslessness (L) of :mod:`otm.sequences.output_law` at horizon ``g + 1``:
+**Coupling LP** (the definition). The coupling ``pi(x, tau, y)`` of the draft block ``x``
+(``Q(x) > 0``) and the output ``(x_<=tau, y)`` (``P > 0``), written through the verifier's
+kernel ``K = pi / Q(x)`` (variables of order 1 keep the LP well scaled when blocks have tiny
+probabilities). Constraints: ``sum_{tau, y} K(x, tau, y) = 1`` (the draft marginal) and
+losslessness (L) of :mod:`otm.sequences.output_law` at horizon ``g + 1``:
 
     sum_{x, tau: x_<=tau = z_<=tau} pi(x, tau, z_{tau+1}) P(z_{tau+2..g+1} | z_<=tau+1) = P(z)
 
-for every ``z in V^(g+1)``. Objective ``max sum tau pi``. The verifier sees the whole draft
+for every ``z in V^(g+1)``, ``pi = Q(x) K``, written as ``<=`` rows (both sides total 1, so
+equality is forced, and float rounding of the totals cannot make the LP infeasible).
+Objective ``max sum tau pi``. The verifier sees the whole draft
 block and may use all of ``P`` and ``Q`` (full information); it may only emit an accepted
 draft prefix plus one token, because the target is evaluated along the draft only. With
 ``outputs="any"`` the output is instead a whole target block: variables ``pi(x, z)``,
@@ -43,7 +46,8 @@ def _conditional(model: SequenceModel, sequence: tuple, start: int):
 
 def chain_coupling_lp(model: SequenceModel, g: int, outputs: str = "draft_prefix") -> LPRows:
     """The coupling LP of a ``g``-token block (module docstring) as labelled rows;
-    labels are ``(x, tau, y)`` (``outputs="draft_prefix"``) or ``(x, z)`` (``"any"``)."""
+    labels are ``(x, tau, y)`` (``outputs="draft_prefix"``, the variable is the kernel
+    ``K``) or ``(x, z)`` (``"any"``, the variable is the coupling mass)."""
     g = check_block_length(g)
     if outputs not in OUTPUT_MODELS:
         raise UnknownNameError(f"unknown output model {outputs!r}; known: {', '.join(OUTPUT_MODELS)}")
@@ -70,16 +74,16 @@ def chain_coupling_lp(model: SequenceModel, g: int, outputs: str = "draft_prefix
                 emitted = x[:tau] + (y,)
                 if not model.target_prob(emitted):
                     continue
-                col = rows.variable((x, tau, y), tau)
+                col = rows.variable((x, tau, y), q_x * tau)
                 columns[col] = 1
                 for tail in model.sequences(g - tau):
                     coefficient = _conditional(model, emitted + tail, tau + 1)
                     if coefficient:
                         row = validity.setdefault(emitted + tail, {})
-                        row[col] = row.get(col, 0) + coefficient
-        rows.add("eq", columns, q_x)
-    for z in model.sequences(g + 1):
-        rows.add("eq", validity.get(z, {}), model.target_prob(z))
+                        row[col] = row.get(col, 0) + q_x * coefficient
+        rows.add("eq", columns, model.one())
+    for z in model.sequences(g + 1):  # as <=: both sides total 1, so equality is forced
+        rows.add("ub", validity.get(z, {}), model.target_prob(z))
     return rows
 
 

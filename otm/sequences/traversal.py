@@ -42,7 +42,9 @@ def updated_after_rejection(alpha, target_law, proposal):
     with weight ``alpha`` and target law ``target_law`` (module docstring)."""
     diff = alpha * target_law - proposal
     excess = total(positive_part(diff))
-    rejected = excess + 1 - alpha  # = sum (proposal - alpha P)^+ > 0 after a possible rejection
+    rejected = excess + 1 - alpha  # = sum (proposal - alpha P)^+, > 0 whenever a rejection is possible
+    if not rejected:  # alpha = 1 and P = proposal: no child can be rejected, the state is never used
+        return alpha, target_law
     return excess / rejected, normalised(positive_part(diff))
 
 
@@ -81,7 +83,7 @@ def traversal_law(model: SequenceModel, depth: int, k: int, draft="without_repla
                 add_mass(accepted, (y,), prob * alpha * target_law[y])
             return prob * (1 - alpha)
         law = conditionals[s][drawn]
-        proposal = _vector(law, model)
+        alpha_next, target_next = updated_after_rejection(alpha, target_law, _vector(law, model))
         rejected = model.zero()
         for c, q_c in law.items():
             weight = clip_to_one(alpha * target_law[c] / q_c)
@@ -89,7 +91,6 @@ def traversal_law(model: SequenceModel, depth: int, k: int, draft="without_repla
             for suffix, m in sub_accepted.items():
                 add_mass(accepted, (c,) + suffix, prob * q_c * m)
             if sub_rejected:
-                alpha_next, target_next = updated_after_rejection(alpha, target_law, proposal)
                 rejected += children(s, drawn + (c,), alpha_next, target_next, prob * q_c * sub_rejected, accepted)
         return rejected
 
@@ -98,6 +99,7 @@ def traversal_law(model: SequenceModel, depth: int, k: int, draft="without_repla
 
 
 def _vector(law: dict, model: SequenceModel):
+    """``[V]`` a ``{token: probability}`` law as a vector of the model's number type."""
     out = model.target(()) * 0
     for token, prob in law.items():
         out[token] = prob

@@ -20,7 +20,13 @@ from otm.sequences import (
 )
 from otm.tolerances import AGREEMENT_TOLERANCE
 
-from .support import context_switch_model, degenerate_models, exact_model, exact_models, paper_model
+from .support import (
+    context_switch_model,
+    degenerate_models,
+    exact_model,
+    exact_models,
+    paper_model,
+)
 
 
 def test_paper_example():

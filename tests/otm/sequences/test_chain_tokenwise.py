@@ -20,7 +20,13 @@ from otm.sequences import (
 )
 from otm.tolerances import AGREEMENT_TOLERANCE
 
-from .support import context_switch_model, degenerate_models, exact_model, exact_models, paper_model
+from .support import (
+    context_switch_model,
+    degenerate_models,
+    exact_model,
+    exact_models,
+    paper_model,
+)
 
 
 @pytest.mark.parametrize("vocab_size, g", [(2, 2), (2, 3), (3, 2), (3, 3)])

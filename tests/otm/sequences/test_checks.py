@@ -26,8 +26,8 @@ from otm.sequences import (
     context_independent_model,
     tokenwise_expected_accepted,
     tokenwise_law,
+    traversal,
 )
-from otm.sequences import traversal
 from otm.sequences._arith import normalised, positive_part
 from otm.sequences.block_verification import block_weights, stop_probability
 from otm.sequences.output_law import add_mass

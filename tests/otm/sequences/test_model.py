@@ -9,8 +9,18 @@ from fractions import Fraction as F
 import numpy as np
 import pytest
 
-from otm.errors import InvalidDistributionError, InvalidDraftCountError, NotApplicableError, ShapeMismatchError
-from otm.sequences import context_independent_model, from_level_arrays, random_model, sequence_model
+from otm.errors import (
+    InvalidDistributionError,
+    InvalidDraftCountError,
+    NotApplicableError,
+    ShapeMismatchError,
+)
+from otm.sequences import (
+    context_independent_model,
+    from_level_arrays,
+    random_model,
+    sequence_model,
+)
 
 from .support import context_switch_model
 

@@ -20,6 +20,7 @@ from otm.sequences import (
     traversal_law,
     tree_walk_expected_accepted,
 )
+from otm.sequences.traversal import traversal_law_by_enumeration
 from otm.tolerances import AGREEMENT_TOLERANCE
 
 from .support import degenerate_models, exact_model, exact_models, paper_model
@@ -32,6 +33,22 @@ def test_lossless_on_trees(draft, vocab_size, depth):
     law = traversal_law(m, depth, 2, draft)
     assert law.total() == 1
     assert lossless_gap(m, law, depth + 1) == 0
+
+
+@pytest.mark.parametrize("vocab_size, k, draft", [(2, 2, "iid"), (3, 2, "without_replacement"), (3, 2, "iid"),
+                                                 (3, 3, "without_replacement")])
+@pytest.mark.parametrize("seed", range(2))
+def test_recursion_equals_the_literal_algorithm(vocab_size, k, draft, seed):
+    m = exact_model(vocab_size, 3, seed)
+    assert traversal_law(m, 2, k, draft).masses == traversal_law_by_enumeration(m, 2, k, draft).masses
+
+
+@settings(max_examples=15)
+@given(exact_models(lengths=(2,)))
+def test_recursion_equals_the_literal_algorithm_on_random_instances(instance):
+    m, depth = instance
+    for draft in ("without_replacement", "iid"):
+        assert traversal_law(m, depth, 2, draft).masses == traversal_law_by_enumeration(m, depth, 2, draft).masses
 
 
 @settings(max_examples=25)
