@@ -2,24 +2,31 @@
 exchanges, then single-draft verification of the selected draft (:mod:`otm.rules.optimal`,
 derivation and proofs in docs/optimal-verifier.md).
 
-Per row (``p`` = target, ``q`` = draft, both renormalised in float64 by their
-sequential sums; ranks are positions in the stable sort of ``p/q``, ``q = 0`` last):
+Per row (``p`` = target, ``q`` = draft, in float64, renormalised by their totals summed
+in rank order; ranks are positions in the stable sort of ``p/q``, ``q = 0`` last):
 
-1. ``C`` = cumulative ``q`` by rank, ``d_j`` the mean of ``k v^(k-1)`` over block
-   ``[C_j, C_{j+1})``, ``sigma = q d``; the cut ``m`` = first minimiser of
-   ``p(ranks < m) - C_m^k`` (the optimal prefix ``H``; ``alpha* = 1 + that minimum``);
-2. ``U`` (ranks ``>= m``): the surplus ``sigma - p > 0`` of each rank is matched first
-   in first out (upward) to the slack ``p - sigma > 0`` of the lower ranks; ``H``: the
-   shortfall ``p - sigma > 0`` to the excess ``sigma - p > 0`` of higher ranks, downward
-   from the top of ``H``. Each rank gets an interval ``[start, start + matched)`` of its
-   group's matching coordinate; ``x = sigma +- matched`` (the lower rank of a pair gains);
-3. a draft position holding rank ``r`` with ``matched > 0`` picks the partner rank ``b``
-   whose interval contains ``start + u1 matched`` and moves its level block to ``b`` when
-   ``u2 q_r |d_b - d_r| < matched`` (probability ``t / q_r`` per exchanged amount);
-   otherwise its block is ``r``;
+1. ``C_j``, ``P_j`` = ``q``, ``p`` of the ranks ``< j``; ``sigma_j = C_{j+1}^k - C_j^k``
+   (the max-ratio selection law); the cut ``m`` = first minimiser of ``P_m - C_m^k`` over
+   ``m = 0..V``: the optimal prefix ``H``;
+2. ``e = p - sigma``; ``G_j``, ``L_j`` = sums of ``max(e, 0)``, ``max(-e, 0)`` over the
+   ranks ``<= j`` (``G_{-1} = 0``). In ``U`` (ranks ``>= m``) the surplus of every rank
+   (``e < 0``) is matched first in first out, upward, to the slack (``e > 0``) of lower
+   ranks: a rank's interval is
+   ``[G_{j-1}, G_j)`` (slack) or ``[L_{j-1}, L_j)`` (surplus) shifted by ``G_H = G_{m-1}``
+   (``L_H``) and cut at the flow ``F_U = min(G_U, L_U)``. In ``H`` the shortfall
+   (``e > 0``) is matched downward from the top to the excess (``e < 0``) of higher
+   ranks: intervals ``[G_H - G_j, G_H - G_{j-1})`` and ``[L_H - L_j, L_H - L_{j-1})``, cut at
+   ``F_H = min(G_H, L_H)``. ``matched`` = interval length; ``x = sigma + matched`` for
+   ``e > 0``, ``sigma - matched`` for ``e < 0``;
+3. a draft position holding rank ``r`` with ``matched > 0`` takes the point
+   ``start + u1 matched``, the partner rank ``b`` whose interval holds it (one binary
+   search in ``L`` or ``G``), and moves its level block to ``b`` when
+   ``u2 q_r |d_b - d_r| < matched`` (``d = sigma / q``); otherwise its block is ``r``;
 4. the position of the highest block is selected, ties (equal blocks) by ``u3``;
-5. the selected draft ``Z`` is accepted when ``u4 x(Z) < p(Z)``, else ``Y`` is drawn
-   from ``max(p - x, 0)`` by inverse CDF with ``u5`` (``p`` if that is empty, reached
+5. the selected draft ``Z`` is accepted when ``u4 x(Z) < p(Z)``; else ``Y`` is the rank
+   whose ``G`` interval holds ``G_H + F_U + u5 (G_{V-1} - G_H - F_U)``: in exact
+   arithmetic ``max(p - x, 0)`` is the unmatched slack of ``U`` and ``p`` on the ``q = 0``
+   tokens, which is exactly that stretch of ``G`` (``p`` itself if it is empty, reached
    with probability 0).
 
 Law: ``Y ~ p`` and ``P(Y in S(X)) = P(accepted) = alpha*(p, iid law)`` (exactly in exact
@@ -27,8 +34,9 @@ arithmetic; float64 here, so up to rounding of order 1e-16 per token).
 
 Randomness (``uniforms_per_row(k) = 2k + 3``): columns ``0..k-1`` are ``u1`` of each
 position, ``k..2k-1`` its ``u2``, ``2k`` the tie-break ``u3``, ``2k+1`` the acceptance
-``u4``, ``2k+2`` the residual draw ``u5``. Work per row: one ``argsort`` of ``V`` and
-O(kV) elementwise passes; per position four binary searches.
+``u4``, ``2k+2`` the residual draw ``u5``. Work per row: one ``argsort`` of ``V`` (on the
+int64 bit patterns of the float64 ratios, which sort like the ratios), about twenty
+O(V) passes, and four binary searches per draft position.
 """
 from __future__ import annotations
 
@@ -40,9 +48,7 @@ from .base import (
     VerifierOutput,
     check_k,
     first_draft_probs,
-    gather_tokens,
     sample_iid,
-    sample_weighted,
     verify_uniforms,
 )
 
@@ -62,57 +68,51 @@ def sample_drafts(draft_probs: torch.Tensor, k: int, generator: torch.Generator 
     return sample_iid(draft_probs, k, generator)
 
 
+def power(values: torch.Tensor, k: int) -> torch.Tensor:
+    """``values**k`` by binary exponentiation (the references multiply in the same order)."""
+    result, base = None, values
+    while k:
+        if k & 1:
+            result = base if result is None else result * base
+        k >>= 1
+        if k:
+            base = base * base
+    return result
+
+
 @dataclass(frozen=True)
 class RowParameters:
-    """The per-row selection parameters, indexed by rank (``[batch, vocab]`` unless noted).
+    """Per-row parameters (``[batch, vocab]`` by rank unless noted; module docstring).
 
     Attributes:
         order: int64, token id of each rank.
-        target: ``p`` by rank; ``draft``: ``q`` by rank; ``density``: ``d``.
-        matched: exchanged amount of each rank; ``start``: start of its interval.
-        moves_up: bool, the rank is the lower member of its pairs.
-        upper: bool, the rank is in ``U`` (``>= cut``).
-        cut: ``[batch]`` int64, ``|H|``.
-        u_lower_ends, u_upper_ends: cumulative interval ends of the lower / upper ranks of
-            ``U`` by rank (nondecreasing); h_lower_ends, h_upper_ends: the same for ``H``
-            by reversed rank (index ``V-1-r``).
-        selection: ``x``, the selection law by rank.
+        draft: ``q`` by rank, unnormalised; own: ``sigma`` by rank.
+        gains: ``G``; losses: ``L``; target_cumulative: ``P``.
+        cut: ``[batch]`` int64 ``m``; support: ``[batch]`` int64 ``n`` (tokens with ``q > 0``).
+        gains_h, losses_h: ``[batch, 1]`` ``G_H``, ``L_H``; flow_u, flow_h: ``F_U``, ``F_H``.
+        target_mass, draft_mass: ``[batch, 1]`` the totals of the unnormalised rows.
     """
 
     order: torch.Tensor
-    target: torch.Tensor
     draft: torch.Tensor
-    density: torch.Tensor
-    matched: torch.Tensor
-    start: torch.Tensor
-    moves_up: torch.Tensor
-    upper: torch.Tensor
+    own: torch.Tensor
+    gains: torch.Tensor
+    losses: torch.Tensor
+    target_cumulative: torch.Tensor
     cut: torch.Tensor  # [batch]
-    u_lower_ends: torch.Tensor
-    u_upper_ends: torch.Tensor
-    h_lower_ends: torch.Tensor
-    h_upper_ends: torch.Tensor
-    selection: torch.Tensor
+    support: torch.Tensor  # [batch]
+    gains_h: torch.Tensor  # [batch, 1]
+    losses_h: torch.Tensor  # [batch, 1]
+    flow_u: torch.Tensor  # [batch, 1]
+    flow_h: torch.Tensor  # [batch, 1]
+    target_mass: torch.Tensor  # [batch, 1]
+    draft_mass: torch.Tensor  # [batch, 1]
 
 
-def normalised_rows(probs: torch.Tensor) -> torch.Tensor:
-    """Rows divided by their sequential (``cumsum``) totals, in float64."""
-    probs = probs.to(WORK_DTYPE)
-    return probs / probs.cumsum(dim=-1)[:, -1:]
-
-
-def _shifted(ends: torch.Tensor) -> torch.Tensor:
-    """``[batch, n]``: ``0, e_0, ..., e_{n-2}`` (the start of each interval)."""
-    return torch.cat([torch.zeros_like(ends[:, :1]), ends[:, :-1]], dim=-1)
-
-
-def _intervals(amounts: torch.Tensor, flow: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(ends, start, matched)`` of consecutive intervals of lengths ``amounts``
-    ``[batch, n]`` from 0, truncated at ``flow`` ``[batch, 1]``."""
-    ends = amounts.cumsum(dim=-1)
-    start = _shifted(ends)
-    matched = (torch.minimum(ends, flow) - start).clamp(min=0.0)
-    return ends, start, matched
+def _at(values: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """``values[b, index[b, j]]``, and 0 where ``index < 0`` (the empty prefix)."""
+    picked = values.gather(1, index.clamp(min=0))
+    return torch.where(index >= 0, picked, torch.zeros_like(picked))
 
 
 def row_parameters(
@@ -120,77 +120,52 @@ def row_parameters(
     draft_probs: torch.Tensor,  # [batch, vocab]
     k: int,
 ) -> RowParameters:
-    """Steps 1-2 of the module docstring, batched over rows."""
-    p = normalised_rows(target_probs)
-    q = normalised_rows(draft_probs)
+    """Steps 1-2 of the module docstring, batched over rows (``p`` and ``q`` are
+    normalised by their totals summed in rank order)."""
+    p, q = target_probs.to(WORK_DTYPE), draft_probs.to(WORK_DTYPE)
     positive = q > 0
-    ratio = torch.where(positive, p / torch.where(positive, q, torch.ones_like(q)), torch.full_like(q, torch.inf))
-    order = torch.argsort(ratio, dim=-1, stable=True)
+    ratio = torch.where(positive, p / q, torch.inf)
+    order = torch.argsort(ratio.view(torch.int64), dim=-1, stable=True)  # non-negative doubles sort as their bits
     del ratio
     p_r, q_r = p.gather(1, order), q.gather(1, order)
-    total = q_r.cumsum(dim=-1)  # C_{j+1}
-    below = _shifted(total)  # C_j
-    density = torch.ones_like(total)
-    power = torch.ones_like(total)
-    for _ in range(k - 1):
-        power = power * below
-        density = density * total + power
-    del power, below
-    own = q_r * density  # sigma
-    power = torch.ones_like(total)
-    for _ in range(k):
-        power = power * total
-    cut_values = p_r.cumsum(dim=-1) - power  # f(H_{j+1}) - 1
-    del power, total
-    zero = torch.zeros_like(cut_values[:, :1])
-    cut = torch.argmin(torch.cat([zero, cut_values], dim=-1), dim=-1)  # first minimiser, [batch]
-    del cut_values
-    ranks = torch.arange(p.shape[1], device=p.device).unsqueeze(0)
-    upper = ranks >= cut.unsqueeze(1)
-    excess = torch.where(upper, p_r - own, own - p_r)  # U: slack > 0; H: excess > 0
-    excess = torch.where(positive.gather(1, order), excess, torch.zeros_like(excess))
-    gains = torch.where(upper, excess, -excess).clamp(min=0.0)  # U slack, H shortfall: the lower ranks
-    loses = torch.where(upper, -excess, excess).clamp(min=0.0)  # U surplus, H excess: the upper ranks
-    del excess
-    u_gain, u_lose = torch.where(upper, gains, zero), torch.where(upper, loses, zero)
-    h_gain, h_lose = torch.where(upper, zero, gains).flip(-1), torch.where(upper, zero, loses).flip(-1)
-    moves_up = gains > 0
-    del gains, loses
-    u_flow = torch.minimum(u_gain.cumsum(-1)[:, -1:], u_lose.cumsum(-1)[:, -1:])
-    h_flow = torch.minimum(h_gain.cumsum(-1)[:, -1:], h_lose.cumsum(-1)[:, -1:])
-    u_lower_ends, u_lower_start, u_lower_matched = _intervals(u_gain, u_flow)
-    u_upper_ends, u_upper_start, u_upper_matched = _intervals(u_lose, u_flow)
-    h_lower_ends, h_lower_start, h_lower_matched = _intervals(h_gain, h_flow)
-    h_upper_ends, h_upper_start, h_upper_matched = _intervals(h_lose, h_flow)
-    del u_gain, u_lose, h_gain, h_lose
-    start = torch.where(
-        upper,
-        torch.where(moves_up, u_lower_start, u_upper_start),
-        torch.where(moves_up, h_lower_start.flip(-1), h_upper_start.flip(-1)),
-    )
-    matched = torch.where(
-        upper,
-        torch.where(moves_up, u_lower_matched, u_upper_matched),
-        torch.where(moves_up, h_lower_matched.flip(-1), h_upper_matched.flip(-1)),
-    )
-    del u_lower_start, u_upper_start, h_lower_start, h_upper_start
-    del u_lower_matched, u_upper_matched, h_lower_matched, h_upper_matched
-    selection = (own + torch.where(moves_up, matched, -matched)).clamp(min=0.0)
+    draft_total = q_r.cumsum(dim=-1)
+    draft_mass = draft_total[:, -1:].clone()
+    c_power = power(draft_total.div_(draft_mass), k)  # C_j^k
+    del draft_total
+    own = c_power.clone()
+    own[:, 1:] -= c_power[:, :-1]  # sigma
+    target_cumulative = p_r.cumsum(dim=-1)
+    target_mass = target_cumulative[:, -1:].clone()
+    target_cumulative.div_(target_mass)
+    scores = target_cumulative - c_power  # f(H_{j+1}) - 1
+    del c_power
+    best = scores.argmin(dim=-1, keepdim=True)  # first minimiser
+    cut = torch.where(scores.gather(1, best) < 0, best + 1, torch.zeros_like(best)).squeeze(1)
+    del scores
+    excess = p_r.div_(target_mass).sub_(own)
+    gains = excess.clamp(min=0.0).cumsum(dim=-1)
+    losses = excess.neg_().clamp_(min=0.0).cumsum(dim=-1)
+    del excess, p_r
+    support = positive.sum(dim=-1)
+    before_cut = (cut - 1).unsqueeze(1)
+    gains_h, losses_h = _at(gains, before_cut), _at(losses, before_cut)
+    gains_u = gains.gather(1, (support - 1).unsqueeze(1)) - gains_h
+    losses_u = losses[:, -1:] - losses_h
     return RowParameters(
         order=order,
-        target=p_r,
         draft=q_r,
-        density=density,
-        matched=matched,
-        start=start,
-        moves_up=moves_up,
-        upper=upper,
+        own=own,
+        gains=gains,
+        losses=losses,
+        target_cumulative=target_cumulative,
         cut=cut,
-        u_lower_ends=u_lower_ends,
-        u_upper_ends=u_upper_ends,
-        h_lower_ends=h_lower_ends,
-        h_upper_ends=h_upper_ends,
-        selection=selection,
+        support=support,
+        gains_h=gains_h,
+        losses_h=losses_h,
+        flow_u=torch.minimum(gains_u, losses_u),
+        flow_h=torch.minimum(gains_h, losses_h),
+        target_mass=target_mass,
+        draft_mass=draft_mass,
     )
 
 
@@ -201,58 +176,107 @@ def token_ranks(order: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     return inverse.gather(1, tokens)
 
 
-def select_positions(
+@dataclass(frozen=True)
+class Positions:
+    """What a row needs to know about its draft positions (``[batch, k]``).
+
+    Attributes:
+        selection: ``x`` at each position's rank.
+        blocks: the rank of the block each position's level falls in.
+    """
+
+    selection: torch.Tensor
+    blocks: torch.Tensor
+
+
+def position_blocks(
     params: RowParameters,
+    p_tokens: torch.Tensor,  # [batch, k] p of each position's token
+    q_tokens: torch.Tensor,  # [batch, k] q of each position's token
     ranks: torch.Tensor,  # [batch, k]
-    uniforms: torch.Tensor,  # [batch, 2k + 1] (u1 per position, u2 per position, u3)
-) -> torch.Tensor:
-    """Steps 3-4: ``[batch]`` index of the selected draft position."""
-    k = ranks.shape[1]
+    u1: torch.Tensor,  # [batch, k]
+    u2: torch.Tensor,  # [batch, k]
+) -> Positions:
+    """Step 3 (and ``x`` at each position's rank)."""
     vocab = params.order.shape[1]
-    u1, u2, u3 = uniforms[:, :k], uniforms[:, k : 2 * k], uniforms[:, 2 * k]
-    matched = params.matched.gather(1, ranks)
-    point = params.start.gather(1, ranks) + u1 * matched
-    up = params.moves_up.gather(1, ranks)
-    in_u = params.upper.gather(1, ranks)
-    u_partner = torch.where(
-        up,
-        torch.searchsorted(params.u_upper_ends, point, right=True),
-        torch.searchsorted(params.u_lower_ends, point, right=True),
-    )
-    h_partner = vocab - 1 - torch.where(
-        up,
-        torch.searchsorted(params.h_upper_ends, point, right=True),
-        torch.searchsorted(params.h_lower_ends, point, right=True),
-    )
-    partner = torch.where(in_u, u_partner, h_partner).clamp(0, vocab - 1)
-    gap = (params.density.gather(1, partner) - params.density.gather(1, ranks)).abs()
-    move = (matched > 0) & (u2 * params.draft.gather(1, ranks) * gap < matched)
-    block = torch.where(move, partner, ranks)
-    top = block == block.amax(dim=1, keepdim=True)
+    own = params.own.gather(1, ranks)
+    excess = p_tokens - own
+    lower, upper = excess > 0, excess < 0
+    in_u = ranks >= params.cut.unsqueeze(1)
+    g_hi, g_lo = _at(params.gains, ranks), _at(params.gains, ranks - 1)
+    l_hi, l_lo = _at(params.losses, ranks), _at(params.losses, ranks - 1)
+    g_h, l_h = params.gains_h, params.losses_h
+    start_u = torch.where(lower, g_lo - g_h, l_lo - l_h)
+    end_u = torch.where(lower, g_hi - g_h, l_hi - l_h)
+    start_h = torch.where(lower, g_h - g_hi, l_h - l_hi)
+    end_h = torch.where(lower, g_h - g_lo, l_h - l_lo)
+    start = torch.where(in_u, start_u, start_h)
+    end = torch.minimum(torch.where(in_u, end_u, end_h), torch.where(in_u, params.flow_u, params.flow_h))
+    matched = torch.where(lower | upper, (end - start).clamp(min=0.0), torch.zeros_like(start))
+    point = start + u1 * matched
+    partner = torch.where(
+        in_u,
+        torch.where(
+            lower,
+            torch.searchsorted(params.losses, point + l_h, right=True),
+            torch.searchsorted(params.gains, point + g_h, right=True),
+        ),
+        torch.where(
+            lower,
+            torch.searchsorted(params.losses, l_h - point, right=False),
+            torch.searchsorted(params.gains, g_h - point, right=False),
+        ),
+    ).clamp(0, vocab - 1)
+    valid = (partner != ranks) & ((partner >= params.cut.unsqueeze(1)) == in_u) & (partner < params.support.unsqueeze(1))
+    partner_q = params.draft.gather(1, partner) / params.draft_mass
+    gap = (params.own.gather(1, partner) / partner_q - own / q_tokens).abs()
+    move = (matched > 0) & valid & (u2 * q_tokens * gap < matched)
+    selection = (own + torch.where(lower, matched, -matched)).clamp(min=0.0)
+    return Positions(selection=selection, blocks=torch.where(move, partner, ranks))
+
+
+def highest_block(blocks: torch.Tensor, u3: torch.Tensor) -> torch.Tensor:
+    """Step 4: ``[batch]`` index of the position with the highest block, ties by ``u3``."""
+    top = blocks == blocks.amax(dim=1, keepdim=True)
     count = top.sum(dim=1)
     pick = torch.minimum((u3 * count).floor().long(), count - 1)  # which of the tied positions
     return (top & (top.cumsum(dim=1) == (pick + 1).unsqueeze(1))).long().argmax(dim=1)
 
 
-def verify_with_uniforms(
+def residual_ranks(params: RowParameters, u5: torch.Tensor) -> torch.Tensor:
+    """Step 5's draw: ``[batch]`` rank from ``max(p - x, 0)`` (the unmatched stretch of ``G``)."""
+    vocab = params.order.shape[1]
+    g_end = params.gains[:, -1:]
+    low = params.gains_h + params.flow_u
+    total = g_end - low
+    below_end = torch.nextafter(g_end, torch.full_like(g_end, -torch.inf))
+    point = torch.minimum(low + u5.unsqueeze(1) * total, below_end)
+    p_end = params.target_cumulative[:, -1:]
+    fallback = torch.minimum(u5.unsqueeze(1) * p_end, torch.nextafter(p_end, torch.full_like(p_end, -torch.inf)))
+    from_gains = torch.searchsorted(params.gains, point, right=True)
+    from_target = torch.searchsorted(params.target_cumulative, fallback, right=True)
+    return torch.where(total > 0, from_gains, from_target).clamp(max=vocab - 1).squeeze(1)
+
+
+def verify_rows(
+    params: RowParameters,
     target_probs: torch.Tensor,  # [batch, vocab]
     draft_probs: torch.Tensor,  # [batch, vocab]
     draft_tokens: torch.Tensor,  # [batch, k]
     uniforms: torch.Tensor,  # [batch, 2k + 3]
 ) -> VerifierOutput:
-    """The optimal verifier on pre-drawn uniforms (module docstring)."""
+    """Steps 3-5 of the module docstring for the rows of ``params``."""
     k = draft_tokens.shape[1]
-    params = row_parameters(target_probs, draft_probs, k)
-    ranks = token_ranks(params.order, draft_tokens)
     u = uniforms.to(WORK_DTYPE)
-    selected = select_positions(params, ranks, u[:, : 2 * k + 1])
-    z_rank = ranks.gather(1, selected.unsqueeze(1)).squeeze(1)
-    accept = u[:, 2 * k + 1] * gather_tokens(params.selection, z_rank) < gather_tokens(params.target, z_rank)
-    residual = (params.target - params.selection).clamp(min=0.0)
-    empty = residual.cumsum(dim=-1)[:, -1:] <= 0
-    residual = torch.where(empty, params.target, residual)
-    drawn = params.order.gather(1, sample_weighted(residual, u[:, 2 * k + 2]).unsqueeze(1)).squeeze(1)
-    chosen = draft_tokens.gather(1, selected.unsqueeze(1)).squeeze(1)
+    p_tokens = target_probs.gather(1, draft_tokens).to(WORK_DTYPE) / params.target_mass
+    q_tokens = draft_probs.gather(1, draft_tokens).to(WORK_DTYPE) / params.draft_mass
+    ranks = token_ranks(params.order, draft_tokens)
+    positions = position_blocks(params, p_tokens, q_tokens, ranks, u[:, :k], u[:, k : 2 * k])
+    selected = highest_block(positions.blocks, u[:, 2 * k])
+    at = selected.unsqueeze(1)
+    accept = (u[:, 2 * k + 1 : 2 * k + 2] * positions.selection.gather(1, at) < p_tokens.gather(1, at)).squeeze(1)
+    drawn = params.order.gather(1, residual_ranks(params, u[:, 2 * k + 2]).unsqueeze(1)).squeeze(1)
+    chosen = draft_tokens.gather(1, at).squeeze(1)
     return VerifierOutput(
         tokens=torch.where(accept, chosen, drawn),
         accepted_index=torch.where(accept, selected, torch.full_like(selected, -1)),
@@ -267,4 +291,6 @@ def verify(
 ) -> VerifierOutput:
     """The optimal verifier for i.i.d. drafts from ``draft_probs[:, 0]`` (module docstring)."""
     uniforms = verify_uniforms(target_probs, draft_probs, draft_tokens, generator, uniforms_per_row)
-    return verify_with_uniforms(target_probs, first_draft_probs(draft_probs), draft_tokens, uniforms)
+    q = first_draft_probs(draft_probs)
+    params = row_parameters(target_probs, q, draft_tokens.shape[1])
+    return verify_rows(params, target_probs, q, draft_tokens, uniforms)

@@ -60,7 +60,7 @@ import numpy as np
 
 from ..distributions import check_draft_count
 from ..draft_laws import iid_law, without_replacement_law
-from ..errors import UnknownNameError
+from ..errors import NotApplicableError, UnknownNameError
 from ..formulations.prefix_scan import ratio_order
 from .base import RuleLaw
 from .enumeration import (
@@ -159,7 +159,7 @@ def _intervals(amounts: np.ndarray, total) -> tuple[np.ndarray, np.ndarray]:
     return starts, np.where(matched > 0, matched, matched * 0)
 
 
-def selection_parameters(p, q, k: int, sampling: str = "iid") -> SelectionParameters:
+def selection_parameters(p, q, k: int, sampling: str = "iid", *, cut: int | None = None) -> SelectionParameters:
     """Precompute the selection of the optimal rule (module docstring): one sort and
     O(V k) arithmetic; exact Fractions in, exact Fractions out.
 
@@ -168,6 +168,13 @@ def selection_parameters(p, q, k: int, sampling: str = "iid") -> SelectionParame
         q: ``[V]`` draft distribution.
         k: number of drafts.
         sampling: one of :data:`SAMPLINGS`.
+        cut: the number of ranks in ``H``; ``None`` (default) is the optimal prefix cut.
+            The construction is valid only for an optimal cut: the matchings pair every
+            surplus with lower ranks (and every shortfall with higher ones) exactly because
+            ``f(H) <= f(H')`` for every prefix ``H'``. Another cut ``0..n`` gives, in
+            general, negative "probabilities" and a rule that is not lossless;
+            tests/otm/test_rule_optimal.py uses it to check that the exact checks catch a
+            wrong cut.
 
     >>> params = selection_parameters([0.5, 0.5], [0.5, 0.5], 2)
     >>> params.cut, [float(v) for v in params.selection], float(params.acceptance)
@@ -187,8 +194,10 @@ def selection_parameters(p, q, k: int, sampling: str = "iid") -> SelectionParame
     total = _cumulative(q_r)  # [n+1] C_j
     density = _mean_density(total[1:], total[:-1], k)  # [n]
     own = q_r * density  # sigma_j
-    cut_values = _cumulative(p_r) - _power(total, k)  # f(H_m) - 1
-    cut = int(np.argmin(cut_values)) if n else 0
+    if cut is None:
+        cut = int(np.argmin(_cumulative(p_r) - _power(total, k)))  # first minimiser of f(H_m) - 1
+    elif not 0 <= cut <= n:
+        raise NotApplicableError(f"cut must be a number of ranks in 0..{n} (the tokens with q > 0), got {cut!r}; pass None for the optimal cut")
 
     # U (ranks >= cut): lower = slack p - sigma > 0, upper = surplus sigma - p > 0, FIFO upward.
     excess_u = p_r[cut:] - own[cut:]
@@ -368,7 +377,7 @@ def exact_law(p, q, k: int, sampling: str = "iid", *, method: str = "auto") -> R
 
     >>> law = exact_law([0.1, 0.6, 0.3], [0.5, 0.3, 0.2], 2)
     >>> round(float(law.acceptance), 12)  # = alpha* = min over prefixes
-    0.75
+    0.85
     """
     if sampling not in SAMPLINGS:
         raise UnknownNameError(
@@ -392,7 +401,15 @@ def exact_law(p, q, k: int, sampling: str = "iid", *, method: str = "auto") -> R
     return result
 
 
+def exact_law_latent(p, q, k: int, *, method: str = "auto") -> RuleLaw:
+    """Rule ``"optimal_latent"``: the i.i.d.-optimal rule run on the latent i.i.d. draws
+    behind ``k`` drafts without replacement (module docstring): lossless, a draft accepted
+    with probability ``alpha*(p, iid law)``, NOT the without-replacement optimum."""
+    return exact_law(p, q, k, "without_replacement", method=method)
+
+
 __all__ = [
+    "exact_law_latent",
     "SAMPLINGS",
     "SelectionParameters",
     "block_distribution",

@@ -9,7 +9,7 @@ are all derived from :data:`RULE_SPECS`; nothing else lists rule names.
 >>> rule_spec("is_truncated").name          # old names resolve to the current one
 'importance_sampling_truncated'
 >>> [s.name for s in rule_specs(closed_form_at=(151_936, 2))]
-['rrs', 'rrs_wor', 'specinfer', 'kseq', 'spechub', 'greedy']
+['rrs', 'rrs_wor', 'specinfer', 'kseq', 'spechub', 'greedy', 'optimal']
 """
 from __future__ import annotations
 
@@ -139,6 +139,17 @@ RULE_SPECS: dict[str, RuleSpec] = {spec.name: spec for spec in (
         "greedy", "optimal verifier for greedy drafts", "this toolkit (docs/theory.md, greedy drafts)",
         "greedy", "greedy", closed_form="O(V log V)", reference_optimum="greedy",
         attains_own_optimum=True, exact_on_merged_tail=("q",), verifier="greedy",
+    ),
+    RuleSpec(
+        "optimal", "the optimal verifier (max-ratio priority with block exchanges)",
+        "this toolkit (docs/optimal-verifier.md); canonical decomposition of Khisti et al. 2025", "optimal", "iid",
+        closed_form="O(V log V)", reference_optimum="iid", attains_own_optimum=True, at_least_single_draft=True,
+        exact_on_merged_tail=("q", "p"), verifier="optimal",
+    ),
+    RuleSpec(
+        "optimal_latent", "the i.i.d.-optimal verifier on the latent draws behind drafts without replacement",
+        "this toolkit (docs/optimal-verifier.md)", "optimal", "without_replacement", reference_optimum="without_replacement",
+        at_least_single_draft=True, verifier="optimal_latent", law_function="exact_law_latent",
     ),
     RuleSpec(
         "ensemble_weighted", "speculative ensemble, weighted", "Fu et al. 2025, eq. (4)",

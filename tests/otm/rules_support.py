@@ -51,18 +51,15 @@ def draw_exact_pair(data, max_size: int = 6) -> tuple[np.ndarray, np.ndarray]:
 def draft_counts(rule: str, q: np.ndarray) -> list[int]:
     """The ``k`` values a rule accepts for this ``q`` in the tests (kept small: exact
     Fraction enumeration of up to ``6**4`` tuples)."""
+    from otm.rules.registry import rule_spec
+
+    spec = rule_spec(rule)
     V = q.size
-    if rule in ("single", "ensemble_weighted", "ensemble_contrastive"):
-        return [1]
-    if rule == "spechub":
-        return [2]
-    if rule == "rrs_wor":  # k above the support of q included (deterministic drafts)
-        return list(range(1, min(4, V) + 1))
-    if rule == "greedy":
-        return list(range(1, min(4, V) + 1))
-    if rule in ("importance_sampling", "importance_sampling_truncated"):
-        return [1, 2, 3]
-    return [1, 2, 3, 4] if V <= 5 else [1, 2, 3]
+    largest = 3 if spec.seconds_per_lp_tuple or V > 5 else 4
+    if spec.draft_scheme in ("without_replacement", "greedy"):  # k distinct tokens (above q's support included)
+        largest = min(largest, V)
+    low, high = spec.ks
+    return list(range(low, min(largest, high or largest) + 1))
 
 
 def same_distribution(actual, expected) -> bool:

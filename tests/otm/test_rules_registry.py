@@ -31,7 +31,7 @@ OUR_MODULES = (
 def test_rule_names():
     assert RULES == (
         "single", "rrs", "rrs_wor", "specinfer", "kseq", "spechub", "importance_sampling", "importance_sampling_truncated", "greedy",
-        "ensemble_weighted", "ensemble_contrastive",
+        "optimal", "optimal_latent", "ensemble_weighted", "ensemble_contrastive",
     )
 
 

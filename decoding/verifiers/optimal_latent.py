@@ -26,8 +26,14 @@ from __future__ import annotations
 
 import torch
 
-from .base import VerifierOutput, check_k, first_draft_probs, sample_without_replacement, verify_uniforms
-from .optimal import normalised_rows, verify_with_uniforms
+from .base import (
+    VerifierOutput,
+    check_k,
+    first_draft_probs,
+    sample_without_replacement,
+    verify_uniforms,
+)
+from .optimal import WORK_DTYPE, row_parameters, verify_rows
 
 draft_scheme = "without_replacement"
 
@@ -43,21 +49,19 @@ def sample_drafts(draft_probs: torch.Tensor, k: int, generator: torch.Generator 
 
 
 def latent_positions(
-    draft_probs: torch.Tensor,  # [batch, vocab]
-    draft_tokens: torch.Tensor,  # [batch, k]
+    draft_q: torch.Tensor,  # [batch, k] normalised q of each draft
     uniforms: torch.Tensor,  # [batch, k - 1]
 ) -> torch.Tensor:
     """``[batch, k]``: for each latent i.i.d. term, the index of the draft it equals
     (module docstring)."""
-    batch, k = draft_tokens.shape
-    q = normalised_rows(draft_probs).gather(1, draft_tokens)  # [batch, k]
-    cumulative = q.cumsum(dim=1)
+    batch, k = draft_q.shape
+    cumulative = draft_q.cumsum(dim=1)
     u = uniforms.to(cumulative.dtype)
-    positions = torch.zeros(batch, k, dtype=torch.int64, device=draft_tokens.device)
-    seen = torch.ones(batch, dtype=torch.int64, device=draft_tokens.device)
+    positions = torch.zeros(batch, k, dtype=torch.int64, device=draft_q.device)
+    seen = torch.ones(batch, dtype=torch.int64, device=draft_q.device)
     for s in range(1, k):
         mass = cumulative.gather(1, (seen - 1).unsqueeze(1)).squeeze(1)  # q(A_c)
-        fresh_q = q.gather(1, seen.clamp(max=k - 1).unsqueeze(1)).squeeze(1)
+        fresh_q = draft_q.gather(1, seen.clamp(max=k - 1).unsqueeze(1)).squeeze(1)
         repeat = (u[:, s - 1] < mass) | (fresh_q <= 0)
         member = torch.minimum(torch.searchsorted(cumulative, u[:, s - 1 : s].contiguous(), right=True).squeeze(1), seen - 1)
         positions[:, s] = torch.where(repeat, member, seen)
@@ -75,8 +79,10 @@ def verify(
     uniforms = verify_uniforms(target_probs, draft_probs, draft_tokens, generator, uniforms_per_row)
     k = draft_tokens.shape[1]
     q = first_draft_probs(draft_probs)
-    positions = latent_positions(q, draft_tokens, uniforms[:, 2 * k + 3 :])
-    out = verify_with_uniforms(target_probs, q, draft_tokens.gather(1, positions), uniforms[:, : 2 * k + 3])
+    params = row_parameters(target_probs, q, k)
+    draft_q = q.gather(1, draft_tokens).to(WORK_DTYPE) / params.draft_mass
+    positions = latent_positions(draft_q, uniforms[:, 2 * k + 3 :])
+    out = verify_rows(params, target_probs, q, draft_tokens.gather(1, positions), uniforms[:, : 2 * k + 3])
     accepted = out.accepted_index >= 0
     index = positions.gather(1, out.accepted_index.clamp(min=0).unsqueeze(1)).squeeze(1)
     return VerifierOutput(tokens=out.tokens, accepted_index=torch.where(accepted, index, torch.full_like(index, -1)))

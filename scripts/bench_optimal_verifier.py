@@ -1,0 +1,150 @@
+"""Per-row cost of the optimal verifiers at the Qwen vocabulary, side by side with one
+``torch.argsort`` of the rows and with the RRS verifier on the same rows, in one run.
+
+    .venv/bin/python scripts/bench_optimal_verifier.py [--rows 64] [--vocab 151936]
+        [--ks 2,3,4,5,6,7,8] [--repeats 5] [--threads 1] [--dtype float32] [--json FILE]
+
+Rows: ``--rows`` random softmax pairs at ``--vocab`` tokens, target logits ``N(0, 2.5^2)``
+and draft logits = target + ``N(0, 1.5^2)`` (seeded), given to every verifier as
+probabilities in ``--dtype``. For each ``k`` and each draft scheme (i.i.d.:
+:mod:`decoding.verifiers.optimal`; without replacement: :mod:`decoding.verifiers.optimal_latent`)
+the drafts are drawn once, then each of these is timed ``--repeats`` times (median, in ms
+per row = the batched call's time / rows):
+
+- ``optimal``: the optimal verifier's ``verify`` on all rows in one call;
+- ``argsort``: ``torch.argsort(p / q, dim=-1)`` on the same rows (the sort alone);
+- ``rrs``: :mod:`decoding.verifiers.rrs` ``verify`` on the same rows and drafts;
+- for drafts without replacement also ``rrs_wor`` (:mod:`decoding.verifiers.rrs_wor`).
+
+``accepted`` columns: the fraction of rows whose verifier accepted a draft, over all
+repeats (each repeat draws fresh uniforms); the optimal verifier's expectation is
+``alpha*`` of the i.i.d. law (column ``alpha*``, the mean over rows of the prefix scan).
+Prints a markdown table and the machine's load average (timings on a shared machine move
+with it).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+
+import numpy as np
+import torch
+
+from decoding.verifiers import optimal, optimal_latent, rrs, rrs_wor
+from otm.formulations.prefix_scan import iid_optimum_for_ks
+
+QWEN_VOCAB = 151_936
+
+
+def softmax_rows(rows: int, vocab: int, dtype: torch.dtype, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """``([rows, vocab], [rows, vocab])`` target and draft probabilities (module docstring)."""
+    g = torch.Generator().manual_seed(seed)
+    logits = torch.randn(rows, vocab, generator=g, dtype=torch.float64) * 2.5
+    draft_logits = logits + torch.randn(rows, vocab, generator=g, dtype=torch.float64) * 1.5
+    return torch.softmax(logits, -1).to(dtype), torch.softmax(draft_logits, -1).to(dtype)
+
+
+def timed(function, repeats: int) -> tuple[float, list]:
+    """``(median seconds, results)`` of ``repeats`` calls after one warm-up call."""
+    function()
+    times, results = [], []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        results.append(function())
+        times.append(time.perf_counter() - start)
+    return float(np.median(times)), results
+
+
+def accepted_fraction(outputs) -> float:
+    return float(np.mean([(out.accepted_index >= 0).double().mean().item() for out in outputs]))
+
+
+def run(rows: int, vocab: int, ks: list[int], repeats: int, dtype: torch.dtype) -> list[dict]:
+    p, q = softmax_rows(rows, vocab, dtype)
+    alphas = np.array([iid_optimum_for_ks(p[b].double().numpy(), q[b].double().numpy(), ks) for b in range(rows)])
+    ratio = p / q
+    sort_s, _ = timed(lambda: torch.argsort(ratio, dim=-1), repeats)
+    results = []
+    for j, k in enumerate(ks):
+        draft_probs = q.unsqueeze(1).expand(rows, k, vocab)
+        for sampling, module, baselines in (
+            ("iid", optimal, {"rrs": rrs}),
+            ("without_replacement", optimal_latent, {"rrs": rrs, "rrs_wor": rrs_wor}),
+        ):
+            g = torch.Generator().manual_seed(1000 + k)
+            drafts = module.sample_drafts(q, k, g)
+            ours_s, ours = timed(lambda m=module, d=drafts, g=g, dp=draft_probs: m.verify(p, dp, d, g), repeats)
+            entry = {
+                "sampling": sampling,
+                "k": k,
+                "optimal_ms": 1e3 * ours_s / rows,
+                "argsort_ms": 1e3 * sort_s / rows,
+                "accepted_optimal": accepted_fraction(ours),
+                "alpha_star_iid": float(alphas[:, j].mean()),
+            }
+            for name, baseline in baselines.items():
+                base_s, base = timed(lambda m=baseline, d=drafts, g=g, dp=draft_probs: m.verify(p, dp, d, g), repeats)
+                entry[f"{name}_ms"] = 1e3 * base_s / rows
+                entry[f"accepted_{name}"] = accepted_fraction(base)
+            entry["ratio_to_rrs"] = entry["optimal_ms"] / entry["rrs_ms"]
+            results.append(entry)
+    return results
+
+
+def table(results: list[dict]) -> str:
+    lines = [
+        (
+            "| drafts | k | optimal (ms/row) | argsort (ms/row) | rrs (ms/row) | optimal / rrs | rrs_wor (ms/row) "
+            "| accepted: optimal | rrs | rrs_wor | alpha* (iid) |"
+        ),
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for e in results:
+        wor_ms = "-" if "rrs_wor_ms" not in e else f"{e['rrs_wor_ms']:.2f}"
+        wor_accepted = "-" if "accepted_rrs_wor" not in e else f"{e['accepted_rrs_wor']:.3f}"
+        lines.append(
+            f"| {e['sampling']} | {e['k']} | {e['optimal_ms']:.2f} | {e['argsort_ms']:.2f} | {e['rrs_ms']:.2f} "
+            f"| {e['ratio_to_rrs']:.1f} | {wor_ms} | {e['accepted_optimal']:.3f} "
+            f"| {e['accepted_rrs']:.3f} | {wor_accepted} | {e['alpha_star_iid']:.3f} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=64)
+    parser.add_argument("--vocab", type=int, default=QWEN_VOCAB)
+    parser.add_argument("--ks", default="2,3,4,5,6,7,8")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--dtype", choices=("float32", "float64"), default="float32")
+    parser.add_argument("--json", default=None, help="also write the results to this file")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    ks = [int(k) for k in args.ks.split(",")]
+    results = run(args.rows, args.vocab, ks, args.repeats, getattr(torch, args.dtype))
+    info = {
+        "rows": args.rows,
+        "vocab": args.vocab,
+        "dtype": args.dtype,
+        "threads": args.threads,
+        "repeats": args.repeats,
+        "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
+        "torch": torch.__version__,
+        "load_average": os.getloadavg(),
+    }
+    print(f"{args.rows} rows, V = {args.vocab:,}, {args.dtype}, torch {torch.__version__}, "
+          f"{args.threads} thread(s), median of {args.repeats}; load average {info['load_average']}")
+    print(table(results))
+    data = {"info": info, "results": results}
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump(data, handle, indent=1)
+    return data
+
+
+if __name__ == "__main__":
+    main()
