@@ -77,6 +77,9 @@ def position_cells(p: np.ndarray, q: np.ndarray, ks: Sequence[int], computations
     for name in computations:
         if name == "optimum_iid":
             cells += [Cell(name, k, float(v)) for k, v in zip(ks, iid_optimum_for_ks(p, q, ks))]
+        elif name == "optimal":  # attains the i.i.d. optimum (docs/optimal-verifier.md, checked exactly in the tests)
+            cells += [Cell(name, k, float(v), note="equal to optimum_iid: the rule attains it")
+                      for k, v in zip(ks, iid_optimum_for_ks(p, q, ks))]
         elif name in ("optimum_greedy", "greedy"):  # the rule attains its law's optimum
             cells += [Cell(name, k, v) for k, v in zip(ks, greedy_acceptance_for_ks(p, q, ks))]
         elif name in OPTIMA:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 #: Defaults of ``otm report`` used in several places.
 DEFAULT_REPORT_TEMPERATURES = (0.6, 1.0)
-DEFAULT_REPORT_RULES = ("single", "rrs", "rrs_wor", "kseq", "spechub", "greedy")
+DEFAULT_REPORT_RULES = ("single", "rrs", "rrs_wor", "kseq", "spechub", "greedy", "optimal")
 
 
 class _FromMapping:
@@ -107,7 +107,7 @@ class ValidateConfig(_FromMapping):
 #: What ``otm sweep`` computes by default: both optima and every lossless rule with a
 #: closed form (specinfer with one q is rrs, so it is left out).
 DEFAULT_SWEEP_COMPUTATIONS = ("optimum_iid", "optimum_without_replacement", "single", "rrs", "rrs_wor", "kseq",
-                              "spechub", "greedy")
+                              "spechub", "greedy", "optimal")
 
 
 @dataclass(frozen=True)

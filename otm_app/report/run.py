@@ -201,9 +201,33 @@ def _acceptance_summary(result, scored) -> dict:
         "columns": {name: values.tolist() for name, values in means.columns.items()},
         "optimum_iid_by_text": by_text,
         "rrs_wor_standard_error": _mean_error(result).tolist(),
+        "optimal_gains": optimal_gains(result),
         "notes": dict(result.notes),
         "checks": _sanity_checks(result),
     }
+
+
+#: The rules the optimal verifier is compared with, position by position.
+GAIN_RULES = ("rrs", "rrs_wor", "spechub")
+
+
+def optimal_gains(result) -> dict:
+    """Per ``k``: mean and standard error over positions of ``optimal - rule`` for each rule
+    of :data:`GAIN_RULES` that was computed (each rule on its own draft law; NaN cells left
+    out; spechub exists at ``k = 2`` only)."""
+    columns = result.table.columns
+    if "optimal" not in columns:
+        return {}
+    out = {}
+    for rule in GAIN_RULES:
+        if rule not in columns:
+            continue
+        gain = columns["optimal"] - columns[rule]
+        n = (~np.isnan(gain)).sum(axis=0)
+        mean = np.where(n > 0, np.nansum(gain, axis=0) / np.maximum(n, 1), np.nan)
+        std = np.array([np.nanstd(gain[:, a], ddof=1) if n[a] > 1 else np.nan for a in range(gain.shape[1])])
+        out[rule] = {"mean": mean.tolist(), "standard_error": (std / np.sqrt(np.maximum(n, 1))).tolist(), "positions": n.tolist()}
+    return out
 
 
 def _mean_error(result) -> np.ndarray:
@@ -255,6 +279,8 @@ def summary_table(summary: dict) -> str:
         lines.append(f"  {'column':<30}" + "".join(f"{'k=' + str(k):>7}" for k in ks))
         for name, values in block["columns"].items():
             lines.append(f"  {name:<30}" + "".join(f" {_fmt(v)}" for v in values))
+        for rule, gain in block.get("optimal_gains", {}).items():
+            lines.append(f"  {'optimal - ' + rule:<30}" + "".join(f" {_fmt(v)}" for v in gain["mean"]))
         for problem in block["checks"]:
             lines.append(f"  CHECK FAILED: {problem}")
     decoding = summary["decoding"]

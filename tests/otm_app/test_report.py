@@ -156,6 +156,10 @@ def test_no_models_report_end_to_end(tmp_path, capsys):
     assert len(block["columns"]["rrs"]) == 3
     assert block["positions"] == 6
     assert not (folder / "corpus").exists()  # deleted unless --keep-corpus
+    gains = block["optimal_gains"]
+    assert set(gains) == {"rrs", "rrs_wor", "spechub"}
+    assert min(gains["rrs"]["mean"]) >= -1e-12  # the optimum of the i.i.d. law is never below rrs on it
+    assert gains["rrs"]["mean"][0] == pytest.approx(0.0, abs=1e-12)  # k = 1: both are the single-draft rule
     assert {"acceptance_vs_k_T1", "gaps_T1_k2", "gaps_T1_k3", "optimum_vs_temperature", "theorem_slacks"} <= set(summary["figures"])
     text = (folder / "report.md").read_text()
     assert "No model was run" in text
