@@ -524,7 +524,7 @@ def main(argv=None) -> dict:
     rules = [r for r in args.rules.split(",") if r]
     temps = [float(t) for t in args.temperatures.split(",")]
     depths = [int(d) for d in args.depths.split(",")]
-    paired_rules = [r for r in RULES if r != "importance_sampling_truncated"]
+    paired_rules = [r for r in RULES if rule_spec(r).has_closed_form(2)]
     pair = load_pair(args.pair)
     prompt_ids, names, kinds = prompts_for(pair, args.code, args.prose, args.prompt_tokens)
     configs = []

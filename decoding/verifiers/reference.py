@@ -22,6 +22,8 @@ from otm.rules import rule_law
 from otm.rules.importance_sampling_truncated import DEFAULT_ALPHABET_SIZE, DEFAULT_TRUNCATION
 from otm.rules.kseq import optimal_division_factor
 
+from .reference_optimal import optimal, optimal_latent
+
 
 def _inverse_cdf(weights: list[float], u: float) -> int:
     """The token ``t`` with ``cdf[t-1] <= u * total < cdf[t]`` (a rounding overshoot goes
@@ -192,7 +194,10 @@ def importance_sampling_truncated(p, draft_probs, drafts, uniforms, s: int = DEF
 
 
 #: Rule name -> reference function (each function is named after its rule).
-REFERENCES = {f.__name__: f for f in (single, rrs, rrs_wor, specinfer, kseq, spechub, importance_sampling_truncated, greedy)}
+REFERENCES = {
+    f.__name__: f
+    for f in (single, rrs, rrs_wor, specinfer, kseq, spechub, importance_sampling_truncated, greedy, optimal, optimal_latent)
+}
 
 
 def run_reference(

@@ -6,17 +6,14 @@ accepted index row by row.
 
 Each ``<name>(p, draft_probs, drafts, uniforms) -> (token, accepted_index)`` takes ``p``
 ``[V]``, ``draft_probs`` ``[k][V]`` (row 0 is ``q``), ``drafts`` ``[k]`` token ids and the
-row's ``uniforms_per_row(k)`` numbers. :func:`run_reference` applies one to a batch.
+row's ``uniforms_per_row(k)`` numbers; :func:`decoding.verifiers.reference.run_reference`
+applies one to a batch.
 The algorithm, its law and its proofs: :mod:`otm.rules.optimal`, docs/optimal-verifier.md.
 """
 from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right
-
-import torch
-
-from otm.errors import UnknownNameError
 
 
 def _running(values: list[float]) -> list[float]:
@@ -138,28 +135,3 @@ def optimal_latent(p, draft_probs, drafts, uniforms):
             seen += 1
     token, index = _iid(p, q, [drafts[a] for a in positions], uniforms[: 2 * k + 3])
     return token, (positions[index] if index >= 0 else -1)
-
-
-#: Verifier module name -> its reference.
-REFERENCES = {"optimal": optimal, "optimal_latent": optimal_latent}
-
-
-def run_reference(
-    name: str,
-    target_probs: torch.Tensor,  # [batch, vocab]
-    draft_probs: torch.Tensor,  # [batch, k, vocab]
-    draft_tokens: torch.Tensor,  # [batch, k]
-    uniforms: torch.Tensor,  # [batch, uniforms_per_row(k)]
-) -> tuple[list[int], list[int]]:
-    """``(tokens, accepted indices)`` of the reference ``name`` row by row."""
-    if name not in REFERENCES:
-        raise UnknownNameError(f"no reference named {name!r}; choose one of {', '.join(REFERENCES)}")
-    reference = REFERENCES[name]
-    tokens, indices = [], []
-    for b in range(target_probs.shape[0]):
-        token, index = reference(
-            target_probs[b].tolist(), draft_probs[b].tolist(), draft_tokens[b].tolist(), uniforms[b].tolist()
-        )
-        tokens.append(int(token))
-        indices.append(int(index))
-    return tokens, indices

@@ -22,7 +22,7 @@ import torch
 from decoding.validation.stats import binomial_z_test, chi_square_test
 from decoding.verifiers import optimal, optimal_latent
 from decoding.verifiers.base import VerifierOutput, draw_uniforms
-from decoding.verifiers.reference_optimal import run_reference
+from decoding.verifiers.reference import run_reference
 from otm.errors import InvalidDraftCountError, ShapeMismatchError, UnknownNameError
 from otm.formulations.prefix_scan import prefix_scan
 from otm.rules.optimal import exact_law
@@ -225,7 +225,7 @@ def test_contract():
     with pytest.raises(ShapeMismatchError):
         optimal.verify(p, q.unsqueeze(1), torch.zeros(1, 2, dtype=torch.int64), None)
     with pytest.raises(UnknownNameError):
-        run_reference("rrs", p, q.unsqueeze(1), torch.zeros(1, 1, dtype=torch.int64), torch.zeros(1, 5))
+        run_reference("nope", p, q.unsqueeze(1), torch.zeros(1, 1, dtype=torch.int64), torch.zeros(1, 5))
 
 
 @pytest.mark.parametrize("k", [2, 5])

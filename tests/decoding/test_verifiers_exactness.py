@@ -67,6 +67,8 @@ DRAFT_COUNTS = {
     "spechub": (2,),
     "importance_sampling_truncated": (2, 3),
     "greedy": (2, 3),
+    "optimal": (2, 3),
+    "optimal_latent": (2, 3),
 }
 
 CASES = [(rule, name, k) for rule, ks in DRAFT_COUNTS.items() for name in INSTANCES for k in ks]

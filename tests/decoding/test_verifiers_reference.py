@@ -34,6 +34,8 @@ DRAFT_COUNTS = {
     "spechub": (2,),
     "importance_sampling_truncated": (1, 2, 3),
     "greedy": (1, 2, 3),
+    "optimal": (1, 2, 3),
+    "optimal_latent": (1, 2, 3),
 }
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
