@@ -114,11 +114,12 @@ def disjoint(temperature: float) -> Generator:
     return generate
 
 
-def top_p(mask: str, top: float, temperature: float = 1.0) -> Generator:
-    """Correlated realistic logits at ``temperature``; top-p ``top`` applied to ``mask``
-    in ``q``, ``p`` or ``both`` (many exact zeros)."""
+def top_p(mask: str, kind: str, top: float, temperature: float) -> Generator:
+    """Correlated logits (``kind``: ``gaussian`` keeps thousands of tokens, ``realistic``
+    one to three) at ``temperature``; top-p ``top`` applied to ``mask`` in ``q``, ``p`` or
+    ``both`` (many exact zeros; a masked ``q`` may hold fewer than ``k`` tokens)."""
     def generate(rng, vocab):
-        base = realistic_logits(rng, vocab)
+        base = _logits(kind, rng, vocab)
         draft = base + 0.7 * rng.standard_normal(vocab)
         p = logits_to_probs(base, temperature, top_p=top if mask in ("p", "both") else None)
         q = logits_to_probs(draft, temperature, top_p=top if mask in ("q", "both") else None)
@@ -167,8 +168,9 @@ FAMILIES: dict[str, list[tuple[str, Generator]]] = {
     "flat": [(kind, flat(kind)) for kind in ("uniform", "uniform_draft", "near_uniform", "half")],
     "disjoint": [(f"T={t}", disjoint(t)) for t in (1.0, 0.1)],
     "top_p": [
-        (f"{mask} top_p={top} T={t}", top_p(mask, top, t))
-        for mask in ("q", "p", "both") for top, t in ((0.9, 1.0), (0.99, 0.3))
+        (f"{mask} {kind} top_p={top} T={t}", top_p(mask, kind, top, t))
+        for mask in ("q", "p", "both")
+        for kind, top, t in (("gaussian", 0.9, 1.0), ("gaussian", 0.99, 0.3), ("realistic", 0.99, 1.0))
     ],
     "equal": [(kind, equal(kind)) for kind in ("realistic", "low_temperature", "zipf", "one_hot")],
     "mixture": [(f"{peak} peaked, {kind}", mixture(peak, kind)) for peak in ("p", "q") for kind in ("temperature", "one_hot")],
