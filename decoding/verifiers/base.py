@@ -29,12 +29,13 @@ V-sized passes (one elementwise op, reduction or scan over a ``[rows, vocab]`` t
 times the rows they touch. The rules therefore do V-sized work only for the rows that
 need it (the rows still rejecting, gathered into a compact batch; see
 :mod:`decoding.verifiers.rrs`), never materialise what an index correction can replace,
-and sample by inverse CDF from unnormalised weights. On the CPU a fresh tensor above
-glibc's largest mmap threshold (32 MiB; 64 rows at ``V = 151,936`` in float32 are 39 MB)
-is a new mapping whose pages fault in on first touch, which costs more than the
-arithmetic: :func:`map_row_chunks` runs a verification on chunks of rows whose
-temporaries stay below :data:`CPU_CHUNK_BYTES`, reused from the heap and warm in the
-cache. Rows never share randomness, so the chunking does not change any draw.
+and sample by inverse CDF from unnormalised weights. On the CPU, a large fresh tensor
+(above glibc's mmap threshold, at most 32 MiB; 64 rows at ``V = 151,936`` in float32 are
+39 MB) is a new mapping whose pages fault in on first touch, which costs more than the
+arithmetic (``p - q`` on 64 such rows: about 20 ms, against 5 ms row by row):
+:func:`map_row_chunks` runs a verification on chunks of rows whose temporaries stay
+within :data:`CPU_CHUNK_BYTES` (4 MiB measured best, from 1 to 8), reused from the heap
+and warm in the cache. Rows never share randomness, so the chunking changes no draw.
 """
 from __future__ import annotations
 
@@ -190,17 +191,30 @@ def sample_weighted(weights: torch.Tensor, uniforms: torch.Tensor) -> torch.Tens
     return idx.squeeze(1) if squeeze else idx
 
 
-def sample_residual(residual: torch.Tensor, fallback: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
-    """``[batch]`` tokens from ``norm(residual)`` (``[batch, vocab]``, non-negative), rows of
-    zero mass replaced by ``fallback`` (as :func:`with_fallback` then
-    :func:`sample_weighted` on ``uniforms`` ``[batch]``, without normalising: the inverse
-    CDF scales by the total, and the fallback rows are scanned only when a row is empty)."""
+def sample_residual(
+    residual: torch.Tensor,  # [batch, vocab]
+    fallback: torch.Tensor,  # [batch, vocab], or [n, vocab] with fallback_rows
+    uniforms: torch.Tensor,  # [batch]
+    fallback_rows: torch.Tensor | None = None,  # [batch] int64
+) -> torch.Tensor:
+    """``[batch]`` tokens from ``norm(residual)`` (non-negative), rows of zero mass replaced
+    by ``fallback`` (row ``fallback_rows[b]`` of it when given), as :func:`with_fallback`
+    then :func:`sample_weighted`, without normalising (the inverse CDF scales by the
+    total) and reading the fallback only for the rows that are empty."""
     cdf = residual.cumsum(dim=-1)
     empty = cdf[:, -1] <= 0
     if bool(empty.any()):
         rows = empty.nonzero().squeeze(1)
-        cdf.index_copy_(0, rows, torch.index_select(fallback, 0, rows).cumsum(dim=-1))
+        source = rows if fallback_rows is None else fallback_rows[rows]
+        cdf.index_copy_(0, rows, torch.index_select(fallback, 0, source).cumsum(dim=-1))
     return inverse_cdf(cdf, uniforms.unsqueeze(1)).squeeze(1)
+
+
+def take_rows(values: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """``values[rows]`` (``rows``: sorted distinct row indices, e.g. from ``nonzero``) by
+    ``index_select`` (CPU advanced indexing is about 10x slower), or ``values`` itself when
+    ``rows`` holds every row: modify the result in place only if ``values`` is your own."""
+    return values if rows.numel() == values.shape[0] else torch.index_select(values, 0, rows)
 
 
 def sample_iid(draft_probs: torch.Tensor, k: int, generator: torch.Generator | None) -> torch.Tensor:

@@ -19,8 +19,9 @@ Cost: ``q`` off ``F`` and its sum ``q(R)`` for every row (summed over the tokens
 exactly 0 when ``F`` covers the support); ``q_R = q / q(R)`` off ``F`` is never
 materialised, the residual ``max(p - q_R, 0)`` (with ``p`` on ``F`` and the point-mass
 case at ``z`` set by index) is built only for the rows that reject ``z``. V-sized passes
-per row: ``2 + 6 f`` (``f`` the rejection rate: gather ``p`` and ``q`` off ``F``,
-residual, clamp, inverse-CDF scan); the previous dense version made about 14.
+per row: ``2 + 5 f`` with ``f`` the rejection rate (``q`` off ``F`` and its sum; gather
+``p`` and ``q`` off ``F``, residual, clamp, inverse-CDF scan; the two gathers are skipped
+in a chunk whose rows all reject); the previous dense version made about 14.
 
 Randomness: ``uniforms_per_row(k) = 2`` (acceptance, residual draw); ``sample_drafts``
 draws one uniform per row. Zero-mass residual (``z`` surely accepted and ``p(F) = 0``):
@@ -41,6 +42,7 @@ from .base import (
     first_draft_probs,
     gather_tokens,
     map_row_chunks,
+    take_rows,
     sample_residual,
     sample_weighted,
     with_fallback,
@@ -104,9 +106,9 @@ def _greedy(
     rows = (~accept).nonzero().squeeze(1)
     if rows.numel() == 0:
         return VerifierOutput(tokens=tokens, accepted_index=accepted_index)
-    p_rows, fixed, z = torch.index_select(p, 0, rows), fixed[rows], z[rows]
+    p_rows, fixed, z = take_rows(p, rows), fixed[rows], z[rows]
     scale = torch.where(exhausted[rows], torch.zeros_like(rest[rows]), 1.0 / rest[rows])
-    q_rest = torch.index_select(q_rest, 0, rows)
+    q_rest = take_rows(q_rest, rows)  # our own copy
     residual = torch.addcmul(p_rows, scale.unsqueeze(1), q_rest, value=-1.0, out=q_rest)  # p - q_R off F (p on F)
     residual.scatter_(1, z.unsqueeze(1), (gather_tokens(p_rows, z) - q_rest_z[rows]).unsqueeze(1))
     y = sample_residual(residual.clamp_(min=0.0), p_rows, u[rows, 1])

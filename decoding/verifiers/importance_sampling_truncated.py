@@ -33,15 +33,19 @@ against the enumerated ``selection_law`` of the exact law.
 Cost (documented exception to "no numpy in the fast path"): the pair rules come from
 an LP, solved on the CPU with otm's HiGHS backend, once per distinct ``(p, q)`` row of
 the batch and per stage (``k - 1`` LPs with at most ``s (s - 1)`` free weights over an
-alphabet of ``alphabet_size`` tokens; about 2 ms each, which dominates), plus ``O(V)``
-for the alphabet (:func:`top_tokens`) and ``O(A log A)`` per stage for the truncation
-order (:func:`free_count`; sorting the vocabulary twice per stage, as the exact law's
+alphabet of ``alphabet_size`` tokens; about 2 ms each, which dominates), plus
+``O(A log A)`` per stage for the truncation order (:func:`free_count`; sorting the
+vocabulary twice per stage, as the exact law's
 :func:`otm.rules.importance_sampling_truncated.truncation_order` does, cost more than
-the LPs). Rows are deduplicated (:func:`distinct_rows`); the tables
-(``[alphabet_size, alphabet_size]`` per stage) then go back to the input device and the
-sampling itself is batched torch: draft positions in the alphabet by ``searchsorted``,
-and V-sized work only for the rows whose output leaves the alphabet (the complement
-draw). The inputs are copied to the CPU once per call.
+the LPs). Rows are deduplicated (:func:`distinct_rows`); the alphabets
+(:func:`batched_top_tokens`) and the row sums are computed on the input device, and only
+the values of ``p`` and ``q`` on the alphabets go to the CPU (:func:`plan_on_alphabet`).
+The tables (``[alphabet_size, alphabet_size]`` per stage) then go back to the input
+device and the sampling itself is batched torch: draft positions in the alphabet by
+``searchsorted``, and V-sized work only for the rows whose output leaves the alphabet
+(the complement draw). V-sized passes per distinct row: 7 (two fingerprints, two sums,
+``topk``, the candidate mask and its ``nonzero``), plus 4 per row that leaves the
+alphabet (gather ``p``, zero the alphabet, sum, inverse-CDF scan).
 
 Randomness: ``uniforms_per_row(k) = k + 3`` - columns ``0..k-2`` the pair stages,
 ``k-1`` the acceptance of ``Z``, ``k`` the inner residual, ``k+1`` the post-processing
@@ -56,7 +60,7 @@ import numpy as np
 import torch
 
 from otm.distributions import as_distribution_pair
-from otm.errors import InvalidDraftCountError
+from otm.errors import InvalidDistributionError, InvalidDraftCountError
 from otm.rules.importance_sampling_truncated import (
     DEFAULT_ALPHABET_SIZE,
     DEFAULT_TRUNCATION,
@@ -72,6 +76,7 @@ from .base import (
     sample_iid,
     sample_residual,
     sample_weighted,
+    take_rows,
     with_fallback,
 )
 
@@ -83,7 +88,9 @@ __all__ = [
     "SelectionPlan",
     "distinct_rows",
     "draft_scheme",
+    "batched_top_tokens",
     "free_count",
+    "plan_on_alphabet",
     "selection_plan",
     "sample_drafts",
     "top_tokens",
@@ -160,27 +167,39 @@ def selection_plan(
 ) -> SelectionPlan:
     """The tables of one instance (``p``, ``q``: ``[V]``), computed on the CPU.
 
-    The pair stages run on the compact alphabet; the number of free tokens of each stage
-    is the number of alphabet tokens among the first ``s`` of the truncation order over
-    the whole vocabulary (:func:`free_count`, equal to
-    :func:`otm.rules.importance_sampling_truncated.truncation_order` on the embedded
-    vectors without sorting them), so the free set and the fixed rule are those of the
-    exact law. The alphabet is :func:`top_tokens` (no sort of the vocabulary either).
+    The pair stages run on the compact alphabet (:func:`top_tokens`, no sort of the
+    vocabulary); the number of free tokens of each stage is the number of alphabet tokens
+    among the first ``s`` of the truncation order over the whole vocabulary
+    (:func:`free_count`, equal to :func:`otm.rules.importance_sampling_truncated.truncation_order`
+    on the embedded vectors without sorting them), so the free set and the fixed rule are
+    those of the exact law.
     """
     k = check_k(k)
     _check_params(s, alphabet_size)
     p, q = as_distribution_pair(p, q)
-    V = p.size
-    alphabet = top_tokens(p, alphabet_size) if alphabet_size is not None and alphabet_size < V else np.arange(V)
-    kept_target = float(p[alphabet].sum())
-    p_inner = p[alphabet] / kept_target
-    q_kept = q[alphabet]  # q_0
+    alphabet = top_tokens(p, alphabet_size) if alphabet_size is not None and alphabet_size < p.size else np.arange(p.size)
+    return plan_on_alphabet(alphabet, p[alphabet], q[alphabet], p.size, k, s, backend)
+
+
+def plan_on_alphabet(
+    alphabet: np.ndarray,  # [A] ascending token ids
+    p_kept: np.ndarray,  # [A] p on the alphabet (p normalised over the vocabulary)
+    q_kept: np.ndarray,  # [A] q on the alphabet, likewise
+    vocab: int,
+    k: int,
+    s: int,
+    backend: str = "highs",
+) -> SelectionPlan:
+    """:func:`selection_plan` from the alphabet and the values of ``p`` and ``q`` on it:
+    nothing else of the vocabulary enters the plan but its size (inputs not validated)."""
+    kept_target = float(p_kept.sum())
+    p_inner = p_kept / kept_target
     kappa = float(q_kept.sum())
     q_inner = q_kept / kappa if kappa > 0 else q_kept
 
     stages, previous = [], q_inner
     for _ in range(k - 1):
-        free = free_count(p_inner - (previous + q_inner) / 2, alphabet, V, s)
+        free = free_count(p_inner - (previous + q_inner) / 2, alphabet, vocab, s)
         stage = pair_stage(p_inner, previous, q_inner, free, backend)
         stages.append(stage["select_first"])
         previous = stage["law"]
@@ -198,12 +217,18 @@ def selection_plan(
     return SelectionPlan(alphabet, select_first, law, accept, residual, kept_target)
 
 
-def _renormalised(row: np.ndarray) -> np.ndarray:
-    """A float32 softmax over a large vocabulary sums to 1 only within ~1e-5: rows are
-    renormalised in float64 before :func:`selection_plan` validates them (NaN, inf or
-    negative entries still raise :class:`otm.errors.InvalidDistributionError`)."""
-    total = row.sum()
-    return row / total if np.isfinite(total) and total > 0 else row
+def batched_top_tokens(probs: torch.Tensor, size: int) -> list[np.ndarray]:
+    """:func:`top_tokens` of every row of ``probs`` ``[n, V]`` (``size < V``): the
+    ``size``-th largest value by ``torch.topk``, then per row the entries above it and the
+    lowest-index entries equal to it, among the candidates ``>=`` it (usually ``size``)."""
+    threshold = torch.topk(probs, size, dim=1).values[:, -1:]  # [n, 1]
+    row, col = (probs >= threshold).nonzero(as_tuple=True)  # row-major: ascending ids per row
+    above = (probs[row, col] > threshold[row, 0]).cpu().numpy()
+    counts = torch.bincount(row, minlength=probs.shape[0]).cpu().tolist()
+    alphabets = []
+    for cols, strict in zip(np.split(col.cpu().numpy(), np.cumsum(counts)[:-1]), np.split(above, np.cumsum(counts)[:-1])):
+        alphabets.append(cols[strict | (np.cumsum(~strict) <= size - strict.sum())])
+    return alphabets
 
 
 def distinct_rows(
@@ -230,6 +255,34 @@ def distinct_rows(
     return first, which
 
 
+def _plans(
+    target_probs: torch.Tensor,  # [n, vocab]
+    q: torch.Tensor,  # [n, vocab]
+    k: int,
+    s: int,
+    alphabet_size: int | None,
+    backend: str,
+) -> list[SelectionPlan]:
+    """The plan of every row (:func:`plan_on_alphabet`): the alphabets and the row sums on
+    the input device, then only the ``[n, A]`` values on the alphabets go to the CPU, in
+    float64. A float32 softmax over a large vocabulary sums to 1 only within ~1e-5, so the
+    rows are renormalised by their sums; a sum that is not finite and positive (NaN, inf,
+    an all-zero row) raises :class:`otm.errors.InvalidDistributionError`."""
+    vocab = target_probs.shape[1]
+    totals = torch.stack([target_probs.sum(dim=1), q.sum(dim=1)], dim=1).double().cpu().numpy()  # [n, 2]
+    if not (np.isfinite(totals).all() and (totals > 0).all()):
+        raise InvalidDistributionError(
+            "importance_sampling_truncated: every row of target_probs and draft_probs needs a finite positive sum"
+        )
+    if alphabet_size is not None and alphabet_size < vocab:
+        alphabets = batched_top_tokens(target_probs, alphabet_size)
+    else:
+        alphabets = [np.arange(vocab)] * target_probs.shape[0]
+    index = torch.as_tensor(np.stack(alphabets), device=target_probs.device)
+    values = torch.stack([target_probs.gather(1, index), q.gather(1, index)], dim=1).double().cpu().numpy()  # [n, 2, A]
+    return [plan_on_alphabet(a, v[0] / t[0], v[1] / t[1], vocab, k, s, backend) for a, v, t in zip(alphabets, values, totals)]
+
+
 def verify(
     target_probs: torch.Tensor,  # [batch, vocab]
     draft_probs: torch.Tensor,  # [batch, k, vocab]
@@ -246,13 +299,11 @@ def verify(
     u = draw_uniforms(generator, batch, uniforms_per_row(k), target_probs)
     q = first_draft_probs(draft_probs)
     device, dtype = target_probs.device, target_probs.dtype
+    if batch == 0:
+        return VerifierOutput(tokens=draft_tokens[:, 0].clone(), accepted_index=draft_tokens[:, 0].clone())
 
     first, which = distinct_rows(target_probs, q)
-
-    def cpu_row(probs: torch.Tensor, i: int) -> np.ndarray:
-        return _renormalised(probs[i].detach().to("cpu", torch.float64).numpy())
-
-    plans = [selection_plan(cpu_row(target_probs, i), cpu_row(q, i), k, s, alphabet_size, backend) for i in first.tolist()]
+    plans = _plans(target_probs[first], q[first], k, s, alphabet_size, backend)
 
     def table(name: str) -> torch.Tensor:
         return torch.as_tensor(np.stack([getattr(pl, name) for pl in plans]), dtype=dtype, device=device)[which]
@@ -293,10 +344,9 @@ def verify(
     # complement with probability proportional to p (none when p has no mass there).
     rows = (u[:, k + 1] >= kept_target).nonzero().squeeze(1)
     if rows.numel():
-        p_rows = torch.index_select(target_probs, 0, rows)
-        outside = p_rows.scatter(1, alphabet[rows], 0.0)  # [n, vocab]
+        outside = take_rows(target_probs, rows).scatter(1, alphabet[rows], 0.0)  # p off the alphabet, [n, vocab]
         leave = (outside.sum(dim=-1) > 0).nonzero().squeeze(1)
-        rows, outside, p_rows = rows[leave], torch.index_select(outside, 0, leave), torch.index_select(p_rows, 0, leave)
-        tokens[rows] = sample_residual(outside, p_rows, u[rows, k + 2])
+        rows, outside = rows[leave], take_rows(outside, leave)
+        tokens[rows] = sample_residual(outside, target_probs, u[rows, k + 2], fallback_rows=rows)
         accepted_index[rows] = -1
     return VerifierOutput(tokens=tokens, accepted_index=accepted_index)

@@ -20,11 +20,13 @@ row keeps ``p_{i+1} = p_i`` (any choice keeps the law exact, this one is never N
 
 Cost (:func:`rejection_chain`): the residual ``p_{i+1}`` is computed only for the rows
 rejected at steps ``1..i``, gathered into a compact batch (a row accepted at step ``i``
-never needs ``p_{i+1}``). With ``r_i`` the fraction of rows rejected at steps ``1..i``,
-V-sized passes per row: ``1`` (the mass of ``p``) ``+ r_1`` (gather ``p``) ``+ 7 sum_{i<k}
-r_i`` (gather ``q_i``, subtract, clamp, normalise: sum and divide, fallback check,
-compaction) ``+ r_k`` (the inverse-CDF scan); the previous dense version made
-``9k + 4`` passes over every row.
+never needs ``p_{i+1}``), and the last one is sampled without normalising it. With
+``r_i`` the fraction of rows rejected at steps ``1..i``, V-sized passes per row:
+``1`` (the mass of ``p``) ``+ 2 r_1`` (gather ``p``, divide by its mass)
+``+ 6 (r_1 + .. + r_{k-1})`` (gather ``q_i``, subtract, clamp; normalise: sum, divide;
+fallback check) ``+ (r_2 + .. + r_k)`` (compaction; skipped when every row goes on)
+``+ 4 r_k`` (gather ``q_k``, subtract, clamp, inverse-CDF scan); the previous dense
+version made ``9k + 4`` passes over every row.
 """
 from __future__ import annotations
 
@@ -39,7 +41,8 @@ from .base import (
     map_row_chunks,
     normalise,
     sample_iid,
-    sample_weighted,
+    sample_residual,
+    take_rows,
     verify_uniforms,
     with_fallback,
 )
@@ -117,11 +120,14 @@ def rejection_chain(
         if rows.numel() == 0:
             return VerifierOutput(tokens=tokens, accepted_index=accepted_index)
         if residual is None:
-            current = torch.index_select(target_probs, 0, rows) / mass[rows].unsqueeze(1)
+            current = take_rows(target_probs, rows) / mass[rows].unsqueeze(1)
         else:
-            current = torch.index_select(residual, 0, rejected)
-        residual = with_fallback(normalise(laws.minus(i, rows, current).clamp_(min=0.0)), current)
-    tokens[rows] = sample_weighted(residual, uniforms[rows, k])
+            current = take_rows(residual, rejected)
+        difference = laws.minus(i, rows, current).clamp_(min=0.0)
+        if i == k - 1:  # the final draw needs no normalised residual
+            tokens[rows] = sample_residual(difference, current, uniforms[rows, k])
+            break
+        residual = with_fallback(normalise(difference), current)
     return VerifierOutput(tokens=tokens, accepted_index=accepted_index)
 
 

@@ -31,10 +31,12 @@ row, over ``q_rest``, so it is exactly 0 when ``D`` covers the support (a subtra
 ``1 - sum_j q(x_j)`` would leave a rounding residue and break the point-mass case).
 Step 1 uses ``q`` as given (``q_1 = q``), as the reference does.
 
-V-sized passes per row (``r_i``: fraction of rows rejected at steps ``1..i``):
-``1 + r_1 + 7 sum_{i<k} r_i + r_1 + r_k`` (the RRS chain, plus one sum over ``q_rest``
-per row that reaches step 2); the previous version built the ``k`` conditional laws of
-every row (``[batch, k, vocab]``, about ``6k`` passes) before the chain.
+V-sized passes per row: those of :mod:`decoding.verifiers.rrs` (with ``r_i`` the
+fraction of rows rejected at steps ``1..i``: ``1 + 2 r_1 + 6 (r_1 + .. + r_{k-1}) +
+(r_2 + .. + r_k) + 4 r_k``, the subtraction ``p_i - scale_i q_rest`` in place of
+``p_i - q_i``) plus ``r_1`` for the sum of ``q_rest``; the previous version built the
+``k`` conditional laws of every row (``[batch, k, vocab]``, about ``6k`` passes) before
+the chain.
 
 Randomness and zero-mass fallback: as :mod:`decoding.verifiers.rrs` (``k + 1`` uniforms
 per row); ``sample_drafts`` draws one ``torch.rand(batch, vocab)`` (exponential clocks).

@@ -6,7 +6,11 @@ Draw ``x ~ q``; accept it if ``u < p(x) / q(x)``; otherwise return
 Randomness (``uniforms_per_row(1) = 2``): column 0 is the acceptance uniform, column 1
 drives the residual draw. This is :func:`decoding.verifiers.rrs.recursive_rejection`
 with one draft (zero-mass residual when ``p = q``: rejection has probability 0 and the
-row keeps ``p`` as its residual).
+row keeps ``p`` as its residual). V-sized passes per row: ``1 + 6 r`` with ``r`` the
+rejection rate (the mass of ``p``; for a rejected row: gather ``p`` and divide by its
+mass, gather ``q``, subtract, clamp, inverse-CDF scan): the residual is built for the
+rejected rows only, as transformers' ``_speculative_sampling`` builds it only after a
+rejection.
 """
 from __future__ import annotations
 

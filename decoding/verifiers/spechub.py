@@ -24,12 +24,16 @@ Each token ``x != a`` is output by acceptance with probability
 remains of ``p``, so ``Y ~ p`` (Thm 2). Membership acceptance
 ``p(a) + sum_{x != a} min(p(x), q(x) / (1 - q(a)))`` (docs/theory.md).
 
-Cost: each step runs on the rows that reach it (gathered): ``argmax q`` over every row,
-``q`` off the hub and its sum for the rows not accepted at step 1, the two residuals
-(with ``M_1``, ``M_2`` read off their negative parts, so no separate pass) for the rows
-not accepted at step 2, the inverse-CDF scan for the rows not accepted at step 3.
-V-sized passes per row: ``1 + 2 f_1 + 8 f_2 + 3 f_3`` with ``f_j`` the fraction of rows
-that reach step ``j + 1``; the previous dense version made about 30 for every row.
+Cost: each step runs on the rows that reach it (gathered): ``argmax q`` over every row
+(blocked, :func:`hub_tokens`); ``q`` off the hub and its sum for the rows not accepted at
+step 1; the two residuals for the rows not accepted at step 2, each in one buffer
+updated in place, with ``M_2`` and ``M_1`` read off sums (for ``v = p - q`` and
+``v = p' - Q(a, .)``, ``sum_{x != a} max(-v, 0) = sum max(v, 0) - sum v``, the hub
+entry ``p(a)`` cancelling); the inverse-CDF scan for the rows not accepted at step 3.
+V-sized passes per row: ``1 + 2 f_1 + 9 f_2 + 2 f_3`` with ``f_j`` the fraction of rows
+that reach step ``j + 1`` (gather ``q`` with the hub zeroed, sum; gather ``p``,
+subtract, sum, clamp, sum, residual, sum, clamp, sum; compaction, scan); the previous
+dense version made about 30 for every row.
 
 Randomness: ``uniforms_per_row(2) = 3`` - column 0 the draft acceptance, column 1 the
 hub acceptance, column 2 the residual draw. Zero-mass residual (every pair always
@@ -52,6 +56,7 @@ from .base import (
     map_row_chunks,
     sample_residual,
     sample_weighted,
+    take_rows,
     verify_uniforms,
     with_fallback,
 )
@@ -120,7 +125,6 @@ def _spechub(
     u: torch.Tensor,  # [batch, 3]
 ) -> VerifierOutput:
     """Steps 1-4 of the module docstring on pre-drawn uniforms, each on the rows that reach it."""
-    batch = p.shape[0]
     hub = hub_tokens(q)
     x1, x2 = draft_tokens[:, 0], draft_tokens[:, 1]
     hub_first = x1 == hub
@@ -150,19 +154,24 @@ def _spechub(
     accepted_index[rows[accept_second]] = 1
     keep = (~accept_second).nonzero().squeeze(1)
     rows, a, q_off, rest, one_hot, q_hub, first_hub = (
-        torch.index_select(t, 0, keep) for t in (rows, a, q_off, rest, one_hot, q_hub, first_hub)
+        take_rows(t, keep) for t in (rows, a, q_off, rest, one_hot, q_hub, first_hub)
     )
     if rows.numel() == 0:
         return VerifierOutput(tokens=tokens, accepted_index=accepted_index)
 
     # GetResidual twice, with the leftover masses M_2 (pairs (x, a)) and M_1 (pairs (a, x)).
-    p_rows = torch.index_select(p, 0, rows)
+    # Negative parts by sums: sum max(-v, 0) = sum max(v, 0) - sum v (the hub entry, p(a) >= 0 in
+    # both, cancels), so each residual is one buffer, updated in place.
+    p_rows = take_rows(p, rows)
     d = p_rows - q_off  # p - q off the hub, p(a) at the hub
-    leftover_first = -torch.clamp(d, max=0.0).sum(dim=-1)  # M_2 = sum_{x != a} max(q - p, 0)
+    total = d.sum(dim=-1)
     p1 = d.clamp_(min=0.0)  # p' (p(a) at the hub)
+    leftover_first = torch.clamp(p1.sum(dim=-1) - total, min=0.0)  # M_2 = sum_{x != a} max(q - p, 0)
     scale = torch.where(one_hot, torch.zeros_like(q_hub), q_hub / rest)  # Q(a, x) = scale * q(x), x != a
-    e = torch.addcmul(p1, scale.unsqueeze(1), q_off, value=-1.0)  # p' - Q(a, .) (p(a) at the hub)
-    leftover_second = -torch.clamp(e, max=0.0).sum(dim=-1) + one_hot.to(p.dtype)  # M_1 (+1: the pair (a, a))
+    e = torch.addcmul(p1, scale.unsqueeze(1), q_off, value=-1.0, out=q_off)  # p' - Q(a, .) (p(a) at the hub)
+    total = e.sum(dim=-1)
+    p2 = e.clamp_(min=0.0)  # p'' (p(a) at the hub, set below)
+    leftover_second = torch.clamp(p2.sum(dim=-1) - total, min=0.0) + one_hot.to(p.dtype)  # M_1 (+1: the pair (a, a))
 
     # 3. the hub, first for rejected (a, x) pairs, then for rejected (x, a) pairs.
     p_hub = gather_tokens(p_rows, a)
@@ -176,11 +185,11 @@ def _spechub(
     rejected = (~accept_hub).nonzero().squeeze(1)
     if rejected.numel():
         a = a[rejected]
-        residual = torch.index_select(e, 0, rejected).clamp_(min=0.0)
+        residual = take_rows(p2, rejected)  # p2 is our own
         hub_mass = torch.clamp(p_hub_after[rejected] - leftover_first[rejected], min=0.0)
         residual.scatter_(1, a.unsqueeze(1), hub_mass.unsqueeze(1))
         rows = rows[rejected]
-        tokens[rows] = sample_residual(residual, torch.index_select(p_rows, 0, rejected), u[rows, 2])
+        tokens[rows] = sample_residual(residual, p_rows, u[rows, 2], fallback_rows=rejected)
     return VerifierOutput(tokens=tokens, accepted_index=accepted_index)
 
 

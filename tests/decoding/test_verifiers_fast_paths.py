@@ -1,0 +1,269 @@
+"""The fast paths of the batched verifiers against plain oracles: row chunking, the
+blocked argmax of SpecHub's hub, the O(A log A) truncation order and the O(V) alphabet of
+truncated IS, the row deduplication of its plans, the k-SEQ grid bracket (at a large
+vocabulary, and refined only where a decision needs it), the inverse-CDF overshoot and
+the V-sized pass counter of the benchmark.
+Every check is also run on a deliberately broken input and shown to fail."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import decoding.verifiers.base as base
+from decoding.verifiers import get_verifier, importance_sampling_truncated, kseq, spechub
+from decoding.verifiers.base import VerifierOutput, inverse_cdf, sample_weighted
+from decoding.verifiers.reference import _inverse_cdf
+from otm.errors import InvalidDistributionError
+from otm.rules.importance_sampling_truncated import truncation_order
+from otm.rules.kseq import optimal_division_factor
+from otm.tolerances import AGREEMENT_TOLERANCE
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+import bench_verifier_cost  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def _rows(rows: int, vocab: int, seed: int, dtype=torch.float64) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(p, q)`` ``[rows, vocab]``: correlated softmaxes of Zipf-like logits (q = p + noise)."""
+    g = torch.Generator().manual_seed(seed)
+    logits = -1.5 * torch.log(torch.arange(1, vocab + 1, dtype=torch.float64)) + torch.randn(rows, vocab, generator=g, dtype=torch.float64)
+    p = torch.softmax(logits, -1)
+    q = torch.softmax(logits + 0.7 * torch.randn(rows, vocab, generator=g, dtype=torch.float64), -1)
+    return p.to(dtype), q.to(dtype)
+
+
+def _outputs(rule: str, p: torch.Tensor, q: torch.Tensor, k: int) -> tuple[list, list]:
+    verifier = get_verifier(rule)
+    qs = q.unsqueeze(1).expand(-1, k, -1)
+    drafts = verifier.sample_drafts(qs if verifier.draft_scheme == "independent" else q, k, torch.Generator().manual_seed(1))
+    out = verifier.verify(p, qs, drafts, torch.Generator().manual_seed(2))
+    return out.tokens.tolist(), out.accepted_index.tolist()
+
+
+# ---------------------------------------------------------------- row chunks
+
+#: The verifiers that run on row chunks (:func:`decoding.verifiers.base.map_row_chunks`).
+CHUNKED = ("single", "rrs", "rrs_wor", "specinfer", "kseq", "spechub", "importance_sampling_truncated", "greedy")
+
+
+@pytest.mark.parametrize("rule", CHUNKED)
+def test_chunking_does_not_change_any_draw(rule, monkeypatch):
+    """Rows never share randomness: one row per chunk gives the draws of one chunk."""
+    k = 1 if rule == "single" else 2 if rule == "spechub" else 3
+    p, q = _rows(24, 700, seed=len(rule))
+    monkeypatch.setattr(base, "CPU_CHUNK_BYTES", 1 << 40)
+    whole = _outputs(rule, p, q, k)
+    monkeypatch.setattr(base, "CPU_CHUNK_BYTES", 1)
+    assert base.chunk_rows(24, 700, p) == 1
+    assert _outputs(rule, p, q, k) == whole
+
+
+def test_misaligned_chunks_are_detected():
+    """The comparison can fail: chunks concatenated in the wrong order."""
+    p, q = _rows(24, 700, seed=5)
+    tokens, _ = _outputs("rrs", p, q, 3)
+    chunk = 6
+    shuffled = [t for start in reversed(range(0, 24, chunk)) for t in tokens[start : start + chunk]]
+    assert shuffled != tokens
+
+
+def test_map_row_chunks_concatenates_in_order():
+    x = torch.arange(10).unsqueeze(1).expand(10, 3).double()
+    out = base.map_row_chunks(lambda t: VerifierOutput(t[:, 0].long(), -t[:, 0].long()), x)
+    assert out.tokens.tolist() == list(range(10))
+    assert out.accepted_index.tolist() == [-i for i in range(10)]
+
+
+# ---------------------------------------------------------------- SpecHub's hub
+
+def _last_argmax(x: torch.Tensor) -> torch.Tensor:  # deliberately broken: ties to the higher index
+    return x.shape[-1] - 1 - torch.argmax(x.flip(-1), dim=-1)
+
+
+@pytest.mark.parametrize("vocab", [1, 5, 128, 129, 1000, 4097])
+def test_blocked_hub_is_the_first_maximum(vocab):
+    g = torch.Generator().manual_seed(vocab)
+    x = torch.rand(8, vocab, generator=g)
+    if vocab > 3:
+        x[0, [1, vocab - 1]] = 2.0  # a tie across blocks
+        x[1, [vocab // 2, vocab // 2 + 1]] = 2.0  # a tie inside a block
+        x[2, -1] = 3.0  # the maximum in the tail block
+    expected = torch.argmax(x, dim=-1)  # documented: the first maximal value
+    assert torch.equal(spechub.hub_tokens(x), expected)
+    if vocab > 3:
+        assert not torch.equal(_last_argmax(x), expected)
+
+
+# ---------------------------------------------------------------- truncated IS
+
+def _embedded(values: np.ndarray, alphabet: np.ndarray, vocab: int) -> np.ndarray:
+    full = np.zeros(vocab)
+    full[alphabet] = values
+    return full
+
+
+def _free_count_by_sorting(key: np.ndarray, alphabet: np.ndarray, vocab: int, s: int) -> int:
+    """The oracle: otm's truncation order over the whole vocabulary (key = p - (a + b) / 2)."""
+    rank = truncation_order(_embedded(key, alphabet, vocab), np.zeros(vocab), np.zeros(vocab))
+    return int((rank[alphabet] < s).sum())
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    values=st.lists(st.sampled_from([0.0, 0.1, 0.2, 0.25, 0.5]), min_size=2, max_size=12),
+    size=st.integers(1, 12),
+    s=st.integers(0, 14),
+    seed=st.integers(0, 10),
+)
+def test_alphabet_and_free_count_equal_the_sorted_orders(values, size, s, seed):
+    """Many ties (values from a small set), zero keys interleaved with outside tokens."""
+    p = np.array(values)
+    size = min(size, p.size)
+    alphabet = importance_sampling_truncated.top_tokens(p, size)
+    assert np.array_equal(alphabet, np.sort(np.argsort(-p, kind="stable")[:size]))
+    rng = np.random.default_rng(seed)
+    key = rng.choice([-0.2, 0.0, 0.1, 0.3], size=alphabet.size)
+    assert importance_sampling_truncated.free_count(key, alphabet, p.size, s) == _free_count_by_sorting(key, alphabet, p.size, s)
+
+
+def test_batched_alphabets_equal_the_stable_sort():
+    p = torch.tensor([[0.1, 0.3, 0.1, 0.3, 0.2, 0.0], [0.0, 0.0, 0.5, 0.0, 0.5, 0.0], [1 / 6] * 6], dtype=torch.float64)
+    for size in range(1, 6):
+        batched = importance_sampling_truncated.batched_top_tokens(p, size)
+        for row, alphabet in zip(p.numpy(), batched):
+            assert np.array_equal(alphabet, importance_sampling_truncated.top_tokens(row, size))
+            assert np.array_equal(alphabet, np.sort(np.argsort(-row, kind="stable")[:size]))
+
+
+def test_truncated_is_refuses_a_row_without_a_finite_positive_sum():
+    p = torch.tensor([[0.5, 0.5, 0.0], [float("nan"), 0.5, 0.5]], dtype=torch.float64)
+    qs = torch.full((2, 2, 3), 1 / 3, dtype=torch.float64)
+    drafts = torch.zeros(2, 2, dtype=torch.int64)
+    with pytest.raises(InvalidDistributionError, match="finite positive sum"):
+        importance_sampling_truncated.verify(p, qs, drafts, None, alphabet_size=2)
+    importance_sampling_truncated.verify(p[:1], qs[:1], drafts[:1], None, alphabet_size=2)
+
+
+def test_free_count_that_forgets_the_outside_tokens_is_detected():
+    """The comparison can fail: ranking the alphabet among itself only, forgetting that the
+    tokens outside it (key 0) come first on ties with a lower index."""
+    alphabet, key, vocab, s = np.array([3, 4]), np.array([0.0, -0.1]), 5, 2
+    among_alphabet = np.argsort(np.argsort(-key, kind="stable"), kind="stable")
+    assert int((among_alphabet < s).sum()) != _free_count_by_sorting(key, alphabet, vocab, s)
+    assert importance_sampling_truncated.free_count(key, alphabet, vocab, s) == _free_count_by_sorting(key, alphabet, vocab, s)
+
+
+def test_distinct_rows_never_merges_rows_with_equal_fingerprints():
+    # a . w = b . w for w = linspace(1, 2, 3) = [1, 1.5, 2]: the same fingerprint, different rows
+    a, b = [0.5, 0.0, 0.5], [0.0, 1.0, 0.0]
+    p = torch.tensor([a, b, a, b, a], dtype=torch.float64)
+    q = torch.full((5, 3), 1 / 3, dtype=torch.float64)
+    first, which = importance_sampling_truncated.distinct_rows(p, q)
+    assert len(first) == 2
+    assert torch.equal(p[first[which]], p)
+    assert torch.equal(q[first[which]], q)
+    merged = torch.zeros(5, dtype=torch.int64)  # deliberately broken: grouped by fingerprint only
+    assert not torch.equal(p[first[merged]], p)
+
+
+# ---------------------------------------------------------------- k-SEQ at a large vocabulary
+
+@pytest.mark.parametrize("k", [2, 3, 8])
+def test_kseq_grid_bracket_equals_otm_g_star_at_a_large_vocabulary(k):
+    """20,000 tokens: the histogram has 2^12 grid buckets and the last bucket holds many
+    tokens; rows with q = 0 where p > 0, p = q and disjoint supports included."""
+    p, q = _rows(6, 20_000, seed=k)
+    q[1, :50] = 0.0
+    q[1] /= q[1].sum()
+    p[2] = q[2]
+    p[3, 10_000:] = 0.0
+    q[3, :10_000] = 0.0
+    p[3] /= p[3].sum()
+    q[3] /= q[3].sum()
+    batched = kseq.optimal_division_factor(p, q, k).numpy()
+    exact = np.array([optimal_division_factor(pi, qi, k) for pi, qi in zip(p.numpy(), q.numpy())])
+    np.testing.assert_allclose(batched, exact, rtol=0, atol=AGREEMENT_TOLERANCE)
+    assert batched[2] == 1.0
+
+
+def test_kseq_with_a_shifted_validity_test_is_detected(monkeypatch):
+    """The comparison can fail: ``f(g) <= 0`` tested at ``1.001 g``."""
+    p, q = _rows(6, 20_000, seed=1)
+    exact = np.array([optimal_division_factor(pi, qi, 3) for pi, qi in zip(p.numpy(), q.numpy())])
+    too_small = kseq._too_small
+    monkeypatch.setattr(kseq, "_too_small", lambda beta, g, k: too_small(beta, 1.001 * g, k))
+    batched = kseq.optimal_division_factor(p, q, 3).numpy()
+    assert np.abs(batched - exact).max() > AGREEMENT_TOLERANCE
+
+
+def _kseq_draws(p, q, k, factor=None):
+    qs = q.unsqueeze(1).expand(-1, k, -1)
+    drafts = kseq.sample_drafts(q, k, torch.Generator().manual_seed(k))
+    g = torch.Generator().manual_seed(7)
+    out = kseq.verify(p, qs, drafts, g) if factor is None else kseq.verify_with_factor(p, qs, drafts, factor, g)
+    return out.tokens.tolist(), out.accepted_index.tolist()
+
+
+@pytest.mark.parametrize("bits", [1, 4, 12])
+@pytest.mark.parametrize("k", [2, 4])
+def test_kseq_refines_g_star_wherever_the_bracket_leaves_a_test_open(bits, k, monkeypatch):
+    """``verify`` refines ``g*`` only for the rows whose tests its grid bracket leaves open
+    (and for the residual); its draws are those of ``g*`` for every row, even on a grid of
+    2 buckets where most rows need the refinement."""
+    monkeypatch.setattr(kseq, "HISTOGRAM_BITS", bits)
+    p, q = _rows(64, 3000, seed=bits + k)
+    assert _kseq_draws(p, q, k) == _kseq_draws(p, q, k, kseq.optimal_division_factor(p, q, k))
+
+
+def test_kseq_with_the_unrefined_bracket_end_is_detected(monkeypatch):
+    """The comparison can fail: the upper end of a 2-bucket bracket for every row."""
+    monkeypatch.setattr(kseq, "HISTOGRAM_BITS", 1)
+    p, q = _rows(64, 3000, seed=3)
+    bracket_end = kseq._division_factors(p, q, 2, lambda rows, low, high: torch.zeros_like(low, dtype=torch.bool))
+    assert _kseq_draws(p, q, 2, bracket_end) != _kseq_draws(p, q, 2, kseq.optimal_division_factor(p, q, 2))
+
+
+# ---------------------------------------------------------------- inverse CDF
+
+def test_overshoot_goes_to_the_first_token_where_the_cdf_reaches_its_total():
+    """``u * total`` rounding up to ``total`` (emulated with ``u = 1``): the token returned
+    has positive weight, in the batched sampler and in the plain reference alike; a
+    tail weight that the float CDF absorbs is not returned."""
+    weights = torch.tensor([[0.5, 0.5, 0.0, 0.0], [1.0, 1e-30, 0.0, 0.0]], dtype=torch.float32)
+    tokens = inverse_cdf(weights.cumsum(dim=-1), torch.ones(2, 1)).squeeze(1)
+    assert tokens.tolist() == [1, 0]
+    assert _inverse_cdf([0.5, 0.5, 0.0, 0.0], 1.0) == 1
+    clamped = torch.searchsorted(weights.cumsum(-1), weights.sum(-1, keepdim=True), right=True).clamp(max=3)
+    assert (weights.gather(1, clamped) == 0).all()  # deliberately broken: the last token, of weight 0
+
+
+def test_sample_weighted_follows_the_weights():
+    weights = torch.tensor([[0.0, 2.0, 0.0, 6.0]], dtype=torch.float64).expand(4, 4)
+    u = torch.tensor([0.0, 0.2499, 0.25, 0.9999], dtype=torch.float64)
+    assert sample_weighted(weights, u).tolist() == [1, 1, 3, 3]
+
+
+# ---------------------------------------------------------------- the benchmark's pass counter
+
+def test_pass_counter_counts_v_sized_passes():
+    x = torch.rand(4, 1000)
+    rows, first = torch.tensor([0, 2]), torch.zeros(4, 1, dtype=torch.int64)
+
+    def work():
+        y = x.view(4, 10, 100)  # a view: no pass
+        x.sum(dim=-1)  # 1 pass over 4 rows
+        torch.index_select(x, 0, rows)  # copies 2 of the 4 rows
+        x.gather(1, first)  # 4 entries
+        x.new_zeros(4, 10)  # reads nothing
+        return y
+
+    passes = bench_verifier_cost.passes_per_row(work, rows=4, vocab=1000, runs=1)
+    assert passes == pytest.approx(1.5 + (4 + 40) / 4000)
+    assert passes < 2  # counting the view, or new_zeros reading x, would give 3.5 or more
