@@ -15,6 +15,7 @@ import sys
 from otm.errors import OTMError
 from otm.optimum import METHODS
 from otm.rules.registry import rule_spec, rule_specs
+from otm.sequences.registry import SEQUENCE_RULES
 
 from .configs import (
     AcceptanceConfig,
@@ -41,11 +42,14 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def _rule_name(allowed: list) -> callable:
-    """An argparse type: a rule name (old names accepted) among ``allowed`` specs."""
-    names = [spec.name for spec in allowed]
+def _rule_name(allowed: list, extra: tuple = ()) -> callable:
+    """An argparse type: a rule name (old names accepted) among ``allowed`` specs, or one
+    of the names ``extra``."""
+    names = [spec.name for spec in allowed] + list(extra)
 
     def parse(text: str) -> str:
+        if text in extra:
+            return text
         try:
             name = rule_spec(text).name
         except OTMError:
@@ -166,8 +170,10 @@ def _add_decode(sub) -> None:
     d = DecodeConfig
     dec = sub.add_parser("decode", help="speculative decoding with a rule and a draft tree",
                          formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    dec.add_argument("--rule", type=_rule_name(rule_specs(verifier=True) + rule_specs(lossless=False)), default=d.rule,
-                     help="selection rule: " + ", ".join(s.name for s in rule_specs(verifier=True) + rule_specs(lossless=False)))
+    dec.add_argument("--rule", type=_rule_name(rule_specs(verifier=True) + rule_specs(lossless=False), tuple(SEQUENCE_RULES)),
+                     default=d.rule,
+                     help="selection rule: " + ", ".join(s.name for s in rule_specs(verifier=True) + rule_specs(lossless=False))
+                     + "; or a sequence verifier: block (a chain, default chain:4), traversal (any tree)")
     dec.add_argument("--pair", default=d.pair, help="qwen2.5-coder | tiny | DRAFT,TARGET (local paths)")
     dec.add_argument("--tree", default=d.tree, help="draft tree: chains:K,D, binary:D, ternary:D, kary:K,D, prefix:k1,..., "
                      "branching:A;B;.. (default: chains:2,4, two draft chains of 4 tokens; not for the ensemble rules)")

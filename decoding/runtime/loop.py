@@ -7,8 +7,11 @@ One step of :func:`speculative_decode` (SpecTr, Sun et al. 2023, §7; Leviathan 
    rule's joint law from ``q`` there (:func:`decoding.runtime.tree_walk.draft_children`);
 2. one target forward for the root and every node of the tree (tree attention over the
    target's key/value cache) gives ``p`` at every node;
-3. walk the tree (:func:`decoding.runtime.tree_walk.walk_tree`, SpecTr (Sun et al. 2023), Alg. 3): the accepted
-   drafts plus one residual or bonus token are appended; both caches keep the accepted path.
+3. walk the tree (:func:`decoding.runtime.tree_walk.walk_tree`, SpecTr (Sun et al. 2023), Alg. 3), or,
+   for a sequence-level rule (``block`` on a chain, ``traversal`` on any tree;
+   :data:`otm.sequences.registry.SEQUENCE_RULES`), verify it as a whole
+   (:func:`decoding.runtime.tree_walk.walk_sequence`): the accepted drafts plus one
+   residual or bonus token are appended; both caches keep the accepted path.
 
 ``p`` and ``q`` are the models' next-token laws after temperature and nucleus (top-p)
 filtering (:func:`probs_from_logits`), the same transform as :func:`autoregressive_decode`,
@@ -28,10 +31,19 @@ import numpy as np
 import torch
 
 from decoding.runtime.tree_attention import TreeCache
-from decoding.runtime.tree_walk import NodeRules, draft_children, resolve_rules, walk_tree
+from decoding.runtime.tree_walk import (
+    NodeRules,
+    SequenceRule,
+    draft_children,
+    resolve_rules,
+    resolve_sequence_rule,
+    walk_sequence,
+    walk_tree,
+)
 from decoding.runtime.trees import Tree, parse_tree
 from decoding.verifiers.base import draw_uniforms, sample_weighted
-from otm.errors import InvalidDistributionError
+from otm.errors import InvalidDistributionError, NotApplicableError
+from otm.sequences.registry import SEQUENCE_RULES
 
 
 def probs_from_logits(
@@ -186,15 +198,19 @@ def speculative_decode(
         prompt_ids: one prompt (list of ids), several (list of lists, left-padded
             internally) or a ``[batch, L]`` tensor.
         rule: a rule name (``single, rrs, rrs_wor, specinfer, kseq, spechub,
-            importance_sampling_truncated, greedy``) or a verifier object.
+            importance_sampling_truncated, greedy``), a verifier object, or a
+            sequence-level verifier: ``block`` (``tree`` must be a chain) or ``traversal``
+            (a name, or a :class:`decoding.runtime.tree_walk.SequenceRule` for another
+            sibling scheme).
         tree: a :class:`decoding.runtime.trees.Tree` or a spec string (:func:`decoding.runtime.trees.parse_tree`).
         temperature, top_p: the sampling law of both models (:func:`probs_from_logits`).
         generator: a ``torch.Generator`` on ``device`` (all randomness comes from it).
         device, dtype: where the models run (default: the target's); the models are moved there.
-        record: a :class:`decoding.runtime.recording.Recorder` that receives every verification.
+        record: a :class:`decoding.runtime.recording.Recorder` that receives every verification
+            (node-wise rules only).
         progress: show a tqdm progress bar.
         eos_token_id: a row stops after emitting it.
-        single_rule: verifier for nodes with one child (default ``"single"``).
+        single_rule: verifier for nodes with one child (default ``"single"``; node-wise rules only).
     """
     start = time.perf_counter()
     draft_model, target_model = _models(pair_or_models)
@@ -203,7 +219,12 @@ def speculative_decode(
         draft_model.to(device=device, dtype=dtype)
         target_model.to(device=device, dtype=dtype)
     tree = parse_tree(tree)
-    rules = resolve_rules(rule, single_rule) if not isinstance(rule, NodeRules) else rule
+    if isinstance(rule, SequenceRule) or (isinstance(rule, str) and rule in SEQUENCE_RULES):
+        if single_rule is not None:
+            raise NotApplicableError(f"single_rule applies to node-wise rules; {rule} verifies the whole tree")
+        rules = resolve_sequence_rule(rule, tree, recording=record is not None)
+    else:
+        rules = resolve_rules(rule, single_rule) if not isinstance(rule, NodeRules) else rule
     ids, valid = _prompt_batch(prompt_ids, device)
     batch = ids.shape[0]
     target_cache, draft_cache = TreeCache(target_model, batch, device), TreeCache(draft_model, batch, device)
@@ -248,7 +269,10 @@ def speculative_decode(
         target_calls += 1
         target_probs = probs_from_logits(logits, temperature, top_p)
         # 3. walk the tree
-        walk = walk_tree(tree, tokens, target_probs, draft_probs, rules, generator, recorder=record)
+        if isinstance(rules, SequenceRule):
+            walk = walk_sequence(tree, tokens, target_probs, draft_probs, rules, generator)
+        else:
+            walk = walk_tree(tree, tokens, target_probs, draft_probs, rules, generator, recorder=record)
         attempts += walk.attempts
         accepts += walk.accepts
         target_cache.commit(walk.path_nodes)

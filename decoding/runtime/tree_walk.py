@@ -23,18 +23,31 @@ enough for losslessness). Why the walk is lossless: at each level the rule outpu
 ``Y ~ p(. | prefix)`` given the history (the rule is lossless for its joint law), and
 the bonus token is drawn from ``p``; by induction the emitted tokens follow the target's
 autoregressive law (SpecTr, Sun et al. 2023, Thm 3).
+
+Sequence-level verifiers (:func:`walk_sequence`, the names of
+:data:`otm.sequences.registry.SEQUENCE_RULES`) decide on the whole drafted chain or tree at
+once instead of node by node: block verification (Sun et al., ICLR 2025,
+arXiv:2403.10444; :mod:`decoding.verifiers.block`) on a chain, traversal verification
+(Weng et al., NeurIPS 2025, arXiv:2505.12398; :mod:`decoding.verifiers.traversal`) on any
+tree. Drafting is the same (:func:`draft_children`, siblings from the verifier's sibling
+scheme); the step emits the accepted node's path plus one token, lossless by
+docs/sequences.md (sections 2 and 5).
 """
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
+from types import ModuleType
 
 import numpy as np
 import torch
 
 from decoding.runtime.trees import Tree
 from decoding.verifiers import get_verifier
-from decoding.verifiers.base import draw_uniforms, sample_weighted
+from decoding.verifiers.base import draw_uniforms, sample_iid, sample_weighted, sample_without_replacement
 from decoding.verifiers.protocol import as_verifier_output
+from otm.errors import NotApplicableError, UnknownNameError
+from otm.sequences.registry import SIBLING_SCHEMES, SequenceRuleSpec, sequence_rule_spec
 
 
 @dataclass(frozen=True)
@@ -179,3 +192,95 @@ def walk_tree(
             break
     path_nodes = torch.as_tensor(_path_table(tree), device=device)[last]
     return WalkResult(path_nodes, (path_nodes >= 0).sum(dim=1), final, attempts, accepts)
+
+
+@dataclass(frozen=True)
+class SequenceRule:
+    """A sequence-level verifier in the decoding loop (module docstring).
+
+    Attributes:
+        spec: its registry entry (:class:`otm.sequences.registry.SequenceRuleSpec`).
+        verifier: its batched module (:mod:`decoding.verifiers.block` or ``.traversal``).
+        scheme: how the siblings of a node are drawn (and verified): ``"iid"`` or
+            ``"without_replacement"`` (default: the registry's).
+    """
+
+    spec: SequenceRuleSpec
+    verifier: ModuleType
+    scheme: str
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def for_k(self, k: int):
+        """The drafting interface of :class:`NodeRules` (:func:`draft_children`): itself."""
+        return self
+
+    def sample_drafts(self, draft_probs: torch.Tensor, k: int, generator: torch.Generator | None) -> torch.Tensor:
+        """``[batch, k]`` siblings from ``draft_probs`` ``[batch, vocab]`` with :attr:`scheme`
+        (one child: a plain draw, the same law for both schemes)."""
+        if self.scheme == "iid" or k == 1:
+            return sample_iid(draft_probs, k, generator)
+        return sample_without_replacement(draft_probs, k, generator)
+
+
+def resolve_sequence_rule(rule, tree: Tree, scheme: str | None = None, recording: bool = False) -> SequenceRule:
+    """``rule`` (a name of :data:`otm.sequences.registry.SEQUENCE_RULES` or a
+    :class:`SequenceRule`) checked against ``tree``: a chain verifier refuses a tree with a
+    node of two or more children (:class:`otm.errors.NotApplicableError` saying what to use),
+    and a recording is refused (recordings hold node-wise verifications, which these
+    verifiers do not make)."""
+    if isinstance(rule, SequenceRule):
+        resolved = rule if scheme is None else SequenceRule(rule.spec, rule.verifier, scheme)
+    else:
+        spec = sequence_rule_spec(rule)
+        resolved = SequenceRule(spec, importlib.import_module(f"decoding.verifiers.{spec.verifier}"), scheme or spec.draft_scheme)
+    if resolved.scheme not in SIBLING_SCHEMES:
+        raise UnknownNameError(f"sibling scheme {resolved.scheme!r} for {resolved.name}; choose one of {', '.join(SIBLING_SCHEMES)}")
+    if resolved.spec.tree_shape == "chain" and int(tree.n_children.max()) > 1:
+        raise NotApplicableError(
+            f"{resolved.name} verification verifies one draft chain, but the tree {tree.spec or tree.nested()} has a node "
+            f"with {int(tree.n_children.max())} children: use a chain (--tree chain:D or chains:1,D), or --rule traversal "
+            "for draft trees"
+        )
+    if recording:
+        raise NotApplicableError(
+            f"a recording holds node-wise verifications (otm validate compares each with the per-node optimum); "
+            f"{resolved.name} verification decides on the whole draft {resolved.spec.tree_shape}: decode without --record"
+        )
+    return resolved
+
+
+def walk_sequence(
+    tree: Tree,
+    tokens: torch.Tensor,  # [batch, n_nodes] int64 (node 0 = root, unused)
+    target_probs: torch.Tensor,  # [batch, n_nodes, vocab], p at every node
+    draft_probs: torch.Tensor,  # [batch, n_nodes, vocab], q at every node with children
+    rule: SequenceRule,
+    generator: torch.Generator | None,
+) -> WalkResult:
+    """One sequence-level verification of every row's tree (module docstring), as a
+    :class:`WalkResult`. A chain (node ``i`` at depth ``i``) goes to block verification as
+    ``p`` at nodes ``0..D``, ``q`` at nodes ``0..D-1`` and the drafts of nodes ``1..D``.
+    ``attempts[d]`` counts the rows whose accepted path reaches a node with children at
+    depth ``d``, ``accepts[d]`` those whose path reaches depth ``d + 1``, so
+    ``accepts / attempts`` is the rate of going one level deeper, as for the node-wise walk."""
+    if rule.spec.tree_shape == "chain":
+        depth = tree.max_depth
+        out = rule.verifier.verify(target_probs, draft_probs[:, :depth], tokens[:, 1:], generator)
+        node = out.n_accepted
+    else:
+        out = rule.verifier.verify(tree, tokens, target_probs, draft_probs, generator, rule.scheme)
+        node = out.accepted_node
+    device = target_probs.device
+    path_nodes = torch.as_tensor(_path_table(tree), device=device)[node]
+    n_accepted = torch.as_tensor(tree.depth, device=device)[node]
+    with_root = torch.cat([torch.zeros_like(path_nodes[:, :1]), path_nodes.clamp(min=0)], dim=1)
+    has_children = torch.as_tensor(tree.n_children > 0, device=device)
+    attempts = np.zeros(max(tree.max_depth, 1), dtype=np.int64)
+    accepts = np.zeros_like(attempts)
+    for d in range(tree.max_depth):
+        attempts[d] = int(((n_accepted >= d) & has_children[with_root[:, d]]).sum())
+        accepts[d] = int((n_accepted >= d + 1).sum())
+    return WalkResult(path_nodes, n_accepted, out.tokens, attempts, accepts)

@@ -13,6 +13,12 @@ time (batch 1, as in deployment); the counts are summed and the rates averaged o
 take turns proposing, every token verified against ``r = E(q, p)``; ``--lam``, ``--mu``,
 ``--gammas``); it decodes chains, so ``--tree`` does not apply.
 
+``--rule block|traversal`` runs a sequence-level verifier
+(:data:`otm.sequences.registry.SEQUENCE_RULES`): block verification on a chain (default
+tree ``chain:4``; a tree with branching is refused with a typed error), traversal
+verification on any tree (siblings drawn without replacement). Neither makes node-wise
+verifications, so ``--record`` is refused for them.
+
 With ``--pair tiny`` there is no tokenizer: a prompt is a comma- or space-separated list
 of token ids (``"1,2,3"``) and the outputs are ids.
 """
@@ -25,12 +31,16 @@ import torch
 
 from otm.errors import OTMError
 from otm.rules import rule_spec
+from otm.sequences.registry import SEQUENCE_RULES
 
 from ..configs import DecodeConfig
 
 #: The draft tree when ``--tree`` is not given: two draft chains of four tokens (k = 2
 #: drafts at the root, the classic multi-draft set-up of SpecTr and SpecInfer).
 DEFAULT_TREE = "chains:2,4"
+
+#: The draft tree of a chain verifier (``--rule block``) when ``--tree`` is not given.
+DEFAULT_CHAIN = "chain:4"
 
 #: dtype names accepted by ``--dtype``.
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -110,19 +120,23 @@ def run_decode(args: DecodeConfig) -> dict:
     """Run ``otm decode`` (module docstring); writes ``--record`` if given."""
     from decoding.runtime.loop import speculative_decode
     from decoding.runtime.recording import Recorder
+    from decoding.runtime.tree_walk import resolve_sequence_rule
     from decoding.runtime.trees import parse_tree
 
-    rule = rule_spec(args.rule)
+    sequence = SEQUENCE_RULES.get(args.rule)
+    rule = sequence or rule_spec(args.rule)
     device = check_device(args.device)
     dtype = DTYPES[args.dtype]
     texts = _prompt_texts(args)
     seed = int(args.seed)
     top_p = args.top_p or 1.0
-    if not rule.lossless:
+    if sequence is None and not rule.lossless:
         pair = load_named_pair(args.pair, device, dtype)
         return _run_ensemble(args, pair, texts, torch.Generator(device=device).manual_seed(seed), seed)
-    tree_spec = args.tree or DEFAULT_TREE
+    tree_spec = args.tree or (DEFAULT_CHAIN if sequence is not None and sequence.tree_shape == "chain" else DEFAULT_TREE)
     tree = parse_tree(tree_spec)
+    if sequence is not None:  # refuse a tree or a recording the verifier cannot take, before loading models
+        resolve_sequence_rule(sequence.name, tree, recording=bool(args.record))
     pair = load_named_pair(args.pair, device, dtype)
     generator = torch.Generator(device=device).manual_seed(seed)
     recorder = Recorder(rule=rule.name, tree=tree_spec, temperature=args.temperature, top_p=top_p,
