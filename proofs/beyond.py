@@ -5,7 +5,10 @@
   prefix of the tokens sorted by ``p/q`` ascending (``q = 0`` last);
 - SpecHub = greedy drafts with k = 2 in acceptance, and both reach the per-token bound
   ``sum_y min(p(y), P(y in S(X)))`` for their own laws;
-- no rule beats the optimum (nor the per-token bound) of its own draft law.
+- no rule beats the optimum (nor the per-token bound) of its own draft law;
+- the optimal verifier (rule ``optimal``, docs/optimal-verifier.md) is lossless and attains
+  ``alpha*(p, q^k)``; its latent form ``optimal_latent`` is lossless on drafts without
+  replacement and attains the same value.
 """
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ from otm.formulations.prefix_scan import prefix_scan
 from otm.draft_laws import greedy_law, hub_law, iid_law, without_replacement_law
 
 from .check import RANDOM_SEARCH, Check, SlackSearch, identity_slack, run_search
-from .instances import random_pair
+from .instances import random_exact, random_pair
 from .spechub import random_law_cases
 
 PAPER = "beyond"
@@ -203,10 +206,44 @@ def check_no_rule_beats_optimum(instances: int, rng: np.random.Generator, law_fn
     return search.finish(check)
 
 
+def check_optimal_verifier(instances: int, rng: np.random.Generator, law_fn=None, optimum_fn=None) -> Check:
+    """``optimal``: output law ``p`` and acceptance ``alpha*(p, q^k)``; ``optimal_latent``
+    (drafts without replacement): output law ``p`` and acceptance between ``alpha*(p, q^k)``
+    and the without-replacement optimum. Exact rational laws on small instances."""
+    law_fn = law_fn or otm.rule_law
+    optimum_fn = optimum_fn or (lambda p, q, k, sampling: otm.optimal_acceptance(p, q, k, sampling=sampling))
+    check = Check(
+        id="beyond.optimal_verifier", paper=PAPER,
+        source=f"{SOURCE}; docs/optimal-verifier.md Theorems 1-2 (after Khisti et al. 2025 and Thomas & Pal 2025)",
+        claim="The optimal verifier outputs exactly p and accepts alpha*(p, q^k) with i.i.d. drafts; its latent form "
+              "outputs exactly p with drafts without replacement and accepts at least alpha*(p, q^k) (at most that law's optimum).",
+        formula="law(Y) = p; optimal: P(Y in S(X)) = alpha*(p, q^k); optimal_latent: alpha*(p, q^k) <= P(Y in S(X)) <= alpha*(p, WOR(q, k))",
+        method=RANDOM_SEARCH,
+        note="Exact rationals (denominator 12); V <= 5, k <= 3 (optimal_latent: k <= number of tokens with q > 0).",
+    )
+    search = SlackSearch()
+    for _ in range(instances):
+        V = int(rng.integers(2, 6))
+        p, q = random_exact(rng, V, 12), random_exact(rng, V, 12)
+        for rule in ("optimal", "optimal_latent"):
+            k = int(rng.integers(1, min(3, sum(1 for v in q if v > 0)) + 1))
+            law = law_fn(rule, p, q, k)
+            iid = optimum_fn(p, q, k, "iid")
+            case = {"p": p, "q": q, "k": k, "rule": rule}
+            search.record(identity_slack(list(law.output_distribution), list(p)), {**case, "part": "output law = p"})
+            if rule == "optimal":
+                search.record(identity_slack(law.acceptance, iid), {**case, "part": "acceptance = alpha* i.i.d."})
+            else:
+                search.record(float(law.acceptance - iid), {**case, "part": "acceptance >= alpha* i.i.d."})
+                wor = optimum_fn(p, q, k, "without_replacement")
+                search.record(float(wor - law.acceptance), {**case, "part": "acceptance <= alpha* without replacement"})
+    return search.finish(check)
+
 CHECKS = {
     "beyond.min_cut": lambda n, rng: check_min_cut(n, rng),
     "beyond.max_flow_certificate": lambda n, rng: check_max_flow_certificate(n, rng),
     "beyond.prefix": lambda n, rng: check_prefix(n, rng),
     "beyond.spechub_greedy": lambda n, rng: check_spechub_greedy(n, rng),
     "beyond.no_rule_beats_optimum": lambda n, rng: check_no_rule_beats_optimum(n, rng),
+    "beyond.optimal_verifier": lambda n, rng: check_optimal_verifier(n, rng),
 }

@@ -1,7 +1,12 @@
 """Beyond-the-papers identities, and the Table 4 reproduction's plumbing (2 pairs)."""
 from __future__ import annotations
 
+import dataclasses
+from fractions import Fraction
+
 import numpy as np
+
+import otm
 
 from proofs import beyond, table4
 from tests.proofs.proofs_support import rule_swapped
@@ -38,6 +43,24 @@ def test_no_rule_beats_optimum():
     assert beyond.check_no_rule_beats_optimum(2, rng()).status == "holds"
     lowered = lambda p, law: beyond.lp_optimum_for_law(p, law) - 0.05  # noqa: E731
     assert beyond.check_no_rule_beats_optimum(2, rng(), optimum_for_law=lowered).status == "fails"
+
+
+def test_optimal_verifier_holds_and_each_part_fails_on_a_broken_ingredient():
+    assert beyond.check_optimal_verifier(N, rng()).status == "holds"
+
+    def rrs_instead(rule, p, q, k):  # lossless but not optimal
+        return otm.rule_law("rrs" if rule == "optimal" else "rrs_wor", p, q, k)
+
+    def draft_as_output(rule, p, q, k):  # optimal acceptance, but outputs q
+        return dataclasses.replace(otm.rule_law(rule, p, q, k), output_distribution=np.asarray(q))
+
+    def wor_optimum_lowered(p, q, k, sampling):  # the latent verifier then "beats" it
+        value = otm.optimal_acceptance(p, q, k, sampling=sampling)
+        return value - Fraction(1, 10) if sampling == "without_replacement" else value
+
+    for broken in ({"law_fn": rrs_instead}, {"law_fn": draft_as_output}, {"optimum_fn": wor_optimum_lowered}):
+        check = beyond.check_optimal_verifier(N, rng(), **broken)
+        assert check.status == "fails", broken
 
 
 def test_table4_structure_and_paper_numbers():
