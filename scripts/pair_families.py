@@ -1,5 +1,5 @@
 """Families of target/draft pairs ``(p, q)`` that stress the exact optimum at any vocabulary
-size: low temperature, near one-hot, Zipf, flat, disjoint supports, top-p masks, ``p = q``
+size: low temperature, independent models, near one-hot, Zipf, flat, disjoint supports, top-p masks, ``p = q``
 and mixtures of a peaked and a flat distribution.
 
 A plain module (no package): ``scripts/bench_wor_families.py`` and
@@ -44,6 +44,15 @@ def low_temperature(kind: str, temperature: float, noise: float = 0.7) -> Genera
         base = _logits(kind, rng, vocab)
         draft = base + noise * rng.standard_normal(vocab)
         return logits_to_probs(base, temperature), logits_to_probs(draft, temperature)
+    return generate
+
+
+def independent(kind: str, temperature: float = 1.0) -> Generator:
+    """Target and draft from independent logits of the same ``kind`` at ``temperature``:
+    unrelated models, almost no overlap (the hardest case for the bounds of the
+    without-replacement scan, which then prune few prefixes)."""
+    def generate(rng, vocab):
+        return logits_to_probs(_logits(kind, rng, vocab), temperature), logits_to_probs(_logits(kind, rng, vocab), temperature)
     return generate
 
 
@@ -160,6 +169,7 @@ FAMILIES: dict[str, list[tuple[str, Generator]]] = {
     "low_temperature": [
         (f"{kind} T={t}", low_temperature(kind, t)) for kind in ("gaussian", "realistic") for t in (0.1, 0.3)
     ],
+    "independent": [(f"{kind} T={t}", independent(kind, t)) for kind in ("gaussian", "realistic") for t in (1.0, 0.3)],
     "near_one_hot": [
         (f"{which} 1-{rest:g}", near_one_hot(rest, which))
         for which in ("p", "q", "both", "both_apart") for rest in (1e-3, 1e-6, 1e-9, 1e-12)
