@@ -1,11 +1,12 @@
-"""Smoke tests of scripts/bench_decoding.py and scripts/bench_verifier_cost.py (tiny models,
-``--pair tiny --quick``)."""
+"""Smoke tests of scripts/bench_decoding.py, scripts/bench_verifier_cost.py and
+scripts/certify_optimal_verifier.py (tiny models, ``--pair tiny --quick``)."""
 from __future__ import annotations
 
 import json
 import sys
 from pathlib import Path
 
+import numpy as np
 
 from otm.tolerances import AGREEMENT_TOLERANCE
 
@@ -14,6 +15,9 @@ sys.path.insert(0, str(SCRIPTS))
 
 import bench_decoding  # noqa: E402
 import bench_verifier_cost  # noqa: E402
+import certify_optimal_verifier  # noqa: E402
+
+from otm.corpus import CorpusWriter  # noqa: E402
 
 
 def test_bench_decoding_quick_tiny(tmp_path):
@@ -51,3 +55,18 @@ def test_bench_verifier_cost_quick_tiny(tmp_path):
     assert {("rrs", 2), ("rrs", 4), ("spechub", 2), ("single", 1)} <= timed
     assert ("spechub", 4) not in timed  # SpecHub is defined for k = 2 only
     assert all(e["ours"]["median"] > 0 and e["ratio_hf_loop"] > 0 for e in result["rules"])
+
+
+def test_certify_optimal_verifier_on_a_small_corpus(tmp_path):
+    """Two positions of a synthetic corpus: every certification row is written, and the
+    optimal verifier passes (it is lossless and attains its exact acceptance)."""
+    rng = np.random.default_rng(0)
+    with CorpusWriter(tmp_path / "corpus", 12, shard_size=4, source="test") as writer:
+        target = rng.normal(size=(6, 12))
+        writer.add("synthetic", target, target + 0.5 * rng.normal(size=(6, 12)))
+    text = certify_optimal_verifier.main(["--corpus", str(tmp_path / "corpus"), "--positions", "2", "--ks", "2",
+                                          "--samples", "2000", "--rules", "optimal", "--out", str(tmp_path / "out.md")])
+    rows = [line for line in text.splitlines() if line.startswith("| synthetic")]
+    assert len(rows) == 2
+    assert all(row.endswith("| PASS |") for row in rows)
+    assert (tmp_path / "out.md").read_text().strip() == text.strip()

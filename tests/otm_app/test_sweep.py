@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -138,3 +141,18 @@ def test_cli_sweep_bad_input_is_one_line(tmp_path, capsys):
     assert status == 2
     assert len(err.strip().splitlines()) == 1
     assert "not an otm corpus" in err
+
+
+def test_bench_sweep_writes_costs_scaling_and_plan(tmp_path):
+    """scripts/bench_sweep.py on a small synthetic corpus: one row per computation, both
+    worker counts, and the 10^7-position plan."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+    import bench_sweep
+
+    out = tmp_path / "bench.md"
+    text = bench_sweep.main(["--positions", "4", "--vocab", "64", "--ks", "1-2", "--out", str(out)])
+    assert out.read_text().strip() == text.strip()
+    assert "| **all of them** |" in text
+    assert re.search(r"\n\| 1 \| [\d.]+ \| [\d.]+ \| 1\.00x \|", text)  # one worker
+    assert re.search(r"\n\| 2 \| [\d.]+ \| [\d.]+ \| [\d.]+x \|", text)  # two workers
+    assert "| 1024 |" in text
