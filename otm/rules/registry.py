@@ -53,6 +53,9 @@ class RuleSpec:
         seconds_per_lp_tuple: for rules that solve an LP over the draft tuples, the
             measured cost per tuple (``scripts/bench_rule_cost.py``): what
             :func:`estimated_seconds` multiplies; ``None`` for the others.
+        latent_paths: the exact law enumerates, for every draft tuple, the latent i.i.d.
+            sequences behind it (up to ``k^k``; ``optimal_latent``), so a tuple costs
+            :data:`LATENT_SECONDS_PER_PATH` ``* k^k`` at least.
         aliases: earlier names, still accepted.
     """
 
@@ -72,6 +75,7 @@ class RuleSpec:
     verifier: str | None = None
     law_function: str = "exact_law"
     seconds_per_lp_tuple: float | None = None
+    latent_paths: bool = False
     aliases: tuple = ()
 
     def allows(self, k: int) -> bool:
@@ -149,7 +153,7 @@ RULE_SPECS: dict[str, RuleSpec] = {spec.name: spec for spec in (
     RuleSpec(
         "optimal_latent", "the i.i.d.-optimal verifier on the latent draws behind drafts without replacement",
         "this toolkit (docs/optimal-verifier.md)", "optimal", "without_replacement", reference_optimum="without_replacement",
-        at_least_single_draft=True, verifier="optimal_latent", law_function="exact_law_latent",
+        at_least_single_draft=True, verifier="optimal_latent", law_function="exact_law_latent", latent_paths=True,
     ),
     RuleSpec(
         "ensemble_weighted", "speculative ensemble, weighted", "Fu et al. 2025, eq. (4)",
@@ -203,10 +207,13 @@ def estimated_seconds(spec: RuleSpec, vocab_size: int, k: int) -> float:
     """Estimated cost of ``spec``'s exact law at ``(V, k)``: near zero for a closed form,
     the number of draft tuples times the measured ``seconds_per_lp_tuple`` for an LP rule,
     and the tuple enumeration's cost otherwise (``V^k`` or ``V!/(V-k)!`` tuples, about
-    ``ENUMERATION_SECONDS_PER_TUPLE`` each). ``inf`` when the count overflows a float."""
+    ``ENUMERATION_SECONDS_PER_TUPLE`` each, or ``LATENT_SECONDS_PER_PATH * k^k`` for a rule
+    with ``latent_paths``). ``inf`` when the count overflows a float."""
     if spec.has_closed_form(k):
         return 0.0
     per_tuple = spec.seconds_per_lp_tuple or ENUMERATION_SECONDS_PER_TUPLE
+    if spec.latent_paths:
+        per_tuple = max(per_tuple, LATENT_SECONDS_PER_PATH * float(k) ** k)
     if k * math.log10(max(vocab_size, 2)) > 300:  # more tuples than a float holds
         return math.inf
     tuples = math.perm(vocab_size, k) if spec.draft_scheme == "without_replacement" else vocab_size**k
@@ -218,6 +225,11 @@ def estimated_seconds(spec: RuleSpec, vocab_size: int, k: int) -> float:
 #: constants come from the same script: importance_sampling 0.9-2.6e-4 s per tuple and
 #: growing with the LP's size, importance_sampling_truncated 0.4-5e-5).
 ENUMERATION_SECONDS_PER_TUPLE = 3e-5
+
+#: Cost per latent path of ``optimal_latent``'s exact law (measured at V = 5..8, k = 2..5:
+#: 2.5e-4, 1.1e-4, 1.1e-3 and 4.6e-3 to 7.6e-3 s per draft tuple; ``4e-6 k^k`` bounds the
+#: k >= 4 figures, the enumeration constant the smaller ones).
+LATENT_SECONDS_PER_PATH = 4e-6
 
 
 __all__ = ["ALIASES", "DRAFT_SCHEMES", "RULES", "RULE_SPECS", "RuleSpec", "estimated_seconds", "rule_spec", "rule_specs"]

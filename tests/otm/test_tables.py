@@ -256,3 +256,9 @@ def test_default_sweeps_answer_in_seconds_by_skipping_lp_rules():
     assert "skipped" in table.notes["importance_sampling"]
     assert np.isfinite(table.columns["importance_sampling"][0])
     assert np.isfinite(table.columns["rrs"]).all()
+    # optimal_latent enumerates up to k^k latent sequences per tuple: k = 5, 6 (720 tuples)
+    # would take minutes, so they are skipped too; k > 6 is not defined without replacement.
+    latent = table.columns["optimal_latent"]
+    assert np.isfinite(latent[:4]).all()
+    assert np.isnan(latent[4])
+    assert "skipped" in table.notes["optimal_latent"]
