@@ -1,12 +1,14 @@
 """How fast ``otm sweep`` analyses positions: per computation, per core, and with 1 and 2
 workers side by side; then a plan for 10^7 positions on N workers from the measured costs.
 
-    python scripts/bench_sweep.py [--corpus DIR] [--positions 32] [--vocab 151936] [--ks 1-8]
-                                  [--out docs/sweep.md]
+    python scripts/bench_sweep.py [--corpus DIR [--every N]] [--positions 32] [--vocab 151936]
+                                  [--ks 1-8] [--out docs/sweep-benchmark.md]
 
 Without ``--corpus`` a synthetic corpus of LLM-like logit pairs is written first (Zipf-like
 target logits over a random permutation with Gumbel noise, draft = target + Gaussian noise,
-the families of scripts/bench_verifier_cost.py) at the Qwen vocabulary. Each computation is
+the families of scripts/bench_verifier_cost.py) at the Qwen vocabulary. With ``--corpus``
+(e.g. ``otm corpus --pair qwen2.5-coder --out DIR``: real next-token laws), ``--every N``
+keeps every N-th position of each text (copied into a temporary corpus). Each computation is
 timed inside the tasks (``seconds`` column of the table); the 1- and 2-worker runs sweep
 the same corpus into fresh folders, one after the other, and report wall time.
 """
@@ -23,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from otm.corpus import CorpusWriter
+from otm.corpus import Corpus, CorpusWriter
 from otm_app.configs import DEFAULT_SWEEP_COMPUTATIONS, SweepConfig
 from otm_app.sweep.engine import run_sweep
 from otm_app.sweep.summary import read_table
@@ -37,6 +39,22 @@ def synthetic_corpus(folder: Path, positions: int, vocab: int, seed: int = 0) ->
         target = -1.2 * np.log(rank) + gumbel
         draft = target + 0.7 * rng.standard_normal((positions, vocab))
         writer.add("synthetic", target, draft)
+
+
+def subsample_corpus(source: Path, every: int, folder: Path) -> None:
+    """Every ``every``-th position of each text of the corpus ``source``, as a new corpus."""
+    corpus = Corpus(source)
+    rows: dict[int, tuple[list, list]] = {}
+    for index in range(len(corpus.shards)):
+        shard = corpus.load(index)
+        keep = shard.position % every == 0
+        for text, target, draft in zip(shard.text[keep], shard.target_logits[keep], shard.draft_logits[keep]):
+            rows.setdefault(int(text), ([], []))[0].append(target)
+            rows[int(text)][1].append(draft)
+    with CorpusWriter(folder, corpus.vocab_size, shard_size=16, dtype=corpus.meta.get("dtype", "float16"),
+                      source=f"every {every}th position of {corpus.meta.get('source', source)}") as writer:
+        for text, (target, draft) in sorted(rows.items()):
+            writer.add(corpus.texts[text], np.stack(target), np.stack(draft))
 
 
 def per_computation_costs(out: Path) -> dict:
@@ -54,6 +72,7 @@ def per_computation_costs(out: Path) -> dict:
 def main(argv=None) -> str:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", help="an existing corpus folder (default: a synthetic one)")
+    parser.add_argument("--every", type=int, default=1, help="with --corpus: every N-th position of each text")
     parser.add_argument("--positions", type=int, default=32, help="positions of the synthetic corpus")
     parser.add_argument("--vocab", type=int, default=151_936, help="vocabulary of the synthetic corpus")
     parser.add_argument("--ks", default="1-8", help="draft counts")
@@ -62,8 +81,10 @@ def main(argv=None) -> str:
     low, high = (int(v) for v in args.ks.split("-"))
     work = Path(tempfile.mkdtemp(prefix="otm-bench-sweep-"))
     try:
-        corpus = Path(args.corpus) if args.corpus else work / "corpus"
-        if not args.corpus:
+        corpus = Path(args.corpus) if args.corpus and args.every == 1 else work / "corpus"
+        if args.corpus and args.every > 1:
+            subsample_corpus(Path(args.corpus), args.every, corpus)
+        elif not args.corpus:
             synthetic_corpus(corpus, args.positions, args.vocab)
         walls, stats = {}, {}
         for workers in (1, 2):
@@ -80,9 +101,13 @@ def main(argv=None) -> str:
         overhead = statistics.median(w - c for w, c in zip(task_wall, task_compute))
         per_position = sum(costs.values())
         lines = [
-            f"Measured with `python scripts/bench_sweep.py{' --corpus ' + args.corpus if args.corpus else ''} "
-            f"--positions {args.positions} --ks {args.ks}` on {platform.machine()}, {os.cpu_count()} cores "
-            f"({positions} positions, V = {args.vocab if not args.corpus else 'corpus'}, k = {args.ks}, T = 1).",
+            "# otm sweep: measured throughput", "",
+            "Written by `scripts/bench_sweep.py` (docs/sweep.md explains the engine and the computations).", "",
+            f"Measured with `python scripts/bench_sweep.py "
+            f"{f'--corpus {args.corpus} --every {args.every}' if args.corpus else f'--positions {args.positions} --vocab {args.vocab}'} "
+            f"--ks {args.ks}` on {platform.machine()}, {os.cpu_count()} cores "
+            f"({positions} positions, V = {Corpus(corpus).vocab_size:,}, k = {args.ks}, T = 1; "
+            f"corpus: {Corpus(corpus).meta.get('source') or 'n/a'}).",
             "",
             "| computation (all k) | seconds per position, one core | positions per second per core |",
             "|---|---|---|",
