@@ -238,8 +238,14 @@ def _division_factors(
             high_in = torch.where(too_small, high_in, mid)
         high[rows] = high_in
     high = torch.where(one_is_valid, torch.ones_like(high), high)
-    factor = high.to(target_probs.dtype)  # rounded up, so that it stays >= g*
-    return torch.where(factor.double() < high, torch.nextafter(factor, torch.full_like(factor, math.inf)), factor)
+    return _rounded(high, target_probs.dtype, up=True)  # so that it stays >= g*
+
+
+def _rounded(values: torch.Tensor, dtype: torch.dtype, up: bool) -> torch.Tensor:
+    """``values`` (float64) in ``dtype``, rounded up (``up``) or down rather than to nearest."""
+    out = values.to(dtype)
+    off = out.double() < values if up else out.double() > values
+    return torch.where(off, torch.nextafter(out, torch.full_like(out, math.inf if up else -math.inf)), out)
 
 
 def optimal_division_factor(
@@ -330,10 +336,12 @@ def verify(
         """Rows whose tests the bracket ``[low, high]`` of ``g`` leaves open: the first
         draft not surely rejected (``u low q(x) >= p(x)``) is not surely accepted
         (``u high q(x) < p(x)``), or every draft is surely rejected (the residual needs
-        ``g*``). Products in the order of :func:`_kseq`, so rounding keeps them monotone."""
+        ``g*``). Products in the order of :func:`_kseq`, so rounding keeps them monotone;
+        ``low`` rounded down and ``high`` rounded up to the dtype (as the factor the row is
+        then verified with), so the bracket still holds ``g*`` after rounding."""
         u, p_rows, q_rows = scaled_q[rows], p_x[rows], q_x[rows]
-        sure_reject = u * low.to(u.dtype).unsqueeze(1) * q_rows >= p_rows
-        sure_accept = u * high.to(u.dtype).unsqueeze(1) * q_rows < p_rows
+        sure_reject = u * _rounded(low, u.dtype, up=False).unsqueeze(1) * q_rows >= p_rows
+        sure_accept = u * _rounded(high, u.dtype, up=True).unsqueeze(1) * q_rows < p_rows
         open_test = ~sure_reject.all(dim=1)
         first_open = (~sure_reject).to(torch.uint8).argmax(dim=1)
         return ~open_test | ~sure_accept.gather(1, first_open.unsqueeze(1)).squeeze(1)
