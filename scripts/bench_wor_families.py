@@ -28,6 +28,7 @@ import tracemalloc
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_optimum import median_time
 from pair_families import FAMILIES
 
 from otm.optimum import optimal_acceptance, solve_optimum
@@ -36,15 +37,6 @@ VOCAB = 151_936
 KS = (1, 2, 4, 8, 16, 32)
 #: Targets of the without-replacement optimum at V = 151,936 (seconds, bytes).
 TIME_TARGET, MEMORY_TARGET = 1.0, 300 * 2**20
-
-
-def median_time(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
 
 
 def traced_solve(p, q, k: int):
