@@ -15,13 +15,10 @@ from fractions import Fraction as F
 
 import numpy as np
 
-from otm.rules.base import RuleLaw
-from otm.sequences import OutputLaw, tokenwise_expected_accepted, tokenwise_law, traversal, tree_walk_law
-from otm.sequences._arith import normalised, positive_part
-from otm.sequences.block_verification import block_weights, stop_probability
-from otm.sequences.output_law import add_mass
+from otm.sequences import tokenwise_expected_accepted, tokenwise_law, traversal, tree_walk_law
 from proofs import sequences
 from proofs.registry import PAPERS, registry
+from tests.otm.sequences.support import block_law_with_tokenwise_residual, shared_coin_rrs
 
 N = 6
 
@@ -29,45 +26,6 @@ N = 6
 def rng():
     return np.random.default_rng(3)
 
-
-def block_law_with_tokenwise_residual(model, g):
-    """Block verification whose token after a stop at ``i < g`` comes from ``norm((p - q)^+)``
-    instead of ``norm((w_i p - q)^+)``: a plausible slip, lossy where two tokens have p > q."""
-    masses: dict = {}
-    for x in model.sequences(g):
-        q_x = model.draft_prob(x)
-        if not q_x:
-            continue
-        weights = block_weights(model, x)
-        later_fail = model.one()
-        for i in range(g, -1, -1):
-            h = weights[g] if i == g else stop_probability(model, x[:i], weights[i])
-            emitted = model.target(x) if i == g else normalised(positive_part(model.target(x[:i]) - model.draft(x[:i])))
-            for y in range(model.vocab_size):
-                add_mass(masses, x[:i] + (y,), q_x * later_fail * h * emitted[y])
-            later_fail = later_fail * (1 - h)
-    return OutputLaw(masses, "block with the token-wise residual")
-
-
-def shared_coin_rrs(p, q, k):
-    """Recursive rejection sampling of k = 2 i.i.d. drafts with ONE uniform for both accept
-    tests (x_2 is accepted iff r_1 <= U < r_2): lossy where 0 < r_2 < 1."""
-    zero = F(0) if p.dtype == object else 0.0
-    out = np.array([zero] * p.size, dtype=p.dtype)
-    accepted = out.copy()
-    residual = normalised(positive_part(p - q))
-    final = normalised(positive_part(residual - q))
-    for x1 in range(p.size):
-        for x2 in range(p.size):
-            w = q[x1] * q[x2]
-            if not w:
-                continue
-            r1, r2 = min(1, p[x1] / q[x1]), min(1, residual[x2] / q[x2])
-            for y, mass in ((x1, w * r1), (x2, w * max(r2 - r1, zero))):
-                out[y] += mass
-                accepted[y] += mass
-            out += w * (1 - max(r1, r2)) * final
-    return RuleLaw(sum(accepted), out, None, {"accepted_per_token": accepted})
 
 
 def test_registered_under_sequences_with_the_other_papers_unchanged():

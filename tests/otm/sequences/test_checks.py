@@ -9,13 +9,11 @@ from __future__ import annotations
 
 from fractions import Fraction as F
 
-import numpy as np
 import pytest
 
 from otm.errors import UnknownNameError
 from otm.rules.base import RuleLaw
 from otm.sequences import (
-    OutputLaw,
     check_block_attains_chain_optimum,
     check_block_never_worse_than_tokenwise,
     check_block_verification_lossless,
@@ -28,56 +26,17 @@ from otm.sequences import (
     tokenwise_law,
     traversal,
 )
-from otm.sequences._arith import normalised, positive_part
-from otm.sequences.block_verification import block_weights, stop_probability
-from otm.sequences.output_law import add_mass
 
-from .support import context_switch_model, exact_model, paper_model
+from .support import (
+    block_law_with_tokenwise_residual,
+    context_switch_model,
+    exact_model,
+    paper_model,
+    shared_coin_rrs,
+)
 
 INSTANCES = [paper_model(), context_switch_model(), exact_model(3, 3, seed=0), exact_model(2, 4, seed=1)]
 
-
-def block_law_with_tokenwise_residual(model, g):
-    """Block verification whose emitted token after stopping at i comes from
-    norm((p - q)^+) instead of norm((w_i p - q)^+): a plausible slip, and lossy."""
-    masses: dict = {}
-    for x in model.sequences(g):
-        q_x = model.draft_prob(x)
-        if not q_x:
-            continue
-        weights = block_weights(model, x)
-        later_fail = model.one()
-        for i in range(g, -1, -1):
-            h = weights[g] if i == g else stop_probability(model, x[:i], weights[i])
-            emitted = model.target(x) if i == g else normalised(positive_part(model.target(x[:i]) - model.draft(x[:i])))
-            for y in range(model.vocab_size):
-                add_mass(masses, x[:i] + (y,), q_x * later_fail * h * emitted[y])
-            later_fail = later_fail * (1 - h)
-    return OutputLaw(masses, "broken block")
-
-
-def shared_coin_rrs(p, q, k):
-    """Recursive rejection sampling of two i.i.d. drafts with ONE uniform for both accept
-    tests (accept x_2 iff r_1 < U <= r_2): lossy."""
-    assert k == 2
-    zero = F(0) if p.dtype == object else 0.0
-    out = np.array([zero] * p.size, dtype=p.dtype)
-    accepted = out.copy()
-    p2 = normalised(positive_part(p - q))
-    p3 = normalised(positive_part(p2 - q))
-    for x1 in range(p.size):
-        for x2 in range(p.size):
-            w = q[x1] * q[x2]
-            if not w:
-                continue
-            r1 = min(1, p[x1] / q[x1])
-            r2 = min(1, p2[x2] / q[x2])
-            second = max(r2 - r1, zero)
-            for y, mass in ((x1, w * r1), (x2, w * second)):
-                out[y] += mass
-                accepted[y] += mass
-            out += w * (1 - max(r1, r2)) * p3
-    return RuleLaw(sum(accepted), out, None, {"accepted_per_token": accepted})
 
 
 def first_draft_always(p, q, k):
