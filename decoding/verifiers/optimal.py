@@ -22,21 +22,35 @@ in rank order; ranks are positions in the stable sort of ``p/q``, ``q = 0`` last
    ``start + u1 matched``, the partner rank ``b`` whose interval holds it (one binary
    search in ``L`` or ``G``), and moves its level block to ``b`` when
    ``u2 q_r |d_b - d_r| < matched`` (``d = sigma / q``); otherwise its block is ``r``;
-4. the position of the highest block is selected, ties (equal blocks) by ``u3``;
-5. the selected draft ``Z`` is accepted when ``u4 x(Z) < p(Z)``; else ``Y`` is the rank
+4. the position of the highest block is selected, ties (equal blocks) by ``u3``: its
+   token is ``Z``;
+5. ``Z`` is accepted when its rank has ``e > 0`` (then ``x(Z) <= p(Z)`` in exact
+   arithmetic: ``x = p`` in ``H``, ``x <= p`` in ``U``, so the test below always passes) or
+   when ``u4 x(Z) < p(Z)``; the accepted index is then the holder of ``Z`` (a position
+   whose draft is ``Z``) numbered ``floor(u5 c)`` among the ``c`` holders, in position
+   order. Else ``Y`` is the rank
    whose ``G`` interval holds ``G_H + F_U + u5 (G_{V-1} - G_H - F_U)``: in exact
    arithmetic ``max(p - x, 0)`` is the unmatched slack of ``U`` and ``p`` on the ``q = 0``
    tokens, which is exactly that stretch of ``G`` (``p`` itself if it is empty, reached
    with probability 0).
+
+Step 5's index has the law of the selected position's: positions holding the same token
+are exchangeable (i.i.d. ``u1, u2``, a symmetric tie-break), so given the drafts and
+``Z`` the selected position is uniform over the holders of ``Z``, and acceptance depends
+on ``Z`` and ``u4`` only; ``u5`` is unused on acceptance. Steps 4-5 as written let
+:mod:`decoding.verifiers.optimal_lazy` decide a row of identical drafts without steps
+1-3 when a bound on ``x`` makes the test certain (docs/optimal-verifier.md section 5.1);
+:func:`verify_tuples` sends every other row the full way.
 
 Law: ``Y ~ p`` and ``P(Y in S(X)) = P(accepted) = alpha*(p, iid law)`` (exactly in exact
 arithmetic; float64 here, so up to rounding of order 1e-16 per token).
 
 Randomness (``uniforms_per_row(k) = 2k + 3``): columns ``0..k-1`` are ``u1`` of each
 position, ``k..2k-1`` its ``u2``, ``2k`` the tie-break ``u3``, ``2k+1`` the acceptance
-``u4``, ``2k+2`` the residual draw ``u5``. Work per row: one ``argsort`` of ``V`` (on the
-int64 bit patterns of the float64 ratios, which sort like the ratios), about twenty
-O(V) passes, and four binary searches per draft position.
+``u4``, ``2k+2`` the residual draw or the holder ``u5``. Work per row on the full path:
+one ``argsort`` of ``V`` (on the int64 bit patterns of the float64 ratios, which sort like
+the ratios), about twenty O(V) passes, and four binary searches per draft position; a
+row of identical drafts whose acceptance is certain: about seven passes and no sort.
 """
 from __future__ import annotations
 
@@ -49,8 +63,10 @@ from .base import (
     check_k,
     first_draft_probs,
     sample_iid,
+    take_rows,
     verify_uniforms,
 )
+from .optimal_lazy import certified_acceptance, identical_drafts
 
 draft_scheme = "iid"
 
@@ -183,10 +199,12 @@ class Positions:
     Attributes:
         selection: ``x`` at each position's rank.
         blocks: the rank of the block each position's level falls in.
+        gains: ``e > 0`` at each position's rank (a shortfall or slack rank).
     """
 
     selection: torch.Tensor
     blocks: torch.Tensor
+    gains: torch.Tensor  # [batch, k] bool: e > 0 at the position's rank
 
 
 def position_blocks(
@@ -232,7 +250,7 @@ def position_blocks(
     gap = (params.own.gather(1, partner) / partner_q - own / q_tokens).abs()
     move = (matched > 0) & valid & (u2 * q_tokens * gap < matched)
     selection = (own + torch.where(lower, matched, -matched)).clamp(min=0.0)
-    return Positions(selection=selection, blocks=torch.where(move, partner, ranks))
+    return Positions(selection=selection, blocks=torch.where(move, partner, ranks), gains=lower)
 
 
 def highest_block(blocks: torch.Tensor, u3: torch.Tensor) -> torch.Tensor:
@@ -240,7 +258,24 @@ def highest_block(blocks: torch.Tensor, u3: torch.Tensor) -> torch.Tensor:
     top = blocks == blocks.amax(dim=1, keepdim=True)
     count = top.sum(dim=1)
     pick = torch.minimum((u3 * count).floor().long(), count - 1)  # which of the tied positions
-    return (top & (top.cumsum(dim=1) == (pick + 1).unsqueeze(1))).long().argmax(dim=1)
+    return _numbered(top, pick)
+
+
+def _numbered(members: torch.Tensor, pick: torch.Tensor) -> torch.Tensor:
+    """``[batch]`` index of member number ``pick`` (from 0, in position order) of ``members`` ``[batch, k]``."""
+    return (members & (members.cumsum(dim=1) == (pick + 1).unsqueeze(1))).long().argmax(dim=1)
+
+
+def accepted_holder(
+    draft_tokens: torch.Tensor,  # [batch, k]
+    chosen: torch.Tensor,  # [batch] the accepted token
+    u5: torch.Tensor,  # [batch] float64
+) -> torch.Tensor:
+    """Step 5's accepted index: ``[batch]`` the holder of ``chosen`` numbered ``floor(u5 c)``
+    among its ``c`` holders."""
+    holders = draft_tokens == chosen.unsqueeze(1)
+    count = holders.sum(dim=1)
+    return _numbered(holders, torch.minimum((u5 * count).floor().long(), count - 1))
 
 
 def residual_ranks(params: RowParameters, u5: torch.Tensor) -> torch.Tensor:
@@ -272,15 +307,45 @@ def verify_rows(
     q_tokens = draft_probs.gather(1, draft_tokens).to(WORK_DTYPE) / params.draft_mass
     ranks = token_ranks(params.order, draft_tokens)
     positions = position_blocks(params, p_tokens, q_tokens, ranks, u[:, :k], u[:, k : 2 * k])
-    selected = highest_block(positions.blocks, u[:, 2 * k])
-    at = selected.unsqueeze(1)
-    accept = (u[:, 2 * k + 1 : 2 * k + 2] * positions.selection.gather(1, at) < p_tokens.gather(1, at)).squeeze(1)
+    at = highest_block(positions.blocks, u[:, 2 * k]).unsqueeze(1)
+    passes = u[:, 2 * k + 1 : 2 * k + 2] * positions.selection.gather(1, at) < p_tokens.gather(1, at)
+    accept = (positions.gains.gather(1, at) | passes).squeeze(1)
     drawn = params.order.gather(1, residual_ranks(params, u[:, 2 * k + 2]).unsqueeze(1)).squeeze(1)
     chosen = draft_tokens.gather(1, at).squeeze(1)
+    holder = accepted_holder(draft_tokens, chosen, u[:, 2 * k + 2])
     return VerifierOutput(
         tokens=torch.where(accept, chosen, drawn),
-        accepted_index=torch.where(accept, selected, torch.full_like(selected, -1)),
+        accepted_index=torch.where(accept, holder, torch.full_like(holder, -1)),
     )
+
+
+def verify_tuples(
+    target_probs: torch.Tensor,  # [batch, vocab]
+    draft_probs: torch.Tensor,  # [batch, vocab] q
+    draft_tokens: torch.Tensor,  # [batch, k]
+    uniforms: torch.Tensor,  # [batch, 2k + 3]
+) -> VerifierOutput:
+    """Steps 1-5 for every row, lazily: a row of identical drafts whose acceptance
+    :func:`decoding.verifiers.optimal_lazy.certified_acceptance` proves is accepted at
+    once (holder ``floor(u5 k)``); the other rows, gathered into a compact batch, go
+    through :func:`row_parameters` and :func:`verify_rows`. Draw for draw the same as
+    :func:`verify_rows` on every row."""
+    batch, k = draft_tokens.shape
+    u = uniforms.to(WORK_DTYPE)
+    sure = torch.zeros(batch, dtype=torch.bool, device=draft_tokens.device)
+    same = identical_drafts(draft_tokens).nonzero().squeeze(1)
+    if same.numel():
+        sure[same] = certified_acceptance(
+            take_rows(target_probs, same), take_rows(draft_probs, same), draft_tokens[same, 0], u[same, 2 * k + 1], k
+        )
+    tokens = draft_tokens[:, 0].clone()
+    accepted_index = accepted_holder(draft_tokens, tokens, u[:, 2 * k + 2])
+    rest = (~sure).nonzero().squeeze(1)
+    if rest.numel():
+        p, q = take_rows(target_probs, rest), take_rows(draft_probs, rest)
+        out = verify_rows(row_parameters(p, q, k), p, q, draft_tokens[rest], uniforms[rest])
+        tokens[rest], accepted_index[rest] = out.tokens, out.accepted_index
+    return VerifierOutput(tokens=tokens, accepted_index=accepted_index)
 
 
 def verify(
@@ -291,6 +356,4 @@ def verify(
 ) -> VerifierOutput:
     """The optimal verifier for i.i.d. drafts from ``draft_probs[:, 0]`` (module docstring)."""
     uniforms = verify_uniforms(target_probs, draft_probs, draft_tokens, generator, uniforms_per_row)
-    q = first_draft_probs(draft_probs)
-    params = row_parameters(target_probs, q, draft_tokens.shape[1])
-    return verify_rows(params, target_probs, q, draft_tokens, uniforms)
+    return verify_tuples(target_probs, first_draft_probs(draft_probs), draft_tokens, uniforms)

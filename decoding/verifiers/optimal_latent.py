@@ -20,7 +20,10 @@ Randomness (``uniforms_per_row(k) = 3k + 2``): columns ``0..2k+2`` are those of 
 i.i.d. verifier applied to the latent tuple; column ``2k+2+s`` (``s = 1..k-1``) builds
 latent term ``s``: a repeat when ``u < q(A_c)`` (or when ``x_{c+1}`` has ``q = 0``, the
 exhausted-support tail of :func:`otm.draft_laws.without_replacement_law`), the member
-``a`` being the first with cumulative ``q(x_1) + ... + q(x_a) > u``.
+``a`` being the first with cumulative ``q(x_1) + ... + q(x_a) > u`` (``q`` normalised by
+its total summed in token order, so that the latent terms need no sort). The latent
+tuple is then verified lazily (:func:`decoding.verifiers.optimal.verify_tuples`): when
+its ``k`` terms are one draft, its acceptance is often certain without the sort.
 """
 from __future__ import annotations
 
@@ -33,7 +36,7 @@ from .base import (
     sample_without_replacement,
     verify_uniforms,
 )
-from .optimal import WORK_DTYPE, row_parameters, verify_rows
+from .optimal import WORK_DTYPE, verify_tuples
 
 draft_scheme = "without_replacement"
 
@@ -79,10 +82,10 @@ def verify(
     uniforms = verify_uniforms(target_probs, draft_probs, draft_tokens, generator, uniforms_per_row)
     k = draft_tokens.shape[1]
     q = first_draft_probs(draft_probs)
-    params = row_parameters(target_probs, q, k)
-    draft_q = q.gather(1, draft_tokens).to(WORK_DTYPE) / params.draft_mass
+    draft_mass = q.to(WORK_DTYPE).cumsum(dim=-1)[:, -1:]  # summed in token order, as the reference does
+    draft_q = q.gather(1, draft_tokens).to(WORK_DTYPE) / draft_mass
     positions = latent_positions(draft_q, uniforms[:, 2 * k + 3 :])
-    out = verify_rows(params, target_probs, q, draft_tokens.gather(1, positions), uniforms[:, : 2 * k + 3])
+    out = verify_tuples(target_probs, q, draft_tokens.gather(1, positions), uniforms[:, : 2 * k + 3])
     accepted = out.accepted_index >= 0
     index = positions.gather(1, out.accepted_index.clamp(min=0).unsqueeze(1)).squeeze(1)
     return VerifierOutput(tokens=out.tokens, accepted_index=torch.where(accepted, index, torch.full_like(index, -1)))

@@ -41,7 +41,9 @@ def _at(values: list[float], index: int) -> float:
 
 
 def _iid(p, q, drafts, uniforms):
-    """The optimal i.i.d. verifier on one row (:mod:`decoding.verifiers.optimal`)."""
+    """The optimal i.i.d. verifier on one row (:mod:`decoding.verifiers.optimal`), always
+    the full way (the batched verifier's lazy rows give the same draws, section 5.1 of
+    docs/optimal-verifier.md)."""
     vocab, k = len(p), len(drafts)
     ratio = [p[t] / q[t] if q[t] > 0 else math.inf for t in range(vocab)]
     order = sorted(range(vocab), key=ratio.__getitem__)  # stable: ties by token id
@@ -68,7 +70,7 @@ def _iid(p, q, drafts, uniforms):
     flow_u = min(gains[support - 1] - g_h, losses[-1] - l_h)
     flow_h = min(g_h, l_h)
 
-    blocks, selection = [], []
+    blocks, selection, shortfall = [], [], []
     for i, token in enumerate(drafts):
         r = rank[token]
         e = p[token] - own[r]
@@ -94,12 +96,14 @@ def _iid(p, q, drafts, uniforms):
             move = uniforms[k + i] * q[token] * gap < matched
         blocks.append(partner if move else r)
         selection.append(max(own[r] + (matched if e > 0 else -matched), 0.0))
+        shortfall.append(e > 0)
     top = [i for i, b in enumerate(blocks) if b == max(blocks)]
     selected = top[min(math.floor(uniforms[2 * k] * len(top)), len(top) - 1)]
     token = drafts[selected]
-    if uniforms[2 * k + 1] * selection[selected] < p[token]:
-        return token, selected
     u5 = uniforms[2 * k + 2]
+    if shortfall[selected] or uniforms[2 * k + 1] * selection[selected] < p[token]:
+        holders = [i for i, t in enumerate(drafts) if t == token]
+        return token, holders[min(math.floor(u5 * len(holders)), len(holders) - 1)]
     low = g_h + flow_u
     total = gains[-1] - low
     if total > 0:
@@ -121,8 +125,7 @@ def optimal_latent(p, draft_probs, drafts, uniforms):
     p, q = [float(v) for v in p], [float(v) for v in draft_probs[0]]
     drafts, uniforms = [int(t) for t in drafts], [float(u) for u in uniforms]
     k = len(drafts)
-    order = sorted(range(len(q)), key=lambda t: p[t] / q[t] if q[t] > 0 else math.inf)
-    draft_mass = _running([q[t] for t in order])[-1]
+    draft_mass = _running(q)[-1]  # in token order
     draft_q = [q[t] / draft_mass for t in drafts]
     cumulative = _running(draft_q)
     positions, seen = [0], 1

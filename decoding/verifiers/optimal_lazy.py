@@ -1,0 +1,95 @@
+"""Lazy acceptance for the optimal verifiers: rows whose ``k`` drafts are one token ``a``
+and whose acceptance test is certain from a bound on ``sigma_a``, decided with one
+masked sum instead of the sort of :mod:`decoding.verifiers.optimal` (our derivation,
+docs/optimal-verifier.md section 5.1, "Lazy acceptance of identical drafts").
+
+The full path accepts the selected draft ``Z`` without a test when its rank has
+``e > 0`` (then ``x(Z) <= p(Z)`` in exact arithmetic), and otherwise when
+``u4 x(Z) < p(Z)``, where its float ``x`` is ``sigma - matched <= sigma`` (``matched >= 0``).
+With all drafts equal to ``a``, ``Z = a`` whatever the exchanges, and ``sigma_a =
+C'^k - C^k`` with ``C`` the ``q`` mass of the ranks before ``a`` and ``C' = C + q_a``
+(normalised). ``sigma`` increases with ``C`` (``k >= 1``), so an upper bound on ``C``
+bounds it: ``S`` = the ``q`` mass of the tokens with ``p q_a <= p_a (1 + TAU) q``, a
+superset of the ranks ``<= a`` whatever the rounding of the ratios (products rounded
+monotonically), gives ``C <= (S - q_a) / M``. Every float the full path computes from
+sums over ``V`` tokens (``M``, ``T``, the cumulative sums, the powers) is within the
+relative error ``LAMBDA(V, k)`` of its exact value (Higham, "Accuracy and Stability of
+Numerical Algorithms", 2002, eq. 4.4: a float sum of ``n`` non-negative terms in any
+order is within ``gamma_n = n u / (1 - n u)`` of the exact one), so
+
+    sigma_up = (((C_up + w_up)(1 + LAMBDA))^k - (C_up (1 - LAMBDA))^k) (1 + LAMBDA),
+    C_up = (S (1 + LAMBDA) - q_a) (1 + LAMBDA) / M,   w_up = q_a (1 + LAMBDA) / M,
+    p_low = p_a (1 - LAMBDA) / T
+
+bound the full path's float ``x(a)`` from above and its float ``p(a)`` from below, and
+``u4 sigma_up < p_low`` (rounded monotonically) implies the full path accepts ``a``. The
+accepted position is then the full path's: the holder of ``a`` numbered
+``floor(u5 k)`` (:func:`decoding.verifiers.optimal.accepted_holder`). Every other row
+goes the full way, so the lazy verifier equals the full one draw for draw.
+
+Cost for a row of identical drafts: five V-sized passes (two products, the comparison,
+the masked ``q``, its float64 sum) and two float64 sums (``T``, ``M``), against one sort
+and about twenty passes.
+"""
+from __future__ import annotations
+
+import torch
+
+from .base import gather_tokens
+
+#: Relative widening of ``p_a`` in the tie test: larger than any rounding of the
+#: products in float32 or float64, so every token ranked before ``a`` passes it.
+TAU = 2.0**-16
+
+#: Unit roundoff of float64.
+_UNIT = 2.0**-53
+
+
+def relative_slack(vocab: int, k: int) -> float:
+    """``LAMBDA(V, k) = 4 (V + 2k + 8) u``, ``u = 2^-53``: at least twice the relative error
+    ``2 gamma_V + 3u`` of every normalised cumulative sum and power of the full path
+    (module docstring), the rest covering the roundings of the bounds themselves."""
+    return 4.0 * (vocab + 2 * k + 8) * _UNIT
+
+
+def identical_drafts(draft_tokens: torch.Tensor) -> torch.Tensor:  # [batch, k] -> [batch] bool
+    """Rows whose ``k`` drafts are all the same token."""
+    return (draft_tokens == draft_tokens[:, :1]).all(dim=1)
+
+
+def selection_upper_bound(
+    target_probs: torch.Tensor,  # [n, vocab]
+    draft_probs: torch.Tensor,  # [n, vocab]
+    tokens: torch.Tensor,  # [n]
+    k: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(sigma_up, p_low)`` ``[n]`` float64 (module docstring): an upper bound on the full
+    path's float ``sigma`` (and so on its ``x``) at the rank of ``tokens`` and a lower bound
+    on its float normalised ``p`` there. Rows with ``q(token) = 0``, or a ratio ``p / q`` that
+    overflows (it would tie with the ``q = 0`` tokens), get ``sigma_up = inf``."""
+    vocab = target_probs.shape[1]
+    slack = relative_slack(vocab, k)
+    p_a, q_a = gather_tokens(target_probs, tokens), gather_tokens(draft_probs, tokens)
+    up_to = target_probs * q_a.unsqueeze(1) <= draft_probs * (p_a * (1.0 + TAU)).unsqueeze(1)
+    within = torch.where(up_to, draft_probs, torch.zeros((), dtype=draft_probs.dtype)).sum(dim=1, dtype=torch.float64)
+    draft_mass = draft_probs.sum(dim=1, dtype=torch.float64)
+    target_mass = target_probs.sum(dim=1, dtype=torch.float64)
+    q_a, p_a = q_a.double(), p_a.double()
+    c_up = (within * (1.0 + slack) - q_a).clamp(min=0.0) * (1.0 + slack) / draft_mass
+    w_up = q_a * (1.0 + slack) / draft_mass
+    sigma_up = (((c_up + w_up) * (1.0 + slack)) ** k - (c_up * (1.0 - slack)) ** k) * (1.0 + slack)
+    ranked = (p_a / q_a).isfinite()  # q_a > 0 and a finite float64 ratio: no tie with q = 0 tokens
+    sigma_up = torch.where(ranked, sigma_up, torch.full_like(sigma_up, torch.inf))
+    return sigma_up, p_a * (1.0 - slack) / target_mass
+
+
+def certified_acceptance(
+    target_probs: torch.Tensor,  # [n, vocab]
+    draft_probs: torch.Tensor,  # [n, vocab]
+    tokens: torch.Tensor,  # [n] the drafted token of each row (all k drafts equal)
+    u4: torch.Tensor,  # [n] float64, the acceptance uniform
+    k: int,
+) -> torch.Tensor:  # [n] bool
+    """Rows where the full path surely accepts ``tokens``: ``u4 sigma_up < p_low``."""
+    sigma_up, p_low = selection_upper_bound(target_probs, draft_probs, tokens, k)
+    return u4 * sigma_up < p_low

@@ -1,0 +1,134 @@
+"""The lazy rows of the optimal verifier (decoding.verifiers.optimal_lazy, used by
+decoding.verifiers.optimal.verify_tuples) against the full path (row_parameters and
+verify_rows on every row), draw for draw:
+
+- hypothesis over families with exact ties of ``p/q`` (integer weights), one-hot rows,
+  ``p = q``, disjoint supports, ``q`` with zeros, in float64 and float32, with half the
+  rows drafting one token ``k`` times: the same tokens and accepted indices;
+- the bounds themselves: ``sigma_up`` above the full path's float ``sigma`` (so its
+  ``x``) and ``p_low`` below its float ``p``, at the drafted rank;
+- the lazy path is really taken on peaked rows (the comparison is not vacuous);
+- a deliberately broken bound (ties on the wrong side: a strict ratio test without
+  the widening ``TAU``) makes the lazy verifier differ from the full one.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from decoding.verifiers import optimal, optimal_lazy
+from decoding.verifiers.base import gather_tokens
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+FAMILIES = ("ties", "one_hot", "p_equals_q", "disjoint", "q_zeros", "dirichlet")
+
+
+def _family(name: str, rows: int, vocab: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """``(p, q)`` ``[rows, vocab]``, unnormalised where the family is integer (exact ratio ties)."""
+    q = rng.integers(1, 5, size=(rows, vocab)).astype(float)
+    if name == "ties":  # p = m q with m in {0, 1, 2}: every ratio is one of three, exactly
+        return q * rng.integers(0, 3, size=(rows, vocab)), q
+    if name == "one_hot":
+        p = np.eye(vocab)[rng.integers(vocab, size=rows)]
+        return p, np.where(rng.random((rows, 1)) < 0.5, np.eye(vocab)[rng.integers(vocab, size=rows)], q)
+    if name == "p_equals_q":
+        return q.copy(), q
+    if name == "disjoint":
+        cut = vocab // 2
+        return np.concatenate([q[:, :cut], 0 * q[:, cut:]], 1), np.concatenate([0 * q[:, :cut], q[:, cut:]], 1)
+    if name == "q_zeros":
+        return rng.dirichlet(np.ones(vocab), size=rows), np.where(rng.random((rows, vocab)) < 0.4, 0.0, q)
+    peaked = rng.dirichlet(np.full(vocab, 0.3), size=rows)
+    return peaked, 0.7 * peaked + 0.3 * rng.dirichlet(np.ones(vocab), size=rows)
+
+
+def _case(name: str, rows: int, vocab: int, k: int, seed: int, dtype):
+    """``(p, q, drafts, uniforms)``: half the rows draft one token ``k`` times."""
+    rng = np.random.default_rng(seed)
+    p, q = _family(name, rows, vocab, rng)
+    q[:, 0] += (q.sum(1) == 0)  # a row needs some q
+    p, q = torch.as_tensor(p, dtype=dtype), torch.as_tensor(q, dtype=dtype)
+    g = torch.Generator().manual_seed(seed)
+    drafts = optimal.sample_drafts(q / q.sum(1, keepdim=True), k, g)
+    repeat = torch.rand(rows, generator=g) < 0.5
+    drafts = torch.where(repeat.unsqueeze(1), drafts[:, :1].expand(-1, k), drafts)
+    return p, q, drafts, torch.rand(rows, optimal.uniforms_per_row(k), generator=g, dtype=dtype)
+
+
+def _full(p, q, drafts, uniforms):
+    """Every row the full way."""
+    return optimal.verify_rows(optimal.row_parameters(p, q, drafts.shape[1]), p, q, drafts, uniforms)
+
+
+def _assert_same(p, q, drafts, uniforms):
+    lazy, full = optimal.verify_tuples(p, q, drafts, uniforms), _full(p, q, drafts, uniforms)
+    assert lazy.tokens.tolist() == full.tokens.tolist()
+    assert lazy.accepted_index.tolist() == full.accepted_index.tolist()
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    name=st.sampled_from(FAMILIES),
+    vocab=st.integers(2, 9),
+    k=st.integers(1, 6),
+    seed=st.integers(0, 2**31 - 1),
+    dtype=st.sampled_from([torch.float64, torch.float32]),
+)
+def test_lazy_equals_full_draw_for_draw(name, vocab, k, seed, dtype):
+    _assert_same(*_case(name, 64, vocab, k, seed, dtype))
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("name", FAMILIES)
+def test_bounds_hold_at_the_drafted_rank(name, dtype):
+    k = 3
+    p, q, drafts, _ = _case(name, 300, 7, k, 11, dtype)
+    tokens = drafts[:, 0]
+    sigma_up, p_low = optimal_lazy.selection_upper_bound(p, q, tokens, k)
+    params = optimal.row_parameters(p, q, k)
+    ranks = optimal.token_ranks(params.order, tokens.unsqueeze(1)).squeeze(1)
+    own = gather_tokens(params.own, ranks)
+    p_full = gather_tokens(p, tokens).double() / params.target_mass.squeeze(1)
+    drafted = gather_tokens(q, tokens) > 0
+    assert (own[drafted] <= sigma_up[drafted]).all()
+    assert (p_low <= p_full).all()
+
+
+def test_lazy_rows_are_taken_on_peaked_rows():
+    p, q, drafts, uniforms = _case("dirichlet", 400, 50, 2, 3, torch.float64)
+    same = optimal_lazy.identical_drafts(drafts)
+    sure = optimal_lazy.certified_acceptance(p, q, drafts[:, 0], uniforms[:, 5].double(), 2) & same
+    assert sure.sum() >= 0.5 * same.sum() > 0
+
+
+def _ties_on_the_wrong_side(target_probs, draft_probs, tokens, k):
+    """Broken: a strict ratio test without ``TAU`` leaves out the tokens tied with ``a``
+    that rank before it (lower ids), so ``C`` and ``sigma_a`` are underestimated."""
+    p_a, q_a = gather_tokens(target_probs, tokens), gather_tokens(draft_probs, tokens)
+    below = target_probs * q_a.unsqueeze(1) < draft_probs * p_a.unsqueeze(1)
+    c = torch.where(below, draft_probs, 0.0).sum(1, dtype=torch.float64) / draft_probs.sum(1, dtype=torch.float64)
+    w = q_a.double() / draft_probs.sum(1, dtype=torch.float64)
+    return (c + w) ** k - c**k, p_a.double() / target_probs.sum(1, dtype=torch.float64)
+
+
+def _tied_instance(rows: int = 2000):
+    """``p = (8, 8, 4)``, ``q = (9, 9, 2)`` (unnormalised), both drafts token 1, tied
+    with token 0 (ratio 8/9), which ranks before it: ``C = 0.45``, ``sigma_1 = 0.6075``,
+    ``x_1 = 0.41 > p_1 = 0.4`` (``H = {0, 1}``), so the full path rejects for
+    ``u4 >= 40/41``; without token 0 the bound would be ``0.2025 < p_1``."""
+    p = torch.tensor([[8.0, 8.0, 4.0]]).expand(rows, -1)
+    q = torch.tensor([[9.0, 9.0, 2.0]]).expand(rows, -1)
+    drafts = torch.ones(rows, 2, dtype=torch.int64)
+    return p, q, drafts, torch.rand(rows, optimal.uniforms_per_row(2), generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+
+
+def test_broken_bound_fails_draw_for_draw(monkeypatch):
+    case = _tied_instance()
+    _assert_same(*case)
+    monkeypatch.setattr(optimal_lazy, "selection_upper_bound", _ties_on_the_wrong_side)
+    with pytest.raises(AssertionError):
+        _assert_same(*case)
