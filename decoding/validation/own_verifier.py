@@ -234,18 +234,27 @@ def wilson_interval(estimate: float, n: int, confidence: float) -> tuple[float, 
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def _acceptance_z_test(estimate: float, n: int, expected: float, alpha: float) -> GoodnessOfFit:
-    """Two-sided z-test of an acceptance estimate whose variance is at most ``A (1 - A) / n``."""
-    variance = expected * (1 - expected) / n
+def z_test(estimate: float, expected: float, variance: float, alpha: float, *, what: str, tolerance: float,
+           above_only: bool = False) -> GoodnessOfFit:
+    """Two-sided z-test of ``estimate`` against ``expected`` for an estimator of variance at
+    most ``variance``; with ``above_only``, the one-sided test of "not above ``expected``"
+    (``p = P(Z >= z)``). With no variance, it passes iff ``estimate`` is within ``tolerance``
+    of ``expected`` (not above ``expected + tolerance`` with ``above_only``)."""
     if variance <= 0:
-        passed = abs(estimate - expected) <= 1 / (2 * n)
+        excess = estimate - expected if above_only else abs(estimate - expected)
+        passed = excess <= tolerance
         return GoodnessOfFit(0.0 if passed else math.inf, 0, 1.0 if passed else 0.0, alpha, passed,
-                             f"acceptance {estimate:.6f} for an exact {expected:.6f}")
+                             f"{what} {estimate:.6f} for an exact {expected:.6f}")
     z = (estimate - expected) / math.sqrt(variance)
-    p_value = float(2 * scipy_stats.norm.sf(abs(z)))
+    p_value = float(scipy_stats.norm.sf(z) if above_only else 2 * scipy_stats.norm.sf(abs(z)))
     passed = p_value >= alpha
     return GoodnessOfFit(z, 0, p_value, alpha, passed,
                          f"z={z:.2f}, p={p_value:.3g} {'>=' if passed else '<'} alpha={alpha:g} ({estimate:.6f} vs {expected:.6f})")
+
+
+def _acceptance_z_test(estimate: float, n: int, expected: float, alpha: float) -> GoodnessOfFit:
+    """Two-sided z-test of an acceptance estimate whose variance is at most ``A (1 - A) / n``."""
+    return z_test(estimate, expected, expected * (1 - expected) / n, alpha, what="acceptance", tolerance=1 / (2 * n))
 
 
 def validate_verifier(
@@ -422,4 +431,5 @@ __all__ = [
     "example_unnormalised_residual_verifier",
     "validate_verifier",
     "wilson_interval",
+    "z_test",
 ]
