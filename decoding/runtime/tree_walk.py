@@ -31,11 +31,16 @@ arXiv:2403.10444; :mod:`decoding.verifiers.block`) on a chain, traversal verific
 (Weng et al., NeurIPS 2025, arXiv:2505.12398; :mod:`decoding.verifiers.traversal`) on any
 tree. Drafting is the same (:func:`draft_children`, siblings from the verifier's sibling
 scheme); the step emits the accepted node's path plus one token, lossless by
-docs/sequences.md (sections 2 and 5).
+docs/sequences.md (sections 2 and 5). A :class:`SequenceRule` may carry an ``observe``
+callback that sees every drafted tree with its ``p`` and ``q`` before it is verified
+(``otm report`` uses it to compute, on the same trees, the exact expected accepted lengths
+of the sequence verifier and of its node-wise counterpart).
 """
 from __future__ import annotations
 
+import dataclasses
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -203,11 +208,16 @@ class SequenceRule:
         verifier: its batched module (:mod:`decoding.verifiers.block` or ``.traversal``).
         scheme: how the siblings of a node are drawn (and verified): ``"iid"`` or
             ``"without_replacement"`` (default: the registry's).
+        observe: ``None``, or a callable ``observe(tree, tokens, target_probs,
+            draft_probs)`` that :func:`walk_sequence` calls with every step's drafted trees
+            before verifying them (it must not modify them and draws no randomness, so
+            the decode is unchanged).
     """
 
     spec: SequenceRuleSpec
     verifier: ModuleType
     scheme: str
+    observe: Callable | None = None
 
     @property
     def name(self) -> str:
@@ -232,7 +242,7 @@ def resolve_sequence_rule(rule, tree: Tree, scheme: str | None = None, recording
     and a recording is refused (recordings hold node-wise verifications, which these
     verifiers do not make)."""
     if isinstance(rule, SequenceRule):
-        resolved = rule if scheme is None else SequenceRule(rule.spec, rule.verifier, scheme)
+        resolved = rule if scheme is None else dataclasses.replace(rule, scheme=scheme)
     else:
         spec = sequence_rule_spec(rule)
         resolved = SequenceRule(spec, importlib.import_module(f"decoding.verifiers.{spec.verifier}"), scheme or spec.draft_scheme)
@@ -254,18 +264,18 @@ def resolve_sequence_rule(rule, tree: Tree, scheme: str | None = None, recording
 
 def walk_sequence(
     tree: Tree,
-    tokens: torch.Tensor,  # [batch, n_nodes] int64 (node 0 = root, unused)
-    target_probs: torch.Tensor,  # [batch, n_nodes, vocab], p at every node
-    draft_probs: torch.Tensor,  # [batch, n_nodes, vocab], q at every node with children
-    rule: SequenceRule,
-    generator: torch.Generator | None,
+    tokens: torch.Tensor, target_probs: torch.Tensor, draft_probs: torch.Tensor,  # the step's tensors, as walk_tree's
+    rule: SequenceRule, generator: torch.Generator | None,
 ) -> WalkResult:
     """One sequence-level verification of every row's tree (module docstring), as a
     :class:`WalkResult`. A chain (node ``i`` at depth ``i``) goes to block verification as
     ``p`` at nodes ``0..D``, ``q`` at nodes ``0..D-1`` and the drafts of nodes ``1..D``.
     ``attempts[d]`` counts the rows whose accepted path reaches a node with children at
     depth ``d``, ``accepts[d]`` those whose path reaches depth ``d + 1``, so
-    ``accepts / attempts`` is the rate of going one level deeper, as for the node-wise walk."""
+    ``accepts / attempts`` is the rate of going one level deeper, as for the node-wise walk.
+    ``rule.observe``, when set, sees the tensors first."""
+    if rule.observe is not None:
+        rule.observe(tree, tokens, target_probs, draft_probs)
     if rule.spec.tree_shape == "chain":
         depth = tree.max_depth
         out = rule.verifier.verify(target_probs, draft_probs[:, :depth], tokens[:, 1:], generator)

@@ -31,6 +31,12 @@ the coin ``eta_i``, column ``g + 1`` drives the emitted token (inverse CDF,
 Cost: ``O(batch g V)``, a few passes over ``[batch, g, vocab]`` (the stop probabilities)
 and one over ``[batch, vocab]`` (the emitted token); no loop over the vocabulary or the
 batch, a loop over the ``g`` positions for the running minimum ``w``.
+
+Expected accepted lengths given the drafted chain, for measuring the gain over token-wise
+verification without the verifiers' coin noise (docs/sequences.md, section 9):
+:func:`expected_accepted` (block verification, ``sum_i w_i``) and
+:func:`tokenwise_expected_accepted` (token-wise verification, Leviathan, Kalman, Matias,
+ICML 2023, arXiv:2211.17192). Both cost ``O(batch g)`` after one gather per position.
 """
 from __future__ import annotations
 
@@ -42,13 +48,14 @@ from otm.errors import InvalidDistributionError, InvalidDraftCountError, ShapeMi
 
 from .base import draw_uniforms, sample_iid, sample_residual
 
+__all__ = [
+    "BlockOutput", "block_weights", "capped_ratio", "draft_scheme", "expected_accepted", "residual_weights",
+    "sample_drafts", "stop_probabilities", "tokenwise_expected_accepted", "uniforms_per_row", "verify",
+    "verify_with_uniforms",
+]
+
 #: How the drafts of a chain are drawn: one token per node from ``q`` there.
 draft_scheme = "iid"
-
-__all__ = [
-    "BlockOutput", "block_weights", "draft_scheme", "residual_weights", "sample_drafts", "stop_probabilities",
-    "uniforms_per_row", "verify", "verify_with_uniforms",
-]
 
 
 @dataclass(frozen=True)
@@ -102,23 +109,63 @@ def check_block_inputs(
     return batch, g, vocab
 
 
+def capped_ratio(numerator: torch.Tensor, denominator: torch.Tensor) -> torch.Tensor:  # both [batch] or [batch, g]
+    """Elementwise ``min(1, numerator / denominator)`` without a division by zero (``numerator >=
+    denominator`` gives 1, so ``denominator = 0`` does too)."""
+    ratio = numerator / torch.where(denominator > 0, denominator, torch.ones_like(denominator))
+    return torch.where(numerator >= denominator, torch.ones_like(ratio), ratio)
+
+
+def _drafted_probabilities(
+    target_probs: torch.Tensor,  # [batch, g + 1, vocab]
+    draft_probs: torch.Tensor,  # [batch, g, vocab]
+    draft_tokens: torch.Tensor,  # [batch, g]
+) -> tuple[torch.Tensor, torch.Tensor]:  # [batch, g] each
+    """``(p_i(x_i), q_i(x_i))`` for ``i = 1..g``."""
+    index = draft_tokens.unsqueeze(2)
+    return target_probs[:, : draft_tokens.shape[1]].gather(2, index).squeeze(2), draft_probs.gather(2, index).squeeze(2)
+
+
 def block_weights(
     target_probs: torch.Tensor,  # [batch, g + 1, vocab]
     draft_probs: torch.Tensor,  # [batch, g, vocab]
     draft_tokens: torch.Tensor,  # [batch, g]
 ) -> torch.Tensor:  # [batch, g + 1]
-    """``w_0..w_g``: ``w_i = min(1, w_{i-1} p_i(x_i) / q_i(x_i))``, written without a
-    division by zero (``w p >= q`` gives 1)."""
-    g = draft_tokens.shape[1]
-    index = draft_tokens.unsqueeze(2)
-    p_x = target_probs[:, :g].gather(2, index).squeeze(2)  # [batch, g]
-    q_x = draft_probs.gather(2, index).squeeze(2)
+    """``w_0..w_g``: ``w_i = min(1, w_{i-1} p_i(x_i) / q_i(x_i))`` (:func:`capped_ratio`)."""
+    p_x, q_x = _drafted_probabilities(target_probs, draft_probs, draft_tokens)
     weights = [torch.ones_like(p_x[:, 0])]
-    for i in range(g):
-        scaled = weights[-1] * p_x[:, i]
-        ratio = scaled / torch.where(q_x[:, i] > 0, q_x[:, i], torch.ones_like(q_x[:, i]))
-        weights.append(torch.where(scaled >= q_x[:, i], torch.ones_like(scaled), ratio))
+    for i in range(draft_tokens.shape[1]):
+        weights.append(capped_ratio(weights[-1] * p_x[:, i], q_x[:, i]))
     return torch.stack(weights, dim=1)
+
+
+def expected_accepted(
+    target_probs: torch.Tensor,  # [batch, g + 1, vocab] (row g, the bonus law, is not read)
+    draft_probs: torch.Tensor,  # [batch, g, vocab]
+    draft_tokens: torch.Tensor,  # [batch, g]
+) -> torch.Tensor:  # [batch]
+    """``sum_{i=1..g} w_i`` per chain: block verification's ``E[tau]`` with its coins and
+    the draft's later tokens integrated out. By docs/sequences.md, Lemma 2,
+    ``w(X_<=i) = E[P(tau >= i | X) | X_<=i]``, so the mean of this over chains drafted from
+    ``q`` is block verification's exact ``E[tau]`` (unbiased, no coin noise), and per chain
+    it is at least :func:`tokenwise_expected_accepted` (``w_i >= prod_{j<=i} min(1, r_j)``)."""
+    check_block_inputs(target_probs, draft_probs, draft_tokens)
+    return block_weights(target_probs, draft_probs, draft_tokens)[:, 1:].sum(dim=1)
+
+
+def tokenwise_expected_accepted(
+    target_probs: torch.Tensor,  # [batch, g + 1, vocab] (row g is not read)
+    draft_probs: torch.Tensor,  # [batch, g, vocab]
+    draft_tokens: torch.Tensor,  # [batch, g]
+) -> torch.Tensor:  # [batch]
+    """``E[tau | x] = sum_{i=1..g} prod_{j<=i} min(1, p_j(x_j) / q_j(x_j))``: token-wise
+    verification (Leviathan, Kalman, Matias, ICML 2023, arXiv:2211.17192, Alg. 1) accepts
+    ``x_i`` with ``min(1, r_i)`` given that it reached ``i``, so this is exact given the
+    chain (the same conditioning as :func:`expected_accepted`: ``P(tau >= i | X)``
+    depends on ``X_<=i`` only)."""
+    check_block_inputs(target_probs, draft_probs, draft_tokens)
+    p_x, q_x = _drafted_probabilities(target_probs, draft_probs, draft_tokens)
+    return capped_ratio(p_x, q_x).cumprod(dim=1).sum(dim=1)
 
 
 def stop_probabilities(

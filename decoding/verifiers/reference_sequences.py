@@ -10,10 +10,11 @@ same uniforms both give the same output (up to float ties of probability ~1e-16)
   Speculative Tree Decoding", NeurIPS 2025, arXiv:2505.12398),
   :mod:`decoding.verifiers.traversal`.
 
-:func:`run_block_reference` and :func:`run_traversal_reference` apply them to every row of
-a batch.
+:func:`run_rows` applies either to every row of a batch.
 """
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 
@@ -112,29 +113,13 @@ def traversal(parent, tokens, p_rows, q_rows, uniforms, scheme: str = "without_r
     return node, _sample(law, p_rows[node], uniforms[n])
 
 
-def run_block_reference(
-    target_probs: torch.Tensor,  # [batch, g + 1, vocab]
-    draft_probs: torch.Tensor,  # [batch, g, vocab]
-    draft_tokens: torch.Tensor,  # [batch, g]
-    uniforms: torch.Tensor,  # [batch, g + 2]
-) -> tuple[list[int], list[int]]:
-    """``(n_accepted, tokens)`` of :func:`block` on every row."""
-    rows = zip(target_probs.double().tolist(), draft_probs.double().tolist(), draft_tokens.tolist(), uniforms.double().tolist())
-    out = [block(p, q, x, u) for p, q, x, u in rows]
-    return [tau for tau, _ in out], [y for _, y in out]
-
-
-def run_traversal_reference(
-    tree,
-    draft_tokens: torch.Tensor,  # [batch, n_nodes]
-    target_probs: torch.Tensor,  # [batch, n_nodes, vocab]
-    draft_probs: torch.Tensor,  # [batch, n_nodes, vocab]
-    uniforms: torch.Tensor,  # [batch, n_nodes + 1]
-    scheme: str = "without_replacement",
-) -> tuple[list[int], list[int]]:
-    """``(accepted_node, tokens)`` of :func:`traversal` on every row of ``tree``
-    (a :class:`decoding.runtime.trees.Tree`)."""
-    parent = [int(v) for v in tree.parent]
-    rows = zip(draft_tokens.tolist(), target_probs.double().tolist(), draft_probs.double().tolist(), uniforms.double().tolist())
-    out = [traversal(parent, x, p, q, u, scheme) for x, p, q, u in rows]
-    return [node for node, _ in out], [y for _, y in out]
+def run_rows(reference: Callable[..., tuple[int, int]], *tensors: torch.Tensor) -> tuple[list[int], list[int]]:
+    """``(first outputs, tokens)`` of a one-row reference on every row of ``tensors`` (each
+    ``[batch, ...]``; floating ones as float64 lists), in the order the reference takes them:
+    ``run_rows(block, target_probs, draft_probs, draft_tokens, uniforms)`` gives block
+    verification's ``(n_accepted, tokens)``, ``run_rows(functools.partial(traversal, parent,
+    scheme=scheme), draft_tokens, target_probs, draft_probs, uniforms)`` traversal
+    verification's ``(accepted_node, tokens)`` (``parent``: the tree's ``[n_nodes]`` parents)."""
+    rows = zip(*(t.double().tolist() if t.is_floating_point() else t.tolist() for t in tensors))
+    out = [reference(*row) for row in rows]
+    return [first for first, _ in out], [y for _, y in out]

@@ -37,6 +37,12 @@ On a chain the coins are block verification's ``eta_0..eta_g`` in the same colum
 Cost: a loop over the tree's nodes (trees are small); each node's work is a few passes
 over ``[batch, vocab]``, for every row at once (rows already accepted are computed and
 ignored).
+
+Expected accepted lengths given the drafted tree (:func:`expected_accepted`), for
+measuring the gain over node-wise verification without coin noise (docs/sequences.md,
+section 9): traversal verification's, and that of the node-wise walk of recursive
+rejection sampling on the same tree (``nodewise=True``; the decoding loop's walk for
+``rrs_wor``, SpecHub, Sun, Zhou, Chen, Sun, EMNLP 2024, arXiv:2411.05289, Alg. 1).
 """
 from __future__ import annotations
 
@@ -48,17 +54,18 @@ import torch
 from otm.errors import InvalidDistributionError, ShapeMismatchError, UnknownNameError
 
 from .base import draw_uniforms, gather_tokens, normalise, sample_iid, sample_residual, sample_without_replacement
+from .block import capped_ratio
+
+__all__ = [
+    "SIBLING_SCHEMES", "TraversalOutput", "after_rejection", "child_weight", "draft_scheme", "expected_accepted",
+    "sample_drafts", "uniforms_per_row", "verify", "verify_with_uniforms",
+]
 
 #: The sibling law of the paper's trees (the other supported one is ``"iid"``).
 draft_scheme = "without_replacement"
 
 #: Sibling schemes this verifier knows the conditional laws of.
 SIBLING_SCHEMES = ("iid", "without_replacement")
-
-__all__ = [
-    "SIBLING_SCHEMES", "TraversalOutput", "after_rejection", "child_weight", "draft_scheme", "sample_drafts",
-    "uniforms_per_row", "verify", "verify_with_uniforms",
-]
 
 
 @dataclass(frozen=True)
@@ -101,11 +108,8 @@ def child_weight(
     proposal: torch.Tensor,  # [batch, vocab], Q_c
     token: torch.Tensor,  # [batch], the child's token
 ) -> torch.Tensor:  # [batch]
-    """``min(1, alpha P(x) / Q(x))`` without a division by zero (``alpha P >= Q`` gives 1)."""
-    scaled = alpha * gather_tokens(target, token)
-    q_x = gather_tokens(proposal, token)
-    ratio = scaled / torch.where(q_x > 0, q_x, torch.ones_like(q_x))
-    return torch.where(scaled >= q_x, torch.ones_like(scaled), ratio)
+    """``min(1, alpha P(x) / Q(x))`` (:func:`decoding.verifiers.block.capped_ratio`)."""
+    return capped_ratio(alpha * gather_tokens(target, token), gather_tokens(proposal, token))
 
 
 def after_rejection(
@@ -133,6 +137,32 @@ def _conditional_law(
     mass = remaining.sum(dim=-1, keepdim=True)
     point = torch.zeros_like(remaining).scatter_(1, token.unsqueeze(1), 1.0)
     return torch.where(mass > 0, remaining / torch.where(mass > 0, mass, torch.ones_like(mass)), point)
+
+
+class _SiblingScan:
+    """A node's state while its children are tried in order (module docstring): ``alpha``,
+    ``target`` (``P``) and the draft mass not yet drawn. :meth:`weight` is the next child's
+    weight ``min(1, alpha P(x_c) / Q_c(x_c))``, :meth:`reject` moves past that child."""
+
+    def __init__(
+        self,
+        alpha: torch.Tensor,  # [batch]
+        target: torch.Tensor,  # [batch, vocab], p at the node
+        draft: torch.Tensor,  # [batch, vocab], q at the node
+        without_replacement: bool,
+    ):
+        self.alpha, self.target, self.draft, self.remaining = alpha, target, draft, draft
+        self.without_replacement = without_replacement
+        self.proposal = draft
+
+    def weight(self, token: torch.Tensor) -> torch.Tensor:  # [batch] -> [batch]
+        self.proposal = _conditional_law(self.remaining, token) if self.without_replacement else self.draft
+        return child_weight(self.alpha, self.target, self.proposal, token)
+
+    def reject(self, token: torch.Tensor) -> None:  # [batch]
+        self.alpha, self.target = after_rejection(self.alpha, self.target, self.proposal)
+        if self.without_replacement:
+            self.remaining = self.remaining.scatter(1, token.unsqueeze(1), 0.0)
 
 
 def check_tree_inputs(
@@ -179,18 +209,13 @@ def verify_with_uniforms(
 
     def visit(node: int, alpha: torch.Tensor) -> None:
         nonlocal done, accepted_node, emit
-        target = target_probs[:, node]
-        remaining = draft_probs[:, node]
+        scan = _SiblingScan(alpha, target_probs[:, node], draft_probs[:, node], without_replacement)
         for child in children[node]:
-            token = draft_tokens[:, child]
-            proposal = _conditional_law(remaining, token) if without_replacement else draft_probs[:, node]
-            visit(child, child_weight(alpha, target, proposal, token))
-            alpha, target = after_rejection(alpha, target, proposal)
-            if without_replacement:
-                remaining = remaining.scatter(1, token.unsqueeze(1), 0.0)
-        accept = ~done & (uniforms[:, node] < alpha)
+            visit(child, scan.weight(draft_tokens[:, child]))
+            scan.reject(draft_tokens[:, child])
+        accept = ~done & (uniforms[:, node] < scan.alpha)
         accepted_node = torch.where(accept, node, accepted_node)
-        emit = torch.where(accept.unsqueeze(1), target, emit)
+        emit = torch.where(accept.unsqueeze(1), scan.target, emit)
         done = done | accept
 
     visit(0, torch.ones(batch, dtype=target_probs.dtype, device=target_probs.device))
@@ -213,3 +238,61 @@ def verify(
     batch, n_nodes, _ = check_tree_inputs(np.asarray(tree.parent), draft_tokens, target_probs, draft_probs)
     uniforms = draw_uniforms(generator, batch, uniforms_per_row(n_nodes), target_probs)
     return verify_with_uniforms(tree, draft_tokens, target_probs, draft_probs, uniforms, scheme)
+
+
+def expected_accepted(
+    tree,
+    draft_tokens: torch.Tensor,  # [batch, n_nodes], node 0 (the root) not read
+    target_probs: torch.Tensor,  # [batch, n_nodes, vocab], p at every node with children (other rows not read)
+    draft_probs: torch.Tensor,  # [batch, n_nodes, vocab], q at every node with children
+    scheme: str = draft_scheme,
+    *,
+    nodewise: bool = False,
+) -> torch.Tensor:  # [batch]
+    """``sum_v E[1{the accepted path passes v} | G_v]`` over the non-root nodes ``v`` of
+    every row's tree, ``G_v`` = the tokens of ``v``, of its ancestors and of the earlier
+    siblings of each: an unbiased estimate of ``E[tau]`` whose only randomness is the
+    draft's (docs/sequences.md, section 9, Proposition 4, our derivation).
+
+    With ``w_c`` the weight of child ``c`` when its turn comes (:class:`_SiblingScan`,
+    after the earlier siblings' rejections) and ``reach`` the probability that ``c``'s
+    parent is visited:
+
+    - traversal verification (``nodewise=False``): the subtree of ``c`` ends the step with
+      probability ``w_c`` once visited (averaged over the drafts below ``c``), so ``c``
+      adds ``reach * w_c`` and the next sibling is visited with ``reach * (1 - w_c)``;
+      ``c``'s own children start from ``alpha = w_c`` and the same ``reach``;
+    - the node-wise walk of recursive rejection sampling (``nodewise=True``: every node
+      starts again from ``alpha = 1``, ``P = p(. | node)``, and keeps only the accepted
+      child, as :func:`decoding.runtime.tree_walk.walk_tree` does for a rule whose drafts
+      are not i.i.d.): ``c`` is accepted with ``reach * w_c`` exactly, and its children are
+      reached with that. With ``"without_replacement"`` this is ``rrs_wor`` (and ``single``
+      at nodes with one child); with ``"iid"`` it is ``rrs`` without the merge of equal
+      drafts. Here the value is ``E[tau | tree]``.
+
+    On a chain, ``nodewise=False`` is :func:`decoding.verifiers.block.expected_accepted`
+    and ``nodewise=True`` :func:`decoding.verifiers.block.tokenwise_expected_accepted`.
+    """
+    parent = np.asarray(tree.parent)
+    batch, n_nodes, _ = check_tree_inputs(parent, draft_tokens, target_probs, draft_probs)
+    without_replacement = check_scheme(scheme) == "without_replacement"
+    children = [np.flatnonzero(parent == node).tolist() for node in range(n_nodes)]
+    total = torch.zeros(batch, dtype=target_probs.dtype, device=target_probs.device)
+
+    def visit(node: int, alpha: torch.Tensor, reach: torch.Tensor) -> None:
+        nonlocal total
+        scan = _SiblingScan(alpha, target_probs[:, node], draft_probs[:, node], without_replacement)
+        for child in children[node]:
+            weight = scan.weight(draft_tokens[:, child])
+            total = total + reach * weight
+            if nodewise:
+                visit(child, torch.ones_like(weight), reach * weight)
+            else:
+                visit(child, weight, reach)
+            reach = reach * (1 - weight)
+            scan.reject(draft_tokens[:, child])
+
+    ones = torch.ones(batch, dtype=target_probs.dtype, device=target_probs.device)
+    visit(0, ones, ones)
+    return total
+

@@ -5,21 +5,39 @@ Each rule drafts a tree (default ``binary:3``: the rule draws 2 children at ever
 depth 3, so 14 draft tokens per step); ``single`` draws one draft per node (``chain:D``
 with the same depth). Every rule decodes the same prompts with the same seed, one prompt
 at a time (batch 1, as in deployment).
+
+The sequence verifiers (:func:`decode_sequence_verifiers`): block verification (Sun,
+Mendlovic, Leviathan, Aharoni, Ro, Beirami, Suresh, ICLR 2025, arXiv:2403.10444) decodes
+on ``chain:D`` and traversal verification (Weng et al., NeurIPS 2025, arXiv:2505.12398) on
+the report's tree, with the same prompts, budget and seed. At every step, on the drafted
+chain or tree itself, the expected accepted length of the sequence verifier and of its
+node-wise counterpart (token-wise ``single`` on the chain, ``rrs_wor`` on the tree) is
+computed with the verifiers' coins integrated out (:func:`decoding.verifiers.block.expected_accepted`,
+:func:`decoding.verifiers.block.tokenwise_expected_accepted`,
+:func:`decoding.verifiers.traversal.expected_accepted`; docs/sequences.md, section 9): a
+paired comparison on the same drafts, far less noisy than two separate decodes.
 """
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Sequence
 
 import numpy as np
 import torch
 
 from decoding.runtime.trees import parse_tree
-from decoding.verifiers import VERIFIERS
+from decoding.verifiers import VERIFIERS, block, traversal
+from otm.tolerances import AGREEMENT_TOLERANCE
+
+#: (sequence verifier, the node-wise rule it is compared with on the same drafts).
+SEQUENCE_COMPARISONS = (("block", "single"), ("traversal", "rrs_wor"))
 
 
 def rule_tree(rule: str, tree: str) -> str:
-    """The tree spec a rule decodes with: ``tree``, or a chain of the same depth for ``single``."""
-    if rule == "single":
+    """The tree spec a rule decodes with: ``tree``, or a chain of the same depth for the
+    chain rules ``single`` and ``block``."""
+    if rule in ("single", "block"):
         return f"chain:{max(parse_tree(tree).max_depth, 1)}"
     return tree
 
@@ -68,4 +86,109 @@ def decode_rules(pair, prompts: Sequence[tuple[str, list]], rules: Sequence[str]
     return rows
 
 
-__all__ = ["decode_rules", "rule_tree"]
+class StepValues:
+    """``observe`` callback of a :class:`decoding.runtime.tree_walk.SequenceRule`: per step
+    and row, ``E[tau]`` of the sequence verifier and of its node-wise counterpart on the
+    drafted chain or tree (module docstring), in float64 whatever the models' dtype (in
+    float32 the per-chain inequality block >= token-wise, which :func:`sequence_checks`
+    holds to 1e-9, is lost to rounding, by up to about 1e-7 on the Qwen pair)."""
+
+    def __init__(self, rule: str, scheme: str):
+        self.rule, self.scheme = rule, scheme
+        self.sequence: list[float] = []
+        self.baseline: list[float] = []
+
+    def __call__(self, tree, tokens, target_probs, draft_probs) -> None:
+        target_probs, draft_probs = target_probs.double(), draft_probs.double()
+        if self.rule == "block":
+            depth = tree.max_depth
+            chain = (target_probs[:, : depth + 1], draft_probs[:, :depth], tokens[:, 1:])
+            sequence, baseline = block.expected_accepted(*chain), block.tokenwise_expected_accepted(*chain)
+        else:
+            drafts = (tree, tokens, target_probs, draft_probs, self.scheme)
+            sequence, baseline = traversal.expected_accepted(*drafts), traversal.expected_accepted(*drafts, nodewise=True)
+        self.sequence += sequence.double().cpu().tolist()
+        self.baseline += baseline.double().cpu().tolist()
+
+
+def mean_and_error(values: Sequence[float]) -> list[float]:
+    """``[mean, standard error]`` over steps (NaN error with fewer than 2 steps)."""
+    x = np.asarray(values, dtype=np.float64)
+    return [float(x.mean()), float(x.std(ddof=1) / math.sqrt(x.size)) if x.size > 1 else math.nan]
+
+
+def decode_sequence_verifiers(pair, prompts: Sequence[tuple[str, list]], tree: str, temperature: float, max_new_tokens: int, seed: int,
+                              progress: bool = True) -> list[dict]:
+    """Block and traversal verification decoded as :func:`decode_rules` decodes a rule, each
+    compared step by step with its node-wise counterpart on the same drafts (module docstring).
+
+    Returns:
+        one dict per :data:`SEQUENCE_COMPARISONS` entry: ``rule``, ``baseline``, ``tree``,
+        ``block_efficiency`` (realised, of the sequence verifier's decode), ``steps``,
+        ``expected_tokens`` with ``rule``, ``baseline`` and ``gain`` (``[mean, standard
+        error]`` over steps of ``E[tau] + 1``, tokens per target call) and
+        ``relative_gain`` (gain / baseline, with its delta-method error), ``min_gain`` (the
+        smallest per-step gain), ``wall_seconds``.
+    """
+    from decoding.runtime.loop import speculative_decode
+    from decoding.runtime.tree_walk import resolve_sequence_rule
+
+    eos = getattr(pair.tokenizer, "eos_token_id", None) if pair.tokenizer is not None else None
+    rows = []
+    for rule, baseline in SEQUENCE_COMPARISONS:
+        spec = rule_tree(rule, tree)
+        resolved = resolve_sequence_rule(rule, parse_tree(spec))
+        values = StepValues(rule, resolved.scheme)
+        observed = dataclasses.replace(resolved, observe=values)
+        generator = torch.Generator().manual_seed(seed)
+        steps, seconds = [], 0.0
+        for _, prompt in prompts:
+            result = speculative_decode(pair, prompt, observed, spec, temperature=temperature, max_new_tokens=max_new_tokens,
+                                        generator=generator, progress=progress, eos_token_id=eos)
+            steps += result.steps_tokens
+            seconds += result.wall_seconds
+        sequence, base = np.asarray(values.sequence) + 1, np.asarray(values.baseline) + 1
+        rows.append({
+            "rule": rule,
+            "baseline": baseline,
+            "tree": spec,
+            "block_efficiency": float(np.mean(steps)),
+            "steps": len(values.sequence),
+            "expected_tokens": {"rule": mean_and_error(sequence), "baseline": mean_and_error(base),
+                                "gain": mean_and_error(sequence - base)},
+            "relative_gain": _ratio_and_error(sequence - base, base),
+            "min_gain": float((sequence - base).min()),
+            "wall_seconds": seconds,
+        })
+    return rows
+
+
+def sequence_checks(rows: list[dict]) -> list[str]:
+    """What must hold of :func:`decode_sequence_verifiers`' rows, as messages (empty when all
+    is well): every mean of expected tokens per call lies in ``[1, depth + 1]``, and block
+    verification is never below token-wise verification on a drafted chain
+    (``w_i >= prod_{j<=i} min(1, r_j)`` per chain, docs/sequences.md, section 2), to
+    :data:`otm.tolerances.AGREEMENT_TOLERANCE`. (Traversal verification has no per-tree
+    guarantee over ``rrs_wor``: docs/sequences.md, section 6.)"""
+    problems = []
+    for row in rows:
+        depth = parse_tree(row["tree"]).max_depth
+        for key in ("rule", "baseline"):
+            mean = row["expected_tokens"][key][0]
+            if not 1 - AGREEMENT_TOLERANCE <= mean <= depth + 1 + AGREEMENT_TOLERANCE:
+                problems.append(f"{row[key]} on {row['tree']}: {mean:.6f} expected tokens per call, outside [1, {depth + 1}]")
+        if row["rule"] == "block" and row["min_gain"] < -AGREEMENT_TOLERANCE:
+            problems.append(f"block verification below token-wise verification on a drafted chain (by {-row['min_gain']:.3g})")
+    return problems
+
+
+def _ratio_and_error(numerator: np.ndarray, denominator: np.ndarray) -> list[float]:
+    """``[mean(numerator) / mean(denominator), delta-method standard error]`` over steps."""
+    ratio = numerator.mean() / denominator.mean()
+    n = numerator.size
+    error = math.sqrt(((numerator - ratio * denominator) ** 2).sum() / (n * (n - 1))) / denominator.mean() if n > 1 else math.nan
+    return [float(ratio), float(error)]
+
+
+__all__ = ["SEQUENCE_COMPARISONS", "StepValues", "decode_rules", "decode_sequence_verifiers", "mean_and_error", "rule_tree",
+           "sequence_checks"]

@@ -9,7 +9,9 @@
    what is a labelled Monte Carlo estimate); figures of acceptance vs ``k`` per rule
    against the optimum, of the per-position gaps, and of the optimum against temperature;
 3. a short speculative decoding per rule on the pair: block efficiency
-   (:mod:`otm_app.report.decode`);
+   (:mod:`otm_app.report.decode`); then the sequence verifiers (block verification on a
+   chain, traversal verification on the tree) with the same budget, each against its
+   node-wise counterpart on the same drafts;
 4. a self-contained folder (``report.md``, PNG figures, ``summary.json``) and a printed
    summary table.
 
@@ -119,7 +121,7 @@ def run_report(args: ReportConfig, theorem_rows: list | None = None) -> dict:
     clock["acceptance"] = time.perf_counter() - tick
 
     tick = time.perf_counter()
-    decoding = {"rows": [], "reason": ""}
+    decoding, prompts = {"rows": [], "reason": ""}, []
     if args.no_models:
         decoding["reason"] = "--no-models: there is no model pair to decode with"
     elif args.no_decode:
@@ -134,6 +136,20 @@ def run_report(args: ReportConfig, theorem_rows: list | None = None) -> dict:
             "prompts": [label for label, _ in prompts],
         }
     clock["decoding"] = time.perf_counter() - tick
+
+    tick = time.perf_counter()
+    sequence_verifiers = {"rows": [], "reason": decoding.get("reason", ""), "checks": []}
+    if prompts:
+        from otm_app.report.decode import decode_sequence_verifiers, sequence_checks
+
+        rows = decode_sequence_verifiers(pair, prompts, args.tree, args.decode_temperature, args.max_new_tokens, args.seed,
+                                         progress=not args.quiet)
+        sequence_verifiers = {
+            "rows": rows, "checks": sequence_checks(rows),
+            "temperature": args.decode_temperature, "max_new_tokens": args.max_new_tokens, "seed": args.seed,
+            "prompts": decoding["prompts"],
+        }
+    clock["sequence_verifiers"] = time.perf_counter() - tick
     if pair is not None:
         pair.release()
 
@@ -152,6 +168,7 @@ def run_report(args: ReportConfig, theorem_rows: list | None = None) -> dict:
         "optimum_vs_temperature": {"positions": int(sweep_rows.size), "temperatures": list(DEFAULT_SWEEP_TEMPERATURES),
                                    "columns": {n: v.tolist() for n, v in temperature_table.columns.items()}},
         "decoding": decoding,
+        "sequence_verifiers": sequence_verifiers,
     }
     gap_ks = sorted({2, args.k_max} & set(ks))
     summary["figures"] = write_figures(folder, positions, temperature_table, theorem_rows, gap_ks)
@@ -291,6 +308,16 @@ def summary_table(summary: dict) -> str:
             lines.append(f"  {row['rule']:<14}{value}")
     else:
         lines.append(f"decoding: not run ({decoding['reason']})")
+    sequence = summary.get("sequence_verifiers", {"rows": []})
+    if sequence["rows"]:
+        lines.append("sequence verifiers: expected tokens per target call on the same drafts, mean ± s.e. over steps:")
+        for row in sequence["rows"]:
+            (rule, rule_se), (base, base_se) = row["expected_tokens"]["rule"], row["expected_tokens"]["baseline"]
+            gain, gain_se = row["relative_gain"]
+            lines.append(f"  {row['rule']:<10} {rule:.3f} ± {rule_se:.3f}  vs {row['baseline']:<8} {base:.3f} ± {base_se:.3f}  "
+                         f"({100 * gain:+.1f} % ± {100 * gain_se:.1f} %, {row['tree']}, {row['steps']} steps)")
+        for problem in sequence.get("checks", []):
+            lines.append(f"  CHECK FAILED: {problem}")
     lines.append(f"report: {summary['report']}  ({summary['wall_seconds']['total']:.0f} s)")
     return "\n".join(lines)
 

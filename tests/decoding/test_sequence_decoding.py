@@ -1,9 +1,10 @@
 """Block and traversal verification inside the decoding loop (decoding.runtime.loop).
 
-- End-to-end losslessness, as tests/decoding/test_e2e_lossless.py: the exact law of the
-  first ``LENGTH`` tokens of the tiny target (all ``V^LENGTH`` sequences enumerated) against
-  ``RUNS`` seeded speculative decodes, Pearson chi-square at ``FALSE_ALARM = 1e-3`` per test
-  (seeds fixed: deterministic); a deliberately broken verifier (traversal without the
+- End-to-end losslessness (tests/decoding/lossless_support.py, shared with
+  tests/decoding/test_e2e_lossless.py): the exact law of the first ``LENGTH`` tokens of the
+  tiny target (all ``V^LENGTH`` sequences enumerated) against ``RUNS`` seeded speculative
+  decodes, Pearson chi-square at ``FALSE_ALARM = 1e-3`` per test (seeds fixed:
+  deterministic); a deliberately broken verifier (traversal without the
   residual update between siblings, block verification with the token-wise residual)
   must be rejected by the same test.
 - Temperature 0: the speculative decode equals the target's greedy decode.
@@ -18,7 +19,6 @@ import itertools
 import numpy as np
 import pytest
 import torch
-from scipy.stats import chisquare
 
 from decoding.models.tiny import build_tiny_pair
 from decoding.runtime.loop import autoregressive_decode, probs_from_logits, speculative_decode
@@ -27,46 +27,14 @@ from decoding.runtime.trees import parse_tree
 from decoding.runtime.tree_walk import resolve_sequence_rule
 from decoding.verifiers import block, traversal
 from otm.errors import NotApplicableError, UnknownNameError
-
-FALSE_ALARM = 1e-3
-VOCAB = 5
-LENGTH = 3
-RUNS = 6000
-PROMPT = [1, 3]
+from tests.decoding.lossless_support import FALSE_ALARM, PROMPT, VOCAB, decode_law_pvalue, tiny_lossless_pair
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
 def pair():
-    return build_tiny_pair(vocab_size=VOCAB, seed=0, draft_noise=0.6, dtype=torch.float64)
-
-
-def exact_law(model) -> np.ndarray:  # [V ** LENGTH]
-    """Law of the first LENGTH tokens of autoregressive sampling at temperature 1,
-    sequences in lexicographic order."""
-    law = np.ones(1)
-    for length in range(LENGTH):
-        prefixes = [PROMPT + list(s) for s in itertools.product(range(VOCAB), repeat=length)]
-        with torch.no_grad():
-            logits = model(input_ids=torch.tensor(prefixes)).logits[:, -1]
-        law = (law[:, None] * probs_from_logits(logits, 1.0).numpy()).ravel()
-    return law
-
-
-def decode_pvalue(pair, rule, tree, seed=0) -> tuple[float, object]:
-    """Chi-square p-value of the first LENGTH tokens of RUNS seeded decodes against
-    :func:`exact_law` (cells with expected count < 5 lumped)."""
-    result = speculative_decode(pair, [PROMPT] * RUNS, rule, tree, max_new_tokens=LENGTH,
-                                generator=torch.Generator().manual_seed(seed), progress=False)
-    assert all(len(t) == LENGTH for t in result.tokens)
-    counts = np.zeros(VOCAB**LENGTH)
-    for row in result.tokens:
-        counts[np.ravel_multi_index(row[:LENGTH], (VOCAB,) * LENGTH)] += 1
-    expected = exact_law(pair.target) * RUNS
-    big = expected >= 5
-    observed, expected = np.append(counts[big], counts[~big].sum()), np.append(expected[big], expected[~big].sum())
-    return float(chisquare(observed, expected).pvalue), result
+    return tiny_lossless_pair()
 
 
 CASES = [
@@ -88,7 +56,7 @@ def _rule(name: str, tree: str):
 
 @pytest.mark.parametrize("rule, tree", CASES)
 def test_first_tokens_follow_target_law(pair, rule, tree):
-    pvalue, result = decode_pvalue(pair, _rule(rule, tree), tree)
+    pvalue, result = decode_law_pvalue(pair, _rule(rule, tree), tree)
     assert pvalue > FALSE_ALARM, f"{rule} on {tree}: chi-square p-value {pvalue:.2e}"
     assert result.block_efficiency > 1.0  # drafts were accepted
     assert result.rule == rule.split("-")[0]
@@ -98,7 +66,7 @@ def test_first_tokens_follow_target_law(pair, rule, tree):
 def test_traversal_without_the_residual_update_is_detected(pair, monkeypatch):
     update = traversal.after_rejection
     monkeypatch.setattr(traversal, "after_rejection", lambda alpha, target, proposal: (update(alpha, target, proposal)[0], target))
-    pvalue, _ = decode_pvalue(pair, "traversal", "ternary:2")
+    pvalue, _ = decode_law_pvalue(pair, "traversal", "ternary:2")
     assert pvalue < FALSE_ALARM
 
 
@@ -108,9 +76,9 @@ def test_block_with_the_tokenwise_residual_is_detected(monkeypatch):
     tokens' law moves by 0.001 in total variation (undetectable with RUNS decodes), on
     seed 2 by 0.038 (computed exactly with otm.sequences on the pair's tables)."""
     other = build_tiny_pair(vocab_size=VOCAB, seed=2, draft_noise=0.6, dtype=torch.float64)
-    assert decode_pvalue(other, "block", "chain:3")[0] > FALSE_ALARM
+    assert decode_law_pvalue(other, "block", "chain:3")[0] > FALSE_ALARM
     monkeypatch.setattr(block, "residual_weights", lambda weight, target, draft: (target - draft).clamp(min=0.0))
-    assert decode_pvalue(other, "block", "chain:3")[0] < FALSE_ALARM
+    assert decode_law_pvalue(other, "block", "chain:3")[0] < FALSE_ALARM
 
 
 @pytest.fixture(scope="module")
@@ -167,6 +135,26 @@ def test_otm_decode_routes_the_sequence_verifiers(capsys):
     assert "--rule traversal" in capsys.readouterr().err
 
 
+# ---------------------------------------------------------------- the observe hook
+
+def test_observe_sees_every_step_and_changes_nothing(pair):
+    """A SequenceRule's observe callback sees each step's drafted tree with p and q, draws no
+    randomness: the decode's tokens are those of the same seed without it."""
+    import dataclasses
+
+    tree = parse_tree("binary:2")
+    seen = []
+    rule = dataclasses.replace(resolve_sequence_rule("traversal", tree),
+                               observe=lambda t, tokens, p, q: seen.append((t.n_nodes, tokens.shape, p.shape, q.shape)))
+    prompts = [PROMPT] * 4
+    plain = speculative_decode(pair, prompts, "traversal", tree, max_new_tokens=6, generator=torch.Generator().manual_seed(1), progress=False)
+    watched = speculative_decode(pair, prompts, rule, tree, max_new_tokens=6, generator=torch.Generator().manual_seed(1), progress=False)
+    assert watched.tokens == plain.tokens
+    assert len(seen) == watched.target_calls
+    assert seen[0] == (7, (4, 7), (4, 7, VOCAB), (4, 7, VOCAB))
+    assert resolve_sequence_rule(rule, tree, scheme="iid").observe is rule.observe
+
+
 # ---------------------------------------------------------------- scripts/bench_sequence_verifiers.py
 
 def _bench_script():
@@ -180,12 +168,13 @@ def _bench_script():
     return importlib.import_module("bench_sequence_verifiers")
 
 
-def _tables(pair, temperature: float, g: int):
-    """The tiny pair after PROMPT as an otm.sequences model (plain causal forwards)."""
+def _tables(pair, temperature: float, depth: int):
+    """The tiny pair after PROMPT as an otm.sequences model (plain causal forwards, no tree
+    attention), prefixes of at most ``depth`` tokens."""
     from otm.sequences import sequence_model
 
     target, draft = {}, {}
-    for n in range(g + 1):
+    for n in range(depth + 1):
         prefixes = list(itertools.product(range(VOCAB), repeat=n))
         ids = torch.tensor([PROMPT + list(s) for s in prefixes])
         with torch.no_grad():
@@ -196,51 +185,92 @@ def _tables(pair, temperature: float, g: int):
     return sequence_model(target, draft)
 
 
-def test_bench_chain_estimates_are_exact_given_the_chain(pair):
-    """Per chain, the script's token-wise and block values (tree-attention forwards) equal
-    otm.sequences' computation on tables from plain forwards, and their means over chains
-    estimate the exact expected accepted lengths (block: docs/sequences.md, Lemma 2) - a
-    z-test at 1e-4; token-wise values do not estimate block verification's E[tau]."""
+def test_bench_values_are_exact_given_the_drafts(pair):
+    """The script's drafts (one forest, tree attention) give, per chain and tree, the values of
+    the verifiers' expectation functions on tables from plain forwards; averaged over the
+    drafts they estimate the exact E[tau] of all four verifiers and the exact paired gains
+    (otm.sequences), z-tests at 1e-4; and the paired gain is detected (exact gains on this
+    pair: 0.04 and 0.10 for chains, 0.02 and 0.06 for trees, at T = 0.6 and 1)."""
     from scipy.stats import norm
 
-    from otm.sequences import block_expected_accepted, tokenwise_expected_accepted
-    from otm.sequences.block_verification import block_weights
+    from decoding.validation.own_tree_verifier import PrefixTables
+    from otm.sequences import block_expected_accepted, tokenwise_expected_accepted, traversal_law, tree_walk_expected_accepted
 
-    bench, g, chains = _bench_script(), 2, 1000
-    estimates = bench.chain_estimates(pair, PROMPT, g, chains, (0.6, 1.0), torch.Generator().manual_seed(0))
+    bench, g, copies = _bench_script(), 2, 600
+    groups = bench.default_groups(g, copies, parse_tree("binary:2"), copies, (0.6, 1.0))
+    drafted = bench.draft_after(pair, PROMPT, groups, torch.Generator().manual_seed(0))
 
     def z_pvalue(values, exact):
         return 2 * norm.sf(abs(values.mean() - float(exact)) / (values.std(ddof=1) / np.sqrt(len(values))))
 
-    for temperature, est in estimates.items():
-        model = _tables(pair, temperature, g)
-        for x, tokenwise, block_value in list(zip(est.tokens.tolist(), est.tokenwise, est.block))[:200]:
-            x = tuple(x)
-            ratios = [model.target(x[:i])[x[i]] / model.draft(x[:i])[x[i]] for i in range(g)]
-            assert np.isclose(tokenwise, np.cumprod(np.minimum(ratios, 1)).sum(), rtol=1e-9, atol=0)
-            assert np.isclose(block_value, sum(block_weights(model, x)[1:]), rtol=1e-9, atol=0)
-        exact_block = block_expected_accepted(model, g)
-        assert z_pvalue(est.block, exact_block) > 1e-4
-        assert z_pvalue(est.tokenwise, tokenwise_expected_accepted(model, g)) > 1e-4
-        assert z_pvalue(est.tokenwise, exact_block) < 1e-4, "the test cannot tell token-wise from block"
+    for item in drafted:
+        group = item.group
+        model = _tables(pair, group.temperature, group.shape.max_depth)
+        tables = PrefixTables(model, group.shape.max_depth, torch.float64, "cpu")
+        ids = tables.node_ids(group.shape, item.tokens)
+        plain = bench.Drafted(group, item.tokens, tables.target[ids], tables.draft[ids])
+        values, reference = bench.paired_values(item), bench.paired_values(plain)
+        for mine, theirs in ((values.baseline, reference.baseline), (values.sequence, reference.sequence)):
+            assert np.allclose(mine, theirs, rtol=1e-6, atol=0)  # float32 models: tree attention vs plain forwards
+        if group.comparison == "chain":
+            exact = (tokenwise_expected_accepted(model, g), block_expected_accepted(model, g))
+        else:
+            exact = (tree_walk_expected_accepted(model, 2, 2, "rrs_wor"), traversal_law(model, 2, 2).expected_accepted())
+        gain = values.sequence - values.baseline  # paired: the same drafts
+        assert z_pvalue(values.baseline, exact[0]) > 1e-4 and z_pvalue(values.sequence, exact[1]) > 1e-4
+        assert z_pvalue(gain, exact[1] - exact[0]) > 1e-4
+        assert z_pvalue(gain, 0.0) < 1e-4, f"{group.comparison}: the test cannot tell the verifiers apart"
+
+
+def test_bench_comparison_with_plain_forwards_catches_a_missing_temperature(pair, monkeypatch):
+    """The per-draft comparison above fails when the script forgets the temperature."""
+    from decoding.validation.own_tree_verifier import PrefixTables
+
+    bench = _bench_script()
+    monkeypatch.setattr(bench, "_probs", lambda logits, temperature: torch.softmax(logits.double().cpu(), dim=-1))
+    for item in bench.draft_after(pair, PROMPT, bench.default_groups(2, 50, parse_tree("binary:2"), 50, (0.6,)),
+                                  torch.Generator().manual_seed(0)):
+        tables = PrefixTables(_tables(pair, 0.6, 2), 2, torch.float64, "cpu")
+        ids = tables.node_ids(item.group.shape, item.tokens)
+        plain = bench.paired_values(bench.Drafted(item.group, item.tokens, tables.target[ids], tables.draft[ids]))
+        assert not np.allclose(bench.paired_values(item).sequence, plain.sequence, rtol=1e-6, atol=0)
 
 
 def test_bench_script_runs_on_the_tiny_pair(tmp_path):
     out = tmp_path / "table.md"
-    data = _bench_script().main(["--pair", "tiny", "--chains", "4", "--positions", "2", "--g", "3", "--out", str(out)])
+    data = _bench_script().main(["--pair", "tiny", "--chains", "4", "--trees", "3", "--positions", "2", "--g", "3",
+                                 "--out", str(out), "--quiet"])
     text = out.read_text()
-    assert "| code | 0.6 |" in text and "| prose | 1 |" in text and "--pair tiny" in text
-    assert all((c.block >= c.tokenwise - 1e-12).all() for cells in data["results"].values() for c in cells)
+    for row in ("| `chain:3` | token-wise -> block | code | 0.6 |", "| `binary:2` | rrs_wor -> traversal | prose | 1 |",
+                "| `chain:3` | token-wise -> block | all | 1 |", "--pair tiny"):
+        assert row in text
+    chains = [c for (name, _, _), cells in data["results"].items() if name == "chain" for c in cells]
+    assert all((c.sequence >= c.baseline - 1e-12).all() for c in chains)  # block >= token-wise on every chain
+
+
+def test_bench_forest_layout():
+    bench = _bench_script()
+    groups = bench.default_groups(2, 3, parse_tree("binary:2"), 2, (1.0,))
+    tree, index = bench.forest(groups)
+    assert tree.n_nodes == 1 + 3 * 2 + 2 * 6
+    for group, nodes in zip(groups, index):
+        assert nodes.shape == (group.copies, group.shape.n_nodes) and (nodes[:, 0] == 0).all()
+        for u in range(1, group.shape.n_nodes):  # each copy keeps its shape
+            assert (tree.parent[nodes[:, u]] == nodes[:, group.shape.parent[u]]).all()
+    assert len(np.unique(np.concatenate([nodes[:, 1:].ravel() for nodes in index]))) == tree.n_nodes - 1
 
 
 def test_bench_incremental_prefix_equals_a_fresh_forward(pair):
-    """Positions of one text share the caches (PrefixCaches); the second position's chains
-    and ratios equal those of fresh caches on the same prefix and the same draws."""
+    """Positions of one text share the caches (PrefixCaches); the second position's drafts and
+    laws equal those of fresh caches on the same prefix and the same draws."""
     bench = _bench_script()
     ids = [1, 3, 0, 2, 4, 4, 1]
+    groups = bench.default_groups(2, 3, parse_tree("binary:2"), 2, (1.0,))
     caches = bench.PrefixCaches(pair)
-    caches.estimates(ids, 3, 2, 5, (1.0,), torch.Generator().manual_seed(0))
-    shared = caches.estimates(ids, 7, 2, 5, (1.0,), torch.Generator().manual_seed(1))[1.0]
-    fresh = bench.chain_estimates(pair, ids, 2, 5, (1.0,), torch.Generator().manual_seed(1))[1.0]
-    assert (shared.tokens == fresh.tokens).all()
-    assert np.allclose(shared.ratios, fresh.ratios, rtol=1e-9, atol=0)
+    caches.draft_groups(ids, 3, groups, torch.Generator().manual_seed(0))
+    shared = caches.draft_groups(ids, 7, groups, torch.Generator().manual_seed(1))
+    fresh = bench.draft_after(pair, ids, groups, torch.Generator().manual_seed(1))
+    for a, b in zip(shared, fresh):
+        assert (a.tokens == b.tokens).all()
+        assert torch.allclose(a.target_probs, b.target_probs, rtol=1e-9, atol=1e-12)
+        assert torch.allclose(a.draft_probs, b.draft_probs, rtol=1e-9, atol=1e-12)

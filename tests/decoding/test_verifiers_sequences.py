@@ -20,21 +20,27 @@ Run: .venv/bin/python -m pytest tests/decoding/test_verifiers_sequences.py -q
 """
 from __future__ import annotations
 
+import functools
 import zlib
-from fractions import Fraction as F
 
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from decoding.runtime.trees import parse_tree
+from decoding.validation.own_tree_verifier import PrefixTables, enumerate_trees
 from decoding.validation.stats import chi_square_test
 from decoding.verifiers import block, traversal
 from decoding.verifiers.base import draw_uniforms
-from decoding.verifiers.reference_sequences import run_block_reference, run_traversal_reference
+from decoding.verifiers.reference_sequences import block as block_reference
+from decoding.verifiers.reference_sequences import run_rows, traversal as traversal_reference
 from otm.errors import InvalidDraftCountError, NotApplicableError, ShapeMismatchError, UnknownNameError
-from otm.sequences import context_independent_model, random_model, sequence_model
+from otm.sequences import block_expected_accepted, tokenwise_expected_accepted, traversal_law, tree_walk_expected_accepted
 from otm.sequences.registry import SEQUENCE_RULES, sequence_rule_spec
+from otm.tolerances import AGREEMENT_TOLERANCE
+from tests.otm.sequences.support import context_switch_model, degenerate_models, exact_model, exact_models
 
 ALPHA = 1e-4
 ROWS = 20_000
@@ -123,32 +129,6 @@ def traversal_outputs(model, depth: int, k: int, scheme: str, seed: int) -> list
     paths = [tree.path(node)[1:] for node in range(tree.n_nodes)]
     return [tuple(row[v] for v in paths[node]) + (y,)
             for row, node, y in zip(tokens.tolist(), out.accepted_node.tolist(), out.tokens.tolist())]
-
-
-def exact_model(vocab_size: int, length: int, seed: int):
-    """A random exact model on the grid 1/12 (zeros included)."""
-    return random_model(vocab_size, length, np.random.default_rng(seed), 1.0, 12)
-
-
-def degenerate_models(length: int) -> dict:
-    """p = q, disjoint supports, one-hot rows, q with zeros (exact, context-independent)."""
-    half = [F(1, 2), F(1, 2)]
-    return {
-        "p equals q": context_independent_model([F(1, 3), F(1, 6), F(1, 2)], [F(1, 3), F(1, 6), F(1, 2)], length),
-        "disjoint supports": context_independent_model([F(1), F(0)], [F(0), F(1)], length),
-        "one-hot target": context_independent_model([F(0), F(1)], half, length),
-        "one-hot draft": context_independent_model(half, [F(1), F(0)], length),
-        "q with zeros": context_independent_model([F(1, 4), F(1, 4), F(1, 2)], [F(1, 2), F(1, 2), F(0)], length),
-    }
-
-
-def context_switch_model():
-    """A context-dependent exact model, V = 2, length 3, all rows distinct."""
-    target = {(): [F(1, 4), F(3, 4)], (0,): [F(1, 2), F(1, 2)], (1,): [F(5, 6), F(1, 6)],
-              (0, 0): [F(1, 3), F(2, 3)], (0, 1): [F(1), F(0)], (1, 0): [F(2, 5), F(3, 5)], (1, 1): [F(1, 8), F(7, 8)]}
-    draft = {(): [F(2, 3), F(1, 3)], (0,): [F(1, 5), F(4, 5)], (1,): [F(1, 2), F(1, 2)],
-             (0, 0): [F(1, 2), F(1, 2)], (0, 1): [F(3, 4), F(1, 4)], (1, 0): [F(0), F(1)], (1, 1): [F(1, 3), F(2, 3)]}
-    return sequence_model(target, draft)
 
 
 BLOCK_CASES = {
@@ -269,7 +249,7 @@ def test_block_equals_reference_draw_for_draw(g):
     out = block.verify(target, draft, tokens, generator)
     generator.set_state(state)
     uniforms = draw_uniforms(generator, rows, block.uniforms_per_row(g), target)
-    n_accepted, emitted = run_block_reference(target, draft, tokens, uniforms)
+    n_accepted, emitted = run_rows(block_reference, target, draft, tokens, uniforms)
     assert out.n_accepted.tolist() == n_accepted
     assert out.tokens.tolist() == emitted
     assert len(set(n_accepted)) == g + 1  # every accepted length occurs
@@ -293,23 +273,29 @@ def test_traversal_equals_reference_draw_for_draw(spec, scheme):
     out = traversal.verify(tree, tokens, target, draft, generator, scheme)
     generator.set_state(state)
     uniforms = draw_uniforms(generator, rows, traversal.uniforms_per_row(tree.n_nodes), target)
-    nodes, emitted = run_traversal_reference(tree, tokens, target, draft, uniforms, scheme)
+    nodes, emitted = run_rows(functools.partial(traversal_reference, tree.parent.tolist(), scheme=scheme), tokens, target, draft, uniforms)
     assert out.accepted_node.tolist() == nodes
     assert out.tokens.tolist() == emitted
     assert len(set(nodes)) > tree.n_nodes // 2
 
 
-def test_traversal_on_a_chain_is_block_verification_draw_for_draw():
-    """On a chain the coins of the nodes are block verification's eta_0..eta_g: same uniforms,
-    same outputs (docs/sequences.md, section 5)."""
-    g, rows, vocab = 3, 2000, 5
-    tree = parse_tree(f"chain:{g}")
-    rng = np.random.default_rng(11)
+def _random_chain_tree(g: int, rows: int, seed: int, vocab: int = 5):
+    """``(chain:g tree, tokens [rows, g + 1], target [rows, g + 1, V], draft [rows, g + 1, V],
+    generator)``: random laws at every node (:func:`_random_rows`) and chains drafted from them."""
+    rng = np.random.default_rng(seed)
     target, draft = _random_rows(rng, (rows, g + 1), vocab), _random_rows(rng, (rows, g + 1), vocab)
-    generator = torch.Generator().manual_seed(4)
+    generator = torch.Generator().manual_seed(seed)
     tokens = torch.zeros(rows, g + 1, dtype=torch.int64)
     for node in range(g):
         tokens[:, node + 1] = block.sample_drafts(draft[:, node], 1, generator)[:, 0]
+    return parse_tree(f"chain:{g}"), tokens, target, draft, generator
+
+
+def test_traversal_on_a_chain_is_block_verification_draw_for_draw():
+    """On a chain the coins of the nodes are block verification's eta_0..eta_g: same uniforms,
+    same outputs (docs/sequences.md, section 5)."""
+    g, rows = 3, 2000
+    tree, tokens, target, draft, generator = _random_chain_tree(g, rows, seed=11)
     uniforms = draw_uniforms(generator, rows, g + 2, target)
     chain = block.verify_with_uniforms(target, draft[:, :g], tokens[:, 1:], uniforms)
     tree_out = traversal.verify_with_uniforms(tree, tokens, target, draft, uniforms, "iid")
@@ -375,3 +361,104 @@ def test_registry():
     assert chain.masses == sequence_rule_spec("block").exact_law(model, 2).masses
     for name, spec in SEQUENCE_RULES.items():
         assert __import__(f"decoding.verifiers.{spec.verifier}", fromlist=["verify"]).draft_scheme == spec.draft_scheme, name
+
+
+# ---------------------------------------------------------------- expected accepted lengths given the drafts
+
+def _enumerated(model, spec: str, scheme: str):
+    """Every draft tree of shape ``spec`` with ``Q > 0`` as tensors, with its exact weight:
+    ``(tree, tokens [n, n_nodes], target [n, n_nodes, V], draft [n, n_nodes, V], weights [n])``."""
+    tree = parse_tree(spec)
+    trees = enumerate_trees(model, tree, scheme, limit=50_000)
+    tokens = torch.as_tensor(np.stack([t for t, _ in trees]))
+    tables = PrefixTables(model, tree.max_depth, torch.float64, "cpu")
+    ids = tables.node_ids(tree, tokens)
+    return tree, tokens, tables.target[ids], tables.draft[ids], torch.tensor([float(w) for _, w in trees], dtype=torch.float64)
+
+
+def _chain_expectations(model, g: int) -> tuple[float, float]:
+    """``(token-wise, block)``: the estimators averaged exactly over every drafted chain."""
+    _, tokens, target, draft, weights = _enumerated(model, f"chain:{g}", "iid")
+    chain = (target, draft[:, :g], tokens[:, 1:])
+    return float(weights @ block.tokenwise_expected_accepted(*chain)), float(weights @ block.expected_accepted(*chain))
+
+
+def _tree_expectations(model, depth: int, k: int, scheme: str) -> tuple[float, float]:
+    """``(node-wise walk, traversal)`` averaged exactly over every drafted ``kary:k,depth`` tree."""
+    tree, tokens, target, draft, weights = _enumerated(model, f"kary:{k},{depth}", scheme)
+    nodewise = traversal.expected_accepted(tree, tokens, target, draft, scheme, nodewise=True)
+    return float(weights @ nodewise), float(weights @ traversal.expected_accepted(tree, tokens, target, draft, scheme))
+
+
+@settings(max_examples=25, deadline=None)
+@given(exact_models(vocab_sizes=(2, 3), lengths=(1, 2, 3)))
+def test_chain_expectations_are_the_exact_expected_lengths(case):
+    """Averaged exactly over the drafted chains, the per-chain values are token-wise and block
+    verification's exact E[tau] (docs/sequences.md, section 9)."""
+    model, g = case
+    tokenwise, block_value = _chain_expectations(model, g)
+    assert abs(tokenwise - float(tokenwise_expected_accepted(model, g))) < AGREEMENT_TOLERANCE
+    assert abs(block_value - float(block_expected_accepted(model, g))) < AGREEMENT_TOLERANCE
+
+
+@pytest.mark.parametrize("case", sorted(TRAVERSAL_CASES))
+def test_tree_expectations_are_the_exact_expected_lengths(case):
+    """Averaged exactly over the drafted trees: traversal verification's exact E[tau]
+    (Proposition 4) and the node-wise RRS walk's (rrs_wor / rrs without merging)."""
+    factory, depth, k, scheme = TRAVERSAL_CASES[case]
+    model = factory()
+    nodewise, traversal_value = _tree_expectations(model, depth, k, scheme)
+    assert abs(traversal_value - float(traversal_law(model, depth, k, scheme).expected_accepted())) < AGREEMENT_TOLERANCE
+    rule = "rrs_wor" if scheme == "without_replacement" else "rrs"
+    assert abs(nodewise - float(tree_walk_expected_accepted(model, depth, k, rule))) < AGREEMENT_TOLERANCE
+
+
+@settings(max_examples=15, deadline=None)
+@given(exact_models(vocab_sizes=(2, 3), lengths=(2,)), st.sampled_from(["iid", "without_replacement"]))
+def test_tree_expectations_on_random_models(case, scheme):
+    model, depth = case
+    nodewise, traversal_value = _tree_expectations(model, depth, 2, scheme)
+    assert abs(traversal_value - float(traversal_law(model, depth, 2, scheme).expected_accepted())) < AGREEMENT_TOLERANCE
+    rule = "rrs_wor" if scheme == "without_replacement" else "rrs"
+    assert abs(nodewise - float(tree_walk_expected_accepted(model, depth, 2, rule))) < AGREEMENT_TOLERANCE
+
+
+def test_expectations_on_a_chain_agree_and_block_dominates_per_chain():
+    """Per drafted chain: traversal's value is block verification's, the node-wise walk's is
+    token-wise verification's, and block >= token-wise (w_i >= prod min(1, r_j))."""
+    g = 4
+    tree, tokens, target, draft, _ = _random_chain_tree(g, 2000, seed=12)
+    chain = (target, draft[:, :g], tokens[:, 1:])
+    tokenwise, block_value = block.tokenwise_expected_accepted(*chain), block.expected_accepted(*chain)
+    assert torch.allclose(traversal.expected_accepted(tree, tokens, target, draft, "iid"), block_value, rtol=0, atol=AGREEMENT_TOLERANCE)
+    assert torch.allclose(traversal.expected_accepted(tree, tokens, target, draft, "iid", nodewise=True), tokenwise,
+                          rtol=0, atol=AGREEMENT_TOLERANCE)
+    assert (block_value >= tokenwise - AGREEMENT_TOLERANCE).all() and (block_value > tokenwise + 0.01).any()
+    assert not (block_value.isnan().any() or tokenwise.isnan().any())
+
+
+def test_expectations_detect_a_broken_verifier(monkeypatch):
+    """The same exact comparison fails for traversal without the residual update between
+    siblings and for block verification's weights replaced by token-wise products."""
+    model = exact_model(3, 3, 0)
+    exact_traversal = float(traversal_law(model, 2, 2, "without_replacement").expected_accepted())
+    update = traversal.after_rejection
+    monkeypatch.setattr(traversal, "after_rejection", lambda alpha, target, proposal: (update(alpha, target, proposal)[0], target))
+    assert abs(_tree_expectations(model, 2, 2, "without_replacement")[1] - exact_traversal) > 1e-3
+    monkeypatch.undo()
+    model, g = exact_model(3, 4, 2), 3
+    monkeypatch.setattr(block, "block_weights", lambda target, draft, tokens: torch.cat(
+        [torch.ones(len(tokens), 1, dtype=target.dtype),
+         block.capped_ratio(*block._drafted_probabilities(target, draft, tokens)).cumprod(dim=1)], dim=1))
+    assert abs(_chain_expectations(model, g)[1] - float(block_expected_accepted(model, g))) > 1e-3
+
+
+def test_expectations_typed_errors():
+    p = torch.full((2, 3, 4), 0.25, dtype=torch.float64)
+    x = torch.zeros(2, 2, dtype=torch.int64)
+    with pytest.raises(ShapeMismatchError, match="draft_probs"):
+        block.expected_accepted(p, p, x)
+    with pytest.raises(ShapeMismatchError, match="draft_tokens"):
+        block.tokenwise_expected_accepted(p, p[:, :2], x.int())
+    with pytest.raises(UnknownNameError, match="sibling"):
+        traversal.expected_accepted(parse_tree("binary:1"), torch.zeros(2, 3, dtype=torch.int64), p, p, "hub")

@@ -11,7 +11,7 @@ from decoding.models import qwen
 from otm_app.configs import ReportConfig
 from otm_app.report.decode import rule_tree
 from otm_app.report.positions import PositionSettings, analyse_positions, optimum_vs_temperature, spaced_rows
-from otm_app.report.run import command_line, run_report, summarise_theorems
+from otm_app.report.run import command_line, run_report, summarise_theorems, summary_table
 from otm_app.report.sources import resolve_texts
 from otm.tables import OPTIMAL_IID, OPTIMAL_WOR
 from otm.distributions import logits_to_probs
@@ -99,6 +99,7 @@ def test_resolve_texts(tmp_path):
 
 def test_rule_tree_gives_single_a_chain():
     assert rule_tree("single", "binary:3") == "chain:3"
+    assert rule_tree("block", "binary:2") == "chain:2"
     assert rule_tree("rrs", "binary:3") == "binary:3"
 
 
@@ -149,6 +150,7 @@ def test_no_models_report_end_to_end(tmp_path, capsys):
     assert {"theorems", "acceptance", "decoding", "figures", "texts", "wall_seconds", "optimum_vs_temperature", "report"} <= set(summary)
     assert summary["mode"] == "toy"
     assert summary["decoding"]["rows"] == []
+    assert summary["sequence_verifiers"]["rows"] == [] and "--no-models" in summary["sequence_verifiers"]["reason"]
     assert summary["theorems"]["fails"] == 1
     assert summary["theorems"]["failing"][0]["id"] == "x.fails"
     assert set(summary["acceptance"]) == {"0.6", "1"}
@@ -206,3 +208,73 @@ def test_sanity_check_flags_a_rule_above_its_own_optimum(tmp_path):
     assert len(problems) == 2
     assert "rrs exceeds" in problems[0]
     assert "rrs_wor" in problems[1]
+
+
+# --------------------------------------------------------------------------- sequence verifiers
+
+
+def test_tiny_pair_report_has_sane_sequence_verifier_rows(tmp_path):
+    """The sequence-verifier part of the report on the tiny pair: block against single on a
+    chain, traversal against rrs_wor on the tree, paired per step; the checks pass."""
+    folder = tmp_path / "tiny-sequence"
+    summary = run_report(_args("--pair", "tiny", "--out", str(folder), "-k", "2", "--rules", "single,rrs_wor", "--max-new-tokens", "8",
+                               "--quiet", "--json", "--sweep-positions", "4", "--workers", "1", "--tree", "binary:2"))
+    sequence = summary["sequence_verifiers"]
+    rows = {r["rule"]: r for r in sequence["rows"]}
+    assert [(r["rule"], r["baseline"], r["tree"]) for r in sequence["rows"]] == [("block", "single", "chain:2"),
+                                                                                   ("traversal", "rrs_wor", "binary:2")]
+    assert sequence["checks"] == []
+    for row in rows.values():
+        assert row["steps"] >= 2 * 8 / 3  # two prompts, at most 3 tokens per step
+        for key in ("rule", "baseline"):
+            mean, error = row["expected_tokens"][key]
+            assert 1.0 <= mean <= 3.0 and 0.0 <= error < 1.0
+        gain, error = row["expected_tokens"]["gain"]
+        assert gain == pytest.approx(row["expected_tokens"]["rule"][0] - row["expected_tokens"]["baseline"][0], abs=1e-12)
+        assert 1.0 <= row["block_efficiency"] <= 3.0
+    assert rows["block"]["min_gain"] >= -AGREEMENT_TOLERANCE  # per chain, block >= token-wise
+    assert summary["wall_seconds"]["sequence_verifiers"] > 0
+    text = (folder / "report.md").read_text()
+    assert "## 4. Sequence verifiers" in text and "| traversal | `binary:2` |" in text and "Checks passed" in text
+    assert "sequence verifiers:" in summary_table(summary)
+
+
+def test_sequence_checks_flag_broken_rows():
+    from otm_app.report.decode import sequence_checks
+
+    good = {"rule": "block", "baseline": "single", "tree": "chain:3", "min_gain": 0.0,
+            "expected_tokens": {"rule": [2.5, 0.1], "baseline": [2.2, 0.1], "gain": [0.3, 0.05]}}
+    assert sequence_checks([good]) == []
+    below = dict(good, min_gain=-0.01)  # block below token-wise on some chain
+    outside = dict(good, tree="chain:1")  # 2.5 tokens per call from one draft
+    assert "below token-wise" in sequence_checks([below])[0]
+    assert "outside [1, 2]" in sequence_checks([outside])[0]
+    assert sequence_checks([dict(good, rule="traversal", baseline="rrs_wor", tree="binary:3", min_gain=-0.2)]) == []
+
+
+def test_step_values_pair_the_verifiers_on_the_same_drafts():
+    """StepValues (the observe callback) gives, on a drafted chain, block >= token-wise per
+    row, and on a chain traversal's pair equals block's (docs/sequences.md, section 9)."""
+    import torch
+
+    from otm_app.report.decode import StepValues
+    from decoding.runtime.trees import parse_tree
+
+    rng = np.random.default_rng(3)
+    rows, depth, vocab = 200, 3, 6
+    tree = parse_tree(f"chain:{depth}")
+    target = torch.as_tensor(rng.dirichlet(np.ones(vocab), size=(rows, depth + 1)))
+    draft = torch.as_tensor(rng.dirichlet(np.ones(vocab), size=(rows, depth + 1)))
+    tokens = torch.zeros(rows, depth + 1, dtype=torch.int64)
+    tokens[:, 1:] = torch.multinomial(draft[:, :depth].reshape(-1, vocab), 1).reshape(rows, depth)
+    chain, walk = StepValues("block", "iid"), StepValues("traversal", "iid")
+    chain(tree, tokens, target, draft)
+    walk(tree, tokens, target, draft)
+    assert min(np.subtract(chain.sequence, chain.baseline)) >= -AGREEMENT_TOLERANCE
+    assert np.allclose(chain.sequence, walk.sequence, rtol=0, atol=AGREEMENT_TOLERANCE)
+    assert np.allclose(chain.baseline, walk.baseline, rtol=0, atol=AGREEMENT_TOLERANCE)
+    single = StepValues("block", "iid")  # float32 models: computed in float64 from the float32 laws
+    single(tree, tokens, target.float(), draft.float())
+    reference = StepValues("block", "iid")
+    reference(tree, tokens, target.float().double(), draft.float().double())
+    assert single.sequence == reference.sequence and single.baseline == reference.baseline
