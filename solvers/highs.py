@@ -34,26 +34,46 @@ CAPABILITIES = BackendCapabilities(
 )
 
 
+def _stacked_csc(A_eq: sp.csr_matrix, A_ub: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(start [n + 1], index [nnz], value [nnz])``: the CSC arrays of ``[A_eq; A_ub]``,
+    equal to those of ``scipy.sparse.vstack([A_eq, A_ub], format="csc")`` (row indices
+    ascending in each column, duplicates summed) without its conversions: the entries in row
+    order, stably sorted by column. Only a matrix with a repeated entry (which the stable sort
+    would not sum) goes through ``vstack``."""
+    rows = np.concatenate([np.repeat(np.arange(A.shape[0]) + offset, np.diff(A.indptr))
+                           for A, offset in ((A_eq, 0), (A_ub, A_eq.shape[0]))])
+    cols = np.concatenate([A_eq.indices, A_ub.indices])
+    order = np.argsort(cols, kind="stable")
+    rows, cols = rows[order], cols[order]
+    if ((rows[1:] == rows[:-1]) & (cols[1:] == cols[:-1])).any():
+        A = sp.vstack([A_eq, A_ub], format="csc")
+        return A.indptr, A.indices, A.data
+    start = np.concatenate([[0], np.cumsum(np.bincount(cols, minlength=A_eq.shape[1]))])
+    return start, rows, np.concatenate([A_eq.data, A_ub.data])[order]
+
+
 def _highs_lp(data: FloatData):
     import highspy
 
     inf = highspy.kHighsInf
-    A = sp.vstack([data.A_eq, data.A_ub], format="csc")
+    start, index, value = _stacked_csc(data.A_eq, data.A_ub)
+    num_row = data.A_eq.shape[0] + data.A_ub.shape[0]
     lp = highspy.HighsLp()
     lp.num_col_ = data.n
-    lp.num_row_ = A.shape[0]
+    lp.num_row_ = num_row
     lp.sense_ = highspy.ObjSense.kMaximize if data.maximize else highspy.ObjSense.kMinimize
-    lp.col_cost_ = data.c
-    lp.col_lower_ = np.where(np.isneginf(data.lower), -inf, data.lower)
-    lp.col_upper_ = np.where(np.isposinf(data.upper), inf, data.upper)
-    lp.row_lower_ = np.concatenate([data.b_eq, np.full(data.b_ub.shape[0], -inf)])
-    lp.row_upper_ = np.concatenate([data.b_eq, data.b_ub])
+    # highspy copies a list into its vectors faster than an array, with the same float64s
+    lp.col_cost_ = data.c.tolist()
+    lp.col_lower_ = np.where(np.isneginf(data.lower), -inf, data.lower).tolist()
+    lp.col_upper_ = np.where(np.isposinf(data.upper), inf, data.upper).tolist()
+    lp.row_lower_ = np.concatenate([data.b_eq, np.full(data.b_ub.shape[0], -inf)]).tolist()
+    lp.row_upper_ = np.concatenate([data.b_eq, data.b_ub]).tolist()
     lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
     lp.a_matrix_.num_col_ = data.n
-    lp.a_matrix_.num_row_ = A.shape[0]
-    lp.a_matrix_.start_ = A.indptr.astype(np.int32)
-    lp.a_matrix_.index_ = A.indices.astype(np.int32)
-    lp.a_matrix_.value_ = A.data
+    lp.a_matrix_.num_row_ = num_row
+    lp.a_matrix_.start_ = start.tolist()
+    lp.a_matrix_.index_ = index.tolist()
+    lp.a_matrix_.value_ = value.tolist()
     return lp
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 
 from solvers.data import FloatData
 
@@ -47,8 +48,14 @@ def primal_violation(data: FloatData, x: np.ndarray) -> float:  # x: [n]
     return float(max(parts) / scale)
 
 
+def transpose_matvec(A: sp.csr_matrix, y: np.ndarray) -> np.ndarray:  # A: [m, n], y: [m] -> [n]
+    """``A.T @ y`` for a CSR ``A``, summed entry by entry in the stored order (what scipy's
+    transpose product sums) by one ``bincount``, without building the transpose."""
+    return np.bincount(A.indices, weights=A.data * np.repeat(y, np.diff(A.indptr)), minlength=A.shape[1])
+
+
 def reduced_costs(data: FloatData, y_eq: np.ndarray, y_ub: np.ndarray) -> np.ndarray:  # [n]
-    return data.c - data.A_eq.T @ y_eq - data.A_ub.T @ y_ub
+    return data.c - transpose_matvec(data.A_eq, y_eq) - transpose_matvec(data.A_ub, y_ub)
 
 
 def dual_bound(data: FloatData, y_eq: np.ndarray, y_ub: np.ndarray, tolerance: float) -> tuple[float, float]:

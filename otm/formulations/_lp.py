@@ -69,40 +69,77 @@ def distinct_positions(law: DraftLaw) -> tuple[np.ndarray, np.ndarray]:
     return rows, law.tuples[rows, cols]
 
 
+def csr_from_entries(rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, shape: tuple[int, int]) -> sp.csr_matrix:
+    """The CSR matrix with ``vals[i]`` at ``(rows[i], cols[i])``: the matrix of
+    ``scipy.sparse.csr_matrix((vals, (rows, cols)), shape)``, column indices ascending in each
+    row, built from one ``lexsort`` of the entries instead of scipy's COO conversion. Entries
+    that share a position (which scipy sums) or lie outside ``shape`` go through scipy."""
+    order = np.lexsort((cols, rows))
+    r, c = rows[order], cols[order]
+    inside = not r.size or (0 <= r[0] and r[-1] < shape[0] and 0 <= c.min() and c.max() < shape[1])
+    if not inside or ((r[1:] == r[:-1]) & (c[1:] == c[:-1])).any():
+        return sp.csr_matrix((vals, (rows, cols)), shape=shape)
+    index = np.int32 if max(*shape, r.size) < 2**31 - 1 else np.int64  # scipy's choice
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(r, minlength=shape[0]))]).astype(index)
+    return sp.csr_matrix((vals[order], c.astype(index), indptr), shape=shape)
+
+
+def _python(values) -> list:
+    """``values`` as a list of Python numbers (a Fraction of a numpy integer does not hash)."""
+    return values.tolist() if isinstance(values, np.ndarray) else values
+
+
 class LPBuilder:
     """Collects sparse constraint rows and assembles a :class:`LinearProgram`.
 
     Exact problems get dense object matrices (what the rational backend reads, see
     :class:`solvers.problem.LinearProgram`); float problems get CSR matrices.
+    Rows are kept as blocks ``(rows, cols, vals, rhs)`` in the order they were added: the
+    rows of successive :meth:`add` calls share a block of lists, each :meth:`add_rows` call
+    is a block of arrays; row numbers count all rows of the kind.
     """
 
     def __init__(self, num_variables: int, exact: bool):
         self.n = num_variables
         self.exact = exact
-        self._rows = {"eq": ([], [], [], []), "ub": ([], [], [], [])}  # rows, cols, vals, rhs
+        self._blocks = {"eq": [], "ub": []}
+        self._count = {"eq": 0, "ub": 0}
 
     def add(self, kind: str, cols, vals, rhs) -> None:
         """Add the row ``sum vals * x[cols] (= or <=) rhs``."""
-        rows, cs, vs, b = self._rows[kind]
-        rows.extend([len(b)] * len(cols))
+        blocks = self._blocks[kind]
+        if not blocks or not isinstance(blocks[-1][3], list):
+            blocks.append(([], [], [], []))
+        rows, cs, vs, b = blocks[-1]
+        rows.extend([self._count[kind]] * len(cols))
         cs.extend(int(c) for c in cols)
         vs.extend(vals)
         b.append(rhs)
+        self._count[kind] += 1
+
+    def add_rows(self, kind: str, rows, cols, vals, rhs) -> None:
+        """Add ``len(rhs)`` rows at once (no per-row Python): entry ``i`` is the term
+        ``vals[i] * x[cols[i]]`` of the new row ``rows[i]`` (counted from 0 among the added
+        rows), whose bound is ``rhs[rows[i]]``; the same rows as :meth:`add` called once per row."""
+        rhs = np.asarray(rhs)
+        self._blocks[kind].append((np.asarray(rows, dtype=np.int64) + self._count[kind],
+                                   np.asarray(cols, dtype=np.int64), np.asarray(vals), rhs))
+        self._count[kind] += len(rhs)
 
     def _matrix(self, kind: str):
-        rows, cols, vals, rhs = self._rows[kind]
-        if not rhs:
+        blocks = self._blocks[kind]
+        if not self._count[kind]:
             return None, None
         if self.exact:
-            mat = np.empty((len(rhs), self.n), dtype=object)
+            mat = np.empty((self._count[kind], self.n), dtype=object)
             mat[...] = Fraction(0)
-            for r, c, v in zip(rows, cols, vals):
-                mat[r, c] += Fraction(v)
-            return mat, np.array([Fraction(v) for v in rhs], dtype=object)
-        mat = sp.csr_matrix(
-            (np.asarray(vals, dtype=np.float64), (rows, cols)), shape=(len(rhs), self.n)
-        )
-        return mat, np.asarray(rhs, dtype=np.float64)
+            for rows, cols, vals, _ in blocks:
+                for r, c, v in zip(rows, cols, _python(vals)):
+                    mat[r, c] += Fraction(v)
+            return mat, np.array([Fraction(v) for *_, rhs in blocks for v in _python(rhs)], dtype=object)
+        rows, cols, vals, rhs = (np.concatenate([np.asarray(block[i], dtype=dtype) for block in blocks])
+                                 for i, dtype in enumerate((np.int64, np.int64, np.float64, np.float64)))
+        return csr_from_entries(rows, cols, vals, (self._count[kind], self.n)), rhs
 
     def build(self, c) -> LinearProgram:
         A_eq, b_eq = self._matrix("eq")

@@ -100,17 +100,29 @@ def selection_weight_lp(p, mass, rows, tokens, num_tuples: int, offset=None):
     """
     exact = np.asarray(p).dtype == object
     V = len(p)
+    rows, tokens = np.asarray(rows, dtype=np.int64), np.asarray(tokens, dtype=np.int64)
     num_w = len(rows)
-    offset = [0] * V if offset is None else offset
     builder = LPBuilder(num_w + V, exact)
-    for t in range(num_tuples):
-        cols = np.flatnonzero(rows == t)
-        builder.add("eq", cols, [1] * len(cols), mass[cols[0]])
-    for y in range(V):
-        builder.add("ub", [num_w + y], [1], p[y])
-        cols = np.flatnonzero(tokens == y)
-        builder.add("ub", [num_w + y, *cols], [1, *([-1] * len(cols))], offset[y])
-    return builder.build([0] * num_w + [1] * V)
+    builder.add_rows("eq", rows, np.arange(num_w), np.ones(num_w, dtype=np.int64),
+                     np.asarray(mass)[first_of_each(rows, num_tuples)])
+    t_cols = num_w + np.arange(V)
+    rhs = np.zeros(2 * V, dtype=object if exact else np.float64)  # row 2y: t_y <= p(y); 2y + 1: the offset row
+    rhs[0::2] = p
+    rhs[1::2] = 0 if offset is None else offset
+    builder.add_rows("ub", np.concatenate([2 * np.arange(V), 2 * np.arange(V) + 1, 2 * tokens + 1]),
+                     np.concatenate([t_cols, t_cols, np.arange(num_w)]),
+                     np.concatenate([np.ones(2 * V, dtype=np.int64), -np.ones(num_w, dtype=np.int64)]), rhs)
+    return builder.build(np.repeat([0, 1], [num_w, V]))
+
+
+def first_of_each(rows, num_tuples: int) -> np.ndarray:
+    """``[num_tuples]`` the first index ``i`` with ``rows[i] == t``, for each tuple ``t``;
+    raises :class:`ShapeMismatchError` unless ``rows`` holds exactly the tuples ``0 .. num_tuples - 1``."""
+    tuples, first = np.unique(rows, return_index=True)
+    if not np.array_equal(tuples, np.arange(num_tuples)):
+        raise ShapeMismatchError(
+            f"rows must name each tuple 0 .. {num_tuples - 1} at least once and no other tuple")
+    return first
 
 
 def weights_from_masses(x, mass, rows) -> np.ndarray:

@@ -65,6 +65,16 @@ def truncation_order(p, a, b) -> np.ndarray:
     return np.argsort(np.argsort(-(p - (a + b) / 2), kind="stable"), kind="stable")
 
 
+def selected_mass(first, second, mass, select_first, V: int) -> np.ndarray:
+    """``[V]`` the mass each token receives from the input pairs ``(first[i], second[i])`` of
+    probability ``mass[i]`` under the rule ``select_first`` (``[V, V]``): ``mass * F`` to the first
+    token, ``mass * (1 - F)`` to the second. One ``bincount`` over the first tokens, then the
+    second ones, adds in the order of two successive ``np.add.at``."""
+    F = select_first[first, second]
+    return np.bincount(np.concatenate([first, second]), weights=np.concatenate([mass * F, mass * (1 - F)]),
+                       minlength=V)
+
+
 def pair_stage(p, a, b, s: int, backend: str = "highs") -> dict:
     """One truncated-LP pair stage (see the module docstring).
 
@@ -82,10 +92,9 @@ def pair_stage(p, a, b, s: int, backend: str = "highs") -> dict:
     first, second = np.nonzero(np.outer(a, b) > 0)
     mass = a[first] * b[second]
     select_first = (rank[:, None] <= rank[None, :]).astype(np.float64)  # fixed rule, [V, V]
-    offset = np.zeros(V)
     is_free = free[first] & free[second] & (first != second)
-    np.add.at(offset, first[~is_free], mass[~is_free] * select_first[first[~is_free], second[~is_free]])
-    np.add.at(offset, second[~is_free], mass[~is_free] * (1 - select_first[first[~is_free], second[~is_free]]))
+    fixed = np.flatnonzero(~is_free)
+    offset = selected_mass(first[fixed], second[fixed], mass[fixed], select_first, V)
     pairs = np.flatnonzero(is_free)
     if pairs.size:
         rows = np.repeat(np.arange(pairs.size), 2)
@@ -94,9 +103,7 @@ def pair_stage(p, a, b, s: int, backend: str = "highs") -> dict:
         lp = selection_weight_lp(p, pair_mass, rows, tokens, pairs.size, offset)
         weights = weights_from_masses(solve_lp(lp, backend).x, pair_mass, rows).reshape(-1, 2)
         select_first[first[pairs], second[pairs]] = weights[:, 0] / weights.sum(axis=1)
-    law = np.zeros(V)
-    np.add.at(law, first, mass * select_first[first, second])
-    np.add.at(law, second, mass * (1 - select_first[first, second]))
+    law = selected_mass(first, second, mass, select_first, V)
     membership = 1 - (1 - a) * (1 - b)
     outside = ~free
     penalty = np.minimum(p, membership)[outside] - np.minimum(p, law)[outside]
