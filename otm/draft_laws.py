@@ -265,17 +265,25 @@ def hub_law(q) -> DraftLaw:
     return _from_rows(np.concatenate([first, second]), probs, q.size, "hub")
 
 
-def sample_without_replacement(q, k: int, size: int, rng: np.random.Generator) -> np.ndarray:  # [size, k]
+def sample_without_replacement(q, k: int, size: int, rng: np.random.Generator, first=None) -> np.ndarray:  # [size, k]
     """``size`` ordered draws of ``k`` distinct tokens from ``q`` (``[V]`` float), the law of
     :func:`without_replacement_law`, at any vocabulary size (no enumeration), in O(V) once
     plus O(k^2 log V) per draw: draw ``i`` inverts the CDF of ``q`` with the earlier draws
     cut out (a uniform on ``[0, 1 - q(drawn))`` is mapped past each drawn token's interval,
-    in index order). Needs ``k`` tokens with ``q > 0``."""
+    in index order). Needs ``k`` tokens with ``q > 0``.
+
+    ``first`` (``[size]`` token ids with ``q > 0``, optional) fixes the first draw of each
+    row; the other ``k - 1`` then follow the law given the first draw (successive sampling
+    from ``q`` with the first token removed)."""
     q = np.asarray(q, dtype=np.float64)
     k = check_draft_count(k)
     support = int(np.count_nonzero(q))
     if k > support:
         raise InvalidDraftCountError(f"q (draft) has only {support} tokens with positive probability; k={k} distinct drafts need k")
+    if first is not None:
+        first = np.asarray(first, dtype=np.int64)
+        if first.shape != (size,) or (first < 0).any() or (first >= q.size).any() or (q[first] <= 0).any():
+            raise InvalidDraftCountError(f"first must be {size} token ids with q > 0, got shape {first.shape}")
     cdf = np.cumsum(q)
     total = cdf[-1]
     before = cdf - q  # [V] mass strictly before each token
@@ -285,6 +293,10 @@ def sample_without_replacement(q, k: int, size: int, rng: np.random.Generator) -
         drawn: list[int] = []  # kept sorted by token id
         removed = 0.0
         for i in range(k):
+            if i == 0 and first is not None:
+                out[row, 0] = x = int(first[row])
+                removed, drawn = q[x], [x]
+                continue
             u = rng.random() * (total - removed)
             for x in drawn:  # skip the intervals of the drawn tokens, in index order
                 if u >= before[x]:

@@ -174,7 +174,7 @@ def _rrs_wor_cells(p, q, ks: list[int], rng: np.random.Generator, mc_paths: int,
         mean, error = monte_carlo_acceptance(p, q, max(usable), mc_paths, rng)
         for k in usable:
             cells[k] = Cell("rrs_wor", k, float(mean[k - 1]), float(error[k - 1]), "monte_carlo",
-                            f"Rao-Blackwellised Monte Carlo, {mc_paths} draft paths")
+                            f"Monte Carlo (coins and first draft integrated out), {mc_paths} draft paths")
     for k in larger:
         if k not in cells:
             cells[k] = Cell("rrs_wor", k, math.nan, method="not_applicable",

@@ -88,20 +88,26 @@ def closed_form_acceptance_k2(p: np.ndarray, q: np.ndarray):
 
 
 def monte_carlo_acceptance(p, q, k_max: int, n_paths: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Rao-Blackwellised Monte Carlo estimate of RRSw's acceptance for ``k = 1..k_max`` at
-    any vocabulary size, with its standard error: ``(mean [k_max], standard_error [k_max])``.
+    """Rao-Blackwellised, stratified Monte Carlo estimate of RRSw's acceptance for ``k =
+    1..k_max`` at any vocabulary size, with its standard error: ``(mean [k_max],
+    standard_error [k_max])``.
 
     The drafts are drawn before any verification, so with ``x`` the ordered path the
     acceptance is ``1 - E_x[prod_{i <= k} (1 - a_i(x))]``, ``a_i(x) = min(1, p_i(x_i) /
     q_i(x_i))``; given the path the product is exact (:func:`path_rejection_products`), so
-    only paths are sampled. The first factor's mean is known (``sum min(p, q)``), which
-    removes the first draw's variance:
+    only paths are sampled. The first draw is integrated out exactly: ``q(x) (1 - a_1(x)) =
+    (q - p)^+(x)``, so with ``TV = sum (q - p)^+`` and ``g(x) = E[1 - prod_{2 <= i <= k} (1 -
+    a_i) | x_1 = x]``,
 
-        estimate = sum min(p, q) + mean over paths of [(1 - a_1) - prod_{i <= k} (1 - a_i)],
+        acceptance = sum min(p, q) + TV E_{x ~ (q - p)^+ / TV}[g(x)],
 
-    unbiased, exact at ``k = 1`` (error 0). One set of ``k_max``-paths serves every ``k``
-    (a path's first ``j`` draws are a path of length ``j``); paths come from
-    :func:`otm.draft_laws.sample_without_replacement`.
+    and the estimate draws ``x_1`` from ``(q - p)^+ / TV`` and the rest of the path given
+    ``x_1`` (:func:`otm.draft_laws.sample_without_replacement` with ``first``). Unbiased,
+    exact at ``k = 1`` (error 0), and, as every path's term lies in ``[0, TV]``, never above
+    1 (docs/theory.md, "RRS without replacement at scale": the control variate it replaces
+    put the term ``(1 - a_1) (1 - ...)`` at full weight on paths from ``q``, which exceeded 1
+    with a zero standard error when ``q`` is one peaked token above ``p``). One set of
+    ``k_max``-paths serves every ``k`` (a path's first ``j`` draws are a path of length ``j``).
     """
     if n_paths < 2:
         raise InvalidDraftCountError(f"the Monte Carlo needs at least 2 paths for a standard error, got {n_paths}")
@@ -110,10 +116,31 @@ def monte_carlo_acceptance(p, q, k_max: int, n_paths: int, rng: np.random.Genera
     support = int(np.count_nonzero(q))
     if k_max > support:
         raise InvalidDraftCountError(f"q (draft) has only {support} tokens with positive probability; k={k_max} distinct drafts need k")
-    products = path_rejection_products(p, q, sample_without_replacement(q, k_max, n_paths, rng))
-    terms = products[:, :1] - products  # [n_paths, k_max]
-    mean = float(np.minimum(p, q).sum()) + terms.mean(axis=0)
-    return mean, terms.std(axis=0, ddof=1) / np.sqrt(n_paths)
+    overlap = float(np.minimum(p, q).sum())
+    excess = np.maximum(q - p, 0.0)
+    tv = float(excess.sum())
+    if tv <= 0.0:  # p >= q everywhere, so p = q: the first draft is always accepted
+        return np.full(k_max, overlap), np.zeros(k_max)
+    first = rng.choice(q.size, size=n_paths, p=excess / tv)
+    products = path_rejection_products(p, q, sample_without_replacement(q, k_max, n_paths, rng, first=first))
+    terms = tv * (1.0 - products / products[:, :1])  # [n_paths, k_max]; 1 - a_1 > 0 as q(x_1) > p(x_1)
+    return overlap + terms.mean(axis=0), terms.std(axis=0, ddof=1) / np.sqrt(n_paths)
+
+
+def unseen_paths_bound(n_paths: int, miss_probability: float = 1e-4) -> float:
+    """How far :func:`monte_carlo_acceptance` can sit above the true acceptance through draft
+    paths it did not sample, beyond what its standard error shows: ``1 - miss_probability **
+    (1 / n_paths)``.
+
+    A set of paths of probability ``rho`` is missed by all ``n_paths`` independent paths with
+    probability ``(1 - rho)^n_paths``, which is at most ``miss_probability`` once ``rho`` is at
+    least this bound; every path's term lies in ``[0, TV]`` with ``TV <= 1``, so a missed set
+    moves the estimate by at most ``rho``. The plug-in standard error cannot show it: it is 0
+    when every sampled path gives the same value (a position whose rare paths reject). About
+    0.036 for 256 paths at ``miss_probability = 1e-4``."""
+    if n_paths < 1 or not 0 < miss_probability < 1:
+        raise InvalidDraftCountError(f"need n_paths >= 1 and 0 < miss_probability < 1, got {n_paths} and {miss_probability}")
+    return float(1.0 - miss_probability ** (1.0 / n_paths))
 
 
 def _checked_paths(paths) -> np.ndarray:

@@ -60,6 +60,7 @@ class PositionResult:
         rows: ``[n]`` the corpus rows analysed (indices into the stacked texts).
         mc_error: ``[n, m]`` standard error of ``rrs_wor`` (0 where exact, NaN where absent).
         notes: column -> how it was computed.
+        monte_carlo: ``[n, m]`` True where ``rrs_wor`` is a Monte Carlo estimate.
     """
 
     temperature: float
@@ -67,6 +68,7 @@ class PositionResult:
     rows: np.ndarray
     mc_error: np.ndarray
     notes: dict = field(default_factory=dict)
+    monte_carlo: np.ndarray | None = None
 
     @property
     def ks(self) -> np.ndarray:
@@ -127,6 +129,7 @@ def _result(table, temperature: float, ks: tuple, computations: tuple, order: di
     n, m = len(order), len(ks)
     columns = {name: np.full((n, m), np.nan) for name in computations}
     mc_error = np.full((n, m), np.nan)
+    monte_carlo = np.zeros((n, m), dtype=bool)
     methods: dict = {name: set() for name in computations}
     notes_seen: dict = {}
     k_index = {k: a for a, k in enumerate(ks)}
@@ -138,11 +141,12 @@ def _result(table, temperature: float, ks: tuple, computations: tuple, order: di
         methods[name].add(method)
         if name == "rrs_wor" and value is not None:
             mc_error[i, a] = error
+            monte_carlo[i, a] = method == "monte_carlo"
         if note and method != "exact":
             notes_seen.setdefault(name, note)
     notes = {name: _describe(name, methods[name], notes_seen.get(name), n) for name in computations}
     return PositionResult(temperature, PositionTable(np.asarray(ks), columns, {}, f"T = {temperature:g}, {n} positions"),
-                          rows, mc_error, notes)
+                          rows, mc_error, notes, monte_carlo)
 
 
 def _describe(name: str, methods: set, note: str | None, n: int) -> str:

@@ -114,6 +114,55 @@ def test_monte_carlo_is_within_its_error_of_the_exact_law():
         assert abs(mean[k - 1] - float(rule_acceptance("rrs_wor", p, q, k))) < MC_SIGMAS * error[k - 1]
 
 
+def _peaked_pair(vocab: int = 7):
+    """``q`` almost all on token 0 and ``p`` below it there, proportional elsewhere (a
+    low-temperature position where the draft is overconfident): the first draft is token 0
+    on almost every path, and after its rejection the next draft is always accepted."""
+    rest = np.linspace(1.0, 2.0, vocab - 1)
+    rest /= rest.sum()
+    return np.concatenate([[1 - 1e-2], 1e-2 * rest]), np.concatenate([[1 - 1e-3], 1e-3 * rest])
+
+
+def test_monte_carlo_on_a_peaked_draft_stays_at_most_one_and_near_the_exact_law():
+    p, q = _peaked_pair()
+    mean, error = monte_carlo_acceptance(p, q, 4, 256, np.random.default_rng(11))
+    assert (mean <= 1.0).all()
+    for k in (2, 3, 4):
+        exact_value = float(rule_acceptance("rrs_wor", p, q, k))
+        assert abs(mean[k - 1] - exact_value) <= MC_SIGMAS * error[k - 1] + AGREEMENT_TOLERANCE
+
+
+def test_the_control_variate_on_unconditioned_paths_fails_the_peaked_check():
+    """The broken ingredient: the first draft drawn from ``q`` and its known mean used as a
+    control variate (the estimator this module replaced) exceeds 1 with a zero error here."""
+    p, q = _peaked_pair()
+    products = path_rejection_products(p, q, sample_without_replacement(q, 4, 256, np.random.default_rng(11)))
+    terms = products[:, :1] - products
+    mean = np.minimum(p, q).sum() + terms.mean(axis=0)
+    error = terms.std(axis=0, ddof=1) / np.sqrt(256)
+    assert mean[3] > 1.0
+    assert abs(mean[3] - float(rule_acceptance("rrs_wor", p, q, 4))) > MC_SIGMAS * error[3] + AGREEMENT_TOLERANCE
+
+
+def test_paths_given_their_first_draw_follow_the_conditional_law():
+    q = np.array([0.5, 0.3, 0.15, 0.05])
+    n = 40000
+    first = np.random.default_rng(12).choice(4, size=n, p=[0.1, 0.2, 0.3, 0.4])
+    paths = sample_without_replacement(q, 3, n, np.random.default_rng(13), first=first)
+    assert (paths[:, 0] == first).all()
+    law = without_replacement_law(q, 3)
+    for t, prob in zip(law.tuples.tolist(), law.probs):
+        given_first = paths[:, 0] == t[0]
+        expected = prob / q[t[0]]  # P(x_2, x_3 | x_1)
+        observed = (paths[given_first] == t).all(axis=1).mean()
+        assert abs(observed - expected) < MC_SIGMAS * np.sqrt(expected * (1 - expected) / given_first.sum())
+
+
+def test_a_first_draw_outside_the_draft_support_is_refused():
+    with pytest.raises(InvalidDraftCountError, match="first"):
+        sample_without_replacement(np.array([0.5, 0.5, 0.0]), 2, 2, np.random.default_rng(0), first=[0, 2])
+
+
 def test_sampled_paths_follow_the_without_replacement_law():
     q = np.array([0.5, 0.3, 0.15, 0.05])
     n = 40000

@@ -11,7 +11,8 @@ from decoding.models import qwen
 from otm_app.configs import ReportConfig
 from otm_app.report.decode import rule_tree
 from otm_app.report.positions import PositionSettings, analyse_positions, optimum_vs_temperature, spaced_rows
-from otm_app.report.run import command_line, run_report, summarise_theorems, summary_table
+from otm_app.report.run import (SECONDS_PER_DECODED_TOKEN, SECONDS_PER_POSITION, command_line, decoding_estimate,
+                                position_estimate, run_report, summarise_theorems, summary_table)
 from otm_app.report.sources import resolve_texts
 from otm.tables import OPTIMAL_IID, OPTIMAL_WOR
 from otm.distributions import logits_to_probs
@@ -185,6 +186,19 @@ def test_tiny_pair_report_end_to_end(tmp_path):
     assert (folder / "corpus" / "corpus.json").is_file()  # --keep-corpus: reusable by otm sweep
 
 
+def test_slow_steps_say_how_long_before_they_start():
+    defaults = ReportConfig()
+    full = position_estimate(760, defaults, workers=2)
+    minutes = round(760 * 2 * SECONDS_PER_POSITION / 2 / 60)
+    assert "760 positions x 2 temperatures" in full and f"about {minutes} min" in full and "--positions 64" in full
+    quick = position_estimate(64, ReportConfig(k_max=4, temperatures=(1.0,)), workers=2)
+    assert f"about {round(64 * SECONDS_PER_POSITION / 2 / 2)} s" in quick
+    decoding = decoding_estimate(2, defaults)
+    decodes = len(defaults.rules) + 2
+    assert f"{decodes} decodes" in decoding
+    assert f"about {round(decodes * 2 * defaults.max_new_tokens * SECONDS_PER_DECODED_TOKEN / 60)} min" in decoding
+
+
 def test_missing_model_packages_suggest_no_models(tmp_path, monkeypatch):
     monkeypatch.setenv("OTM_CACHE_DIR", str(tmp_path / "empty-cache"))
     real_find_spec = qwen.importlib.util.find_spec
@@ -198,16 +212,35 @@ def test_sanity_check_flags_a_rule_above_its_own_optimum(tmp_path):
 
     rng = np.random.default_rng(11)
     scored, _, _ = _scored(rng, positions=3)
-    settings = PositionSettings(ks=(1, 2), rules=("rrs", "rrs_wor"), workers=1)
+    settings = PositionSettings(ks=(1, 2, 3), rules=("rrs", "rrs_wor"), workers=1, mc_paths=256)
     result = analyse_positions(scored, (1.0,), settings, tmp_path)[1.0]
-    assert _sanity_checks(result) == []
+    assert _sanity_checks(result, 256) == []
     columns = result.table.columns
     columns["rrs"][0, 1] = columns[OPTIMAL_IID][0, 1] + 0.01  # a broken rule
-    columns["rrs_wor"][1, 1] = columns[OPTIMAL_WOR][1, 1] + 0.01
-    problems = _sanity_checks(result)
+    columns["rrs_wor"][1, 1] = columns[OPTIMAL_WOR][1, 1] + 0.01  # k = 2: exact, no allowance
+    problems = _sanity_checks(result, 256)
     assert len(problems) == 2
     assert "rrs exceeds" in problems[0]
     assert "rrs_wor" in problems[1]
+
+
+def test_monte_carlo_cells_get_the_unsampled_paths_allowance_and_no_more(tmp_path):
+    """A Monte Carlo cell (k = 3 on a vocabulary too large to enumerate) may exceed the
+    optimum by its standard errors plus unseen_paths_bound (every sampled path can agree
+    while rare paths reject); beyond that it is flagged."""
+    from otm_app.report.run import MC_FLAG_SIGMAS, _sanity_checks
+    from otm.rules.rrs_without_replacement import unseen_paths_bound
+
+    rng = np.random.default_rng(12)
+    scored, _, _ = _scored(rng, positions=2, vocab=400)
+    settings = PositionSettings(ks=(3,), rules=("rrs_wor",), workers=1, mc_paths=256)
+    result = analyse_positions(scored, (1.0,), settings, tmp_path)[1.0]
+    assert result.monte_carlo.all()
+    allowed = MC_FLAG_SIGMAS * result.mc_error[0, 0] + unseen_paths_bound(256)
+    result.table.columns["rrs_wor"][0, 0] = result.table.columns[OPTIMAL_WOR][0, 0] + 0.9 * allowed
+    assert _sanity_checks(result, 256) == []
+    result.table.columns["rrs_wor"][0, 0] = result.table.columns[OPTIMAL_WOR][0, 0] + 1.1 * allowed
+    assert len(_sanity_checks(result, 256)) == 1
 
 
 # --------------------------------------------------------------------------- sequence verifiers
