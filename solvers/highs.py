@@ -39,7 +39,10 @@ def _stacked_csc(A_eq: sp.csr_matrix, A_ub: sp.csr_matrix) -> tuple[np.ndarray, 
     equal to those of ``scipy.sparse.vstack([A_eq, A_ub], format="csc")`` (row indices
     ascending in each column, duplicates summed) without its conversions: the entries in row
     order, stably sorted by column. Only a matrix with a repeated entry (which the stable sort
-    would not sum) goes through ``vstack``."""
+    would not sum) goes through ``vstack``. Blocks of different widths raise ``ValueError``,
+    as ``vstack`` does."""
+    if A_eq.shape[1] != A_ub.shape[1]:
+        raise ValueError(f"cannot stack blocks of {A_eq.shape[1]} and {A_ub.shape[1]} columns")
     rows = np.concatenate([np.repeat(np.arange(A.shape[0]) + offset, np.diff(A.indptr))
                            for A, offset in ((A_eq, 0), (A_ub, A_eq.shape[0]))])
     cols = np.concatenate([A_eq.indices, A_ub.indices])

@@ -50,8 +50,12 @@ def primal_violation(data: FloatData, x: np.ndarray) -> float:  # x: [n]
 
 def transpose_matvec(A: sp.csr_matrix, y: np.ndarray) -> np.ndarray:  # A: [m, n], y: [m] -> [n]
     """``A.T @ y`` for a CSR ``A``, summed entry by entry in the stored order (what scipy's
-    transpose product sums) by one ``bincount``, without building the transpose."""
-    return np.bincount(A.indices, weights=A.data * np.repeat(y, np.diff(A.indptr)), minlength=A.shape[1])
+    transpose product sums) by one ``bincount``, without building the transpose; float64, and
+    ``ValueError`` for a ``y`` of the wrong length, as ``A.T @ y``."""
+    y = np.asarray(y)
+    if y.shape != (A.shape[0],):
+        raise ValueError(f"A.T @ y needs y of shape ({A.shape[0]},), got {y.shape}")
+    return np.bincount(A.indices, weights=A.data * np.repeat(y, np.diff(A.indptr)), minlength=A.shape[1]).astype(np.float64, copy=False)
 
 
 def reduced_costs(data: FloatData, y_eq: np.ndarray, y_ub: np.ndarray) -> np.ndarray:  # [n]

@@ -72,7 +72,7 @@ def selected_mass(first, second, mass, select_first, V: int) -> np.ndarray:
     second ones, adds in the order of two successive ``np.add.at``."""
     F = select_first[first, second]
     return np.bincount(np.concatenate([first, second]), weights=np.concatenate([mass * F, mass * (1 - F)]),
-                       minlength=V)
+                       minlength=V).astype(np.float64, copy=False)
 
 
 def pair_stage(p, a, b, s: int, backend: str = "highs") -> dict:
