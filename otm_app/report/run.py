@@ -50,7 +50,7 @@ SECONDS_PER_POSITION = 2.1
 
 #: Seconds per decoded token and rule on the Qwen pair in float32 on one CPU core
 #: (docs/report.md, "Budget and measured wall time"), for the estimate printed before step 3.
-SECONDS_PER_DECODED_TOKEN = 0.85
+SECONDS_PER_DECODED_TOKEN = 0.6
 
 
 def _minutes(seconds: float) -> str:
