@@ -104,9 +104,8 @@ def monte_carlo_acceptance(p, q, k_max: int, n_paths: int, rng: np.random.Genera
     and the estimate draws ``x_1`` from ``(q - p)^+ / TV`` and the rest of the path given
     ``x_1`` (:func:`otm.draft_laws.sample_without_replacement` with ``first``). Unbiased,
     exact at ``k = 1`` (error 0), and, as every path's term lies in ``[0, TV]``, never above
-    1 (docs/theory.md, "RRS without replacement at scale": the control variate it replaces
-    put the term ``(1 - a_1) (1 - ...)`` at full weight on paths from ``q``, which exceeded 1
-    with a zero standard error when ``q`` is one peaked token above ``p``). One set of
+    1 (docs/theory.md, "RRS without replacement", also for why ``x_1`` is not drawn from
+    ``q``; :func:`unseen_paths_bound` for what no standard error shows). One set of
     ``k_max``-paths serves every ``k`` (a path's first ``j`` draws are a path of length ``j``).
     """
     if n_paths < 2:
