@@ -13,26 +13,18 @@ from fractions import Fraction as F
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from hypothesis import Phase, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from otm.errors import ShapeMismatchError
 from otm.formulations._lp import LPBuilder, csr_from_entries
 from otm.formulations.canonical_lp import first_of_each
 from otm.rules.importance_sampling_truncated import selected_mass
+from tests.fast_path_support import fails_on, same_floats
 
 # order matters for these in float sums (0.1 + 0.2 + 0.7 != 0.7 + 0.2 + 0.1)
 VALUES = [0.0, -0.0, 1.0, -1.0, 0.1, 0.2, 0.7, 1 / 3, 1e16, 3e-17, np.inf]
 EXACT_VALUES = [F(0), F(1, 3), F(-2, 7), F(5, 2), 0, 1, -1]
-
-
-def _same_floats(got, ref) -> bool:
-    """Equal shapes and bit-for-bit equal values (NaN where the other has NaN, signs of zeros kept)."""
-    got, ref = np.asarray(got, dtype=np.float64), np.asarray(ref, dtype=np.float64)
-    if got.shape != ref.shape:
-        return False
-    both_nan = np.isnan(got) & np.isnan(ref)
-    return bool(np.all((got == ref) | both_nan) and np.array_equal(np.signbit(got), np.signbit(ref)))
 
 
 def _outcome(f):
@@ -41,17 +33,6 @@ def _outcome(f):
         return f(), None
     except Exception as error:  # noqa: BLE001 - the type is compared with the reference's
         return None, type(error)
-
-
-def _fails_on(broken, check, strategy, match: str) -> None:
-    """``check(broken, case)`` fails on some ``case`` drawn from ``strategy``: the property is not vacuous."""
-    @settings(max_examples=300, phases=[Phase.generate], database=None)
-    @given(case=strategy)
-    def run(case):
-        check(broken, case)
-
-    with pytest.raises(AssertionError, match=match):
-        run()
 
 
 def _csr_differences(got, ref) -> list[str]:
@@ -70,7 +51,7 @@ def _csr_differences(got, ref) -> list[str]:
         diffs.append(f"indptr differ: {got.indptr} != {ref.indptr}")
     if not np.array_equal(got.indices, ref.indices):
         diffs.append(f"indices differ: {got.indices} != {ref.indices}")
-    if not _same_floats(got.data, ref.data):
+    if not same_floats(got.data, ref.data):
         diffs.append(f"data differ: {got.data} != {ref.data}")
     return diffs
 
@@ -135,17 +116,17 @@ def _in_range(strategy):
 
 
 def test_csr_check_fails_on_a_helper_that_skips_the_sort():
-    _fails_on(_csr_without_sort, _check_csr_from_entries, _in_range(entry_cases()), "differ")
+    fails_on(_csr_without_sort, _check_csr_from_entries, _in_range(entry_cases()), "differ")
 
 
 def test_csr_check_fails_on_a_helper_that_keeps_repeated_entries():
-    _fails_on(_csr_without_fallback, _check_csr_from_entries, _in_range(entry_cases()), "indptr differ")
+    fails_on(_csr_without_fallback, _check_csr_from_entries, _in_range(entry_cases()), "indptr differ")
 
 
 def test_csr_check_fails_on_a_helper_that_accepts_indices_outside_the_shape():
     def clipped(rows, cols, vals, shape):  # deliberately broken: clips instead of raising
         return csr_from_entries(np.clip(rows, 0, shape[0] - 1), np.clip(cols, 0, shape[1] - 1), vals, shape)
-    _fails_on(clipped, _check_csr_from_entries, entry_cases(), "where scipy raised")
+    fails_on(clipped, _check_csr_from_entries, entry_cases(), "where scipy raised")
 
 
 # ---------------------------------------------------------------- LPBuilder.add_rows
@@ -227,7 +208,7 @@ def _check_add_rows(add_rows, case) -> None:
         elif name.startswith("A"):
             diffs = _csr_differences(g, r)
         else:
-            diffs = [] if g.dtype == r.dtype and _same_floats(g, r) else [f"{name} differ: {g} != {r}"]
+            diffs = [] if g.dtype == r.dtype and same_floats(g, r) else [f"{name} differ: {g} != {r}"]
         assert not diffs, f"{name}: " + "; ".join(diffs)
 
 
@@ -243,7 +224,7 @@ def test_add_rows_check_fails_on_add_rows_that_forgets_the_rows_before_it(monkey
                                    np.asarray(vals), np.asarray(rhs)))
         self._count[kind] += len(rhs)
     monkeypatch.setattr(LPBuilder, "add_rows", restarting)
-    _fails_on(lambda builder, *args: builder.add_rows(*args), _check_add_rows, builder_cases(), "differ")
+    fails_on(lambda builder, *args: builder.add_rows(*args), _check_add_rows, builder_cases(), "differ")
 
 
 def test_add_rows_check_fails_on_add_rows_that_keeps_one_term_per_position():
@@ -251,7 +232,7 @@ def test_add_rows_check_fails_on_add_rows_that_keeps_one_term_per_position():
         _, keep = np.unique(np.stack([rows, cols]), axis=1, return_index=True) if len(rows) else (None, [])
         keep = np.sort(np.asarray(keep, dtype=np.int64))
         LPBuilder.add_rows(builder, kind, rows[keep], cols[keep], [vals[i] for i in keep], rhs)
-    _fails_on(deduplicated, _check_add_rows, builder_cases(), "differ")
+    fails_on(deduplicated, _check_add_rows, builder_cases(), "differ")
 
 
 # ---------------------------------------------------------------- first_of_each
@@ -301,13 +282,13 @@ def test_first_of_each_check_fails_on_the_last_index():
         _, last_reversed = np.unique(rows[::-1], return_index=True)
         first_of_each(rows, num_tuples)
         return len(rows) - 1 - last_reversed
-    _fails_on(last_of_each, _check_first_of_each, first_cases(), "first indices differ")
+    fails_on(last_of_each, _check_first_of_each, first_cases(), "first indices differ")
 
 
 def test_first_of_each_check_fails_without_the_tuple_check():
     def unchecked(rows, num_tuples):  # deliberately broken: no check of the tuples named
         return np.unique(rows, return_index=True)[1]
-    _fails_on(unchecked, _check_first_of_each, first_cases(), "where the search raised")
+    fails_on(unchecked, _check_first_of_each, first_cases(), "where the search raised")
 
 
 # ---------------------------------------------------------------- selected_mass
@@ -342,7 +323,7 @@ def _check_selected_mass(selected, case) -> None:
     assert got_error is ref_error, f"raised {got_error} where np.add.at raised {ref_error}"
     if ref_error is None:
         assert got.dtype == ref.dtype, f"dtypes differ: {got.dtype} != {ref.dtype}"
-        assert _same_floats(got, ref), f"masses differ (bit for bit): {got} != {ref}"
+        assert same_floats(got, ref), f"masses differ (bit for bit): {got} != {ref}"
 
 
 @settings(max_examples=300)
@@ -356,13 +337,13 @@ def test_selected_mass_check_fails_on_a_helper_adding_the_second_tokens_first():
         F_ = select_first[first, second]
         return np.bincount(np.concatenate([second, first]), weights=np.concatenate([mass * (1 - F_), mass * F_]),
                            minlength=V)
-    _fails_on(second_first, _check_selected_mass, mass_cases(), "masses differ")
+    fails_on(second_first, _check_selected_mass, mass_cases(), "masses differ")
 
 
 def test_selected_mass_check_fails_on_a_helper_that_ignores_the_rule():
     def all_to_first(first, second, mass, select_first, V):  # deliberately broken: F = 1 everywhere
         return selected_mass(first, second, mass, np.ones_like(select_first), V)
-    _fails_on(all_to_first, _check_selected_mass, mass_cases(), "masses differ")
+    fails_on(all_to_first, _check_selected_mass, mass_cases(), "masses differ")
 
 
 def test_selected_mass_refuses_negative_tokens():

@@ -9,34 +9,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from hypothesis import Phase, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from solvers.highs import _stacked_csc
 from solvers.verify import transpose_matvec
+from tests.fast_path_support import fails_on, same_floats
 
 # order matters for these in float sums (0.1 + 0.2 + 0.3 != 0.3 + 0.2 + 0.1, 1e16 + 1 - 1e16 == 0)
 VALUES = [0.0, -0.0, 1.0, -1.0, 0.1, 0.2, 0.3, 0.7, 1e16, -1e16, 3e-17, np.inf]
-
-
-def _same_floats(got, ref) -> bool:
-    """Equal shapes and bit-for-bit equal values (NaN where the other has NaN, signs of zeros kept)."""
-    got, ref = np.asarray(got, dtype=np.float64), np.asarray(ref, dtype=np.float64)
-    if got.shape != ref.shape:
-        return False
-    both_nan = np.isnan(got) & np.isnan(ref)
-    return bool(np.all((got == ref) | both_nan) and np.array_equal(np.signbit(got), np.signbit(ref)))
-
-
-def _fails_on(broken, check, strategy, match: str) -> None:
-    """``check(broken, case)`` fails on some ``case`` drawn from ``strategy``: the property is not vacuous."""
-    @settings(max_examples=300, phases=[Phase.generate], database=None)
-    @given(case=strategy)
-    def run(case):
-        check(broken, case)
-
-    with pytest.raises(AssertionError, match=match):
-        run()
 
 
 @st.composite
@@ -77,7 +58,7 @@ def _check_stacked_csc(stack, pair) -> None:
     assert np.array_equal(start, ref.indptr), f"column starts differ: {start} != {ref.indptr}"
     assert np.array_equal(index, ref.indices), f"row indices differ: {index} != {ref.indices}"
     assert np.asarray(value).dtype == ref.data.dtype, f"value dtypes differ: {np.asarray(value).dtype} != {ref.data.dtype}"
-    assert _same_floats(value, ref.data), f"values differ: {value} != {ref.data}"
+    assert same_floats(value, ref.data), f"values differ: {value} != {ref.data}"
 
 
 @settings(max_examples=300)
@@ -116,11 +97,11 @@ def _stacked_csc_rows_descending(A_eq, A_ub):
 
 
 def test_stacked_csc_check_fails_on_a_helper_that_keeps_repeated_entries():
-    _fails_on(_stacked_csc_without_vstack_fallback, _check_stacked_csc, stacked_pairs(), "column starts differ")
+    fails_on(_stacked_csc_without_vstack_fallback, _check_stacked_csc, stacked_pairs(), "column starts differ")
 
 
 def test_stacked_csc_check_fails_on_a_helper_with_an_unstable_column_sort():
-    _fails_on(_stacked_csc_rows_descending, _check_stacked_csc, stacked_pairs(), "row indices differ")
+    fails_on(_stacked_csc_rows_descending, _check_stacked_csc, stacked_pairs(), "row indices differ")
 
 
 def test_stacked_csc_refuses_blocks_of_different_widths_like_vstack():
@@ -140,7 +121,7 @@ def _check_transpose_matvec(matvec, case) -> None:
         got = matvec(A, y)
     assert np.shape(got) == ref.shape, f"shapes differ: {np.shape(got)} != {ref.shape}"
     assert got.dtype == ref.dtype, f"dtypes differ: {got.dtype} != {ref.dtype}"
-    assert _same_floats(got, ref), f"sums differ (bit for bit): {got} != {ref}"
+    assert same_floats(got, ref), f"sums differ (bit for bit): {got} != {ref}"
 
 
 @settings(max_examples=300)
@@ -157,7 +138,7 @@ def _transpose_matvec_reversed(A, y):
 
 
 def test_transpose_matvec_check_fails_on_a_helper_summing_in_another_order():
-    _fails_on(_transpose_matvec_reversed, _check_transpose_matvec, matvec_cases(), "sums differ")
+    fails_on(_transpose_matvec_reversed, _check_transpose_matvec, matvec_cases(), "sums differ")
 
 
 @st.composite
