@@ -22,6 +22,7 @@ from solvers.capabilities import BackendCapabilities
 from solvers.data import FloatData, float_data
 from solvers.problem import LinearProgram, LPResult, LPStatus
 from solvers.result import no_variable_result, verified_result
+from solvers.sparse import compressed_order
 from solvers.tolerances import FEASIBILITY_TOLERANCE
 
 CAPABILITIES = BackendCapabilities(
@@ -37,22 +38,20 @@ CAPABILITIES = BackendCapabilities(
 def _stacked_csc(A_eq: sp.csr_matrix, A_ub: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(start [n + 1], index [nnz], value [nnz])``: the CSC arrays of ``[A_eq; A_ub]``,
     equal to those of ``scipy.sparse.vstack([A_eq, A_ub], format="csc")`` (row indices
-    ascending in each column, duplicates summed) without its conversions: the entries in row
-    order, stably sorted by column. Only a matrix with a repeated entry (which the stable sort
-    would not sum) goes through ``vstack``. Blocks of different widths raise ``ValueError``,
-    as ``vstack`` does."""
+    ascending in each column, duplicates summed) without its conversions
+    (:func:`solvers.sparse.compressed_order` of the entries by column, then row). Only a
+    matrix with a repeated entry goes through ``vstack``. Blocks of different widths raise
+    ``ValueError``, as ``vstack`` does."""
     if A_eq.shape[1] != A_ub.shape[1]:
         raise ValueError(f"cannot stack blocks of {A_eq.shape[1]} and {A_ub.shape[1]} columns")
     rows = np.concatenate([np.repeat(np.arange(A.shape[0]) + offset, np.diff(A.indptr))
                            for A, offset in ((A_eq, 0), (A_ub, A_eq.shape[0]))])
-    cols = np.concatenate([A_eq.indices, A_ub.indices])
-    order = np.argsort(cols, kind="stable")
-    rows, cols = rows[order], cols[order]
-    if ((rows[1:] == rows[:-1]) & (cols[1:] == cols[:-1])).any():
+    compressed = compressed_order(np.concatenate([A_eq.indices, A_ub.indices]), rows, A_eq.shape[1])
+    if compressed is None:
         A = sp.vstack([A_eq, A_ub], format="csc")
         return A.indptr, A.indices, A.data
-    start = np.concatenate([[0], np.cumsum(np.bincount(cols, minlength=A_eq.shape[1]))])
-    return start, rows, np.concatenate([A_eq.data, A_ub.data])[order]
+    start, order = compressed
+    return start, rows[order], np.concatenate([A_eq.data, A_ub.data])[order]
 
 
 def _highs_lp(data: FloatData):

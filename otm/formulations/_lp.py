@@ -21,6 +21,7 @@ from solvers.data import float_data
 from solvers.problem import LinearProgram, LPResult
 from solvers.rational import exact_check, exact_data
 from solvers.registry import backend_capabilities, solve
+from solvers.sparse import compressed_order
 from solvers.verify import check_float
 
 from ..distributions import as_distribution, as_exact_distribution
@@ -72,16 +73,16 @@ def distinct_positions(law: DraftLaw) -> tuple[np.ndarray, np.ndarray]:
 def csr_from_entries(rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, shape: tuple[int, int]) -> sp.csr_matrix:
     """The CSR matrix with ``vals[i]`` at ``(rows[i], cols[i])``: the matrix of
     ``scipy.sparse.csr_matrix((vals, (rows, cols)), shape)``, column indices ascending in each
-    row, built from one ``lexsort`` of the entries instead of scipy's COO conversion. Entries
-    that share a position (which scipy sums) or lie outside ``shape`` go through scipy."""
-    order = np.lexsort((cols, rows))
-    r, c = rows[order], cols[order]
-    inside = not r.size or (0 <= r[0] and r[-1] < shape[0] and 0 <= c.min() and c.max() < shape[1])
-    if not inside or ((r[1:] == r[:-1]) & (c[1:] == c[:-1])).any():
+    row, built from one sort of the entries (:func:`solvers.sparse.compressed_order`) instead
+    of scipy's COO conversion. Entries that share a position (which scipy sums) or lie
+    outside ``shape`` go through scipy."""
+    inside = not rows.size or (0 <= rows.min() and rows.max() < shape[0] and 0 <= cols.min() and cols.max() < shape[1])
+    compressed = compressed_order(rows, cols, shape[0]) if inside else None
+    if compressed is None:
         return sp.csr_matrix((vals, (rows, cols)), shape=shape)
-    index = np.int32 if max(*shape, r.size) < 2**31 - 1 else np.int64  # scipy's choice
-    indptr = np.concatenate([[0], np.cumsum(np.bincount(r, minlength=shape[0]))]).astype(index)
-    return sp.csr_matrix((vals[order], c.astype(index), indptr), shape=shape)
+    indptr, order = compressed
+    index = np.int32 if max(*shape, rows.size) < 2**31 - 1 else np.int64  # scipy's choice
+    return sp.csr_matrix((vals[order], cols[order].astype(index), indptr.astype(index)), shape=shape)
 
 
 def _python(values) -> list:
