@@ -59,16 +59,16 @@ class PositionResult:
             ``optimum_without_replacement`` and one column per rule, ``[n, m]``.
         rows: ``[n]`` the corpus rows analysed (indices into the stacked texts).
         mc_error: ``[n, m]`` standard error of ``rrs_wor`` (0 where exact, NaN where absent).
-        notes: column -> how it was computed.
         monte_carlo: ``[n, m]`` True where ``rrs_wor`` is a Monte Carlo estimate.
+        notes: column -> how it was computed.
     """
 
     temperature: float
     table: PositionTable
     rows: np.ndarray
     mc_error: np.ndarray
+    monte_carlo: np.ndarray
     notes: dict = field(default_factory=dict)
-    monte_carlo: np.ndarray | None = None
 
     @property
     def ks(self) -> np.ndarray:
@@ -146,7 +146,7 @@ def _result(table, temperature: float, ks: tuple, computations: tuple, order: di
             notes_seen.setdefault(name, note)
     notes = {name: _describe(name, methods[name], notes_seen.get(name), n) for name in computations}
     return PositionResult(temperature, PositionTable(np.asarray(ks), columns, {}, f"T = {temperature:g}, {n} positions"),
-                          rows, mc_error, notes, monte_carlo)
+                          rows, mc_error, monte_carlo, notes)
 
 
 def _describe(name: str, methods: set, note: str | None, n: int) -> str:

@@ -305,7 +305,7 @@ def _sanity_checks(result, mc_paths: int) -> list:
     found = optimum_violations(PositionTable(result.table.ks, exact))
     if "rrs_wor" in result.table.columns:
         excess = result.table.columns["rrs_wor"] - result.table.columns[OPTIMAL_WOR]
-        unseen = np.where(result.monte_carlo, unseen_paths_bound(mc_paths), 0.0) if result.monte_carlo is not None else 0.0
+        unseen = np.where(result.monte_carlo, unseen_paths_bound(mc_paths), 0.0)
         limit = MC_FLAG_SIGMAS * result.mc_error + unseen + AGREEMENT_TOLERANCE
         bad = np.nan_to_num(excess, nan=-np.inf) > np.nan_to_num(limit, nan=np.inf)
         if bad.any():
