@@ -23,7 +23,6 @@ Entry point: :func:`run_report` ``(ReportConfig, theorem_rows) -> summary dict``
 """
 from __future__ import annotations
 
-import os
 import shlex
 import shutil
 import sys
@@ -39,6 +38,7 @@ from otm.rules.rrs_without_replacement import unseen_paths_bound
 from otm.tolerances import AGREEMENT_TOLERANCE
 
 from ..configs import ReportConfig
+from ..sweep.engine import local_workers
 
 #: Temperatures of the optimum-vs-temperature sweep.
 DEFAULT_SWEEP_TEMPERATURES = (0.3, 0.45, 0.6, 0.8, 1.0, 1.25, 1.5)
@@ -143,7 +143,7 @@ def run_report(args: ReportConfig, theorem_rows: list | None = None) -> dict:
     settings = PositionSettings(ks, tuple(args.rules), args.positions, args.mc_paths, args.workers)
     if not (args.quiet or args.no_models):
         n_analysed = spaced_rows(scored.target_logits.shape[0], args.positions).size
-        print(position_estimate(n_analysed, args, args.workers or os.cpu_count() or 1), file=sys.stderr, flush=True)
+        print(position_estimate(n_analysed, args, local_workers(args.workers)), file=sys.stderr, flush=True)
     positions = analyse_positions(scored, args.temperatures, settings, folder, args.seed, quiet=args.quiet)
     if not args.keep_corpus:
         shutil.rmtree(folder / "corpus", ignore_errors=True)

@@ -66,6 +66,11 @@ def pending_tasks(config: SweepConfig) -> tuple[Corpus, Settings, list[Task], li
     return corpus, settings, tasks, [t for t in tasks if t.file not in done]
 
 
+def local_workers(workers: int) -> int:
+    """Worker processes of the local cluster: ``workers``, or one per core when it is 0."""
+    return workers or os.cpu_count() or 1
+
+
 def run_sweep(config: SweepConfig) -> dict:
     """Run (or resume) the sweep of ``config``; returns ``{"tasks", "skipped", "ran",
     "positions", "stats", "wall_seconds"}`` (``stats``: one dict per task that ran)."""
@@ -91,7 +96,7 @@ def _run_on_dask(config: SweepConfig, todo: list[Task], settings: Settings, part
         cluster, client = None, Client(config.scheduler)
         say(f"otm sweep: connected to {config.scheduler}")
     else:
-        workers = config.workers or os.cpu_count() or 1
+        workers = local_workers(config.workers)
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
         client = Client(cluster)
         say(f"otm sweep: local Dask cluster of {workers} worker process(es)")
@@ -111,4 +116,4 @@ def _run_on_dask(config: SweepConfig, todo: list[Task], settings: Settings, part
             cluster.close()
 
 
-__all__ = ["PARTS", "STATE_FILE", "fingerprint", "pending_tasks", "run_sweep", "settings_of"]
+__all__ = ["PARTS", "STATE_FILE", "fingerprint", "local_workers", "pending_tasks", "run_sweep", "settings_of"]
