@@ -63,6 +63,7 @@ import torch
 from decoding.models.texts import BUILTIN_TEXTS, TEXT_KINDS
 from decoding.runtime.tree_attention import TreeCache
 from decoding.runtime.trees import Tree, parse_tree
+from decoding.validation.stats import ratio_and_error
 from decoding.verifiers import block, traversal
 from decoding.verifiers.base import sample_iid, sample_without_replacement
 from otm.errors import OTMError
@@ -262,10 +263,7 @@ def relative_gain(cells: list[Paired]) -> tuple[float, float]:
     """``D / (B + 1)`` (module docstring) and its delta-method standard error over positions."""
     baseline = np.array([c.baseline.mean() for c in cells]) + 1
     difference = np.array([(c.sequence - c.baseline).mean() for c in cells])
-    ratio = difference.mean() / baseline.mean()
-    n = len(cells)
-    se = math.sqrt(((difference - ratio * baseline) ** 2).sum() / (n * (n - 1))) / baseline.mean() if n > 1 else math.nan
-    return float(ratio), float(se)
+    return ratio_and_error(difference, baseline)
 
 
 def table(results: dict, temperatures: tuple, groups: list[Group]) -> str:

@@ -126,3 +126,14 @@ def binomial_z_test(successes: int, trials: int, probability: float, alpha: floa
     passed = p_value >= alpha
     reason = f"z={z:.2f}, p={p_value:.3g} {'>=' if passed else '<'} alpha={alpha:g} ({successes}/{trials} vs {probability:.6f})"
     return GoodnessOfFit(z, 0, p_value, alpha, passed, reason)
+
+
+def ratio_and_error(numerator, denominator) -> tuple[float, float]:
+    """``mean(numerator) / mean(denominator)`` over paired samples and its delta-method
+    standard error ``sqrt(sum (n_i - r d_i)^2 / (n (n - 1))) / mean(d)`` (NaN with fewer
+    than 2 samples)."""
+    numerator, denominator = np.asarray(numerator, dtype=np.float64), np.asarray(denominator, dtype=np.float64)
+    ratio = numerator.mean() / denominator.mean()
+    n = numerator.size
+    error = math.sqrt(((numerator - ratio * denominator) ** 2).sum() / (n * (n - 1))) / denominator.mean() if n > 1 else math.nan
+    return float(ratio), float(error)

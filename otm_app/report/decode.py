@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from decoding.runtime.trees import parse_tree
+from decoding.validation.stats import ratio_and_error
 from decoding.verifiers import VERIFIERS, block, traversal
 from otm.tolerances import AGREEMENT_TOLERANCE
 
@@ -156,7 +157,7 @@ def decode_sequence_verifiers(pair, prompts: Sequence[tuple[str, list]], tree: s
             "steps": len(values.sequence),
             "expected_tokens": {"rule": mean_and_error(sequence), "baseline": mean_and_error(base),
                                 "gain": mean_and_error(sequence - base)},
-            "relative_gain": _ratio_and_error(sequence - base, base),
+            "relative_gain": list(ratio_and_error(sequence - base, base)),
             "min_gain": float((sequence - base).min()),
             "wall_seconds": seconds,
         })
@@ -180,14 +181,6 @@ def sequence_checks(rows: list[dict]) -> list[str]:
         if row["rule"] == "block" and row["min_gain"] < -AGREEMENT_TOLERANCE:
             problems.append(f"block verification below token-wise verification on a drafted chain (by {-row['min_gain']:.3g})")
     return problems
-
-
-def _ratio_and_error(numerator: np.ndarray, denominator: np.ndarray) -> list[float]:
-    """``[mean(numerator) / mean(denominator), delta-method standard error]`` over steps."""
-    ratio = numerator.mean() / denominator.mean()
-    n = numerator.size
-    error = math.sqrt(((numerator - ratio * denominator) ** 2).sum() / (n * (n - 1))) / denominator.mean() if n > 1 else math.nan
-    return [float(ratio), float(error)]
 
 
 __all__ = ["SEQUENCE_COMPARISONS", "StepValues", "decode_rules", "decode_sequence_verifiers", "mean_and_error", "rule_tree",

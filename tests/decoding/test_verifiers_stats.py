@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from decoding.validation.stats import DEFAULT_ALPHA, binomial_z_test, chi_square_test
+from decoding.validation.stats import DEFAULT_ALPHA, binomial_z_test, chi_square_test, ratio_and_error
 from otm.errors import InvalidDistributionError, ShapeMismatchError
 
 LAW = np.array([0.5, 0.3, 0.15, 0.05, 0.0])
@@ -63,3 +63,17 @@ def test_binomial_z_test():
         binomial_z_test(3, 2, 0.5)
     with pytest.raises(InvalidDistributionError):
         binomial_z_test(1, 2, 1.5)
+
+
+def test_ratio_and_error_is_exact_on_proportional_samples_and_matches_the_spread_of_ratios():
+    denominator = np.array([1.0, 2.0, 3.0, 4.0])
+    assert ratio_and_error(0.25 * denominator, denominator) == (0.25, 0.0)
+    assert np.isnan(ratio_and_error([1.0], [2.0])[1])
+    rng = np.random.default_rng(0)
+    replicates = []
+    for _ in range(2000):
+        d = rng.uniform(1.0, 3.0, 200)
+        replicates.append(ratio_and_error(0.1 * d + rng.normal(0.0, 0.2, 200), d))
+    ratios, errors = np.array(replicates).T
+    # the delta-method error is the spread of the ratio over replicate samples (to Monte Carlo precision)
+    assert abs(np.median(errors) / ratios.std() - 1) < 0.1
