@@ -155,6 +155,10 @@ def _grid_bracket(
     ``q(r >= e_{m+1})``, ``one_is_valid`` ``[n]`` (``f(1) <= 0``, then ``g* = 1``),
     ``exact`` ``[n]`` the rows that asked for ``g*`` (never those with ``g* = 1``) and
     ``p_in``, ``q_in`` ``[n, w]`` the tokens of their bucket (zero padded; none elsewhere).
+    Masses are float64 and divided by the row totals (the last histogram sums), as the exact
+    :func:`otm.rules.kseq.optimal_division_factor` normalises its input: ``g = 1`` is valid
+    with equality when ``p = q``, so an unnormalised ``beta(1)`` of ``1 - 1e-16`` would move
+    ``g*`` off 1 by the bracket's width.
     """
     n = target_probs.shape[0]
     buckets = 1 << bits
@@ -169,6 +173,9 @@ def _grid_bracket(
     grid = slice(first - 1, first + buckets)  # column first - 1 + m of a prefix sum: the buckets below e_m
     p_below = target_probs.new_zeros(n, top + 1).scatter_add_(1, index, target_probs).double().cumsum(dim=1)
     q_below = draft_probs.new_zeros(n, top + 1).scatter_add_(1, index, draft_probs).double().cumsum(dim=1)
+    p_total, q_total = p_below[:, -1:].clone(), q_below[:, -1:].clone()
+    p_below /= p_total  # normalised: with p = q every ratio is 1 and beta(1) = q(r >= 1) / q_total = 1 exactly
+    q_below /= q_total
     p_low = p_below[:, grid]  # [n, 2^bits + 1]: p(r < e_m)
     q_high = q_below[:, -1:] - q_below[:, grid]  # q(r >= e_m)
     g = torch.arange(buckets + 1, dtype=torch.float64, device=p_low.device) * ((k - 1) / buckets) + 1.0
@@ -184,8 +191,8 @@ def _grid_bracket(
     counts = torch.bincount(row, minlength=n)
     width = int(counts.max()) if row.numel() else 0
     slot = torch.arange(row.numel(), device=row.device) - (counts.cumsum(0) - counts)[row]
-    p_in = target_probs.new_zeros(n, width).index_put_((row, slot), target_probs[row, col])
-    q_in = draft_probs.new_zeros(n, width).index_put_((row, slot), draft_probs[row, col])
+    p_in = target_probs.new_zeros(n, width).index_put_((row, slot), target_probs[row, col]).double() / p_total
+    q_in = draft_probs.new_zeros(n, width).index_put_((row, slot), draft_probs[row, col]).double() / q_total
     below = p_low.gather(1, lo.unsqueeze(1)).squeeze(1)
     above = q_high.gather(1, (lo + 1).unsqueeze(1)).squeeze(1)
     return g[lo], below, above, p_in, q_in, one_is_valid, exact
@@ -229,7 +236,7 @@ def _division_factors(
     if rows.numel():
         low_in, high_in = low[rows], high[rows]
         below, above = below[rows], above[rows]
-        p_in, q_in = p_in[rows].double(), q_in[rows].double()
+        p_in, q_in = p_in[rows], q_in[rows]
         for _ in range(steps - bits):
             mid = 0.5 * (low_in + high_in)
             beta = torch.minimum(q_in, p_in / mid.unsqueeze(1)).sum(dim=1).add_(above).add_(below / mid)
