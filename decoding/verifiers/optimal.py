@@ -61,6 +61,7 @@ import torch
 from .base import (
     VerifierOutput,
     check_k,
+    cumsum_rows,
     first_draft_probs,
     sample_iid,
     take_rows,
@@ -125,6 +126,20 @@ class RowParameters:
     draft_mass: torch.Tensor  # [batch, 1]
 
 
+def stable_argsort_rows(keys: torch.Tensor) -> torch.Tensor:
+    """``torch.argsort(keys, dim=-1, stable=True)`` of int64 ``keys`` ``[batch, vocab]``. On
+    the CPU one row at a time: torch sorts a single contiguous int64 row by radix sort and a
+    batch with a comparison sort, about 4x slower per row at ``V = 151,936``
+    (``scripts/bench_optimal_verifier.py``, docs/optimal-verifier.md section 9). A stable sort
+    has one result, so both give the same order."""
+    if keys.device.type != "cpu" or keys.shape[0] <= 1:
+        return torch.argsort(keys, dim=-1, stable=True)
+    order = torch.empty_like(keys)
+    for row in range(keys.shape[0]):
+        order[row] = torch.argsort(keys[row], stable=True)
+    return order
+
+
 def _at(values: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     """``values[b, index[b, j]]``, and 0 where ``index < 0`` (the empty prefix)."""
     picked = values.gather(1, index.clamp(min=0))
@@ -141,16 +156,16 @@ def row_parameters(
     p, q = target_probs.to(WORK_DTYPE), draft_probs.to(WORK_DTYPE)
     positive = q > 0
     ratio = torch.where(positive, p / q, torch.inf)
-    order = torch.argsort(ratio.view(torch.int64), dim=-1, stable=True)  # non-negative doubles sort as their bits
+    order = stable_argsort_rows(ratio.view(torch.int64))  # non-negative doubles sort as their bits
     del ratio
     p_r, q_r = p.gather(1, order), q.gather(1, order)
-    draft_total = q_r.cumsum(dim=-1)
+    draft_total = cumsum_rows(q_r)
     draft_mass = draft_total[:, -1:].clone()
     c_power = power(draft_total.div_(draft_mass), k)  # C_j^k
     del draft_total
     own = c_power.clone()
     own[:, 1:] -= c_power[:, :-1]  # sigma
-    target_cumulative = p_r.cumsum(dim=-1)
+    target_cumulative = cumsum_rows(p_r)
     target_mass = target_cumulative[:, -1:].clone()
     target_cumulative.div_(target_mass)
     scores = target_cumulative - c_power  # f(H_{j+1}) - 1
@@ -159,8 +174,8 @@ def row_parameters(
     cut = torch.where(scores.gather(1, best) < 0, best + 1, torch.zeros_like(best)).squeeze(1)
     del scores
     excess = p_r.div_(target_mass).sub_(own)
-    gains = excess.clamp(min=0.0).cumsum(dim=-1)
-    losses = excess.neg_().clamp_(min=0.0).cumsum(dim=-1)
+    gains = cumsum_rows(excess.clamp(min=0.0))
+    losses = cumsum_rows(excess.neg_().clamp_(min=0.0))
     del excess, p_r
     support = positive.sum(dim=-1)
     before_cut = (cut - 1).unsqueeze(1)

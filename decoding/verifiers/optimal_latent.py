@@ -32,6 +32,7 @@ import torch
 from .base import (
     VerifierOutput,
     check_k,
+    cumsum_rows,
     first_draft_probs,
     sample_without_replacement,
     verify_uniforms,
@@ -82,7 +83,7 @@ def verify(
     uniforms = verify_uniforms(target_probs, draft_probs, draft_tokens, generator, uniforms_per_row)
     k = draft_tokens.shape[1]
     q = first_draft_probs(draft_probs)
-    draft_mass = q.to(WORK_DTYPE).cumsum(dim=-1)[:, -1:]  # summed in token order, as the reference does
+    draft_mass = cumsum_rows(q.to(WORK_DTYPE))[:, -1:]  # summed in token order, as the reference does
     draft_q = q.gather(1, draft_tokens).to(WORK_DTYPE) / draft_mass
     positions = latent_positions(draft_q, uniforms[:, 2 * k + 3 :])
     out = verify_tuples(target_probs, q, draft_tokens.gather(1, positions), uniforms[:, : 2 * k + 3])

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import decoding.verifiers.base as base
-from decoding.verifiers import get_verifier, importance_sampling_truncated, kseq, spechub
+from decoding.verifiers import get_verifier, importance_sampling_truncated, kseq, optimal, spechub
 from decoding.verifiers.base import VerifierOutput, inverse_cdf, sample_weighted
 from decoding.verifiers.reference import _inverse_cdf
 from otm.errors import InvalidDistributionError
@@ -248,6 +248,32 @@ def test_sample_weighted_follows_the_weights():
     weights = torch.tensor([[0.0, 2.0, 0.0, 6.0]], dtype=torch.float64).expand(4, 4)
     u = torch.tensor([0.0, 0.2499, 0.25, 0.9999], dtype=torch.float64)
     assert sample_weighted(weights, u).tolist() == [1, 1, 3, 3]
+
+
+# ---------------------------------------------------------------- row-wise scans and sorts on the CPU
+
+@settings(max_examples=30, deadline=None)
+@given(rows=st.integers(1, 5), vocab=st.integers(1, 300), ties=st.integers(1, 8), seed=st.integers(0, 2**31 - 1),
+       dtype=st.sampled_from([torch.float32, torch.float64]))
+def test_row_wise_cumsum_and_sort_equal_the_batched_ops_bit_for_bit(rows, vocab, ties, seed, dtype):
+    """:func:`decoding.verifiers.base.cumsum_rows` and
+    :func:`decoding.verifiers.optimal.stable_argsort_rows` (one row at a time on the CPU)
+    return exactly what the batched ``cumsum`` and stable ``argsort`` return, keys with
+    many ties included (``ties`` distinct values)."""
+    g = torch.Generator().manual_seed(seed)
+    values = torch.rand(rows, vocab, generator=g, dtype=torch.float64).to(dtype)
+    assert torch.equal(base.cumsum_rows(values), values.cumsum(dim=-1))
+    keys = torch.randint(0, ties, (rows, vocab), generator=g, dtype=torch.int64)
+    assert torch.equal(optimal.stable_argsort_rows(keys), torch.argsort(keys, dim=-1, stable=True))
+
+
+def test_an_unstable_row_sort_is_detected():
+    """Deliberately broken: sorting tied keys without stability (here: by descending index
+    within ties) is not the stable order the references use."""
+    keys = torch.tensor([[1, 0, 1, 0, 1]] * 2)
+    unstable = torch.argsort(keys * 10 - torch.arange(5), dim=-1)
+    assert not torch.equal(unstable, optimal.stable_argsort_rows(keys))
+    assert optimal.stable_argsort_rows(keys)[0].tolist() == [1, 3, 0, 2, 4]
 
 
 # ---------------------------------------------------------------- the benchmark's pass counter
