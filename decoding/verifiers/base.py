@@ -291,14 +291,27 @@ def chunk_rows(batch: int, vocab: int, like: torch.Tensor) -> int:
     return max(1, min(batch, CPU_CHUNK_BYTES // max(1, vocab * like.element_size())))
 
 
-def map_row_chunks(verify_rows: Callable[..., VerifierOutput], *tensors: torch.Tensor) -> VerifierOutput:
+def map_row_chunks(
+    verify_rows: Callable[..., VerifierOutput | torch.Tensor], *tensors: torch.Tensor, rows: torch.Tensor | None = None
+) -> VerifierOutput | torch.Tensor:
     """``verify_rows(*tensors)`` computed on aligned chunks of rows (:func:`chunk_rows`; the
     first tensor is ``[batch, vocab]``, every tensor has the batch as its first axis) and
-    concatenated. Exact for any chunking since rows never share randomness: the uniforms
-    are drawn for the whole batch before the call and sliced with the rows."""
-    batch, vocab = tensors[0].shape[0], tensors[0].shape[-1]
+    concatenated (a :class:`VerifierOutput` field by field, a tensor along its first axis).
+    With ``rows`` (sorted distinct indices), on those rows only, gathered chunk by chunk
+    (no ``[len(rows), vocab]`` copy). Exact for any chunking since rows never share
+    randomness: the uniforms are drawn for the whole batch before the call and sliced with
+    the rows."""
+    batch, vocab = (tensors[0].shape[0] if rows is None else rows.numel()), tensors[0].shape[-1]
     size = chunk_rows(batch, vocab, tensors[0])
-    if size >= batch:
+    if rows is None and size >= batch:
         return verify_rows(*tensors)
-    parts = [verify_rows(*(t[start : start + size] for t in tensors)) for start in range(0, batch, size)]
+
+    def chunk(start: int) -> list[torch.Tensor]:
+        if rows is None:
+            return [t[start : start + size] for t in tensors]
+        return [take_rows(t, rows[start : start + size]) for t in tensors]
+
+    parts = [verify_rows(*chunk(start)) for start in range(0, batch, size)]
+    if isinstance(parts[0], torch.Tensor):
+        return torch.cat(parts)
     return VerifierOutput(torch.cat([o.tokens for o in parts]), torch.cat([o.accepted_index for o in parts]))

@@ -63,8 +63,8 @@ from .base import (
     check_k,
     cumsum_rows,
     first_draft_probs,
+    map_row_chunks,
     sample_iid,
-    take_rows,
     verify_uniforms,
 )
 from .optimal_lazy import certified_acceptance, identical_drafts
@@ -350,15 +350,18 @@ def verify_tuples(
     sure = torch.zeros(batch, dtype=torch.bool, device=draft_tokens.device)
     same = identical_drafts(draft_tokens).nonzero().squeeze(1)
     if same.numel():
-        sure[same] = certified_acceptance(
-            take_rows(target_probs, same), take_rows(draft_probs, same), draft_tokens[same, 0], u[same, 2 * k + 1], k
+        sure[same] = map_row_chunks(
+            lambda p, q, x, w: certified_acceptance(p, q, x[:, 0], w[:, 2 * k + 1], k),
+            target_probs, draft_probs, draft_tokens, u, rows=same,
         )
     tokens = draft_tokens[:, 0].clone()
     accepted_index = accepted_holder(draft_tokens, tokens, u[:, 2 * k + 2])
     rest = (~sure).nonzero().squeeze(1)
     if rest.numel():
-        p, q = take_rows(target_probs, rest), take_rows(draft_probs, rest)
-        out = verify_rows(row_parameters(p, q, k), p, q, draft_tokens[rest], uniforms[rest])
+        out = map_row_chunks(
+            lambda p, q, x, w: verify_rows(row_parameters(p, q, k), p, q, x, w),
+            target_probs, draft_probs, draft_tokens, uniforms, rows=rest,
+        )
         tokens[rest], accepted_index[rest] = out.tokens, out.accepted_index
     return VerifierOutput(tokens=tokens, accepted_index=accepted_index)
 

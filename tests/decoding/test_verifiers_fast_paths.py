@@ -50,7 +50,8 @@ def _outputs(rule: str, p: torch.Tensor, q: torch.Tensor, k: int) -> tuple[list,
 # ---------------------------------------------------------------- row chunks
 
 #: The verifiers that run on row chunks (:func:`decoding.verifiers.base.map_row_chunks`).
-CHUNKED = ("single", "rrs", "rrs_wor", "specinfer", "kseq", "spechub", "importance_sampling_truncated", "greedy")
+CHUNKED = ("single", "rrs", "rrs_wor", "specinfer", "kseq", "spechub", "importance_sampling_truncated", "greedy",
+           "optimal", "optimal_latent")
 
 
 @pytest.mark.parametrize("rule", CHUNKED)
@@ -79,6 +80,16 @@ def test_map_row_chunks_concatenates_in_order():
     out = base.map_row_chunks(lambda t: VerifierOutput(t[:, 0].long(), -t[:, 0].long()), x)
     assert out.tokens.tolist() == list(range(10))
     assert out.accepted_index.tolist() == [-i for i in range(10)]
+
+
+def test_map_row_chunks_on_selected_rows_returns_their_results_in_order(monkeypatch):
+    """``rows=``: only those rows, gathered chunk by chunk, in their order; a function
+    returning a tensor is concatenated along the rows."""
+    monkeypatch.setattr(base, "CPU_CHUNK_BYTES", 2 * 3 * 8)  # two rows per chunk
+    x = torch.arange(10).unsqueeze(1).expand(10, 3).double()
+    rows = torch.tensor([1, 4, 5, 8, 9])
+    out = base.map_row_chunks(lambda t, w: t[:, 0] * 10 + w, x, torch.arange(10.0), rows=rows)
+    assert out.tolist() == [11.0, 44.0, 55.0, 88.0, 99.0]
 
 
 # ---------------------------------------------------------------- SpecHub's hub
