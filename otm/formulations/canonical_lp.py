@@ -42,6 +42,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
+
+from solvers.problem import LinearProgram
 
 from ..draft_laws import DraftLaw
 from ..errors import InvalidDistributionError, ShapeMismatchError
@@ -102,6 +105,9 @@ def selection_weight_lp(p, mass, rows, tokens, num_tuples: int, offset=None):
     V = len(p)
     rows, tokens = np.asarray(rows, dtype=np.int64), np.asarray(tokens, dtype=np.int64)
     num_w = len(rows)
+    if not exact and _tuples_in_order(rows, num_tuples) and (not num_w or (0 <= tokens.min() and tokens.max() < V)):
+        return _float_selection_weight_lp(np.asarray(p, dtype=np.float64), np.asarray(mass, dtype=np.float64),
+                                          rows, tokens, offset)
     builder = LPBuilder(num_w + V, exact)
     builder.add_rows("eq", rows, np.arange(num_w), np.ones(num_w, dtype=np.int64),
                      np.asarray(mass)[first_of_each(rows, num_tuples)])
@@ -113,6 +119,45 @@ def selection_weight_lp(p, mass, rows, tokens, num_tuples: int, offset=None):
                      np.concatenate([t_cols, t_cols, np.arange(num_w)]),
                      np.concatenate([np.ones(2 * V, dtype=np.int64), -np.ones(num_w, dtype=np.int64)]), rhs)
     return builder.build(np.repeat([0, 1], [num_w, V]))
+
+
+def _tuples_in_order(rows: np.ndarray, num_tuples: int) -> bool:
+    """``rows`` lists the tuples ``0 .. num_tuples - 1`` in order, each at least once."""
+    return bool(rows.size and num_tuples and rows[0] == 0 and rows[-1] == num_tuples - 1
+                and ((np.diff(rows) == 0) | (np.diff(rows) == 1)).all())
+
+
+def _float_selection_weight_lp(p, mass, rows, tokens, offset) -> LinearProgram:
+    """:func:`selection_weight_lp` in floats for ``rows`` in tuple order, with its CSR
+    matrices written directly rather than sorted from entries (the LP of every pair stage
+    of truncated IS is built this way; ``tests/otm/test_lp_fast_paths.py`` checks it
+    against the builder array by array). Row ``2y`` of ``A_ub`` holds ``t_y``; row
+    ``2y + 1`` holds ``-u_i`` for the entries ``i`` of token ``y`` (ascending) and then ``t_y``
+    (the last column of the row, ``t`` following every ``u``)."""
+    V, num_w = len(p), len(rows)
+    eq_start = np.flatnonzero(np.diff(rows, prepend=-1))  # first entry of each tuple
+    A_eq = sp.csr_matrix((np.ones(num_w), np.arange(num_w, dtype=np.int32),
+                          np.append(eq_start, num_w).astype(np.int32)), shape=(eq_start.size, num_w + V))
+    counts = np.bincount(tokens, minlength=V)
+    lengths = np.ones(2 * V, dtype=np.int64)
+    lengths[1::2] += counts
+    indptr = np.concatenate([[0], np.cumsum(lengths)])
+    indices = np.empty(indptr[-1], dtype=np.int32)
+    data = np.ones(indptr[-1])
+    t_cols = num_w + np.arange(V)
+    indices[indptr[0:-1:2]] = t_cols  # row 2y
+    indices[indptr[2::2] - 1] = t_cols  # last of row 2y + 1
+    order = np.argsort(tokens, kind="stable")
+    grouped = tokens[order]
+    slot = indptr[2 * grouped + 1] + np.arange(num_w) - (np.cumsum(counts) - counts)[grouped]
+    indices[slot] = order
+    data[slot] = -1.0
+    A_ub = sp.csr_matrix((data, indices, indptr.astype(np.int32)), shape=(2 * V, num_w + V))
+    b_ub = np.zeros(2 * V)
+    b_ub[0::2] = p
+    b_ub[1::2] = 0.0 if offset is None else offset
+    return LinearProgram(c=np.repeat([0.0, 1.0], [num_w, V]), A_eq=A_eq, b_eq=mass[eq_start], A_ub=A_ub, b_ub=b_ub,
+                         sense="max")
 
 
 def first_of_each(rows, num_tuples: int) -> np.ndarray:

@@ -1,7 +1,9 @@
 """The fast paths of the LP assembly against the slow obvious code they replace:
 :func:`otm.formulations._lp.csr_from_entries` against scipy's COO route,
 :meth:`LPBuilder.add_rows` against :meth:`LPBuilder.add` once per row (float and exact),
-:func:`otm.formulations.canonical_lp.first_of_each` against a per-tuple search and
+:func:`otm.formulations.canonical_lp.first_of_each` against a per-tuple search, the float
+:func:`otm.formulations.canonical_lp.selection_weight_lp` written directly against the same LP
+assembled by :class:`LPBuilder`, and
 :func:`otm.rules.importance_sampling_truncated.selected_mass` against two ``np.add.at``.
 Inputs include repeated entries, unsorted entries, explicit (and negative) zeros, empty
 shapes and out-of-range indices (which must raise what the reference raises). Each property
@@ -18,6 +20,7 @@ from hypothesis import strategies as st
 
 from otm.errors import ShapeMismatchError
 from otm.formulations._lp import LPBuilder, csr_from_entries
+from otm.formulations import canonical_lp
 from otm.formulations.canonical_lp import first_of_each
 from otm.rules.importance_sampling_truncated import selected_mass
 from tests.fast_path_support import fails_on, same_floats
@@ -289,6 +292,71 @@ def test_first_of_each_check_fails_without_the_tuple_check():
     def unchecked(rows, num_tuples):  # deliberately broken: no check of the tuples named
         return np.unique(rows, return_index=True)[1]
     fails_on(unchecked, _check_first_of_each, first_cases(), "where the search raised")
+
+
+# ---------------------------------------------------------------- selection_weight_lp written directly
+
+@st.composite
+def weight_lp_cases(draw):
+    """``(p, mass, rows, tokens, num_tuples, offset)``: tuples in order, each with 1-4
+    distinct tokens of ``V <= 7`` (as pair stages and canonical LPs list them), values that
+    round differently when summed out of order, with or without an offset."""
+    V = draw(st.integers(1, 7))
+    sizes = draw(st.lists(st.integers(1, min(4, V)), min_size=1, max_size=6))
+    tokens = [t for size in sizes for t in draw(st.permutations(range(V)))[:size]]
+    rows = np.repeat(np.arange(len(sizes)), sizes)
+    values = st.sampled_from([0.0, 0.1, 0.2, 0.7, 1 / 3, 3e-17, 1.0])
+    mass = np.repeat(np.array(draw(st.lists(values, min_size=len(sizes), max_size=len(sizes)))), sizes)
+    p = np.array(draw(st.lists(values, min_size=V, max_size=V)))
+    offset = np.array(draw(st.lists(values, min_size=V, max_size=V))) if draw(st.booleans()) else None
+    return p, mass, rows, np.array(tokens, dtype=np.int64), len(sizes), offset
+
+
+def _weight_lp_by_builder(p, mass, rows, tokens, num_tuples, offset):
+    """The reference: the same LP assembled by :class:`LPBuilder` (the path exact data takes)."""
+    V, num_w = len(p), len(rows)
+    builder = LPBuilder(num_w + V, False)
+    builder.add_rows("eq", rows, np.arange(num_w), np.ones(num_w), mass[first_of_each(rows, num_tuples)])
+    rhs = np.zeros(2 * V)
+    rhs[0::2], rhs[1::2] = p, (0.0 if offset is None else offset)
+    t_cols = num_w + np.arange(V)
+    builder.add_rows("ub", np.concatenate([2 * np.arange(V), 2 * np.arange(V) + 1, 2 * tokens + 1]),
+                     np.concatenate([t_cols, t_cols, np.arange(num_w)]),
+                     np.concatenate([np.ones(2 * V), -np.ones(num_w)]), rhs)
+    return builder.build(np.repeat([0, 1], [num_w, V]))
+
+
+def _check_weight_lp(build, case) -> None:
+    got, ref = build(*case), _weight_lp_by_builder(*case)
+    diffs = _csr_differences(got.A_eq, ref.A_eq) + _csr_differences(got.A_ub, ref.A_ub)
+    assert not diffs, f"matrices differ: {diffs}"
+    for name in ("b_eq", "b_ub", "c"):
+        assert same_floats(getattr(got, name), getattr(ref, name)), f"{name} differ"
+    assert (got.sense, got.lower, got.upper) == (ref.sense, ref.lower, ref.upper)
+
+
+@settings(max_examples=300)
+@given(case=weight_lp_cases())
+def test_selection_weight_lp_written_directly_equals_the_builders(case):
+    assert canonical_lp._tuples_in_order(case[2], case[4])  # the direct writer is the path taken
+    _check_weight_lp(canonical_lp.selection_weight_lp, case)
+
+
+def test_selection_weight_lp_check_fails_on_a_writer_that_puts_t_first(monkeypatch):
+    """Deliberately broken: ``t_y`` written first in row ``2y + 1`` (unsorted column indices)."""
+    def t_first(p, mass, rows, tokens, offset):
+        lp = writer(p, mass, rows, tokens, offset)
+        A = lp.A_ub.copy()
+        for row in range(1, A.shape[0], 2):
+            start, end = A.indptr[row], A.indptr[row + 1]
+            A.indices[start:end] = np.roll(A.indices[start:end], 1)
+            A.data[start:end] = np.roll(A.data[start:end], 1)
+        return type(lp)(c=lp.c, A_eq=lp.A_eq, b_eq=lp.b_eq, A_ub=sp.csr_matrix(A), b_ub=lp.b_ub, sense=lp.sense)
+
+    writer = canonical_lp._float_selection_weight_lp
+    monkeypatch.setattr(canonical_lp, "_float_selection_weight_lp", t_first)
+    fails_on(canonical_lp.selection_weight_lp, lambda build, case: _check_weight_lp(build, case), weight_lp_cases(),
+             "matrices differ")
 
 
 # ---------------------------------------------------------------- selected_mass
