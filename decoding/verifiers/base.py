@@ -39,6 +39,7 @@ and warm in the cache. Rows never share randomness, so the chunking changes no d
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -160,17 +161,38 @@ def with_fallback(weights: torch.Tensor, fallback: torch.Tensor) -> torch.Tensor
     return torch.where(empty, fallback, weights)
 
 
-def cumsum_rows(values: torch.Tensor) -> torch.Tensor:
-    """``values.cumsum(dim=-1)`` of ``[batch, vocab]`` ``values``. On the CPU one row at a
-    time: torch's scan along the last dimension of a 2-D tensor costs about 5x its 1-D scan
-    per row at ``V = 151,936``; both add left to right, so the sums are the same bit for bit
-    (``tests/decoding/test_verifiers_fast_paths.py``)."""
-    if values.device.type != "cpu" or values.ndim != 2 or values.shape[0] <= 1:
-        return values.cumsum(dim=-1)
-    out = torch.empty_like(values)
+def cumsum_rows(values: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """``values.cumsum(dim=-1)`` of ``[batch, vocab]`` ``values`` (into ``out`` when given, a
+    tensor of the same shape and dtype that does not overlap ``values``). On the CPU one row
+    at a time: torch's scan along the last dimension of a 2-D tensor costs about 5x its 1-D
+    scan per row at ``V = 151,936``; both add left to right, so the sums are the same bit for
+    bit (``tests/decoding/test_verifiers_fast_paths.py``)."""
+    if values.device.type != "cpu" or values.ndim != 2:
+        return torch.cumsum(values, dim=-1, out=out) if out is not None else values.cumsum(dim=-1)
+    out = torch.empty_like(values) if out is None else out
     for row in range(values.shape[0]):
         torch.cumsum(values[row], dim=0, out=out[row])
     return out
+
+
+class Scratch:
+    """Named work arrays reused by the chunks of one verification. On this kind of CPU VM
+    the first touch of a fresh V-sized array costs about a millisecond of page faults, more
+    than the arithmetic on it (docs/benchmarks.md), and glibc returns the freed memory of a
+    chunk's temporaries to the system before the next chunk asks again; taking the same
+    buffer for every chunk touches its pages once per call. ``take`` returns a view of the
+    first ``prod(shape)`` entries of the buffer ``name``, enlarged when too small: what it
+    held before is garbage, and a caller must not keep a view across chunks."""
+
+    def __init__(self) -> None:
+        self._buffers: dict[str, torch.Tensor] = {}
+
+    def take(self, name: str, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        numel = math.prod(shape)
+        buffer = self._buffers.get(name)
+        if buffer is None or buffer.numel() < numel or buffer.dtype != dtype or buffer.device != device:
+            buffer = self._buffers[name] = torch.empty(numel, dtype=dtype, device=device)
+        return buffer[:numel].view(shape)
 
 
 def inverse_cdf(cdf: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
@@ -282,34 +304,43 @@ def first_draft_probs(draft_probs: torch.Tensor) -> torch.Tensor:
 CPU_CHUNK_BYTES = 4 << 20
 
 
-def chunk_rows(batch: int, vocab: int, like: torch.Tensor) -> int:
+def chunk_rows(batch: int, vocab: int, like: torch.Tensor, chunk_bytes: int | None = None) -> int:
     """Rows per chunk: all of them off the CPU (the CUDA caching allocator reuses memory),
     else as many as keep a ``[rows, vocab]`` tensor of ``like``'s dtype within
-    :data:`CPU_CHUNK_BYTES` (at least one)."""
+    ``chunk_bytes`` (default :data:`CPU_CHUNK_BYTES`; at least one row)."""
     if like.device.type != "cpu":
         return max(batch, 1)
-    return max(1, min(batch, CPU_CHUNK_BYTES // max(1, vocab * like.element_size())))
+    limit = CPU_CHUNK_BYTES if chunk_bytes is None else chunk_bytes
+    return max(1, min(batch, limit // max(1, vocab * like.element_size())))
 
 
 def map_row_chunks(
-    verify_rows: Callable[..., VerifierOutput | torch.Tensor], *tensors: torch.Tensor, rows: torch.Tensor | None = None
+    verify_rows: Callable[..., VerifierOutput | torch.Tensor],
+    *tensors: torch.Tensor,
+    rows: torch.Tensor | None = None,
+    chunk_bytes: int | None = None,
 ) -> VerifierOutput | torch.Tensor:
     """``verify_rows(*tensors)`` computed on aligned chunks of rows (:func:`chunk_rows`; the
     first tensor is ``[batch, vocab]``, every tensor has the batch as its first axis) and
-    concatenated (a :class:`VerifierOutput` field by field, a tensor along its first axis).
+    concatenated (a :class:`VerifierOutput` field by field, a tensor along its first axis;
+    ``chunk_bytes`` as in :func:`chunk_rows`).
     With ``rows`` (sorted distinct indices), on those rows only, gathered chunk by chunk
-    (no ``[len(rows), vocab]`` copy). Exact for any chunking since rows never share
-    randomness: the uniforms are drawn for the whole batch before the call and sliced with
-    the rows."""
+    into the same :class:`Scratch` buffers (no ``[len(rows), vocab]`` copy), so
+    ``verify_rows`` must not return views of its inputs. Exact for any chunking since rows
+    never share randomness: the uniforms are drawn for the whole batch before the call and
+    sliced with the rows."""
     batch, vocab = (tensors[0].shape[0] if rows is None else rows.numel()), tensors[0].shape[-1]
-    size = chunk_rows(batch, vocab, tensors[0])
+    size = chunk_rows(batch, vocab, tensors[0], chunk_bytes)
     if rows is None and size >= batch:
         return verify_rows(*tensors)
+    scratch = Scratch()
 
     def chunk(start: int) -> list[torch.Tensor]:
         if rows is None:
             return [t[start : start + size] for t in tensors]
-        return [take_rows(t, rows[start : start + size]) for t in tensors]
+        index = rows[start : start + size]
+        return [torch.index_select(t, 0, index, out=scratch.take(f"input {i}", (index.numel(), *t.shape[1:]), t.dtype, t.device))
+                for i, t in enumerate(tensors)]
 
     parts = [verify_rows(*chunk(start)) for start in range(0, batch, size)]
     if isinstance(parts[0], torch.Tensor):

@@ -61,6 +61,7 @@ import torch
 from .base import (
     VerifierOutput,
     check_k,
+    Scratch,
     cumsum_rows,
     first_draft_probs,
     map_row_chunks,
@@ -75,6 +76,14 @@ draft_scheme = "iid"
 WORK_DTYPE = torch.float64
 
 
+#: Bytes of input rows per CPU chunk (:func:`decoding.verifiers.base.map_row_chunks`): one
+#: row at ``V = 151,936``. The full path keeps about fifteen float64 work arrays per chunk,
+#: so small chunks keep its :class:`decoding.verifiers.base.Scratch` small; on the 64 Qwen
+#: rows of docs/optimal-verifier.md section 9 (k = 2) 1-2 rows per chunk took 160 ms,
+#: 4 rows 180 ms and 6 rows (the default 4 MiB) 210 ms.
+CHUNK_BYTES = 1 << 20
+
+
 def uniforms_per_row(k: int) -> int:
     """``u1`` and ``u2`` per draft position, then the tie-break, acceptance and residual."""
     return 2 * check_k(k) + 3
@@ -85,15 +94,21 @@ def sample_drafts(draft_probs: torch.Tensor, k: int, generator: torch.Generator 
     return sample_iid(draft_probs, k, generator)
 
 
-def power(values: torch.Tensor, k: int) -> torch.Tensor:
-    """``values**k`` by binary exponentiation (the references multiply in the same order)."""
-    result, base = None, values
+def power(values: torch.Tensor, k: int, out: torch.Tensor | None = None, base: torch.Tensor | None = None) -> torch.Tensor:
+    """``values**k`` by binary exponentiation (the references multiply in the same order).
+    With ``out`` and ``base`` (arrays of the shape of ``values``, overlapping neither it nor
+    each other) the result is written to ``out`` and the squares to ``base``; the same
+    floats either way."""
+    result, square = None, values
     while k:
         if k & 1:
-            result = base if result is None else result * base
+            if result is None:
+                result = square if out is None else out.copy_(square)
+            else:
+                result = result * square if out is None else torch.mul(result, square, out=out)
         k >>= 1
         if k:
-            base = base * base
+            square = square * square if base is None else torch.mul(square, square, out=base)
     return result
 
 
@@ -126,17 +141,19 @@ class RowParameters:
     draft_mass: torch.Tensor  # [batch, 1]
 
 
-def stable_argsort_rows(keys: torch.Tensor) -> torch.Tensor:
-    """``torch.argsort(keys, dim=-1, stable=True)`` of int64 ``keys`` ``[batch, vocab]``. On
-    the CPU one row at a time: torch sorts a single contiguous int64 row by radix sort and a
-    batch with a comparison sort, about 4x slower per row at ``V = 151,936``
-    (``scripts/bench_optimal_verifier.py``, docs/optimal-verifier.md section 9). A stable sort
-    has one result, so both give the same order."""
-    if keys.device.type != "cpu" or keys.shape[0] <= 1:
+def stable_argsort_rows(keys: torch.Tensor, scratch: Scratch | None = None) -> torch.Tensor:
+    """``torch.argsort(keys, dim=-1, stable=True)`` of int64 ``keys`` ``[batch, vocab]`` (in
+    ``scratch`` buffers when given). On the CPU one row at a time: torch sorts a single
+    contiguous int64 row by radix sort and a batch with a comparison sort, about 4x slower
+    per row at ``V = 151,936`` (docs/optimal-verifier.md section 9). A stable sort has one
+    result, so both give the same order."""
+    if keys.device.type != "cpu":
         return torch.argsort(keys, dim=-1, stable=True)
-    order = torch.empty_like(keys)
+    scratch = Scratch() if scratch is None else scratch
+    order = scratch.take("order", keys.shape, torch.int64, keys.device)
+    values = scratch.take("sorted_keys", keys.shape[1:], keys.dtype, keys.device)
     for row in range(keys.shape[0]):
-        order[row] = torch.argsort(keys[row], stable=True)
+        torch.sort(keys[row], stable=True, out=(values, order[row]))
     return order
 
 
@@ -150,33 +167,36 @@ def row_parameters(
     target_probs: torch.Tensor,  # [batch, vocab]
     draft_probs: torch.Tensor,  # [batch, vocab]
     k: int,
+    scratch: Scratch | None = None,
 ) -> RowParameters:
     """Steps 1-2 of the module docstring, batched over rows (``p`` and ``q`` are
-    normalised by their totals summed in rank order)."""
-    p, q = target_probs.to(WORK_DTYPE), draft_probs.to(WORK_DTYPE)
-    positive = q > 0
-    ratio = torch.where(positive, p / q, torch.inf)
-    order = stable_argsort_rows(ratio.view(torch.int64))  # non-negative doubles sort as their bits
-    del ratio
-    p_r, q_r = p.gather(1, order), q.gather(1, order)
-    draft_total = cumsum_rows(q_r)
+    normalised by their totals summed in rank order). The ``[batch, vocab]`` arrays live in
+    ``scratch`` (:class:`decoding.verifiers.base.Scratch`; a new one by default): the
+    parameters are valid until the next call with the same scratch."""
+    scratch = Scratch() if scratch is None else scratch
+
+    def work(name: str, dtype: torch.dtype = WORK_DTYPE) -> torch.Tensor:
+        return scratch.take(name, tuple(target_probs.shape), dtype, target_probs.device)
+
+    p, q = work("p").copy_(target_probs), work("q").copy_(draft_probs)
+    positive = torch.gt(q, 0, out=work("positive", torch.bool))
+    ratio = torch.div(p, q, out=work("ratio")).masked_fill_(torch.logical_not(positive, out=work("zero", torch.bool)), torch.inf)
+    order = stable_argsort_rows(ratio.view(torch.int64), scratch)  # non-negative doubles sort as their bits
+    p_r, q_r = torch.gather(p, 1, order, out=work("p_rank")), torch.gather(q, 1, order, out=work("q_rank"))
+    draft_total = cumsum_rows(q_r, out=work("ratio"))
     draft_mass = draft_total[:, -1:].clone()
-    c_power = power(draft_total.div_(draft_mass), k)  # C_j^k
-    del draft_total
-    own = c_power.clone()
+    c_power = power(draft_total.div_(draft_mass), k, out=work("power"), base=work("p"))  # C_j^k
+    own = work("own").copy_(c_power)
     own[:, 1:] -= c_power[:, :-1]  # sigma
-    target_cumulative = cumsum_rows(p_r)
+    target_cumulative = cumsum_rows(p_r, out=work("target_cumulative"))
     target_mass = target_cumulative[:, -1:].clone()
     target_cumulative.div_(target_mass)
-    scores = target_cumulative - c_power  # f(H_{j+1}) - 1
-    del c_power
+    scores = torch.sub(target_cumulative, c_power, out=work("q"))  # f(H_{j+1}) - 1
     best = scores.argmin(dim=-1, keepdim=True)  # first minimiser
     cut = torch.where(scores.gather(1, best) < 0, best + 1, torch.zeros_like(best)).squeeze(1)
-    del scores
     excess = p_r.div_(target_mass).sub_(own)
-    gains = cumsum_rows(excess.clamp(min=0.0))
-    losses = cumsum_rows(excess.neg_().clamp_(min=0.0))
-    del excess, p_r
+    gains = cumsum_rows(torch.clamp(excess, min=0.0, out=work("ratio")), out=work("gains"))
+    losses = cumsum_rows(excess.neg_().clamp_(min=0.0), out=work("losses"))
     support = positive.sum(dim=-1)
     before_cut = (cut - 1).unsqueeze(1)
     gains_h, losses_h = _at(gains, before_cut), _at(losses, before_cut)
@@ -200,9 +220,10 @@ def row_parameters(
     )
 
 
-def token_ranks(order: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
-    """``[batch, m]`` rank of each of ``tokens`` ``[batch, m]`` under ``order`` ``[batch, vocab]``."""
-    inverse = torch.empty_like(order)
+def token_ranks(order: torch.Tensor, tokens: torch.Tensor, scratch: Scratch | None = None) -> torch.Tensor:
+    """``[batch, m]`` rank of each of ``tokens`` ``[batch, m]`` under ``order`` ``[batch, vocab]``
+    (the inverse permutation in a ``scratch`` buffer when given)."""
+    inverse = torch.empty_like(order) if scratch is None else scratch.take("inverse", tuple(order.shape), order.dtype, order.device)
     inverse.scatter_(1, order, torch.arange(order.shape[1], device=order.device).expand_as(order))
     return inverse.gather(1, tokens)
 
@@ -314,13 +335,15 @@ def verify_rows(
     draft_probs: torch.Tensor,  # [batch, vocab]
     draft_tokens: torch.Tensor,  # [batch, k]
     uniforms: torch.Tensor,  # [batch, 2k + 3]
+    scratch: Scratch | None = None,
 ) -> VerifierOutput:
-    """Steps 3-5 of the module docstring for the rows of ``params``."""
+    """Steps 3-5 of the module docstring for the rows of ``params`` (work arrays in
+    ``scratch`` when given)."""
     k = draft_tokens.shape[1]
     u = uniforms.to(WORK_DTYPE)
     p_tokens = target_probs.gather(1, draft_tokens).to(WORK_DTYPE) / params.target_mass
     q_tokens = draft_probs.gather(1, draft_tokens).to(WORK_DTYPE) / params.draft_mass
-    ranks = token_ranks(params.order, draft_tokens)
+    ranks = token_ranks(params.order, draft_tokens, scratch)
     positions = position_blocks(params, p_tokens, q_tokens, ranks, u[:, :k], u[:, k : 2 * k])
     at = highest_block(positions.blocks, u[:, 2 * k]).unsqueeze(1)
     passes = u[:, 2 * k + 1 : 2 * k + 2] * positions.selection.gather(1, at) < p_tokens.gather(1, at)
@@ -350,17 +373,19 @@ def verify_tuples(
     sure = torch.zeros(batch, dtype=torch.bool, device=draft_tokens.device)
     same = identical_drafts(draft_tokens).nonzero().squeeze(1)
     if same.numel():
+        scratch = Scratch()
         sure[same] = map_row_chunks(
-            lambda p, q, x, w: certified_acceptance(p, q, x[:, 0], w[:, 2 * k + 1], k),
-            target_probs, draft_probs, draft_tokens, u, rows=same,
+            lambda p, q, x, w: certified_acceptance(p, q, x[:, 0], w[:, 2 * k + 1], k, scratch),
+            target_probs, draft_probs, draft_tokens, u, rows=same, chunk_bytes=CHUNK_BYTES,
         )
     tokens = draft_tokens[:, 0].clone()
     accepted_index = accepted_holder(draft_tokens, tokens, u[:, 2 * k + 2])
     rest = (~sure).nonzero().squeeze(1)
     if rest.numel():
+        scratch = Scratch()  # one set of work arrays for every chunk
         out = map_row_chunks(
-            lambda p, q, x, w: verify_rows(row_parameters(p, q, k), p, q, x, w),
-            target_probs, draft_probs, draft_tokens, uniforms, rows=rest,
+            lambda p, q, x, w: verify_rows(row_parameters(p, q, k, scratch), p, q, x, w, scratch),
+            target_probs, draft_probs, draft_tokens, uniforms, rows=rest, chunk_bytes=CHUNK_BYTES,
         )
         tokens[rest], accepted_index[rest] = out.tokens, out.accepted_index
     return VerifierOutput(tokens=tokens, accepted_index=accepted_index)

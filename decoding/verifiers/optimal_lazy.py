@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import torch
 
-from .base import gather_tokens
+from .base import Scratch, gather_tokens
 
 #: Relative widening of ``p_a`` in the tie test: larger than any rounding of the
 #: products in float32 or float64, so every token ranked before ``a`` passes it.
@@ -62,16 +62,25 @@ def selection_upper_bound(
     draft_probs: torch.Tensor,  # [n, vocab]
     tokens: torch.Tensor,  # [n]
     k: int,
+    scratch: Scratch | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(sigma_up, p_low)`` ``[n]`` float64 (module docstring): an upper bound on the full
     path's float ``sigma`` (and so on its ``x``) at the rank of ``tokens`` and a lower bound
     on its float normalised ``p`` there. Rows with ``q(token) = 0``, or a ratio ``p / q`` that
-    overflows (it would tie with the ``q = 0`` tokens), get ``sigma_up = inf``."""
+    overflows (it would tie with the ``q = 0`` tokens), get ``sigma_up = inf``. The
+    ``[n, vocab]`` temporaries live in ``scratch`` (:class:`decoding.verifiers.base.Scratch`)."""
     vocab = target_probs.shape[1]
     slack = relative_slack(vocab, k)
+    scratch = Scratch() if scratch is None else scratch
+
+    def work(name: str, dtype: torch.dtype) -> torch.Tensor:
+        return scratch.take(name, tuple(target_probs.shape), dtype, target_probs.device)
+
     p_a, q_a = gather_tokens(target_probs, tokens), gather_tokens(draft_probs, tokens)
-    up_to = target_probs * q_a.unsqueeze(1) <= draft_probs * (p_a * (1.0 + TAU)).unsqueeze(1)
-    within = torch.where(up_to, draft_probs, torch.zeros((), dtype=draft_probs.dtype)).sum(dim=1, dtype=torch.float64)
+    products = torch.mul(target_probs, q_a.unsqueeze(1), out=work("products", target_probs.dtype))
+    bounds = torch.mul(draft_probs, (p_a * (1.0 + TAU)).unsqueeze(1), out=work("bounds", draft_probs.dtype))
+    up_to = torch.le(products, bounds, out=work("up_to", torch.bool))
+    within = torch.mul(draft_probs, up_to, out=bounds).sum(dim=1, dtype=torch.float64)  # q where up_to, else +0
     draft_mass = draft_probs.sum(dim=1, dtype=torch.float64)
     target_mass = target_probs.sum(dim=1, dtype=torch.float64)
     q_a, p_a = q_a.double(), p_a.double()
@@ -89,7 +98,8 @@ def certified_acceptance(
     tokens: torch.Tensor,  # [n] the drafted token of each row (all k drafts equal)
     u4: torch.Tensor,  # [n] float64, the acceptance uniform
     k: int,
+    scratch: Scratch | None = None,
 ) -> torch.Tensor:  # [n] bool
     """Rows where the full path surely accepts ``tokens``: ``u4 sigma_up < p_low``."""
-    sigma_up, p_low = selection_upper_bound(target_probs, draft_probs, tokens, k)
+    sigma_up, p_low = selection_upper_bound(target_probs, draft_probs, tokens, k, scratch)
     return u4 * sigma_up < p_low

@@ -105,7 +105,7 @@ def test_lazy_rows_are_taken_on_peaked_rows():
     assert sure.sum() >= 0.5 * same.sum() > 0
 
 
-def _ties_on_the_wrong_side(target_probs, draft_probs, tokens, k):
+def _ties_on_the_wrong_side(target_probs, draft_probs, tokens, k, scratch=None):
     """Broken: a strict ratio test without ``TAU`` leaves out the tokens tied with ``a``
     that rank before it (lower ids), so ``C`` and ``sigma_a`` are underestimated."""
     p_a, q_a = gather_tokens(target_probs, tokens), gather_tokens(draft_probs, tokens)

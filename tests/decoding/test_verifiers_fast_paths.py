@@ -287,6 +287,58 @@ def test_an_unstable_row_sort_is_detected():
     assert optimal.stable_argsort_rows(keys)[0].tolist() == [1, 3, 0, 2, 4]
 
 
+# ---------------------------------------------------------------- work arrays reused across chunks
+
+@pytest.mark.parametrize("k", range(1, 10))
+def test_power_into_buffers_equals_power_bit_for_bit(k):
+    values = torch.rand(3, 50, dtype=torch.float64, generator=torch.Generator().manual_seed(k))
+    kept = values.clone()
+    out, base_buffer = torch.empty_like(values), torch.empty_like(values)
+    assert torch.equal(optimal.power(values, k, out=out, base=base_buffer), optimal.power(values, k))
+    assert torch.equal(values, kept)
+
+
+def test_power_with_one_buffer_for_result_and_squares_is_detected():
+    """Deliberately broken: ``out`` and ``base`` the same array (the squares overwrite the
+    partial product), which :func:`decoding.verifiers.optimal.power` rules out."""
+    values = torch.rand(2, 20, dtype=torch.float64, generator=torch.Generator().manual_seed(0)) + 0.5
+    buffer = torch.empty_like(values)
+    assert not torch.equal(optimal.power(values, 3, out=buffer, base=buffer), optimal.power(values, 3))
+
+
+def test_scratch_reuses_one_buffer_per_name_and_grows_it():
+    scratch = base.Scratch()
+    a = scratch.take("a", (2, 3), torch.float64, torch.device("cpu"))
+    assert scratch.take("a", (1, 3), torch.float64, torch.device("cpu")).data_ptr() == a.data_ptr()
+    assert scratch.take("b", (1, 3), torch.float64, torch.device("cpu")).data_ptr() != a.data_ptr()
+    grown = scratch.take("a", (4, 3), torch.float64, torch.device("cpu"))
+    assert grown.shape == (4, 3) and grown.data_ptr() != a.data_ptr()
+    assert scratch.take("a", (2, 3), torch.int64, torch.device("cpu")).dtype == torch.int64
+
+
+def _parameters(params) -> list[torch.Tensor]:
+    return [getattr(params, name).clone() for name in (
+        "order", "draft", "own", "gains", "losses", "target_cumulative", "cut", "support", "gains_h", "losses_h",
+        "flow_u", "flow_h", "target_mass", "draft_mass")]
+
+
+@pytest.mark.parametrize("k", [1, 2, 5])
+def test_row_parameters_in_a_used_scratch_equal_fresh_ones(k):
+    """A scratch that held a larger chunk of other rows (with ties and q = 0 entries) gives
+    the parameters of a fresh computation bit for bit, and so do the row-wise sorts and
+    scans: the full path of the optimal verifier reuses one scratch for every chunk."""
+    p, q = _rows(5, 300, seed=k)
+    q[1, :40] = 0.0
+    p[2] = q[2]
+    scratch = base.Scratch()
+    optimal.row_parameters(p[:5].flip(0), q[:5].flip(0), k, scratch)
+    used = _parameters(optimal.row_parameters(p[:3], q[:3], k, scratch))
+    fresh = _parameters(optimal.row_parameters(p[:3], q[:3], k))
+    assert all(torch.equal(a, b) for a, b in zip(used, fresh, strict=True))
+    batched = torch.argsort(torch.where(q[:3] > 0, p[:3] / q[:3], torch.inf).view(torch.int64), dim=-1, stable=True)
+    assert torch.equal(used[0], batched)
+
+
 # ---------------------------------------------------------------- the benchmark's pass counter
 
 def test_pass_counter_counts_v_sized_passes():
