@@ -12,7 +12,9 @@ the drafts are drawn once, then each of these is timed ``--repeats`` times (medi
 per row = the batched call's time / rows):
 
 - ``optimal``: the optimal verifier's ``verify`` on all rows in one call;
-- ``argsort``: ``torch.argsort(p / q, dim=-1)`` on the same rows (the sort alone);
+- ``argsort``: ``torch.argsort(p / q, dim=-1)`` on the same rows (one batched sort);
+- ``row sort``: :func:`decoding.verifiers.optimal.stable_argsort_rows` of the float64 ratio
+  bits, the sort the optimal verifier does (one row at a time, torch's radix sort);
 - ``rrs``: :mod:`decoding.verifiers.rrs` ``verify`` on the same rows and drafts;
 - for drafts without replacement also ``rrs_wor`` (:mod:`decoding.verifiers.rrs_wor`).
 
@@ -67,6 +69,8 @@ def run(rows: int, vocab: int, ks: list[int], repeats: int, dtype: torch.dtype) 
     alphas = np.array([iid_optimum_for_ks(p[b].double().numpy(), q[b].double().numpy(), ks) for b in range(rows)])
     ratio = p / q
     sort_s, _ = timed(lambda: torch.argsort(ratio, dim=-1), repeats)
+    keys = (p.double() / q.double()).view(torch.int64)
+    row_sort_s, _ = timed(lambda: optimal.stable_argsort_rows(keys), repeats)
     results = []
     for j, k in enumerate(ks):
         draft_probs = q.unsqueeze(1).expand(rows, k, vocab)
@@ -82,6 +86,7 @@ def run(rows: int, vocab: int, ks: list[int], repeats: int, dtype: torch.dtype) 
                 "k": k,
                 "optimal_ms": 1e3 * ours_s / rows,
                 "argsort_ms": 1e3 * sort_s / rows,
+                "row_sort_ms": 1e3 * row_sort_s / rows,
                 "accepted_optimal": accepted_fraction(ours),
                 "alpha_star_iid": float(alphas[:, j].mean()),
             }
@@ -97,16 +102,17 @@ def run(rows: int, vocab: int, ks: list[int], repeats: int, dtype: torch.dtype) 
 def table(results: list[dict]) -> str:
     lines = [
         (
-            "| drafts | k | optimal (ms/row) | argsort (ms/row) | rrs (ms/row) | optimal / rrs | rrs_wor (ms/row) "
-            "| accepted: optimal | rrs | rrs_wor | alpha* (iid) |"
+            "| drafts | k | optimal (ms/row) | argsort (ms/row) | row sort (ms/row) | rrs (ms/row) | optimal / rrs "
+            "| rrs_wor (ms/row) | accepted: optimal | rrs | rrs_wor | alpha* (iid) |"
         ),
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for e in results:
         wor_ms = "-" if "rrs_wor_ms" not in e else f"{e['rrs_wor_ms']:.2f}"
         wor_accepted = "-" if "accepted_rrs_wor" not in e else f"{e['accepted_rrs_wor']:.3f}"
         lines.append(
-            f"| {e['sampling']} | {e['k']} | {e['optimal_ms']:.2f} | {e['argsort_ms']:.2f} | {e['rrs_ms']:.2f} "
+            f"| {e['sampling']} | {e['k']} | {e['optimal_ms']:.2f} | {e['argsort_ms']:.2f} | {e['row_sort_ms']:.2f} "
+            f"| {e['rrs_ms']:.2f} "
             f"| {e['ratio_to_rrs']:.1f} | {wor_ms} | {e['accepted_optimal']:.3f} "
             f"| {e['accepted_rrs']:.3f} | {wor_accepted} | {e['alpha_star_iid']:.3f} |"
         )
