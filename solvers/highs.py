@@ -85,9 +85,9 @@ _THREAD = threading.local()
 
 
 def _solver():
-    """This thread's ``Highs`` object, created once: with a new object per solve a
-    pair-stage LP of truncated IS costs 0.99 ms, with the reused one 0.84 ms (model, solve and
-    certificate; ``python scripts/bench_highs_reuse.py``, this 2-core machine).
+    """This thread's ``Highs`` object, created once: a new object per solve costs about
+    0.13 ms of the 0.9 ms of a pair-stage LP of truncated IS (model, solve and certificate;
+    ``python scripts/bench_highs_reuse.py``, docs/benchmarks.md section (c)).
     :func:`_run` calls ``clearModel`` before each model, which drops the previous model, its
     solution and its basis, so every solve starts cold and returns what a new object returns
     (``tests/solvers/test_highs_reuse.py``). One per thread: a Dask worker's threads never
