@@ -2,7 +2,9 @@
 every solve must return what a new object returns, bit for bit, whatever was solved before
 and with whatever options. Checked on a sequence of the reference LPs and of pair-stage LPs
 of truncated IS (the LPs the reuse is for), with presolve alternating on and off; a reused
-object that keeps the options of its first solve is shown to fail the same check."""
+object that keeps the options of its first solve is shown to fail the same check. The model
+is passed as numpy arrays (:func:`solvers.highs._pass_model`), checked the same way against
+a ``HighsLp`` built from lists (the slow obvious form)."""
 from __future__ import annotations
 
 import threading
@@ -76,12 +78,53 @@ def test_a_reused_object_that_keeps_its_first_options_is_detected(lps, monkeypat
 
     def stale_run(data, presolve, time_limit, solver_tolerance):
         h.clearModel()
-        h.passModel(highs._highs_lp(data))
+        highs._pass_model(h, data)
         h.run()
         return h, h.getModelStatus()
 
     reference = _results(lps)
     monkeypatch.setattr(highs, "_run", stale_run)
+    assert not _same(_results(lps), reference)
+
+
+def _pass_model_by_lists(h, data) -> None:
+    """The reference: a ``HighsLp`` filled from Python lists, passed whole."""
+    inf = highspy.kHighsInf
+    start, index, value = highs._stacked_csc(data.A_eq, data.A_ub)
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = data.n, data.A_eq.shape[0] + data.A_ub.shape[0]
+    lp.sense_ = highspy.ObjSense.kMaximize if data.maximize else highspy.ObjSense.kMinimize
+    lp.col_cost_ = data.c.tolist()
+    lp.col_lower_ = np.where(np.isneginf(data.lower), -inf, data.lower).tolist()
+    lp.col_upper_ = np.where(np.isposinf(data.upper), inf, data.upper).tolist()
+    lp.row_lower_ = np.concatenate([data.b_eq, np.full(data.b_ub.shape[0], -inf)]).tolist()
+    lp.row_upper_ = np.concatenate([data.b_eq, data.b_ub]).tolist()
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = lp.num_col_, lp.num_row_
+    lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = start.tolist(), index.tolist(), value.tolist()
+    h.passModel(lp)
+
+
+def test_the_model_passed_as_arrays_solves_as_one_passed_as_lists(lps, monkeypatch):
+    arrays = _results(lps)
+    monkeypatch.setattr(highs, "_pass_model", _pass_model_by_lists)
+    assert _same(arrays, _results(lps))
+
+
+def test_a_model_passed_with_inequalities_as_equalities_is_detected(lps, monkeypatch):
+    """Deliberately broken: the ``<=`` rows passed with ``b_ub`` as their lower bound too."""
+    def pinned(h, data):
+        start, index, value = highs._stacked_csc(data.A_eq, data.A_ub)
+        bounds = np.concatenate([data.b_eq, data.b_ub]).astype(np.float64)
+        h.passModel(data.n, data.A_eq.shape[0] + data.A_ub.shape[0], len(value), int(highspy.MatrixFormat.kColwise),
+                    int(highspy.ObjSense.kMaximize if data.maximize else highspy.ObjSense.kMinimize), 0.0,
+                    data.c.astype(np.float64), np.where(np.isneginf(data.lower), -highspy.kHighsInf, data.lower),
+                    np.where(np.isposinf(data.upper), highspy.kHighsInf, data.upper), bounds, bounds,
+                    start.astype(np.int32), index.astype(np.int32), value.astype(np.float64),
+                    np.zeros(data.n, dtype=np.int32))
+
+    reference = _results(lps)
+    monkeypatch.setattr(highs, "_pass_model", pinned)
     assert not _same(_results(lps), reference)
 
 
