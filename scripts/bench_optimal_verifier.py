@@ -13,7 +13,7 @@ per row = the batched call's time / rows):
 
 - ``optimal``: the optimal verifier's ``verify`` on all rows in one call;
 - ``argsort``: ``torch.argsort(p / q, dim=-1)`` on the same rows (one batched sort);
-- ``row sort``: :func:`decoding.verifiers.optimal.stable_argsort_rows` of the float64 ratio
+- ``row sort``: :func:`decoding.verifiers.optimal.stable_sort_rows` of the float64 ratio
   bits, the sort the optimal verifier does (one row at a time, torch's radix sort);
 - ``rrs``: :mod:`decoding.verifiers.rrs` ``verify`` on the same rows and drafts;
 - for drafts without replacement also ``rrs_wor`` (:mod:`decoding.verifiers.rrs_wor`).
@@ -70,7 +70,7 @@ def run(rows: int, vocab: int, ks: list[int], repeats: int, dtype: torch.dtype) 
     ratio = p / q
     sort_s, _ = timed(lambda: torch.argsort(ratio, dim=-1), repeats)
     keys = (p.double() / q.double()).view(torch.int64)
-    row_sort_s, _ = timed(lambda: optimal.stable_argsort_rows(keys), repeats)
+    row_sort_s, _ = timed(lambda: optimal.stable_sort_rows(keys), repeats)
     results = []
     for j, k in enumerate(ks):
         draft_probs = q.unsqueeze(1).expand(rows, k, vocab)

@@ -117,7 +117,8 @@ class RowParameters:
     """Per-row parameters (``[batch, vocab]`` by rank unless noted; module docstring).
 
     Attributes:
-        order: int64, token id of each rank.
+        order: int64, token id of each rank; keys: int64, the sorted ratio bits (the key of
+            each rank: the float64 ``p / q`` of the unnormalised rows, ``inf`` where ``q = 0``).
         draft: ``q`` by rank, unnormalised; own: ``sigma`` by rank.
         gains: ``G``; losses: ``L``; target_cumulative: ``P``.
         cut: ``[batch]`` int64 ``m``; support: ``[batch]`` int64 ``n`` (tokens with ``q > 0``).
@@ -126,6 +127,7 @@ class RowParameters:
     """
 
     order: torch.Tensor
+    keys: torch.Tensor
     draft: torch.Tensor
     own: torch.Tensor
     gains: torch.Tensor
@@ -141,20 +143,20 @@ class RowParameters:
     draft_mass: torch.Tensor  # [batch, 1]
 
 
-def stable_argsort_rows(keys: torch.Tensor, scratch: Scratch | None = None) -> torch.Tensor:
-    """``torch.argsort(keys, dim=-1, stable=True)`` of int64 ``keys`` ``[batch, vocab]`` (in
-    ``scratch`` buffers when given). On the CPU one row at a time: torch sorts a single
-    contiguous int64 row by radix sort and a batch with a comparison sort, about 4x slower
-    per row at ``V = 151,936`` (docs/optimal-verifier.md section 9). A stable sort has one
-    result, so both give the same order."""
+def stable_sort_rows(keys: torch.Tensor, scratch: Scratch | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``torch.sort(keys, dim=-1, stable=True)`` of int64 ``keys`` ``[batch, vocab]``: the sorted
+    keys and the order (in ``scratch`` buffers when given). On the CPU one row at a time: torch
+    sorts a single contiguous int64 row by radix sort and a batch with a comparison sort,
+    about 4x slower per row at ``V = 151,936`` (docs/optimal-verifier.md section 9). A stable
+    sort has one result, so both give the same order."""
     if keys.device.type != "cpu":
-        return torch.argsort(keys, dim=-1, stable=True)
+        return torch.sort(keys, dim=-1, stable=True)
     scratch = Scratch() if scratch is None else scratch
+    values = scratch.take("sorted_keys", keys.shape, keys.dtype, keys.device)
     order = scratch.take("order", keys.shape, torch.int64, keys.device)
-    values = scratch.take("sorted_keys", keys.shape[1:], keys.dtype, keys.device)
     for row in range(keys.shape[0]):
-        torch.sort(keys[row], stable=True, out=(values, order[row]))
-    return order
+        torch.sort(keys[row], stable=True, out=(values[row], order[row]))
+    return values, order
 
 
 def _at(values: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
@@ -181,7 +183,7 @@ def row_parameters(
     p, q = work("p").copy_(target_probs), work("q").copy_(draft_probs)
     positive = torch.gt(q, 0, out=work("positive", torch.bool))
     ratio = torch.div(p, q, out=work("ratio")).masked_fill_(torch.logical_not(positive, out=work("zero", torch.bool)), torch.inf)
-    order = stable_argsort_rows(ratio.view(torch.int64), scratch)  # non-negative doubles sort as their bits
+    keys, order = stable_sort_rows(ratio.view(torch.int64), scratch)  # non-negative doubles sort as their bits
     p_r, q_r = torch.gather(p, 1, order, out=work("p_rank")), torch.gather(q, 1, order, out=work("q_rank"))
     draft_total = cumsum_rows(q_r, out=work("ratio"))
     draft_mass = draft_total[:, -1:].clone()
@@ -204,6 +206,7 @@ def row_parameters(
     losses_u = losses[:, -1:] - losses_h
     return RowParameters(
         order=order,
+        keys=keys,
         draft=q_r,
         own=own,
         gains=gains,
@@ -220,12 +223,34 @@ def row_parameters(
     )
 
 
-def token_ranks(order: torch.Tensor, tokens: torch.Tensor, scratch: Scratch | None = None) -> torch.Tensor:
-    """``[batch, m]`` rank of each of ``tokens`` ``[batch, m]`` under ``order`` ``[batch, vocab]``
-    (the inverse permutation in a ``scratch`` buffer when given)."""
-    inverse = torch.empty_like(order) if scratch is None else scratch.take("inverse", tuple(order.shape), order.dtype, order.device)
+def token_ranks(order: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """``[batch, m]`` rank of each of ``tokens`` ``[batch, m]`` under ``order`` ``[batch, vocab]``,
+    by the inverse permutation (the reference for :func:`sorted_ranks`)."""
+    inverse = torch.empty_like(order)
     inverse.scatter_(1, order, torch.arange(order.shape[1], device=order.device).expand_as(order))
     return inverse.gather(1, tokens)
+
+
+def ratio_keys(p_tokens: torch.Tensor, q_tokens: torch.Tensor) -> torch.Tensor:
+    """The sort keys of :func:`row_parameters` at given tokens: the int64 bits of the float64
+    ``p / q`` of the unnormalised rows (``p_tokens``, ``q_tokens`` in the input dtype), ``inf``
+    where ``q = 0``."""
+    p, q = p_tokens.to(WORK_DTYPE), q_tokens.to(WORK_DTYPE)
+    return torch.where(q > 0, p / q, torch.inf).view(torch.int64)
+
+
+def sorted_ranks(params: RowParameters, tokens: torch.Tensor, token_keys: torch.Tensor) -> torch.Tensor:
+    """``[batch, m]`` rank of each of ``tokens`` (keys ``token_keys``, :func:`ratio_keys`), the
+    same as :func:`token_ranks` without its V-sized inverse permutation: the tokens whose key
+    is smaller, found by binary search in the sorted keys, plus, in a block of equal keys
+    (where the stable sort keeps token ids ascending), the tokens of the block with a smaller id."""
+    first = torch.searchsorted(params.keys, token_keys, right=False)
+    last = torch.searchsorted(params.keys, token_keys, right=True)
+    ranks = first.clone()
+    for row, j in (last - first > 1).nonzero().tolist():  # ties: rare
+        block = params.order[row, first[row, j] : last[row, j]]
+        ranks[row, j] += int((block < tokens[row, j]).sum())
+    return ranks
 
 
 @dataclass(frozen=True)
@@ -335,15 +360,13 @@ def verify_rows(
     draft_probs: torch.Tensor,  # [batch, vocab]
     draft_tokens: torch.Tensor,  # [batch, k]
     uniforms: torch.Tensor,  # [batch, 2k + 3]
-    scratch: Scratch | None = None,
 ) -> VerifierOutput:
-    """Steps 3-5 of the module docstring for the rows of ``params`` (work arrays in
-    ``scratch`` when given)."""
+    """Steps 3-5 of the module docstring for the rows of ``params``."""
     k = draft_tokens.shape[1]
     u = uniforms.to(WORK_DTYPE)
     p_tokens = target_probs.gather(1, draft_tokens).to(WORK_DTYPE) / params.target_mass
     q_tokens = draft_probs.gather(1, draft_tokens).to(WORK_DTYPE) / params.draft_mass
-    ranks = token_ranks(params.order, draft_tokens, scratch)
+    ranks = sorted_ranks(params, draft_tokens, ratio_keys(target_probs.gather(1, draft_tokens), draft_probs.gather(1, draft_tokens)))
     positions = position_blocks(params, p_tokens, q_tokens, ranks, u[:, :k], u[:, k : 2 * k])
     at = highest_block(positions.blocks, u[:, 2 * k]).unsqueeze(1)
     passes = u[:, 2 * k + 1 : 2 * k + 2] * positions.selection.gather(1, at) < p_tokens.gather(1, at)
@@ -384,7 +407,7 @@ def verify_tuples(
     if rest.numel():
         scratch = Scratch()  # one set of work arrays for every chunk
         out = map_row_chunks(
-            lambda p, q, x, w: verify_rows(row_parameters(p, q, k, scratch), p, q, x, w, scratch),
+            lambda p, q, x, w: verify_rows(row_parameters(p, q, k, scratch), p, q, x, w),
             target_probs, draft_probs, draft_tokens, uniforms, rows=rest, chunk_bytes=CHUNK_BYTES,
         )
         tokens[rest], accepted_index[rest] = out.tokens, out.accepted_index

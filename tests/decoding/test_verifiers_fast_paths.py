@@ -268,14 +268,16 @@ def test_sample_weighted_follows_the_weights():
        dtype=st.sampled_from([torch.float32, torch.float64]))
 def test_row_wise_cumsum_and_sort_equal_the_batched_ops_bit_for_bit(rows, vocab, ties, seed, dtype):
     """:func:`decoding.verifiers.base.cumsum_rows` and
-    :func:`decoding.verifiers.optimal.stable_argsort_rows` (one row at a time on the CPU)
+    :func:`decoding.verifiers.optimal.stable_sort_rows` (one row at a time on the CPU)
     return exactly what the batched ``cumsum`` and stable ``argsort`` return, keys with
     many ties included (``ties`` distinct values)."""
     g = torch.Generator().manual_seed(seed)
     values = torch.rand(rows, vocab, generator=g, dtype=torch.float64).to(dtype)
     assert torch.equal(base.cumsum_rows(values), values.cumsum(dim=-1))
     keys = torch.randint(0, ties, (rows, vocab), generator=g, dtype=torch.int64)
-    assert torch.equal(optimal.stable_argsort_rows(keys), torch.argsort(keys, dim=-1, stable=True))
+    values, order = optimal.stable_sort_rows(keys)
+    assert torch.equal(order, torch.argsort(keys, dim=-1, stable=True))
+    assert torch.equal(values, torch.sort(keys, dim=-1).values)
 
 
 def test_an_unstable_row_sort_is_detected():
@@ -283,8 +285,8 @@ def test_an_unstable_row_sort_is_detected():
     within ties) is not the stable order the references use."""
     keys = torch.tensor([[1, 0, 1, 0, 1]] * 2)
     unstable = torch.argsort(keys * 10 - torch.arange(5), dim=-1)
-    assert not torch.equal(unstable, optimal.stable_argsort_rows(keys))
-    assert optimal.stable_argsort_rows(keys)[0].tolist() == [1, 3, 0, 2, 4]
+    assert not torch.equal(unstable, optimal.stable_sort_rows(keys)[1])
+    assert optimal.stable_sort_rows(keys)[1][0].tolist() == [1, 3, 0, 2, 4]
 
 
 # ---------------------------------------------------------------- work arrays reused across chunks
@@ -318,7 +320,7 @@ def test_scratch_reuses_one_buffer_per_name_and_grows_it():
 
 def _parameters(params) -> list[torch.Tensor]:
     return [getattr(params, name).clone() for name in (
-        "order", "draft", "own", "gains", "losses", "target_cumulative", "cut", "support", "gains_h", "losses_h",
+        "order", "keys", "draft", "own", "gains", "losses", "target_cumulative", "cut", "support", "gains_h", "losses_h",
         "flow_u", "flow_h", "target_mass", "draft_mass")]
 
 
@@ -337,6 +339,38 @@ def test_row_parameters_in_a_used_scratch_equal_fresh_ones(k):
     assert all(torch.equal(a, b) for a, b in zip(used, fresh, strict=True))
     batched = torch.argsort(torch.where(q[:3] > 0, p[:3] / q[:3], torch.inf).view(torch.int64), dim=-1, stable=True)
     assert torch.equal(used[0], batched)
+
+
+@settings(max_examples=60, deadline=None)
+@given(vocab=st.integers(2, 40), levels=st.integers(1, 4), seed=st.integers(0, 2**31 - 1),
+       dtype=st.sampled_from([torch.float32, torch.float64]))
+def test_sorted_ranks_equal_the_inverse_permutation(vocab, levels, seed, dtype):
+    """Ranks found in the sorted keys (:func:`decoding.verifiers.optimal.sorted_ranks`) are the
+    inverse permutation's (:func:`decoding.verifiers.optimal.token_ranks`) for every token,
+    on rows with many exact ratio ties (``levels`` distinct values), zeros in ``q`` (keys
+    ``inf``, tied by id) and zeros in ``p``."""
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randint(0, levels + 1, (3, vocab), generator=g).to(dtype)
+    p = q * torch.randint(0, 3, (3, vocab), generator=g).to(dtype)
+    p[:, 0] += 1.0  # some mass everywhere
+    q[:, -1] += 1.0
+    params = optimal.row_parameters(p, q, 2)
+    tokens = torch.arange(vocab).expand(3, vocab)
+    keys = optimal.ratio_keys(p.gather(1, tokens), q.gather(1, tokens))
+    assert torch.equal(optimal.sorted_ranks(params, tokens, keys), optimal.token_ranks(params.order, tokens))
+
+
+def test_sorted_ranks_without_the_tie_count_are_detected():
+    """Deliberately broken: the first position of a block of equal keys for every token of
+    the block."""
+    p = torch.tensor([[1.0, 1.0, 1.0, 2.0]])
+    q = torch.tensor([[1.0, 1.0, 1.0, 1.0]])
+    params = optimal.row_parameters(p, q, 2)
+    tokens = torch.arange(4).unsqueeze(0)
+    keys = optimal.ratio_keys(p, q)
+    first_only = torch.searchsorted(params.keys, keys)
+    assert not torch.equal(first_only, optimal.token_ranks(params.order, tokens))
+    assert torch.equal(optimal.sorted_ranks(params, tokens, keys), optimal.token_ranks(params.order, tokens))
 
 
 # ---------------------------------------------------------------- the benchmark's pass counter
