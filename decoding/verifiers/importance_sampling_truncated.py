@@ -220,16 +220,26 @@ def plan_on_alphabet(
 
 
 def batched_top_tokens(probs: torch.Tensor, size: int) -> list[np.ndarray]:
-    """:func:`top_tokens` of every row of ``probs`` ``[n, V]`` (``size < V``): the
-    ``size``-th largest value by ``torch.topk``, then per row the entries above it and the
-    lowest-index entries equal to it, among the candidates ``>=`` it (usually ``size``)."""
-    threshold = torch.topk(probs, size, dim=1).values[:, -1:]  # [n, 1]
-    row, col = (probs >= threshold).nonzero(as_tuple=True)  # row-major: ascending ids per row
-    above = (probs[row, col] > threshold[row, 0]).cpu().numpy()
-    counts = torch.bincount(row, minlength=probs.shape[0]).cpu().tolist()
-    alphabets = []
-    for cols, strict in zip(np.split(col.cpu().numpy(), np.cumsum(counts)[:-1]), np.split(above, np.cumsum(counts)[:-1])):
-        alphabets.append(cols[strict | (np.cumsum(~strict) <= size - strict.sum())])
+    """:func:`top_tokens` of every row of ``probs`` ``[n, V]`` (``size < V``). ``torch.topk``
+    of ``size + 1`` entries: where the ``size``-th largest value is above the next one, the
+    first ``size`` indices are the set (sorted); only the rows tied across that boundary take
+    the entries above the ``size``-th value and the lowest-index entries equal to it, among
+    the candidates ``>=`` it."""
+    top = torch.topk(probs, size + 1, dim=1)
+    clear = (top.values[:, size - 1] > top.values[:, size]).cpu().numpy()
+    indices = top.indices[:, :size].cpu().numpy()
+    alphabets = [np.sort(indices[r]) if clear[r] else None for r in range(probs.shape[0])]
+    tied = np.flatnonzero(~clear)
+    if tied.size:
+        rows = torch.as_tensor(tied, device=probs.device)
+        candidates = take_rows(probs, rows)
+        threshold = top.values[rows, size - 1 : size]  # [m, 1]
+        row, col = (candidates >= threshold).nonzero(as_tuple=True)  # row-major: ascending ids per row
+        above = (candidates[row, col] > threshold[row, 0]).cpu().numpy()
+        counts = torch.bincount(row, minlength=len(tied)).cpu().tolist()
+        splits = np.cumsum(counts)[:-1]
+        for r, cols, strict in zip(tied, np.split(col.cpu().numpy(), splits), np.split(above, splits)):
+            alphabets[r] = cols[strict | (np.cumsum(~strict) <= size - strict.sum())]
     return alphabets
 
 
@@ -237,8 +247,8 @@ def distinct_rows(
     target_probs: torch.Tensor,  # [batch, vocab]
     draft_probs: torch.Tensor,  # [batch, vocab]
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(first [n], which [batch])``: the first row of each distinct ``(p, q)`` pair and the
-    pair of every row (``first[which[b]]`` equals row ``b``). Rows are grouped by a
+    """``(first [n], which [batch])``: the first row of each distinct ``(p, q)`` pair, ascending,
+    and the pair of every row (``first[which[b]]`` equals row ``b``). Rows are grouped by a
     fingerprint (two dot products, one read of each row), then every row is compared with
     its group's first row; only if some fingerprint is shared by different rows are the
     rows sorted (``torch.unique``). A fingerprint never merges different rows, it can at
@@ -254,7 +264,8 @@ def distinct_rows(
             _, which = torch.unique(torch.cat([target_probs, draft_probs], dim=1), dim=0, return_inverse=True)
             first = torch.full_like(which, which.numel())[: int(which.max()) + 1].scatter_reduce_(
                 0, which, torch.arange(which.numel(), device=which.device), "amin")
-    return first, which
+    first, pair = first.sort()  # ascending rows: take_rows then copies nothing when every row is distinct
+    return first, torch.empty_like(pair).scatter_(0, pair, torch.arange(pair.numel(), device=pair.device))[which]
 
 
 def _plans(
@@ -305,7 +316,7 @@ def verify(
         return VerifierOutput(tokens=draft_tokens[:, 0].clone(), accepted_index=draft_tokens[:, 0].clone())
 
     first, which = distinct_rows(target_probs, q)
-    plans = _plans(target_probs[first], q[first], k, s, alphabet_size, backend)
+    plans = _plans(take_rows(target_probs, first), take_rows(q, first), k, s, alphabet_size, backend)
 
     def table(name: str) -> torch.Tensor:
         return torch.as_tensor(np.stack([getattr(pl, name) for pl in plans]), dtype=dtype, device=device)[which]

@@ -153,6 +153,30 @@ def test_batched_alphabets_equal_the_stable_sort():
             assert np.array_equal(alphabet, np.sort(np.argsort(-row, kind="stable")[:size]))
 
 
+@settings(max_examples=100, deadline=None)
+@given(vocab=st.integers(2, 30), levels=st.integers(1, 5), seed=st.integers(0, 2**31 - 1), data=st.data())
+def test_batched_alphabets_with_ties_equal_the_stable_sort(vocab, levels, seed, data):
+    """Rows whose values come from ``levels`` distinct numbers (ties across the alphabet's
+    boundary in most rows, none in some): the topk shortcut and the tie scan together give
+    the first ``size`` tokens of the stable sort by ``-p``."""
+    size = data.draw(st.integers(1, vocab - 1))
+    g = torch.Generator().manual_seed(seed)
+    p = torch.randint(0, levels, (4, vocab), generator=g).double() + torch.rand(4, 1, generator=g, dtype=torch.float64)
+    p[0] = torch.rand(vocab, generator=g, dtype=torch.float64)  # almost surely no tie
+    for row, alphabet in zip(p.numpy(), importance_sampling_truncated.batched_top_tokens(p, size)):
+        assert np.array_equal(alphabet, np.sort(np.argsort(-row, kind="stable")[:size]))
+
+
+def test_alphabets_from_topk_alone_are_detected():
+    """Deliberately broken: ``topk``'s own ``size`` indices also for a row tied across the
+    boundary, where torch splits the tie by no fixed rule (on this row it does not take the
+    lowest ids: 1, 6, 7, 8, 9 in torch 2.13)."""
+    p = torch.tensor([[0.2] * 10 + [0.1] * 10], dtype=torch.float64)
+    expected = np.sort(np.argsort(-p[0].numpy(), kind="stable")[:5])
+    assert np.array_equal(importance_sampling_truncated.batched_top_tokens(p, 5)[0], expected)
+    assert not np.array_equal(np.sort(torch.topk(p, 5, dim=1).indices[0].numpy()), expected)
+
+
 def test_truncated_is_refuses_a_row_without_a_finite_positive_sum():
     p = torch.tensor([[0.5, 0.5, 0.0], [float("nan"), 0.5, 0.5]], dtype=torch.float64)
     qs = torch.full((2, 2, 3), 1 / 3, dtype=torch.float64)
@@ -182,6 +206,22 @@ def test_distinct_rows_never_merges_rows_with_equal_fingerprints():
     assert torch.equal(q[first[which]], q)
     merged = torch.zeros(5, dtype=torch.int64)  # deliberately broken: grouped by fingerprint only
     assert not torch.equal(p[first[merged]], p)
+
+
+def test_distinct_rows_lists_first_rows_ascending():
+    """Rows whose fingerprints decrease with the row index (so ``torch.unique`` numbers the
+    pairs backwards): ``first`` comes out ascending, and when every row is distinct it is
+    every row in order, so ``take_rows`` hands the rows over without a copy."""
+    p = torch.eye(4, dtype=torch.float64).flip(1)  # one-hot at 3, 2, 1, 0: fingerprints 2, 5/3, 4/3, 1
+    q = torch.full((4, 4), 0.25, dtype=torch.float64)
+    first, which = importance_sampling_truncated.distinct_rows(p, q)
+    assert first.tolist() == [0, 1, 2, 3]
+    assert torch.equal(base.take_rows(p, first)[which], p)
+    first, which = importance_sampling_truncated.distinct_rows(torch.cat([p, p[:2]]), torch.cat([q, q[:2]]))
+    assert first.tolist() == [0, 1, 2, 3] and which.tolist() == [0, 1, 2, 3, 0, 1]
+    first_bad, which_bad = first.flip(0), 3 - which[:4]  # deliberately broken: a valid pairing, unsorted
+    assert torch.equal(first_bad[which_bad], first[which[:4]])
+    assert not torch.equal(base.take_rows(p, first_bad)[which_bad], p)  # take_rows hands over p as it is
 
 
 # ---------------------------------------------------------------- k-SEQ at a large vocabulary
