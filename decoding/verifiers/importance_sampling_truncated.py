@@ -45,9 +45,10 @@ the values of ``p`` and ``q`` on the alphabets go to the CPU (:func:`plan_on_alp
 The tables (``[alphabet_size, alphabet_size]`` per stage) then go back to the input
 device and the sampling itself is batched torch: draft positions in the alphabet by
 ``searchsorted``, and V-sized work only for the rows whose output leaves the alphabet
-(the complement draw). V-sized passes per distinct row: 7 (two fingerprints, two sums,
-``topk``, the candidate mask and its ``nonzero``), plus 4 per row that leaves the
-alphabet (gather ``p``, zero the alphabet, sum, inverse-CDF scan).
+(the complement draw). V-sized passes per distinct row: 5 (two fingerprints, two sums,
+``topk``), 2 more for a row tied across the alphabet's boundary (the candidate mask and its
+``nonzero``), plus 4 per row that leaves the alphabet (gather ``p``, zero the alphabet, sum,
+inverse-CDF scan).
 
 Randomness: ``uniforms_per_row(k) = k + 3`` - columns ``0..k-2`` the pair stages,
 ``k-1`` the acceptance of ``Z``, ``k`` the inner residual, ``k+1`` the post-processing
