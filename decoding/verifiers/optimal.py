@@ -48,9 +48,12 @@ arithmetic; float64 here, so up to rounding of order 1e-16 per token).
 Randomness (``uniforms_per_row(k) = 2k + 3``): columns ``0..k-1`` are ``u1`` of each
 position, ``k..2k-1`` its ``u2``, ``2k`` the tie-break ``u3``, ``2k+1`` the acceptance
 ``u4``, ``2k+2`` the residual draw or the holder ``u5``. Work per row on the full path:
-one ``argsort`` of ``V`` (on the int64 bit patterns of the float64 ratios, which sort like
-the ratios), about twenty O(V) passes, and four binary searches per draft position; a
-row of identical drafts whose acceptance is certain: about seven passes and no sort.
+one stable sort of ``V`` keys (the int64 bit patterns of the float64 ratios, which sort like
+the ratios; one row at a time on the CPU, :func:`stable_sort_rows`), about twenty O(V)
+passes, and six binary searches per draft position (two for its rank in the sorted keys,
+:func:`sorted_ranks`); a row of identical drafts whose acceptance is certain: about seven
+passes and no sort. On the CPU the rows go one per chunk, with one
+:class:`decoding.verifiers.base.Scratch` of work arrays for the call.
 """
 from __future__ import annotations
 
