@@ -27,9 +27,10 @@ accepted position is then the full path's: the holder of ``a`` numbered
 ``floor(u5 k)`` (:func:`decoding.verifiers.optimal.accepted_holder`). Every other row
 goes the full way, so the lazy verifier equals the full one draw for draw.
 
-Cost for a row of identical drafts: five V-sized passes (two products, the comparison,
-the masked ``q``, its float64 sum) and two float64 sums (``T``, ``M``), against one sort
-and about twenty passes.
+Cost for a row of identical drafts: two float64 sums (``T``, ``M``), then, only when the
+first tier (``S = M``, :func:`certified_acceptance`) leaves it open, five V-sized passes
+(two products, the comparison, the masked ``q``, its float64 sum); against one sort and
+about twenty passes.
 """
 from __future__ import annotations
 
@@ -57,20 +58,45 @@ def identical_drafts(draft_tokens: torch.Tensor) -> torch.Tensor:  # [batch, k] 
     return (draft_tokens == draft_tokens[:, :1]).all(dim=1)
 
 
+def _bound(
+    mass_up_to: torch.Tensor,  # [n] float64: a float sum of q over a set holding every rank <= a
+    p_a: torch.Tensor,  # [n]
+    q_a: torch.Tensor,  # [n]
+    draft_mass: torch.Tensor,  # [n] float64 sum of q
+    target_mass: torch.Tensor,  # [n] float64 sum of p
+    k: int,
+    slack: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(sigma_up, p_low)`` from ``S^ = mass_up_to`` (module docstring)."""
+    q_a, p_a = q_a.double(), p_a.double()
+    c_up = (mass_up_to * (1.0 + slack) - q_a).clamp(min=0.0) * (1.0 + slack) / draft_mass
+    w_up = q_a * (1.0 + slack) / draft_mass
+    sigma_up = (((c_up + w_up) * (1.0 + slack)) ** k - (c_up * (1.0 - slack)) ** k) * (1.0 + slack)
+    ranked = (p_a / q_a).isfinite()  # q_a > 0 and a finite float64 ratio: no tie with q = 0 tokens
+    sigma_up = torch.where(ranked, sigma_up, torch.full_like(sigma_up, torch.inf))
+    return sigma_up, p_a * (1.0 - slack) / target_mass
+
+
+def _masses(target_probs: torch.Tensor, draft_probs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(M^, T^)`` ``[n]``: the float64 sums of ``q`` and ``p``."""
+    return draft_probs.sum(dim=1, dtype=torch.float64), target_probs.sum(dim=1, dtype=torch.float64)
+
+
 def selection_upper_bound(
     target_probs: torch.Tensor,  # [n, vocab]
     draft_probs: torch.Tensor,  # [n, vocab]
     tokens: torch.Tensor,  # [n]
     k: int,
     scratch: Scratch | None = None,
+    masses: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(sigma_up, p_low)`` ``[n]`` float64 (module docstring): an upper bound on the full
     path's float ``sigma`` (and so on its ``x``) at the rank of ``tokens`` and a lower bound
-    on its float normalised ``p`` there. Rows with ``q(token) = 0``, or a ratio ``p / q`` that
-    overflows (it would tie with the ``q = 0`` tokens), get ``sigma_up = inf``. The
-    ``[n, vocab]`` temporaries live in ``scratch`` (:class:`decoding.verifiers.base.Scratch`)."""
-    vocab = target_probs.shape[1]
-    slack = relative_slack(vocab, k)
+    on its float normalised ``p`` there, from ``S`` = the ``q`` mass of the tie-widened ratio
+    test. Rows with ``q(token) = 0``, or a ratio ``p / q`` that overflows (it would tie with
+    the ``q = 0`` tokens), get ``sigma_up = inf``. The ``[n, vocab]`` temporaries live in
+    ``scratch`` (:class:`decoding.verifiers.base.Scratch`); ``masses`` = :func:`_masses` when
+    already computed."""
     scratch = Scratch() if scratch is None else scratch
 
     def work(name: str, dtype: torch.dtype) -> torch.Tensor:
@@ -81,15 +107,8 @@ def selection_upper_bound(
     bounds = torch.mul(draft_probs, (p_a * (1.0 + TAU)).unsqueeze(1), out=work("bounds", draft_probs.dtype))
     up_to = torch.le(products, bounds, out=work("up_to", torch.bool))
     within = torch.mul(draft_probs, up_to, out=bounds).sum(dim=1, dtype=torch.float64)  # q where up_to, else +0
-    draft_mass = draft_probs.sum(dim=1, dtype=torch.float64)
-    target_mass = target_probs.sum(dim=1, dtype=torch.float64)
-    q_a, p_a = q_a.double(), p_a.double()
-    c_up = (within * (1.0 + slack) - q_a).clamp(min=0.0) * (1.0 + slack) / draft_mass
-    w_up = q_a * (1.0 + slack) / draft_mass
-    sigma_up = (((c_up + w_up) * (1.0 + slack)) ** k - (c_up * (1.0 - slack)) ** k) * (1.0 + slack)
-    ranked = (p_a / q_a).isfinite()  # q_a > 0 and a finite float64 ratio: no tie with q = 0 tokens
-    sigma_up = torch.where(ranked, sigma_up, torch.full_like(sigma_up, torch.inf))
-    return sigma_up, p_a * (1.0 - slack) / target_mass
+    draft_mass, target_mass = _masses(target_probs, draft_probs) if masses is None else masses
+    return _bound(within, p_a, q_a, draft_mass, target_mass, k, relative_slack(target_probs.shape[1], k))
 
 
 def certified_acceptance(
@@ -100,6 +119,16 @@ def certified_acceptance(
     k: int,
     scratch: Scratch | None = None,
 ) -> torch.Tensor:  # [n] bool
-    """Rows where the full path surely accepts ``tokens``: ``u4 sigma_up < p_low``."""
-    sigma_up, p_low = selection_upper_bound(target_probs, draft_probs, tokens, k, scratch)
-    return u4 * sigma_up < p_low
+    """Rows where the full path surely accepts ``tokens``: ``u4 sigma_up < p_low``, in two
+    tiers. First with ``S^ = M^``, the sum of all of ``q`` (every token is in the set, so
+    Lemma 5 holds a fortiori; ``sigma_up`` is then about the membership probability
+    ``1 - (1 - q_a)^k``): no pass beyond the two sums. Then, if a row of the chunk is left
+    open, with the tie-widened ratio test of :func:`selection_upper_bound`."""
+    masses = _masses(target_probs, draft_probs)
+    p_a, q_a = gather_tokens(target_probs, tokens), gather_tokens(draft_probs, tokens)
+    sigma_up, p_low = _bound(masses[0], p_a, q_a, *masses, k, relative_slack(target_probs.shape[1], k))
+    sure = u4 * sigma_up < p_low
+    if bool(sure.all()):
+        return sure
+    sigma_up, p_low = selection_upper_bound(target_probs, draft_probs, tokens, k, scratch, masses)
+    return sure | (u4 * sigma_up < p_low)

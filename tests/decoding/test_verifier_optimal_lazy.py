@@ -105,7 +105,7 @@ def test_lazy_rows_are_taken_on_peaked_rows():
     assert sure.sum() >= 0.5 * same.sum() > 0
 
 
-def _ties_on_the_wrong_side(target_probs, draft_probs, tokens, k, scratch=None):
+def _ties_on_the_wrong_side(target_probs, draft_probs, tokens, k, scratch=None, masses=None):
     """Broken: a strict ratio test without ``TAU`` leaves out the tokens tied with ``a``
     that rank before it (lower ids), so ``C`` and ``sigma_a`` are underestimated."""
     p_a, q_a = gather_tokens(target_probs, tokens), gather_tokens(draft_probs, tokens)
@@ -130,5 +130,44 @@ def test_broken_bound_fails_draw_for_draw(monkeypatch):
     case = _tied_instance()
     _assert_same(*case)
     monkeypatch.setattr(optimal_lazy, "selection_upper_bound", _ties_on_the_wrong_side)
+    with pytest.raises(AssertionError):
+        _assert_same(*case)
+
+
+def _tier_one(p, q, tokens, k):
+    """The first tier's ``(sigma_up, p_low)``: ``S^ = M^``, every token in the set."""
+    masses = optimal_lazy._masses(p, q)
+    return optimal_lazy._bound(masses[0], gather_tokens(p, tokens), gather_tokens(q, tokens), *masses, k,
+                               optimal_lazy.relative_slack(p.shape[1], k))
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("name", FAMILIES)
+def test_first_tier_bound_holds_and_decides_rows_alone(name, dtype):
+    """The first tier bounds the full path's ``sigma`` at the drafted rank; on peaked rows it
+    decides some rows without the ratio test."""
+    k = 3
+    p, q, drafts, uniforms = _case(name, 300, 7, k, 11, dtype)
+    tokens = drafts[:, 0]
+    sigma_up, _ = _tier_one(p, q, tokens, k)
+    params = optimal.row_parameters(p, q, k)
+    own = gather_tokens(params.own, optimal.token_ranks(params.order, tokens.unsqueeze(1)).squeeze(1))
+    drafted = gather_tokens(q, tokens) > 0
+    assert (own[drafted] <= sigma_up[drafted]).all()
+    if name == "dirichlet":
+        sigma_up, p_low = _tier_one(p, q, tokens, k)
+        assert (uniforms[:, 2 * k + 1].double() * sigma_up < p_low).any()
+
+
+def test_broken_first_tier_fails_draw_for_draw(monkeypatch):
+    """Deliberately broken: the first tier with ``S^ = q_a`` (as if ``a`` ranked first, so
+    ``C = 0``) accepts where the full path rejects."""
+    case = _tied_instance()
+    real = optimal_lazy._bound
+
+    def first_ranked(mass_up_to, p_a, q_a, *rest):
+        return real(q_a.double() if mass_up_to is rest[0] else mass_up_to, p_a, q_a, *rest)
+
+    monkeypatch.setattr(optimal_lazy, "_bound", first_ranked)
     with pytest.raises(AssertionError):
         _assert_same(*case)
