@@ -342,7 +342,7 @@ def map_row_chunks(
         return [torch.index_select(t, 0, index, out=scratch.take(f"input {i}", (index.numel(), *t.shape[1:]), t.dtype, t.device))
                 for i, t in enumerate(tensors)]
 
-    parts = [verify_rows(*chunk(start)) for start in range(0, batch, size)]
+    parts = [verify_rows(*chunk(start)) for start in range(0, max(batch, 1), size)]  # no rows: one empty chunk
     if isinstance(parts[0], torch.Tensor):
         return torch.cat(parts)
     return VerifierOutput(torch.cat([o.tokens for o in parts]), torch.cat([o.accepted_index for o in parts]))

@@ -81,9 +81,10 @@ WORK_DTYPE = torch.float64
 
 #: Bytes of input rows per CPU chunk (:func:`decoding.verifiers.base.map_row_chunks`): one
 #: row at ``V = 151,936``. The full path keeps about fifteen float64 work arrays per chunk,
-#: so small chunks keep its :class:`decoding.verifiers.base.Scratch` small; on the 64 Qwen
-#: rows of docs/optimal-verifier.md section 9 (k = 2) 1-2 rows per chunk took 160 ms,
-#: 4 rows 180 ms and 6 rows (the default 4 MiB) 210 ms.
+#: so small chunks keep its :class:`decoding.verifiers.base.Scratch` small: timing
+#: ``verify_tuples`` on the 64 Qwen rows of ``scripts/bench_verifier_cost.py`` (k = 2, one run
+#: per value, 2026-11-25) with 1-2 rows per chunk took 160 ms, with 4 rows 180 ms and with 6
+#: rows (the default 4 MiB) 210 ms.
 CHUNK_BYTES = 1 << 20
 
 

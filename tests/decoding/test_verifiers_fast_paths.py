@@ -90,6 +90,8 @@ def test_map_row_chunks_on_selected_rows_returns_their_results_in_order(monkeypa
     rows = torch.tensor([1, 4, 5, 8, 9])
     out = base.map_row_chunks(lambda t, w: t[:, 0] * 10 + w, x, torch.arange(10.0), rows=rows)
     assert out.tolist() == [11.0, 44.0, 55.0, 88.0, 99.0]
+    none = base.map_row_chunks(lambda t, w: t[:, 0] * 10 + w, x, torch.arange(10.0), rows=rows[:0])
+    assert none.shape == (0,)
 
 
 # ---------------------------------------------------------------- SpecHub's hub
