@@ -7,35 +7,20 @@ is passed as numpy arrays (:func:`solvers.highs._pass_model`), checked the same 
 a ``HighsLp`` built from lists (the slow obvious form)."""
 from __future__ import annotations
 
+import sys
 import threading
+from pathlib import Path
 
 import highspy
 import numpy as np
 import pytest
 
 import solvers.highs as highs
-from otm.rules import importance_sampling_truncated
 from tests.fast_path_support import same_floats
 from tests.solvers.conftest import REFERENCE_LPS
 
-
-def _pair_stage_lps(instances: int, seed: int) -> list:
-    """The LPs :func:`otm.rules.importance_sampling_truncated.pair_stage` solves on random
-    instances (12 tokens, 6 free)."""
-    captured = []
-    solve_lp = importance_sampling_truncated.solve_lp
-
-    def capture(lp, backend):
-        captured.append(lp)
-        return solve_lp(lp, backend)
-
-    rng = np.random.default_rng(seed)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(importance_sampling_truncated, "solve_lp", capture)
-        for _ in range(instances):
-            p, q = rng.dirichlet(np.full(12, 0.3)), rng.dirichlet(np.full(12, 0.3))
-            importance_sampling_truncated.pair_stage(p, q, q, 6)
-    return captured
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+import bench_highs_reuse  # noqa: E402  (the LPs and the new-object factory of the benchmark)
 
 
 def _results(lps: list) -> list:
@@ -53,27 +38,21 @@ def _same(got: list, ref: list) -> bool:
     )
 
 
-def _fresh():
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
-    return h
-
-
 @pytest.fixture(scope="module")
 def lps() -> list:
-    return [r.lp for r in REFERENCE_LPS] + _pair_stage_lps(20, seed=1)
+    return [r.lp for r in REFERENCE_LPS] + bench_highs_reuse.pair_stage_lps(20, alphabet=12, free=6, seed=1)
 
 
 def test_a_reused_object_solves_as_a_new_one(lps, monkeypatch):
     reused = _results(lps)
-    monkeypatch.setattr(highs, "_solver", _fresh)
+    monkeypatch.setattr(highs, "_solver", bench_highs_reuse.fresh_solver)
     assert _same(reused, _results(lps))
 
 
 def test_a_reused_object_that_keeps_its_first_options_is_detected(lps, monkeypatch):
     """Deliberately broken: the options are set when the object is created and never again,
     so presolve stays as the first solve asked."""
-    h = _fresh()
+    h = bench_highs_reuse.fresh_solver()
     h.setOptionValue("presolve", "choose")
 
     def stale_run(data, presolve, time_limit, solver_tolerance):
@@ -137,14 +116,7 @@ def test_each_thread_has_its_own_object():
 
 
 def test_the_reuse_benchmark_runs_and_restores_the_backend():
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[2] / "scripts" / "bench_highs_reuse.py"
-    spec = importlib.util.spec_from_file_location("bench_highs_reuse", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
     solver = highs._solver
-    result = bench.main(["--instances", "3", "--alphabet", "12", "--free", "4", "--repeats", "1"])
+    result = bench_highs_reuse.main(["--instances", "3", "--alphabet", "12", "--free", "4", "--repeats", "1"])
     assert set(result) == {"new object per solve", "reused object"} and all(v > 0 for v in result.values())
     assert highs._solver is solver
