@@ -368,9 +368,10 @@ def verify_rows(
     """Steps 3-5 of the module docstring for the rows of ``params``."""
     k = draft_tokens.shape[1]
     u = uniforms.to(WORK_DTYPE)
-    p_tokens = target_probs.gather(1, draft_tokens).to(WORK_DTYPE) / params.target_mass
-    q_tokens = draft_probs.gather(1, draft_tokens).to(WORK_DTYPE) / params.draft_mass
-    ranks = sorted_ranks(params, draft_tokens, ratio_keys(target_probs.gather(1, draft_tokens), draft_probs.gather(1, draft_tokens)))
+    p_drafted, q_drafted = target_probs.gather(1, draft_tokens), draft_probs.gather(1, draft_tokens)
+    p_tokens = p_drafted.to(WORK_DTYPE) / params.target_mass
+    q_tokens = q_drafted.to(WORK_DTYPE) / params.draft_mass
+    ranks = sorted_ranks(params, draft_tokens, ratio_keys(p_drafted, q_drafted))
     positions = position_blocks(params, p_tokens, q_tokens, ranks, u[:, :k], u[:, k : 2 * k])
     at = highest_block(positions.blocks, u[:, 2 * k]).unsqueeze(1)
     passes = u[:, 2 * k + 1 : 2 * k + 2] * positions.selection.gather(1, at) < p_tokens.gather(1, at)

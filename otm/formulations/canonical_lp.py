@@ -124,7 +124,7 @@ def selection_weight_lp(p, mass, rows, tokens, num_tuples: int, offset=None):
 def _tuples_in_order(rows: np.ndarray, num_tuples: int) -> bool:
     """``rows`` lists the tuples ``0 .. num_tuples - 1`` in order, each at least once."""
     return bool(rows.size and num_tuples and rows[0] == 0 and rows[-1] == num_tuples - 1
-                and ((np.diff(rows) == 0) | (np.diff(rows) == 1)).all())
+                and np.isin(np.diff(rows), (0, 1)).all())
 
 
 def _float_selection_weight_lp(p, mass, rows, tokens, offset) -> LinearProgram:
