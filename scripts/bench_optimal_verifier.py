@@ -3,6 +3,7 @@
 
     .venv/bin/python scripts/bench_optimal_verifier.py [--rows 64] [--vocab 151936]
         [--ks 2,3,4,5,6,7,8] [--repeats 5] [--threads 1] [--dtype float32] [--json FILE]
+        [--vocabs 8192,16384,...]
 
 Rows: ``--rows`` random softmax pairs at ``--vocab`` tokens, target logits ``N(0, 2.5^2)``
 and draft logits = target + ``N(0, 1.5^2)`` (seeded), given to every verifier as
@@ -12,6 +13,10 @@ the drafts are drawn once, then each of these is timed ``--repeats`` times (medi
 per row = the batched call's time / rows):
 
 - ``optimal``: the optimal verifier's ``verify`` on all rows in one call;
+- ``sorted``, ``merged``: its full path on every row (no lazy rows), with the stable sort of
+  every ratio key (:func:`decoding.verifiers.optimal.row_parameters` and ``verify_rows`` on
+  one-row chunks) and with the merged rows of :mod:`decoding.verifiers.optimal_buckets`
+  (i.i.d. drafts only; the two give the same draws);
 - ``argsort``: ``torch.argsort(p / q, dim=-1)`` on the same rows (one batched sort);
 - ``row sort``: :func:`decoding.verifiers.optimal.stable_sort_rows` of the float64 ratio
   bits, the sort the optimal verifier does (one row at a time, torch's radix sort), into
@@ -23,7 +28,9 @@ per row = the batched call's time / rows):
 repeats (each repeat draws fresh uniforms); the optimal verifier's expectation is
 ``alpha*`` of the i.i.d. law (column ``alpha*``, the mean over rows of the prefix scan).
 Prints a markdown table and the machine's load average (timings on a shared machine move
-with it).
+with it). With ``--vocabs``, first a table of the two full paths per row at each of those
+vocabularies (``k = 2``, the same kind of rows): where the merged rows start to pay off
+(:data:`decoding.verifiers.optimal_buckets.MIN_VOCAB`).
 """
 from __future__ import annotations
 
@@ -36,8 +43,8 @@ import time
 import numpy as np
 import torch
 
-from decoding.verifiers import optimal, optimal_latent, rrs, rrs_wor
-from decoding.verifiers.base import Scratch
+from decoding.verifiers import optimal, optimal_buckets, optimal_latent, rrs, rrs_wor
+from decoding.verifiers.base import Scratch, map_row_chunks
 from otm.formulations.prefix_scan import iid_optimum_for_ks
 
 QWEN_VOCAB = 151_936
@@ -64,6 +71,28 @@ def timed(function, repeats: int) -> tuple[float, list]:
 
 def accepted_fraction(outputs) -> float:
     return float(np.mean([(out.accepted_index >= 0).double().mean().item() for out in outputs]))
+
+
+def full_paths(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, repeats: int) -> tuple[float, float]:
+    """Seconds (median) of the sorted and the merged full path on every row."""
+    k, scratch = drafts.shape[1], Scratch()
+    uniforms = torch.rand(p.shape[0], optimal.uniforms_per_row(k), generator=torch.Generator().manual_seed(5), dtype=p.dtype)
+    sorted_s, _ = timed(lambda: map_row_chunks(
+        lambda a, b, x, u: optimal.verify_rows(optimal.row_parameters(a, b, k, scratch), a, b, x, u),
+        p, q, drafts, uniforms, chunk_bytes=optimal.CHUNK_BYTES), repeats)
+    merged_s, _ = timed(lambda: optimal_buckets.verify_rows(p, q, drafts, uniforms, scratch=scratch), repeats)
+    return sorted_s, merged_s
+
+
+def crossover(rows: int, vocabs: list[int], repeats: int, dtype: torch.dtype) -> list[dict]:
+    """Per-row ms of the two full paths at each vocabulary (``k = 2``)."""
+    results = []
+    for vocab in vocabs:
+        p, q = softmax_rows(rows, vocab, dtype)
+        drafts = optimal.sample_drafts(q, 2, torch.Generator().manual_seed(vocab))
+        sorted_s, merged_s = full_paths(p, q, drafts, repeats)
+        results.append({"vocab": vocab, "sorted_ms": 1e3 * sorted_s / rows, "merged_ms": 1e3 * merged_s / rows})
+    return results
 
 
 def run(rows: int, vocab: int, ks: list[int], repeats: int, dtype: torch.dtype) -> list[dict]:
@@ -93,6 +122,9 @@ def run(rows: int, vocab: int, ks: list[int], repeats: int, dtype: torch.dtype) 
                 "accepted_optimal": accepted_fraction(ours),
                 "alpha_star_iid": float(alphas[:, j].mean()),
             }
+            if module is optimal:
+                sorted_s, merged_s = full_paths(p, q, drafts, repeats)
+                entry["sorted_ms"], entry["merged_ms"] = 1e3 * sorted_s / rows, 1e3 * merged_s / rows
             for name, baseline in baselines.items():
                 base_s, base = timed(lambda m=baseline, d=drafts, g=g, dp=draft_probs: m.verify(p, dp, d, g), repeats)
                 entry[f"{name}_ms"] = 1e3 * base_s / rows
@@ -105,16 +137,18 @@ def run(rows: int, vocab: int, ks: list[int], repeats: int, dtype: torch.dtype) 
 def table(results: list[dict]) -> str:
     lines = [
         (
-            "| drafts | k | optimal (ms/row) | argsort (ms/row) | row sort (ms/row) | rrs (ms/row) | optimal / rrs "
+            "| drafts | k | optimal (ms/row) | full path: sorted | merged (ms/row) | argsort (ms/row) "
+            "| row sort (ms/row) | rrs (ms/row) | optimal / rrs "
             "| rrs_wor (ms/row) | accepted: optimal | rrs | rrs_wor | alpha* (iid) |"
         ),
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for e in results:
         wor_ms = "-" if "rrs_wor_ms" not in e else f"{e['rrs_wor_ms']:.2f}"
         wor_accepted = "-" if "accepted_rrs_wor" not in e else f"{e['accepted_rrs_wor']:.3f}"
+        full = "| - | - " if "sorted_ms" not in e else f"| {e['sorted_ms']:.2f} | {e['merged_ms']:.2f} "
         lines.append(
-            f"| {e['sampling']} | {e['k']} | {e['optimal_ms']:.2f} | {e['argsort_ms']:.2f} | {e['row_sort_ms']:.2f} "
+            f"| {e['sampling']} | {e['k']} | {e['optimal_ms']:.2f} {full}| {e['argsort_ms']:.2f} | {e['row_sort_ms']:.2f} "
             f"| {e['rrs_ms']:.2f} "
             f"| {e['ratio_to_rrs']:.1f} | {wor_ms} | {e['accepted_optimal']:.3f} "
             f"| {e['accepted_rrs']:.3f} | {wor_accepted} | {e['alpha_star_iid']:.3f} |"
@@ -131,9 +165,14 @@ def main(argv=None) -> dict:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--dtype", choices=("float32", "float64"), default="float32")
     parser.add_argument("--json", default=None, help="also write the results to this file")
+    parser.add_argument("--vocabs", default=None, help="also time the two full paths at these vocabularies (k = 2)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     ks = [int(k) for k in args.ks.split(",")]
+    vocabs = crossover(args.rows, [int(v) for v in args.vocabs.split(",")], args.repeats, getattr(torch, args.dtype)) if args.vocabs else []
+    if vocabs:
+        print("| V | full path, sorted (ms/row) | merged (ms/row) |\n|---|---|---|")
+        print("\n".join(f"| {e['vocab']:,} | {e['sorted_ms']:.2f} | {e['merged_ms']:.2f} |" for e in vocabs))
     results = run(args.rows, args.vocab, ks, args.repeats, getattr(torch, args.dtype))
     info = {
         "rows": args.rows,
@@ -148,7 +187,7 @@ def main(argv=None) -> dict:
     print(f"{args.rows} rows, V = {args.vocab:,}, {args.dtype}, torch {torch.__version__}, "
           f"{args.threads} thread(s), median of {args.repeats}; load average {info['load_average']}")
     print(table(results))
-    data = {"info": info, "results": results}
+    data = {"info": info, "results": results, "vocabs": vocabs}
     if args.json:
         with open(args.json, "w") as handle:
             json.dump(data, handle, indent=1)

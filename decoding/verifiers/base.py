@@ -324,9 +324,9 @@ def map_row_chunks(
     first tensor is ``[batch, vocab]``, every tensor has the batch as its first axis) and
     concatenated (a :class:`VerifierOutput` field by field, a tensor along its first axis;
     ``chunk_bytes`` as in :func:`chunk_rows`).
-    With ``rows`` (sorted distinct indices), on those rows only, gathered chunk by chunk
-    into the same :class:`Scratch` buffers (no ``[len(rows), vocab]`` copy), so
-    ``verify_rows`` must not return views of its inputs. Exact for any chunking since rows
+    With ``rows`` (sorted distinct indices), on those rows only: a chunk of consecutive rows
+    is a view of the inputs, any other is gathered into the same :class:`Scratch` buffers
+    (no ``[len(rows), vocab]`` copy), so ``verify_rows`` must not return views of its inputs. Exact for any chunking since rows
     never share randomness: the uniforms are drawn for the whole batch before the call and
     sliced with the rows."""
     batch, vocab = (tensors[0].shape[0] if rows is None else rows.numel()), tensors[0].shape[-1]
@@ -339,6 +339,9 @@ def map_row_chunks(
         if rows is None:
             return [t[start : start + size] for t in tensors]
         index = rows[start : start + size]
+        first = int(index[0]) if index.numel() else 0
+        if index.numel() and int(index[-1]) - first + 1 == index.numel():  # consecutive rows: a view
+            return [t[first : first + index.numel()] for t in tensors]
         return [torch.index_select(t, 0, index, out=scratch.take(f"input {i}", (index.numel(), *t.shape[1:]), t.dtype, t.device))
                 for i, t in enumerate(tensors)]
 

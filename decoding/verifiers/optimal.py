@@ -52,7 +52,8 @@ one stable sort of ``V`` keys (the int64 bit patterns of the float64 ratios, whi
 the ratios; one row at a time on the CPU, :func:`stable_sort_rows`), about twenty O(V)
 passes, and six binary searches per draft position (two for its rank in the sorted keys,
 :func:`sorted_ranks`); a row of identical drafts whose acceptance is certain: about seven
-passes and no sort. On the CPU the rows go one per chunk, with one
+passes and no sort; on the CPU at large vocabularies the full path runs on merged rows
+without the sort (:mod:`decoding.verifiers.optimal_buckets`). On the CPU the rows go one per chunk, with one
 :class:`decoding.verifiers.base.Scratch` of work arrays for the call.
 """
 from __future__ import annotations
@@ -175,9 +176,9 @@ def row_parameters(
     k: int,
     scratch: Scratch | None = None,
 ) -> RowParameters:
-    """Steps 1-2 of the module docstring, batched over rows (``p`` and ``q`` are
-    normalised by their totals summed in rank order). The ``[batch, vocab]`` arrays live in
-    ``scratch`` (:class:`decoding.verifiers.base.Scratch`; a new one by default): the
+    """Steps 1-2 of the module docstring, batched over rows: the stable sort of the ratio
+    keys (:func:`ratio_keys`), then :func:`ranked_parameters`. The ``[batch, vocab]`` arrays
+    live in ``scratch`` (:class:`decoding.verifiers.base.Scratch`; a new one by default): the
     parameters are valid until the next call with the same scratch."""
     scratch = Scratch() if scratch is None else scratch
 
@@ -185,10 +186,29 @@ def row_parameters(
         return scratch.take(name, tuple(target_probs.shape), dtype, target_probs.device)
 
     p, q = work("p").copy_(target_probs), work("q").copy_(draft_probs)
-    positive = torch.gt(q, 0, out=work("positive", torch.bool))
-    ratio = torch.div(p, q, out=work("ratio")).masked_fill_(torch.logical_not(positive, out=work("zero", torch.bool)), torch.inf)
+    ratio = torch.div(p, q, out=work("ratio")).abs_()  # -0.0 / q -> +0.0: every key >= 0
+    ratio.masked_fill_(torch.le(q, 0, out=work("zero", torch.bool)), torch.inf)
     keys, order = stable_sort_rows(ratio.view(torch.int64), scratch)  # non-negative doubles sort as their bits
     p_r, q_r = torch.gather(p, 1, order, out=work("p_rank")), torch.gather(q, 1, order, out=work("q_rank"))
+    return ranked_parameters(order, keys, p_r, q_r, k, scratch)
+
+
+def ranked_parameters(
+    order: torch.Tensor,  # [batch, n] int64 token of each rank
+    keys: torch.Tensor,  # [batch, n] int64 ratio key of each rank, non-decreasing
+    p_r: torch.Tensor,  # [batch, n] float64 p by rank (overwritten)
+    q_r: torch.Tensor,  # [batch, n] float64 q by rank (kept as ``draft``)
+    k: int,
+    scratch: Scratch | None = None,
+) -> RowParameters:
+    """Step 1's sums, the cut and step 2, given the rows by rank. ``n`` is the vocabulary
+    for :func:`row_parameters`; :mod:`decoding.verifiers.optimal_buckets` passes shorter
+    rows in which runs of ranks are merged into one entry (their summed ``p`` and ``q``)."""
+    scratch = Scratch() if scratch is None else scratch
+
+    def work(name: str) -> torch.Tensor:
+        return scratch.take(name, tuple(p_r.shape), WORK_DTYPE, p_r.device)
+
     draft_total = cumsum_rows(q_r, out=work("ratio"))
     draft_mass = draft_total[:, -1:].clone()
     c_power = power(draft_total.div_(draft_mass), k, out=work("power"), base=work("p"))  # C_j^k
@@ -203,7 +223,7 @@ def row_parameters(
     excess = p_r.div_(target_mass).sub_(own)
     gains = cumsum_rows(torch.clamp(excess, min=0.0, out=work("ratio")), out=work("gains"))
     losses = cumsum_rows(excess.neg_().clamp_(min=0.0), out=work("losses"))
-    support = positive.sum(dim=-1)
+    support = (q_r > 0).sum(dim=-1)
     before_cut = (cut - 1).unsqueeze(1)
     gains_h, losses_h = _at(gains, before_cut), _at(losses, before_cut)
     gains_u = gains.gather(1, (support - 1).unsqueeze(1)) - gains_h
@@ -240,7 +260,7 @@ def ratio_keys(p_tokens: torch.Tensor, q_tokens: torch.Tensor) -> torch.Tensor:
     ``p / q`` of the unnormalised rows (``p_tokens``, ``q_tokens`` in the input dtype), ``inf``
     where ``q = 0``."""
     p, q = p_tokens.to(WORK_DTYPE), q_tokens.to(WORK_DTYPE)
-    return torch.where(q > 0, p / q, torch.inf).view(torch.int64)
+    return torch.where(q > 0, (p / q).abs(), torch.inf).view(torch.int64)
 
 
 def sorted_ranks(params: RowParameters, tokens: torch.Tensor, token_keys: torch.Tensor) -> torch.Tensor:
@@ -265,11 +285,14 @@ class Positions:
         selection: ``x`` at each position's rank.
         blocks: the rank of the block each position's level falls in.
         gains: ``e > 0`` at each position's rank (a shortfall or slack rank).
+        partners: the partner rank whose entries decide a move (``matched > 0`` and the
+            partner on the position's side of the cut), else -1.
     """
 
     selection: torch.Tensor
     blocks: torch.Tensor
     gains: torch.Tensor  # [batch, k] bool: e > 0 at the position's rank
+    partners: torch.Tensor  # [batch, k] int64
 
 
 def position_blocks(
@@ -297,17 +320,19 @@ def position_blocks(
     end = torch.minimum(torch.where(in_u, end_u, end_h), torch.where(in_u, params.flow_u, params.flow_h))
     matched = torch.where(lower | upper, (end - start).clamp(min=0.0), torch.zeros_like(start))
     point = start + u1 * matched
+    in_losses = lower  # a slack or shortfall rank's partner has e < 0: searched in L
+    value = torch.where(in_u, point, -point) + torch.where(in_losses, l_h, g_h)
     partner = torch.where(
         in_u,
         torch.where(
-            lower,
-            torch.searchsorted(params.losses, point + l_h, right=True),
-            torch.searchsorted(params.gains, point + g_h, right=True),
+            in_losses,
+            torch.searchsorted(params.losses, value, right=True),
+            torch.searchsorted(params.gains, value, right=True),
         ),
         torch.where(
-            lower,
-            torch.searchsorted(params.losses, l_h - point, right=False),
-            torch.searchsorted(params.gains, g_h - point, right=False),
+            in_losses,
+            torch.searchsorted(params.losses, value, right=False),
+            torch.searchsorted(params.gains, value, right=False),
         ),
     ).clamp(0, vocab - 1)
     valid = (partner != ranks) & ((partner >= params.cut.unsqueeze(1)) == in_u) & (partner < params.support.unsqueeze(1))
@@ -315,7 +340,12 @@ def position_blocks(
     gap = (params.own.gather(1, partner) / partner_q - own / q_tokens).abs()
     move = (matched > 0) & valid & (u2 * q_tokens * gap < matched)
     selection = (own + torch.where(lower, matched, -matched)).clamp(min=0.0)
-    return Positions(selection=selection, blocks=torch.where(move, partner, ranks), gains=lower)
+    return Positions(
+        selection=selection,
+        blocks=torch.where(move, partner, ranks),
+        gains=lower,
+        partners=torch.where((matched > 0) & valid, partner, torch.full_like(partner, -1)),
+    )
 
 
 def highest_block(blocks: torch.Tensor, u3: torch.Tensor) -> torch.Tensor:
@@ -366,23 +396,42 @@ def verify_rows(
     uniforms: torch.Tensor,  # [batch, 2k + 3]
 ) -> VerifierOutput:
     """Steps 3-5 of the module docstring for the rows of ``params``."""
+    p_drafted, q_drafted = target_probs.gather(1, draft_tokens), draft_probs.gather(1, draft_tokens)
+    return verify_rows_reading(params, p_drafted, q_drafted, draft_tokens, uniforms)[0]
+
+
+def verify_rows_reading(
+    params: RowParameters,
+    p_drafted: torch.Tensor,  # [batch, k] p at the drafts, input dtype
+    q_drafted: torch.Tensor,  # [batch, k] q at the drafts
+    draft_tokens: torch.Tensor,  # [batch, k]
+    uniforms: torch.Tensor,  # [batch, 2k + 3]
+    ranks: torch.Tensor | None = None,  # [batch, k] the drafts' ranks, when known
+) -> tuple[VerifierOutput, torch.Tensor]:
+    """:func:`verify_rows` given ``p`` and ``q`` at the drafts (and their ranks, found by
+    :func:`sorted_ranks` by default), and ``[batch, k + 1]`` the ranks other than the drafts'
+    own whose entries of ``params`` the draw used: each position's partner where it may move
+    there, then the residual rank on rejection; -1 elsewhere."""
     k = draft_tokens.shape[1]
     u = uniforms.to(WORK_DTYPE)
-    p_drafted, q_drafted = target_probs.gather(1, draft_tokens), draft_probs.gather(1, draft_tokens)
     p_tokens = p_drafted.to(WORK_DTYPE) / params.target_mass
     q_tokens = q_drafted.to(WORK_DTYPE) / params.draft_mass
-    ranks = sorted_ranks(params, draft_tokens, ratio_keys(p_drafted, q_drafted))
+    if ranks is None:
+        ranks = sorted_ranks(params, draft_tokens, ratio_keys(p_drafted, q_drafted))
     positions = position_blocks(params, p_tokens, q_tokens, ranks, u[:, :k], u[:, k : 2 * k])
     at = highest_block(positions.blocks, u[:, 2 * k]).unsqueeze(1)
     passes = u[:, 2 * k + 1 : 2 * k + 2] * positions.selection.gather(1, at) < p_tokens.gather(1, at)
     accept = (positions.gains.gather(1, at) | passes).squeeze(1)
-    drawn = params.order.gather(1, residual_ranks(params, u[:, 2 * k + 2]).unsqueeze(1)).squeeze(1)
+    residual = residual_ranks(params, u[:, 2 * k + 2])
+    drawn = params.order.gather(1, residual.unsqueeze(1)).squeeze(1)
     chosen = draft_tokens.gather(1, at).squeeze(1)
     holder = accepted_holder(draft_tokens, chosen, u[:, 2 * k + 2])
-    return VerifierOutput(
+    output = VerifierOutput(
         tokens=torch.where(accept, chosen, drawn),
         accepted_index=torch.where(accept, holder, torch.full_like(holder, -1)),
     )
+    reads = torch.cat([positions.partners, torch.where(accept, -1, residual).unsqueeze(1)], dim=1)
+    return output, reads
 
 
 def verify_tuples(
@@ -393,29 +442,34 @@ def verify_tuples(
 ) -> VerifierOutput:
     """Steps 1-5 for every row, lazily: a row of identical drafts whose acceptance
     :func:`decoding.verifiers.optimal_lazy.certified_acceptance` proves is accepted at
-    once (holder ``floor(u5 k)``); the other rows, gathered into a compact batch, go
-    through :func:`row_parameters` and :func:`verify_rows`. Draw for draw the same as
-    :func:`verify_rows` on every row."""
+    once (holder ``floor(u5 k)``); the other rows go the full way: on the CPU at a vocabulary
+    of at least :data:`decoding.verifiers.optimal_buckets.MIN_VOCAB` through its merged rows
+    (no sort of the vocabulary), else through :func:`row_parameters` and
+    :func:`verify_rows` on chunks of rows. The
+    same draw as :func:`verify_rows` on every row (in exact arithmetic; draw for draw in
+    floats except where a uniform falls within rounding of a boundary)."""
+    from . import optimal_buckets  # it builds on this module
+
     batch, k = draft_tokens.shape
     u = uniforms.to(WORK_DTYPE)
     sure = torch.zeros(batch, dtype=torch.bool, device=draft_tokens.device)
     same = identical_drafts(draft_tokens).nonzero().squeeze(1)
     if same.numel():
-        scratch = Scratch()
-        sure[same] = map_row_chunks(
-            lambda p, q, x, w: certified_acceptance(p, q, x[:, 0], w[:, 2 * k + 1], k, scratch),
-            target_probs, draft_probs, draft_tokens, u, rows=same, chunk_bytes=CHUNK_BYTES,
-        )
+        sure[same] = certified_acceptance(target_probs, draft_probs, draft_tokens[same, 0], u[same, 2 * k + 1], k, same, CHUNK_BYTES)
     tokens = draft_tokens[:, 0].clone()
     accepted_index = accepted_holder(draft_tokens, tokens, u[:, 2 * k + 2])
     rest = (~sure).nonzero().squeeze(1)
-    if rest.numel():
+    if not rest.numel():
+        return VerifierOutput(tokens=tokens, accepted_index=accepted_index)
+    if target_probs.device.type == "cpu" and target_probs.shape[1] >= optimal_buckets.MIN_VOCAB:
+        out = optimal_buckets.verify_rows(target_probs, draft_probs, draft_tokens, uniforms, rows=rest)
+    else:
         scratch = Scratch()  # one set of work arrays for every chunk
         out = map_row_chunks(
             lambda p, q, x, w: verify_rows(row_parameters(p, q, k, scratch), p, q, x, w),
             target_probs, draft_probs, draft_tokens, uniforms, rows=rest, chunk_bytes=CHUNK_BYTES,
         )
-        tokens[rest], accepted_index[rest] = out.tokens, out.accepted_index
+    tokens[rest], accepted_index[rest] = out.tokens, out.accepted_index
     return VerifierOutput(tokens=tokens, accepted_index=accepted_index)
 
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import torch
 
-from .base import Scratch, gather_tokens
+from .base import Scratch, gather_tokens, map_row_chunks
 
 #: Relative widening of ``p_a`` in the tie test: larger than any rounding of the
 #: products in float32 or float64, so every token ranked before ``a`` passes it.
@@ -77,9 +77,21 @@ def _bound(
     return sigma_up, p_a * (1.0 - slack) / target_mass
 
 
-def _masses(target_probs: torch.Tensor, draft_probs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(M^, T^)`` ``[n]``: the float64 sums of ``q`` and ``p``."""
-    return draft_probs.sum(dim=1, dtype=torch.float64), target_probs.sum(dim=1, dtype=torch.float64)
+def _masses(
+    target_probs: torch.Tensor, draft_probs: torch.Tensor, scratch: Scratch | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(M^, T^)`` ``[n]``: the float64 sums of ``q`` and ``p``, each row converted into a
+    float64 buffer of ``scratch`` first. On the CPU torch's float32-to-float64 sum converts
+    into a fresh temporary, whose first touch (page faults) costs several times the sum at
+    ``V = 151,936``; reusing one buffer touches its pages once. Any order of summation is
+    within the bound of Lemma 5."""
+    scratch = Scratch() if scratch is None else scratch
+
+    def sums(probs: torch.Tensor) -> torch.Tensor:
+        converted = scratch.take("masses", tuple(probs.shape), torch.float64, probs.device)
+        return converted.copy_(probs).sum(dim=1)
+
+    return sums(draft_probs), sums(target_probs)
 
 
 def selection_upper_bound(
@@ -112,23 +124,41 @@ def selection_upper_bound(
 
 
 def certified_acceptance(
-    target_probs: torch.Tensor,  # [n, vocab]
-    draft_probs: torch.Tensor,  # [n, vocab]
+    target_probs: torch.Tensor,  # [batch, vocab]
+    draft_probs: torch.Tensor,  # [batch, vocab]
     tokens: torch.Tensor,  # [n] the drafted token of each row (all k drafts equal)
     u4: torch.Tensor,  # [n] float64, the acceptance uniform
     k: int,
-    scratch: Scratch | None = None,
+    rows: torch.Tensor | None = None,  # [n] sorted distinct rows of the batch (default: all)
+    chunk_bytes: int | None = None,
 ) -> torch.Tensor:  # [n] bool
     """Rows where the full path surely accepts ``tokens``: ``u4 sigma_up < p_low``, in two
     tiers. First with ``S^ = M^``, the sum of all of ``q`` (every token is in the set, so
     Lemma 5 holds a fortiori; ``sigma_up`` is then about the membership probability
-    ``1 - (1 - q_a)^k``): no pass beyond the two sums. Then, if a row of the chunk is left
-    open, with the tie-widened ratio test of :func:`selection_upper_bound`."""
-    masses = _masses(target_probs, draft_probs)
-    p_a, q_a = gather_tokens(target_probs, tokens), gather_tokens(draft_probs, tokens)
-    sigma_up, p_low = _bound(masses[0], p_a, q_a, *masses, k, relative_slack(target_probs.shape[1], k))
+    ``1 - (1 - q_a)^k``): the two sums per row (on chunks of rows,
+    :func:`decoding.verifiers.base.map_row_chunks`), then a few ``[n]`` operations for all
+    rows at once. Then, for the rows left open only, the tie-widened ratio test of
+    :func:`selection_upper_bound`. The work arrays of both live in one
+    :class:`decoding.verifiers.base.Scratch` for every chunk."""
+    rows = torch.arange(target_probs.shape[0], device=tokens.device) if rows is None else rows
+    scratch = Scratch()
+    masses = map_row_chunks(lambda p, q: torch.stack(_masses(p, q, scratch), dim=1), target_probs, draft_probs, rows=rows, chunk_bytes=chunk_bytes)
+    draft_mass, target_mass = masses[:, 0], masses[:, 1]
+    p_a, q_a = target_probs[rows, tokens], draft_probs[rows, tokens]
+    sigma_up, p_low = _bound(draft_mass, p_a, q_a, draft_mass, target_mass, k, relative_slack(target_probs.shape[1], k))
     sure = u4 * sigma_up < p_low
-    if bool(sure.all()):
-        return sure
-    sigma_up, p_low = selection_upper_bound(target_probs, draft_probs, tokens, k, scratch, masses)
-    return sure | (u4 * sigma_up < p_low)
+    left = (~sure).nonzero().squeeze(1)
+    if left.numel():
+
+        def ratio_test(p, q, t, m):
+            return torch.stack(selection_upper_bound(p, q, t, k, scratch, (m[:, 0], m[:, 1])), dim=1)
+
+        open_rows = rows[left]
+
+        def by_batch_row(values: torch.Tensor) -> torch.Tensor:  # [n_left, ...] -> [batch, ...], for map_row_chunks
+            return values.new_zeros((target_probs.shape[0], *values.shape[1:])).index_copy(0, open_rows, values)
+
+        bounds = map_row_chunks(ratio_test, target_probs, draft_probs, by_batch_row(tokens[left]), by_batch_row(masses[left]),
+                                rows=open_rows, chunk_bytes=chunk_bytes)
+        sure[left] = u4[left] * bounds[:, 0] < bounds[:, 1]
+    return sure

@@ -13,7 +13,6 @@ verify_rows on every row), draw for draw:
 """
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
@@ -22,42 +21,9 @@ from hypothesis import strategies as st
 from decoding.verifiers import optimal, optimal_lazy
 from decoding.verifiers.base import gather_tokens
 
+from .optimal_cases import FAMILIES, case
+
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
-FAMILIES = ("ties", "one_hot", "p_equals_q", "disjoint", "q_zeros", "dirichlet")
-
-
-def _family(name: str, rows: int, vocab: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """``(p, q)`` ``[rows, vocab]``, unnormalised where the family is integer (exact ratio ties)."""
-    q = rng.integers(1, 5, size=(rows, vocab)).astype(float)
-    if name == "ties":  # p = m q with m in {0, 1, 2}: every ratio is one of three, exactly
-        return q * rng.integers(0, 3, size=(rows, vocab)), q
-    if name == "one_hot":
-        p = np.eye(vocab)[rng.integers(vocab, size=rows)]
-        return p, np.where(rng.random((rows, 1)) < 0.5, np.eye(vocab)[rng.integers(vocab, size=rows)], q)
-    if name == "p_equals_q":
-        return q.copy(), q
-    if name == "disjoint":
-        cut = vocab // 2
-        return np.concatenate([q[:, :cut], 0 * q[:, cut:]], 1), np.concatenate([0 * q[:, :cut], q[:, cut:]], 1)
-    if name == "q_zeros":
-        return rng.dirichlet(np.ones(vocab), size=rows), np.where(rng.random((rows, vocab)) < 0.4, 0.0, q)
-    peaked = rng.dirichlet(np.full(vocab, 0.3), size=rows)
-    return peaked, 0.7 * peaked + 0.3 * rng.dirichlet(np.ones(vocab), size=rows)
-
-
-def _case(name: str, rows: int, vocab: int, k: int, seed: int, dtype):
-    """``(p, q, drafts, uniforms)``: half the rows draft one token ``k`` times."""
-    rng = np.random.default_rng(seed)
-    p, q = _family(name, rows, vocab, rng)
-    q[:, 0] += (q.sum(1) == 0)  # a row needs some q
-    p, q = torch.as_tensor(p, dtype=dtype), torch.as_tensor(q, dtype=dtype)
-    g = torch.Generator().manual_seed(seed)
-    drafts = optimal.sample_drafts(q / q.sum(1, keepdim=True), k, g)
-    repeat = torch.rand(rows, generator=g) < 0.5
-    drafts = torch.where(repeat.unsqueeze(1), drafts[:, :1].expand(-1, k), drafts)
-    return p, q, drafts, torch.rand(rows, optimal.uniforms_per_row(k), generator=g, dtype=dtype)
-
 
 def _full(p, q, drafts, uniforms):
     """Every row the full way."""
@@ -79,14 +45,14 @@ def _assert_same(p, q, drafts, uniforms):
     dtype=st.sampled_from([torch.float64, torch.float32]),
 )
 def test_lazy_equals_full_draw_for_draw(name, vocab, k, seed, dtype):
-    _assert_same(*_case(name, 64, vocab, k, seed, dtype))
+    _assert_same(*case(name, 64, vocab, k, seed, dtype))
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 @pytest.mark.parametrize("name", FAMILIES)
 def test_bounds_hold_at_the_drafted_rank(name, dtype):
     k = 3
-    p, q, drafts, _ = _case(name, 300, 7, k, 11, dtype)
+    p, q, drafts, _ = case(name, 300, 7, k, 11, dtype)
     tokens = drafts[:, 0]
     sigma_up, p_low = optimal_lazy.selection_upper_bound(p, q, tokens, k)
     params = optimal.row_parameters(p, q, k)
@@ -99,7 +65,7 @@ def test_bounds_hold_at_the_drafted_rank(name, dtype):
 
 
 def test_lazy_rows_are_taken_on_peaked_rows():
-    p, q, drafts, uniforms = _case("dirichlet", 400, 50, 2, 3, torch.float64)
+    p, q, drafts, uniforms = case("dirichlet", 400, 50, 2, 3, torch.float64)
     same = optimal_lazy.identical_drafts(drafts)
     sure = optimal_lazy.certified_acceptance(p, q, drafts[:, 0], uniforms[:, 5].double(), 2) & same
     assert sure.sum() >= 0.5 * same.sum() > 0
@@ -147,7 +113,7 @@ def test_first_tier_bound_holds_and_decides_rows_alone(name, dtype):
     """The first tier bounds the full path's ``sigma`` at the drafted rank; on peaked rows it
     decides some rows without the ratio test."""
     k = 3
-    p, q, drafts, uniforms = _case(name, 300, 7, k, 11, dtype)
+    p, q, drafts, uniforms = case(name, 300, 7, k, 11, dtype)
     tokens = drafts[:, 0]
     sigma_up, _ = _tier_one(p, q, tokens, k)
     params = optimal.row_parameters(p, q, k)
@@ -171,3 +137,18 @@ def test_broken_first_tier_fails_draw_for_draw(monkeypatch):
     monkeypatch.setattr(optimal_lazy, "_bound", first_ranked)
     with pytest.raises(AssertionError):
         _assert_same(*case)
+
+
+@pytest.mark.parametrize("chunk_bytes", [None, 7 * 8])  # the default chunks, one row per chunk
+def test_certified_acceptance_on_selected_rows_is_that_of_those_rows(chunk_bytes):
+    """``rows=`` reads the selected rows in place; the verdicts are those of the same rows
+    passed alone (both tiers: some rows are left to the ratio test)."""
+    p, q, drafts, uniforms = case("ties", 120, 7, 3, 4, torch.float64)
+    rows = torch.tensor([0, 1, 2, 5, 6, 40, 41, 90, 119])
+    u4 = uniforms[:, 2 * 3 + 1].double()
+    alone = optimal_lazy.certified_acceptance(p[rows], q[rows], drafts[rows, 0], u4[rows], 3)
+    selected = optimal_lazy.certified_acceptance(p, q, drafts[rows, 0], u4[rows], 3, rows=rows, chunk_bytes=chunk_bytes)
+    assert selected.tolist() == alone.tolist()
+    sigma_up, p_low = _tier_one(p[rows], q[rows], drafts[rows, 0], 3)
+    first_tier = u4[rows] * sigma_up < p_low
+    assert (alone & ~first_tier).any() and not alone.all()  # the second tier decided some rows

@@ -94,6 +94,22 @@ def test_map_row_chunks_on_selected_rows_returns_their_results_in_order(monkeypa
     assert none.shape == (0,)
 
 
+def test_map_row_chunks_reads_consecutive_rows_in_place(monkeypatch):
+    """A chunk of consecutive selected rows is a view of the input (chunks [1, 2] and [9]
+    here), any other chunk a copy ([5, 8]); the results are the same either way."""
+    monkeypatch.setattr(base, "CPU_CHUNK_BYTES", 2 * 3 * 8)
+    x = torch.arange(10).unsqueeze(1).expand(10, 3).double().contiguous()
+    in_place = []
+
+    def record(t):
+        in_place.append(t.data_ptr() == x[int(t[0, 0])].data_ptr())
+        return t[:, 0] * 10
+
+    out = base.map_row_chunks(record, x, rows=torch.tensor([1, 2, 5, 8, 9]))
+    assert out.tolist() == [10.0, 20.0, 50.0, 80.0, 90.0]
+    assert in_place == [True, False, True]
+
+
 # ---------------------------------------------------------------- SpecHub's hub
 
 def _last_argmax(x: torch.Tensor) -> torch.Tensor:  # deliberately broken: ties to the higher index

@@ -1,0 +1,43 @@
+"""Row families for the optimal verifier's tests (tests/decoding/test_verifier_optimal_lazy.py,
+tests/decoding/test_verifier_optimal_buckets.py): exact ratio ties, one-hot rows, ``p = q``,
+disjoint supports, ``q`` with zeros and peaked Dirichlet rows."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from decoding.verifiers import optimal
+
+FAMILIES = ("ties", "one_hot", "p_equals_q", "disjoint", "q_zeros", "dirichlet")
+
+
+def family(name: str, rows: int, vocab: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """``(p, q)`` ``[rows, vocab]``, unnormalised where the family is integer (exact ratio ties)."""
+    q = rng.integers(1, 5, size=(rows, vocab)).astype(float)
+    if name == "ties":  # p = m q with m in {0, 1, 2}: every ratio is one of three, exactly
+        return q * rng.integers(0, 3, size=(rows, vocab)), q
+    if name == "one_hot":
+        p = np.eye(vocab)[rng.integers(vocab, size=rows)]
+        return p, np.where(rng.random((rows, 1)) < 0.5, np.eye(vocab)[rng.integers(vocab, size=rows)], q)
+    if name == "p_equals_q":
+        return q.copy(), q
+    if name == "disjoint":
+        cut = vocab // 2
+        return np.concatenate([q[:, :cut], 0 * q[:, cut:]], 1), np.concatenate([0 * q[:, :cut], q[:, cut:]], 1)
+    if name == "q_zeros":
+        return rng.dirichlet(np.ones(vocab), size=rows), np.where(rng.random((rows, vocab)) < 0.4, 0.0, q)
+    peaked = rng.dirichlet(np.full(vocab, 0.3), size=rows)
+    return peaked, 0.7 * peaked + 0.3 * rng.dirichlet(np.ones(vocab), size=rows)
+
+
+def case(name: str, rows: int, vocab: int, k: int, seed: int, dtype):
+    """``(p, q, drafts, uniforms)``: half the rows draft one token ``k`` times."""
+    rng = np.random.default_rng(seed)
+    p, q = family(name, rows, vocab, rng)
+    q[:, 0] += (q.sum(1) == 0)  # a row needs some q
+    p, q = torch.as_tensor(p, dtype=dtype), torch.as_tensor(q, dtype=dtype)
+    g = torch.Generator().manual_seed(seed)
+    drafts = optimal.sample_drafts(q / q.sum(1, keepdim=True), k, g)
+    repeat = torch.rand(rows, generator=g) < 0.5
+    drafts = torch.where(repeat.unsqueeze(1), drafts[:, :1].expand(-1, k), drafts)
+    return p, q, drafts, torch.rand(rows, optimal.uniforms_per_row(k), generator=g, dtype=dtype)

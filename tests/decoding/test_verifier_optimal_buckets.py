@@ -1,0 +1,237 @@
+"""The optimal verifier's merged rows (decoding.verifiers.optimal_buckets) against the full
+path (row_parameters: the stable sort of every ratio key):
+
+- a row with every bucket refined is the full path's row, parameter for parameter, bit
+  for bit;
+- every bucket the sign test calls pure has that strict sign of ``e`` at every rank in the
+  full path (and a sign test without its margin is shown to be wrong);
+- after the first refinement, the parameters at every token entry are the full path's at
+  that token (within ``PARAMETER_TOLERANCE``: the sums run in another order) and the cut is
+  at the same token;
+- draws equal the full path's, draw for draw, on Zipf-like rows with many buckets, on the
+  families of tests/decoding/optimal_cases.py, with coarse buckets (several refinement
+  rounds, shown to happen) and on degenerate rows; a classification that calls every bucket
+  pure is shown to change draws.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from decoding.verifiers import optimal, optimal_buckets
+from decoding.verifiers.base import Scratch
+
+from .optimal_cases import FAMILIES, case
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+#: Absolute tolerance on normalised cumulative sums summed in two orders (float64, ``V`` of
+#: a few thousand terms of at most 1: the rounding errors are below ``V * 2^-53 ~ 1e-12``).
+PARAMETER_TOLERANCE = 1e-11
+
+
+def zipf_rows(rows: int, vocab: int, k: int, seed: int, dtype=torch.float32):
+    """``(p, q, drafts, uniforms)``: Zipf-like target softmax rows over a random order, the
+    draft a noisy copy (the shape of real next-token laws), i.i.d. drafts."""
+    g = torch.Generator().manual_seed(seed)
+    rank = torch.argsort(torch.rand(rows, vocab, generator=g), dim=1).double() + 1
+    logits = -1.2 * torch.log(rank) + torch.randn(rows, vocab, generator=g, dtype=torch.float64)
+    p = torch.softmax(logits, dim=1).to(dtype)
+    q = torch.softmax(logits + 0.8 * torch.randn(rows, vocab, generator=g, dtype=torch.float64), dim=1).to(dtype)
+    drafts = optimal.sample_drafts(q, k, g)
+    return p, q, drafts, torch.rand(rows, optimal.uniforms_per_row(k), generator=g, dtype=dtype)
+
+
+def _assert_same_draws(p, q, drafts, uniforms, rows=None):
+    rows = torch.arange(p.shape[0]) if rows is None else rows
+    merged = optimal_buckets.verify_rows(p, q, drafts, uniforms, rows=rows)
+    full = optimal.verify_rows(optimal.row_parameters(p[rows], q[rows], drafts.shape[1]), p[rows], q[rows], drafts[rows], uniforms[rows])
+    assert merged.tokens.tolist() == full.tokens.tolist()
+    assert merged.accepted_index.tolist() == full.accepted_index.tolist()
+
+
+def _one_row_buckets(p, q, k):
+    return optimal_buckets.bucket_rows(p, q, torch.arange(p.shape[0]), k, Scratch())
+
+
+def _members(buckets, refined):
+    return [optimal_buckets.bucket_members(buckets.bucket[row], refined[row]) for row in range(refined.shape[0])]
+
+
+@pytest.mark.parametrize("k", [1, 2, 5])
+@pytest.mark.parametrize("name", FAMILIES)
+def test_every_bucket_refined_is_the_full_path(name, k):
+    p, q, drafts, _ = case(name, 6, 9, k, 5, torch.float64)
+    for row in range(p.shape[0]):
+        pr, qr = p[row : row + 1], q[row : row + 1]
+        buckets = _one_row_buckets(pr, qr, k)
+        refined = buckets.present.clone()
+        merged = optimal_buckets.merged_rows(buckets, torch.arange(1), refined, _members(buckets, refined), pr, qr, drafts[row : row + 1], k)
+        full = optimal.row_parameters(pr, qr, k)
+        for field in full.__dataclass_fields__:
+            assert torch.equal(getattr(merged.params, field), getattr(full, field)), field
+
+
+def _full_excess(p, q, k):
+    """The full path's ``e`` by rank and the token of each rank (one row)."""
+    params = optimal.row_parameters(p, q, k)
+    p_r = p[0, params.order[0]].double() / params.target_mass[0]
+    return p_r - params.own[0], params.order[0]
+
+
+def _sign_violations(p, q, k) -> int:
+    """Ranks whose full-path ``e`` contradicts the sign the test gives their bucket."""
+    buckets = _one_row_buckets(p, q, k)
+    excess, order = _full_excess(p, q, k)
+    bucket = buckets.bucket[0, order].long()
+    sign, infinite = buckets.sign[0, bucket], buckets.lower_keys[0, bucket] == optimal_buckets.INF_KEY
+    wrong_positive = (sign > 0) & ~infinite & (excess <= 0)
+    wrong_infinite = (sign > 0) & infinite & (excess < 0)
+    wrong_negative = (sign < 0) & (excess >= 0)
+    return int((wrong_positive | wrong_infinite | wrong_negative).sum())
+
+
+@pytest.mark.parametrize("k", [1, 2, 4, 8])
+def test_pure_buckets_have_one_strict_sign(k):
+    p, q, _, _ = zipf_rows(4, 4000, k, 7 + k)
+    for row in range(p.shape[0]):
+        buckets = _one_row_buckets(p[row : row + 1], q[row : row + 1], k)
+        assert (buckets.sign[buckets.present] != 0).float().mean() > 0.5  # most buckets are merged
+        assert _sign_violations(p[row : row + 1], q[row : row + 1], k) == 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(name=st.sampled_from(FAMILIES), vocab=st.integers(2, 40), k=st.integers(1, 6), seed=st.integers(0, 2**31 - 1))
+def test_pure_buckets_have_one_strict_sign_on_families(name, vocab, k, seed):
+    p, q, _, _ = case(name, 1, vocab, k, seed, torch.float64)
+    assert _sign_violations(p, q, k) == 0
+
+
+def test_sign_test_without_margin_is_wrong(monkeypatch):
+    """Deliberately broken: a negative margin calls buckets pure whose ``e`` changes sign."""
+    p, q, _, _ = zipf_rows(4, 4000, 2, 9)
+    monkeypatch.setattr(optimal_buckets, "sign_margin", lambda vocab, k: -0.5)
+    assert sum(_sign_violations(p[r : r + 1], q[r : r + 1], 2) for r in range(4)) > 0
+
+
+def _parameters_agree(p, q, drafts, k) -> bool:
+    """After the first refinement (the mixed buckets and the drafts' buckets), the merged
+    row's parameters at every token entry are the full path's at that token, and the cut
+    splits the tokens where the full path's does."""
+    rows = p.shape[0]
+    buckets = _one_row_buckets(p, q, k)
+    refined = buckets.present & (buckets.sign == 0)
+    refined.scatter_(1, buckets.bucket.gather(1, drafts).long(), True)
+    merged = optimal_buckets.merged_rows(buckets, torch.arange(rows), refined, _members(buckets, refined), p, q, drafts, k)
+    full = optimal.row_parameters(p, q, k)
+    for row in range(rows):
+        entries = (merged.params.order[row] >= 0).nonzero().squeeze(1)
+        ranks = optimal.token_ranks(full.order[row : row + 1], merged.params.order[row, entries].unsqueeze(0)).squeeze(0)
+        for field in ("own", "gains", "losses", "target_cumulative"):
+            got, want = getattr(merged.params, field)[row, entries], getattr(full, field)[row, ranks]
+            if not torch.allclose(got, want, rtol=0, atol=PARAMETER_TOLERANCE):
+                return False
+        counts = torch.bincount(buckets.bucket[row].long(), minlength=buckets.present.shape[1])
+        tokens_in = torch.where(merged.params.order[row] >= 0, 1, counts[merged.bucket[row].clamp(min=0)] * (merged.bucket[row] >= 0))
+        if int(tokens_in[: merged.params.cut[row]].sum()) != int(full.cut[row]):
+            return False
+    return True
+
+
+@pytest.mark.parametrize("k", [2, 4, 8])
+def test_merged_parameters_at_token_entries_are_the_full_paths(k):
+    p, q, drafts, _ = zipf_rows(6, 3000, k, 21 + k)
+    assert _parameters_agree(p, q, drafts, k)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 8])
+def test_draws_equal_the_full_path_on_zipf_rows(k):
+    p, q, drafts, uniforms = zipf_rows(40, 3000, k, 100 + k)
+    _assert_same_draws(p, q, drafts, uniforms)
+    _assert_same_draws(p, q, drafts, uniforms, rows=torch.tensor([3, 7, 8, 30]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    name=st.sampled_from(FAMILIES),
+    vocab=st.integers(2, 30),
+    k=st.integers(1, 6),
+    seed=st.integers(0, 2**31 - 1),
+    dtype=st.sampled_from([torch.float64, torch.float32]),
+)
+def test_draws_equal_the_full_path_on_families(name, vocab, k, seed, dtype):
+    _assert_same_draws(*case(name, 24, vocab, k, seed, dtype))
+
+
+@pytest.mark.parametrize("buckets", [16, 64])
+def test_coarse_buckets_take_several_rounds_and_the_same_draws(monkeypatch, buckets):
+    monkeypatch.setattr(optimal_buckets, "BUCKETS", buckets)
+    calls = []
+    real = optimal_buckets.merged_rows
+    monkeypatch.setattr(optimal_buckets, "merged_rows", lambda *a, **kw: calls.append(a[1].numel()) or real(*a, **kw))
+    _assert_same_draws(*zipf_rows(30, 2000, 3, 5))
+    assert len(calls) > 1  # some rows were refined and drawn again
+
+
+def test_degenerate_rows_draw_as_the_full_path():
+    vocab = 50
+    g = torch.Generator().manual_seed(0)
+    base = torch.softmax(torch.randn(vocab, generator=g, dtype=torch.float64), 0)
+    one_hot = torch.zeros(vocab, dtype=torch.float64)
+    one_hot[3] = 1.0
+    truncated = torch.where(base >= base.topk(5).values[-1], base, 0.0)
+    negative_zero = base.clone()
+    negative_zero[::7] = -0.0
+    tiny = base.clone()
+    tiny[4] = 1e-310  # subnormal q: p / q overflows to inf with q > 0
+    pairs = [(base, base), (one_hot, base), (base, one_hot), (one_hot, one_hot), (truncated, base),
+             (base, truncated), (negative_zero, base), (base, negative_zero), (base, tiny)]
+    p = torch.stack([a for a, _ in pairs]).repeat(20, 1)
+    q = torch.stack([b for _, b in pairs]).repeat(20, 1)
+    for k in (1, 2, 4):
+        drafts = optimal.sample_drafts(q / q.sum(1, keepdim=True), k, g)
+        uniforms = torch.rand(p.shape[0], optimal.uniforms_per_row(k), generator=g, dtype=torch.float64)
+        _assert_same_draws(p, q, drafts, uniforms)
+
+
+def _all_pure(real):
+    def bucket_rows(*args):
+        buckets = real(*args)
+        return optimal_buckets.Buckets(**{**buckets.__dict__, "sign": torch.ones_like(buckets.sign)})
+
+    return bucket_rows
+
+
+def test_calling_every_bucket_pure_is_caught(monkeypatch):
+    """Deliberately broken: merging the buckets where ``e`` changes sign. The parameters
+    at the token entries move; with coarse buckets (large mixed buckets) draws change too."""
+    p, q, drafts, _ = zipf_rows(6, 3000, 2, 23)
+    coarse = zipf_rows(60, 3000, 2, 8)
+    assert _parameters_agree(p, q, drafts, 2)
+    default = optimal_buckets.BUCKETS
+    monkeypatch.setattr(optimal_buckets, "BUCKETS", 64)
+    _assert_same_draws(*coarse)
+    monkeypatch.setattr(optimal_buckets, "bucket_rows", _all_pure(optimal_buckets.bucket_rows))
+    with pytest.raises(AssertionError):
+        _assert_same_draws(*coarse)
+    monkeypatch.setattr(optimal_buckets, "BUCKETS", default)
+    assert not _parameters_agree(p, q, drafts, 2)
+
+
+def test_no_rows():
+    p, q, drafts, uniforms = zipf_rows(3, 100, 2, 1)
+    out = optimal_buckets.verify_rows(p, q, drafts, uniforms, rows=torch.zeros(0, dtype=torch.int64))
+    assert out.tokens.numel() == out.accepted_index.numel() == 0
+
+
+def test_the_cpu_verifier_takes_the_merged_path(monkeypatch):
+    p, q, drafts, uniforms = zipf_rows(8, 500, 3, 2)
+    seen = []
+    monkeypatch.setattr(optimal_buckets, "MIN_VOCAB", 500)
+    real = optimal_buckets.verify_rows
+    monkeypatch.setattr(optimal_buckets, "verify_rows", lambda *a, **kw: seen.append(1) or real(*a, **kw))
+    out = optimal.verify_tuples(p, q, drafts, uniforms)
+    full = optimal.verify_rows(optimal.row_parameters(p, q, 3), p, q, drafts, uniforms)
+    assert seen and out.tokens.tolist() == full.tokens.tolist()
