@@ -48,7 +48,8 @@ from .base import Scratch, VerifierOutput
 from .optimal import WORK_DTYPE, RowParameters, ranked_parameters, ratio_keys, verify_rows_reading
 from .optimal_lazy import relative_slack
 
-#: Buckets of finite ratio keys per row, at most (plus one for the keys ``inf``).
+#: Buckets of positive finite ratio keys per row, at most (plus one for the keys 0 and one
+#: for the keys ``inf``).
 BUCKETS = 4096
 
 #: The smallest vocabulary for which :func:`decoding.verifiers.optimal.verify_tuples` takes
@@ -61,6 +62,10 @@ MIN_VOCAB = 4 * BUCKETS
 #: The bits of float64 ``inf``: the key of the tokens with ``q = 0`` (and of ratios that
 #: overflow), the largest key.
 INF_KEY = int(torch.tensor(float("inf"), dtype=torch.float64).view(torch.int64))
+
+#: The bits of the smallest normal float64: below it a float ratio can be off by more than a
+#: relative ``2^-53``, so the sign test leaves those buckets mixed.
+NORMAL_KEY = 1 << 52
 
 #: The key of the padding entries of a merged row: above every ratio key, ``inf`` included.
 PAD_KEY = torch.iinfo(torch.int64).max
@@ -76,8 +81,9 @@ def sign_margin(vocab: int, k: int) -> float:
 
 @dataclass(frozen=True)
 class Buckets:
-    """Rows cut into ratio buckets (``B = BUCKETS + 1`` entries per row, padded; buckets
-    ``0..finite-1`` hold finite keys, bucket ``finite`` the keys ``inf``).
+    """Rows cut into ratio buckets (``B = BUCKETS + 2`` entries per row, padded): bucket 0
+    holds the keys 0 (``p = 0``), buckets ``1..finite`` the positive finite keys,
+    ``(key - smallest positive key) >> s`` plus one, bucket ``finite + 1`` the keys ``inf``.
 
     Attributes:
         rows: ``[n]`` the rows of the batch, in the order of the other fields.
@@ -87,7 +93,9 @@ class Buckets:
             last; padding above it).
         present: ``[n, B]`` bool, the bucket holds a token.
         sign: ``[n, B]`` int8, 1 where ``e > 0`` at every rank of the bucket (``e >= 0``
-            for the bucket of the keys ``inf``), -1 where ``e < 0`` at every rank, else 0.
+            for the bucket of the keys ``inf``), -1 where ``e < 0`` at every rank, else 0:
+            the sign test on the normal range of keys, ``p = 0`` throughout for bucket 0,
+            ``q = 0`` throughout for the last.
     """
 
     rows: torch.Tensor
@@ -105,7 +113,7 @@ def bucket_rows(target_probs: torch.Tensor, draft_probs: torch.Tensor, rows: tor
     ids and the two histogram passes; then the sign test for all rows at once."""
     picked, vocab = rows.tolist(), target_probs.shape[1]
     rows = len(picked)
-    size = BUCKETS + 1
+    size = BUCKETS + 2
 
     def work(name: str, dtype: torch.dtype = WORK_DTYPE) -> torch.Tensor:
         return scratch.take(name, (vocab,), dtype, target_probs.device)
@@ -121,32 +129,35 @@ def bucket_rows(target_probs: torch.Tensor, draft_probs: torch.Tensor, rows: tor
         infinite[row] = last >= INF_KEY
         if last >= INF_KEY and first < INF_KEY:  # the largest finite key
             last = int(torch.where(keys >= INF_KEY, first, keys).max())
-        if first == 0 and last > 0:  # p = 0: bucket 0, the range starts at the smallest positive key
+        if first == 0 and 0 < last < INF_KEY:  # the smallest positive key
             first = int(torch.where(keys > 0, keys, INF_KEY).min())
-        step = ((last - first) // BUCKETS).bit_length()  # (last - first) >> step < BUCKETS
-        count = 0 if first >= INF_KEY else ((last - first) >> step) + 1  # finite buckets
-        ids = torch.sub(keys, first, out=work("ids", torch.int64)).bitwise_right_shift_(step).clamp_(0, count)
+        if 0 < first < INF_KEY:
+            step = ((last - first) // BUCKETS).bit_length()  # (last - first) >> step < BUCKETS
+            count = ((last - first) >> step) + 1  # buckets of positive finite keys
+        else:  # no positive finite key: keys 0 go to bucket 0, the others to bucket 1
+            first, step, count = INF_KEY, 0, 0
+        ids = torch.sub(keys, first, out=work("ids", torch.int64)).bitwise_right_shift_(step).add_(1).clamp_(0, count + 1)
         target[row].scatter_add_(0, ids, p)
         draft[row].scatter_add_(0, ids, q)
         bucket[row].copy_(ids)
         low[row], shift[row], finite[row] = first, step, count
     index = torch.arange(size)
-    last_bucket = index == finite.unsqueeze(1)
-    upper_keys = low.unsqueeze(1) + ((index + 1) << shift.unsqueeze(1)) - 1  # the largest key of a finite bucket
-    lower_keys = torch.where(last_bucket, INF_KEY, low.unsqueeze(1) + (index << shift.unsqueeze(1)))
-    lower_keys[:, 0] = 0  # bucket 0 also holds the keys below the range (p = 0)
-    present = torch.where(last_bucket, infinite.bool().unsqueeze(1), draft > 0) & (index <= finite.unsqueeze(1))
+    last_bucket = index == finite.unsqueeze(1) + 1
+    lower_keys = low.unsqueeze(1) + ((index - 1).clamp(min=0) << shift.unsqueeze(1))
+    upper_keys = low.unsqueeze(1) + (index << shift.unsqueeze(1)) - 1  # the largest key of a bucket of positive keys
+    lower_keys = torch.where(last_bucket, INF_KEY, torch.where(index == 0, 0, lower_keys))
+    present = torch.where(last_bucket, infinite.bool().unsqueeze(1), draft > 0) & (index <= finite.unsqueeze(1) + 1)
 
     mass, total = draft.sum(dim=1, keepdim=True), target.sum(dim=1, keepdim=True)
     c_end = draft.cumsum(dim=1) / mass
     c_start = torch.cat([c_end.new_zeros(rows, 1), c_end[:, :-1]], dim=1)
     margin = sign_margin(vocab, k)
     scale = mass / total
-    r_low = lower_keys.view(WORK_DTYPE) * scale
-    r_high = upper_keys.view(WORK_DTYPE) * scale  # NaN past inf: not pure
-    positive = r_low >= k * c_end ** (k - 1) * (1 + margin)
-    negative = r_high <= k * c_start ** (k - 1) * (1 - margin)
+    normal = lower_keys >= NORMAL_KEY  # the float ratio is within a relative 2^-53 of the exact one
+    positive = normal & (lower_keys.view(WORK_DTYPE) * scale >= k * c_end ** (k - 1) * (1 + margin))
+    negative = normal & (upper_keys.view(WORK_DTYPE) * scale <= k * c_start ** (k - 1) * (1 - margin))
     sign = positive.to(torch.int8) - negative.to(torch.int8)
+    sign = torch.where(index == 0, -(target == 0).to(torch.int8), sign)  # keys 0: p = 0, e = -sigma < 0
     sign = torch.where(last_bucket, (draft == 0).to(torch.int8), sign)  # keys inf, q = 0 only: e = p >= 0
     return Buckets(rows=torch.tensor(picked, dtype=torch.int64), bucket=bucket, target=target, draft=draft,
                    lower_keys=lower_keys, present=present, sign=sign)

@@ -196,6 +196,31 @@ def test_degenerate_rows_draw_as_the_full_path():
         _assert_same_draws(p, q, drafts, uniforms)
 
 
+def test_tokens_of_target_zero_are_one_negative_bucket():
+    """A top-k truncated target (most of ``p`` is 0): its zero keys are bucket 0, of sign
+    -1, merged into one entry instead of refined; the draws are the full path's."""
+    p, q, drafts, uniforms = zipf_rows(20, 4000, 2, 31)
+    p = torch.where(p >= p.topk(40, dim=1).values[:, -1:], p, 0.0)
+    drafts = optimal.sample_drafts(q, 2, torch.Generator().manual_seed(3))
+    buckets = _one_row_buckets(p, q, 2)
+    assert (buckets.present[:, 0] & (buckets.sign[:, 0] == -1)).all()
+    assert (buckets.bucket == 0).sum(dim=1).min() >= 3900
+    assert _sign_violations(p[:1], q[:1], 2) == 0
+    _assert_same_draws(p, q, drafts, uniforms)
+
+
+def test_subnormal_ratios_are_left_mixed_and_draw_as_the_full_path():
+    """float64 rows with ratios below the smallest normal float64: those buckets are not
+    classified (a subnormal ratio can be off by more than a relative 2^-53)."""
+    p, q, drafts, uniforms = zipf_rows(10, 500, 3, 12, torch.float64)
+    p[:, :50] = 1e-310
+    p = p / p.sum(dim=1, keepdim=True)
+    buckets = _one_row_buckets(p, q, 3)
+    subnormal = buckets.present & (buckets.lower_keys > 0) & (buckets.lower_keys < optimal_buckets.NORMAL_KEY)
+    assert subnormal.any() and (buckets.sign[subnormal] == 0).all()
+    _assert_same_draws(p, q, drafts, uniforms)
+
+
 def _all_pure(real):
     def bucket_rows(*args):
         buckets = real(*args)
