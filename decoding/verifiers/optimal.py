@@ -52,9 +52,10 @@ one stable sort of ``V`` keys (the int64 bit patterns of the float64 ratios, whi
 the ratios; one row at a time on the CPU, :func:`stable_sort_rows`), about twenty O(V)
 passes, and six binary searches per draft position (two for its rank in the sorted keys,
 :func:`sorted_ranks`); a row of identical drafts whose acceptance is certain: about seven
-passes and no sort; on the CPU at large vocabularies the full path runs on merged rows
-without the sort (:mod:`decoding.verifiers.optimal_buckets`). On the CPU the rows go one per chunk, with one
-:class:`decoding.verifiers.base.Scratch` of work arrays for the call.
+passes and no sort. On the CPU the rows go one per chunk, with one
+:class:`decoding.verifiers.base.Scratch` of work arrays for the call; at large vocabularies
+the CPU runs the full path on merged rows instead, without the sort
+(:mod:`decoding.verifiers.optimal_buckets`).
 """
 from __future__ import annotations
 
@@ -320,19 +321,17 @@ def position_blocks(
     end = torch.minimum(torch.where(in_u, end_u, end_h), torch.where(in_u, params.flow_u, params.flow_h))
     matched = torch.where(lower | upper, (end - start).clamp(min=0.0), torch.zeros_like(start))
     point = start + u1 * matched
-    in_losses = lower  # a slack or shortfall rank's partner has e < 0: searched in L
-    value = torch.where(in_u, point, -point) + torch.where(in_losses, l_h, g_h)
     partner = torch.where(
         in_u,
         torch.where(
-            in_losses,
-            torch.searchsorted(params.losses, value, right=True),
-            torch.searchsorted(params.gains, value, right=True),
+            lower,
+            torch.searchsorted(params.losses, point + l_h, right=True),
+            torch.searchsorted(params.gains, point + g_h, right=True),
         ),
         torch.where(
-            in_losses,
-            torch.searchsorted(params.losses, value, right=False),
-            torch.searchsorted(params.gains, value, right=False),
+            lower,
+            torch.searchsorted(params.losses, l_h - point, right=False),
+            torch.searchsorted(params.gains, g_h - point, right=False),
         ),
     ).clamp(0, vocab - 1)
     valid = (partner != ranks) & ((partner >= params.cut.unsqueeze(1)) == in_u) & (partner < params.support.unsqueeze(1))
