@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from hypothesis import strategies as st
 
 from decoding.verifiers import optimal
 
@@ -41,3 +42,14 @@ def case(name: str, rows: int, vocab: int, k: int, seed: int, dtype):
     repeat = torch.rand(rows, generator=g) < 0.5
     drafts = torch.where(repeat.unsqueeze(1), drafts[:, :1].expand(-1, k), drafts)
     return p, q, drafts, torch.rand(rows, optimal.uniforms_per_row(k), generator=g, dtype=dtype)
+
+
+def case_parameters(max_vocab: int) -> dict:
+    """hypothesis strategies for the arguments ``name, vocab, k, seed, dtype`` of :func:`case`."""
+    return {
+        "name": st.sampled_from(FAMILIES),
+        "vocab": st.integers(2, max_vocab),
+        "k": st.integers(1, 6),
+        "seed": st.integers(0, 2**31 - 1),
+        "dtype": st.sampled_from([torch.float64, torch.float32]),
+    }

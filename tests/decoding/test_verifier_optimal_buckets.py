@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from decoding.verifiers import optimal, optimal_buckets
 from decoding.verifiers.base import Scratch
 
-from .optimal_cases import FAMILIES, case
+from .optimal_cases import FAMILIES, case, case_parameters
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -154,13 +154,7 @@ def test_draws_equal_the_full_path_on_zipf_rows(k):
 
 
 @settings(max_examples=60, deadline=None)
-@given(
-    name=st.sampled_from(FAMILIES),
-    vocab=st.integers(2, 30),
-    k=st.integers(1, 6),
-    seed=st.integers(0, 2**31 - 1),
-    dtype=st.sampled_from([torch.float64, torch.float32]),
-)
+@given(**case_parameters(30))
 def test_draws_equal_the_full_path_on_families(name, vocab, k, seed, dtype):
     _assert_same_draws(*case(name, 24, vocab, k, seed, dtype))
 

@@ -16,12 +16,11 @@ from __future__ import annotations
 import pytest
 import torch
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from decoding.verifiers import optimal, optimal_lazy
 from decoding.verifiers.base import gather_tokens
 
-from .optimal_cases import FAMILIES, case
+from .optimal_cases import FAMILIES, case, case_parameters
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -37,13 +36,7 @@ def _assert_same(p, q, drafts, uniforms):
 
 
 @settings(max_examples=80, deadline=None)
-@given(
-    name=st.sampled_from(FAMILIES),
-    vocab=st.integers(2, 9),
-    k=st.integers(1, 6),
-    seed=st.integers(0, 2**31 - 1),
-    dtype=st.sampled_from([torch.float64, torch.float32]),
-)
+@given(**case_parameters(9))
 def test_lazy_equals_full_draw_for_draw(name, vocab, k, seed, dtype):
     _assert_same(*case(name, 64, vocab, k, seed, dtype))
 
