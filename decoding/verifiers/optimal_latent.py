@@ -73,6 +73,19 @@ def latent_positions(
     return positions
 
 
+def token_order_sums(probs: torch.Tensor) -> torch.Tensor:
+    """``[batch, 1]`` float64 sum of each row, added left to right in token order, as the
+    reference does (the last entry of the float64 cumulative sum). On the CPU one row at a
+    time through one float64 buffer: converting the whole ``[batch, V]`` batch first costs a
+    fresh float64 copy (about 100 ms of page faults and scans for 64 rows at
+    ``V = 151,936``, against about 15 ms row by row)."""
+    if probs.device.type != "cpu":
+        return cumsum_rows(probs.to(WORK_DTYPE))[:, -1:]
+    converted, scanned = (torch.empty(probs.shape[1], dtype=WORK_DTYPE) for _ in range(2))
+    sums = [torch.cumsum(converted.copy_(row), dim=0, out=scanned)[-1].clone() for row in probs]
+    return torch.stack(sums).unsqueeze(1) if sums else probs.new_zeros(0, 1, dtype=WORK_DTYPE)
+
+
 def verify(
     target_probs: torch.Tensor,  # [batch, vocab]
     draft_probs: torch.Tensor,  # [batch, k, vocab]
@@ -83,7 +96,7 @@ def verify(
     uniforms = verify_uniforms(target_probs, draft_probs, draft_tokens, generator, uniforms_per_row)
     k = draft_tokens.shape[1]
     q = first_draft_probs(draft_probs)
-    draft_mass = cumsum_rows(q.to(WORK_DTYPE))[:, -1:]  # summed in token order, as the reference does
+    draft_mass = token_order_sums(q)
     draft_q = q.gather(1, draft_tokens).to(WORK_DTYPE) / draft_mass
     positions = latent_positions(draft_q, uniforms[:, 2 * k + 3 :])
     out = verify_tuples(target_probs, q, draft_tokens.gather(1, positions), uniforms[:, : 2 * k + 3])

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import decoding.verifiers.base as base
-from decoding.verifiers import get_verifier, importance_sampling_truncated, kseq, optimal, spechub
+from decoding.verifiers import get_verifier, importance_sampling_truncated, kseq, optimal, optimal_latent, spechub
 from decoding.verifiers.base import VerifierOutput, inverse_cdf, sample_weighted
 from decoding.verifiers.reference import _inverse_cdf
 from otm.errors import InvalidDistributionError
@@ -336,6 +336,26 @@ def test_row_wise_cumsum_and_sort_equal_the_batched_ops_bit_for_bit(rows, vocab,
     values, order = optimal.stable_sort_rows(keys)
     assert torch.equal(order, torch.argsort(keys, dim=-1, stable=True))
     assert torch.equal(values, torch.sort(keys, dim=-1).values)
+
+
+@settings(max_examples=30, deadline=None)
+@given(rows=st.integers(0, 5), vocab=st.integers(1, 3000), seed=st.integers(0, 2**31 - 1),
+       dtype=st.sampled_from([torch.float32, torch.float64]))
+def test_token_order_sums_are_the_last_cumulative_sums(rows, vocab, seed, dtype):
+    """:func:`decoding.verifiers.optimal_latent.token_order_sums` (one row at a time through
+    one buffer) is the last entry of the float64 cumulative sum, bit for bit; a pairwise
+    float64 sum (torch's ``sum``), a different order, is not always."""
+    g = torch.Generator().manual_seed(seed)
+    probs = torch.rand(rows, vocab, generator=g, dtype=torch.float64).to(dtype)
+    assert torch.equal(optimal_latent.token_order_sums(probs), probs.double().cumsum(dim=-1)[:, -1:])
+
+
+def test_a_pairwise_sum_is_not_the_token_order_sum():
+    """The check above fails for another summation order (float64 rows: float32 ones sum
+    exactly in float64 at this length, in any order)."""
+    probs = torch.rand(8, 3000, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    assert torch.equal(optimal_latent.token_order_sums(probs), probs.cumsum(dim=-1)[:, -1:])
+    assert not torch.equal(probs.sum(dim=-1, keepdim=True), probs.cumsum(dim=-1)[:, -1:])
 
 
 def test_an_unstable_row_sort_is_detected():
