@@ -326,9 +326,9 @@ def map_row_chunks(
     ``chunk_bytes`` as in :func:`chunk_rows`).
     With ``rows`` (sorted distinct indices), on those rows only: a chunk of consecutive rows
     is a view of the inputs, any other is gathered into the same :class:`Scratch` buffers
-    (no ``[len(rows), vocab]`` copy), so ``verify_rows`` must not return views of its inputs. Exact for any chunking since rows
-    never share randomness: the uniforms are drawn for the whole batch before the call and
-    sliced with the rows."""
+    (no ``[len(rows), vocab]`` copy), so ``verify_rows`` must not return views of its inputs.
+    Exact for any chunking since rows never share randomness: the uniforms are drawn for the
+    whole batch before the call and sliced with the rows."""
     batch, vocab = (tensors[0].shape[0] if rows is None else rows.numel()), tensors[0].shape[-1]
     size = chunk_rows(batch, vocab, tensors[0], chunk_bytes)
     if rows is None and size >= batch:

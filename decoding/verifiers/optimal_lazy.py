@@ -39,7 +39,8 @@ import torch
 from .base import Scratch, gather_tokens, map_row_chunks
 
 #: Relative widening of ``p_a`` in the tie test: larger than any rounding of the
-#: products in float32 or float64, so every token ranked before ``a`` passes it.
+#: products in float32 or float64, so every token ranked before ``a`` passes it (in
+#: bfloat16 and float16 it rounds away and is not needed: docs/optimal-verifier.md, Lemma 5).
 TAU = 2.0**-16
 
 #: Unit roundoff of float64.

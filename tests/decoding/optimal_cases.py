@@ -51,5 +51,5 @@ def case_parameters(max_vocab: int) -> dict:
         "vocab": st.integers(2, max_vocab),
         "k": st.integers(1, 6),
         "seed": st.integers(0, 2**31 - 1),
-        "dtype": st.sampled_from([torch.float64, torch.float32]),
+        "dtype": st.sampled_from([torch.float64, torch.float32, torch.bfloat16, torch.float16]),
     }

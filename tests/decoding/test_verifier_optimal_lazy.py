@@ -41,7 +41,7 @@ def test_lazy_equals_full_draw_for_draw(name, vocab, k, seed, dtype):
     _assert_same(*case(name, 64, vocab, k, seed, dtype))
 
 
-@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("name", FAMILIES)
 def test_bounds_hold_at_the_drafted_rank(name, dtype):
     k = 3
@@ -100,7 +100,7 @@ def _tier_one(p, q, tokens, k):
                                optimal_lazy.relative_slack(p.shape[1], k))
 
 
-@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("name", FAMILIES)
 def test_first_tier_bound_holds_and_decides_rows_alone(name, dtype):
     """The first tier bounds the full path's ``sigma`` at the drafted rank; on peaked rows it
