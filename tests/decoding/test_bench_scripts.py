@@ -1,5 +1,6 @@
-"""Smoke tests of scripts/bench_decoding.py, scripts/bench_verifier_cost.py and
-scripts/certify_optimal_verifier.py (tiny models, ``--pair tiny --quick``)."""
+"""Smoke tests of scripts/bench_decoding.py, scripts/bench_verifier_cost.py,
+scripts/certify_optimal_verifier.py (tiny models, ``--pair tiny --quick``) and
+scripts/profile_optimal_rows.py (four synthetic rows)."""
 from __future__ import annotations
 
 import json
@@ -16,6 +17,7 @@ sys.path.insert(0, str(SCRIPTS))
 import bench_decoding  # noqa: E402
 import bench_verifier_cost  # noqa: E402
 import certify_optimal_verifier  # noqa: E402
+import profile_optimal_rows  # noqa: E402
 
 from otm.corpus import CorpusWriter  # noqa: E402
 
@@ -70,3 +72,12 @@ def test_certify_optimal_verifier_on_a_small_corpus(tmp_path):
     assert len(rows) == 2
     assert all(row.endswith("| PASS |") for row in rows)
     assert (tmp_path / "out.md").read_text().strip() == text.strip()
+
+
+def test_profile_optimal_rows_on_synthetic_rows():
+    """Every stage is timed for a k whose drafts give both kinds of row, and a full row
+    takes at least one draw."""
+    (entry,) = profile_optimal_rows.main(["--pair", "zipf", "--rows", "6", "--ks", "2", "--repeats", "1"])
+    assert entry["lazy_rows"] > 0 and entry["full_rows"] > 0 and entry["lazy_rows"] + entry["full_rows"] == 6
+    assert all(entry[stage] > 0 for stage in ("rrs", "lazy", "cut", "gather", "merged", "full"))
+    assert entry["rounds"] >= 1

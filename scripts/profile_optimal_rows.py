@@ -1,0 +1,135 @@
+"""Where the optimal verifier's time goes, stage by stage, per row (docs/optimal-verifier.md
+section 9, "what is left").
+
+    .venv/bin/python scripts/profile_optimal_rows.py [--pair qwen2.5-coder|zipf] [--rows 64]
+        [--ks 2,4,8] [--repeats 5] [--threads 1]
+
+Rows as in ``scripts/bench_verifier_cost.py`` (real next-token laws of the pair at
+``V = 151,936``, temperature 1, float32; or its synthetic Zipf-like rows). For each ``k``
+the i.i.d. drafts are drawn once; the rows whose ``k`` drafts are one token are the *lazy*
+rows, the others the *full* rows. Medians of ``--repeats`` calls after a warm-up, in ms per
+row of the rows concerned:
+
+- ``rrs``: :mod:`decoding.verifiers.rrs` ``verify`` on all rows (per row of all rows);
+- ``lazy``: :func:`decoding.verifiers.optimal_lazy.certified_acceptance` on the lazy rows;
+- ``cut``: :func:`decoding.verifiers.optimal_buckets.bucket_rows` on the full rows (the
+  float64 copies, the ratio keys, the bucket ids and both histograms);
+- ``gather``: one :func:`decoding.verifiers.optimal_buckets.bucket_members` pass per full
+  row (the first round's refined buckets);
+- ``merged``: the first round's :func:`decoding.verifiers.optimal_buckets.merged_rows` and
+  :func:`decoding.verifiers.optimal.verify_rows_reading`, batched over the full rows;
+- ``full``: :func:`decoding.verifiers.optimal_buckets.verify_rows` on the full rows, every
+  round included, with ``rounds`` = the mean number of draws per full row.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from decoding.verifiers import optimal, optimal_buckets, rrs
+from decoding.verifiers.base import Scratch
+from decoding.verifiers.optimal_lazy import certified_acceptance, identical_drafts
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_verifier_cost import QWEN_VOCAB, pair_logits, zipf_logits  # noqa: E402
+
+
+def median_ms(function, repeats: int) -> float:
+    function()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+    return 1e3 * float(np.median(times))
+
+
+def rows_of(pair: str, rows: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(p, q)`` float32 ``[rows, V]`` probabilities at temperature 1."""
+    if pair == "zipf":
+        target, draft = zipf_logits(rows, QWEN_VOCAB, torch.Generator().manual_seed(0))
+    else:
+        from otm_app.commands.decode import load_named_pair
+
+        loaded = load_named_pair(pair, "cpu", torch.float32)
+        target, draft = pair_logits(loaded, rows)
+        loaded.release()
+    return torch.softmax(target, dim=-1), torch.softmax(draft, dim=-1)
+
+
+def profile(p: torch.Tensor, q: torch.Tensor, k: int, repeats: int) -> dict:
+    rows = p.shape[0]
+    g = torch.Generator().manual_seed(k)
+    drafts = optimal.sample_drafts(q, k, g)
+    uniforms = torch.rand(rows, optimal.uniforms_per_row(k), generator=g, dtype=torch.float64)
+    same = identical_drafts(drafts)
+    lazy, full = same.nonzero().squeeze(1), (~same).nonzero().squeeze(1)
+    entry = {"k": k, "lazy_rows": lazy.numel(), "full_rows": full.numel()}
+    draft_probs = q.unsqueeze(1).expand(rows, k, q.shape[1])
+    entry["rrs"] = median_ms(lambda: rrs.verify(p, draft_probs, drafts, torch.Generator().manual_seed(1)), repeats) / rows
+    if lazy.numel():
+        u4 = uniforms[lazy, 2 * k + 1]
+        entry["lazy"] = median_ms(lambda: certified_acceptance(p, q, drafts[lazy, 0], u4, k, lazy, optimal.CHUNK_BYTES), repeats) / lazy.numel()
+    if full.numel():
+        scratch = Scratch()
+        entry["cut"] = median_ms(lambda: optimal_buckets.bucket_rows(p, q, full, k, scratch), repeats) / full.numel()
+        buckets = optimal_buckets.bucket_rows(p, q, full, k, scratch)
+        refined = buckets.present & (buckets.sign == 0)
+        refined.scatter_(1, buckets.bucket.gather(1, drafts[full]).long(), True)
+
+        def gather():
+            return [optimal_buckets.bucket_members(buckets.bucket[row], refined[row]) for row in range(full.numel())]
+
+        entry["gather"] = median_ms(gather, repeats) / full.numel()
+        members, active = gather(), torch.arange(full.numel())
+        p_drafted, q_drafted = p[full.unsqueeze(1), drafts[full]], q[full.unsqueeze(1), drafts[full]]
+
+        def merged_round():
+            merged = optimal_buckets.merged_rows(buckets, active, refined, members, p, q, drafts[full], k)
+            return optimal.verify_rows_reading(merged.params, p_drafted, q_drafted, drafts[full], uniforms[full], merged.draft_ranks)
+
+        entry["merged"] = median_ms(merged_round, repeats) / full.numel()
+        rounds = []
+        real = optimal_buckets.merged_rows
+
+        def counting(*args, **kwargs):
+            rounds.append(args[1].numel())
+            return real(*args, **kwargs)
+
+        optimal_buckets.merged_rows = counting
+        try:
+            entry["full"] = median_ms(lambda: optimal_buckets.verify_rows(p, q, drafts, uniforms, rows=full), repeats) / full.numel()
+        finally:
+            optimal_buckets.merged_rows = real
+        entry["rounds"] = sum(rounds) / ((repeats + 1) * full.numel())
+    return entry
+
+
+def main(argv=None) -> list[dict]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pair", default="qwen2.5-coder", help="qwen2.5-coder or zipf")
+    parser.add_argument("--rows", type=int, default=64)
+    parser.add_argument("--ks", default="2,4,8")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    p, q = rows_of(args.pair, args.rows)
+    results = [profile(p, q, int(k), args.repeats) for k in args.ks.split(",")]
+    print(f"{args.rows} rows of {args.pair}, V = {p.shape[1]:,}, {args.threads} thread(s), median of {args.repeats}; ms per row")
+    print("| k | lazy rows | full rows | rrs | lazy | cut | gather | merged (round 1) | full (all rounds) | rounds |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for e in results:
+        cells = [f"{e[name]:.2f}" if name in e else "-" for name in ("rrs", "lazy", "cut", "gather", "merged", "full")]
+        rounds = f"{e['rounds']:.2f}" if "rounds" in e else "-"
+        print(f"| {e['k']} | {e['lazy_rows']} | {e['full_rows']} | " + " | ".join(cells) + f" | {rounds} |")
+    return results
+
+
+if __name__ == "__main__":
+    main()
