@@ -25,10 +25,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from decoding.verifiers import optimal, optimal_buckets, rrs
@@ -36,17 +34,12 @@ from decoding.verifiers.base import Scratch
 from decoding.verifiers.optimal_lazy import certified_acceptance, identical_drafts
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_verifier_cost import QWEN_VOCAB, pair_logits, zipf_logits  # noqa: E402
+from bench_verifier_cost import QWEN_VOCAB, pair_logits, timed, zipf_logits  # noqa: E402
 
 
 def median_ms(function, repeats: int) -> float:
-    function()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return 1e3 * float(np.median(times))
+    """Median ms of ``repeats`` calls after a warm-up (:func:`bench_verifier_cost.timed`)."""
+    return 1e3 * timed(function, repeats)["median"]
 
 
 def rows_of(pair: str, rows: int) -> tuple[torch.Tensor, torch.Tensor]:
