@@ -76,14 +76,14 @@ def profile(p: torch.Tensor, q: torch.Tensor, k: int, repeats: int) -> dict:
         refined.scatter_(1, buckets.bucket.gather(1, drafts[full]).long(), True)
 
         def gather():
-            return [optimal_buckets.bucket_members(buckets.bucket[row], refined[row]) for row in range(full.numel())]
+            return [optimal_buckets.bucket_members(buckets, row, refined[row].numpy(), p, q, scratch) for row in range(full.numel())]
 
         entry["gather"] = median_ms(gather, repeats) / full.numel()
         members, active = gather(), torch.arange(full.numel())
         p_drafted, q_drafted = p[full.unsqueeze(1), drafts[full]], q[full.unsqueeze(1), drafts[full]]
 
         def merged_round():
-            merged = optimal_buckets.merged_rows(buckets, active, refined, members, p, q, drafts[full], k)
+            merged = optimal_buckets.merged_rows(buckets, active, refined, members, drafts[full], k)
             return optimal.verify_rows_reading(merged.params, p_drafted, q_drafted, drafts[full], uniforms[full], merged.draft_ranks)
 
         entry["merged"] = median_ms(merged_round, repeats) / full.numel()

@@ -42,11 +42,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
+from . import optimal_numba as compiled
 from .base import Scratch, VerifierOutput
-from .optimal import WORK_DTYPE, RowParameters, ranked_parameters, ratio_keys, verify_rows_reading
-from .optimal_lazy import relative_slack
+from .optimal import WORK_DTYPE, RowParameters, power, ranked_parameters, verify_rows_reading
+from .optimal_lazy import numpy_row, relative_slack
 
 #: Buckets of positive finite ratio keys per row, at most (plus one for the keys 0 and one
 #: for the keys ``inf``).
@@ -60,8 +62,8 @@ BUCKETS = 4096
 MIN_VOCAB = 4 * BUCKETS
 
 #: The bits of float64 ``inf``: the key of the tokens with ``q = 0`` (and of ratios that
-#: overflow), the largest key.
-INF_KEY = int(torch.tensor(float("inf"), dtype=torch.float64).view(torch.int64))
+#: overflow), the largest key (:data:`decoding.verifiers.optimal_numba.INF_KEY`).
+INF_KEY = compiled.INF_KEY
 
 #: The bits of the smallest normal float64: below it a float ratio can be off by more than a
 #: relative ``2^-53``, so the sign test leaves those buckets mixed.
@@ -91,6 +93,7 @@ class Buckets:
         target, draft: ``[n, B]`` float64 sums of ``p`` and ``q`` per bucket.
         lower_keys: ``[n, B]`` int64 the smallest key a bucket can hold (``inf`` for the
             last; padding above it).
+        sizes: ``[n, B]`` int64 tokens per bucket.
         present: ``[n, B]`` bool, the bucket holds a token.
         sign: ``[n, B]`` int8, 1 where ``e > 0`` at every rank of the bucket (``e >= 0``
             for the bucket of the keys ``inf``), -1 where ``e < 0`` at every rank, else 0:
@@ -103,70 +106,93 @@ class Buckets:
     target: torch.Tensor
     draft: torch.Tensor
     lower_keys: torch.Tensor
+    sizes: torch.Tensor
     present: torch.Tensor
     sign: torch.Tensor
 
 
 def bucket_rows(target_probs: torch.Tensor, draft_probs: torch.Tensor, rows: torch.Tensor, k: int, scratch: Scratch) -> Buckets:
     """Cut ``rows`` of the batch (``[batch, V]`` each, read in place) into ratio buckets and
-    classify the buckets (module docstring): per row the ratio keys, their range, the bucket
-    ids and the two histogram passes; then the sign test for all rows at once."""
+    classify the buckets (module docstring): per row the ratio keys and their range, then the
+    bucket ids and the histograms (two compiled passes,
+    :mod:`decoding.verifiers.optimal_numba`); then the sign test for all rows at once."""
     picked, vocab = rows.tolist(), target_probs.shape[1]
     rows = len(picked)
     size = BUCKETS + 2
-
-    def work(name: str, dtype: torch.dtype = WORK_DTYPE) -> torch.Tensor:
-        return scratch.take(name, (vocab,), dtype, target_probs.device)
-
+    keys = scratch.take("keys", (vocab,), torch.int64, target_probs.device).numpy()
     bucket = scratch.take("bucket ids", (rows, vocab), torch.int32, target_probs.device)
     target = torch.zeros(rows, size, dtype=WORK_DTYPE)
     draft = torch.zeros(rows, size, dtype=WORK_DTYPE)
-    low, shift, finite, infinite = (torch.zeros(rows, dtype=torch.int64) for _ in range(4))
+    sizes = torch.zeros(rows, size, dtype=torch.int64)
+    outputs = bucket.numpy(), target.numpy(), draft.numpy(), sizes.numpy()  # views, indexed per row below
+    ranges = []
     for row, source in enumerate(picked):
-        p, q = work("p").copy_(target_probs[source]), work("q").copy_(draft_probs[source])
-        keys = torch.div(p, q, out=work("ratio")).abs_().view(torch.int64)  # q = 0: inf or NaN, keys >= INF_KEY
-        first, last = (int(v) for v in torch.aminmax(keys))
-        infinite[row] = last >= INF_KEY
-        if last >= INF_KEY and first < INF_KEY:  # the largest finite key
-            last = int(torch.where(keys >= INF_KEY, first, keys).max())
-        if first == 0 and 0 < last < INF_KEY:  # the smallest positive key
-            first = int(torch.where(keys > 0, keys, INF_KEY).min())
-        if 0 < first < INF_KEY:
+        p, q = numpy_row(target_probs[source], "p", scratch), numpy_row(draft_probs[source], "q", scratch)
+        first, last = compiled.ratio_key_range(p, q, keys)
+        if first < INF_KEY:  # a positive finite key
             step = ((last - first) // BUCKETS).bit_length()  # (last - first) >> step < BUCKETS
             count = ((last - first) >> step) + 1  # buckets of positive finite keys
-        else:  # no positive finite key: keys 0 go to bucket 0, the others to bucket 1
-            first, step, count = INF_KEY, 0, 0
-        ids = torch.sub(keys, first, out=work("ids", torch.int64)).bitwise_right_shift_(step).add_(1).clamp_(0, count + 1)
-        target[row].scatter_add_(0, ids, p)
-        draft[row].scatter_add_(0, ids, q)
-        bucket[row].copy_(ids)
-        low[row], shift[row], finite[row] = first, step, count
+        else:  # none: keys 0 go to bucket 0, the others to bucket 1
+            step, count = 0, 0
+        compiled.bucket_histograms(p, q, keys, first, step, count, *(out[row] for out in outputs))
+        ranges.append((first, step, count))
+    low, shift, finite = torch.tensor(ranges, dtype=torch.int64).reshape(rows, 3).unbind(dim=1)
     index = torch.arange(size)
     last_bucket = index == finite.unsqueeze(1) + 1
     lower_keys = low.unsqueeze(1) + ((index - 1).clamp(min=0) << shift.unsqueeze(1))
     upper_keys = low.unsqueeze(1) + (index << shift.unsqueeze(1)) - 1  # the largest key of a bucket of positive keys
     lower_keys = torch.where(last_bucket, INF_KEY, torch.where(index == 0, 0, lower_keys))
-    present = torch.where(last_bucket, infinite.bool().unsqueeze(1), draft > 0) & (index <= finite.unsqueeze(1) + 1)
+    present = sizes > 0
 
     mass, total = draft.sum(dim=1, keepdim=True), target.sum(dim=1, keepdim=True)
-    c_end = draft.cumsum(dim=1) / mass
-    c_start = torch.cat([c_end.new_zeros(rows, 1), c_end[:, :-1]], dim=1)
+    d_end = k * power(draft.cumsum(dim=1) / mass, k - 1) if k > 1 else torch.ones_like(draft)  # k C_end^(k-1)
+    d_start = torch.cat([d_end.new_full((rows, 1), 0.0 if k > 1 else 1.0), d_end[:, :-1]], dim=1)  # k C_start^(k-1)
     margin = sign_margin(vocab, k)
     scale = mass / total
     normal = lower_keys >= NORMAL_KEY  # the float ratio is within a relative 2^-53 of the exact one
-    positive = normal & (lower_keys.view(WORK_DTYPE) * scale >= k * c_end ** (k - 1) * (1 + margin))
-    negative = normal & (upper_keys.view(WORK_DTYPE) * scale <= k * c_start ** (k - 1) * (1 - margin))
+    positive = normal & (lower_keys.view(WORK_DTYPE) * scale >= d_end * (1 + margin))
+    negative = normal & (upper_keys.view(WORK_DTYPE) * scale <= d_start * (1 - margin))
     sign = positive.to(torch.int8) - negative.to(torch.int8)
     sign = torch.where(index == 0, -(target == 0).to(torch.int8), sign)  # keys 0: p = 0, e = -sigma < 0
     sign = torch.where(last_bucket, (draft == 0).to(torch.int8), sign)  # keys inf, q = 0 only: e = p >= 0
     return Buckets(rows=torch.tensor(picked, dtype=torch.int64), bucket=bucket, target=target, draft=draft,
-                   lower_keys=lower_keys, present=present, sign=sign)
+                   lower_keys=lower_keys, sizes=sizes, present=present, sign=sign)
 
 
-def bucket_members(bucket: torch.Tensor, chosen: torch.Tensor) -> torch.Tensor:
-    """Ascending ids of the tokens of one row (bucket ids ``[V]``) in the ``chosen``
-    (``[B]`` bool) buckets: one pass."""
-    return torch.index_select(chosen, 0, bucket).nonzero().squeeze(1)
+@dataclass(frozen=True)
+class Members:
+    """The tokens of the refined buckets of one row (``[n]`` NumPy arrays, ascending id
+    within each bucket): ``ids``; ``keys`` as the sorted path takes them; ``target``, ``draft``
+    their ``p`` and ``q`` in float64; ``buckets`` the bucket of each."""
+
+    ids: np.ndarray
+    keys: np.ndarray
+    target: np.ndarray
+    draft: np.ndarray
+    buckets: np.ndarray
+
+    def __add__(self, other: Members) -> Members:
+        return Members(*(np.concatenate([mine, theirs]) for mine, theirs in zip(self.fields(), other.fields())))
+
+    def fields(self) -> tuple[np.ndarray, ...]:
+        return self.ids, self.keys, self.target, self.draft, self.buckets
+
+
+def bucket_members(
+    buckets: Buckets,
+    row: int,  # a position in ``buckets.rows``
+    chosen: np.ndarray,  # [B] bool
+    target_probs: torch.Tensor,  # [batch, V]
+    draft_probs: torch.Tensor,  # [batch, V]
+    scratch: Scratch,
+) -> Members:
+    """The tokens of ``row`` in the ``chosen`` buckets, with their keys, ``p`` and ``q``: one
+    compiled pass over the row (:func:`decoding.verifiers.optimal_numba.chosen_members`)."""
+    size, source = int(buckets.sizes.numpy()[row][chosen].sum()), int(buckets.rows[row])
+    out = Members(np.empty(size, np.int64), np.empty(size, np.int64), np.empty(size), np.empty(size), np.empty(size, np.int32))
+    p, q = numpy_row(target_probs[source], "p", scratch), numpy_row(draft_probs[source], "q", scratch)
+    assert compiled.chosen_members(p, q, buckets.bucket.numpy()[row], chosen, *out.fields()) == size
+    return out
 
 
 @dataclass(frozen=True)
@@ -188,58 +214,31 @@ def merged_rows(
     buckets: Buckets,
     rows: torch.Tensor,  # [m] the rows of ``buckets`` to merge (positions in ``buckets.rows``)
     refined: torch.Tensor,  # [n, B] bool: buckets whose tokens are entries
-    members: list[torch.Tensor],  # per row of ``buckets``: ascending ids of its refined buckets' tokens
-    target_probs: torch.Tensor,  # [batch, V]
-    draft_probs: torch.Tensor,  # [batch, V]
+    members: list[Members],  # per row of ``buckets``: the tokens of its refined buckets
     drafts: torch.Tensor,  # [m, k] the drafted tokens of ``rows``
     k: int,
 ) -> MergedRows:
     """:func:`decoding.verifiers.optimal.ranked_parameters` on the merged ``rows``: every
     present bucket that is not refined is one entry (``order = -1``, its lower key, the
     sums of ``p`` and ``q``), every token of a refined bucket an entry of its own, placed
-    among them by key (ties by id); the rows are padded to one length with entries of key
-    :data:`PAD_KEY` and ``p = q = 0``, which change no sum."""
-    count, size = rows.numel(), buckets.present.shape[1]
-    keep = buckets.present[rows] & ~refined[rows]  # [m, B] bucket entries
-    tokens = [members[row] for row in rows.tolist()]
-    sizes = torch.tensor([t.numel() for t in tokens], dtype=torch.int64)
-    flat = torch.cat(tokens)
-    owner = torch.repeat_interleave(torch.arange(count), sizes)
-    column = torch.arange(flat.numel()) - torch.repeat_interleave(sizes.cumsum(0) - sizes, sizes)
-    source = buckets.rows[rows][owner]
-    p_flat, q_flat = target_probs[source, flat], draft_probs[source, flat]
-    width = int(sizes.max())
-
-    def by_row(values: torch.Tensor, fill: int | float) -> torch.Tensor:  # [m, width], padded
-        out = torch.full((count, width), fill, dtype=values.dtype)
-        out[owner, column] = values
-        return out
-
-    member_keys, by_key = torch.sort(by_row(ratio_keys(p_flat, q_flat), PAD_KEY), dim=1, stable=True)
-    member_ids = by_row(flat, -1).gather(1, by_key)
-    member_buckets = by_row(buckets.bucket[rows[owner], flat].long(), size).gather(1, by_key)  # padding: bucket B
-    kept_before = torch.cat([keep.new_zeros(count, 1, dtype=torch.int64), keep.cumsum(dim=1)], dim=1)  # [m, B + 1]
-    per_bucket = torch.zeros(count, size + 1, dtype=torch.int64).scatter_add_(1, member_buckets, torch.ones_like(member_buckets))
-    members_before = per_bucket.cumsum(dim=1) - per_bucket
-    length = int((kept_before[:, -1] + sizes).max())
-    keep_rows, keep_buckets = keep.nonzero(as_tuple=True)
-    keep_at = kept_before[keep_rows, keep_buckets] + members_before[keep_rows, keep_buckets]
-    real_rows, real_columns = (member_ids >= 0).nonzero(as_tuple=True)
-    real_at = real_columns + kept_before[real_rows, member_buckets[real_rows, real_columns]]
-
-    def placed(of_buckets: torch.Tensor, of_members: torch.Tensor, fill: int | float) -> torch.Tensor:  # [m, length]
-        out = torch.full((count, length), fill, dtype=of_members.dtype)
-        out[keep_rows, keep_at] = of_buckets.to(of_members.dtype)
-        out[real_rows, real_at] = of_members[real_rows, real_columns]
-        return out
-
-    order = placed(torch.full_like(keep_rows, -1), member_ids, -1)
-    kept = rows[keep_rows], keep_buckets
-    p_r = placed(buckets.target[kept], by_row(p_flat.to(WORK_DTYPE), 0.0).gather(1, by_key), 0.0)
-    q_r = placed(buckets.draft[kept], by_row(q_flat.to(WORK_DTYPE), 0.0).gather(1, by_key), 0.0)
+    among them by key (ties by id; :func:`decoding.verifiers.optimal_numba.merge_row`);
+    the rows are padded to one length with entries of key :data:`PAD_KEY` and ``p = q = 0``,
+    which change no sum."""
+    picked = rows.tolist()
+    keep = (buckets.present[rows] & ~refined[rows]).numpy()  # [m, B] bucket entries
+    lengths = keep.sum(axis=1) + np.array([members[row].ids.size for row in picked])
+    shape = (len(picked), int(lengths.max()))
+    order, bucket = torch.full(shape, -1, dtype=torch.int64), torch.full(shape, -1, dtype=torch.int32)
+    keys = torch.full(shape, PAD_KEY, dtype=torch.int64)
+    p_r, q_r = torch.zeros(shape, dtype=WORK_DTYPE), torch.zeros(shape, dtype=WORK_DTYPE)
+    sources = buckets.lower_keys.numpy(), buckets.target.numpy(), buckets.draft.numpy()
+    outputs = order.numpy(), keys.numpy(), p_r.numpy(), q_r.numpy(), bucket.numpy()
+    for i, row in enumerate(picked):
+        written = compiled.merge_row(keep[i], *(a[row] for a in sources), *members[row].fields(), *(a[i] for a in outputs))
+        assert written == lengths[i]
     return MergedRows(
-        params=ranked_parameters(order, placed(buckets.lower_keys[kept], member_keys, PAD_KEY), p_r, q_r, k),
-        bucket=placed(keep_buckets, member_buckets, -1),
+        params=ranked_parameters(order, keys, p_r, q_r, k),
+        bucket=bucket.long(),
         draft_ranks=(order.unsqueeze(1) == drafts.unsqueeze(2)).long().argmax(dim=2),
     )
 
@@ -266,11 +265,11 @@ def verify_rows(
     buckets = bucket_rows(target_probs, draft_probs, rows, k, scratch)
     refined = buckets.present & (buckets.sign == 0)
     refined.scatter_(1, buckets.bucket.gather(1, drafts).long(), True)
-    members = [bucket_members(buckets.bucket[row], refined[row]) for row in range(count)]
+    members = [bucket_members(buckets, row, refined.numpy()[row], target_probs, draft_probs, scratch) for row in range(count)]
     p_drafted, q_drafted = target_probs[rows.unsqueeze(1), drafts], draft_probs[rows.unsqueeze(1), drafts]
     active = torch.arange(count)
     while active.numel():
-        merged = merged_rows(buckets, active, refined, members, target_probs, draft_probs, drafts[active], k)
+        merged = merged_rows(buckets, active, refined, members, drafts[active], k)
         output, reads = verify_rows_reading(
             merged.params, p_drafted[active], q_drafted[active], drafts[active], uniforms[active], merged.draft_ranks
         )
@@ -278,11 +277,11 @@ def verify_rows(
         at = reads.clamp(min=0)
         hit = (reads >= 0) & (merged.params.order.gather(1, at) < 0) & (merged.bucket.gather(1, at) >= 0)
         again = hit.any(dim=1).nonzero().squeeze(1)
-        for i in again.tolist():
-            row = int(active[i])
-            more = torch.zeros_like(refined[row])
-            more[merged.bucket[i, at[i][hit[i]]]] = True
-            refined[row] |= more
-            members[row] = torch.cat([members[row], bucket_members(buckets.bucket[row], more)]).sort().values
+        read = torch.where(hit, merged.bucket.gather(1, at), -1)[again].tolist()  # the buckets read, per row drawn again
+        for row, buckets_read in zip(active[again].tolist(), read):
+            more = np.zeros(refined.shape[1], dtype=bool)
+            more[[b for b in buckets_read if b >= 0]] = True
+            refined[row] |= torch.from_numpy(more)
+            members[row] = members[row] + bucket_members(buckets, row, more, target_probs, draft_probs, scratch)
         active = active[again]
     return VerifierOutput(tokens=tokens, accepted_index=accepted_index)

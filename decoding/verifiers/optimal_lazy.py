@@ -34,9 +34,10 @@ about twenty passes.
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 
-from .base import Scratch, gather_tokens, map_row_chunks
+from .base import Scratch, map_row_chunks
 
 #: Relative widening of ``p_a`` in the tie test: larger than any rounding of the
 #: products in float32 or float64, so every token ranked before ``a`` passes it (in
@@ -79,14 +80,23 @@ def _bound(
 
 
 def _masses(
-    target_probs: torch.Tensor, draft_probs: torch.Tensor, scratch: Scratch | None = None
+    target_probs: torch.Tensor, draft_probs: torch.Tensor, scratch: Scratch | None = None, rows: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(M^, T^)`` ``[n]``: the float64 sums of ``q`` and ``p``, each row converted into a
-    float64 buffer of ``scratch`` first. On the CPU torch's float32-to-float64 sum converts
-    into a fresh temporary, whose first touch (page faults) costs several times the sum at
-    ``V = 151,936``; reusing one buffer touches its pages once. Any order of summation is
-    within the bound of Lemma 5."""
+    """``(M^, T^)`` ``[n]``: the float64 sums of ``q`` and ``p`` of ``rows`` (default: all).
+    On the CPU one compiled pass per row over both (:func:`decoding.verifiers.optimal_numba.row_sums`);
+    elsewhere each converted into a float64 buffer of ``scratch`` and summed. Any order of
+    summation is within the bound of Lemma 5."""
     scratch = Scratch() if scratch is None else scratch
+    if target_probs.device.type == "cpu":
+        from . import optimal_numba  # numba only where the CPU path runs
+
+        picked = range(target_probs.shape[0]) if rows is None else rows.tolist()
+        sums = [optimal_numba.row_sums(numpy_row(target_probs[row], "p", scratch), numpy_row(draft_probs[row], "q", scratch))
+                for row in picked]
+        masses = torch.tensor(sums, dtype=torch.float64).reshape(-1, 2)
+        return masses[:, 0], masses[:, 1]
+    if rows is not None:
+        target_probs, draft_probs = target_probs[rows], draft_probs[rows]
 
     def sums(probs: torch.Tensor) -> torch.Tensor:
         converted = scratch.take("masses", tuple(probs.shape), torch.float64, probs.device)
@@ -95,32 +105,68 @@ def _masses(
     return sums(draft_probs), sums(target_probs)
 
 
+def numpy_row(values: torch.Tensor, name: str, scratch: Scratch) -> np.ndarray:
+    """A NumPy view of one CPU row for the compiled passes of
+    :mod:`decoding.verifiers.optimal_numba`; a half-precision row (which NumPy and numba do
+    not read) widened into the float32 ``scratch`` buffer ``name``, exactly."""
+    if values.dtype not in (torch.float32, torch.float64):
+        values = scratch.take(name, tuple(values.shape), torch.float32, values.device).copy_(values)
+    return values.numpy()
+
+
+def _draft_mass_up_to(
+    target_probs: torch.Tensor,  # [batch, vocab]
+    draft_probs: torch.Tensor,  # [batch, vocab]
+    p_a: torch.Tensor,  # [n] p of the token of each row
+    q_a: torch.Tensor,  # [n] q of the token of each row
+    scratch: Scratch,
+    rows: torch.Tensor | None,  # [n] (default: all)
+) -> torch.Tensor:
+    """``S^`` ``[n]`` float64: the sum of ``q`` over the tokens with
+    ``p q_a <= p_a (1 + TAU) q`` in the rows' dtype. On the CPU one compiled pass per row
+    (:func:`decoding.verifiers.optimal_numba.draft_mass_up_to`; a half-precision row is
+    widened to float32, where its products are exact), elsewhere in torch operations."""
+    if target_probs.device.type == "cpu":
+        from . import optimal_numba  # numba only where the CPU path runs
+
+        dtype = target_probs.dtype if target_probs.dtype in (torch.float32, torch.float64) else torch.float32
+        q_a, p_a_up = q_a.to(dtype).numpy(), (p_a.to(dtype) * (1.0 + TAU)).numpy()
+        picked = range(target_probs.shape[0]) if rows is None else rows.tolist()
+        return torch.tensor([optimal_numba.draft_mass_up_to(numpy_row(target_probs[row], "p", scratch), numpy_row(draft_probs[row], "q", scratch),
+                                                           q_a[i], p_a_up[i]) for i, row in enumerate(picked)], dtype=torch.float64)
+    if rows is not None:
+        target_probs, draft_probs = target_probs[rows], draft_probs[rows]
+
+    def work(name: str, dtype: torch.dtype) -> torch.Tensor:
+        return scratch.take(name, tuple(target_probs.shape), dtype, target_probs.device)
+
+    products = torch.mul(target_probs, q_a.unsqueeze(1), out=work("products", target_probs.dtype))
+    bounds = torch.mul(draft_probs, (p_a * (1.0 + TAU)).unsqueeze(1), out=work("bounds", draft_probs.dtype))
+    up_to = torch.le(products, bounds, out=work("up_to", torch.bool))
+    return torch.mul(draft_probs, up_to, out=bounds).sum(dim=1, dtype=torch.float64)  # q where up_to, else +0
+
+
 def selection_upper_bound(
-    target_probs: torch.Tensor,  # [n, vocab]
-    draft_probs: torch.Tensor,  # [n, vocab]
+    target_probs: torch.Tensor,  # [batch, vocab]
+    draft_probs: torch.Tensor,  # [batch, vocab]
     tokens: torch.Tensor,  # [n]
     k: int,
     scratch: Scratch | None = None,
     masses: tuple[torch.Tensor, torch.Tensor] | None = None,
+    rows: torch.Tensor | None = None,  # [n] the rows of the batch (default: all)
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(sigma_up, p_low)`` ``[n]`` float64 (module docstring): an upper bound on the full
     path's float ``sigma`` (and so on its ``x``) at the rank of ``tokens`` and a lower bound
     on its float normalised ``p`` there, from ``S`` = the ``q`` mass of the tie-widened ratio
     test. Rows with ``q(token) = 0``, or a ratio ``p / q`` that overflows (it would tie with
-    the ``q = 0`` tokens), get ``sigma_up = inf``. The ``[n, vocab]`` temporaries live in
-    ``scratch`` (:class:`decoding.verifiers.base.Scratch`); ``masses`` = :func:`_masses` when
-    already computed."""
+    the ``q = 0`` tokens), get ``sigma_up = inf``. The temporaries live in ``scratch``
+    (:class:`decoding.verifiers.base.Scratch`); ``masses`` = :func:`_masses` when already
+    computed."""
     scratch = Scratch() if scratch is None else scratch
-
-    def work(name: str, dtype: torch.dtype) -> torch.Tensor:
-        return scratch.take(name, tuple(target_probs.shape), dtype, target_probs.device)
-
-    p_a, q_a = gather_tokens(target_probs, tokens), gather_tokens(draft_probs, tokens)
-    products = torch.mul(target_probs, q_a.unsqueeze(1), out=work("products", target_probs.dtype))
-    bounds = torch.mul(draft_probs, (p_a * (1.0 + TAU)).unsqueeze(1), out=work("bounds", draft_probs.dtype))
-    up_to = torch.le(products, bounds, out=work("up_to", torch.bool))
-    within = torch.mul(draft_probs, up_to, out=bounds).sum(dim=1, dtype=torch.float64)  # q where up_to, else +0
-    draft_mass, target_mass = _masses(target_probs, draft_probs) if masses is None else masses
+    rows = torch.arange(target_probs.shape[0], device=tokens.device) if rows is None else rows
+    p_a, q_a = target_probs[rows, tokens], draft_probs[rows, tokens]
+    within = _draft_mass_up_to(target_probs, draft_probs, p_a, q_a, scratch, rows)
+    draft_mass, target_mass = _masses(target_probs, draft_probs, scratch, rows) if masses is None else masses
     return _bound(within, p_a, q_a, draft_mass, target_mass, k, relative_slack(target_probs.shape[1], k))
 
 
@@ -142,24 +188,31 @@ def certified_acceptance(
     :func:`selection_upper_bound`. The work arrays of both live in one
     :class:`decoding.verifiers.base.Scratch` for every chunk."""
     rows = torch.arange(target_probs.shape[0], device=tokens.device) if rows is None else rows
-    scratch = Scratch()
-    masses = map_row_chunks(lambda p, q: torch.stack(_masses(p, q, scratch), dim=1), target_probs, draft_probs, rows=rows, chunk_bytes=chunk_bytes)
+    scratch, cpu = Scratch(), target_probs.device.type == "cpu"
+    if cpu:  # one compiled pass per row
+        masses = torch.stack(_masses(target_probs, draft_probs, scratch, rows), dim=1)
+    else:
+        masses = map_row_chunks(lambda p, q: torch.stack(_masses(p, q, scratch), dim=1), target_probs, draft_probs, rows=rows,
+                                chunk_bytes=chunk_bytes)
     draft_mass, target_mass = masses[:, 0], masses[:, 1]
     p_a, q_a = target_probs[rows, tokens], draft_probs[rows, tokens]
     sigma_up, p_low = _bound(draft_mass, p_a, q_a, draft_mass, target_mass, k, relative_slack(target_probs.shape[1], k))
     sure = u4 * sigma_up < p_low
     left = (~sure).nonzero().squeeze(1)
     if left.numel():
-
-        def ratio_test(p, q, t, m):
-            return torch.stack(selection_upper_bound(p, q, t, k, scratch, (m[:, 0], m[:, 1])), dim=1)
-
         open_rows = rows[left]
+        if cpu:
+            bounds = torch.stack(selection_upper_bound(target_probs, draft_probs, tokens[left], k, scratch,
+                                                       (draft_mass[left], target_mass[left]), open_rows), dim=1)
+        else:
 
-        def by_batch_row(values: torch.Tensor) -> torch.Tensor:  # [n_left, ...] -> [batch, ...], for map_row_chunks
-            return values.new_zeros((target_probs.shape[0], *values.shape[1:])).index_copy(0, open_rows, values)
+            def ratio_test(p, q, t, m):
+                return torch.stack(selection_upper_bound(p, q, t, k, scratch, (m[:, 0], m[:, 1])), dim=1)
 
-        bounds = map_row_chunks(ratio_test, target_probs, draft_probs, by_batch_row(tokens[left]), by_batch_row(masses[left]),
-                                rows=open_rows, chunk_bytes=chunk_bytes)
+            def by_batch_row(values: torch.Tensor) -> torch.Tensor:  # [n_left, ...] -> [batch, ...], for map_row_chunks
+                return values.new_zeros((target_probs.shape[0], *values.shape[1:])).index_copy(0, open_rows, values)
+
+            bounds = map_row_chunks(ratio_test, target_probs, draft_probs, by_batch_row(tokens[left]), by_batch_row(masses[left]),
+                                    rows=open_rows, chunk_bytes=chunk_bytes)
         sure[left] = u4[left] * bounds[:, 0] < bounds[:, 1]
     return sure

@@ -56,8 +56,8 @@ def _one_row_buckets(p, q, k):
     return optimal_buckets.bucket_rows(p, q, torch.arange(p.shape[0]), k, Scratch())
 
 
-def _members(buckets, refined):
-    return [optimal_buckets.bucket_members(buckets.bucket[row], refined[row]) for row in range(refined.shape[0])]
+def _members(buckets, refined, p, q):
+    return [optimal_buckets.bucket_members(buckets, row, refined[row].numpy(), p, q, Scratch()) for row in range(refined.shape[0])]
 
 
 @pytest.mark.parametrize("k", [1, 2, 5])
@@ -68,7 +68,7 @@ def test_every_bucket_refined_is_the_full_path(name, k):
         pr, qr = p[row : row + 1], q[row : row + 1]
         buckets = _one_row_buckets(pr, qr, k)
         refined = buckets.present.clone()
-        merged = optimal_buckets.merged_rows(buckets, torch.arange(1), refined, _members(buckets, refined), pr, qr, drafts[row : row + 1], k)
+        merged = optimal_buckets.merged_rows(buckets, torch.arange(1), refined, _members(buckets, refined, pr, qr), drafts[row : row + 1], k)
         full = optimal.row_parameters(pr, qr, k)
         for field in full.__dataclass_fields__:
             assert torch.equal(getattr(merged.params, field), getattr(full, field)), field
@@ -124,7 +124,7 @@ def _parameters_agree(p, q, drafts, k) -> bool:
     buckets = _one_row_buckets(p, q, k)
     refined = buckets.present & (buckets.sign == 0)
     refined.scatter_(1, buckets.bucket.gather(1, drafts).long(), True)
-    merged = optimal_buckets.merged_rows(buckets, torch.arange(rows), refined, _members(buckets, refined), p, q, drafts, k)
+    merged = optimal_buckets.merged_rows(buckets, torch.arange(rows), refined, _members(buckets, refined, p, q), drafts, k)
     full = optimal.row_parameters(p, q, k)
     for row in range(rows):
         entries = (merged.params.order[row] >= 0).nonzero().squeeze(1)

@@ -64,9 +64,11 @@ def test_lazy_rows_are_taken_on_peaked_rows():
     assert sure.sum() >= 0.5 * same.sum() > 0
 
 
-def _ties_on_the_wrong_side(target_probs, draft_probs, tokens, k, scratch=None, masses=None):
+def _ties_on_the_wrong_side(target_probs, draft_probs, tokens, k, scratch=None, masses=None, rows=None):
     """Broken: a strict ratio test without ``TAU`` leaves out the tokens tied with ``a``
     that rank before it (lower ids), so ``C`` and ``sigma_a`` are underestimated."""
+    if rows is not None:
+        target_probs, draft_probs = target_probs[rows], draft_probs[rows]
     p_a, q_a = gather_tokens(target_probs, tokens), gather_tokens(draft_probs, tokens)
     below = target_probs * q_a.unsqueeze(1) < draft_probs * p_a.unsqueeze(1)
     c = torch.where(below, draft_probs, 0.0).sum(1, dtype=torch.float64) / draft_probs.sum(1, dtype=torch.float64)
