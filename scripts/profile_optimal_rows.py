@@ -2,7 +2,7 @@
 section 9, "what is left").
 
     .venv/bin/python scripts/profile_optimal_rows.py [--pair qwen2.5-coder|zipf] [--rows 64]
-        [--ks 2,4,8] [--repeats 5] [--threads 1]
+        [--ks 2,4,8] [--repeats 5] [--threads 1] [--buckets 4096]
 
 Rows as in ``scripts/bench_verifier_cost.py`` (real next-token laws of the pair at
 ``V = 151,936``, temperature 1, float32; or its synthetic Zipf-like rows). For each ``k``
@@ -110,11 +110,15 @@ def main(argv=None) -> list[dict]:
     parser.add_argument("--ks", default="2,4,8")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--buckets", type=int, default=optimal_buckets.BUCKETS,
+                        help="buckets per row of the merged rows (decoding.verifiers.optimal_buckets.BUCKETS)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
+    optimal_buckets.BUCKETS = args.buckets
     p, q = rows_of(args.pair, args.rows)
     results = [profile(p, q, int(k), args.repeats) for k in args.ks.split(",")]
-    print(f"{args.rows} rows of {args.pair}, V = {p.shape[1]:,}, {args.threads} thread(s), median of {args.repeats}; ms per row")
+    print(f"{args.rows} rows of {args.pair}, V = {p.shape[1]:,}, {args.buckets:,} buckets, {args.threads} thread(s), "
+          f"median of {args.repeats}; ms per row")
     print("| k | lazy rows | full rows | rrs | lazy | cut | gather | merged (round 1) | full (all rounds) | rounds |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for e in results:

@@ -164,11 +164,11 @@ def with_fallback(weights: torch.Tensor, fallback: torch.Tensor) -> torch.Tensor
 def cumsum_rows(values: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     """``values.cumsum(dim=-1)`` of ``[batch, vocab]`` ``values`` (into ``out`` when given, a
     tensor of the same shape and dtype that does not overlap ``values``). On the CPU, for
-    arrays over :data:`SCAN_BYTES`, one row at a time: a fresh ``[64, 151,936]`` result
-    costs page faults that a row-sized temporary, reused by the allocator, does not (without
-    ``out``, 14 ms one row at a time against 53 ms in one call in float64, torch 2.13, one
-    thread); below it, one call (half the time of the loop on 64 rows of 3,000). Both add left
-    to right, so the sums are the same bit for bit (``tests/decoding/test_verifiers_fast_paths.py``)."""
+    arrays over :data:`SCAN_BYTES`, one row at a time: a fresh ``[rows, V]`` result pays its
+    page faults, a row-sized temporary that the allocator reuses does not; smaller arrays
+    (the merged rows of :mod:`decoding.verifiers.optimal_buckets`) in one call, which spares
+    the loop's per-call cost. Both add left to right, so the sums are the same bit for bit
+    (``tests/decoding/test_verifiers_fast_paths.py``)."""
     if values.device.type != "cpu" or values.ndim != 2 or values.numel() * values.element_size() <= SCAN_BYTES:
         return torch.cumsum(values, dim=-1, out=out) if out is not None else values.cumsum(dim=-1)
     out = torch.empty_like(values) if out is None else out

@@ -51,11 +51,12 @@ position, ``k..2k-1`` its ``u2``, ``2k`` the tie-break ``u3``, ``2k+1`` the acce
 one stable sort of ``V`` keys (the int64 bit patterns of the float64 ratios, which sort like
 the ratios; one row at a time on the CPU, :func:`stable_sort_rows`), about twenty O(V)
 passes, and six binary searches per draft position (two for its rank in the sorted keys,
-:func:`sorted_ranks`); a row of identical drafts whose acceptance is certain: about seven
-passes and no sort. On the CPU the rows go one per chunk, with one
-:class:`decoding.verifiers.base.Scratch` of work arrays for the call; at large vocabularies
-the CPU runs the full path on merged rows instead, without the sort
-(:mod:`decoding.verifiers.optimal_buckets`).
+:func:`sorted_ranks`); a row of identical drafts whose acceptance is certain: the two sums
+of :mod:`decoding.verifiers.optimal_lazy` and no sort. On the CPU the rows go one per
+chunk, with one :class:`decoding.verifiers.base.Scratch` of work arrays for the call; at
+large vocabularies the CPU runs the full path on merged rows instead, without the sort
+(:mod:`decoding.verifiers.optimal_buckets`, its passes over the vocabulary compiled with
+numba).
 """
 from __future__ import annotations
 

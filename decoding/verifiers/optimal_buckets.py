@@ -33,10 +33,11 @@ rank), its bucket is refined too and the draw repeated with the same uniforms; e
 repetition refines at least one more bucket, so this ends, at the latest with every bucket
 refined, which is the full row (Theorem 4 of the doc).
 
-Cost per row: about ten ``V``-sized passes (two copies to float64, the ratio, its range, the
-bucket ids, two histogram passes, one gather-and-select of the refined buckets per round,
-usually two rounds) and no sort of ``V`` keys; the rows are cut one at a time, the merged
-rows (a few thousand entries) are batched.
+Cost per row: three compiled passes over the vocabulary (:mod:`decoding.verifiers.optimal_numba`:
+the ratio keys and their range; the bucket ids; the histograms), one compiled gather of the
+refined buckets' tokens per round (usually one or two rounds) and no sort of ``V`` keys;
+the rows are cut one at a time, the merged rows (a few thousand entries) are assembled one
+at a time by a compiled merge and their parameters computed for all rows at once.
 """
 from __future__ import annotations
 
@@ -55,11 +56,11 @@ from .optimal_lazy import numpy_row, relative_slack
 BUCKETS = 4096
 
 #: The smallest vocabulary for which :func:`decoding.verifiers.optimal.verify_tuples` takes
-#: the merged rows on the CPU. They pay off when the vocabulary is much larger than the
-#: number of buckets; below, the full path sorts short rows quickly and batches many of them
-#: in one chunk (the two cross near 12k tokens: ``scripts/bench_optimal_verifier.py
+#: the merged rows on the CPU. They pay off when the vocabulary is larger than the number
+#: of buckets; below, the full path sorts short rows quickly and batches many of them in
+#: one chunk (the two cross between 4,096 and 8,192 tokens: ``scripts/bench_optimal_verifier.py
 #: --vocabs``, docs/optimal-verifier.md section 9).
-MIN_VOCAB = 4 * BUCKETS
+MIN_VOCAB = 2 * BUCKETS
 
 #: The bits of float64 ``inf``: the key of the tokens with ``q = 0`` (and of ratios that
 #: overflow), the largest key (:data:`decoding.verifiers.optimal_numba.INF_KEY`).

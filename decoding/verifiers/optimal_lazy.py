@@ -28,9 +28,10 @@ accepted position is then the full path's: the holder of ``a`` numbered
 goes the full way, so the lazy verifier equals the full one draw for draw.
 
 Cost for a row of identical drafts: two float64 sums (``T``, ``M``), then, only when the
-first tier (``S = M``, :func:`certified_acceptance`) leaves it open, five V-sized passes
-(two products, the comparison, the masked ``q``, its float64 sum); against one sort and
-about twenty passes.
+first tier (``S = M``, :func:`certified_acceptance`) leaves it open, the tie-widened masked
+sum of ``q``; on the CPU each is one compiled pass over the row
+(:mod:`decoding.verifiers.optimal_numba`), elsewhere two and five torch passes (products,
+comparison, masked ``q``, its sum); against the full path's cut or sort.
 """
 from __future__ import annotations
 
@@ -163,8 +164,8 @@ def selection_upper_bound(
     (:class:`decoding.verifiers.base.Scratch`); ``masses`` = :func:`_masses` when already
     computed."""
     scratch = Scratch() if scratch is None else scratch
-    rows = torch.arange(target_probs.shape[0], device=tokens.device) if rows is None else rows
-    p_a, q_a = target_probs[rows, tokens], draft_probs[rows, tokens]
+    index = torch.arange(target_probs.shape[0], device=tokens.device) if rows is None else rows
+    p_a, q_a = target_probs[index, tokens], draft_probs[index, tokens]
     within = _draft_mass_up_to(target_probs, draft_probs, p_a, q_a, scratch, rows)
     draft_mass, target_mass = _masses(target_probs, draft_probs, scratch, rows) if masses is None else masses
     return _bound(within, p_a, q_a, draft_mass, target_mass, k, relative_slack(target_probs.shape[1], k))
@@ -182,11 +183,11 @@ def certified_acceptance(
     """Rows where the full path surely accepts ``tokens``: ``u4 sigma_up < p_low``, in two
     tiers. First with ``S^ = M^``, the sum of all of ``q`` (every token is in the set, so
     Lemma 5 holds a fortiori; ``sigma_up`` is then about the membership probability
-    ``1 - (1 - q_a)^k``): the two sums per row (on chunks of rows,
-    :func:`decoding.verifiers.base.map_row_chunks`), then a few ``[n]`` operations for all
-    rows at once. Then, for the rows left open only, the tie-widened ratio test of
-    :func:`selection_upper_bound`. The work arrays of both live in one
-    :class:`decoding.verifiers.base.Scratch` for every chunk."""
+    ``1 - (1 - q_a)^k``): the two sums per row (on the CPU one compiled pass per row, read in
+    place; elsewhere on chunks of rows, :func:`decoding.verifiers.base.map_row_chunks`), then
+    a few ``[n]`` operations for all rows at once. Then, for the rows left open only, the
+    tie-widened ratio test of :func:`selection_upper_bound`. The work arrays of both live in
+    one :class:`decoding.verifiers.base.Scratch`."""
     rows = torch.arange(target_probs.shape[0], device=tokens.device) if rows is None else rows
     scratch, cpu = Scratch(), target_probs.device.type == "cpu"
     if cpu:  # one compiled pass per row

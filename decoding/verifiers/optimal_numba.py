@@ -4,19 +4,23 @@ merged rows (:mod:`decoding.verifiers.optimal_buckets`) the ratio keys and their
 bucket ids with the histograms, the tokens of chosen buckets and the assembly of a merged
 row.
 
-Each is a plain loop over one row (NumPy views of the torch rows, no copies) and computes
-what the torch operations it replaces computed: the key of a token is the int64 bit pattern
-of the float64 ``|p / q|`` (``inf`` or NaN where ``q = 0``, both at least :data:`INF_KEY`),
-and the histograms add in token order, as ``scatter_add_`` does on the CPU, so they are
-the same floats bit for bit (``tests/decoding/test_verifier_optimal_numba.py`` checks every
-kernel against a torch version of it). torch has no fused operation for these passes: the
-cut of one row at ``V = 151,936`` took about a dozen V-sized torch operations (two float64
-copies, the division, its range, the bucket ids, two scatters) and about twice the time of
-these loops (``scripts/profile_optimal_rows.py``, docs/optimal-verifier.md section 9).
+Each is a plain loop over one row (NumPy views of the torch rows, no copies). The cut and
+the gather compute what the torch operations they replace computed, bit for bit: the key of
+a token is the int64 bit pattern of the float64 ``|p / q|`` (``inf`` or NaN where ``q = 0``,
+both at least :data:`INF_KEY`), and the histograms add in token order, as ``scatter_add_``
+does on the CPU (``tests/decoding/test_verifier_optimal_numba.py`` checks both against torch
+versions, and the two sums of the lazy rows, which may add in any order, against their
+exact values within the bound Lemma 5 allows; the merge is checked through the merged rows,
+``tests/decoding/test_verifier_optimal_buckets.py``). torch has no fused operation for these
+passes: the cut of one row at ``V = 151,936`` took about a dozen V-sized torch operations
+(two float64 copies, the division, its range, the bucket ids, two scatters) and 1.6-1.8
+times as long as with these loops (``scripts/profile_optimal_rows.py``,
+docs/optimal-verifier.md section 9).
 
 ``error_model="numpy"``: a float division by zero gives ``inf`` or NaN, as in torch, instead
 of raising. ``cache=True``: compiled once per machine, not per process. numba checks no
-bounds, so every index a kernel writes at is clamped into its array.
+bounds: the arrays of one row (``p``, ``q``, its keys and bucket ids) have one length, and
+every other index a kernel writes at is clamped into its array (or the write skipped).
 """
 from __future__ import annotations
 
@@ -77,7 +81,8 @@ def bucket_histograms(p, q, keys, first, step, count, bucket, target, draft, siz
     """Bucket of every key (0 for key 0, ``((key - first) >> step) + 1`` for positive keys
     below :data:`INF_KEY`, within ``1..count``, ``count + 1`` from ``INF_KEY`` on) into
     ``bucket``, and add ``p``, ``q`` and 1 per token into ``target``, ``draft``, ``sizes`` at
-    its bucket, in token order."""
+    its bucket, in token order (``count`` at most ``len(target) - 2``)."""
+    count = min(count, target.shape[0] - 2)
     for i in range(keys.shape[0]):
         key = keys[i]
         if key >= INF_KEY:
