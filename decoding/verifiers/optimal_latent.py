@@ -75,15 +75,21 @@ def latent_positions(
 
 def token_order_sums(probs: torch.Tensor) -> torch.Tensor:
     """``[batch, 1]`` float64 sum of each row, added left to right in token order, as the
-    reference does (the last entry of the float64 cumulative sum). On the CPU one row at a
-    time through one float64 buffer: converting the whole ``[batch, V]`` batch first costs a
-    fresh float64 copy (the verifier's call on 64 Qwen rows at ``V = 151,936``, k = 2, went
-    from 183 to 78 ms with this alone: ``scripts/bench_verifier_cost.py`` before and after)."""
+    reference does (the last entry of the float64 cumulative sum). On the CPU one compiled
+    pass over the batch (:func:`decoding.verifiers.optimal_numba.token_order_sums`, four rows
+    at a time; a half-precision batch widened to float32 first, exactly): converting the
+    whole ``[batch, V]`` batch to float64 and scanning it costs a fresh float64 copy and a
+    scan whose additions wait on each other (the verifier's call on 64 Qwen rows at
+    ``V = 151,936``, k = 2, went from 183 to 78 ms with a row-at-a-time scan through one
+    buffer: ``scripts/bench_verifier_cost.py`` before and after)."""
     if probs.device.type != "cpu":
         return cumsum_rows(probs.to(WORK_DTYPE))[:, -1:]
-    converted, scanned = (torch.empty(probs.shape[1], dtype=WORK_DTYPE) for _ in range(2))
-    sums = [torch.cumsum(converted.copy_(row), dim=0, out=scanned)[-1].clone() for row in probs]
-    return torch.stack(sums).unsqueeze(1) if sums else probs.new_zeros(0, 1, dtype=WORK_DTYPE)
+    from . import optimal_numba  # numba only where the CPU path runs
+
+    rows = probs if probs.dtype in (torch.float32, torch.float64) else probs.float()
+    out = torch.empty(probs.shape[0], dtype=WORK_DTYPE)
+    optimal_numba.token_order_sums(rows.numpy(), out.numpy())
+    return out.unsqueeze(1)
 
 
 def verify(

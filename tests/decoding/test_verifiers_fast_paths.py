@@ -341,12 +341,12 @@ def test_row_wise_cumsum_and_sort_equal_the_batched_ops_bit_for_bit(rows, vocab,
 
 
 @settings(max_examples=30, deadline=None)
-@given(rows=st.integers(0, 5), vocab=st.integers(1, 3000), seed=st.integers(0, 2**31 - 1),
-       dtype=st.sampled_from([torch.float32, torch.float64]))
+@given(rows=st.integers(0, 9), vocab=st.integers(1, 3000), seed=st.integers(0, 2**31 - 1),
+       dtype=st.sampled_from([torch.float32, torch.float64, torch.bfloat16, torch.float16]))
 def test_token_order_sums_are_the_last_cumulative_sums(rows, vocab, seed, dtype):
-    """:func:`decoding.verifiers.optimal_latent.token_order_sums` (one row at a time through
-    one buffer) is the last entry of the float64 cumulative sum, bit for bit; a pairwise
-    float64 sum (torch's ``sum``), a different order, is not always."""
+    """:func:`decoding.verifiers.optimal_latent.token_order_sums` (a compiled pass, four rows
+    at a time, and the rest one by one) is the last entry of the float64 cumulative sum, bit
+    for bit; a pairwise float64 sum (torch's ``sum``), a different order, is not always."""
     g = torch.Generator().manual_seed(seed)
     probs = torch.rand(rows, vocab, generator=g, dtype=torch.float64).to(dtype)
     assert torch.equal(optimal_latent.token_order_sums(probs), probs.double().cumsum(dim=-1)[:, -1:])
