@@ -1,8 +1,8 @@
 """The per-row passes over the vocabulary of the optimal verifier on the CPU, compiled with
-numba: the two sums of the lazy rows (:mod:`decoding.verifiers.optimal_lazy`), and for the
+numba: the two sums of the lazy rows (:mod:`decoding.verifiers.optimal_lazy`); for the
 merged rows (:mod:`decoding.verifiers.optimal_buckets`) the ratio keys and their range, the
 bucket ids with the histograms, the tokens of chosen buckets and the assembly of a merged
-row.
+row; and the token-order sums of :mod:`decoding.verifiers.optimal_latent`.
 
 Each is a plain loop over one row (NumPy views of the torch rows, no copies). The cut and
 the gather compute what the torch operations they replace computed, bit for bit: the key of
@@ -11,7 +11,8 @@ both at least :data:`INF_KEY`), and the histograms add in token order, as ``scat
 does on the CPU (``tests/decoding/test_verifier_optimal_numba.py`` checks both against torch
 versions, and the two sums of the lazy rows, which may add in any order, against their
 exact values within the bound Lemma 5 allows; the merge is checked through the merged rows,
-``tests/decoding/test_verifier_optimal_buckets.py``). torch has no fused operation for these
+``tests/decoding/test_verifier_optimal_buckets.py``; the token-order sums against the last
+float64 cumulative sum, ``tests/decoding/test_verifiers_fast_paths.py``). torch has no fused operation for these
 passes: the cut of one row at ``V = 151,936`` took about a dozen V-sized torch operations
 (two float64 copies, the division, its range, the bucket ids, two scatters) and 1.6-1.8
 times as long as with these loops (``scripts/profile_optimal_rows.py``,
