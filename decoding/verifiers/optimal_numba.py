@@ -21,8 +21,9 @@ docs/optimal-verifier.md section 9).
 ``error_model="numpy"``: a float division by zero gives ``inf`` or NaN, as in torch, instead
 of raising. ``cache=True``: compiled once per machine (a few seconds, at the first call of
 an optimal verifier on the CPU), then loaded from numba's cache (``__pycache__`` beside this
-file, or ``NUMBA_CACHE_DIR``) by every later process. numba checks no bounds: the arrays of one row (``p``, ``q``, its keys and bucket ids) have one length, and
-every other index a kernel writes at is clamped into its array (or the write skipped).
+file, or ``NUMBA_CACHE_DIR``) by every later process. numba checks no bounds: the arrays
+of one row (``p``, ``q``, its keys and bucket ids) have one length, and every other index a
+kernel writes at is clamped into its array (or the write skipped).
 """
 from __future__ import annotations
 
