@@ -8,8 +8,8 @@ path (row_parameters: the stable sort of every ratio key):
 - after the first refinement, the parameters at every token entry are the full path's at
   that token (within ``PARAMETER_TOLERANCE``: the sums run in another order) and the cut is
   at the same token;
-- draws equal the full path's, draw for draw, on Zipf-like rows with many buckets, on the
-  families of tests/decoding/optimal_cases.py, with coarse buckets (several refinement
+- draws equal the full path's, draw for draw, on Zipf-like rows with many buckets (also in
+  bfloat16 and float16), on the families of tests/decoding/optimal_cases.py, with coarse buckets (several refinement
   rounds, shown to happen) and on degenerate rows; a classification that calls every bucket
   pure is shown to change draws.
 """
@@ -201,6 +201,13 @@ def test_tokens_of_target_zero_are_one_negative_bucket():
     assert (buckets.bucket == 0).sum(dim=1).min() >= 3900
     assert _sign_violations(p[:1], q[:1], 2) == 0
     _assert_same_draws(p, q, drafts, uniforms)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("k", [2, 5])
+def test_half_precision_rows_draw_as_the_full_path(dtype, k):
+    """bfloat16 and float16 rows, which the compiled passes read widened to float32."""
+    _assert_same_draws(*zipf_rows(40, 3000, k, 31 + k, dtype))
 
 
 def test_subnormal_ratios_are_left_mixed_and_draw_as_the_full_path():
