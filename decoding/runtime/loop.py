@@ -55,7 +55,11 @@ def probs_from_logits(
     """Sampling law from logits: ``softmax(logits / T)`` restricted to the smallest set of
     most likely tokens whose mass reaches ``top_p`` (ties broken by token order), then
     renormalised. ``T = 0`` gives the one-hot law of the argmax (first maximum).
-    Computed in ``dtype`` (default: float32 for half precision models, else the logits' dtype)."""
+    Computed in ``dtype`` (default: float32 for half precision models, else the logits' dtype).
+    ``-inf`` logits are allowed (a masked token); a NaN or ``+inf`` logit, or a row that is
+    ``-inf`` everywhere, is a :class:`otm.errors.InvalidDistributionError` (a model that
+    overflows in half precision gives them), found from the rows' maxima the softmax needs
+    anyway: ``amax`` propagates NaN."""
     if not (temperature >= 0 and math.isfinite(temperature)):
         raise InvalidDistributionError(f"temperature must be a finite number >= 0 (0 = argmax), got {temperature}")
     if not (0 < top_p <= 1):
@@ -63,10 +67,12 @@ def probs_from_logits(
     if dtype is None:
         dtype = torch.float32 if logits.dtype in (torch.float16, torch.bfloat16) else logits.dtype
     logits = logits.to(dtype)
+    top = logits.amax(dim=-1, keepdim=True)
+    _check_row_maxima(top)
     if temperature == 0:
         return torch.nn.functional.one_hot(logits.argmax(dim=-1), logits.shape[-1]).to(dtype)
     # shift by the maximum before dividing: a tiny temperature then gives the limit law, never NaN
-    probs = torch.softmax((logits - logits.amax(dim=-1, keepdim=True)) / temperature, dim=-1)
+    probs = torch.softmax((logits - top) / temperature, dim=-1)
     if top_p < 1:
         sorted_probs, order = probs.sort(dim=-1, descending=True, stable=True)
         before = sorted_probs.cumsum(dim=-1) - sorted_probs  # mass strictly before each token
@@ -75,6 +81,18 @@ def probs_from_logits(
         probs = torch.where(keep, probs, torch.zeros_like(probs))
         probs = probs / probs.sum(dim=-1, keepdim=True)
     return probs
+
+
+def _check_row_maxima(top: torch.Tensor) -> None:
+    """The typed error of :func:`probs_from_logits` for rows whose maximum logit is NaN (a NaN
+    in the row), ``+inf`` or ``-inf`` (every logit ``-inf``)."""
+    bad = ~torch.isfinite(top).flatten()
+    if bad.any():
+        row = int(bad.nonzero()[0])
+        value = float(top.flatten()[row])
+        what = "a NaN" if math.isnan(value) else "+inf" if value > 0 else "only -inf (no token has positive probability)"
+        raise InvalidDistributionError(f"logits row {row} (of {bad.numel()}) contains {what}: the model's output is not a "
+                                       f"distribution")
 
 
 @dataclass

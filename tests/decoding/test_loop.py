@@ -33,6 +33,25 @@ def test_probs_from_logits():
         probs_from_logits(logits, 1.0, top_p=0.0)
 
 
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("bad, message", [(float("nan"), "a NaN"), (float("inf"), "[+]inf"),
+                                          ("row", "only -inf")])
+def test_logits_with_nan_inf_or_no_finite_entry_are_a_typed_error(temperature, dtype, bad, message):
+    """A NaN or +inf logit (a model overflowing in half precision), or a row of -inf, is an
+    InvalidDistributionError naming the row; -inf entries elsewhere are masked tokens."""
+    logits = torch.randn(3, 2, 5000, generator=torch.Generator().manual_seed(0)).to(dtype)
+    logits[..., :10] = -float("inf")  # masked tokens are fine
+    probs = probs_from_logits(logits, temperature)
+    assert torch.isfinite(probs).all() and (probs[..., :10] == 0).all()
+    if bad == "row":
+        logits[1, 0] = -float("inf")
+    else:
+        logits[1, 0, 4321] = bad
+    with pytest.raises(InvalidDistributionError, match=f"row 2 .*{message}"):
+        probs_from_logits(logits, temperature)
+
+
 @pytest.mark.parametrize("rule, tree", [("rrs", "binary:3"), ("kseq", "chains:3,3"), ("specinfer", "branching:3;2,1;1"),
                                         ("spechub", "binary:2"), ("greedy", "ternary:2"), ("single", "chain:4"),
                                         ("rrs_wor", "binary:3"), ("rrs_wor", "ternary:2")])
