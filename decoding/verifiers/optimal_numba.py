@@ -8,14 +8,14 @@ Each is a plain loop over one row (NumPy views of the torch rows, no copies). Th
 the gather compute what the torch operations they replace computed, bit for bit: the key of
 a token is the int64 bit pattern of the float64 ``|p / q|`` (``inf`` or NaN where ``q = 0``,
 both at least :data:`INF_KEY`), and the histograms add in token order, as ``scatter_add_``
-does on the CPU (``tests/decoding/test_verifier_optimal_numba.py`` checks both against torch
-versions, and the two sums of the lazy rows, which may add in any order, against their
-exact values within the bound Lemma 5 allows; the merge is checked through the merged rows,
-``tests/decoding/test_verifier_optimal_buckets.py``; the token-order sums against the last
-float64 cumulative sum, ``tests/decoding/test_verifiers_fast_paths.py``). torch has no fused operation for these
-passes: the cut of one row at ``V = 151,936`` took about a dozen V-sized torch operations
-(two float64 copies, the division, its range, the bucket ids, two scatters) and 1.6-1.8
-times as long as with these loops (``scripts/profile_optimal_rows.py``,
+does on the CPU. Tests: the cut and the gather against torch versions, and the two sums of
+the lazy rows (which may add in any order) against their exact values within the bound of
+Lemma 5, in ``tests/decoding/test_verifier_optimal_numba.py``; the merge through the merged
+rows, ``tests/decoding/test_verifier_optimal_buckets.py``; the token-order sums against the
+last float64 cumulative sum, ``tests/decoding/test_verifiers_fast_paths.py``. torch has no
+fused operation for these passes: the cut of one row at ``V = 151,936`` took about a dozen
+V-sized torch operations (two float64 copies, the division, its range, the bucket ids, two
+scatters) and 1.6-1.8 times as long as with these loops (``scripts/profile_optimal_rows.py``,
 docs/optimal-verifier.md section 9).
 
 ``error_model="numpy"``: a float division by zero gives ``inf`` or NaN, as in torch, instead
