@@ -133,8 +133,9 @@ def _draft_mass_up_to(
         dtype = target_probs.dtype if target_probs.dtype in (torch.float32, torch.float64) else torch.float32
         q_a, p_a_up = q_a.to(dtype).numpy(), (p_a.to(dtype) * (1.0 + TAU)).numpy()
         picked = range(target_probs.shape[0]) if rows is None else rows.tolist()
-        return torch.tensor([optimal_numba.draft_mass_up_to(numpy_row(target_probs[row], "p", scratch), numpy_row(draft_probs[row], "q", scratch),
-                                                           q_a[i], p_a_up[i]) for i, row in enumerate(picked)], dtype=torch.float64)
+        sums = [optimal_numba.draft_mass_up_to(numpy_row(target_probs[row], "p", scratch), numpy_row(draft_probs[row], "q", scratch),
+                                               q_a[i], p_a_up[i]) for i, row in enumerate(picked)]
+        return torch.tensor(sums, dtype=torch.float64)
     if rows is not None:
         target_probs, draft_probs = target_probs[rows], draft_probs[rows]
 
