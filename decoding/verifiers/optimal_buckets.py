@@ -49,7 +49,7 @@ import torch
 from . import optimal_numba as compiled
 from .base import Scratch, VerifierOutput
 from .optimal import WORK_DTYPE, RowParameters, power, ranked_parameters, verify_rows_reading
-from .optimal_lazy import numpy_row, relative_slack
+from .optimal_lazy import numpy_rows, relative_slack
 
 #: Buckets of positive finite ratio keys per row, at most (plus one for the keys 0 and one
 #: for the keys ``inf``).
@@ -128,7 +128,7 @@ def bucket_rows(target_probs: torch.Tensor, draft_probs: torch.Tensor, rows: tor
     outputs = bucket.numpy(), target.numpy(), draft.numpy(), sizes.numpy()  # views, indexed per row below
     ranges = []
     for row, source in enumerate(picked):
-        p, q = numpy_row(target_probs[source], "p", scratch), numpy_row(draft_probs[source], "q", scratch)
+        p, q = numpy_rows(target_probs, draft_probs, source, scratch)
         first, last = compiled.ratio_key_range(p, q, keys)
         if first < INF_KEY:  # a positive finite key
             step = ((last - first) // BUCKETS).bit_length()  # (last - first) >> step < BUCKETS
@@ -191,7 +191,7 @@ def bucket_members(
     compiled pass over the row (:func:`decoding.verifiers.optimal_numba.chosen_members`)."""
     size, source = int(buckets.sizes.numpy()[row][chosen].sum()), int(buckets.rows[row])
     out = Members(np.empty(size, np.int64), np.empty(size, np.int64), np.empty(size), np.empty(size), np.empty(size, np.int32))
-    p, q = numpy_row(target_probs[source], "p", scratch), numpy_row(draft_probs[source], "q", scratch)
+    p, q = numpy_rows(target_probs, draft_probs, source, scratch)
     assert compiled.chosen_members(p, q, buckets.bucket.numpy()[row], chosen, *out.fields()) == size
     return out
 

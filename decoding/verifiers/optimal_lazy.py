@@ -92,8 +92,7 @@ def _masses(
         from . import optimal_numba  # numba only where the CPU path runs
 
         picked = range(target_probs.shape[0]) if rows is None else rows.tolist()
-        sums = [optimal_numba.row_sums(numpy_row(target_probs[row], "p", scratch), numpy_row(draft_probs[row], "q", scratch))
-                for row in picked]
+        sums = [optimal_numba.row_sums(*numpy_rows(target_probs, draft_probs, row, scratch)) for row in picked]
         masses = torch.tensor(sums, dtype=torch.float64).reshape(-1, 2)
         return masses[:, 0], masses[:, 1]
     if rows is not None:
@@ -106,13 +105,17 @@ def _masses(
     return sums(draft_probs), sums(target_probs)
 
 
-def numpy_row(values: torch.Tensor, name: str, scratch: Scratch) -> np.ndarray:
-    """A NumPy view of one CPU row for the compiled passes of
+def numpy_rows(target_probs: torch.Tensor, draft_probs: torch.Tensor, row: int, scratch: Scratch) -> tuple[np.ndarray, np.ndarray]:
+    """NumPy views of row ``row`` of ``p`` and ``q`` (CPU) for the compiled passes of
     :mod:`decoding.verifiers.optimal_numba`; a half-precision row (which NumPy and numba do
-    not read) widened into the float32 ``scratch`` buffer ``name``, exactly."""
-    if values.dtype not in (torch.float32, torch.float64):
-        values = scratch.take(name, tuple(values.shape), torch.float32, values.device).copy_(values)
-    return values.numpy()
+    not read) widened into a float32 ``scratch`` buffer, exactly."""
+
+    def view(values: torch.Tensor, name: str) -> np.ndarray:
+        if values.dtype not in (torch.float32, torch.float64):
+            values = scratch.take(name, tuple(values.shape), torch.float32, values.device).copy_(values)
+        return values.numpy()
+
+    return view(target_probs[row], "p"), view(draft_probs[row], "q")
 
 
 def _draft_mass_up_to(
@@ -133,8 +136,8 @@ def _draft_mass_up_to(
         dtype = target_probs.dtype if target_probs.dtype in (torch.float32, torch.float64) else torch.float32
         q_a, p_a_up = q_a.to(dtype).numpy(), (p_a.to(dtype) * (1.0 + TAU)).numpy()
         picked = range(target_probs.shape[0]) if rows is None else rows.tolist()
-        sums = [optimal_numba.draft_mass_up_to(numpy_row(target_probs[row], "p", scratch), numpy_row(draft_probs[row], "q", scratch),
-                                               q_a[i], p_a_up[i]) for i, row in enumerate(picked)]
+        sums = [optimal_numba.draft_mass_up_to(*numpy_rows(target_probs, draft_probs, row, scratch), q_a[i], p_a_up[i])
+                for i, row in enumerate(picked)]
         return torch.tensor(sums, dtype=torch.float64)
     if rows is not None:
         target_probs, draft_probs = target_probs[rows], draft_probs[rows]
