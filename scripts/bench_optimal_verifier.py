@@ -14,8 +14,7 @@ per row = the batched call's time / rows):
 
 - ``optimal``: the optimal verifier's ``verify`` on all rows in one call;
 - ``sorted``, ``merged``: its full path on every row (no lazy rows), with the stable sort of
-  every ratio key (:func:`decoding.verifiers.optimal.row_parameters` and ``verify_rows`` on
-  one-row chunks) and with the merged rows of :mod:`decoding.verifiers.optimal_buckets`
+  every ratio key (:func:`decoding.verifiers.optimal.verify_sorted`) and with the merged rows of :mod:`decoding.verifiers.optimal_buckets`
   (i.i.d. drafts only; the two give the same draws);
 - ``argsort``: ``torch.argsort(p / q, dim=-1)`` on the same rows (one batched sort);
 - ``row sort``: :func:`decoding.verifiers.optimal.stable_sort_rows` of the float64 ratio
@@ -44,7 +43,7 @@ import numpy as np
 import torch
 
 from decoding.verifiers import optimal, optimal_buckets, optimal_latent, rrs, rrs_wor
-from decoding.verifiers.base import Scratch, map_row_chunks
+from decoding.verifiers.base import Scratch
 from otm.formulations.prefix_scan import iid_optimum_for_ks
 
 QWEN_VOCAB = 151_936
@@ -77,9 +76,7 @@ def full_paths(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, repeats: 
     """Seconds (median) of the sorted and the merged full path on every row."""
     k, scratch = drafts.shape[1], Scratch()
     uniforms = torch.rand(p.shape[0], optimal.uniforms_per_row(k), generator=torch.Generator().manual_seed(5), dtype=p.dtype)
-    sorted_s, _ = timed(lambda: map_row_chunks(
-        lambda a, b, x, u: optimal.verify_rows(optimal.row_parameters(a, b, k, scratch), a, b, x, u),
-        p, q, drafts, uniforms, chunk_bytes=optimal.CHUNK_BYTES), repeats)
+    sorted_s, _ = timed(lambda: optimal.verify_sorted(p, q, drafts, uniforms, scratch=scratch), repeats)
     merged_s, _ = timed(lambda: optimal_buckets.verify_rows(p, q, drafts, uniforms, scratch=scratch), repeats)
     return sorted_s, merged_s
 

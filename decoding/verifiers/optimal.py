@@ -444,8 +444,7 @@ def verify_tuples(
     :func:`decoding.verifiers.optimal_lazy.certified_acceptance` proves is accepted at
     once (holder ``floor(u5 k)``); the other rows go the full way: on the CPU at a vocabulary
     of at least :data:`decoding.verifiers.optimal_buckets.MIN_VOCAB` through its merged rows
-    (no sort of the vocabulary), else through :func:`row_parameters` and
-    :func:`verify_rows` on chunks of rows. The
+    (no sort of the vocabulary), else through :func:`verify_sorted`. The
     same draw as :func:`verify_rows` on every row (in exact arithmetic; draw for draw in
     floats except where a uniform falls within rounding of a boundary)."""
     from . import optimal_buckets  # it builds on this module
@@ -464,13 +463,29 @@ def verify_tuples(
     if target_probs.device.type == "cpu" and target_probs.shape[1] >= optimal_buckets.MIN_VOCAB:
         out = optimal_buckets.verify_rows(target_probs, draft_probs, draft_tokens, uniforms, rows=rest)
     else:
-        scratch = Scratch()  # one set of work arrays for every chunk
-        out = map_row_chunks(
-            lambda p, q, x, w: verify_rows(row_parameters(p, q, k, scratch), p, q, x, w),
-            target_probs, draft_probs, draft_tokens, uniforms, rows=rest, chunk_bytes=CHUNK_BYTES,
-        )
+        out = verify_sorted(target_probs, draft_probs, draft_tokens, uniforms, rows=rest)
     tokens[rest], accepted_index[rest] = out.tokens, out.accepted_index
     return VerifierOutput(tokens=tokens, accepted_index=accepted_index)
+
+
+def verify_sorted(
+    target_probs: torch.Tensor,  # [batch, vocab]
+    draft_probs: torch.Tensor,  # [batch, vocab] q
+    draft_tokens: torch.Tensor,  # [batch, k]
+    uniforms: torch.Tensor,  # [batch, 2k + 3]
+    rows: torch.Tensor | None = None,  # [n] the rows to verify (default: all)
+    scratch: Scratch | None = None,
+) -> VerifierOutput:
+    """Steps 1-5 the full way with the sort, for ``rows`` of the batch (``[n]`` outputs):
+    :func:`row_parameters` and :func:`verify_rows` on chunks of rows
+    (:data:`CHUNK_BYTES`), one ``scratch`` of work arrays for every chunk (a new one by
+    default)."""
+    scratch = Scratch() if scratch is None else scratch
+    k = draft_tokens.shape[1]
+    return map_row_chunks(
+        lambda p, q, x, w: verify_rows(row_parameters(p, q, k, scratch), p, q, x, w),
+        target_probs, draft_probs, draft_tokens, uniforms, rows=rows, chunk_bytes=CHUNK_BYTES,
+    )
 
 
 def verify(

@@ -24,6 +24,7 @@ from .optimal_cases import FAMILIES, case, case_parameters
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
+
 def _full(p, q, drafts, uniforms):
     """Every row the full way."""
     return optimal.verify_rows(optimal.row_parameters(p, q, drafts.shape[1]), p, q, drafts, uniforms)
