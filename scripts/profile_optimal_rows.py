@@ -12,14 +12,16 @@ row of the rows concerned:
 
 - ``rrs``: :mod:`decoding.verifiers.rrs` ``verify`` on all rows (per row of all rows);
 - ``lazy``: :func:`decoding.verifiers.optimal_lazy.certified_acceptance` on the lazy rows;
-- ``cut``: :func:`decoding.verifiers.optimal_buckets.bucket_rows` on the full rows (the
-  float64 copies, the ratio keys, the bucket ids and both histograms);
-- ``gather``: one :func:`decoding.verifiers.optimal_buckets.bucket_members` pass per full
-  row (the first round's refined buckets);
-- ``merged``: the first round's :func:`decoding.verifiers.optimal_buckets.merged_rows` and
-  :func:`decoding.verifiers.optimal.verify_rows_reading`, batched over the full rows;
+- ``cut``: :func:`decoding.verifiers.optimal_merged.cut` of each full row (the ratio keys
+  and their range, the bucket ids with the histograms, the sign test);
+- ``gather``: :func:`decoding.verifiers.optimal_merged.gather` of each full row's first
+  round (the mixed buckets and the drafts'; its bucket ids copied aside, so read from
+  further away in the caches than in a call, where the gather follows the row's cut);
+- ``merged``: the first round's merged row, its parameters and the draw of each full row
+  (:func:`decoding.verifiers.optimal_merged.merged_row`, ``ranked_parameters``, ``draw``);
 - ``full``: :func:`decoding.verifiers.optimal_buckets.verify_rows` on the full rows, every
-  round included, with ``rounds`` = the mean number of draws per full row.
+  round included (on ``--threads`` threads), with ``rounds`` = the mean number of draws per
+  full row.
 """
 from __future__ import annotations
 
@@ -27,10 +29,10 @@ import argparse
 import sys
 from pathlib import Path
 
+import numpy as np
 import torch
 
-from decoding.verifiers import optimal, optimal_buckets, rrs
-from decoding.verifiers.base import Scratch
+from decoding.verifiers import optimal, optimal_buckets, optimal_merged, rrs
 from decoding.verifiers.optimal_lazy import certified_acceptance, identical_drafts
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -55,7 +57,7 @@ def rows_of(pair: str, rows: int) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.softmax(target, dim=-1), torch.softmax(draft, dim=-1)
 
 
-def profile(p: torch.Tensor, q: torch.Tensor, k: int, repeats: int) -> dict:
+def profile(p: torch.Tensor, q: torch.Tensor, k: int, repeats: int, buckets: int) -> dict:
     rows = p.shape[0]
     g = torch.Generator().manual_seed(k)
     drafts = optimal.sample_drafts(q, k, g)
@@ -69,37 +71,43 @@ def profile(p: torch.Tensor, q: torch.Tensor, k: int, repeats: int) -> dict:
         u4 = uniforms[lazy, 2 * k + 1]
         entry["lazy"] = median_ms(lambda: certified_acceptance(p, q, drafts[lazy, 0], u4, k, lazy, optimal.CHUNK_BYTES), repeats) / lazy.numel()
     if full.numel():
-        scratch = Scratch()
-        entry["cut"] = median_ms(lambda: optimal_buckets.bucket_rows(p, q, full, k, scratch), repeats) / full.numel()
-        buckets = optimal_buckets.bucket_rows(p, q, full, k, scratch)
-        refined = buckets.present & (buckets.sign == 0)
-        refined.scatter_(1, buckets.bucket.gather(1, drafts[full]).long(), True)
+        vocab, margin = p.shape[1], optimal_buckets.sign_margin(p.shape[1], k)
+        keys, ids = np.empty(vocab, np.int64), np.empty(vocab, np.int32)
+        p_np, q_np = p.numpy(), q.numpy()
+        picked = full.tolist()
+        drafts_np, uniforms_np = drafts.numpy(), uniforms.numpy()
+
+        def cut(row: int):
+            return optimal_merged.cut(p_np[row], q_np[row], k, buckets, margin, keys, ids)
+
+        entry["cut"] = median_ms(lambda: [cut(row) for row in picked], repeats) / len(picked)
+        first_round = []  # per full row: its cut, the refined buckets and their tokens (the last row's ids stay in ``ids``)
+        for row in picked:
+            target, draft, sizes, lower, sign = cut(row)
+            refined = (sizes > 0) & (sign == 0)
+            refined[ids[drafts_np[row]]] = True
+            first_round.append((row, target, draft, sizes, lower, refined, ids.copy()))
 
         def gather():
-            return [optimal_buckets.bucket_members(buckets, row, refined[row].numpy(), p, q, scratch) for row in range(full.numel())]
+            return [optimal_merged.gather(p_np[row], q_np[row], row_ids, refined, sizes)
+                    for row, _, _, sizes, _, refined, row_ids in first_round]
 
-        entry["gather"] = median_ms(gather, repeats) / full.numel()
-        members, active = gather(), torch.arange(full.numel())
-        p_drafted, q_drafted = p[full.unsqueeze(1), drafts[full]], q[full.unsqueeze(1), drafts[full]]
+        entry["gather"] = median_ms(gather, repeats) / len(picked)
+        members = gather()
 
         def merged_round():
-            merged = optimal_buckets.merged_rows(buckets, active, refined, members, drafts[full], k)
-            return optimal.verify_rows_reading(merged.params, p_drafted, q_drafted, drafts[full], uniforms[full], merged.draft_ranks)
+            for (row, target, draft, sizes, lower, refined, _), found in zip(first_round, members):
+                x = drafts_np[row]
+                order, _, p_r, q_r, _ = optimal_merged.merged_row(found, (sizes > 0) & ~refined, lower, target, draft)
+                ranks = np.array([np.flatnonzero(order == token)[0] for token in x])
+                optimal_merged.draw(*optimal_merged.ranked_parameters(p_r, q_r, k), order, q_r, p_np[row, x], q_np[row, x], x,
+                                    ranks, uniforms_np[row])
 
-        entry["merged"] = median_ms(merged_round, repeats) / full.numel()
-        rounds = []
-        real = optimal_buckets.merged_rows
-
-        def counting(*args, **kwargs):
-            rounds.append(args[1].numel())
-            return real(*args, **kwargs)
-
-        optimal_buckets.merged_rows = counting
-        try:
-            entry["full"] = median_ms(lambda: optimal_buckets.verify_rows(p, q, drafts, uniforms, rows=full), repeats) / full.numel()
-        finally:
-            optimal_buckets.merged_rows = real
-        entry["rounds"] = sum(rounds) / ((repeats + 1) * full.numel())
+        entry["merged"] = median_ms(merged_round, repeats) / len(picked)
+        entry["full"] = median_ms(lambda: optimal_buckets.verify_rows(p, q, drafts, uniforms, rows=full, buckets=buckets), repeats) / len(picked)
+        rounds = [optimal_merged.verify_row(p_np[row], q_np[row], drafts_np[row], uniforms_np[row], buckets, margin, keys, ids)[2]
+                  for row in picked]
+        entry["rounds"] = sum(rounds) / len(rounds)
     return entry
 
 
@@ -114,9 +122,8 @@ def main(argv=None) -> list[dict]:
                         help="buckets per row of the merged rows (decoding.verifiers.optimal_buckets.BUCKETS)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    optimal_buckets.BUCKETS = args.buckets
     p, q = rows_of(args.pair, args.rows)
-    results = [profile(p, q, int(k), args.repeats) for k in args.ks.split(",")]
+    results = [profile(p, q, int(k), args.repeats, args.buckets) for k in args.ks.split(",")]
     print(f"{args.rows} rows of {args.pair}, V = {p.shape[1]:,}, {args.buckets:,} buckets, {args.threads} thread(s), "
           f"median of {args.repeats}; ms per row")
     print("| k | lazy rows | full rows | rrs | lazy | cut | gather | merged (round 1) | full (all rounds) | rounds |")

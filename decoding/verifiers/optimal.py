@@ -203,9 +203,11 @@ def ranked_parameters(
     k: int,
     scratch: Scratch | None = None,
 ) -> RowParameters:
-    """Step 1's sums, the cut and step 2, given the rows by rank. ``n`` is the vocabulary
-    for :func:`row_parameters`; :mod:`decoding.verifiers.optimal_buckets` passes shorter
-    rows in which runs of ranks are merged into one entry (their summed ``p`` and ``q``)."""
+    """Step 1's sums, the cut and step 2, given the rows by rank (``n`` = the vocabulary).
+    :func:`decoding.verifiers.optimal_merged.ranked_parameters` is this function for one row,
+    in the same floating-point operations, on the merged rows of
+    :mod:`decoding.verifiers.optimal_buckets`, where runs of ranks are one entry (their
+    summed ``p`` and ``q``)."""
     scratch = Scratch() if scratch is None else scratch
 
     def work(name: str) -> torch.Tensor:
@@ -287,14 +289,11 @@ class Positions:
         selection: ``x`` at each position's rank.
         blocks: the rank of the block each position's level falls in.
         gains: ``e > 0`` at each position's rank (a shortfall or slack rank).
-        partners: the partner rank whose entries decide a move (``matched > 0`` and the
-            partner on the position's side of the cut), else -1.
     """
 
     selection: torch.Tensor
     blocks: torch.Tensor
     gains: torch.Tensor  # [batch, k] bool: e > 0 at the position's rank
-    partners: torch.Tensor  # [batch, k] int64
 
 
 def position_blocks(
@@ -344,7 +343,6 @@ def position_blocks(
         selection=selection,
         blocks=torch.where(move, partner, ranks),
         gains=lower,
-        partners=torch.where((matched > 0) & valid, partner, torch.full_like(partner, -1)),
     )
 
 
@@ -395,43 +393,25 @@ def verify_rows(
     draft_tokens: torch.Tensor,  # [batch, k]
     uniforms: torch.Tensor,  # [batch, 2k + 3]
 ) -> VerifierOutput:
-    """Steps 3-5 of the module docstring for the rows of ``params``."""
-    p_drafted, q_drafted = target_probs.gather(1, draft_tokens), draft_probs.gather(1, draft_tokens)
-    return verify_rows_reading(params, p_drafted, q_drafted, draft_tokens, uniforms)[0]
-
-
-def verify_rows_reading(
-    params: RowParameters,
-    p_drafted: torch.Tensor,  # [batch, k] p at the drafts, input dtype
-    q_drafted: torch.Tensor,  # [batch, k] q at the drafts
-    draft_tokens: torch.Tensor,  # [batch, k]
-    uniforms: torch.Tensor,  # [batch, 2k + 3]
-    ranks: torch.Tensor | None = None,  # [batch, k] the drafts' ranks, when known
-) -> tuple[VerifierOutput, torch.Tensor]:
-    """:func:`verify_rows` given ``p`` and ``q`` at the drafts (and their ranks, found by
-    :func:`sorted_ranks` by default), and ``[batch, k + 1]`` the ranks other than the drafts'
-    own whose entries of ``params`` the draw used: each position's partner where it may move
-    there, then the residual rank on rejection; -1 elsewhere."""
+    """Steps 3-5 of the module docstring for the rows of ``params`` (the drafts' ranks found
+    by :func:`sorted_ranks`)."""
     k = draft_tokens.shape[1]
+    p_drafted, q_drafted = target_probs.gather(1, draft_tokens), draft_probs.gather(1, draft_tokens)
     u = uniforms.to(WORK_DTYPE)
     p_tokens = p_drafted.to(WORK_DTYPE) / params.target_mass
     q_tokens = q_drafted.to(WORK_DTYPE) / params.draft_mass
-    if ranks is None:
-        ranks = sorted_ranks(params, draft_tokens, ratio_keys(p_drafted, q_drafted))
+    ranks = sorted_ranks(params, draft_tokens, ratio_keys(p_drafted, q_drafted))
     positions = position_blocks(params, p_tokens, q_tokens, ranks, u[:, :k], u[:, k : 2 * k])
     at = highest_block(positions.blocks, u[:, 2 * k]).unsqueeze(1)
     passes = u[:, 2 * k + 1 : 2 * k + 2] * positions.selection.gather(1, at) < p_tokens.gather(1, at)
     accept = (positions.gains.gather(1, at) | passes).squeeze(1)
-    residual = residual_ranks(params, u[:, 2 * k + 2])
-    drawn = params.order.gather(1, residual.unsqueeze(1)).squeeze(1)
+    drawn = params.order.gather(1, residual_ranks(params, u[:, 2 * k + 2]).unsqueeze(1)).squeeze(1)
     chosen = draft_tokens.gather(1, at).squeeze(1)
     holder = accepted_holder(draft_tokens, chosen, u[:, 2 * k + 2])
-    output = VerifierOutput(
+    return VerifierOutput(
         tokens=torch.where(accept, chosen, drawn),
         accepted_index=torch.where(accept, holder, torch.full_like(holder, -1)),
     )
-    reads = torch.cat([positions.partners, torch.where(accept, -1, residual).unsqueeze(1)], dim=1)
-    return output, reads
 
 
 def verify_tuples(
@@ -447,7 +427,7 @@ def verify_tuples(
     (no sort of the vocabulary), else through :func:`verify_sorted`. The
     same draw as :func:`verify_rows` on every row (in exact arithmetic; draw for draw in
     floats except where a uniform falls within rounding of a boundary)."""
-    from . import optimal_buckets  # it builds on this module
+    from . import optimal_buckets  # numba only where the CPU path runs
 
     batch, k = draft_tokens.shape
     u = uniforms.to(WORK_DTYPE)

@@ -1,6 +1,6 @@
 """The per-row passes over the vocabulary of the optimal verifier on the CPU, compiled with
 numba: the two sums of the lazy rows (:mod:`decoding.verifiers.optimal_lazy`); for the
-merged rows (:mod:`decoding.verifiers.optimal_buckets`) the ratio keys and their range, the
+merged rows (:mod:`decoding.verifiers.optimal_merged`) the ratio keys and their range, the
 bucket ids with the histograms, the tokens of chosen buckets and the assembly of a merged
 row; and the token-order sums of :mod:`decoding.verifiers.optimal_latent`.
 
@@ -125,8 +125,8 @@ def chosen_members(p, q, bucket, chosen, ids, keys, target, draft, buckets):
 @_compiled
 def merge_row(keep, lower_keys, target_sums, draft_sums, ids, keys, target, draft, buckets,
               order_out, keys_out, target_out, draft_out, buckets_out):
-    """One merged row in rank order (the layout of ``merged_rows``): by bucket, a kept
-    bucket as one entry (token -1, its lower key, its sums), a refined bucket's members
+    """One merged row in rank order (for :func:`decoding.verifiers.optimal_merged.merged_row`):
+    by bucket, a kept bucket as one entry (token -1, its lower key, its sums), a refined bucket's members
     (``ids``, ``keys``, ``target``, ``draft``, ``buckets``, in any order of buckets, by
     ascending id within one) sorted by key, ties by id; written up to the length of the
     outputs. Return the length of the merged row."""

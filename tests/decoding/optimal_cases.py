@@ -1,13 +1,16 @@
 """Row families for the optimal verifier's tests (tests/decoding/test_verifier_optimal_lazy.py,
 tests/decoding/test_verifier_optimal_buckets.py): exact ratio ties, one-hot rows, ``p = q``,
-disjoint supports, ``q`` with zeros and peaked Dirichlet rows."""
+disjoint supports, ``q`` with zeros and peaked Dirichlet rows; and the compiled cut of one
+row (:func:`compiled_cut`) for the tests of the merged rows."""
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from decoding.verifiers import optimal
+from decoding.verifiers import optimal, optimal_buckets, optimal_merged
 
 FAMILIES = ("ties", "one_hot", "p_equals_q", "disjoint", "q_zeros", "dirichlet")
 
@@ -53,3 +56,22 @@ def case_parameters(max_vocab: int) -> dict:
         "seed": st.integers(0, 2**31 - 1),
         "dtype": st.sampled_from([torch.float64, torch.float32, torch.bfloat16, torch.float16]),
     }
+
+
+def row_numpy(values: torch.Tensor) -> np.ndarray:
+    """One row as the compiled passes read it (half precision widened to float32, exactly)."""
+    return (values if values.dtype in (torch.float32, torch.float64) else values.float()).numpy()
+
+
+def compiled_cut(p: torch.Tensor, q: torch.Tensor, k: int, buckets: int = optimal_buckets.BUCKETS, margin: float | None = None):
+    """:func:`decoding.verifiers.optimal_merged.cut` of one row ``p``, ``q`` ``[V]``: the
+    bucket ids and, per bucket, the sums of ``p`` and ``q``, the sizes, the lower keys, the
+    signs and whether it holds a token (``torch`` tensors), with the row's NumPy views."""
+    vocab = p.shape[0]
+    p_np, q_np = row_numpy(p), row_numpy(q)
+    keys, ids = np.empty(vocab, np.int64), np.empty(vocab, np.int32)
+    margin = optimal_buckets.sign_margin(vocab, k) if margin is None else margin
+    target, draft, sizes, lower, sign = optimal_merged.cut(p_np, q_np, k, buckets, margin, keys, ids)
+    as_torch = [torch.from_numpy(a) for a in (ids, target, draft, sizes, lower, sign)]
+    return SimpleNamespace(**dict(zip(("ids", "target", "draft", "sizes", "lower", "sign"), as_torch)),
+                           present=torch.from_numpy(sizes > 0), p=p_np, q=q_np)

@@ -10,20 +10,27 @@ path (row_parameters: the stable sort of every ratio key):
   at the same token;
 - draws equal the full path's, draw for draw, on Zipf-like rows with many buckets (also in
   bfloat16 and float16), on the families of tests/decoding/optimal_cases.py, with coarse buckets (several refinement
-  rounds, shown to happen) and on degenerate rows; a classification that calls every bucket
-  pure is shown to change draws.
+  rounds, shown to happen), on degenerate rows and with the rows shared among two threads;
+  a classification that calls every bucket pure is shown to change draws.
+
+The merged rows are built with the compiled steps of :mod:`decoding.verifiers.optimal_merged`
+(the cut, the gather, the merge and the parameters), which :func:`optimal_buckets.verify_rows`
+runs one row at a time.
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
+
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from decoding.verifiers import optimal, optimal_buckets
-from decoding.verifiers.base import Scratch
+from decoding.verifiers import optimal, optimal_buckets, optimal_merged
+from otm.errors import ShapeMismatchError
 
-from .optimal_cases import FAMILIES, case, case_parameters
+from .optimal_cases import FAMILIES, case, case_parameters, compiled_cut
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -44,34 +51,52 @@ def zipf_rows(rows: int, vocab: int, k: int, seed: int, dtype=torch.float32):
     return p, q, drafts, torch.rand(rows, optimal.uniforms_per_row(k), generator=g, dtype=dtype)
 
 
-def _assert_same_draws(p, q, drafts, uniforms, rows=None):
+def _assert_same_draws(p, q, drafts, uniforms, rows=None, **options):
     rows = torch.arange(p.shape[0]) if rows is None else rows
-    merged = optimal_buckets.verify_rows(p, q, drafts, uniforms, rows=rows)
+    merged = optimal_buckets.verify_rows(p, q, drafts, uniforms, rows=rows, **options)
     full = optimal.verify_rows(optimal.row_parameters(p[rows], q[rows], drafts.shape[1]), p[rows], q[rows], drafts[rows], uniforms[rows])
     assert merged.tokens.tolist() == full.tokens.tolist()
     assert merged.accepted_index.tolist() == full.accepted_index.tolist()
 
 
-def _one_row_buckets(p, q, k):
-    return optimal_buckets.bucket_rows(p, q, torch.arange(p.shape[0]), k, Scratch())
+#: The names of :func:`decoding.verifiers.optimal_merged.ranked_parameters`' results.
+PARAMETERS = ("own", "gains", "losses", "target_cumulative", "cut", "support", "gains_h", "losses_h", "flow_u",
+              "flow_h", "target_mass", "draft_mass")
 
 
-def _members(buckets, refined, p, q):
-    return [optimal_buckets.bucket_members(buckets, row, refined[row].numpy(), p, q, Scratch()) for row in range(refined.shape[0])]
+def _merged(cut, refined: torch.Tensor, k: int) -> SimpleNamespace:
+    """The merged row of a cut (:func:`tests.decoding.optimal_cases.compiled_cut`) with the
+    ``refined`` buckets' tokens as entries, and its parameters."""
+    chosen = refined.numpy()
+    members = optimal_merged.gather(cut.p, cut.q, cut.ids.numpy(), chosen, cut.sizes.numpy())
+    keep = (cut.present & ~refined).numpy()
+    row = optimal_merged.merged_row(members, keep, cut.lower.numpy(), cut.target.numpy(), cut.draft.numpy())
+    order, keys, p_r, q_r, bucket = (torch.from_numpy(a) for a in row)
+    params = {name: torch.from_numpy(value) if isinstance(value, np.ndarray) else value
+              for name, value in zip(PARAMETERS, optimal_merged.ranked_parameters(row[2], row[3], k))}
+    return SimpleNamespace(order=order, keys=keys, draft=q_r, bucket=bucket.long(), **params)
+
+
+def _first_round(cut, drafts: torch.Tensor) -> torch.Tensor:
+    """The buckets refined before the first draw: the mixed ones and the drafts'."""
+    refined = cut.present & (cut.sign == 0)
+    refined[cut.ids[drafts].long()] = True
+    return refined
 
 
 @pytest.mark.parametrize("k", [1, 2, 5])
 @pytest.mark.parametrize("name", FAMILIES)
 def test_every_bucket_refined_is_the_full_path(name, k):
-    p, q, drafts, _ = case(name, 6, 9, k, 5, torch.float64)
+    """Also the compiled ``ranked_parameters`` against the torch one, bit for bit."""
+    p, q, _, _ = case(name, 6, 9, k, 5, torch.float64)
     for row in range(p.shape[0]):
-        pr, qr = p[row : row + 1], q[row : row + 1]
-        buckets = _one_row_buckets(pr, qr, k)
-        refined = buckets.present.clone()
-        merged = optimal_buckets.merged_rows(buckets, torch.arange(1), refined, _members(buckets, refined, pr, qr), drafts[row : row + 1], k)
-        full = optimal.row_parameters(pr, qr, k)
-        for field in full.__dataclass_fields__:
-            assert torch.equal(getattr(merged.params, field), getattr(full, field)), field
+        cut = compiled_cut(p[row], q[row], k)
+        merged = _merged(cut, cut.present.clone(), k)
+        full = optimal.row_parameters(p[row : row + 1], q[row : row + 1], k)
+        for field in ("order", "keys", "draft", "own", "gains", "losses", "target_cumulative"):
+            assert torch.equal(getattr(merged, field), getattr(full, field)[0]), field
+        for field in ("cut", "support", "gains_h", "losses_h", "flow_u", "flow_h", "target_mass", "draft_mass"):
+            assert getattr(merged, field) == getattr(full, field).flatten()[0].item(), field
 
 
 def _full_excess(p, q, k):
@@ -81,12 +106,12 @@ def _full_excess(p, q, k):
     return p_r - params.own[0], params.order[0]
 
 
-def _sign_violations(p, q, k) -> int:
+def _sign_violations(p, q, k, margin=None) -> int:
     """Ranks whose full-path ``e`` contradicts the sign the test gives their bucket."""
-    buckets = _one_row_buckets(p, q, k)
+    cut = compiled_cut(p[0], q[0], k, margin=margin)
     excess, order = _full_excess(p, q, k)
-    bucket = buckets.bucket[0, order].long()
-    sign, infinite = buckets.sign[0, bucket], buckets.lower_keys[0, bucket] == optimal_buckets.INF_KEY
+    bucket = cut.ids[order].long()
+    sign, infinite = cut.sign[bucket], cut.lower[bucket] == optimal_merged.INF_KEY
     wrong_positive = (sign > 0) & ~infinite & (excess <= 0)
     wrong_infinite = (sign > 0) & infinite & (excess < 0)
     wrong_negative = (sign < 0) & (excess >= 0)
@@ -97,8 +122,8 @@ def _sign_violations(p, q, k) -> int:
 def test_pure_buckets_have_one_strict_sign(k):
     p, q, _, _ = zipf_rows(4, 4000, k, 7 + k)
     for row in range(p.shape[0]):
-        buckets = _one_row_buckets(p[row : row + 1], q[row : row + 1], k)
-        assert (buckets.sign[buckets.present] != 0).float().mean() > 0.5  # most buckets are merged
+        cut = compiled_cut(p[row], q[row], k)
+        assert (cut.sign[cut.present] != 0).float().mean() > 0.5  # most buckets are merged
         assert _sign_violations(p[row : row + 1], q[row : row + 1], k) == 0
 
 
@@ -109,33 +134,28 @@ def test_pure_buckets_have_one_strict_sign_on_families(name, vocab, k, seed):
     assert _sign_violations(p, q, k) == 0
 
 
-def test_sign_test_without_margin_is_wrong(monkeypatch):
+def test_sign_test_without_margin_is_wrong():
     """Deliberately broken: a negative margin calls buckets pure whose ``e`` changes sign."""
     p, q, _, _ = zipf_rows(4, 4000, 2, 9)
-    monkeypatch.setattr(optimal_buckets, "sign_margin", lambda vocab, k: -0.5)
-    assert sum(_sign_violations(p[r : r + 1], q[r : r + 1], 2) for r in range(4)) > 0
+    assert sum(_sign_violations(p[r : r + 1], q[r : r + 1], 2, margin=-0.5) for r in range(4)) > 0
 
 
-def _parameters_agree(p, q, drafts, k) -> bool:
+def _parameters_agree(p, q, drafts, k, margin=None) -> bool:
     """After the first refinement (the mixed buckets and the drafts' buckets), the merged
     row's parameters at every token entry are the full path's at that token, and the cut
     splits the tokens where the full path's does."""
-    rows = p.shape[0]
-    buckets = _one_row_buckets(p, q, k)
-    refined = buckets.present & (buckets.sign == 0)
-    refined.scatter_(1, buckets.bucket.gather(1, drafts).long(), True)
-    merged = optimal_buckets.merged_rows(buckets, torch.arange(rows), refined, _members(buckets, refined, p, q), drafts, k)
     full = optimal.row_parameters(p, q, k)
-    for row in range(rows):
-        entries = (merged.params.order[row] >= 0).nonzero().squeeze(1)
-        ranks = optimal.token_ranks(full.order[row : row + 1], merged.params.order[row, entries].unsqueeze(0)).squeeze(0)
+    for row in range(p.shape[0]):
+        cut = compiled_cut(p[row], q[row], k, margin=margin)
+        merged = _merged(cut, _first_round(cut, drafts[row]), k)
+        entries = (merged.order >= 0).nonzero().squeeze(1)
+        ranks = optimal.token_ranks(full.order[row : row + 1], merged.order[entries].unsqueeze(0)).squeeze(0)
         for field in ("own", "gains", "losses", "target_cumulative"):
-            got, want = getattr(merged.params, field)[row, entries], getattr(full, field)[row, ranks]
+            got, want = getattr(merged, field)[entries], getattr(full, field)[row, ranks]
             if not torch.allclose(got, want, rtol=0, atol=PARAMETER_TOLERANCE):
                 return False
-        counts = torch.bincount(buckets.bucket[row].long(), minlength=buckets.present.shape[1])
-        tokens_in = torch.where(merged.params.order[row] >= 0, 1, counts[merged.bucket[row].clamp(min=0)] * (merged.bucket[row] >= 0))
-        if int(tokens_in[: merged.params.cut[row]].sum()) != int(full.cut[row]):
+        tokens_in = torch.where(merged.order >= 0, 1, cut.sizes[merged.bucket])
+        if int(tokens_in[: merged.cut].sum()) != int(full.cut[row]):
             return False
     return True
 
@@ -159,14 +179,20 @@ def test_draws_equal_the_full_path_on_families(name, vocab, k, seed, dtype):
     _assert_same_draws(*case(name, 24, vocab, k, seed, dtype))
 
 
+def _rounds(p, q, drafts, uniforms, buckets: int) -> list[int]:
+    """Draws per row of :func:`decoding.verifiers.optimal_merged.verify_row`."""
+    vocab, k = p.shape[1], drafts.shape[1]
+    work = np.empty(vocab, np.int64), np.empty(vocab, np.int32)
+    margin = optimal_buckets.sign_margin(vocab, k)
+    return [optimal_merged.verify_row(p[r].numpy(), q[r].numpy(), drafts[r].numpy(), uniforms[r].double().numpy(),
+                                      buckets, margin, *work)[2] for r in range(p.shape[0])]
+
+
 @pytest.mark.parametrize("buckets", [16, 64])
-def test_coarse_buckets_take_several_rounds_and_the_same_draws(monkeypatch, buckets):
-    monkeypatch.setattr(optimal_buckets, "BUCKETS", buckets)
-    calls = []
-    real = optimal_buckets.merged_rows
-    monkeypatch.setattr(optimal_buckets, "merged_rows", lambda *a, **kw: calls.append(a[1].numel()) or real(*a, **kw))
-    _assert_same_draws(*zipf_rows(30, 2000, 3, 5))
-    assert len(calls) > 1  # some rows were refined and drawn again
+def test_coarse_buckets_take_several_rounds_and_the_same_draws(buckets):
+    rows = zipf_rows(30, 2000, 3, 5)
+    _assert_same_draws(*rows, buckets=buckets)
+    assert max(_rounds(*rows, buckets)) > 1  # some rows were refined and drawn again
 
 
 def test_degenerate_rows_draw_as_the_full_path():
@@ -196,9 +222,10 @@ def test_tokens_of_target_zero_are_one_negative_bucket():
     p, q, drafts, uniforms = zipf_rows(20, 4000, 2, 31)
     p = torch.where(p >= p.topk(40, dim=1).values[:, -1:], p, 0.0)
     drafts = optimal.sample_drafts(q, 2, torch.Generator().manual_seed(3))
-    buckets = _one_row_buckets(p, q, 2)
-    assert (buckets.present[:, 0] & (buckets.sign[:, 0] == -1)).all()
-    assert (buckets.bucket == 0).sum(dim=1).min() >= 3900
+    for row in range(p.shape[0]):
+        cut = compiled_cut(p[row], q[row], 2)
+        assert cut.present[0] and cut.sign[0] == -1
+        assert (cut.ids == 0).sum() >= 3900
     assert _sign_violations(p[:1], q[:1], 2) == 0
     _assert_same_draws(p, q, drafts, uniforms)
 
@@ -216,34 +243,41 @@ def test_subnormal_ratios_are_left_mixed_and_draw_as_the_full_path():
     p, q, drafts, uniforms = zipf_rows(10, 500, 3, 12, torch.float64)
     p[:, :50] = 1e-310
     p = p / p.sum(dim=1, keepdim=True)
-    buckets = _one_row_buckets(p, q, 3)
-    subnormal = buckets.present & (buckets.lower_keys > 0) & (buckets.lower_keys < optimal_buckets.NORMAL_KEY)
-    assert subnormal.any() and (buckets.sign[subnormal] == 0).all()
+    cut = compiled_cut(p[0], q[0], 3)
+    subnormal = cut.present & (cut.lower > 0) & (cut.lower < optimal_merged.NORMAL_KEY)
+    assert subnormal.any() and (cut.sign[subnormal] == 0).all()
     _assert_same_draws(p, q, drafts, uniforms)
 
 
-def _all_pure(real):
-    def bucket_rows(*args):
-        buckets = real(*args)
-        return optimal_buckets.Buckets(**{**buckets.__dict__, "sign": torch.ones_like(buckets.sign)})
-
-    return bucket_rows
-
-
-def test_calling_every_bucket_pure_is_caught(monkeypatch):
-    """Deliberately broken: merging the buckets where ``e`` changes sign. The parameters
-    at the token entries move; with coarse buckets (large mixed buckets) draws change too."""
+def test_calling_every_bucket_pure_is_caught():
+    """Deliberately broken: merging the buckets where ``e`` changes sign (a margin of
+    ``-inf`` calls every bucket of normal keys positive). The parameters at the token
+    entries move; with coarse buckets (large mixed buckets) draws change too."""
     p, q, drafts, _ = zipf_rows(6, 3000, 2, 23)
     coarse = zipf_rows(60, 3000, 2, 8)
     assert _parameters_agree(p, q, drafts, 2)
-    default = optimal_buckets.BUCKETS
-    monkeypatch.setattr(optimal_buckets, "BUCKETS", 64)
-    _assert_same_draws(*coarse)
-    monkeypatch.setattr(optimal_buckets, "bucket_rows", _all_pure(optimal_buckets.bucket_rows))
+    _assert_same_draws(*coarse, buckets=64)
     with pytest.raises(AssertionError):
-        _assert_same_draws(*coarse)
-    monkeypatch.setattr(optimal_buckets, "BUCKETS", default)
-    assert not _parameters_agree(p, q, drafts, 2)
+        _assert_same_draws(*coarse, buckets=64, margin=-np.inf)
+    assert not _parameters_agree(p, q, drafts, 2, margin=-np.inf)
+
+
+def test_rows_shared_among_threads_draw_as_one_thread():
+    p, q, drafts, uniforms = zipf_rows(23, 3000, 4, 17)
+    one = optimal_buckets.verify_rows(p, q, drafts, uniforms)
+    torch.set_num_threads(2)  # the fixture restores the count
+    two = optimal_buckets.verify_rows(p, q, drafts, uniforms)
+    assert torch.equal(one.tokens, two.tokens) and torch.equal(one.accepted_index, two.accepted_index)
+    _assert_same_draws(p, q, drafts, uniforms)
+
+
+def test_draft_tokens_outside_the_vocabulary_are_rejected():
+    p, q, drafts, uniforms = zipf_rows(3, 100, 2, 1)
+    for bad in (-1, 100):
+        wrong = drafts.clone()
+        wrong[1, 0] = bad
+        with pytest.raises(ShapeMismatchError, match=r"token ids in \[0, 100\)"):
+            optimal_buckets.verify_rows(p, q, wrong, uniforms)
 
 
 def test_no_rows():

@@ -3,9 +3,9 @@ plain torch versions written here, on the row families of tests/decoding/optimal
 in every dtype and on degenerate rows (``q = 0``, ``0 / 0``, ``-0.0``, subnormal ``q``,
 ratios at the top of the float64 range):
 
-- the cut (:func:`decoding.verifiers.optimal_buckets.bucket_rows`: keys, range, bucket ids,
-  both histograms and the bucket sizes) equals the torch cut bit for bit, and a one-ulp
-  change of one ``p`` is seen;
+- the cut (:func:`decoding.verifiers.optimal_merged.cut`: keys, range, bucket ids, both
+  histograms and the bucket sizes) equals the torch cut bit for bit, and a one-ulp change
+  of one ``p`` is seen;
 - keys at or above ``inf`` land in the last bucket even when the largest finite ratio
   shares its high bits with ``inf`` (where clamping the shifted key, as the torch cut once
   did, puts them in the last finite bucket);
@@ -24,10 +24,10 @@ import pytest
 import torch
 from hypothesis import given, settings
 
-from decoding.verifiers import optimal, optimal_buckets, optimal_lazy, optimal_numba
+from decoding.verifiers import optimal, optimal_buckets, optimal_lazy, optimal_merged, optimal_numba
 from decoding.verifiers.base import Scratch
 
-from .optimal_cases import case, case_parameters
+from .optimal_cases import case, case_parameters, compiled_cut
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -53,13 +53,13 @@ def torch_cut(p: torch.Tensor, q: torch.Tensor, buckets: int = optimal_buckets.B
 
 
 def _assert_cut_equal(p: torch.Tensor, q: torch.Tensor):
-    cut = optimal_buckets.bucket_rows(p, q, torch.arange(p.shape[0]), 2, Scratch())
     for row in range(p.shape[0]):
+        cut = compiled_cut(p[row], q[row], 2)
         ids, target, draft, sizes = torch_cut(p[row], q[row])
-        assert torch.equal(cut.bucket[row], ids)
-        assert torch.equal(cut.target[row], target)
-        assert torch.equal(cut.draft[row], draft)
-        assert torch.equal(cut.sizes[row], sizes)
+        assert torch.equal(cut.ids, ids)
+        assert torch.equal(cut.target, target)
+        assert torch.equal(cut.draft, draft)
+        assert torch.equal(cut.sizes, sizes)
 
 
 @settings(max_examples=40, deadline=None)
@@ -91,8 +91,7 @@ def test_a_one_ulp_change_is_seen():
     p, q, _, _ = case("dirichlet", 1, 200, 2, 3, torch.float64)
     moved, top = p.clone(), int(p[0].argmax())
     moved[0, top] = torch.nextafter(moved[0, top], torch.tensor(1.0, dtype=torch.float64))
-    cut = optimal_buckets.bucket_rows(p, q, torch.arange(1), 2, Scratch())
-    assert not torch.equal(cut.target[0], torch_cut(moved[0], q[0])[1])
+    assert not torch.equal(compiled_cut(p[0], q[0], 2).target, torch_cut(moved[0], q[0])[1])
 
 
 def test_infinite_keys_go_to_the_last_bucket_next_to_huge_ratios():
@@ -102,14 +101,14 @@ def test_infinite_keys_go_to_the_last_bucket_next_to_huge_ratios():
     bucket, and the merged rows draw as the full path."""
     p = torch.tensor([[1e-100, 1.0, 0.5, 0.25]], dtype=torch.float64)
     q = torch.tensor([[1.0, 1.0 / 1.7e308, 0.0, 0.5]], dtype=torch.float64)
-    cut = optimal_buckets.bucket_rows(p, q, torch.arange(1), 2, Scratch())
+    cut = compiled_cut(p[0], q[0], 2)
     keys = (p[0] / q[0]).abs().view(torch.int64)
     first, last = int(keys[0]), int(keys[1])
     step = ((last - first) // optimal_buckets.BUCKETS).bit_length()
     finite = ((last - first) >> step) + 1  # buckets of positive finite keys
     clamped = min(((INF_KEY - first) >> step) + 1, finite + 1)
     assert clamped == finite  # the clamped bucket of inf is a finite one
-    assert int(cut.bucket[0, 2]) == finite + 1 and int(cut.sizes[0, finite + 1]) == 1
+    assert int(cut.ids[2]) == finite + 1 and int(cut.sizes[finite + 1]) == 1
     drafts = torch.tensor([[1, 3], [3, 0]])
     for seed in range(20):
         uniforms = torch.rand(1, optimal.uniforms_per_row(2), generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
@@ -124,17 +123,17 @@ def test_infinite_keys_go_to_the_last_bucket_next_to_huge_ratios():
 @given(**case_parameters(300))
 def test_members_equal_a_nonzero_over_the_bucket_ids(name, vocab, k, seed, dtype):
     p, q, _, _ = case(name, 2, vocab, k, seed, dtype)
-    cut = optimal_buckets.bucket_rows(p, q, torch.arange(2), k, Scratch())
     rng = np.random.default_rng(seed)
     for row in range(2):
-        chosen = rng.random(cut.sizes.shape[1]) < 0.5
-        members = optimal_buckets.bucket_members(cut, row, chosen, p, q, Scratch())
-        ids = torch.from_numpy(chosen)[cut.bucket[row].long()].nonzero().squeeze(1)
-        assert torch.equal(torch.from_numpy(members.ids), ids)
-        assert torch.equal(torch.from_numpy(members.keys), optimal.ratio_keys(p[row, ids], q[row, ids]))
-        assert torch.equal(torch.from_numpy(members.target), p[row, ids].double())
-        assert torch.equal(torch.from_numpy(members.draft), q[row, ids].double())
-        assert torch.equal(torch.from_numpy(members.buckets).long(), cut.bucket[row, ids].long())
+        cut = compiled_cut(p[row], q[row], k)
+        chosen = rng.random(cut.sizes.shape[0]) < 0.5
+        members = [torch.from_numpy(a) for a in optimal_merged.gather(cut.p, cut.q, cut.ids.numpy(), chosen, cut.sizes.numpy())]
+        ids = torch.from_numpy(chosen)[cut.ids.long()].nonzero().squeeze(1)
+        assert torch.equal(members[0], ids)
+        assert torch.equal(members[1], optimal.ratio_keys(p[row, ids], q[row, ids]))
+        assert torch.equal(members[2], p[row, ids].double())
+        assert torch.equal(members[3], q[row, ids].double())
+        assert torch.equal(members[4].long(), cut.ids[ids].long())
 
 
 def _within_gamma(value: float, terms: np.ndarray):
