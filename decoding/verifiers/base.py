@@ -39,7 +39,10 @@ and warm in the cache. Rows never share randomness, so the chunking changes no d
 """
 from __future__ import annotations
 
+import concurrent.futures
+import functools
 import math
+import os
 from dataclasses import dataclass
 from typing import Callable
 
@@ -355,3 +358,24 @@ def map_row_chunks(
     if isinstance(parts[0], torch.Tensor):
         return torch.cat(parts)
     return VerifierOutput(torch.cat([o.tokens for o in parts]), torch.cat([o.accepted_index for o in parts]))
+
+
+@functools.cache
+def _row_threads() -> concurrent.futures.ThreadPoolExecutor:
+    """The threads that run shares of rows beside the calling one (made at first use)."""
+    return concurrent.futures.ThreadPoolExecutor(max_workers=max(1, (os.cpu_count() or 1) - 1), thread_name_prefix="verifier-rows")
+
+
+def share_rows(run: Callable[[int, int], None], rows: int) -> None:
+    """``run(part, parts)`` for every ``part < parts``, ``parts = min(torch.get_num_threads(),
+    rows, CPUs)``: part 0 in the calling thread, the others on a pool of threads. For compiled
+    per-row code that releases the GIL (the optimal verifiers' passes on the CPU), where part
+    ``i`` takes the rows ``i, i + parts, ...``: rows never share randomness, so a row's draw
+    does not depend on ``parts``. An exception of any part is raised here."""
+    parts = max(1, min(torch.get_num_threads(), rows, os.cpu_count() or 1))
+    others = [_row_threads().submit(run, part, parts) for part in range(1, parts)]
+    try:
+        run(0, parts)
+    finally:
+        for other in others:
+            other.result()

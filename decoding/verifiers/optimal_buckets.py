@@ -44,18 +44,14 @@ the GIL); each row's draw is the same whatever the number of threads.
 """
 from __future__ import annotations
 
-import concurrent.futures
-import functools
-import os
-
 import numpy as np
 import torch
 
 from otm.errors import ShapeMismatchError
 
 from . import optimal_merged as compiled
-from .base import Scratch, VerifierOutput
-from .optimal_lazy import relative_slack
+from .base import Scratch, VerifierOutput, share_rows
+from .optimal_lazy import numpy_batch, relative_slack
 
 #: Buckets of positive finite ratio keys per row, at most (plus one for the keys 0 and one
 #: for the keys ``inf``).
@@ -75,18 +71,6 @@ def sign_margin(vocab: int, k: int) -> float:
     the floats it compares: sums of at most ``V`` terms, powers of degree ``k - 1``) is
     larger; the margin only decides how many buckets are refined."""
     return max(2.0**-20, (k + 3) * relative_slack(vocab, k))
-
-
-@functools.cache
-def _threads() -> concurrent.futures.ThreadPoolExecutor:
-    """The threads that run rows beside the calling one (created at the first call that uses them)."""
-    return concurrent.futures.ThreadPoolExecutor(max_workers=max(1, (os.cpu_count() or 1) - 1), thread_name_prefix="optimal-rows")
-
-
-def _as_numpy(probs: torch.Tensor) -> np.ndarray:
-    """A NumPy view of CPU rows; half precision (which NumPy and numba do not read) widened
-    to float32, exactly."""
-    return (probs if probs.dtype in (torch.float32, torch.float64) else probs.float()).numpy()
 
 
 def verify_rows(
@@ -111,20 +95,16 @@ def verify_rows(
     if count:
         drafts, u = draft_tokens[rows], uniforms[rows].double()
         if int(drafts.min()) < 0 or int(drafts.max()) >= vocab:
-            raise ShapeMismatchError(f"draft_tokens must be token ids in [0, {vocab}), got {drafts.min()}..{drafts.max()}")
-        if target_probs.dtype not in (torch.float32, torch.float64):  # widen only the rows verified here
-            target_probs, draft_probs, rows = target_probs[rows], draft_probs[rows], torch.arange(count)
-        sources = _as_numpy(target_probs), _as_numpy(draft_probs), rows.numpy(), drafts.numpy(), u.numpy()
+            raise ShapeMismatchError(f"draft_tokens must be token ids in [0, {vocab}), got ids from {int(drafts.min())} to {int(drafts.max())}")
+        p, q, picked = numpy_batch(target_probs, draft_probs, rows)
         margin = sign_margin(vocab, k) if margin is None else margin
-        threads = max(1, min(torch.get_num_threads(), count, (os.cpu_count() or 1)))
-        work = [(scratch.take(f"keys {t}", (vocab,), torch.int64, torch.device("cpu")).numpy(),
-                 scratch.take(f"bucket ids {t}", (vocab,), torch.int32, torch.device("cpu")).numpy()) for t in range(threads)]
+        parts = max(1, min(torch.get_num_threads(), count))  # at least share_rows' parts: work arrays for each
+        work = [(scratch.take(f"keys {part}", (vocab,), torch.int64, torch.device("cpu")).numpy(),
+                 scratch.take(f"bucket ids {part}", (vocab,), torch.int32, torch.device("cpu")).numpy()) for part in range(parts)]
 
-        def run(part: int) -> None:
-            compiled.verify_rows(*sources, buckets, margin, *work[part], tokens, accepted_index, part, threads)
+        def run(part: int, parts: int) -> None:
+            compiled.verify_rows(p, q, picked, drafts.numpy(), u.numpy(), buckets, margin, *work[part], tokens, accepted_index,
+                                 part, parts)
 
-        others = [_threads().submit(run, part) for part in range(1, threads)]
-        run(0)
-        for done in others:
-            done.result()
+        share_rows(run, count)
     return VerifierOutput(tokens=torch.from_numpy(tokens).to(draft_tokens.device), accepted_index=torch.from_numpy(accepted_index).to(draft_tokens.device))

@@ -38,7 +38,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .base import Scratch, map_row_chunks
+from .base import Scratch, map_row_chunks, share_rows
 
 #: Relative widening of ``p_a`` in the tie test: larger than any rounding of the
 #: products in float32 or float64, so every token ranked before ``a`` passes it (in
@@ -91,9 +91,10 @@ def _masses(
     if target_probs.device.type == "cpu":
         from . import optimal_numba  # numba only where the CPU path runs
 
-        picked = range(target_probs.shape[0]) if rows is None else rows.tolist()
-        sums = [optimal_numba.row_sums(*numpy_rows(target_probs, draft_probs, row, scratch)) for row in picked]
-        masses = torch.tensor(sums, dtype=torch.float64).reshape(-1, 2)
+        p, q, picked = numpy_batch(target_probs, draft_probs, rows)
+        sums = np.empty((picked.shape[0], 2))
+        share_rows(lambda part, parts: optimal_numba.rows_sums(p, q, picked, sums, part, parts), picked.shape[0])
+        masses = torch.from_numpy(sums)
         return masses[:, 0], masses[:, 1]
     if rows is not None:
         target_probs, draft_probs = target_probs[rows], draft_probs[rows]
@@ -105,17 +106,17 @@ def _masses(
     return sums(draft_probs), sums(target_probs)
 
 
-def numpy_rows(target_probs: torch.Tensor, draft_probs: torch.Tensor, row: int, scratch: Scratch) -> tuple[np.ndarray, np.ndarray]:
-    """NumPy views of row ``row`` of ``p`` and ``q`` (CPU) for the compiled passes of
-    :mod:`decoding.verifiers.optimal_numba`; a half-precision row (which NumPy and numba do
-    not read) widened into a float32 ``scratch`` buffer, exactly."""
-
-    def view(values: torch.Tensor, name: str) -> np.ndarray:
-        if values.dtype not in (torch.float32, torch.float64):
-            values = scratch.take(name, tuple(values.shape), torch.float32, values.device).copy_(values)
-        return values.numpy()
-
-    return view(target_probs[row], "p"), view(draft_probs[row], "q")
+def numpy_batch(
+    target_probs: torch.Tensor, draft_probs: torch.Tensor, rows: torch.Tensor | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """NumPy views of ``p`` and ``q`` (CPU ``[batch, V]``) for the compiled passes of
+    :mod:`decoding.verifiers.optimal_numba`, and where ``rows`` (default: all) are in them.
+    Half precision (which NumPy and numba do not read): ``rows`` copied, widened to float32
+    (exactly)."""
+    rows = torch.arange(target_probs.shape[0]) if rows is None else rows
+    if target_probs.dtype in (torch.float32, torch.float64):
+        return target_probs.numpy(), draft_probs.numpy(), rows.numpy()
+    return target_probs[rows].float().numpy(), draft_probs[rows].float().numpy(), np.arange(rows.numel())
 
 
 def _draft_mass_up_to(
@@ -133,12 +134,13 @@ def _draft_mass_up_to(
     if target_probs.device.type == "cpu":
         from . import optimal_numba  # numba only where the CPU path runs
 
-        dtype = target_probs.dtype if target_probs.dtype in (torch.float32, torch.float64) else torch.float32
+        p, q, picked = numpy_batch(target_probs, draft_probs, rows)
+        dtype = torch.float64 if p.dtype == np.float64 else torch.float32
         q_a, p_a_up = q_a.to(dtype).numpy(), (p_a.to(dtype) * (1.0 + TAU)).numpy()
-        picked = range(target_probs.shape[0]) if rows is None else rows.tolist()
-        sums = [optimal_numba.draft_mass_up_to(*numpy_rows(target_probs, draft_probs, row, scratch), q_a[i], p_a_up[i])
-                for i, row in enumerate(picked)]
-        return torch.tensor(sums, dtype=torch.float64)
+        sums = np.empty(picked.shape[0])
+        share_rows(lambda part, parts: optimal_numba.rows_draft_mass_up_to(p, q, picked, q_a, p_a_up, sums, part, parts),
+                   picked.shape[0])
+        return torch.from_numpy(sums)
     if rows is not None:
         target_probs, draft_probs = target_probs[rows], draft_probs[rows]
 

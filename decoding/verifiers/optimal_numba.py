@@ -62,6 +62,22 @@ def draft_mass_up_to(p, q, q_a, p_a_up):
 
 
 @_compiled
+def rows_sums(p, q, rows, out, start, step):
+    """:func:`row_sums` of the rows ``rows[i]`` of ``p``, ``q`` into ``out[i]``, ``i = start,
+    start + step, ...`` (one thread's share, :func:`decoding.verifiers.base.share_rows`)."""
+    for i in range(start, rows.shape[0], step):
+        out[i, 0], out[i, 1] = row_sums(p[rows[i]], q[rows[i]])
+
+
+@_compiled
+def rows_draft_mass_up_to(p, q, rows, q_a, p_a_up, out, start, step):
+    """:func:`draft_mass_up_to` of the rows ``rows[i]`` with ``q_a[i]``, ``p_a_up[i]`` into
+    ``out[i]``, ``i = start, start + step, ...``."""
+    for i in range(start, rows.shape[0], step):
+        out[i] = draft_mass_up_to(p[rows[i]], q[rows[i]], q_a[i], p_a_up[i])
+
+
+@_compiled
 def ratio_key_range(p, q, keys):
     """Write ``keys[i]`` = bits of float64 ``|p[i] / q[i]|``; return the smallest positive key
     below :data:`INF_KEY` (``INF_KEY`` when none) and the largest key below ``INF_KEY`` (0

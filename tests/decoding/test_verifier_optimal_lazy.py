@@ -148,3 +148,16 @@ def test_certified_acceptance_on_selected_rows_is_that_of_those_rows(chunk_bytes
     sigma_up, p_low = _tier_one(p[rows], q[rows], drafts[rows, 0], 3)
     first_tier = u4[rows] * sigma_up < p_low
     assert (alone & ~first_tier).any() and not alone.all()  # the second tier decided some rows
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
+def test_certified_acceptance_on_two_threads_is_that_of_one(dtype):
+    """On the CPU the rows are shared among ``torch.get_num_threads()`` threads
+    (:func:`decoding.verifiers.base.share_rows`); both tiers give the verdicts of one thread."""
+    p, q, drafts, uniforms = case("ties", 120, 7, 3, 4, dtype)
+    rows = torch.arange(0, 120, 3)
+    u4 = uniforms[:, 2 * 3 + 1].double()
+    one = optimal_lazy.certified_acceptance(p, q, drafts[rows, 0], u4[rows], 3, rows=rows)
+    torch.set_num_threads(2)  # the fixture restores the count
+    two = optimal_lazy.certified_acceptance(p, q, drafts[rows, 0], u4[rows], 3, rows=rows)
+    assert one.tolist() == two.tolist() and one.any() and not one.all()

@@ -470,3 +470,28 @@ def test_pass_counter_counts_v_sized_passes():
     passes = bench_verifier_cost.passes_per_row(work, rows=4, vocab=1000, runs=1)
     assert passes == pytest.approx(1.5 + (4 + 40) / 4000)
     assert passes < 2  # counting the view, or new_zeros reading x, would give 3.5 or more
+
+
+def test_share_rows_runs_every_part_once_and_raises_a_parts_error():
+    """:func:`decoding.verifiers.base.share_rows`: parts ``0..parts-1`` each run once
+    (``parts`` = torch's threads, at most the rows and the CPUs); an error in a part is raised
+    to the caller."""
+    seen = []
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        base.share_rows(lambda part, parts: seen.append((part, parts)), 5)
+        expected = min(2, base.os.cpu_count() or 1)
+        assert sorted(seen) == [(part, expected) for part in range(expected)]
+        seen.clear()
+        base.share_rows(lambda part, parts: seen.append((part, parts)), 1)
+        assert seen == [(0, 1)]
+
+        def failing(part: int, parts: int) -> None:
+            if part == parts - 1:
+                raise ValueError("part failed")
+
+        with pytest.raises(ValueError, match="part failed"):
+            base.share_rows(failing, 5)
+    finally:
+        torch.set_num_threads(threads)
