@@ -35,8 +35,8 @@ repetition refines at least one more bucket, so this ends, at the latest with ev
 refined, which is the full row (Theorem 4 of the doc).
 
 Cost per row: the ratio keys with their range, then the bucket ids with the histograms (two
-compiled passes over the vocabulary, :mod:`decoding.verifiers.optimal_numba`), one compiled
-gather of the refined buckets' tokens per round (usually one or two rounds) and the merged
+compiled passes over the vocabulary, :mod:`decoding.verifiers.optimal_numba`), the sign test
+on the bucket sums, one compiled gather of the refined buckets' tokens per round (usually one or two rounds) and the merged
 row's parameters and draw (a few thousand entries), with no sort of ``V`` keys: the whole
 row in one compiled call (:func:`decoding.verifiers.optimal_merged.verify_row`). The rows
 of a call are shared among ``torch.get_num_threads()`` threads (the compiled code releases
@@ -58,11 +58,11 @@ from .optimal_lazy import numpy_batch, relative_slack
 BUCKETS = 4096
 
 #: The smallest vocabulary for which :func:`decoding.verifiers.optimal.verify_tuples` takes
-#: the merged rows on the CPU. They pay off when the vocabulary is larger than the number
-#: of buckets; below, the full path sorts short rows quickly and batches many of them in
-#: one chunk (the two cross between 4,096 and 8,192 tokens: ``scripts/bench_optimal_verifier.py
-#: --vocabs``, docs/optimal-verifier.md section 9).
-MIN_VOCAB = 2 * BUCKETS
+#: the merged rows on the CPU. Below, the full path sorts short rows quickly and batches many
+#: of them in one chunk; the two cross between 512 and 1,024 tokens
+#: (``scripts/bench_optimal_verifier.py --vocabs 256,512,1024,2048,4096,8192 --ks 2 --vocab
+#: 8192``, docs/optimal-verifier.md section 9).
+MIN_VOCAB = 1024
 
 
 def sign_margin(vocab: int, k: int) -> float:
@@ -95,7 +95,9 @@ def verify_rows(
     if count:
         drafts, u = draft_tokens[rows], uniforms[rows].double()
         if int(drafts.min()) < 0 or int(drafts.max()) >= vocab:
-            raise ShapeMismatchError(f"draft_tokens must be token ids in [0, {vocab}), got ids from {int(drafts.min())} to {int(drafts.max())}")
+            raise ShapeMismatchError(
+                f"draft_tokens must be token ids in [0, {vocab}), got ids from {int(drafts.min())} to {int(drafts.max())}"
+            )
         p, q, picked = numpy_batch(target_probs, draft_probs, rows)
         margin = sign_margin(vocab, k) if margin is None else margin
         parts = max(1, min(torch.get_num_threads(), count))  # at least share_rows' parts: work arrays for each
@@ -107,4 +109,5 @@ def verify_rows(
                                  part, parts)
 
         share_rows(run, count)
-    return VerifierOutput(tokens=torch.from_numpy(tokens).to(draft_tokens.device), accepted_index=torch.from_numpy(accepted_index).to(draft_tokens.device))
+    device = draft_tokens.device
+    return VerifierOutput(tokens=torch.from_numpy(tokens).to(device), accepted_index=torch.from_numpy(accepted_index).to(device))
