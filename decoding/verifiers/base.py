@@ -170,8 +170,8 @@ def cumsum_rows(values: torch.Tensor, out: torch.Tensor | None = None) -> torch.
     arrays over :data:`SCAN_BYTES`, one row at a time: a fresh ``[rows, V]`` result pays its
     page faults, a row-sized temporary that the allocator reuses does not; smaller arrays
     (short rows, such as the optimal verifier's sorted path at small vocabularies) in one
-    call, which spares the loop's per-call cost. Both add left to right, so the sums are the same bit for bit
-    (``tests/decoding/test_verifiers_fast_paths.py``)."""
+    call, which spares the loop's per-call cost. Both add left to right, so the sums are the
+    same bit for bit (``tests/decoding/test_verifiers_fast_paths.py``)."""
     if values.device.type != "cpu" or values.ndim != 2 or values.numel() * values.element_size() <= SCAN_BYTES:
         return torch.cumsum(values, dim=-1, out=out) if out is not None else values.cumsum(dim=-1)
     out = torch.empty_like(values) if out is None else out

@@ -53,10 +53,9 @@ the ratios; one row at a time on the CPU, :func:`stable_sort_rows`), about twent
 passes, and six binary searches per draft position (two for its rank in the sorted keys,
 :func:`sorted_ranks`); a row of identical drafts whose acceptance is certain: the two sums
 of :mod:`decoding.verifiers.optimal_lazy` and no sort. On the CPU the rows go one per
-chunk, with one :class:`decoding.verifiers.base.Scratch` of work arrays for the call; at
-large vocabularies the CPU runs the full path on merged rows instead, without the sort
-(:mod:`decoding.verifiers.optimal_buckets`, its passes over the vocabulary compiled with
-numba).
+chunk, with one :class:`decoding.verifiers.base.Scratch` of work arrays for the call; from
+1,024 tokens on the CPU runs the full path on merged rows instead, without the sort
+(:mod:`decoding.verifiers.optimal_buckets`, each row in compiled code, numba).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The optimal verifier's full path without the sort, for the CPU at large vocabularies
+"""The optimal verifier's full path without the sort, for the CPU from 1,024 tokens
 (our derivation, docs/optimal-verifier.md section 5.2).
 
 :func:`decoding.verifiers.optimal.row_parameters` sorts all ``V`` ratio keys of a row and
