@@ -361,8 +361,10 @@ def map_row_chunks(
 
 
 @functools.cache
-def _row_threads() -> concurrent.futures.ThreadPoolExecutor:
-    """The threads that run shares of rows beside the calling one (made at first use)."""
+def _row_threads(process: int) -> concurrent.futures.ThreadPoolExecutor:
+    """The threads that run shares of rows beside the calling one, one pool per process (made
+    at first use): a child forked after its parent made its pool inherits the pool without
+    its threads, and work handed to it would never run."""
     return concurrent.futures.ThreadPoolExecutor(max_workers=max(1, (os.cpu_count() or 1) - 1), thread_name_prefix="verifier-rows")
 
 
@@ -373,7 +375,7 @@ def share_rows(run: Callable[[int, int], None], rows: int) -> None:
     ``i`` takes the rows ``i, i + parts, ...``: rows never share randomness, so a row's draw
     does not depend on ``parts``. An exception of any part is raised here."""
     parts = max(1, min(torch.get_num_threads(), rows, os.cpu_count() or 1))
-    others = [_row_threads().submit(run, part, parts) for part in range(1, parts)]
+    others = [_row_threads(os.getpid()).submit(run, part, parts) for part in range(1, parts)]
     try:
         run(0, parts)
     finally:

@@ -495,3 +495,32 @@ def test_share_rows_runs_every_part_once_and_raises_a_parts_error():
             base.share_rows(failing, 5)
     finally:
         torch.set_num_threads(threads)
+
+
+def _share_in_child(out) -> None:
+    torch.set_num_threads(2)
+    seen = []
+    base.share_rows(lambda part, parts: seen.append(part), 4)
+    out.put(sorted(seen))
+
+
+def test_share_rows_in_a_forked_child():
+    """A child forked after its parent used the pool gets a pool of its own (the parent's
+    threads do not exist in the child, so work handed to the inherited pool would hang)."""
+    import multiprocessing
+
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        base.share_rows(lambda part, parts: None, 4)  # the parent's pool exists
+    finally:
+        torch.set_num_threads(threads)
+    context = multiprocessing.get_context("fork")
+    out = context.Queue()
+    child = context.Process(target=_share_in_child, args=(out,))
+    child.start()
+    child.join(timeout=60)
+    if child.exitcode is None:  # hung: do not leave it behind
+        child.kill()
+    assert child.exitcode == 0
+    assert out.get(timeout=5) == list(range(min(2, base.os.cpu_count() or 1)))
