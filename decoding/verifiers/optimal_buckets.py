@@ -44,6 +44,8 @@ the GIL); each row's draw is the same whatever the number of threads.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import torch
 
@@ -63,6 +65,18 @@ BUCKETS = 4096
 #: (``scripts/bench_optimal_verifier.py --vocabs 256,512,1024,2048,4096,8192 --ks 2 --vocab
 #: 8192``, docs/optimal-verifier.md section 9).
 MIN_VOCAB = 1024
+
+
+def compiled_on_this_machine() -> bool:
+    """Whether numba's cache already holds the merged rows' compiled entry point
+    (:func:`decoding.verifiers.optimal_merged.verify_rows`). Without it, the first call of an
+    optimal verifier on the CPU compiles the per-row code, about 15 s on the 2-core
+    development VM (0.5 s to load once cached). Read from numba's cache index; ``False`` when
+    that cannot be told (a numba whose cache is laid out otherwise)."""
+    try:
+        return Path(compiled.verify_rows._cache._cache_file._index_path).exists()
+    except AttributeError:
+        return False
 
 
 def sign_margin(vocab: int, k: int) -> float:

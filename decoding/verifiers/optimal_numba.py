@@ -19,9 +19,10 @@ scatters) and 1.6-1.8 times as long as with these loops (``scripts/profile_optim
 docs/optimal-verifier.md section 9).
 
 ``error_model="numpy"``: a float division by zero gives ``inf`` or NaN, as in torch, instead
-of raising. ``cache=True``: compiled once per machine (a few seconds, at the first call of
-an optimal verifier on the CPU), then loaded from numba's cache (``__pycache__`` beside this
-file, or ``NUMBA_CACHE_DIR``) by every later process. numba checks no bounds: the arrays
+of raising. ``cache=True``: compiled once per machine (with :mod:`decoding.verifiers.optimal_merged`,
+13 s at the first call of an optimal verifier on the CPU on the 2-core development VM, which
+``otm decode`` announces), then loaded from numba's cache (``__pycache__`` beside this file,
+or ``NUMBA_CACHE_DIR``) by every later process (0.5 s). numba checks no bounds: the arrays
 of one row (``p``, ``q``, its keys and bucket ids) have one length, and every other index a
 kernel writes at is clamped into its array (or the write skipped).
 """

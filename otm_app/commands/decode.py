@@ -24,6 +24,7 @@ of token ids (``"1,2,3"``) and the outputs are ids.
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -116,6 +117,18 @@ def _decode_text(pair, ids: list[int]):
 ENSEMBLE_KIND = {"ensemble_weighted": "weighted", "ensemble_contrastive": "contrastive"}
 
 
+def _say_if_compiling(rule: str, device: torch.device) -> None:
+    """The optimal verifiers compile their per-row code on the CPU at the first use on a
+    machine (:func:`decoding.verifiers.optimal_buckets.compiled_on_this_machine`): say so
+    before it starts."""
+    if rule in ("optimal", "optimal_latent") and device.type == "cpu":
+        from decoding.verifiers.optimal_buckets import compiled_on_this_machine
+
+        if not compiled_on_this_machine():
+            print(f"otm decode: the {rule} verifier compiles its per-row code at its first use on this machine "
+                  "(about 15 s; cached afterwards)", file=sys.stderr, flush=True)
+
+
 def run_decode(args: DecodeConfig) -> dict:
     """Run ``otm decode`` (module docstring); writes ``--record`` if given."""
     from decoding.runtime.loop import speculative_decode
@@ -137,6 +150,7 @@ def run_decode(args: DecodeConfig) -> dict:
     tree = parse_tree(tree_spec)
     if sequence is not None:  # refuse a tree or a recording the verifier cannot take, before loading models
         resolve_sequence_rule(sequence.name, tree, recording=bool(args.record))
+    _say_if_compiling(rule.name, device)
     pair = load_named_pair(args.pair, device, dtype)
     generator = torch.Generator(device=device).manual_seed(seed)
     recorder = Recorder(rule=rule.name, tree=tree_spec, temperature=args.temperature, top_p=top_p,

@@ -25,3 +25,31 @@ def test_run_decode_tiny_json_and_record(tmp_path):
     assert run_decode(args)["prompts"] == 2
     with pytest.raises(OTMError, match="exactly one"):
         run_decode(dataclasses.replace(args, prompt="hello"))
+
+
+def test_decode_says_when_the_optimal_verifier_compiles(monkeypatch, capsys):
+    """``otm decode --rule optimal`` on the CPU says, before it starts, that the verifier's
+    per-row code is compiled at its first use on the machine, and only then."""
+    from decoding.verifiers import optimal_buckets
+
+    args = DecodeConfig(pair="tiny", rule="optimal", tree="chains:2,2", temperature=1.0, top_p=None,
+                        max_new_tokens=2, prompt="1,2,3", prompts=None, seed=0, record=None, json=True)
+    monkeypatch.setattr(optimal_buckets, "compiled_on_this_machine", lambda: False)
+    run_decode(args)
+    assert "compiles its per-row code at its first use" in capsys.readouterr().err
+    monkeypatch.setattr(optimal_buckets, "compiled_on_this_machine", lambda: True)
+    run_decode(args)
+    assert "compiles" not in capsys.readouterr().err
+    run_decode(dataclasses.replace(args, rule="rrs"))
+    assert "compiles" not in capsys.readouterr().err
+
+
+def test_compiled_on_this_machine_after_a_call():
+    import torch
+
+    from decoding.verifiers import optimal_buckets
+
+    p = torch.softmax(torch.randn(2, 2000, generator=torch.Generator().manual_seed(0)), dim=1)
+    drafts = torch.tensor([[0, 1], [2, 3]])
+    optimal_buckets.verify_rows(p, p.flip(1), drafts, torch.rand(2, 7, dtype=torch.float64))
+    assert optimal_buckets.compiled_on_this_machine()
