@@ -271,6 +271,20 @@ def test_rows_shared_among_threads_draw_as_one_thread():
     _assert_same_draws(p, q, drafts, uniforms)
 
 
+def test_strided_rows_draw_as_contiguous_rows():
+    """The compiled rows read strided NumPy views in place: rows of a transposed tensor and
+    every other column of a wider one draw as their contiguous copies."""
+    p, q, drafts, uniforms = zipf_rows(12, 3000, 3, 41, torch.float64)
+    wide_p, wide_q = torch.zeros(12, 6000, dtype=torch.float64), torch.zeros(12, 6000, dtype=torch.float64)
+    wide_p[:, ::2], wide_q[:, ::2] = p, q
+    views = [(wide_p[:, ::2], wide_q[:, ::2]), (p.t().contiguous().t(), q.t().contiguous().t())]
+    want = optimal_buckets.verify_rows(p, q, drafts, uniforms)
+    for strided_p, strided_q in views:
+        assert not strided_p.is_contiguous()
+        got = optimal_buckets.verify_rows(strided_p, strided_q, drafts, uniforms)
+        assert torch.equal(got.tokens, want.tokens) and torch.equal(got.accepted_index, want.accepted_index)
+
+
 def test_draft_tokens_outside_the_vocabulary_are_rejected():
     p, q, drafts, uniforms = zipf_rows(3, 100, 2, 1)
     for bad in (-1, 100):
