@@ -166,6 +166,20 @@ def _numbered(members, pick):
 
 
 @_compiled
+def block_mean_bounds(q_r, entry, draft_mass, k):
+    """``(k C_start^(k-1), k C_end^(k-1))`` at the ends of ``entry`` (``C`` its ``q`` mass before
+    and through it, normalised, summed left to right as :func:`ranked_parameters` sums them):
+    in exact arithmetic, bounds on ``d`` (the mean of ``k v^(k-1)`` over a rank's block) at
+    every rank that a merged entry stands for (docs/optimal-verifier.md, Lemma 8)."""
+    before = 0.0
+    for j in range(entry):
+        before += q_r[j]
+    if k == 1:
+        return 1.0, 1.0
+    return k * power(before / draft_mass, k - 1), k * power((before + q_r[entry]) / draft_mass, k - 1)
+
+
+@_compiled
 def draw(own, gains, losses, target_cumulative, cut, support, gains_h, losses_h, flow_u, flow_h, target_mass,
          draft_mass, order, q_r, p_drafted, q_drafted, drafts, ranks, u):
     """Steps 3-5 of :mod:`decoding.verifiers.optimal` for one row, given its parameters
@@ -174,7 +188,10 @@ def draw(own, gains, losses, target_cumulative, cut, support, gains_h, losses_h,
     uniforms: returns the token, the accepted index (-1 on rejection) and ``reads``, the
     ``k + 1`` entries other than the drafts' own whose values the draw used (each position's
     partner where it may move there, the residual rank on rejection; -1 elsewhere): the
-    floats of :func:`decoding.verifiers.optimal.verify_rows`."""
+    floats of :func:`decoding.verifiers.optimal.verify_rows`. A partner that is a merged entry
+    (``order < 0``) is not read when the move is decided by the bounds on ``d`` over its
+    ranks (:func:`block_mean_bounds`) and no other position's block ties with it there
+    (Lemma 8)."""
     k, n = drafts.shape[0], order.shape[0]
     p_tokens = np.empty(k)
     selection = np.empty(k)
@@ -210,16 +227,26 @@ def draw(own, gains, losses, target_cumulative, cut, support, gains_h, losses_h,
             partner = np.searchsorted(gains, gains_h - point, side="left")
         partner = min(max(partner, 0), n - 1)
         valid = partner != r and (partner >= cut) == in_u and partner < support
-        partner_q = q_r[partner] / draft_mass
-        gap = abs(own[partner] / partner_q - own_r / q_t)
-        move = matched > 0 and valid and u[k + j] * q_t * gap < matched
+        scaled = u[k + j] * q_t
+        if order[partner] >= 0:  # a rank: d there is known
+            gap = abs(own[partner] / (q_r[partner] / draft_mass) - own_r / q_t)
+            move = matched > 0 and valid and scaled * gap < matched
+        else:  # a merged entry: the move is decided when the bounds on d over its ranks decide it
+            d_low, d_high = block_mean_bounds(q_r, partner, draft_mass, k)
+            d_r = own_r / q_t
+            gap_low, gap_high = max(d_low - d_r, d_r - d_high, 0.0), max(abs(d_high - d_r), abs(d_low - d_r))
+            move = matched > 0 and valid and scaled * gap_high < matched
+            if matched > 0 and valid and not move and scaled * gap_low < matched:
+                reads[j] = partner  # undecided: its bucket is refined
         selection[j] = max(own_r + (matched if gain else -matched), 0.0)
         lower[j] = gain
         blocks[j] = partner if move else r
-        if matched > 0 and valid:
-            reads[j] = partner
     top = blocks == blocks.max()
     count = top.sum()
+    if count > 1 and order[blocks.max()] < 0:  # moved into one merged entry: their ranks there decide
+        for j in range(k):
+            if top[j]:
+                reads[j] = blocks[j]
     at = _numbered(top, min(int(np.floor(u[2 * k] * count)), count - 1))
     accept = lower[at] or u[2 * k + 1] * selection[at] < p_tokens[at]
     u5 = u[2 * k + 2]

@@ -19,6 +19,7 @@ runs one row at a time.
 """
 from __future__ import annotations
 
+from fractions import Fraction
 from types import SimpleNamespace
 
 import numpy as np
@@ -190,7 +191,7 @@ def _rounds(p, q, drafts, uniforms, buckets: int) -> list[int]:
 
 @pytest.mark.parametrize("buckets", [16, 64])
 def test_coarse_buckets_take_several_rounds_and_the_same_draws(buckets):
-    rows = zipf_rows(30, 2000, 3, 5)
+    rows = zipf_rows(30, 2000, 2, 5)
     _assert_same_draws(*rows, buckets=buckets)
     assert max(_rounds(*rows, buckets)) > 1  # some rows were refined and drawn again
 
@@ -247,6 +248,49 @@ def test_subnormal_ratios_are_left_mixed_and_draw_as_the_full_path():
     subnormal = cut.present & (cut.lower > 0) & (cut.lower < optimal_merged.NORMAL_KEY)
     assert subnormal.any() and (cut.sign[subnormal] == 0).all()
     _assert_same_draws(p, q, drafts, uniforms)
+
+
+def _exact_d(q_by_rank: torch.Tensor, k: int) -> list[float]:
+    """``d`` at every rank in exact arithmetic (the mean of ``k v^(k-1)`` over its block,
+    ``(C_{j+1}^k - C_j^k) / q_j`` with ``C`` normalised), rounded once to float64."""
+    masses = [Fraction(float(x)) for x in q_by_rank]
+    total, before, out = sum(masses), Fraction(0), []
+    for mass in masses:
+        after = before + mass
+        out.append(float((after**k - before**k) / (mass * total ** (k - 1))) if mass > 0 else float("nan"))
+        before = after
+    return out
+
+
+def _bounds_violations(p, q, drafts, k, shift: int = 0) -> tuple[int, int]:
+    """Ranks of merged entries (after the first refinement) whose exact ``d`` lies outside the
+    float bounds of :func:`optimal_merged.block_mean_bounds` for their entry, beyond a relative
+    ``1e-12`` (``shift``: the bounds of another entry, deliberately broken); and the number
+    of ranks checked."""
+    full = optimal.row_parameters(p, q, k)
+    wrong, checked = 0, 0
+    for row in range(p.shape[0]):
+        cut = compiled_cut(p[row], q[row], k)
+        merged = _merged(cut, _first_round(cut, drafts[row]), k)
+        exact = torch.tensor(_exact_d(full.draft[row], k), dtype=torch.float64)
+        bucket_of_rank = cut.ids[full.order[row]].long()
+        for entry in (merged.order < 0).nonzero().squeeze(1).tolist():
+            low, high = optimal_merged.block_mean_bounds(merged.draft.numpy(), entry + shift, merged.draft_mass, k)
+            d = exact[(bucket_of_rank == merged.bucket[entry]) & (full.draft[row] > 0)]
+            wrong += int(((d < low * (1 - 1e-12)) | (d > high * (1 + 1e-12))).sum())
+            checked += d.numel()
+    return wrong, checked
+
+
+@pytest.mark.parametrize("k", [1, 2, 4, 8])
+def test_block_mean_bounds_hold_at_every_rank_of_a_merged_entry(k):
+    """Lemma 8: the bounds on ``d`` over a merged entry hold, in exact arithmetic, at every
+    rank it stands for in the full path; the bounds of the next entry do not."""
+    p, q, drafts, _ = zipf_rows(3, 2000, k, 50 + k, torch.float64)
+    wrong, checked = _bounds_violations(p, q, drafts, k)
+    assert wrong == 0 and checked > 1000
+    if k > 1:
+        assert _bounds_violations(p, q, drafts, k, shift=1)[0] > 0
 
 
 def test_calling_every_bucket_pure_is_caught():
