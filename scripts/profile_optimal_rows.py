@@ -81,7 +81,7 @@ def profile(p: torch.Tensor, q: torch.Tensor, k: int, repeats: int, buckets: int
             return optimal_merged.cut(p_np[row], q_np[row], k, buckets, margin, keys, ids)
 
         entry["cut"] = median_ms(lambda: [cut(row) for row in picked], repeats) / len(picked)
-        first_round = []  # per full row: its cut, the refined buckets and their tokens (the last row's ids stay in ``ids``)
+        first_round = []  # per full row: its cut, its first-round buckets and a copy of its bucket ids
         for row in picked:
             target, draft, sizes, lower, sign = cut(row)
             refined = (sizes > 0) & (sign == 0)
