@@ -185,13 +185,13 @@ def draw(own, gains, losses, target_cumulative, cut, support, gains_h, losses_h,
     """Steps 3-5 of :mod:`decoding.verifiers.optimal` for one row, given its parameters
     (:func:`ranked_parameters`), its entries' tokens ``order`` and ``q`` (``q_r``), ``p`` and
     ``q`` at the drafts (input dtype), the drafts, their ranks and the row's ``2k + 3``
-    uniforms: returns the token, the accepted index (-1 on rejection) and ``reads``, the
-    ``k + 1`` entries other than the drafts' own whose values the draw used (each position's
-    partner where it may move there, the residual rank on rejection; -1 elsewhere): the
-    floats of :func:`decoding.verifiers.optimal.verify_rows`. A partner that is a merged entry
-    (``order < 0``) is not read when the move is decided by the bounds on ``d`` over its
-    ranks (:func:`block_mean_bounds`) and no other position's block ties with it there
-    (Lemma 8)."""
+    uniforms: returns the token, the accepted index (-1 on rejection) and ``reads``, ``k + 1``
+    entries whose exact ranks the draw may need: per position, its partner when that is a
+    merged entry (``order < 0``) and the bounds on ``d`` over its ranks
+    (:func:`block_mean_bounds`) leave the move open, or a moved block ties there with another
+    highest one (Lemma 8); then the residual rank on rejection; -1 elsewhere. The caller
+    refines the merged entries among them and draws again. The floats are those of
+    :func:`decoding.verifiers.optimal.verify_rows`."""
     k, n = drafts.shape[0], order.shape[0]
     p_tokens = np.empty(k)
     selection = np.empty(k)
