@@ -368,13 +368,19 @@ def _row_threads(process: int) -> concurrent.futures.ThreadPoolExecutor:
     return concurrent.futures.ThreadPoolExecutor(max_workers=max(1, (os.cpu_count() or 1) - 1), thread_name_prefix="verifier-rows")
 
 
+def row_parts(rows: int) -> int:
+    """How many parts :func:`share_rows` cuts ``rows`` into: ``min(torch.get_num_threads(),
+    rows, CPUs)``, at least 1."""
+    return max(1, min(torch.get_num_threads(), rows, os.cpu_count() or 1))
+
+
 def share_rows(run: Callable[[int, int], None], rows: int) -> None:
-    """``run(part, parts)`` for every ``part < parts``, ``parts = min(torch.get_num_threads(),
-    rows, CPUs)``: part 0 in the calling thread, the others on a pool of threads. For compiled
-    per-row code that releases the GIL (the optimal verifiers' passes on the CPU), where part
-    ``i`` takes the rows ``i, i + parts, ...``: rows never share randomness, so a row's draw
-    does not depend on ``parts``. An exception of any part is raised here."""
-    parts = max(1, min(torch.get_num_threads(), rows, os.cpu_count() or 1))
+    """``run(part, parts)`` for every ``part < parts``, ``parts =`` :func:`row_parts`: part 0
+    in the calling thread, the others on a pool of threads. For compiled per-row code that
+    releases the GIL (the optimal verifiers' passes on the CPU), where part ``i`` takes the
+    rows ``i, i + parts, ...``: rows never share randomness, so a row's draw does not depend
+    on ``parts``. An exception of any part is raised here."""
+    parts = row_parts(rows)
     others = [_row_threads(os.getpid()).submit(run, part, parts) for part in range(1, parts)]
     try:
         run(0, parts)

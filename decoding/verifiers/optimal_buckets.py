@@ -52,7 +52,7 @@ import torch
 from otm.errors import ShapeMismatchError
 
 from . import optimal_merged as compiled
-from .base import Scratch, VerifierOutput, share_rows
+from .base import Scratch, VerifierOutput, row_parts, share_rows
 from .optimal_lazy import numpy_batch, relative_slack
 
 #: Buckets of positive finite ratio keys per row, at most (plus one for the keys 0 and one
@@ -70,8 +70,8 @@ MIN_VOCAB = 1024
 def compiled_on_this_machine() -> bool:
     """Whether numba's cache already holds the merged rows' compiled entry point
     (:func:`decoding.verifiers.optimal_merged.verify_rows`). Without it, the first call of an
-    optimal verifier on the CPU compiles the per-row code, about 15 s on the 2-core
-    development VM (0.5 s to load once cached). Read from numba's cache index; ``False`` when
+    optimal verifier on the CPU compiles the per-row code, 13 s on the 2-core development VM
+    (0.5 s to load once cached). Read from numba's cache index; ``False`` when
     that cannot be told (a numba whose cache is laid out otherwise)."""
     try:
         return Path(compiled.verify_rows._cache._cache_file._index_path).exists()
@@ -113,13 +113,14 @@ def verify_rows(
                 f"draft_tokens must be token ids in [0, {vocab}), got ids from {int(drafts.min())} to {int(drafts.max())}"
             )
         p, q, picked = numpy_batch(target_probs, draft_probs, rows)
+        drafts, u = drafts.numpy(), u.numpy()
         margin = sign_margin(vocab, k) if margin is None else margin
-        parts = max(1, min(torch.get_num_threads(), count))  # at least share_rows' parts: work arrays for each
-        work = [(scratch.take(f"keys {part}", (vocab,), torch.int64, torch.device("cpu")).numpy(),
-                 scratch.take(f"bucket ids {part}", (vocab,), torch.int32, torch.device("cpu")).numpy()) for part in range(parts)]
+        cpu = torch.device("cpu")
+        work = [(scratch.take(f"keys {part}", (vocab,), torch.int64, cpu).numpy(),  # per thread
+                 scratch.take(f"bucket ids {part}", (vocab,), torch.int32, cpu).numpy()) for part in range(row_parts(count))]
 
         def run(part: int, parts: int) -> None:
-            compiled.verify_rows(p, q, picked, drafts.numpy(), u.numpy(), buckets, margin, *work[part], tokens, accepted_index,
+            compiled.verify_rows(p, q, picked, drafts, u, buckets, margin, *work[part], tokens, accepted_index,
                                  part, parts)
 
         share_rows(run, count)

@@ -84,9 +84,10 @@ def _masses(
     target_probs: torch.Tensor, draft_probs: torch.Tensor, scratch: Scratch | None = None, rows: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(M^, T^)`` ``[n]``: the float64 sums of ``q`` and ``p`` of ``rows`` (default: all).
-    On the CPU one compiled pass per row over both (:func:`decoding.verifiers.optimal_numba.row_sums`,
-    the rows shared among threads by :func:`decoding.verifiers.base.share_rows`); elsewhere each converted into a float64 buffer of ``scratch`` and summed. Any order of
-    summation is within the bound of Lemma 5."""
+    On the CPU one compiled pass per row over both
+    (:func:`decoding.verifiers.optimal_numba.row_sums`, the rows shared among threads by
+    :func:`decoding.verifiers.base.share_rows`); elsewhere each converted into a float64
+    buffer of ``scratch`` and summed. Any order of summation is within the bound of Lemma 5."""
     scratch = Scratch() if scratch is None else scratch
     if target_probs.device.type == "cpu":
         from . import optimal_numba  # numba only where the CPU path runs

@@ -19,10 +19,11 @@ scatters) and 1.6-1.8 times as long as with these loops (``scripts/profile_optim
 docs/optimal-verifier.md section 9).
 
 ``error_model="numpy"``: a float division by zero gives ``inf`` or NaN, as in torch, instead
-of raising. ``cache=True``: compiled once per machine (with :mod:`decoding.verifiers.optimal_merged`,
-13 s at the first call of an optimal verifier on the CPU on the 2-core development VM, which
-``otm decode`` announces), then loaded from numba's cache (``__pycache__`` beside this file,
-or ``NUMBA_CACHE_DIR``) by every later process (0.5 s). numba checks no bounds: the arrays
+of raising. ``cache=True``: compiled once per machine (with
+:mod:`decoding.verifiers.optimal_merged`, 13 s at the first call of an optimal verifier on
+the CPU on the 2-core development VM, which ``otm decode`` announces), then loaded from
+numba's cache (``__pycache__`` beside this file, or ``NUMBA_CACHE_DIR``) by every later
+process (0.5 s). numba checks no bounds: the arrays
 of one row (``p``, ``q``, its keys and bucket ids) have one length, and every other index a
 kernel writes at is clamped into its array (or the write skipped).
 """
@@ -143,10 +144,10 @@ def chosen_members(p, q, bucket, chosen, ids, keys, target, draft, buckets):
 def merge_row(keep, lower_keys, target_sums, draft_sums, ids, keys, target, draft, buckets,
               order_out, keys_out, target_out, draft_out, buckets_out):
     """One merged row in rank order (for :func:`decoding.verifiers.optimal_merged.merged_row`):
-    by bucket, a kept bucket as one entry (token -1, its lower key, its sums), a refined bucket's members
-    (``ids``, ``keys``, ``target``, ``draft``, ``buckets``, in any order of buckets, by
-    ascending id within one) sorted by key, ties by id; written up to the length of the
-    outputs. Return the length of the merged row."""
+    by bucket, a kept bucket as one entry (token -1, its lower key, its sums), a refined
+    bucket's members (``ids``, ``keys``, ``target``, ``draft``, ``buckets``, in any order of
+    buckets, by ascending id within one) sorted by key, ties by id; written up to the length
+    of the outputs. Return the length of the merged row."""
     by_key = np.argsort(keys, kind="mergesort")
     n, m, room = 0, 0, order_out.shape[0]
     for b in range(keep.shape[0]):
