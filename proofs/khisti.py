@@ -155,24 +155,28 @@ def check_thm4(instances: int, rng: np.random.Generator, canonical=None, full=No
 
 
 def check_two_step(instances: int, rng: np.random.Generator, law_fn=None, optimum_fn=None) -> Check:
-    """Thm 1 (decomposition): the two-step rule with LP-optimal weights is lossless and optimal."""
+    """Thm 1 and Thm 4 (decomposition): the two-step rule with LP-optimal weights is lossless
+    and optimal, for i.i.d. drafts and for drafts without replacement."""
     law_fn = law_fn or otm.rule_law
-    optimum_fn = optimum_fn or (lambda p, q, k: float(lp_optimum(p, q, k)))
+    optimum_fn = optimum_fn or (lambda p, law: float(otm.solve_full_lp(p, law).value))
     check = Check(
-        id="khisti.thm1.two_step", paper=PAPER, source=f"{SEED}, Thm 1 (two-step canonical decomposition, Fig. 1)",
+        id="khisti.thm1.two_step", paper=PAPER, source=f"{SEED}, Thm 1 (two-step canonical decomposition, Fig. 1) and Thm 4 (any joint Q)",
         claim="Importance-weighted selection with the optimal weights, then single-draft speculative sampling, outputs p and attains the optimal acceptance.",
-        formula="Y ~ p  and  P(Y in S(X)) = alpha*(p, q^k)",
+        formula="Y ~ p  and  P(Y in S(X)) = alpha*(p, Q),  Q = q^k or drafts without replacement",
         method=RANDOM_SEARCH,
-        note="Rule 'importance_sampling' (exact law by enumeration) against the full LP. Membership acceptance >= the two-step's own acceptance, and <= alpha*.",
+        note="Rules 'importance_sampling' (i.i.d.) and 'importance_sampling_wor' (without replacement), exact laws by enumeration, "
+             "against the full LP of their own draft law. Membership acceptance >= the two-step's own acceptance, and <= alpha*.",
     )
     search = SlackSearch()
     for _ in range(instances):
-        V, k = int(rng.integers(2, 5)), int(rng.integers(1, 4))
+        V, k = int(rng.integers(2, 6)), int(rng.integers(1, 4))
         p, q = random_pair(rng, V)
-        case = {"p": p, "q": q, "k": k}
-        law = law_fn("importance_sampling", p, q, k)
-        search.record(identity_slack(law.output_distribution, p), {**case, "part": "output law"})
-        search.record(identity_slack(float(law.acceptance), optimum_fn(p, q, k)), {**case, "part": "optimal"})
+        # without replacement, k < V (k = V drafts every token and accepts surely)
+        for rule, k_rule in (("importance_sampling", k), ("importance_sampling_wor", min(k, V - 1))):
+            case = {"p": p, "q": q, "k": k_rule, "rule": rule}
+            law = law_fn(rule, p, q, k_rule)
+            search.record(identity_slack(law.output_distribution, p), {**case, "part": "output law"})
+            search.record(identity_slack(float(law.acceptance), optimum_fn(p, law.draft_law)), {**case, "part": "optimal"})
     return search.finish(check)
 
 

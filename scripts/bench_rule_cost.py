@@ -22,6 +22,7 @@ from otm.rules import rule_law
 from otm.rules.registry import ENUMERATION_SECONDS_PER_TUPLE, rule_spec
 
 CASES = [("importance_sampling", 6, 2), ("importance_sampling", 10, 2), ("importance_sampling", 5, 3),
+         ("importance_sampling_wor", 6, 2), ("importance_sampling_wor", 10, 2), ("importance_sampling_wor", 6, 3),
          ("importance_sampling_truncated", 6, 2), ("importance_sampling_truncated", 12, 2), ("importance_sampling_truncated", 6, 3),
          ("rrs_wor", 8, 3), ("rrs_wor", 12, 3), ("rrs", 8, 3), ("kseq", 8, 3), ("spechub", 60, 2), ("greedy", 60, 3)]
 

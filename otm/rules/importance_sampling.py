@@ -1,17 +1,22 @@
-"""Rule ``"importance_sampling"``: importance-weighted selection with LP-optimal weights, then
-single-draft speculative sampling (Khisti et al. 2025, Thm 1 and Fig. 1; Khisti et al.).
+"""Rules ``"importance_sampling"`` and ``"importance_sampling_wor"``: importance-weighted
+selection with LP-optimal weights, then single-draft speculative sampling (Khisti et al.
+2025, Thm 1 and Fig. 1 for i.i.d. drafts, Thm 4 for any joint draft law).
 
-``k`` i.i.d. drafts from ``q``. The weights solve the canonical LP
-(:func:`otm.formulations.canonical_lp.solve_canonical_lp`), so the selected token ``Z``
-has law ``P_I`` with ``sum_y min(p(y), P_I(y)) = alpha*(p, q^k)``; speculative sampling of
-``Z`` against ``p`` then outputs exactly ``p`` and accepts with that probability (Thm 1).
+``k`` drafts from ``q``: i.i.d. (:func:`exact_law`) or without replacement
+(:func:`exact_law_without_replacement`). The weights solve the canonical LP
+(:func:`otm.formulations.canonical_lp.solve_canonical_lp`) over the tuples of that law, so
+the selected token ``Z`` has law ``P_I`` with ``sum_y min(p(y), P_I(y)) = alpha*(p, Q)``;
+speculative sampling of ``Z`` against ``p`` then outputs exactly ``p`` and accepts with that
+probability. Without replacement this is the only rule of the toolkit that attains
+``alpha*(p, Q_wor)``; the LP has a weight per (tuple, position), so it is for small
+vocabularies (docs/optimal-verifier.md, section 8).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..distributions import as_distribution_pair, check_draft_count
-from ..draft_laws import iid_law
+from ..draft_laws import DraftLaw, iid_law, without_replacement_law
 from ..errors import ShapeMismatchError
 from ..distributions import as_exact_distribution
 from ..formulations.canonical_lp import canonical_two_step_law, solve_canonical_lp
@@ -45,7 +50,28 @@ def exact_law(p, q, k: int, backend: str = "highs") -> RuleLaw:
         ``selection_law`` (``P_I``), ``selection_acceptance``, ``optimum`` (the LP value).
     """
     p, q = target_and_draft(p, q)
-    law = iid_law(q, check_draft_count(k))
+    return _lp_weighted_law(p, iid_law(q, check_draft_count(k)), backend)
+
+
+def exact_law_without_replacement(p, q, k: int, backend: str = "highs") -> RuleLaw:
+    """Exact law of the optimal importance-sampling rule for ``k`` distinct drafts drawn
+    successively from ``q`` (Khisti et al. 2025, Thm 4: the canonical LP is exact for any
+    joint draft law).
+
+    Args and returns as :func:`exact_law`, with the without-replacement draft law: the
+    membership acceptance is ``alpha*(p, Q_wor)``. ``k`` above the number of tokens with
+    ``q > 0`` follows the convention of :func:`otm.draft_laws.without_replacement_law`;
+    ``k > V`` raises :class:`otm.errors.InvalidDraftCountError`.
+
+    >>> law = exact_law_without_replacement([0.5, 0.5, 0.0], [0.9, 0.05, 0.05], 2)
+    >>> round(float(law.acceptance), 12)        # the i.i.d. optimum is 1 - 0.5 * 0.95^2
+    1.0
+    """
+    p, q = target_and_draft(p, q)
+    return _lp_weighted_law(p, without_replacement_law(q, check_draft_count(k)), backend)
+
+
+def _lp_weighted_law(p, law: DraftLaw, backend: str) -> RuleLaw:
     solution = solve_canonical_lp(p, law, backend=backend)
     weights = solution.details["weights"]
     two_step = canonical_two_step_law(p if weights.dtype == object else p.astype(np.float64), law, weights)

@@ -135,6 +135,12 @@ RULE_SPECS: dict[str, RuleSpec] = {spec.name: spec for spec in (
         seconds_per_lp_tuple=3e-4, aliases=("is_optimal",),
     ),
     RuleSpec(
+        "importance_sampling_wor", "importance sampling, LP-optimal weights, drafts without replacement",
+        "Khisti et al. 2025, Thm 4 (any joint draft law)", "importance_sampling", "without_replacement",
+        reference_optimum="without_replacement", attains_own_optimum=True, seconds_per_lp_tuple=4e-4,
+        law_function="exact_law_without_replacement",
+    ),
+    RuleSpec(
         "importance_sampling_truncated", "truncated importance sampling", "Khisti et al. 2025, Sec. 4, Remark 3",
         "importance_sampling_truncated", "iid", reference_optimum="iid", verifier="importance_sampling_truncated",
         seconds_per_lp_tuple=5e-5, aliases=("is_truncated",),
@@ -223,7 +229,8 @@ def estimated_seconds(spec: RuleSpec, vocab_size: int, k: int) -> float:
 #: Measured cost of enumerating one draft tuple of a rule's law (a Python loop: 1e-5 to
 #: 2.4e-5 s per tuple measured by ``python scripts/bench_rule_cost.py``; the LP rules'
 #: constants come from the same script: importance_sampling 0.9-2.6e-4 s per tuple and
-#: growing with the LP's size, importance_sampling_truncated 0.4-5e-5).
+#: growing with the LP's size, importance_sampling_wor 2.2-3.6e-4, importance_sampling_truncated
+#: 0.4-5e-5).
 ENUMERATION_SECONDS_PER_TUPLE = 3e-5
 
 #: Cost per latent path of ``optimal_latent``'s exact law (measured at V = 5..8, k = 2..5:

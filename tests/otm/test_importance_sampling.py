@@ -1,5 +1,6 @@
-"""Rules 'importance_sampling' and 'importance_sampling_truncated' (Khisti et al. 2025, Thm 1, §4, Remark 3): exact laws are
-lossless, never beat the OTM optimum, and the truncation keeps its penalty bound."""
+"""Rules 'importance_sampling', 'importance_sampling_wor' and 'importance_sampling_truncated' (Khisti et al. 2025, Thm 1, 4,
+§4, Remark 3): exact laws are lossless, the LP-weighted ones attain the OTM optimum of their draft law, and the truncation
+keeps its penalty bound."""
 from fractions import Fraction as F
 
 import numpy as np
@@ -7,10 +8,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from otm.draft_laws import iid_law
+from otm.draft_laws import iid_law, without_replacement_law
 from otm.errors import InvalidDraftCountError, ShapeMismatchError
 from otm.distributions import as_exact_distribution
+from otm.formulations.canonical_lp import canonical_two_step_law
 from otm.formulations.max_flow import solve_max_flow
+from otm.formulations.prefix_scan import prefix_scan
 from otm.rules import importance_sampling, importance_sampling_truncated
 from otm.rules.base import RuleLaw
 from otm.tolerances import AGREEMENT_TOLERANCE
@@ -51,6 +54,53 @@ def test_is_optimal_exact():
     law = importance_sampling.exact_law(p, q, 2, backend="exact")
     assert law.acceptance == F(43, 50)  # Khisti Thm 3: min_S p(S) + 1 - q(S)^2
     assert list(law.output_distribution) == list(p)
+
+
+@settings(max_examples=30)
+@given(pairs())
+def test_wor_rule_reaches_the_without_replacement_optimum_and_outputs_p(instance):
+    """Khisti et al. 2025, Thm 4: the LP weights over the without-replacement tuples attain
+    alpha*(p, Q_wor), the max flow of that law and the prefix scan without replacement."""
+    p, q, k = instance
+    k = min(k, len(q))  # an exhausted support (k above the tokens with q > 0) included
+    law = importance_sampling.exact_law_without_replacement(p, q, k)
+    flow = float(solve_max_flow(p, without_replacement_law(q, k)).acceptance)
+    assert abs(law.acceptance - flow) <= AGREEMENT_TOLERANCE
+    if k <= np.count_nonzero(q):  # the prefix scan refuses an exhausted support
+        assert abs(law.acceptance - prefix_scan(p, q, k, "without_replacement").value) <= AGREEMENT_TOLERANCE
+    assert np.abs(law.output_distribution - p).max() <= AGREEMENT_TOLERANCE
+    assert law.draft_law.name == "without_replacement"
+
+
+def test_wor_rule_exact_and_above_the_iid_optimum():
+    """In exact rationals: output == p, acceptance == the prefix scan without replacement,
+    strictly above the i.i.d. optimum (so it is not the i.i.d. rule on these drafts)."""
+    p = as_exact_distribution(["1/2", "1/3", "1/6"])
+    q = as_exact_distribution(["1/10", "3/5", "3/10"])
+    law = importance_sampling.exact_law_without_replacement(p, q, 2, backend="exact")
+    assert list(law.output_distribution) == list(p)
+    assert law.acceptance == prefix_scan(p, q, 2, "without_replacement").value
+    assert law.acceptance > prefix_scan(p, q, 2).value
+
+
+def test_wor_optimality_check_catches_a_worse_selection():
+    """The weights matter: on the same draft law, selecting the first draft (law q) accepts
+    it with sum min(p, q), and its membership acceptance falls below the optimum, which the
+    check tells apart from the LP weights."""
+    p = as_exact_distribution(["1/2", "1/3", "1/6"])
+    q = as_exact_distribution(["1/10", "3/5", "3/10"])
+    law = without_replacement_law(q, 2)
+    first_draft = np.zeros((len(law.tuples), 2), dtype=object)
+    first_draft[:, 0], first_draft[:, 1] = F(1), F(0)
+    worse = canonical_two_step_law(p, law, first_draft)
+    assert list(worse.output_distribution) == list(p)  # still lossless
+    assert worse.selection_acceptance == sum(min(a, b) for a, b in zip(p, q))
+    assert worse.acceptance < prefix_scan(p, q, 2, "without_replacement").value
+
+
+def test_wor_rule_refuses_more_drafts_than_tokens():
+    with pytest.raises(InvalidDraftCountError, match="k=3 drafts without replacement from a vocabulary of 2"):
+        importance_sampling.exact_law_without_replacement([0.5, 0.5], [0.5, 0.5], 3)
 
 
 @settings(max_examples=30)

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from otm.draft_laws import greedy_order, iid_law, without_replacement_law
 from otm.errors import NotApplicableError
-from otm.rules import ENSEMBLE_RULES, RULES, rule_function, rule_law
+from otm.rules import ENSEMBLE_RULES, RULE_SPECS, RULES, rule_function, rule_law
 from otm.rules import kseq, rrs_without_replacement, specinfer
 from otm.rules.enumeration import (
     accept_probability,
@@ -36,7 +36,7 @@ from tests.otm.rules_support import (
 )
 
 #: Rules computed by LP (another module): float inputs, since their default backend is float.
-LP_RULES = ("importance_sampling", "importance_sampling_truncated")
+LP_RULES = tuple(spec.name for spec in RULE_SPECS.values() if spec.seconds_per_lp_tuple)
 
 
 def require(rule: str) -> None:

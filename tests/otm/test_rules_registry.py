@@ -30,7 +30,8 @@ OUR_MODULES = (
 
 def test_rule_names():
     assert RULES == (
-        "single", "rrs", "rrs_wor", "specinfer", "kseq", "spechub", "importance_sampling", "importance_sampling_truncated", "greedy",
+        "single", "rrs", "rrs_wor", "specinfer", "kseq", "spechub", "importance_sampling", "importance_sampling_wor",
+        "importance_sampling_truncated", "greedy",
         "optimal", "optimal_latent", "ensemble_weighted", "ensemble_contrastive",
     )
 

@@ -30,6 +30,15 @@ def test_two_step():
     assert khisti.check_two_step(N, rng(), law_fn=law_for_wrong_target).status == "fails"
 
 
+def test_two_step_without_replacement_part_is_live():
+    """The latent i.i.d. verifier on the same drafts without replacement is lossless but stops at
+    the i.i.d. optimum: put in place of the LP weights, the check fails."""
+    def latent_for_lp_weights(rule, p, q, k):
+        return rule_law("optimal_latent" if rule == "importance_sampling_wor" else rule, p, q, k)
+
+    assert khisti.check_two_step(N, rng(), law_fn=latent_for_lp_weights).status == "fails"
+
+
 def test_thm2_and_conjecture():
     assert khisti.check_acceptance_one(2, N, rng()).status == "holds"
     assert khisti.check_acceptance_one(3, N, rng()).status == "holds"
