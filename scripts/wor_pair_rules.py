@@ -1,0 +1,242 @@
+"""Which families of selection rules reach the optimum for two drafts without replacement?
+
+Evidence for the open problem of docs/optimal-verifier.md, section 8 (no verifier of the
+toolkit attains ``alpha*(p, Q_wor)`` beyond small vocabularies). For ``k = 2`` a rule is a
+probability ``beta[a, b]`` of selecting the first draft when the drafts are ``a`` then
+``b``; the pair has probability ``w_a q_b`` with ``w = q / (1 - q)``. Its selection law is
+
+    x_a = sum_b w_a q_b beta[a, b] + sum_b w_b q_a (1 - beta[b, a]),
+
+and the two-step verification against ``x`` accepts with ``sum min(p, x)`` (Khisti et al.
+2025, canonical decomposition). For each family below, on random instances, a linear
+program finds the family's best ``sum min(p, x)``; the table gives how far it stays below
+``alpha*`` (the prefix scan without replacement). Ranks are the ratio order ``p / q``
+ascending; ``H`` = ranks below the optimal cut, ``U`` the others.
+
+- ``all``: every ``beta`` (the LP oracle; its gap must be 0).
+- ``monotone``: ``beta[a, b]`` nondecreasing in the rank of ``a``, nonincreasing in the
+  rank of ``b``.
+- ``depth``: the member of higher rank wins, except that it yields to the other when the
+  other's rank (same side of the cut) is at least a random depth drawn for it; both draft
+  positions alike.
+- ``exchanges``: the i.i.d. construction's mechanism (Theorem 1) carried over: the first
+  draft's column pieces (widths ``w``) and the second draft's row pieces (heights ``q``)
+  are exchanged between ranks of a side with their margins kept, the first draft winning
+  iff its column's block lies above the second's row block.
+- ``floor``: the member of higher rank yields to any lower member of its side with a coin
+  of its own (one per draft position).
+- ``promotion``: the second draft is lifted above every rank of its side with a coin of
+  its own.
+- ``pair_fifo`` (a construction, not an LP): the surplus of every rank of ``U`` is moved to
+  the slack of lower ranks first in first out, as in the i.i.d. construction, by flipping
+  pairs; "gap" is the largest flipped share of a pair's mass above 1 (a flip it cannot make).
+
+    python scripts/wor_pair_rules.py [--instances 2000] [--seed 0]
+
+Results are written into docs/optimal-verifier.md, section 8 (about 40 s on one core).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import numpy as np
+from scipy.optimize import linprog
+
+from otm.formulations.prefix_scan import prefix_scan, ratio_order
+
+#: A family "reaches" the optimum on an instance when its LP value is within this of alpha*.
+REACH_TOLERANCE = 1e-8
+
+
+def instance(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """A random pair ``(p, q)`` of 3 to 8 tokens (Dirichlet, concentration 0.2, 1 or 3; every
+    ``q >= 1e-3`` so that two distinct drafts always exist)."""
+    V = int(rng.integers(3, 9))
+    p = rng.dirichlet(np.ones(V) * rng.choice([0.2, 1.0, 3.0]))
+    q = rng.dirichlet(np.ones(V) * rng.choice([0.2, 1.0, 3.0]))
+    q = np.maximum(q, 1e-3)
+    return p, q / q.sum()
+
+
+class Pair:
+    """One instance in rank order: ``p, q, w``, pair masses ``P[a, b] = w_a q_b`` (zero
+    diagonal), the optimum and its cut ``m`` (ranks ``< m`` form ``H``)."""
+
+    def __init__(self, p: np.ndarray, q: np.ndarray):
+        order = ratio_order(p, q)
+        self.p, self.q = p[order], q[order]
+        self.V = len(p)
+        self.w = self.q / (1 - self.q)
+        self.P = np.outer(self.w, self.q)
+        np.fill_diagonal(self.P, 0.0)
+        scan = prefix_scan(p, q, 2, "without_replacement")
+        self.optimum, self.m = float(scan.value), int(scan.details["prefix_length"])
+        self.side = np.arange(self.V) >= self.m
+
+    def max_ratio_law(self) -> np.ndarray:
+        """Selection law of the member of higher rank (``sigma``)."""
+        higher = np.arange(self.V)[:, None] > np.arange(self.V)[None, :]
+        return (self.P * higher).sum(1) + (self.P.T * higher).sum(1)
+
+
+def best_acceptance(pair: Pair, base: np.ndarray, effect: np.ndarray, A_ub=None, b_ub=None, A_eq=None, b_eq=None,
+                    bounds=None) -> float:
+    """``max sum_y min(p_y, x_y)`` over ``x = base + effect @ z`` and the constraints on ``z``."""
+    n_z, V = effect.shape[1], pair.V
+    cost = np.concatenate([np.zeros(n_z), -np.ones(V)])  # maximise sum t, t <= p, t <= x
+    rows = [np.hstack([-effect, np.eye(V)])]
+    rhs = [base]
+    if A_ub is not None:
+        rows.append(np.hstack([A_ub, np.zeros((A_ub.shape[0], V))]))
+        rhs.append(b_ub)
+    eq = None if A_eq is None else np.hstack([A_eq, np.zeros((A_eq.shape[0], V))])
+    z_bounds = bounds if bounds is not None else [(0, 1)] * n_z
+    result = linprog(cost, A_ub=np.vstack(rows), b_ub=np.concatenate(rhs), A_eq=eq, b_eq=b_eq,
+                     bounds=z_bounds + [(None, float(v)) for v in pair.p], method="highs")
+    if result.status != 0:
+        raise RuntimeError(f"LP failed: {result.message}")
+    return -result.fun
+
+
+def ordered_effect(pair: Pair, cells) -> np.ndarray:
+    """Columns of ``x`` per ``beta[a, b]`` variable, for the listed ordered pairs ``(a, b)``."""
+    effect = np.zeros((pair.V, len(cells)))
+    for j, (a, b) in enumerate(cells):
+        effect[a, j] += pair.P[a, b]
+        effect[b, j] -= pair.P[a, b]
+    return effect
+
+
+def family_all(pair: Pair, monotone: bool = False) -> float:
+    V = pair.V
+    cells = [(a, b) for a in range(V) for b in range(V) if a != b]
+    base = pair.P.sum(0)  # beta = 0: the second draft always wins
+    index = {cell: j for j, cell in enumerate(cells)}
+    rows = []
+    if monotone:
+        for b in range(V):
+            firsts = [a for a in range(V) if a != b]
+            for lo, hi in zip(firsts, firsts[1:]):  # beta[lo, b] <= beta[hi, b]
+                row = np.zeros(len(cells)); row[index[lo, b]], row[index[hi, b]] = 1, -1; rows.append(row)
+        for a in range(V):
+            seconds = [b for b in range(V) if b != a]
+            for lo, hi in zip(seconds, seconds[1:]):  # beta[a, hi] <= beta[a, lo]
+                row = np.zeros(len(cells)); row[index[a, hi]], row[index[a, lo]] = 1, -1; rows.append(row)
+    A = np.array(rows) if rows else None
+    return best_acceptance(pair, base, ordered_effect(pair, cells), A, np.zeros(len(rows)) if rows else None)
+
+
+def family_monotone(pair: Pair) -> float:
+    return family_all(pair, monotone=True)
+
+
+def family_depth(pair: Pair) -> float:
+    """Variable ``z[c, d]``: probability that ``c``'s depth is ``d`` (``d`` from the bottom of
+    its side to ``c - 1``); ``c`` then yields to every ``b`` of rank ``d..c-1``."""
+    V, Q = pair.V, pair.P + pair.P.T
+    columns, owners = [], []
+    for c in range(V):
+        for d in range(pair.m if pair.side[c] else 0, c):
+            effect = np.zeros(V)
+            effect[c] -= Q[c, d:c].sum()
+            effect[d:c] += Q[c, d:c]
+            columns.append(effect); owners.append(c)
+    if not columns:
+        return float(np.minimum(pair.p, pair.max_ratio_law()).sum())
+    A = np.array([[1.0 if owner == c else 0.0 for owner in owners] for c in range(V)])  # sum_d z[c, d] <= 1
+    return best_acceptance(pair, pair.max_ratio_law(), np.array(columns).T, A, np.ones(V), bounds=[(0, None)] * len(owners))
+
+
+def family_exchanges(pair: Pair) -> float:
+    """``M1[y, j]``: width of ``y``'s column pieces in block ``j`` (margins ``w``); ``M2``: height
+    of ``y``'s row pieces in block ``j`` (margins ``q``); blocks on the same side as ``y``.
+    A column piece in block ``j`` beats the rows of blocks ``< j`` (mass ``C_j`` per width),
+    a row piece in block ``j`` the columns of blocks ``<= j`` (``W_{j+1}`` per height)."""
+    V, w, q = pair.V, pair.w, pair.q
+    C, W = np.concatenate([[0], np.cumsum(q)]), np.concatenate([[0], np.cumsum(w)])
+    cells = [(y, j) for y in range(V) for j in range(V) if pair.side[y] == pair.side[j]]
+    n = len(cells)
+    effect = np.zeros((V, 2 * n))
+    A_eq, b_eq = [], []
+    for half, (margin, rate) in enumerate(((w, C[:-1]), (q, W[1:]))):
+        for i, (y, j) in enumerate(cells):
+            effect[y, half * n + i] = rate[j]
+        for y in range(V):
+            A_eq.append([1.0 if (half2 == half and cell[0] == y) else 0.0 for half2 in (0, 1) for cell in cells]); b_eq.append(margin[y])
+            A_eq.append([1.0 if (half2 == half and cell[1] == y) else 0.0 for half2 in (0, 1) for cell in cells]); b_eq.append(margin[y])
+    base = -w * q  # the pieces give every x; the pair of a token with itself is not a draw
+    return best_acceptance(pair, base, effect, A_eq=np.array(A_eq), b_eq=np.array(b_eq), bounds=[(0, None)] * (2 * n))
+
+
+def family_floor(pair: Pair) -> float:
+    V = pair.V
+    effect = np.zeros((V, 2 * V))  # coins: c as first draft (column c), c as second draft (column V + c)
+    for c in range(V):
+        for b in range(pair.m if pair.side[c] else 0, c):
+            effect[c, c] -= pair.P[c, b]; effect[b, c] += pair.P[c, b]
+            effect[c, V + c] -= pair.P[b, c]; effect[b, V + c] += pair.P[b, c]
+    return best_acceptance(pair, pair.max_ratio_law(), effect)
+
+
+def family_promotion(pair: Pair) -> float:
+    V = pair.V
+    effect = np.zeros((V, V))  # coin of b as second draft: beats the first drafts above it on its side
+    for b in range(V):
+        top = V if pair.side[b] else pair.m
+        for a in range(b + 1, top):
+            effect[b, b] += pair.P[a, b]; effect[a, b] -= pair.P[a, b]
+    return best_acceptance(pair, pair.max_ratio_law(), effect)
+
+
+def pair_fifo_overflow(pair: Pair) -> float:
+    """Largest share ``D / Q`` of a pair ``{i, v}`` (``i < v`` in ``U``) that first-in-first-out
+    matching of surplus to slack asks to flip; above 1 the flip does not exist."""
+    Q = pair.P + pair.P.T
+    e = pair.p - pair.max_ratio_law()
+    U = np.arange(pair.m, pair.V)
+    slack, surplus = np.maximum(e[U], 0), np.maximum(-e[U], 0)
+    G, L = np.concatenate([[0], np.cumsum(slack)]), np.concatenate([[0], np.cumsum(surplus)])
+    overlap = np.clip(np.minimum(G[1:, None], L[None, 1:]) - np.maximum(G[:-1, None], L[None, :-1]), 0, None)
+    mass = Q[np.ix_(U, U)]
+    share = np.where(mass > 0, overlap / np.where(mass > 0, mass, 1.0), 0.0)
+    return float(max(share.max(initial=0.0) - 1.0, 0.0))
+
+
+FAMILIES = {
+    "all": family_all, "monotone": family_monotone, "depth": family_depth, "exchanges": family_exchanges,
+    "floor": family_floor, "promotion": family_promotion,
+}
+
+
+def run(instances: int, seed: int) -> dict:
+    rng = np.random.default_rng(seed)
+    gaps = {name: [] for name in [*FAMILIES, "pair_fifo"]}
+    start = time.perf_counter()
+    for i in range(instances):
+        pair = Pair(*instance(rng))
+        for name, family in FAMILIES.items():
+            gaps[name].append(pair.optimum - family(pair))
+        gaps["pair_fifo"].append(pair_fifo_overflow(pair))
+        if (i + 1) % 50 == 0:
+            print(f"  {i + 1}/{instances} instances ({time.perf_counter() - start:.0f} s)", file=sys.stderr, flush=True)
+    return {name: np.array(values) for name, values in gaps.items()}
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--instances", type=int, default=2000)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    print(f"k = 2 drafts without replacement, {args.instances} random instances (V = 3..8), seed {args.seed}; "
+          f"about {args.instances * 0.02:.0f} s", file=sys.stderr)
+    gaps = run(args.instances, args.seed)
+    print("| family | instances short of alpha* (gap > 1e-8) | largest gap |")
+    print("|---|---|---|")
+    for name, values in gaps.items():
+        print(f"| `{name}` | {int((values > REACH_TOLERANCE).sum())} of {len(values)} | {values.max():.2g} |")
+
+
+if __name__ == "__main__":
+    main()
