@@ -19,6 +19,8 @@ ascending; ``H`` = ranks below the optimal cut, ``U`` the others.
 - ``depth``: the member of higher rank wins, except that it yields to the other when the
   other's rank (same side of the cut) is at least a random depth drawn for it; both draft
   positions alike.
+- ``monotone_depth``: depth rules whose depths grow with the rank (the depth of each rank
+  stochastically at least the depth of the rank below it, on each side).
 - ``exchanges``: the i.i.d. construction's mechanism (Theorem 1) carried over: the first
   draft's column pieces (widths ``w``) and the second draft's row pieces (heights ``q``)
   are exchanged between ranks of a side with their margins kept, the first draft winning
@@ -30,6 +32,10 @@ ascending; ``H`` = ranks below the optimal cut, ``U`` the others.
 - ``pair_fifo`` (a construction, not an LP): the surplus of every rank of ``U`` is moved to
   the slack of lower ranks first in first out, as in the i.i.d. construction, by flipping
   pairs; "gap" is the largest flipped share of a pair's mass above 1 (a flip it cannot make).
+- ``shallow_depth`` (a construction): from the top of ``U`` down, a rank whose selection
+  (with what the ranks above gave it) exceeds ``p`` yields whole pairs to the ranks just
+  below it, nearest first, until it is down to ``p`` (a deterministic depth per rank);
+  "gap" is the largest excess over ``p`` left in ``U``.
 
     python scripts/wor_pair_rules.py [--instances 2000] [--seed 0]
 
@@ -132,21 +138,34 @@ def family_monotone(pair: Pair) -> float:
     return family_all(pair, monotone=True)
 
 
-def family_depth(pair: Pair) -> float:
+def family_depth(pair: Pair, monotone: bool = False) -> float:
     """Variable ``z[c, d]``: probability that ``c``'s depth is ``d`` (``d`` from the bottom of
-    its side to ``c - 1``); ``c`` then yields to every ``b`` of rank ``d..c-1``."""
+    its side to ``c - 1``); ``c`` then yields to every ``b`` of rank ``d..c-1``. ``monotone``:
+    ``P(D_{c+1} <= b) <= P(D_c <= b)`` for ranks ``c, c + 1`` of one side and every ``b < c``."""
     V, Q = pair.V, pair.P + pair.P.T
-    columns, owners = [], []
+    columns, keys = [], []
     for c in range(V):
         for d in range(pair.m if pair.side[c] else 0, c):
             effect = np.zeros(V)
             effect[c] -= Q[c, d:c].sum()
             effect[d:c] += Q[c, d:c]
-            columns.append(effect); owners.append(c)
+            columns.append(effect); keys.append((c, d))
     if not columns:
         return float(np.minimum(pair.p, pair.max_ratio_law()).sum())
-    A = np.array([[1.0 if owner == c else 0.0 for owner in owners] for c in range(V)])  # sum_d z[c, d] <= 1
-    return best_acceptance(pair, pair.max_ratio_law(), np.array(columns).T, A, np.ones(V), bounds=[(0, None)] * len(owners))
+    index = {key: j for j, key in enumerate(keys)}
+    rows = [[1.0 if key[0] == c else 0.0 for key in keys] for c in range(V)]  # sum_d z[c, d] <= 1
+    rhs = [1.0] * V
+    for c in range(V - 1) if monotone else ():
+        if pair.side[c] != pair.side[c + 1]:
+            continue
+        for b in range(pair.m if pair.side[c] else 0, c):
+            row = np.zeros(len(keys))
+            for d in range(pair.m if pair.side[c] else 0, b + 1):
+                row[index[c + 1, d]] += 1.0
+                row[index[c, d]] -= 1.0
+            rows.append(row); rhs.append(0.0)
+    return best_acceptance(pair, pair.max_ratio_law(), np.array(columns).T, np.array(rows), np.array(rhs),
+                           bounds=[(0, None)] * len(keys))
 
 
 def family_exchanges(pair: Pair) -> float:
@@ -204,21 +223,39 @@ def pair_fifo_overflow(pair: Pair) -> float:
     return float(max(share.max(initial=0.0) - 1.0, 0.0))
 
 
+def family_monotone_depth(pair: Pair) -> float:
+    return family_depth(pair, monotone=True)
+
+
+def shallow_depth_excess(pair: Pair) -> float:
+    """Largest ``x - p`` left in ``U`` by the shallowest depths (module docstring)."""
+    Q = pair.P + pair.P.T
+    x = pair.max_ratio_law()
+    for c in range(pair.V - 1, pair.m - 1, -1):
+        for b in range(c - 1, pair.m - 1, -1):
+            take = min(Q[c, b], max(x[c] - pair.p[c], 0.0))
+            x[c] -= take
+            x[b] += take
+    return float(max((x - pair.p)[pair.m:].max(initial=0.0), 0.0))
+
+
 FAMILIES = {
-    "all": family_all, "monotone": family_monotone, "depth": family_depth, "exchanges": family_exchanges,
+    "all": family_all, "monotone": family_monotone, "depth": family_depth, "monotone_depth": family_monotone_depth,
+    "exchanges": family_exchanges,
     "floor": family_floor, "promotion": family_promotion,
 }
 
 
 def run(instances: int, seed: int) -> dict:
     rng = np.random.default_rng(seed)
-    gaps = {name: [] for name in [*FAMILIES, "pair_fifo"]}
+    gaps = {name: [] for name in [*FAMILIES, "pair_fifo", "shallow_depth"]}
     start = time.perf_counter()
     for i in range(instances):
         pair = Pair(*instance(rng))
         for name, family in FAMILIES.items():
             gaps[name].append(pair.optimum - family(pair))
         gaps["pair_fifo"].append(pair_fifo_overflow(pair))
+        gaps["shallow_depth"].append(shallow_depth_excess(pair))
         if (i + 1) % 50 == 0:
             print(f"  {i + 1}/{instances} instances ({time.perf_counter() - start:.0f} s)", file=sys.stderr, flush=True)
     return {name: np.array(values) for name, values in gaps.items()}
