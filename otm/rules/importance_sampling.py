@@ -64,7 +64,7 @@ def exact_law_without_replacement(p, q, k: int, backend: str = "highs") -> RuleL
     ``k > V`` raises :class:`otm.errors.InvalidDraftCountError`.
 
     >>> law = exact_law_without_replacement([0.5, 0.5, 0.0], [0.9, 0.05, 0.05], 2)
-    >>> round(float(law.acceptance), 12)        # the i.i.d. optimum is 1 - 0.5 * 0.95^2
+    >>> round(float(law.acceptance), 12)        # i.i.d. drafts: 0.5 + 1 - 0.95^2 = 0.5975
     1.0
     """
     p, q = target_and_draft(p, q)
