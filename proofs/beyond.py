@@ -239,6 +239,37 @@ def check_optimal_verifier(instances: int, rng: np.random.Generator, law_fn=None
                 search.record(float(wor - law.acceptance), {**case, "part": "acceptance <= alpha* without replacement"})
     return search.finish(check)
 
+def check_optimal_pair_wor(instances: int, rng: np.random.Generator, law_fn=None, optimum_fn=None) -> Check:
+    """``optimal_pair_wor``: output law ``p`` and acceptance ``alpha*(p, WOR(q, 2))``, its water
+    levels in ``[0, 1]``. Exact rational laws on small instances."""
+    law_fn = law_fn or otm.rule_law
+    optimum_fn = optimum_fn or (lambda p, q: otm.optimal_acceptance(p, q, 2, sampling="without_replacement"))
+    check = Check(
+        id="beyond.optimal_pair_wor", paper=PAPER,
+        source=f"{SOURCE}; docs/optimal-verifier.md section 8 (two drafts without replacement, water levels)",
+        claim="For two drafts without replacement, the water-level rule outputs exactly p and accepts the optimum of "
+              "that draft law; its yield probabilities (the water levels) lie in [0, 1].",
+        formula="law(Y) = p; P(Y in S(X)) = alpha*(p, WOR(q, 2)); 0 <= L <= 1",
+        method=RANDOM_SEARCH,
+        note="Exact rationals (denominator 12, zeros included); V = 3..6, at least two tokens with q > 0. The levels "
+             "in [0, 1] are what the rule needs to be a rule; docs/optimal-verifier.md has no proof of it, this checks it.",
+    )
+    search = SlackSearch()
+    for _ in range(instances):
+        V = int(rng.integers(3, 7))
+        p, q = random_exact(rng, V, 12), random_exact(rng, V, 12)
+        if sum(1 for v in q if v > 0) < 2:
+            continue
+        law = law_fn("optimal_pair_wor", p, q, 2, method="enumeration")
+        case = {"p": p, "q": q, "k": 2}
+        search.record(identity_slack(list(law.output_distribution), list(p)), {**case, "part": "output law = p"})
+        search.record(identity_slack(law.acceptance, optimum_fn(p, q)), {**case, "part": "acceptance = alpha* without replacement"})
+        levels = law.details.get("levels", [0])
+        search.record(float(1 - max(levels)), {**case, "part": "levels <= 1"})
+        search.record(float(min(levels)), {**case, "part": "levels >= 0"})
+    return search.finish(check)
+
+
 CHECKS = {
     "beyond.min_cut": lambda n, rng: check_min_cut(n, rng),
     "beyond.max_flow_certificate": lambda n, rng: check_max_flow_certificate(n, rng),
@@ -246,4 +277,5 @@ CHECKS = {
     "beyond.spechub_greedy": lambda n, rng: check_spechub_greedy(n, rng),
     "beyond.no_rule_beats_optimum": lambda n, rng: check_no_rule_beats_optimum(n, rng),
     "beyond.optimal_verifier": lambda n, rng: check_optimal_verifier(n, rng),
+    "beyond.optimal_pair_wor": lambda n, rng: check_optimal_pair_wor(n, rng),
 }

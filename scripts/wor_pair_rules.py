@@ -36,21 +36,35 @@ ascending; ``H`` = ranks below the optimal cut, ``U`` the others.
   (with what the ranks above gave it) exceeds ``p`` yields whole pairs to the ranks just
   below it, nearest first, until it is down to ``p`` (a deterministic depth per rank);
   "gap" is the largest excess over ``p`` left in ``U``.
+- ``water_levels`` (a construction: the rule ``optimal_pair_wor``, :mod:`otm.rules.optimal_pair_wor`):
+  the minimal flux across the cuts, realised by yields ``min`` of nested water levels;
+  "gap" is ``alpha*`` minus its acceptance.
 
     python scripts/wor_pair_rules.py [--instances 2000] [--seed 0]
 
-Results are written into docs/optimal-verifier.md, section 8 (about 40 s on one core).
+Two more checks of the water-level rule (``L`` = its largest water level, which must not
+exceed 1 for the rule to be a rule):
+
+    python scripts/wor_pair_rules.py --exact 2000      # exact rationals, V = 2..9
+    python scripts/wor_pair_rules.py --stress 9000     # hard float rows, V = 3..30
+    python scripts/wor_pair_rules.py --corpus DIR --positions 64 --top 1000
+        # real rows from an ``otm corpus`` directory, cut to their ``--top`` likeliest tokens
+
+Results are written into docs/optimal-verifier.md, section 8 (about 50 s on one core for the
+families; about a minute for ``--exact 2000``; the corpus rows about 3 s each at ``--top 1000``).
 """
 from __future__ import annotations
 
 import argparse
 import sys
 import time
+from fractions import Fraction
 
 import numpy as np
 from scipy.optimize import linprog
 
 from otm.formulations.prefix_scan import prefix_scan, ratio_order
+from otm.rules import optimal_pair_wor
 
 #: A family "reaches" the optimum on an instance when its LP value is within this of alpha*.
 REACH_TOLERANCE = 1e-8
@@ -248,24 +262,136 @@ FAMILIES = {
 
 def run(instances: int, seed: int) -> dict:
     rng = np.random.default_rng(seed)
-    gaps = {name: [] for name in [*FAMILIES, "pair_fifo", "shallow_depth"]}
+    gaps = {name: [] for name in [*FAMILIES, "pair_fifo", "shallow_depth", "water_levels"]}
     start = time.perf_counter()
     for i in range(instances):
-        pair = Pair(*instance(rng))
+        raw = instance(rng)
+        pair = Pair(*raw)
         for name, family in FAMILIES.items():
             gaps[name].append(pair.optimum - family(pair))
         gaps["pair_fifo"].append(pair_fifo_overflow(pair))
         gaps["shallow_depth"].append(shallow_depth_excess(pair))
+        gaps["water_levels"].append(pair.optimum - float(optimal_pair_wor.exact_law(*raw, 2, method="closed_form").acceptance))
         if (i + 1) % 50 == 0:
             print(f"  {i + 1}/{instances} instances ({time.perf_counter() - start:.0f} s)", file=sys.stderr, flush=True)
     return {name: np.array(values) for name, values in gaps.items()}
+
+
+def exact_instance(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Random exact ``(p, q)``, ``V = 2..9``, integer weights up to a random denominator raised
+    to a power 1..3 (so masses span orders of magnitude), zeros in ``p``, ``q > 0``."""
+    V = int(rng.integers(2, 10))
+    top = int(rng.choice([6, 10, 30, 97]))
+    power = rng.integers(1, 4, size=2)
+    p = rng.integers(0, top + 1, size=V) ** power[0]
+    q = rng.integers(1, top + 1, size=V) ** power[1]
+    if p.sum() == 0 or q.max() == q.sum():
+        return exact_instance(rng)
+    return (np.array([Fraction(int(v), int(p.sum())) for v in p], dtype=object),
+            np.array([Fraction(int(v), int(q.sum())) for v in q], dtype=object))
+
+
+def check_exact(instances: int, seed: int) -> None:
+    """The water-level rule in exact rationals: acceptance == the prefix scan, levels <= 1."""
+    rng = np.random.default_rng(seed)
+    short, largest = 0, Fraction(0)
+    for i in range(instances):
+        p, q = exact_instance(rng)
+        law = optimal_pair_wor.exact_law(p, q, 2, method="closed_form")
+        short += law.acceptance != prefix_scan(p, q, 2, "without_replacement").value
+        largest = max(largest, max(law.details["levels"]))
+        if (i + 1) % 500 == 0:
+            print(f"  {i + 1}/{instances} instances", file=sys.stderr, flush=True)
+    print(f"exact rationals: {instances} instances, {short} short of alpha*, largest level {float(largest):.6g}")
+
+
+def stress_instance(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Float ``(p, q)``, ``V = 3..30``, hard for floats: Dirichlet with concentrations down to
+    0.05, Zipf-like rows, one dominant draft token, ``p`` near ``q``, or two temperatures of
+    related logits; ``q`` clipped below at ``1e-12``."""
+    V = int(rng.integers(3, 31))
+    kind = int(rng.integers(0, 5))
+    if kind == 0:
+        p = rng.dirichlet(np.ones(V) * rng.choice([0.05, 0.2, 1, 5]))
+        q = rng.dirichlet(np.ones(V) * rng.choice([0.05, 0.2, 1, 5]))
+    elif kind == 1:
+        z = 1.0 / np.arange(1, V + 1) ** rng.uniform(0.5, 3)
+        q, p = rng.permutation(z), rng.permutation(z) * rng.uniform(0.5, 1.5, V)
+    elif kind == 2:
+        q = rng.dirichlet(np.ones(V)) * 0.05
+        q[rng.integers(V)] += 0.95
+        p = rng.dirichlet(np.ones(V) * 0.5)
+    elif kind == 3:
+        q = rng.dirichlet(np.ones(V))
+        p = q * np.exp(rng.normal(0, 0.5, V))
+    else:
+        target = rng.normal(0, 3, V)
+        temperature = rng.choice([0.3, 1.0, 2.0])
+        p, q = np.exp(target / temperature), np.exp((target + rng.normal(0, 1, V)) / temperature)
+    q = np.maximum(q / q.sum(), 1e-12)
+    return p / p.sum(), q / q.sum()
+
+
+def check_stress(instances: int, seed: int) -> None:
+    """The water-level rule in floats on hard rows: its acceptance against the prefix scan,
+    and how often float64 was not accurate enough (redone in wide floats)."""
+    rng = np.random.default_rng(seed)
+    gap, redone = 0.0, 0
+    for i in range(instances):
+        p, q = stress_instance(rng)
+        law = optimal_pair_wor.exact_law(p, q, 2, method="closed_form")
+        redone += law.details["arithmetic"] != "float64"
+        gap = max(gap, abs(law.acceptance - prefix_scan(p, q, 2, "without_replacement").value))
+        if (i + 1) % 1000 == 0:
+            print(f"  {i + 1}/{instances} instances", file=sys.stderr, flush=True)
+    print(f"float stress: {instances} instances, largest |acceptance - alpha*| {gap:.2g}, "
+          f"redone in {optimal_pair_wor.FALLBACK_BITS}-bit floats {redone}")
+
+
+def check_corpus(directory: str, positions: int, top: int) -> None:
+    """The water-level rule on real rows (temperature 1) cut to their ``top`` likeliest tokens."""
+    from otm.corpus import Corpus
+    from otm.distributions import logits_to_probs
+
+    corpus = Corpus(directory)
+    wanted = set(np.linspace(0, corpus.n_positions - 1, positions).round().astype(int).tolist())
+    gap, largest, start, done, began = 0.0, 0.0, 0, 0, time.perf_counter()
+    for index, info in enumerate(corpus.shards):
+        hits = [i - start for i in sorted(wanted) if start <= i < start + info.positions]
+        shard = corpus.load(index) if hits else None
+        for i in hits:
+            p = logits_to_probs(shard.target_logits[i].astype(np.float64), 1.0)
+            q = logits_to_probs(shard.draft_logits[i].astype(np.float64), 1.0)
+            keep = np.argsort(-(p + q))[:top]
+            p, q = p[keep] / p[keep].sum(), q[keep] / q[keep].sum()
+            law = optimal_pair_wor.exact_law(p, q, 2, method="closed_form")
+            gap = max(gap, abs(law.acceptance - prefix_scan(p, q, 2, "without_replacement").value))
+            largest = max(largest, float(max(law.details["levels"])))
+            done += 1
+            print(f"  {done}/{len(wanted)} rows ({time.perf_counter() - began:.0f} s)", file=sys.stderr, flush=True)
+        start += info.positions
+    print(f"corpus rows: {done} rows cut to {top} tokens, largest |acceptance - alpha*| {gap:.2g}, largest level {largest:.6g}")
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--instances", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--exact", type=int, default=0, metavar="N", help="check the water-level rule on N exact instances")
+    parser.add_argument("--stress", type=int, default=0, metavar="N", help="check the water-level rule on N hard float rows")
+    parser.add_argument("--corpus", default=None, help="check the water-level rule on rows of this otm corpus")
+    parser.add_argument("--positions", type=int, default=64)
+    parser.add_argument("--top", type=int, default=1000)
     args = parser.parse_args(argv)
+    if args.exact:
+        check_exact(args.exact, args.seed)
+        return
+    if args.stress:
+        check_stress(args.stress, args.seed)
+        return
+    if args.corpus:
+        check_corpus(args.corpus, args.positions, args.top)
+        return
     print(f"k = 2 drafts without replacement, {args.instances} random instances (V = 3..8), seed {args.seed}; "
           f"about {args.instances * 0.02:.0f} s", file=sys.stderr)
     gaps = run(args.instances, args.seed)

@@ -42,7 +42,7 @@ first ``k`` terms of that sequence (:func:`latent_iid_tuples`) are exactly i.i.d
 every one of them is a draft. The i.i.d. rule applied to them is lossless and accepts
 a draft with probability at least ``alpha*(p, iid)``; this is NOT the optimum of the
 without-replacement law (``alpha*`` without replacement is larger), see
-docs/optimal-verifier.md, "Open problem".
+docs/optimal-verifier.md, section 8 (for two drafts: :mod:`otm.rules.optimal_pair_wor`).
 
 Hub and greedy draft laws: SpecHub's verifier (:mod:`otm.rules.spechub`) and the
 greedy-draft verifier (:mod:`otm.rules.greedy`) already reach the per-token bound, the

@@ -162,6 +162,11 @@ RULE_SPECS: dict[str, RuleSpec] = {spec.name: spec for spec in (
         at_least_single_draft=True, verifier="optimal_latent", law_function="exact_law_latent", latent_paths=True,
     ),
     RuleSpec(
+        "optimal_pair_wor", "the optimal rule for two drafts without replacement (water levels)",
+        "this toolkit (docs/optimal-verifier.md, section 8)", "optimal_pair_wor", "without_replacement", ks=(2, 2),
+        reference_optimum="without_replacement", attains_own_optimum=True, at_least_single_draft=True,
+    ),
+    RuleSpec(
         "ensemble_weighted", "speculative ensemble, weighted", "Fu et al. 2025, eq. (4)",
         "speculative_ensemble", "iid", lossless=False, ks=(1, 1), closed_form="O(V)",
         law_function="exact_law_weighted",

@@ -32,7 +32,7 @@ def test_rule_names():
     assert RULES == (
         "single", "rrs", "rrs_wor", "specinfer", "kseq", "spechub", "importance_sampling", "importance_sampling_wor",
         "importance_sampling_truncated", "greedy",
-        "optimal", "optimal_latent", "ensemble_weighted", "ensemble_contrastive",
+        "optimal", "optimal_latent", "optimal_pair_wor", "ensemble_weighted", "ensemble_contrastive",
     )
 
 
@@ -140,7 +140,7 @@ def test_bad_parameters():
 def test_degenerate_inputs_never_give_nan():
     for rule in RULES:
         try:
-            law = rule_law(rule, [1.0, 0.0], [0.0, 1.0], 2 if rule in ("spechub", "rrs", "kseq", "greedy") else 1)
+            law = rule_law(rule, [1.0, 0.0], [0.0, 1.0], 2 if rule in ("spechub", "rrs", "kseq", "greedy", "optimal_pair_wor") else 1)
         except NotApplicableError as exc:  # contrastive: undefined where q = 0 < p
             assert rule == "ensemble_contrastive", exc
             continue

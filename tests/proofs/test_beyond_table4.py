@@ -114,3 +114,21 @@ def test_table4_readings():
 
     with pytest.raises(ValueError):
         table4.toy_pair(u_p, u_q, 0.25, 0.5, "nope")
+
+
+def test_optimal_pair_wor_holds_and_each_part_fails_on_a_broken_ingredient():
+    assert beyond.check_optimal_pair_wor(N, rng()).status == "holds"
+
+    def latent_instead(rule, p, q, k, **params):  # lossless, only the i.i.d. optimum, no levels
+        return otm.rule_law("optimal_latent", p, q, k)
+
+    def draft_as_output(rule, p, q, k, **params):  # optimal acceptance, but outputs q
+        return dataclasses.replace(otm.rule_law(rule, p, q, k, **params), output_distribution=np.asarray(q))
+
+    def levels_above_one(rule, p, q, k, **params):  # the same law with a level that is no probability
+        law = otm.rule_law(rule, p, q, k, **params)
+        return dataclasses.replace(law, details={**law.details, "levels": [*law.details["levels"], Fraction(11, 10)]})
+
+    for broken in ({"law_fn": latent_instead}, {"law_fn": draft_as_output}, {"law_fn": levels_above_one}):
+        check = beyond.check_optimal_pair_wor(N, rng(), **broken)
+        assert check.status == "fails", broken

@@ -1,0 +1,372 @@
+"""Rule ``"optimal_pair_wor"``: two drafts without replacement, the optimum by water levels.
+
+Derived here (docs/optimal-verifier.md, section 8, "Two drafts without replacement");
+notation ``p`` target, ``q`` draft. The two drafts are distinct, drawn successively from
+``q``: ``a`` then ``b`` with probability ``w_a q_b``, ``w = q / (1 - q)``, so the unordered
+pair ``{a, b}`` has mass ``Q_ab = w_a q_b + q_a w_b``.
+
+**Ranks and cut.** Support tokens get ranks ``0..n-1`` by ``p/q`` ascending (ties by id);
+``C_j``, ``W_j``, ``P_j`` are the masses of ``q``, ``w``, ``p`` below rank ``j``. Both drafts
+fall in the first ``j`` ranks with probability ``T_j = C_j W_j - sum_{a<j} w_a q_a``; the
+optimum is ``alpha* = min_j f(j)``, ``f(j) = P_j + 1 - T_j`` (docs/theory.md 1.3, 2.1; the
+prefix scan without replacement), and ``m`` is the first minimiser: ``H`` = ranks ``< m``,
+``U`` the others.
+
+**Yields.** The member of higher rank wins (selection law ``sigma_a = w_a C_a + q_a W_a``),
+except that within a side it yields to the lower member ``b`` of ``{b, c}`` with probability
+``Y_bc``. With the flux ``F(j) = sum_{b < j <= c} Q_bc Y_bc`` across the cut below rank ``j``,
+``x_a = sigma_a + F(a + 1) - F(a)``.
+
+**Minimal flux.** On ``U`` from the top, ``F(a) = max(0, F(a + 1) - e_a)``, ``e = p - sigma``,
+so ``x_a = min(p_a, sigma_a + F(a + 1)) <= p_a``; on ``H`` from the bottom,
+``F(a + 1) = max(0, F(a) + e_a)``, so ``x_a = max(p_a, sigma_a - F(a)) >= p_a``. No flux
+crosses the cut: ``f(j) >= f(m)`` says that every sum of ``e`` over ranks ``m..j-1`` is
+``>= 0`` and every sum over ranks ``j..m-1`` is ``<= 0``, which is exactly what makes both
+walks end at 0 there. Then ``sum_y min(p_y, x_y) = x(U) + p(H) = 1 - T_m + P_m = alpha*``,
+and a ``U`` member is selected whenever the pair has one.
+
+**Water levels.** The flux is realised by ``Y_bc = min_{b < j <= c} L(j)``: on an interval
+of ranks ``[f, t]`` where the remaining flux is positive at every inner cut, raise the level
+of every pair inside by ``theta = min_j rem(j) / Q([f, j), [j, t])`` (the pairs of the
+interval across cut ``j``), subtract, and recurse on the intervals where the remaining flux
+is still positive; ``L(j)`` is the total level raised over cut ``j``. Cost ``O(n * depth)``.
+
+**What is proved and what is checked.** ``L >= 0`` by construction; the construction is a
+rule when also ``L <= 1``. That held on every instance we tried (docs/optimal-verifier.md,
+section 8), but we have no proof, so :func:`pair_parameters` checks it and raises
+:class:`otm.errors.NotApplicableError` if it ever fails, rather than return something that is
+not a rule. When it returns, the rule is lossless (canonical decomposition:
+the selected draft is checked against ``x``, Khisti et al. 2025) and accepts ``alpha*(p, Q_wor)``.
+
+Number types are kept: exact Fraction inputs give an exact construction and law. Float
+inputs are computed in float64 with the care described in docs/optimal-verifier.md, section 8
+("Floats"), and redone with 256-bit floats where float64 is not accurate enough.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+import mpmath
+import numpy as np
+
+from ..draft_laws import greedy_order, without_replacement_law
+from ..errors import InvalidDraftCountError, NotApplicableError
+from ..formulations.prefix_scan import ratio_order
+from .base import RuleLaw
+from .enumeration import (
+    count_without_replacement,
+    enumerated_rule_law,
+    is_exact,
+    normalise,
+    positive_part,
+    resolve_method,
+    validate_one_q,
+    zeros_like,
+)
+
+
+@dataclass(frozen=True, eq=False)
+class PairParameters:
+    """The rule, computed once per ``(p, q)`` (module docstring).
+
+    Attributes:
+        order: ``[n]`` token ids with ``q > 0``, ``p/q`` ascending.
+        rank: ``[V]`` rank of each token, ``-1`` where ``q = 0``.
+        cut: ``m``, the number of ranks in ``H``.
+        levels: ``[n + 1]`` ``L(j)`` for the cut below rank ``j`` (0 at ``j = 0, m, n``).
+        flux: ``[n + 1]`` the minimal flux ``F(j)``.
+        target: ``[V]`` ``p``.
+        selection: ``[V]`` ``x``, the law of the selected draft.
+        acceptance: ``sum min(p, x) = alpha*(p, Q_wor)``.
+        arithmetic: how it was computed (``"float64"``, ``"exact rationals"``, or wide floats
+            from float inputs where float64 was not accurate enough).
+    """
+
+    order: np.ndarray  # [n]
+    rank: np.ndarray  # [V]
+    cut: int
+    levels: list  # [n + 1]
+    flux: list  # [n + 1]
+    target: np.ndarray  # [V]
+    selection: np.ndarray  # [V]
+    acceptance: object
+    arithmetic: str
+
+
+def pair_parameters(p, q) -> PairParameters:
+    """Ranks, cut, minimal flux and water levels for two drafts without replacement from
+    ``q`` against ``p`` (module docstring); one token with ``q > 0`` is the exhausted-support
+    convention of :func:`otm.draft_laws.without_replacement_law`.
+
+    Float inputs are computed in float64; where that is not accurate enough (a level found
+    above ``1 + 1e-12``: levels within ``1e-8`` of 1 on pairs of tiny mass), the construction
+    is redone with :data:`FALLBACK_BITS`-bit floats (mpmath) from the same inputs and rounded
+    back; ``arithmetic`` says which."""
+    if len(p) < 2:
+        raise InvalidDraftCountError(f"k=2 drafts without replacement from a vocabulary of {len(p)} tokens")
+    order = ratio_order(p, q)  # q = 0 last
+    try:
+        return _construct(p, q, order)
+    except _NotARule as failure:
+        if is_exact(p):
+            raise _refusal(failure) from None
+    with mpmath.workprec(FALLBACK_BITS):
+        try:  # the same ranks: renormalising multiplies every p/q by one constant
+            wide = _construct(_widened(p), _widened(q), order)
+        except _NotARule as failure:
+            raise _refusal(failure) from None
+        return dataclasses.replace(
+            wide, levels=[float(v) for v in wide.levels], flux=[float(v) for v in wide.flux], target=p,
+            selection=np.array([float(v) for v in wide.selection]), acceptance=float(wide.acceptance),
+            arithmetic=f"{FALLBACK_BITS}-bit floats (float64 not accurate enough)")
+
+
+#: Precision of the fallback when float64 is not accurate enough.
+FALLBACK_BITS = 256
+
+
+class _NotARule(Exception):
+    """A water level outside ``[0, 1]`` (its value is the message)."""
+
+
+def _refusal(failure: _NotARule) -> NotApplicableError:
+    return NotApplicableError(f"water level {failure} outside [0, 1]: the construction is not a rule here "
+                              "(never seen; please report the instance)")
+
+
+def _widened(values: np.ndarray) -> np.ndarray:
+    """The float inputs as wide floats (exactly), renormalised in the wide precision."""
+    wide = [mpmath.mpf(float(v)) for v in values]
+    total = mpmath.fsum(wide)
+    return np.array([v / total for v in wide], dtype=object)
+
+
+def _rounding_unit(zero):
+    """0 for exact Fractions, else the unit roundoff of the number type."""
+    if isinstance(zero, Fraction):
+        return 0
+    if isinstance(zero, float):
+        return float(np.finfo(np.float64).eps)
+    return mpmath.mpf(2) ** (1 - mpmath.mp.prec)
+
+
+def _construct(p, q, order: np.ndarray) -> PairParameters:
+    n = sum(1 for v in q if v > 0)
+    order = order[:n]
+    zero = p[0] * 0
+    if n == 1:
+        return _exhausted_support(p, q, order, zero)
+    ps, qs = [p[t] for t in order], [q[t] for t in order]
+    ws = [v / _mass_of_others(qs, a) for a, v in enumerate(qs)]
+    C, W = [zero], [zero]
+    for a in range(n):
+        C.append(C[-1] + qs[a]); W.append(W[-1] + ws[a])
+    sigma = [ws[a] * C[a] + qs[a] * W[a] for a in range(n)]
+    # f(j) = P_j + 1 - T_j with T_j = sum_{a<j} sigma_a (a sum of nonnegative terms: the form
+    # C_j W_j - sum w q cancels badly when some w is large)
+    values, P, T = [], zero, zero
+    for j in range(n + 1):
+        values.append(P + 1 - T)
+        if j < n:
+            P, T = P + ps[j], T + sigma[j]
+    m = min(range(n + 1), key=lambda j: (values[j], j))
+    unit = _rounding_unit(zero)
+    flux = _minimal_flux(ps, sigma, m, zero, unit)
+    pair_mass = _PairMass(_Cumulative(qs, zero), _Cumulative(ws, zero))
+    levels = [zero] * (n + 1)
+    _water_levels(pair_mass, flux, m, n - 1, levels, unit)
+    _water_levels(pair_mass, flux, 0, m - 1, levels, unit)
+    tolerance = 4096 * unit  # 9e-13 in float64, 0 in rationals
+    if min(levels) < -tolerance or max(levels) > 1 + tolerance:
+        raise _NotARule(f"{float(max(levels)):.6g}")
+    selection = zeros_like(p)
+    for a in range(n):
+        selection[order[a]] = sigma[a] + flux[a + 1] - flux[a]
+    rank = np.full(len(p), -1, dtype=np.int64)
+    rank[np.asarray(order, dtype=np.int64)] = np.arange(n)
+    acceptance = sum((min(x, y) for x, y in zip(p, selection)), zero)
+    return PairParameters(np.asarray(order), rank, m, levels, flux, p, selection, acceptance,
+                          "exact rationals" if unit == 0 else "float64")
+
+
+def _mass_of_others(qs: list, a: int):
+    """``1 - q_a``; in floats, for the one token that can have ``q > 1/2``, the sum of the
+    others (``1 - q_a`` near 0 would carry the rounding of ``q_a``, up to ``1e-13`` relative
+    at ``q_a = 0.9997``, into ``w_a`` and every ``sigma`` above it)."""
+    if isinstance(qs[a], float) and qs[a] > 0.5:
+        return math.fsum(qs[:a] + qs[a + 1:])
+    return 1 - qs[a]
+
+
+def _exhausted_support(p, q, order, zero) -> PairParameters:
+    """One token ``a`` with ``q > 0``: the drafts are ``a`` and the fixed token ``z`` of
+    :func:`otm.draft_laws.without_replacement_law`'s convention, always. Selecting ``z`` with
+    probability ``p_z`` gives ``x = (1 - p_z, p_z)`` on ``(a, z)``, hence ``alpha* = p_a + p_z``."""
+    a, z = int(order[0]), int(greedy_order(q)[1])
+    selection = zeros_like(p)
+    selection[a], selection[z] = 1 - p[z], p[z]
+    rank = np.full(len(p), -1, dtype=np.int64)
+    rank[a] = 0
+    return PairParameters(np.asarray(order), rank, 0, [zero, zero], [zero, zero], p, selection, p[a] + p[z],
+                          "exact rationals" if is_exact(p) else "float64")
+
+
+def _minimal_flux(ps: list, sigma: list, m: int, zero, unit) -> list:  # [n + 1]
+    """``F(j)``: from the top of ``U`` down and from the bottom of ``H`` up (module docstring).
+    Both walks end at 0 on the cut (checked in rationals). In floats, a flux of at most
+    ``8 unit`` is dropped: the walks add roundings of that size (and a near-tie between two
+    prefixes, below the resolution of ``f``, can leave one); leaving it uncarried moves ``x``
+    by as little."""
+    n = len(ps)
+    flux = [zero] * (n + 1)
+    for a in range(n - 1, m - 1, -1):
+        flux[a] = max(zero, flux[a + 1] - (ps[a] - sigma[a]))
+    from_top = flux[m]
+    for a in range(m):
+        flux[a + 1] = max(zero, flux[a] + (ps[a] - sigma[a]))
+    if unit == 0 and (from_top != 0 or flux[m] != 0):
+        raise AssertionError("the minimal flux crosses the optimal cut")
+    flux[m] = zero
+    return [zero if value <= 8 * unit else value for value in flux]
+
+
+class _Cumulative:
+    """Sums of ``values`` over rank ranges in O(1). In floats the running sums carry their
+    rounding errors alongside (Knuth's error-free TwoSum), so a short range far up the ranks
+    keeps its relative accuracy; a plain difference of running sums near 1 would lose it."""
+
+    def __init__(self, values: list, zero):
+        total, error = [zero], [zero]
+        for v in values:
+            s = total[-1] + v
+            if isinstance(s, float):
+                back = s - total[-1]
+                error.append(error[-1] + ((total[-1] - (s - back)) + (v - back)))
+            else:
+                error.append(zero)
+            total.append(s)
+        self.total, self.error = total, error
+
+    def span(self, a: int, b: int):
+        """``sum(values[a:b])``."""
+        return (self.total[b] - self.total[a]) + (self.error[b] - self.error[a])
+
+
+class _PairMass:
+    """``Q([f, j), [j, t])`` in O(1) from range sums of ``q`` and ``w`` (``Q`` has rank 2)."""
+
+    def __init__(self, q: _Cumulative, w: _Cumulative):
+        self.q, self.w = q, w
+
+    def across(self, f: int, j: int, t: int):
+        q, w = self.q, self.w
+        return w.span(f, j) * q.span(j, t + 1) + q.span(f, j) * w.span(j, t + 1)
+
+
+def _water_levels(pair_mass: _PairMass, flux: list, lo: int, hi: int, levels: list, unit) -> None:
+    """Raise ``levels[j]`` for the cuts ``j = lo+1..hi`` of ranks ``lo..hi`` until the
+    nested intervals carry ``flux`` exactly (module docstring).
+
+    In floats a cut's remaining flux counts as zero below its rounding bound: each level
+    subtracts at most ``F(j)`` with an error below ``2 unit F(j)``, so after ``c`` levels the
+    remainder is known to ``(c + 1) * 2 unit F(j)`` (taken 32 times). Leaving that much
+    uncarried changes ``x`` by as little."""
+    if hi <= lo:
+        return
+    remaining = list(flux)
+    raised = [0] * len(flux)
+
+    def empty(j):
+        return remaining[j] <= 64 * unit * (raised[j] + 1) * flux[j]
+
+    stack = [(lo, hi)]
+    while stack:
+        f, t = stack.pop()
+        cuts = range(f + 1, t + 1)
+        runs, start = [], None
+        for j in cuts:
+            if not empty(j) and start is None:
+                start = j
+            elif empty(j) and start is not None:
+                runs.append((start, j - 1)); start = None
+        if start is not None:
+            runs.append((start, t))
+        if runs != [(f + 1, t)]:
+            stack.extend((a - 1, b) for a, b in runs)
+            continue
+        theta = min(remaining[j] / pair_mass.across(f, j, t) for j in cuts)
+        for j in cuts:
+            remaining[j] -= theta * pair_mass.across(f, j, t)
+            levels[j] += theta
+            raised[j] += 1
+        stack.append((f, t))
+
+
+def yield_probability(params: PairParameters, low: int, high: int):
+    """``Y``: probability that the pair of ranks ``low < high`` (same side) selects ``low``."""
+    return min(params.levels[low + 1:high + 1])
+
+
+def selection_law(params: PairParameters, draft_tuple) -> list:  # [2]
+    """``P(Z = x_j | x)`` for the two positions of the drafted pair."""
+    a, b = (int(params.rank[int(t)]) for t in draft_tuple)
+    one = params.target[:1].sum() * 0 + 1
+    if min(a, b) < 0:  # exhausted support: select the fixed q = 0 draft with probability x of it
+        take = params.selection[int(draft_tuple[0 if a < 0 else 1])]
+        return [take, one - take] if a < 0 else [one - take, take]
+    low, high = min(a, b), max(a, b)
+    if low < params.cut <= high:
+        take_low = one * 0
+    else:
+        take_low = yield_probability(params, low, high)
+    return [take_low, one - take_low] if a == low else [one - take_low, take_low]
+
+
+def conditional_output_law(params: PairParameters, draft_tuple):
+    """``(K(. | x) [V], P(a draft is accepted | x))``: select by :func:`selection_law`, accept
+    ``Z`` with ``min(1, p(Z) / x(Z))``, else draw from ``norm(max(p - x, 0))``."""
+    p, x = params.target, params.selection
+    residual = normalise(positive_part(p - x))
+    if not residual.sum() > 0:
+        residual = p
+    out = zeros_like(p)
+    accepted = p[:1].sum() * 0
+    for token, prob in zip(draft_tuple, selection_law(params, draft_tuple)):
+        z = int(token)
+        a = min(1, p[z] / x[z]) if x[z] > 0 else p[z] * 0
+        out[z] = out[z] + prob * a
+        accepted = accepted + prob * a
+    return out + (1 - accepted) * residual, accepted
+
+
+def exact_law(p, q, k: int, *, method: str = "auto") -> RuleLaw:
+    """Exact law of the rule for ``k = 2`` drafts without replacement.
+
+    ``method="closed_form"``: the acceptance ``sum min(p, x)`` (``alpha*``) and the output
+    law ``p`` from :func:`pair_parameters`; ``"enumeration"``: the coupling over every ordered
+    pair (also ``accepted_per_token``, ``coupling``). ``details``: ``method``, ``cut``,
+    ``selection`` (``x``), ``levels``, ``draft_accepted``, ``arithmetic``.
+
+    >>> law = exact_law([0.5, 0.5, 0.0], [0.9, 0.05, 0.05], 2)
+    >>> round(float(law.acceptance), 12)        # i.i.d. drafts: 0.5 + 1 - 0.95^2 = 0.5975
+    1.0
+    """
+    if k != 2:
+        raise InvalidDraftCountError(f"rule 'optimal_pair_wor' is defined for k = 2 only, got k={k}")
+    p, q = validate_one_q(p, q, "rule 'optimal_pair_wor' draws both drafts from one q ([V] vector)")
+    params = pair_parameters(p, q)
+    method = resolve_method(method, count_without_replacement(q, 2), True, "optimal_pair_wor")
+    details = {"method": method, "cut": params.cut, "selection": params.selection, "levels": params.levels,
+               "draft_accepted": params.acceptance, "arithmetic": params.arithmetic}
+    if method == "closed_form":
+        return RuleLaw(params.acceptance, p.copy(), None, details)
+    result = enumerated_rule_law(p, without_replacement_law(q, 2), lambda draft: conditional_output_law(params, draft), details)
+    if is_exact(p) and result.details["draft_accepted"] != params.acceptance:
+        raise AssertionError("the enumerated acceptance differs from sum min(p, x)")
+    return result
+
+
+__all__ = ["PairParameters", "conditional_output_law", "exact_law", "pair_parameters", "selection_law", "yield_probability"]

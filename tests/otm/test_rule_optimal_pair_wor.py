@@ -1,0 +1,136 @@
+"""Rule 'optimal_pair_wor' (docs/optimal-verifier.md, section 8): for two drafts without
+replacement it outputs p and accepts alpha*(p, Q_wor), exactly in rationals; the pieces of
+the construction hold what the derivation says; the checks fail on broken pieces."""
+from __future__ import annotations
+
+import dataclasses
+from fractions import Fraction as F
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from otm.draft_laws import without_replacement_law
+from otm.errors import InvalidDraftCountError, NotApplicableError
+from otm.formulations.max_flow import solve_max_flow
+from otm.formulations.prefix_scan import prefix_scan
+from otm.rules import optimal_pair_wor as rule
+from otm.rules.enumeration import enumerate_law
+from otm.tolerances import AGREEMENT_TOLERANCE
+
+
+@st.composite
+def exact_pairs(draw, max_vocab=7):
+    """Exact ``(p, q)`` with zeros allowed and at least two tokens with ``q > 0``."""
+    V = draw(st.integers(2, max_vocab))
+    p = draw(st.lists(st.integers(0, 9), min_size=V, max_size=V))
+    q = draw(st.lists(st.integers(0, 9), min_size=V, max_size=V))
+    assume(sum(p) > 0 and sum(1 for v in q if v > 0) >= 2)
+    return (np.array([F(v, sum(p)) for v in p], dtype=object), np.array([F(v, sum(q)) for v in q], dtype=object))
+
+
+@settings(max_examples=60, deadline=None)
+@given(exact_pairs())
+def test_lossless_and_optimal_in_rationals(pair):
+    p, q = pair
+    law = rule.exact_law(p, q, 2, method="enumeration")
+    optimum = prefix_scan(p, q, 2, "without_replacement").value
+    assert list(law.output_distribution) == list(p)
+    assert law.acceptance == optimum == solve_max_flow(p, without_replacement_law(q, 2)).acceptance
+    assert rule.exact_law(p, q, 2, method="closed_form").acceptance == optimum
+
+
+@settings(max_examples=60, deadline=None)
+@given(exact_pairs())
+def test_the_construction_is_what_the_derivation_says(pair):
+    """Levels in [0, 1]; x <= p on U and x >= p on H; the enumerated selection law is x; the
+    yields depend on the pair, not on the order of the drafts."""
+    p, q = pair
+    params = rule.pair_parameters(p, q)
+    assert all(0 <= level <= 1 for level in params.levels)
+    x, rank = params.selection, params.rank
+    for token in range(len(p)):
+        if rank[token] >= params.cut:
+            assert x[token] <= p[token]
+        elif rank[token] >= 0:
+            assert x[token] >= p[token]
+    law = without_replacement_law(q, 2)
+    selected = np.array([F(0)] * len(p), dtype=object)
+    for pair_tokens, prob in zip(law.tuples, law.probs):
+        chances = rule.selection_law(params, pair_tokens)
+        assert chances == rule.selection_law(params, pair_tokens[::-1])[::-1]
+        for token, chance in zip(pair_tokens, chances):
+            selected[token] += prob * chance
+    assert list(selected) == list(x)
+
+
+def test_floats_agree_with_the_optimum_at_moderate_vocabularies():
+    rng = np.random.default_rng(0)
+    for _ in range(40):
+        V = int(rng.integers(2, 200))
+        p, q = rng.dirichlet(np.ones(V) * 0.3), rng.dirichlet(np.ones(V) * 0.3)
+        q = np.maximum(q, 1e-9)
+        q /= q.sum()
+        law = rule.exact_law(p, q, 2, method="closed_form")
+        assert abs(law.acceptance - prefix_scan(p, q, 2, "without_replacement").value) <= AGREEMENT_TOLERANCE
+
+
+def test_above_the_iid_optimum_and_the_other_rules():
+    """An instance where drafting without replacement pays: the rule reaches its own optimum,
+    strictly above the i.i.d. optimum that 'optimal_latent' reaches."""
+    p = np.array([F(1, 2), F(1, 3), F(1, 6)], dtype=object)
+    q = np.array([F(1, 10), F(3, 5), F(3, 10)], dtype=object)
+    law = rule.exact_law(p, q, 2, method="enumeration")
+    assert law.acceptance == prefix_scan(p, q, 2, "without_replacement").value > prefix_scan(p, q, 2).value
+
+
+def test_wrong_levels_are_caught():
+    """Halving every level changes the selection law: checked against the unchanged ``x`` the
+    output is no longer p (the lossless check catches it); levels all 0 (the max-ratio rule)
+    leave the acceptance below the optimum."""
+    p = np.array([F(1, 10), F(1, 5), F(3, 10), F(2, 5)], dtype=object)
+    q = np.array([F(2, 5), F(3, 10), F(1, 5), F(1, 10)], dtype=object)
+    params = rule.pair_parameters(p, q)
+    assert max(params.levels) > 0
+    law = without_replacement_law(q, 2)
+
+    def output(parameters):
+        return enumerate_law(p, law, lambda pair: rule.conditional_output_law(parameters, pair))
+
+    assert list(output(params)["output"]) == list(p)
+    halved = dataclasses.replace(params, levels=[level / 2 for level in params.levels])
+    assert list(output(halved)["output"]) != list(p)
+    max_ratio_x = rule.pair_parameters(p, q).selection.copy()
+    none = dataclasses.replace(params, levels=[F(0)] * len(params.levels))
+    for token in range(len(p)):  # the law of the max-ratio rule itself
+        max_ratio_x[token] = sum(prob * chance for pair, prob in zip(law.tuples, law.probs)
+                                 for t, chance in zip(pair, rule.selection_law(none, pair)) if t == token)
+    assert sum(min(a, b) for a, b in zip(p, max_ratio_x)) < params.acceptance
+
+
+def test_a_level_above_one_is_refused(monkeypatch):
+    def overflow(pair_mass, flux, lo, hi, levels, unit):
+        for j in range(lo + 1, hi + 1):
+            levels[j] += 2
+
+    monkeypatch.setattr(rule, "_water_levels", overflow)
+    with pytest.raises(NotApplicableError, match="outside \\[0, 1\\]"):
+        rule.pair_parameters(np.array([0.1, 0.2, 0.3, 0.4]), np.array([0.4, 0.3, 0.2, 0.1]))
+
+
+def test_degenerate_inputs():
+    law = rule.exact_law([0.25, 0.75], [0.25, 0.75], 2, method="enumeration")  # p = q, two tokens: both drafted
+    assert abs(law.acceptance - 1) <= AGREEMENT_TOLERANCE
+    law = rule.exact_law([0.5, 0.5, 0.0, 0.0], [0.0, 0.0, 0.5, 0.5], 2, method="enumeration")  # disjoint supports
+    assert law.acceptance == 0 and list(law.output_distribution) == [0.5, 0.5, 0.0, 0.0]
+    law = rule.exact_law([0.2, 0.3, 0.5], [0.0, 1.0, 0.0], 2, method="enumeration")  # one-hot q: drafts 1 and 0
+    assert abs(law.acceptance - 0.5) <= AGREEMENT_TOLERANCE
+    assert np.allclose(law.output_distribution, [0.2, 0.3, 0.5])
+
+
+def test_bad_input_is_a_typed_error():
+    with pytest.raises(InvalidDraftCountError, match="k = 2 only"):
+        rule.exact_law([0.5, 0.5], [0.5, 0.5], 3)
+    with pytest.raises(InvalidDraftCountError, match="vocabulary of 1"):
+        rule.exact_law([1.0], [1.0], 2)
