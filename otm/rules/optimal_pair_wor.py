@@ -1,13 +1,14 @@
 """Rule ``"optimal_pair_wor"``: two drafts without replacement, the optimum by water levels.
 
-Derived here (docs/optimal-verifier.md, section 8, "Two drafts without replacement");
+Derived here (docs/optimal-verifier.md, section 8, "Two drafts: the water-level rule");
 notation ``p`` target, ``q`` draft. The two drafts are distinct, drawn successively from
 ``q``: ``a`` then ``b`` with probability ``w_a q_b``, ``w = q / (1 - q)``, so the unordered
 pair ``{a, b}`` has mass ``Q_ab = w_a q_b + q_a w_b``.
 
 **Ranks and cut.** Support tokens get ranks ``0..n-1`` by ``p/q`` ascending (ties by id);
 ``C_j``, ``W_j``, ``P_j`` are the masses of ``q``, ``w``, ``p`` below rank ``j``. Both drafts
-fall in the first ``j`` ranks with probability ``T_j = C_j W_j - sum_{a<j} w_a q_a``; the
+fall in the first ``j`` ranks with probability ``T_j = C_j W_j - sum_{a<j} w_a q_a``
+(computed as ``sum_{a<j} sigma_a``, below, which does not cancel); the
 optimum is ``alpha* = min_j f(j)``, ``f(j) = P_j + 1 - T_j`` (docs/theory.md 1.3, 2.1; the
 prefix scan without replacement), and ``m`` is the first minimiser: ``H`` = ranks ``< m``,
 ``U`` the others.

@@ -25,6 +25,7 @@ from tests.otm.rules_support import exact, same_distribution
 
 OUR_MODULES = (
     "enumeration", "single", "rrs", "specinfer", "rrs_without_replacement", "kseq", "spechub", "greedy", "speculative_ensemble", "registry",
+    "importance_sampling", "optimal_pair_wor",
 )
 
 
