@@ -239,6 +239,7 @@ def check_optimal_verifier(instances: int, rng: np.random.Generator, law_fn=None
                 search.record(float(wor - law.acceptance), {**case, "part": "acceptance <= alpha* without replacement"})
     return search.finish(check)
 
+
 def check_optimal_pair_wor(instances: int, rng: np.random.Generator, law_fn=None, optimum_fn=None) -> Check:
     """``optimal_pair_wor``: output law ``p`` and acceptance ``alpha*(p, WOR(q, 2))``, its water
     levels in ``[0, 1]``. Exact rational laws on small instances."""

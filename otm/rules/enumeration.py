@@ -144,6 +144,25 @@ def accept_probability(target_mass, draft_mass):
     return min(1, target_mass / draft_mass)
 
 
+def canonical_output_law(p: np.ndarray, x: np.ndarray, draft_tuple, chances):
+    """``(K(. | x) [V], P(a draft is accepted | x))`` of the canonical decomposition (Khisti
+    et al. 2025): the draft at position ``j`` is selected with probability ``chances[j]`` and
+    accepted with ``min(1, p(Z) / x(Z))`` (``x`` the law of the selected draft), else the
+    output is drawn from ``norm(max(p - x, 0))`` (``p`` itself where that is empty, reached
+    with probability 0)."""
+    residual_law = normalise(positive_part(p - x))
+    if not residual_law.sum() > 0:
+        residual_law = p
+    out = zeros_like(p)
+    accepted = p[:1].sum() * 0
+    for token, chance in zip(draft_tuple, chances):
+        z = int(token)
+        a = min(1, p[z] / x[z]) if x[z] > 0 else p[z] * 0
+        out[z] = out[z] + chance * a
+        accepted = accepted + chance * a
+    return out + (1 - accepted) * residual_law, accepted
+
+
 def sequential_kernel(like: np.ndarray, start, step, final) -> Kernel:
     """The kernel of a sequential rule.
 

@@ -64,12 +64,11 @@ from ..errors import NotApplicableError, UnknownNameError
 from ..formulations.prefix_scan import ratio_order
 from .base import RuleLaw
 from .enumeration import (
+    canonical_output_law,
     count_iid,
     count_without_replacement,
     enumerated_rule_law,
     is_exact,
-    normalise,
-    positive_part,
     resolve_method,
     validate_one_q,
     zeros_like,
@@ -349,18 +348,7 @@ def conditional_output_law(params: SelectionParameters, draft_tuple):
     """``(K(. | x) [V], P(a draft is accepted | x))``: select ``Z`` by
     :func:`selection_law`, accept it with ``min(1, p(Z) / x(Z))``, else draw from
     ``norm(max(p - x, 0))`` (``p`` itself where that is empty, reached with probability 0)."""
-    p, x = params.target, params.selection
-    residual = normalise(positive_part(p - x))
-    if not residual.sum() > 0:
-        residual = p
-    out = zeros_like(p)
-    accepted = p[:1].sum() * 0
-    for j, prob in enumerate(selection_law(params, draft_tuple)):
-        z = int(draft_tuple[j])
-        a = min(1, p[z] / x[z]) if x[z] > 0 else p[z] * 0
-        out[z] = out[z] + prob * a
-        accepted = accepted + prob * a
-    return out + (1 - accepted) * residual, accepted
+    return canonical_output_law(params.target, params.selection, draft_tuple, selection_law(params, draft_tuple))
 
 
 def exact_law(p, q, k: int, sampling: str = "iid", *, method: str = "auto") -> RuleLaw:

@@ -58,11 +58,10 @@ from ..errors import InvalidDraftCountError, NotApplicableError
 from ..formulations.prefix_scan import ratio_order
 from .base import RuleLaw
 from .enumeration import (
+    canonical_output_law,
     count_without_replacement,
     enumerated_rule_law,
     is_exact,
-    normalise,
-    positive_part,
     resolve_method,
     validate_one_q,
     zeros_like,
@@ -329,18 +328,7 @@ def selection_law(params: PairParameters, draft_tuple) -> list:  # [2]
 def conditional_output_law(params: PairParameters, draft_tuple):
     """``(K(. | x) [V], P(a draft is accepted | x))``: select by :func:`selection_law`, accept
     ``Z`` with ``min(1, p(Z) / x(Z))``, else draw from ``norm(max(p - x, 0))``."""
-    p, x = params.target, params.selection
-    residual = normalise(positive_part(p - x))
-    if not residual.sum() > 0:
-        residual = p
-    out = zeros_like(p)
-    accepted = p[:1].sum() * 0
-    for token, prob in zip(draft_tuple, selection_law(params, draft_tuple)):
-        z = int(token)
-        a = min(1, p[z] / x[z]) if x[z] > 0 else p[z] * 0
-        out[z] = out[z] + prob * a
-        accepted = accepted + prob * a
-    return out + (1 - accepted) * residual, accepted
+    return canonical_output_law(params.target, params.selection, draft_tuple, selection_law(params, draft_tuple))
 
 
 def exact_law(p, q, k: int, *, method: str = "auto") -> RuleLaw:
