@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .distributions import logits_to_probs
 from .errors import InputFileError, ShapeMismatchError
 
 FORMAT = "otm-corpus-1"
@@ -95,6 +96,22 @@ class Corpus:
             raise InputFileError(f"{path}: logits of shape {shard.target_logits.shape} / {shard.draft_logits.shape}, "
                                  f"expected [n, {self.vocab_size}] for both")
         return shard
+
+    def spaced_rows(self, positions: int, temperature: float) -> list[tuple[str, int, np.ndarray, np.ndarray]]:
+        """``(text, position, p, q)`` at ``positions`` evenly spaced positions of the corpus,
+        ``p`` and ``q`` the float64 softmaxes of their logits at ``temperature``."""
+        wanted = sorted(set(np.linspace(0, self.n_positions - 1, positions).round().astype(int).tolist()))
+        rows, start = [], 0
+        for index, info in enumerate(self.shards):
+            hits = [i - start for i in wanted if start <= i < start + info.positions]
+            if hits:
+                shard = self.load(index)
+                for i in hits:
+                    p = logits_to_probs(shard.target_logits[i].astype(np.float64), temperature)
+                    q = logits_to_probs(shard.draft_logits[i].astype(np.float64), temperature)
+                    rows.append((self.texts[int(shard.text[i])], int(shard.position[i]), p, q))
+            start += info.positions
+        return rows
 
 
 class CorpusWriter:

@@ -32,34 +32,15 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 from tqdm.auto import tqdm
 
 from decoding.validation.own_verifier import validate_verifier
 from decoding.verifiers import VERIFIERS
 from otm.corpus import Corpus
-from otm.distributions import logits_to_probs
 
 #: Seconds per verified row at V = 151,936 for the time estimate (module docstring).
 SECONDS_PER_ROW = 0.003
-
-
-def corpus_rows(corpus: Corpus, positions: int, temperature: float) -> list[tuple[str, int, np.ndarray, np.ndarray]]:
-    """``(text, position, p, q)`` at ``positions`` evenly spaced corpus positions."""
-    wanted = set(np.linspace(0, corpus.n_positions - 1, positions).round().astype(int).tolist())
-    rows, start = [], 0
-    for index, info in enumerate(corpus.shards):
-        hits = [i - start for i in sorted(wanted) if start <= i < start + info.positions]
-        if hits:
-            shard = corpus.load(index)
-            for i in hits:
-                text = corpus.texts[int(shard.text[i])]
-                p = logits_to_probs(shard.target_logits[i].astype(np.float64), temperature)
-                q = logits_to_probs(shard.draft_logits[i].astype(np.float64), temperature)
-                rows.append((text, int(shard.position[i]), p, q))
-        start += info.positions
-    return rows
 
 
 def main(argv=None) -> str:
@@ -76,7 +57,7 @@ def main(argv=None) -> str:
     ks = [int(k) for k in args.ks.split(",")]
     rules = args.rules.split(",")
     corpus = Corpus(args.corpus)
-    rows = corpus_rows(corpus, args.positions, args.temperature)
+    rows = corpus.spaced_rows(args.positions, args.temperature)
     print(f"{len(rows) * len(ks) * len(rules)} certifications of {args.samples} rows at V = {corpus.vocab_size:,}: "
           f"about {len(rows) * len(ks) * len(rules) * args.samples * SECONDS_PER_ROW / 60:.1f} minutes", file=sys.stderr)
     start = time.perf_counter()
