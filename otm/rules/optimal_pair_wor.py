@@ -161,10 +161,8 @@ def _construct(p, q, order: np.ndarray) -> PairParameters:
         return _exhausted_support(p, q, order, zero)
     ps, qs = [p[t] for t in order], [q[t] for t in order]
     ws = [v / _mass_of_others(qs, a) for a, v in enumerate(qs)]
-    C, W = [zero], [zero]
-    for a in range(n):
-        C.append(C[-1] + qs[a]); W.append(W[-1] + ws[a])
-    sigma = [ws[a] * C[a] + qs[a] * W[a] for a in range(n)]
+    q_sums, w_sums = _Cumulative(qs, zero), _Cumulative(ws, zero)
+    sigma = [ws[a] * q_sums.total[a] + qs[a] * w_sums.total[a] for a in range(n)]  # w_a C_a + q_a W_a
     # f(j) = P_j + 1 - T_j with T_j = sum_{a<j} sigma_a (a sum of nonnegative terms: the form
     # C_j W_j - sum w q cancels badly when some w is large)
     values, P, T = [], zero, zero
@@ -175,7 +173,7 @@ def _construct(p, q, order: np.ndarray) -> PairParameters:
     m = min(range(n + 1), key=lambda j: (values[j], j))
     unit = _rounding_unit(zero)
     flux = _minimal_flux(ps, sigma, m, zero, unit)
-    pair_mass = _PairMass(_Cumulative(qs, zero), _Cumulative(ws, zero))
+    pair_mass = _PairMass(q_sums, w_sums)
     levels = [zero] * (n + 1)
     _water_levels(pair_mass, flux, m, n - 1, levels, unit)
     _water_levels(pair_mass, flux, 0, m - 1, levels, unit)
