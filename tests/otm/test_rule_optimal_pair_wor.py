@@ -56,13 +56,18 @@ def test_the_construction_is_what_the_derivation_says(pair):
         elif rank[token] >= 0:
             assert x[token] >= p[token]
     law = without_replacement_law(q, 2)
-    selected = np.array([F(0)] * len(p), dtype=object)
+    for pair_tokens in law.tuples:
+        assert rule.selection_law(params, pair_tokens) == rule.selection_law(params, pair_tokens[::-1])[::-1]
+    assert list(selection_of(params, law)) == list(x)
+
+
+def selection_of(params, law) -> np.ndarray:
+    """The law of the selected draft, by enumeration of the pairs (exact)."""
+    selected = np.array([F(0)] * law.vocab_size, dtype=object)
     for pair_tokens, prob in zip(law.tuples, law.probs):
-        chances = rule.selection_law(params, pair_tokens)
-        assert chances == rule.selection_law(params, pair_tokens[::-1])[::-1]
-        for token, chance in zip(pair_tokens, chances):
+        for token, chance in zip(pair_tokens, rule.selection_law(params, pair_tokens)):
             selected[token] += prob * chance
-    assert list(selected) == list(x)
+    return selected
 
 
 def test_floats_agree_with_the_optimum_at_moderate_vocabularies():
@@ -101,12 +106,8 @@ def test_wrong_levels_are_caught():
     assert list(output(params)["output"]) == list(p)
     halved = dataclasses.replace(params, levels=[level / 2 for level in params.levels])
     assert list(output(halved)["output"]) != list(p)
-    max_ratio_x = rule.pair_parameters(p, q).selection.copy()
-    none = dataclasses.replace(params, levels=[F(0)] * len(params.levels))
-    for token in range(len(p)):  # the law of the max-ratio rule itself
-        max_ratio_x[token] = sum(prob * chance for pair, prob in zip(law.tuples, law.probs)
-                                 for t, chance in zip(pair, rule.selection_law(none, pair)) if t == token)
-    assert sum(min(a, b) for a, b in zip(p, max_ratio_x)) < params.acceptance
+    none = dataclasses.replace(params, levels=[F(0)] * len(params.levels))  # the max-ratio rule itself
+    assert sum(min(a, b) for a, b in zip(p, selection_of(none, law))) < params.acceptance
 
 
 def test_a_level_above_one_is_refused(monkeypatch):
