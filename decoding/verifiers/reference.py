@@ -21,6 +21,7 @@ from otm.errors import UnknownNameError
 from otm.rules import rule_law
 from otm.rules.importance_sampling_truncated import DEFAULT_ALPHABET_SIZE, DEFAULT_TRUNCATION
 from otm.rules.kseq import optimal_division_factor
+from otm.rules.optimal_pair_wor import pair_parameters, selection_law
 
 from .reference_optimal import optimal, optimal_latent
 
@@ -155,6 +156,22 @@ def greedy(p, draft_probs, drafts, uniforms):
     return y, (fixed.index(y) if y in fixed else -1)
 
 
+def optimal_pair_wor(p, draft_probs, drafts, uniforms):
+    """The water-level rule for two drafts without replacement
+    (:mod:`decoding.verifiers.optimal_pair_wor`), with ``x`` and the levels from the exact
+    law's construction (:func:`otm.rules.optimal_pair_wor.pair_parameters`, ``O(V * depth)``)."""
+    target, draft = _norm([float(v) for v in p]), _norm([float(v) for v in draft_probs[0]])
+    params = pair_parameters(np.array(target), np.array(draft))
+    first, second = (int(t) for t in drafts)
+    index = 1 if uniforms[0] < float(selection_law(params, (first, second))[1]) else 0
+    token = (first, second)[index]
+    x = [float(v) for v in params.selection]
+    if uniforms[1] * x[token] < target[token]:
+        return token, index
+    residual = _positive_part([a - b for a, b in zip(target, x)])
+    return _inverse_cdf(residual if sum(residual) > 0 else target, uniforms[2]), -1
+
+
 @lru_cache(maxsize=64)
 def _truncated_law(p: tuple, q: tuple, k: int, s: int, alphabet_size):
     return rule_law("importance_sampling_truncated", np.array(p), np.array(q), k, s=s, alphabet_size=alphabet_size)
@@ -196,7 +213,10 @@ def importance_sampling_truncated(p, draft_probs, drafts, uniforms, s: int = DEF
 #: Rule name -> reference function (each function is named after its rule).
 REFERENCES = {
     f.__name__: f
-    for f in (single, rrs, rrs_wor, specinfer, kseq, spechub, importance_sampling_truncated, greedy, optimal, optimal_latent)
+    for f in (
+        single, rrs, rrs_wor, specinfer, kseq, spechub, importance_sampling_truncated, greedy, optimal, optimal_latent,
+        optimal_pair_wor,
+    )
 }
 
 

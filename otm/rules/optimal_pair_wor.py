@@ -303,6 +303,66 @@ def _water_levels(pair_mass: _PairMass, flux: list, lo: int, hi: int, levels: li
         stack.append((f, t))
 
 
+def realised_selection(q_ranked, levels, cut: int) -> list:  # [n]
+    """``x'`` by rank: the selection law that ``levels`` ``[n + 1]`` *realise* for two drafts
+    without replacement from ``q_ranked`` ``[n]`` (the ``q > 0`` of the tokens by rank, summing
+    to 1; any number type): the higher member of a pair is selected, except that within a side
+    of ``cut`` it yields to the lower one with probability ``min(levels between them)``.
+
+    The check of levels computed elsewhere (the compiled verifier's): they carry the minimal
+    flux exactly when this equals ``x``. ``x'_a = sigma_a + F'(a + 1) - F'(a)`` with the flux
+    ``F'(j) = sum_{b < j <= c} Q_bc Y_bc`` summed through the nesting of the levels (their
+    Cartesian tree by minimum, a level ``0`` at the cut): over the ancestors ``k`` of cut
+    ``j``, ``(L(k) - L(parent)) Q_k(j)``, ``Q_k`` the pair mass across ``j`` inside ``k``'s
+    ranks, each ancestor's part kept in the five sums of
+    :mod:`decoding.verifiers.optimal_pair_wor_numba`. ``O(n)`` operations, so 200-bit floats
+    (mpmath) check a row of ``V = 151,936`` in seconds."""
+    n = len(q_ranked)
+    zero = q_ranked[0] * 0
+    ws = [v / (1 - v) for v in q_ranked]
+    q_sums, w_sums = [zero], [zero]
+    for qv, wv in zip(q_ranked, ws):
+        q_sums.append(q_sums[-1] + qv)
+        w_sums.append(w_sums[-1] + wv)
+    level = [levels[j] if 0 < j < n and j != cut else zero for j in range(n + 1)]
+    parent = _cartesian_parents(level, n)
+    children = [[] for _ in range(n + 1)]
+    for j in range(1, n):
+        children[parent[j]].append(j)
+    flux = [zero] * (n + 1)
+    # (cut, ranks f..t, Theta, a1..a5); the root (index 0) spans every rank
+    stack = [(c, 0, n - 1, (zero,) * 6) for c in children[0]]
+    while stack:
+        c, f, t, (theta, a1, a2, a3, a4, a5) = stack.pop()
+        w_lo, q_lo = w_sums[c] - w_sums[f], q_sums[c] - q_sums[f]
+        q_hi, w_hi = q_sums[t + 1] - q_sums[c], w_sums[t + 1] - w_sums[c]
+        mass = w_lo * q_hi + q_lo * w_hi
+        flux[c] = theta * mass + a1 * w_lo + a2 * q_lo + a3 * q_hi + a4 * w_hi + a5 + (level[c] - theta) * mass
+        for child in children[c]:
+            f2, t2 = (f, c - 1) if child < c else (c, t)
+            dwl, dql = w_sums[f2] - w_sums[f], q_sums[f2] - q_sums[f]
+            dwr, dqr = w_sums[t + 1] - w_sums[t2 + 1], q_sums[t + 1] - q_sums[t2 + 1]
+            L = level[c]
+            stack.append((child, f2, t2, (L, a1 + L * dqr, a2 + L * dwr, a3 + L * dwl, a4 + L * dql,
+                                          a5 + dqr * a3 + dwl * a1 + dwr * a4 + dql * a2 + L * (dwl * dqr + dql * dwr))))
+    return [ws[a] * q_sums[a] + q_ranked[a] * w_sums[a] + flux[a + 1] - flux[a] for a in range(n)]
+
+
+def _cartesian_parents(level: list, n: int) -> list:  # [n + 1]
+    """Parent of each cut ``1..n-1`` in the Cartesian tree of ``level`` by minimum (ties: the
+    left one is the ancestor; ``0`` for the root), by the one-stack construction."""
+    parent, stack = [0] * (n + 1), []
+    for j in range(1, n):
+        last = 0
+        while stack and level[stack[-1]] > level[j]:
+            last = stack.pop()
+        if last:
+            parent[last] = j
+        parent[j] = stack[-1] if stack else 0
+        stack.append(j)
+    return parent
+
+
 def yield_probability(params: PairParameters, low: int, high: int):
     """``Y``: probability that the pair of ranks ``low < high`` (same side) selects ``low``."""
     return min(params.levels[low + 1:high + 1])
@@ -356,4 +416,7 @@ def exact_law(p, q, k: int, *, method: str = "auto") -> RuleLaw:
     return result
 
 
-__all__ = ["PairParameters", "conditional_output_law", "exact_law", "pair_parameters", "selection_law", "yield_probability"]
+__all__ = [
+    "PairParameters", "conditional_output_law", "exact_law", "pair_parameters", "realised_selection", "selection_law",
+    "yield_probability",
+]

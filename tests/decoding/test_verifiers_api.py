@@ -7,6 +7,7 @@ import torch
 from decoding.verifiers import DRAFT_SCHEMES, VERIFIERS, VerifierOutput, get_verifier
 from otm.errors import InvalidDistributionError, InvalidDraftCountError, ShapeMismatchError, UnknownNameError
 from otm.rules import RULES
+from otm.rules.registry import rule_spec
 
 P = torch.tensor([[0.1, 0.6, 0.3], [0.3, 0.3, 0.4]], dtype=torch.float64)
 Q = torch.tensor([[0.5, 0.3, 0.2], [0.2, 0.2, 0.6]], dtype=torch.float64)
@@ -71,7 +72,8 @@ def test_shape_errors(name):
 
 @pytest.mark.parametrize(
     "name, k",
-    [("single", 2), ("spechub", 3), ("spechub", 1), ("greedy", 4), ("rrs", 0), ("kseq", True), ("rrs_wor", 4)],
+    [("single", 2), ("spechub", 3), ("spechub", 1), ("greedy", 4), ("rrs", 0), ("kseq", True), ("rrs_wor", 4),
+     ("optimal_pair_wor", 1), ("optimal_pair_wor", 3)],
 )
 def test_impossible_draft_counts(name, k):
     with pytest.raises(InvalidDraftCountError):
@@ -80,11 +82,16 @@ def test_impossible_draft_counts(name, k):
 
 @pytest.mark.parametrize("name", list(VERIFIERS))
 def test_a_single_token_vocabulary(name):
-    """V = 1: every rule outputs the only token, accepted from draft 0."""
+    """V = 1: every rule outputs the only token, accepted from draft 0; a rule that needs two
+    distinct drafts says that it cannot have them."""
     verifier = get_verifier(name)
-    k = 2 if name == "spechub" else 1
+    k = rule_spec(name).ks[0]
     p = torch.ones(4, 1, dtype=torch.float64)
     qs = p.unsqueeze(1).expand(-1, k, -1)
+    if verifier.draft_scheme == "without_replacement" and k > 1:
+        with pytest.raises(InvalidDraftCountError):
+            verifier.sample_drafts(p, k, None)
+        return
     drafts = verifier.sample_drafts(qs if verifier.draft_scheme == "independent" else p, k, None)
     out = verifier.verify(p, qs, drafts, None)
     assert out.tokens.tolist() == [0] * 4

@@ -69,6 +69,7 @@ DRAFT_COUNTS = {
     "greedy": (2, 3),
     "optimal": (2, 3),
     "optimal_latent": (2, 3),
+    "optimal_pair_wor": (2,),
 }
 
 CASES = [(rule, name, k) for rule, ks in DRAFT_COUNTS.items() for name in INSTANCES for k in ks]

@@ -36,6 +36,7 @@ DRAFT_COUNTS = {
     "greedy": (1, 2, 3),
     "optimal": (1, 2, 3),
     "optimal_latent": (1, 2, 3),
+    "optimal_pair_wor": (2,),
 }
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -42,6 +42,28 @@ def test_lossless_and_optimal_in_rationals(pair):
 
 
 @settings(max_examples=60, deadline=None)
+@given(exact_pairs(), st.lists(st.integers(0, 8), min_size=10, max_size=10))
+def test_realised_selection_is_the_law_of_the_yields(pair, numerators):
+    """``realised_selection`` (through the nesting, O(n)) equals the selection law of the
+    yields summed over every ordered pair of the draft law, for any levels in [0, 1]; with
+    the construction's levels it is ``x`` (the certificate the compiled verifier is checked by)."""
+    p, q = pair
+    params = rule.pair_parameters(p, q)
+    order, n, cut = params.order, len(params.order), params.cut
+    q_ranked = [q[t] for t in order]
+    levels = [F(0)] + [F(v, 8) for v in numerators[: n - 1]] + [F(0)] * (n - len(numerators[: n - 1]))
+    expected = [F(0)] * n
+    law = without_replacement_law(q, 2)
+    for (a, b), mass in zip(law.tuples.tolist(), law.probs):
+        low, high = sorted((int(params.rank[a]), int(params.rank[b])))
+        take_low = F(0) if low < cut <= high else min(levels[low + 1 : high + 1])
+        expected[low] += mass * take_low
+        expected[high] += mass * (1 - take_low)
+    assert rule.realised_selection(q_ranked, levels, cut) == expected
+    assert rule.realised_selection(q_ranked, params.levels, cut) == [params.selection[t] for t in order]
+
+
+@settings(max_examples=60, deadline=None)
 @given(exact_pairs())
 def test_the_construction_is_what_the_derivation_says(pair):
     """Levels in [0, 1]; x <= p on U and x >= p on H; the enumerated selection law is x; the

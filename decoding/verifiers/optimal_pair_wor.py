@@ -1,0 +1,138 @@
+"""The optimal verifier for two drafts without replacement (the water-level rule), batched.
+
+The rule of :mod:`otm.rules.optimal_pair_wor` (derivation, proof of losslessness and
+optimality, and the step that is checked rather than proved: docs/optimal-verifier.md,
+section 8): the drafts ``a`` then ``b`` are distinct, drawn successively from ``q``. Give
+the tokens with ``q > 0`` ranks by ``p/q`` (ties by id), with the optimal cut ``m``. The
+member of higher rank is selected, except that within a side of the cut the higher member
+yields to the lower one with probability ``Y = min_{low < j <= high} L(j)``, the least water
+level between them. The selected draft ``Z`` is accepted with probability
+``min(1, p(Z) / x(Z))`` (``x`` the selection law), otherwise ``Y`` is drawn from
+``norm(max(p - x, 0))``. Output law ``p``; a draft is accepted with probability
+``alpha*(p, Q_wor)``, the optimum for two drafts without replacement.
+
+Per row, on the CPU in float64 (a CUDA batch is brought to the CPU and its outputs sent
+back): one stable sort of the ratios of the support, then
+:func:`decoding.verifiers.optimal_pair_wor_numba.pair_yield`, which computes the cut, the
+minimal flux and ``x`` in ``O(V)`` and the yield of the drafted pair by following only the
+nested runs that hold both drafts, each run's first cut to empty found in a lazy
+range-minimum tree. The levels are rounded into ``[current level, 1]``; what that and the
+rounding floors leave of the flux uncarried moves the realised selection law away from
+``x`` by about ``1e-11`` in total on real rows at ``V = 151,936``, measured in 200-bit
+arithmetic (docs/optimal-verifier.md, section 8, "At the real vocabulary").
+
+Exhausted support (one token ``a`` with ``q > 0``): the drafts are ``a`` and the lowest-index
+``q = 0`` token ``z`` (:func:`decoding.verifiers.base.sample_without_replacement`), ``x = (1
+- p_z, p_z)`` on ``(a, z)``, and ``z`` is selected with probability ``p_z``.
+
+Randomness (``uniforms_per_row(2) = 3``): column 0 selects the lower member when below
+``Y`` (``z`` when below ``p_z``), column 1 accepts ``Z`` when ``u x(Z) < p(Z)``, column 2
+draws the residual by inverse CDF in token order. Reference:
+:func:`decoding.verifiers.reference.optimal_pair_wor`, which computes ``x`` and the levels
+with the exact law's construction (:func:`otm.rules.optimal_pair_wor.pair_parameters`).
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from otm.errors import InvalidDraftCountError
+
+from .base import VerifierOutput, check_k, first_draft_probs, sample_without_replacement, verify_uniforms
+from .optimal import WORK_DTYPE
+from .optimal_latent import token_order_sums
+
+draft_scheme = "without_replacement"
+
+#: The float64 unit roundoff (the rounding floors of the levels).
+UNIT = float(np.finfo(np.float64).eps)
+
+
+def compile_seconds(device: torch.device) -> float:
+    """About how long the first ``verify`` compiles its per-row code on this machine (on any
+    device: the rows run on the CPU): 10 s until numba's cache holds it (8 s measured on the
+    2-core development VM), else 0. Read by ``otm decode``."""
+    from .optimal_numba import is_cached
+    from .optimal_pair_wor_numba import pair_yield
+
+    return 0.0 if is_cached(pair_yield) else 10.0
+
+
+def uniforms_per_row(k: int) -> int:
+    """3 (module docstring); the rule is defined for ``k = 2`` only."""
+    if check_k(k) != 2:
+        raise InvalidDraftCountError(f"rule 'optimal_pair_wor' is defined for k = 2 only, got k={k}")
+    return 3
+
+
+def sample_drafts(draft_probs: torch.Tensor, k: int, generator: torch.Generator | None) -> torch.Tensor:
+    """``[batch, 2]`` distinct drafts from ``draft_probs`` ``[batch, vocab]`` (``k = 2`` only)."""
+    uniforms_per_row(k)
+    return sample_without_replacement(draft_probs, k, generator)
+
+
+def ratio_order(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """``[n]`` the tokens with ``q > 0`` by ``p / q`` ascending, ties by id (the order of
+    :func:`otm.formulations.prefix_scan.ratio_order` without its ``q = 0`` tail): a stable
+    sort of the int64 bits of the non-negative float64 ratios."""
+    support = np.flatnonzero(q > 0)
+    keys = torch.from_numpy(p[support] / q[support]).view(torch.int64)
+    return support[torch.sort(keys, stable=True).indices.numpy()]
+
+
+def row_selection(p: np.ndarray, q: np.ndarray, drafts: tuple[int, int]) -> tuple[np.ndarray, float]:
+    """For one row (``p``, ``q`` ``[V]`` float64, normalised) and its distinct drafts
+    ``(a, b)``: the selection law ``x`` ``[V]`` and the probability that ``b`` is selected."""
+    from .optimal_pair_wor_numba import pair_yield  # numba only where a row is verified
+
+    order = ratio_order(p, q)
+    x = np.zeros_like(p)
+    a, b = drafts
+    if len(order) == 1:  # exhausted support: the q = 0 draft is selected with probability p of it
+        fixed = b if q[b] <= 0 else a
+        x[order[0]], x[fixed] = 1.0 - p[fixed], p[fixed]
+        return x, float(p[fixed] if fixed == b else 1.0 - p[fixed])
+    at = np.flatnonzero(np.isin(order, drafts))
+    rank = {int(order[r]): int(r) for r in at}
+    low, high = sorted((rank[a], rank[b]))
+    selection = np.empty(len(order))
+    take_low, _, _ = pair_yield(p[order], q[order], UNIT, low, high, selection)
+    x[order] = selection
+    return x, float(take_low if rank[b] == low else 1.0 - take_low)
+
+
+def verify_row(p: np.ndarray, q: np.ndarray, drafts: tuple[int, int], uniforms: np.ndarray) -> tuple[int, int]:
+    """``(token, accepted index)`` of one row (module docstring; ``-1``: the residual)."""
+    x, take_second = row_selection(p, q, drafts)
+    index = 1 if uniforms[0] < take_second else 0
+    token = drafts[index]
+    if uniforms[1] * x[token] < p[token]:
+        return token, index
+    residual = np.maximum(p - x, 0.0)
+    cdf = np.cumsum(residual if residual.sum() > 0 else p)
+    found = int(np.searchsorted(cdf, uniforms[2] * cdf[-1], side="right"))
+    if found >= len(cdf):  # a rounding overshoot: the first token where the CDF reaches its total
+        found = int(np.searchsorted(cdf, cdf[-1], side="left"))
+    return found, -1
+
+
+def verify(
+    target_probs: torch.Tensor,  # [batch, vocab]
+    draft_probs: torch.Tensor,  # [batch, 2, vocab]
+    draft_tokens: torch.Tensor,  # [batch, 2]
+    generator: torch.Generator | None,
+) -> VerifierOutput:
+    """The water-level verifier for two distinct drafts from ``draft_probs[:, 0]``."""
+    uniforms = verify_uniforms(target_probs, draft_probs, draft_tokens, generator, uniforms_per_row)
+    p = (target_probs.to(WORK_DTYPE) / token_order_sums(target_probs)).cpu().numpy()
+    q_rows = first_draft_probs(draft_probs)
+    q = (q_rows.to(WORK_DTYPE) / token_order_sums(q_rows)).cpu().numpy()
+    drafts, u = draft_tokens.cpu().tolist(), uniforms.to(WORK_DTYPE).cpu().numpy()
+    rows = [verify_row(p[r], q[r], tuple(drafts[r]), u[r]) for r in range(len(drafts))]
+    device = target_probs.device
+    tokens = torch.tensor([t for t, _ in rows], dtype=torch.int64, device=device)
+    accepted = torch.tensor([i for _, i in rows], dtype=torch.int64, device=device)
+    return VerifierOutput(tokens=tokens, accepted_index=accepted)
+
+
+__all__ = ["compile_seconds", "draft_scheme", "ratio_order", "row_selection", "sample_drafts", "uniforms_per_row", "verify", "verify_row"]

@@ -1,0 +1,381 @@
+"""The water levels of the two-draft optimum without replacement, compiled with numba: one
+row in ``O(n log n)`` steps where the construction of :mod:`otm.rules.optimal_pair_wor`
+(the reference) takes ``O(n * depth)``, ``depth`` about ``10^5`` on real rows.
+
+The construction is the reference's (docs/optimal-verifier.md, section 8): ranks by ``p/q``,
+the cut ``m``, the minimal flux ``F`` and the nested water levels ``L``; only the order in
+which the nesting is computed differs, and how the remaining flux of a cut is kept.
+
+**Remaining flux in O(1).** A run ``R`` = ranks ``[f, t]`` whose inner cuts all carry
+remaining flux has been raised, by its ancestors ``A`` (the runs that contained it), by levels
+``theta_A`` summing to ``Theta``. Each ancestor's pair mass across cut ``j`` splits along
+``R``'s ends (``Q(X, Y) = w(X) q(Y) + q(X) w(Y)`` is bilinear):
+
+    Q_A(j) = Q_R(j) + w[f, j) qR_A + q[f, j) wR_A + q[j, t] wL_A + w[j, t] qL_A
+             + wL_A qR_A + qL_A wR_A,
+
+``wL_A = w[f_A, f)``, ``qR_A = q(t, t_A]`` and so on: the parts of ``A`` left and right of
+``R``. So the flux already carried over cut ``j`` is
+
+    used(j) = Theta Q_R(j) + a1 w[f, j) + a2 q[f, j) + a3 q[j, t] + a4 w[j, t] + a5
+
+with five sums over the ancestors (``a1 = sum theta_A qR_A``, ``a2 = sum theta_A wR_A``,
+``a3 = sum theta_A wL_A``, ``a4 = sum theta_A qL_A``, ``a5 = sum theta_A (wL_A qR_A +
+qL_A wR_A)``), which a child run updates from its parent's in O(1) (:func:`_child`). Every
+term is nonnegative and the range sums carry their rounding errors (TwoSum, as in the
+reference), so ``used(j)`` has the relative accuracy of a sum of positive terms; the one
+cancellation is ``rem(j) = F(j) - used(j)``, as in the reference.
+
+**The next cut to empty, lazily.** The cut of ``R`` that empties first is the one of least
+*key* ``Theta + rem(j) / Q_R(j)``, the absolute level at which it would empty. Keys only
+grow: when ``R`` raises ``theta`` and splits, a cut ``j`` of a child ``R'`` keeps
+``rem(j) - theta Q_R(j) >= 0`` and its rate drops to ``Q_R'(j) <= Q_R(j)``, so its new key
+``Theta + theta + (rem(j) - theta Q_R(j)) / Q_R'(j)`` is at least the old one. So a key
+computed under any earlier run is a lower bound, and the cuts sit in one range-minimum tree
+with their last keys: the run takes the least of its range, recomputes that cut's key if it
+was computed under another run, and stops when the least is current (a lazy priority queue).
+The cut found is emptied at its key, which is its level ``L(j)``; the run splits there.
+Each run is processed once (at most ``n`` runs) and each refresh costs ``O(log n)``; how
+many refreshes a row takes is data-dependent (``row_levels`` returns the count;
+docs/optimal-verifier.md, section 8, gives what real rows take).
+
+Floats: a key below the current level (a rounding) counts as the current level (``theta =
+0``); a cut whose remaining flux rounds to zero splits its run at the same level, as the
+reference's rounding floor does. Levels agree with the reference to rounding
+(``tests/decoding/test_verifier_optimal_pair_wor.py``).
+
+``cache=True``, ``error_model="numpy"``, no bounds checks: every array of a row has the
+row's length ``n`` (or ``n + 1`` for cuts).
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+_compiled = numba.njit(cache=True, nogil=True, error_model="numpy")
+
+
+@_compiled
+def _two_sum_prefix(values, total, error):
+    """``total[j]`` the running sum of ``values[:j]``, ``error[j]`` its accumulated rounding
+    error (Knuth's TwoSum), so that ``span`` is accurate for a short range far up."""
+    total[0] = 0.0
+    error[0] = 0.0
+    for j in range(values.shape[0]):
+        s = total[j] + values[j]
+        back = s - total[j]
+        error[j + 1] = error[j] + ((total[j] - (s - back)) + (values[j] - back))
+        total[j + 1] = s
+
+
+@_compiled
+def _span(total, error, a, b):
+    """``sum(values[a:b])`` from :func:`_two_sum_prefix`."""
+    return (total[b] - total[a]) + (error[b] - error[a])
+
+
+@_compiled
+def _tree_build(keys, tree, size):
+    for i in range(size):
+        tree[size + i] = i
+    for i in range(size - 1, 0, -1):
+        left, right = tree[2 * i], tree[2 * i + 1]
+        tree[i] = left if keys[left] <= keys[right] else right
+
+
+@_compiled
+def _tree_set(keys, tree, size, position, value):
+    keys[position] = value
+    i = (position + size) >> 1
+    while i >= 1:
+        left, right = tree[2 * i], tree[2 * i + 1]
+        tree[i] = left if keys[left] <= keys[right] else right
+        i >>= 1
+
+
+@_compiled
+def _tree_argmin(keys, tree, size, lo, hi):
+    """Position of the least key in ``lo..hi`` (inclusive; the lower position on ties)."""
+    best = lo
+    a, b = lo + size, hi + size + 1
+    while a < b:
+        if a & 1:
+            c = tree[a]
+            if keys[c] < keys[best] or (keys[c] == keys[best] and c < best):
+                best = c
+            a += 1
+        if b & 1:
+            b -= 1
+            c = tree[b]
+            if keys[c] < keys[best] or (keys[c] == keys[best] and c < best):
+                best = c
+        a >>= 1
+        b >>= 1
+    return best
+
+
+@_compiled
+def _across(qt, qe, wt, we, f, j, t):
+    """``Q([f, j), [j, t])`` and its four range sums ``w[f, j), q[f, j), q[j, t], w[j, t]``."""
+    w_lo, q_lo = _span(wt, we, f, j), _span(qt, qe, f, j)
+    q_hi, w_hi = _span(qt, qe, j, t + 1), _span(wt, we, j, t + 1)
+    return w_lo * q_hi + q_lo * w_hi, w_lo, q_lo, q_hi, w_hi
+
+
+@_compiled
+def _two_sum(a, b):
+    """``(s, e)`` with ``s = fl(a + b)`` and ``s + e = a + b`` exactly (Knuth)."""
+    s = a + b
+    back = s - a
+    return s, (a - (s - back)) + (b - back)
+
+
+@_compiled
+def _add(hi, lo, x):
+    """The double-double ``hi + lo`` plus the double ``x``."""
+    s, e = _two_sum(hi, x)
+    e += lo
+    t = s + e
+    return t, e - (t - s)
+
+
+@_compiled
+def _key(flux_hi, flux_lo, qt, qe, wt, we, f, t, j, state, unit):
+    """``(level, remaining flux, Q_R(j))`` for cut ``j`` of run ``[f, t]``: the level at which
+    it empties (module docstring), the current level where the remaining flux is below the
+    rounding floor ``FLOOR * unit * F(j)``."""
+    mass, w_lo, q_lo, q_hi, w_hi = _across(qt, qe, wt, we, f, j, t)
+    hi, lo = _two_sum(state[0] * mass, 0.0)
+    hi, lo = _add(hi, lo, state[1] * w_lo)
+    hi, lo = _add(hi, lo, state[2] * w_lo)
+    hi, lo = _add(hi, lo, state[3] * q_lo)
+    hi, lo = _add(hi, lo, state[4] * q_lo)
+    hi, lo = _add(hi, lo, state[5] * q_hi)
+    hi, lo = _add(hi, lo, state[6] * q_hi)
+    hi, lo = _add(hi, lo, state[7] * w_hi)
+    hi, lo = _add(hi, lo, state[8] * w_hi)
+    hi, lo = _add(hi, lo, state[9])
+    hi, lo = _add(hi, lo, state[10])
+    remaining = (flux_hi[j] - hi) + (flux_lo[j] - lo)
+    if remaining <= FLOOR * unit * flux_hi[j]:
+        return state[0], remaining, mass
+    return state[0] + remaining / mass, remaining, mass
+
+
+@_compiled
+def _accumulate(state, out, i, x):
+    """``out[i:i + 2] = state[i:i + 2] + x`` in double-double."""
+    out[i], out[i + 1] = _add(state[i], state[i + 1], x)
+
+
+@_compiled
+def _child(qt, qe, wt, we, f, t, f2, t2, level, state, out):
+    """The state of run ``[f2, t2]`` split off ``[f, t]`` raised to ``level``: ``Theta`` and
+    ``a1..a5`` of the module docstring, each ``a`` a double-double (``hi, lo``)."""
+    dwl, dql = _span(wt, we, f, f2), _span(qt, qe, f, f2)
+    dwr, dqr = _span(wt, we, t2 + 1, t + 1), _span(qt, qe, t2 + 1, t + 1)
+    a1, a2, a3, a4 = state[1] + state[2], state[3] + state[4], state[5] + state[6], state[7] + state[8]
+    out[0] = level
+    _accumulate(state, out, 1, level * dqr)
+    _accumulate(state, out, 3, level * dwr)
+    _accumulate(state, out, 5, level * dwl)
+    _accumulate(state, out, 7, level * dql)
+    hi, lo = _add(state[9], state[10], dqr * a3)
+    hi, lo = _add(hi, lo, dwl * a1)
+    hi, lo = _add(hi, lo, dwr * a4)
+    hi, lo = _add(hi, lo, dql * a2)
+    out[9], out[10] = _add(hi, lo, level * (dwl * dqr + dql * dwr))
+
+
+#: A cut's remaining flux below ``FLOOR * unit * F(j)`` counts as zero (module docstring).
+FLOOR = 64.0
+
+
+@_compiled
+def row_setup(p, q, unit, flux, flux_lo, selection):
+    """One row, ``p`` and ``q`` ``[n]`` in rank order (``q > 0``, ``n >= 2``, both
+    normalised): the running sums (``qt, qe, wt, we``, TwoSum), the cut ``m``, the minimal
+    flux (``flux + flux_lo`` ``[n + 1]``, a double-double, cut ``j`` below rank ``j``), the
+    selection law ``selection`` ``[n]`` (``x`` by rank) and ``sum min(p, x)``."""
+    n = p.shape[0]
+    w = np.empty(n)
+    big = -1
+    for a in range(n):
+        if q[a] > 0.5:
+            big = a
+    for a in range(n):
+        w[a] = q[a] / (1.0 - q[a])
+    if big >= 0:  # 1 - q of the dominant token, summed from the others (compensated)
+        hi, lo = 0.0, 0.0
+        for a in range(n):
+            if a != big:
+                hi, lo = _add(hi, lo, q[a])
+        w[big] = q[big] / (hi + lo)
+    qt, qe, wt, we = np.empty(n + 1), np.empty(n + 1), np.empty(n + 1), np.empty(n + 1)
+    _two_sum_prefix(q, qt, qe)
+    _two_sum_prefix(w, wt, we)
+    sigma = np.empty(n)
+    for a in range(n):
+        sigma[a] = w[a] * (qt[a] + qe[a]) + q[a] * (wt[a] + we[a])  # w_a C_a + q_a W_a
+    best, m, total_p, total_t = 1.0, 0, 0.0, 0.0  # f(j) = P_j + 1 - T_j, first minimiser
+    for j in range(n + 1):
+        value = total_p + 1.0 - total_t
+        if value < best:
+            best, m = value, j
+        if j < n:
+            total_p += p[j]
+            total_t += sigma[j]
+    flux[n], flux_lo[n] = 0.0, 0.0
+    for a in range(n - 1, m - 1, -1):
+        hi, lo = _add(flux[a + 1], flux_lo[a + 1], sigma[a] - p[a])
+        flux[a], flux_lo[a] = (hi, lo) if hi + lo > 0.0 else (0.0, 0.0)
+    flux[0], flux_lo[0] = 0.0, 0.0
+    for a in range(m):
+        hi, lo = _add(flux[a], flux_lo[a], p[a] - sigma[a])
+        flux[a + 1], flux_lo[a + 1] = (hi, lo) if hi + lo > 0.0 else (0.0, 0.0)
+    flux[m], flux_lo[m] = 0.0, 0.0
+    for j in range(n + 1):
+        if flux[j] <= 8.0 * unit:
+            flux[j], flux_lo[j] = 0.0, 0.0
+    for a in range(n):
+        selection[a] = sigma[a] + ((flux[a + 1] - flux[a]) + (flux_lo[a + 1] - flux_lo[a]))
+    alpha = 0.0
+    for a in range(n):
+        alpha += min(p[a], selection[a])
+    return qt, qe, wt, we, m, alpha
+
+
+@_compiled
+def _first_keys(flux, flux_lo, qt, qe, wt, we, f, t, unit, keys, remaining, rate, fresh, run, state):
+    """Keys of the cuts of a first run ``[f, t]`` (no level raised yet)."""
+    for c in range(f + 1, t + 1):
+        keys[c], remaining[c], rate[c] = _key(flux, flux_lo, qt, qe, wt, we, f, t, c, state, unit)
+        fresh[c] = run
+
+
+@_compiled
+def _least_cut(flux, flux_lo, qt, qe, wt, we, f, t, run, state, unit, keys, tree, size, remaining, rate, fresh):
+    """The cut of run ``[f, t]`` that empties first, refreshing stale keys lazily; returns
+    ``(cut, refreshes)``."""
+    refreshes = 0
+    while True:
+        c = _tree_argmin(keys, tree, size, f + 1, t)
+        if fresh[c] == run:
+            return c, refreshes
+        key, remaining[c], rate[c] = _key(flux, flux_lo, qt, qe, wt, we, f, t, c, state, unit)
+        _tree_set(keys, tree, size, c, key)
+        fresh[c] = run
+        refreshes += 1
+
+
+@_compiled
+def _tree_size(n):
+    size = 1
+    while size < n + 1:
+        size *= 2
+    return size
+
+
+@_compiled
+def row_levels(p, q, unit, flux, levels, selection):
+    """Every water level of one row (``p``, ``q`` as :func:`row_setup`): fills ``flux``
+    (rounded to double), ``levels`` ``[n + 1]`` and ``selection`` ``[n]``. Returns ``(m,
+    alpha, refreshes, clipped, uncarried)``: the cut, ``sum min(p, x)``, the lazy
+    refreshes, the levels found above 1 and set to 1, and the flux that the floors, the
+    rounding and those levels leave uncarried, summed over the cuts (an estimate of half of
+    ``sum |x' - x|``, ``x'`` the selection law the levels realise)."""
+    n = p.shape[0]
+    flux_lo = np.empty(n + 1)
+    qt, qe, wt, we, m, alpha = row_setup(p, q, unit, flux, flux_lo, selection)
+    size = _tree_size(n)
+    keys = np.full(size, np.inf)
+    fresh = np.full(n + 1, -1, np.int64)
+    runs = np.empty((n + 1, 2), np.int64)  # a stack of runs: ranks [f, t]
+    states = np.empty((n + 1, 11))
+    ids = np.empty(n + 1, np.int64)
+    remaining, rate = np.zeros(n + 1), np.zeros(n + 1)  # at each cut's last refresh
+    depth, next_id = 0, 0
+    for j in range(n + 1):
+        levels[j] = 0.0
+    state, out = np.zeros(11), np.empty(11)
+    j = 1
+    while j < n:  # the first runs: maximal stretches of cuts with flux
+        if flux[j] > 0.0:
+            start = j
+            while j < n and flux[j] > 0.0:
+                j += 1
+            runs[depth, 0], runs[depth, 1] = start - 1, j - 1
+            states[depth, :] = 0.0
+            ids[depth] = next_id
+            _first_keys(flux, flux_lo, qt, qe, wt, we, start - 1, j - 1, unit, keys, remaining, rate, fresh, next_id, state)
+            next_id += 1
+            depth += 1
+        j += 1
+    tree = np.empty(2 * size, np.int64)
+    _tree_build(keys, tree, size)
+    refreshes, clipped, uncarried = 0, 0, 0.0
+    while depth > 0:
+        depth -= 1
+        f, t, run = runs[depth, 0], runs[depth, 1], ids[depth]
+        state[:] = states[depth, :]
+        c, more = _least_cut(flux, flux_lo, qt, qe, wt, we, f, t, run, state, unit, keys, tree, size, remaining, rate, fresh)
+        refreshes += more
+        level = min(max(keys[c], state[0]), 1.0)
+        if level == 1.0 and keys[c] > 1.0:
+            clipped += 1
+        uncarried += abs(remaining[c] - (level - state[0]) * rate[c])
+        levels[c] = level
+        _tree_set(keys, tree, size, c, np.inf)
+        for f2, t2 in ((f, c - 1), (c, t)):
+            if t2 > f2:
+                _child(qt, qe, wt, we, f, t, f2, t2, level, state, out)
+                runs[depth, 0], runs[depth, 1] = f2, t2
+                states[depth, :] = out
+                ids[depth] = next_id
+                next_id += 1
+                depth += 1
+    return m, alpha, refreshes, clipped, uncarried
+
+
+@_compiled
+def pair_yield(p, q, unit, low, high, selection):
+    """``Y``, the probability that the pair of ranks ``low < high`` selects ``low``, for
+    one row (``p``, ``q`` as :func:`row_setup`; fills ``selection`` ``[n]``): 0 across the
+    cut, else the least level between them, found by following only the runs that hold
+    both (module docstring). Returns ``(Y, m, refreshes)``; equal to
+    ``min(levels[low + 1:high + 1])`` of :func:`row_levels`."""
+    n = p.shape[0]
+    flux, flux_lo = np.empty(n + 1), np.empty(n + 1)
+    qt, qe, wt, we, m, alpha = row_setup(p, q, unit, flux, flux_lo, selection)
+    if low < m <= high:
+        return 0.0, m, 0
+    for j in range(low + 1, high + 1):
+        if flux[j] <= 0.0:
+            return 0.0, m, 0
+    f, t = low, high  # the first run holding both
+    while f > 0 and flux[f] > 0.0:
+        f -= 1
+    while t < n - 1 and flux[t + 1] > 0.0:
+        t += 1
+    size = _tree_size(n)
+    keys = np.full(size, np.inf)
+    fresh = np.full(n + 1, -1, np.int64)
+    remaining, rate = np.zeros(n + 1), np.zeros(n + 1)
+    state, out = np.zeros(11), np.empty(11)
+    run = 0
+    _first_keys(flux, flux_lo, qt, qe, wt, we, f, t, unit, keys, remaining, rate, fresh, run, state)
+    tree = np.empty(2 * size, np.int64)
+    _tree_build(keys, tree, size)
+    refreshes = 0
+    while True:
+        c, more = _least_cut(flux, flux_lo, qt, qe, wt, we, f, t, run, state, unit, keys, tree, size, remaining, rate, fresh)
+        refreshes += more
+        level = min(max(keys[c], state[0]), 1.0)
+        if low < c <= high:
+            return level, m, refreshes
+        _tree_set(keys, tree, size, c, np.inf)
+        f2, t2 = (c, t) if c <= low else (f, c - 1)
+        _child(qt, qe, wt, we, f, t, f2, t2, level, state, out)
+        state[:] = out
+        f, t = f2, t2
+        run += 1

@@ -1,0 +1,179 @@
+"""The water-level verifier for two drafts without replacement
+(:mod:`decoding.verifiers.optimal_pair_wor`) and its compiled nesting
+(:mod:`decoding.verifiers.optimal_pair_wor_numba`).
+
+The compiled levels are those of the exact law's construction
+(:func:`otm.rules.optimal_pair_wor.pair_parameters`, the slow reference); the yield of one
+pair found along its own runs is the full nesting's, bit for bit; and the levels *realise*
+the selection law they are verified against: the flux the yields carry, summed pair by pair
+in exact rationals from the float levels, gives back ``x``. Each check fails on a broken
+piece. The sampler is held to the exact law by tests/decoding/test_verifiers_exactness.py
+and draw for draw to its reference by tests/decoding/test_verifiers_reference.py.
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from decoding.validation.stats import binomial_z_test, chi_square_test
+from decoding.verifiers import optimal_pair_wor as verifier
+from decoding.verifiers import optimal_pair_wor_numba as kernel
+from otm.formulations.prefix_scan import prefix_scan, ratio_order
+from otm.rules.optimal_pair_wor import pair_parameters, realised_selection
+
+UNIT = verifier.UNIT
+#: Compiled against reference levels: both round, in different orders (a level is a ratio of
+#: a remaining flux to a pair mass; 3.5e-14 was the largest difference on 3,000 random rows).
+LEVEL_TOLERANCE = 1e-12
+#: ``sum |x' - x|``: the selection law the float levels realise, in exact arithmetic, against
+#: the one the verifier checks against.
+REALISED_TOLERANCE = 1e-12
+
+
+@st.composite
+def float_rows(draw, max_vocab=24):
+    """Float ``(p, q)``, normalised, with zeros, heavy tails and a dominant draft token mixed
+    in; at least two tokens with ``q > 0``."""
+    V = draw(st.integers(2, max_vocab))
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    p = rng.exponential(size=V) ** draw(st.sampled_from([0.5, 1.0, 3.0, 6.0]))
+    q = rng.exponential(size=V) ** draw(st.sampled_from([0.5, 1.0, 3.0, 6.0]))
+    if draw(st.booleans()):
+        q[rng.random(V) < 0.3] = 0.0
+    if draw(st.booleans()):
+        q[int(rng.integers(V))] += 20 * q.sum()
+    if draw(st.booleans()):
+        p[rng.random(V) < 0.3] = 0.0
+    assume(p.sum() > 0 and (q > 0).sum() >= 2)
+    return p / p.sum(), q / q.sum()
+
+
+def _ranked(p, q):
+    order = ratio_order(p, q)[: int((q > 0).sum())]
+    return order, p[order], q[order]
+
+
+def _levels(p_r, q_r):
+    n = len(p_r)
+    flux, levels, selection = np.empty(n + 1), np.empty(n + 1), np.empty(n)
+    m, alpha, _, clipped, uncarried = kernel.row_levels(p_r, q_r, UNIT, flux, levels, selection)
+    return m, alpha, levels, selection, clipped, uncarried
+
+
+def _realised(q_r, levels, cut) -> list:
+    """:func:`otm.rules.optimal_pair_wor.realised_selection` of the float levels, in exact
+    rationals (``q`` renormalised exactly)."""
+    q = [Fraction(v) for v in q_r]
+    total = sum(q)
+    return realised_selection([v / total for v in q], [Fraction(v) for v in levels], cut)
+
+
+@settings(max_examples=80, deadline=None)
+@given(float_rows())
+def test_compiled_levels_are_the_exact_laws_construction(row):
+    p, q = row
+    reference = pair_parameters(p, q)
+    order, p_r, q_r = _ranked(p, q)
+    m, alpha, levels, selection, _, _ = _levels(p_r, q_r)
+    assert m == reference.cut
+    assert np.max(np.abs(levels - np.asarray(reference.levels, dtype=float))) <= LEVEL_TOLERANCE
+    assert np.max(np.abs(selection - reference.selection[order])) <= LEVEL_TOLERANCE
+    assert abs(alpha - prefix_scan(p, q, 2, "without_replacement").value) <= LEVEL_TOLERANCE
+
+
+@settings(max_examples=80, deadline=None)
+@given(float_rows(), st.data())
+def test_one_pair_along_its_runs_is_the_full_nesting(row, data):
+    p, q = row
+    _, p_r, q_r = _ranked(p, q)
+    n = len(p_r)
+    m, _, levels, selection, _, _ = _levels(p_r, q_r)
+    low = data.draw(st.integers(0, n - 2))
+    high = data.draw(st.integers(low + 1, n - 1))
+    found, cut, _ = kernel.pair_yield(p_r, q_r, UNIT, low, high, mine := np.empty(n))
+    assert cut == m
+    assert np.array_equal(mine, selection)
+    assert found == (0.0 if low < m <= high else levels[low + 1 : high + 1].min())
+
+
+@settings(max_examples=40, deadline=None)
+@given(float_rows(max_vocab=40))
+def test_the_float_levels_realise_the_selection_law(row):
+    """In exact rationals: the yields the float levels give carry the flux, so the selection
+    law they realise is the ``x`` the verifier checks against, and its acceptance is the
+    optimum; levels are probabilities."""
+    p, q = row
+    _, p_r, q_r = _ranked(p, q)
+    m, _, levels, selection, _, _ = _levels(p_r, q_r)
+    assert 0.0 <= levels.min() and levels.max() <= 1.0
+    realised = _realised(q_r, levels, m)
+    assert float(sum(abs(v - Fraction(s)) for v, s in zip(realised, selection))) <= REALISED_TOLERANCE
+    target = [Fraction(v) for v in p_r]
+    accepted = float(sum(min(a, b) for a, b in zip(target, realised)) / sum(Fraction(v) for v in p))
+    assert accepted == pytest.approx(prefix_scan(p, q, 2, "without_replacement").value, abs=REALISED_TOLERANCE)
+
+
+def test_the_realised_law_check_fails_on_halved_levels():
+    rng = np.random.default_rng(4)
+    for _ in range(20):
+        p, q = rng.dirichlet(np.ones(8)), rng.dirichlet(np.ones(8))
+        _, p_r, q_r = _ranked(p, q)
+        m, _, levels, selection, _, _ = _levels(p_r, q_r)
+        if levels.max() > 0.05:
+            realised = _realised(q_r, levels / 2, m)
+            assert float(sum(abs(v - Fraction(s)) for v, s in zip(realised, selection))) > 1e-3
+            return
+    pytest.fail("no instance with a positive level")
+
+
+#: One row where the yields matter: x differs from the max-ratio law by more than 0.05.
+_P = np.array([0.30, 0.05, 0.25, 0.02, 0.18, 0.20])
+_Q = np.array([0.05, 0.40, 0.10, 0.25, 0.15, 0.05])
+ROWS = 20_000
+ALPHA = 1e-4
+
+
+def _run_rows(seed: int):
+    g = torch.Generator().manual_seed(seed)
+    p = torch.as_tensor(_P).expand(ROWS, -1).contiguous()
+    q = torch.as_tensor(_Q).expand(ROWS, -1).contiguous()
+    drafts = verifier.sample_drafts(q, 2, g)
+    return drafts, verifier.verify(p, q.unsqueeze(1).expand(-1, 2, -1), drafts, g)
+
+
+def test_the_sampler_outputs_p_and_accepts_the_optimum():
+    _, out = _run_rows(11)
+    assert chi_square_test(np.bincount(out.tokens.numpy(), minlength=6), _P, ALPHA).passed
+    optimum = prefix_scan(_P, _Q, 2, "without_replacement").value
+    assert binomial_z_test(int((out.accepted_index >= 0).sum()), ROWS, optimum, ALPHA).passed
+
+
+def test_the_sampler_check_fails_without_the_yields(monkeypatch):
+    """With every yield 0 (the max-ratio priority) but the same ``x`` in the canonical check,
+    the output is no longer ``p``."""
+    original = kernel.pair_yield
+    assert pair_parameters(_P, _Q).levels != [0.0] * 7
+
+    def no_yields(p, q, unit, low, high, selection):
+        _, m, refreshes = original(p, q, unit, low, high, selection)
+        return 0.0, m, refreshes
+
+    monkeypatch.setattr(kernel, "pair_yield", no_yields)
+    _, out = _run_rows(11)
+    assert not chi_square_test(np.bincount(out.tokens.numpy(), minlength=6), _P, ALPHA).passed
+
+
+def test_cuda_tensors_come_back_on_their_device():
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    p = torch.as_tensor(_P, device="cuda").expand(4, -1).contiguous()
+    q = torch.as_tensor(_Q, device="cuda").expand(4, -1).contiguous()
+    drafts = verifier.sample_drafts(q, 2, None)
+    out = verifier.verify(p, q.unsqueeze(1).expand(-1, 2, -1), drafts, None)
+    assert out.tokens.device.type == out.accepted_index.device.type == "cuda"
