@@ -90,6 +90,18 @@ WORK_DTYPE = torch.float64
 CHUNK_BYTES = 1 << 20
 
 
+def compile_seconds(device: torch.device) -> float:
+    """About how long the first ``verify`` on ``device`` compiles code on this machine: 15 s
+    on the CPU until numba's cache holds the merged rows
+    (:func:`decoding.verifiers.optimal_buckets.compiled_on_this_machine`), else 0. The
+    optional hook that ``otm decode`` reads to say so before it starts."""
+    if device.type != "cpu":
+        return 0.0
+    from . import optimal_buckets  # numba only where the CPU path runs
+
+    return 0.0 if optimal_buckets.compiled_on_this_machine() else 15.0
+
+
 def uniforms_per_row(k: int) -> int:
     """``u1`` and ``u2`` per draft position, then the tie-break, acceptance and residual."""
     return 2 * check_k(k) + 3

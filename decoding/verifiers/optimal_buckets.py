@@ -44,8 +44,6 @@ the GIL); each row's draw is the same whatever the number of threads.
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import torch
 
@@ -54,6 +52,7 @@ from otm.errors import ShapeMismatchError
 from . import optimal_merged as compiled
 from .base import Scratch, VerifierOutput, row_parts, share_rows
 from .optimal_lazy import numpy_batch, relative_slack
+from .optimal_numba import is_cached
 
 #: Buckets of positive finite ratio keys per row, at most (plus one for the keys 0 and one
 #: for the keys ``inf``).
@@ -71,12 +70,8 @@ def compiled_on_this_machine() -> bool:
     """Whether numba's cache already holds the merged rows' compiled entry point
     (:func:`decoding.verifiers.optimal_merged.verify_rows`). Without it, the first call of an
     optimal verifier on the CPU compiles the per-row code, 13 s on the 2-core development VM
-    (0.5 s to load once cached). Read from numba's cache index; ``False`` when
-    that cannot be told (a numba whose cache is laid out otherwise)."""
-    try:
-        return Path(compiled.verify_rows._cache._cache_file._index_path).exists()
-    except AttributeError:
-        return False
+    (0.5 s to load once cached): :func:`decoding.verifiers.optimal_numba.is_cached`."""
+    return is_cached(compiled.verify_rows)
 
 
 def sign_margin(vocab: int, k: int) -> float:

@@ -38,6 +38,7 @@ from .base import (
     verify_uniforms,
 )
 from .optimal import WORK_DTYPE, verify_tuples
+from .optimal import compile_seconds as compile_seconds  # the same compiled rows: otm decode's hook
 
 draft_scheme = "without_replacement"
 

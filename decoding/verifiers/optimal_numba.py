@@ -29,6 +29,8 @@ kernel writes at is clamped into its array (or the write skipped).
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import numba
 import numpy as np
 
@@ -37,6 +39,16 @@ import numpy as np
 INF_KEY = int(np.array(np.inf).view(np.int64))
 
 _compiled = numba.njit(cache=True, nogil=True, error_model="numpy")
+
+
+def is_cached(function) -> bool:
+    """Whether numba's cache on this machine already holds compiled code of ``function`` (a
+    ``cache=True`` dispatcher), read from its cache index; ``False`` when that cannot be told
+    (a numba whose cache is laid out otherwise)."""
+    try:
+        return Path(function._cache._cache_file._index_path).exists()
+    except AttributeError:
+        return False
 
 
 @numba.njit(cache=True, nogil=True, fastmath={"reassoc"})

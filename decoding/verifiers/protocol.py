@@ -17,7 +17,9 @@ verification at this node.
 
 A full :class:`Verifier` (what ``otm decode --rule NAME`` uses, one module per rule in
 :mod:`decoding.verifiers`) also draws the drafts (``sample_drafts``) from its joint
-draft law (``draft_scheme``) and states its randomness (``uniforms_per_row``).
+draft law (``draft_scheme``) and states its randomness (``uniforms_per_row``). A module
+whose first call compiles code may say so with the optional ``compile_seconds(device) ->
+float`` (about how long, 0 once compiled; ``otm decode`` announces it before it starts).
 """
 from __future__ import annotations
 

@@ -118,15 +118,16 @@ ENSEMBLE_KIND = {"ensemble_weighted": "weighted", "ensemble_contrastive": "contr
 
 
 def _say_if_compiling(rule: str, device: torch.device) -> None:
-    """The optimal verifiers compile their per-row code on the CPU at the first use on a
-    machine (:func:`decoding.verifiers.optimal_buckets.compiled_on_this_machine`): say so
-    before it starts."""
-    if rule in ("optimal", "optimal_latent") and device.type == "cpu":
-        from decoding.verifiers.optimal_buckets import compiled_on_this_machine
+    """A verifier whose module has the optional hook ``compile_seconds(device)``
+    (:mod:`decoding.verifiers.protocol`) compiles code at its first use on a machine: say
+    so before it starts."""
+    from decoding.verifiers import VERIFIERS
 
-        if not compiled_on_this_machine():
-            print(f"otm decode: the {rule} verifier compiles its per-row code at its first use on this machine "
-                  "(about 15 s; cached afterwards)", file=sys.stderr, flush=True)
+    hook = getattr(VERIFIERS.get(rule), "compile_seconds", None)
+    seconds = hook(device) if hook is not None else 0.0
+    if seconds:
+        print(f"otm decode: the {rule} verifier compiles its per-row code at its first use on this machine "
+              f"(about {seconds:.0f} s; cached afterwards)", file=sys.stderr, flush=True)
 
 
 def run_decode(args: DecodeConfig) -> dict:
