@@ -12,7 +12,8 @@ level between them. The selected draft ``Z`` is accepted with probability
 ``alpha*(p, Q_wor)``, the optimum for two drafts without replacement.
 
 Per row, on the CPU in float64 (a CUDA batch is brought to the CPU and its outputs sent
-back): one stable sort of the ratios of the support, then
+back; the rows of a call shared among ``torch.get_num_threads()`` threads,
+:func:`decoding.verifiers.base.share_rows`, row ``r``'s draw independent of the sharing): one stable sort of the ratios of the support, then
 :func:`decoding.verifiers.optimal_pair_wor_numba.pair_yield`, which computes the cut, the
 minimal flux and ``x`` in ``O(V)`` and the yield of the drafted pair by following only the
 nested runs that hold both drafts, each run's first cut to empty found in a lazy
@@ -38,7 +39,7 @@ import torch
 
 from otm.errors import InvalidDraftCountError
 
-from .base import VerifierOutput, check_k, first_draft_probs, sample_without_replacement, verify_uniforms
+from .base import VerifierOutput, check_k, first_draft_probs, sample_without_replacement, share_rows, verify_uniforms
 from .optimal import WORK_DTYPE
 from .optimal_latent import token_order_sums
 
@@ -128,11 +129,15 @@ def verify(
     q_rows = first_draft_probs(draft_probs)
     q = (q_rows.to(WORK_DTYPE) / token_order_sums(q_rows)).cpu().numpy()
     drafts, u = draft_tokens.cpu().tolist(), uniforms.to(WORK_DTYPE).cpu().numpy()
-    rows = [verify_row(p[r], q[r], tuple(drafts[r]), u[r]) for r in range(len(drafts))]
+    tokens, accepted = torch.empty(len(drafts), dtype=torch.int64), torch.empty(len(drafts), dtype=torch.int64)
+
+    def run(part: int, parts: int) -> None:
+        for r in range(part, len(drafts), parts):
+            tokens[r], accepted[r] = verify_row(p[r], q[r], tuple(drafts[r]), u[r])
+
+    share_rows(run, len(drafts))
     device = target_probs.device
-    tokens = torch.tensor([t for t, _ in rows], dtype=torch.int64, device=device)
-    accepted = torch.tensor([i for _, i in rows], dtype=torch.int64, device=device)
-    return VerifierOutput(tokens=tokens, accepted_index=accepted)
+    return VerifierOutput(tokens=tokens.to(device), accepted_index=accepted.to(device))
 
 
 __all__ = ["compile_seconds", "draft_scheme", "ratio_order", "row_selection", "sample_drafts", "uniforms_per_row", "verify", "verify_row"]
