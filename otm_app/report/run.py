@@ -254,32 +254,39 @@ def _acceptance_summary(result, scored, mc_paths: int) -> dict:
         "optimum_iid_by_text": by_text,
         "rrs_wor_standard_error": _mean_error(result).tolist(),
         "optimal_gains": optimal_gains(result),
+        **{_gains_key(name): optimal_gains(result, name) for name in GAIN_RULES if name != "optimal"},
         "notes": dict(result.notes),
         "checks": _sanity_checks(result, mc_paths),
     }
 
 
-#: The rules the optimal verifier is compared with, position by position.
-GAIN_RULES = ("rrs", "rrs_wor", "spechub")
+#: The rules each optimal verifier is compared with, position by position: the i.i.d. one
+#: with every rule on its own draft law, the two-draft one without replacement with RRSw.
+GAIN_RULES = {"optimal": ("rrs", "rrs_wor", "spechub"), "optimal_pair_wor": ("rrs_wor",)}
 
 
-def optimal_gains(result) -> dict:
+def optimal_gains(result, optimal: str = "optimal") -> dict:
     """Per ``k``: mean and standard error over positions of ``optimal - rule`` for each rule
-    of :data:`GAIN_RULES` that was computed (each rule on its own draft law; NaN cells left
-    out; spechub exists at ``k = 2`` only)."""
+    of ``GAIN_RULES[optimal]`` that was computed (each rule on its own draft law; NaN cells
+    left out: spechub and optimal_pair_wor exist at ``k = 2`` only)."""
     columns = result.table.columns
-    if "optimal" not in columns:
+    if optimal not in columns:
         return {}
     out = {}
-    for rule in GAIN_RULES:
+    for rule in GAIN_RULES[optimal]:
         if rule not in columns:
             continue
-        gain = columns["optimal"] - columns[rule]
+        gain = columns[optimal] - columns[rule]
         n = (~np.isnan(gain)).sum(axis=0)
         mean = np.where(n > 0, np.nansum(gain, axis=0) / np.maximum(n, 1), np.nan)
         std = np.array([np.nanstd(gain[:, a], ddof=1) if n[a] > 1 else np.nan for a in range(gain.shape[1])])
         out[rule] = {"mean": mean.tolist(), "standard_error": (std / np.sqrt(np.maximum(n, 1))).tolist(), "positions": n.tolist()}
     return out
+
+
+def _gains_key(optimal: str) -> str:
+    """The summary key of :func:`optimal_gains` for ``optimal``."""
+    return "optimal_gains" if optimal == "optimal" else f"{optimal}_gains"
 
 
 def _mean_error(result) -> np.ndarray:
@@ -335,8 +342,9 @@ def summary_table(summary: dict) -> str:
         lines.append(f"  {'column':<30}" + "".join(f"{'k=' + str(k):>7}" for k in ks))
         for name, values in block["columns"].items():
             lines.append(f"  {name:<30}" + "".join(f" {_fmt(v)}" for v in values))
-        for rule, gain in block.get("optimal_gains", {}).items():
-            lines.append(f"  {'optimal - ' + rule:<30}" + "".join(f" {_fmt(v)}" for v in gain["mean"]))
+        for optimal in GAIN_RULES:
+            for rule, gain in block.get(_gains_key(optimal), {}).items():
+                lines.append(f"  {optimal + ' - ' + rule:<30}" + "".join(f" {_fmt(v)}" for v in gain["mean"]))
         for problem in block["checks"]:
             lines.append(f"  CHECK FAILED: {problem}")
     decoding = summary["decoding"]

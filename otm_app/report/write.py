@@ -36,6 +36,15 @@ def write_figures(folder: Path, positions: dict, temperature_table: AcceptanceTa
     return figures
 
 
+#: The gain blocks of the summary and what each says.
+GAIN_TEXTS = {
+    "optimal_gains": "Gain of the optimal verifier (i.i.d. drafts, attains the i.i.d. optimum) over each rule on its own "
+                     "draft law (a negative gain means the rule's draft law beats i.i.d. drafts there)",
+    "optimal_pair_wor_gains": "Gain of the water-level verifier (two drafts without replacement, attains their optimum) "
+                              "over RRSw on the same draft law",
+}
+
+
 def _cell(value, digits: int = 4) -> str:
     return "n/a" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
 
@@ -118,16 +127,15 @@ def _positions_section(summary: dict, positions: dict, figures: dict) -> list:
         for key, name in figures.items():
             if key.startswith(f"gaps_{tag}_"):
                 lines += [f"![gaps]({name})", ""]
-        gains = block.get("optimal_gains", {})
-        if gains:
-            lines += ["Gain of the optimal verifier (i.i.d. drafts, attains the i.i.d. optimum) over each rule on its own draft law, "
-                      "position by position: mean ± standard error over positions (a negative gain means the rule's draft law "
-                      "beats i.i.d. drafts there):", "",
-                      "| rule | " + " | ".join(f"k = {k}" for k in result.ks) + " |", "|" + "---|" * (result.ks.size + 1)]
-            for rule, gain in gains.items():
-                cells = [_cell(m) if m is None or math.isnan(m) else f"{m:+.4f} ± {e:.4f}" for m, e in zip(gain["mean"], gain["standard_error"])]
-                lines.append(f"| {rule} | " + " | ".join(cells) + " |")
-            lines.append("")
+        for key, what in GAIN_TEXTS.items():
+            gains = block.get(key, {})
+            if gains:
+                lines += [f"{what}, position by position: mean ± standard error over positions:", "",
+                          "| rule | " + " | ".join(f"k = {k}" for k in result.ks) + " |", "|" + "---|" * (result.ks.size + 1)]
+                for rule, gain in gains.items():
+                    cells = [_cell(m) if m is None or math.isnan(m) else f"{m:+.4f} ± {e:.4f}" for m, e in zip(gain["mean"], gain["standard_error"])]
+                    lines.append(f"| {rule} | " + " | ".join(cells) + " |")
+                lines.append("")
         checks = block["checks"]
         lines += ["No rule beats the optimum of its own draft law (exact columns to 1e-9; rrs_wor's Monte Carlo within 4 standard errors)." if not checks
                   else "**Check failed** (a rule above the optimum of its own draft law is a bug): " + "; ".join(checks), ""]
