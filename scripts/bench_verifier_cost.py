@@ -64,7 +64,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from decoding.verifiers import get_verifier
-from otm.rules import rule_specs
+from otm.rules import rule_spec, rule_specs
 
 QWEN_VOCAB = 151_936
 #: Rules timed: every rule with a verifier (specinfer with one q is rrs); ``single`` is our
@@ -203,7 +203,7 @@ def bench(target_logits: torch.Tensor, draft_logits: torch.Tensor, ks, rules, re
         for rule in rules:
             v = get_verifier(rule)
             kk = 1 if rule == "single" else k
-            if (rule == "single" and k != ks[0]) or (rule == "spechub" and k != 2):
+            if (rule == "single" and k != ks[0]) or not rule_spec(rule).allows(kk):
                 continue
             if rule == "rrs_wor" and kk > int((q > 0).sum(1).min()):
                 continue

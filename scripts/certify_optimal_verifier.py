@@ -19,9 +19,11 @@ draft tuples from the rule's draft law, runs the rule's batched verifier
   optimum of the draft law ``alpha*(p, Q)``.
 
 Prints one markdown table (and writes it to ``--out``), with the command, the machine and
-the wall time. Each verification of ``--samples`` rows at this vocabulary costs about
-``samples x 3 ms`` (8 certifications of 3,000 rows took 71 s, 2026-11-26): the defaults take
-a minute or two.
+the wall time. ``--rules optimal_pair_wor --ks 2`` certifies the water-level verifier for two
+drafts without replacement (its exact acceptance is the optimum without replacement). Each
+verification of ``--samples`` rows at this vocabulary costs about ``samples x 3 ms`` (8
+certifications of 3,000 rows took 71 s, 2026-11-26; the water-level verifier up to ``samples x
+80 ms``): the defaults take a minute or two.
 """
 from __future__ import annotations
 
@@ -39,8 +41,10 @@ from decoding.validation.own_verifier import validate_verifier
 from decoding.verifiers import VERIFIERS
 from otm.corpus import Corpus
 
-#: Seconds per verified row at V = 151,936 for the time estimate (module docstring).
-SECONDS_PER_ROW = 0.003
+#: Seconds per verified row at V = 151,936 for the time estimate (module docstring); the
+#: water-level verifier costs 10-80 ms per row (docs/optimal-verifier.md, section 8).
+SECONDS_PER_ROW = {"optimal_pair_wor": 0.08}
+DEFAULT_SECONDS_PER_ROW = 0.003
 
 
 def main(argv=None) -> str:
@@ -59,7 +63,8 @@ def main(argv=None) -> str:
     corpus = Corpus(args.corpus)
     rows = corpus.spaced_rows(args.positions, args.temperature)
     print(f"{len(rows) * len(ks) * len(rules)} certifications of {args.samples} rows at V = {corpus.vocab_size:,}: "
-          f"about {len(rows) * len(ks) * len(rules) * args.samples * SECONDS_PER_ROW / 60:.1f} minutes", file=sys.stderr)
+          f"about {len(rows) * len(ks) * args.samples * sum(SECONDS_PER_ROW.get(r, DEFAULT_SECONDS_PER_ROW) for r in rules) / 60:.1f}"
+          " minutes", file=sys.stderr)
     start = time.perf_counter()
     lines = ["| text | position | k | rule | law test (p-value) | acceptance (99% interval) | exact acceptance | "
              "z-test vs exact | alpha*(p, Q) of the draft law | verdict |", "|---|---|---|---|---|---|---|---|---|---|"]
