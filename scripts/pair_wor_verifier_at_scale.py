@@ -1,0 +1,134 @@
+"""The water-level verifier for two drafts without replacement at the real vocabulary: what
+its float levels realise, and what it costs beside the RRS verifiers.
+
+    .venv/bin/python scripts/pair_wor_verifier_at_scale.py --corpus DIR [--positions 8]
+        [--temperature 1.0] [--bits 200] [--pairs 16] [--seed 0] [--out FILE]
+
+``DIR`` is an otm corpus (``otm corpus --pair qwen2.5-coder --out DIR``); ``--positions``
+positions evenly spaced over it give ``p`` (target) and ``q`` (draft), softmaxes of the
+stored logits at ``--temperature``, over the full vocabulary. For every position:
+
+- **levels**: the compiled nesting of every water level
+  (:func:`decoding.verifiers.optimal_pair_wor_numba.row_levels`, float64): its time, lazy
+  refreshes per cut, the largest level, how many levels were found above 1 and set to 1,
+  and the flux it estimates uncarried;
+- **realised law**: the selection law ``x'`` those float levels realise, computed with
+  ``--bits``-bit floats (mpmath) by :func:`otm.rules.optimal_pair_wor.realised_selection`:
+  ``sum |x' - x|`` (``x`` the law the verifier checks against; the output law is off ``p`` by
+  at most this in total variation) and ``alpha* - sum min(p, x')`` (acceptance lost to the
+  floats; ``alpha*`` the prefix scan without replacement);
+- **cost**: ``--pairs`` rows of this position, each with two distinct drafts drawn from
+  ``q``, verified by the batched verifiers ``optimal_pair_wor``, ``rrs_wor``,
+  ``optimal_latent`` and ``rrs`` (on the same drafts, for time only: not lossless for this
+  law), float32 inputs as in decoding, ``torch.set_num_threads(1)``; ms per row, one run
+  after the same call once as a warm-up.
+
+Prints one markdown table (and writes it to ``--out``) with the command, the machine and
+the wall time. Costs about ``positions x (13 s at 200 bits + 2 x pairs x 0.3 s)``: the defaults
+take 3 to 4 minutes.
+"""
+from __future__ import annotations
+
+import argparse
+import platform
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import mpmath
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from decoding.verifiers import VERIFIERS
+from decoding.verifiers.optimal_pair_wor import UNIT, ratio_order
+from decoding.verifiers.optimal_pair_wor_numba import row_levels
+from otm.corpus import Corpus
+from otm.formulations.prefix_scan import prefix_scan
+from otm.rules.optimal_pair_wor import realised_selection
+
+#: The verifiers timed side by side (``rrs``: on distinct drafts, for time only).
+TIMED = ("optimal_pair_wor", "rrs_wor", "optimal_latent", "rrs")
+
+
+def levels_row(p: np.ndarray, q: np.ndarray, bits: int) -> dict:
+    """The compiled levels of one row and what they realise in ``bits``-bit floats."""
+    order = ratio_order(p, q)
+    n = len(order)
+    flux, levels, selection = np.empty(n + 1), np.empty(n + 1), np.empty(n)
+    row_levels(np.array([0.5, 0.5]), np.array([0.5, 0.5]), UNIT, *(np.empty(s) for s in (3, 3, 2)))  # loaded
+    start = time.perf_counter()
+    m, alpha, refreshes, clipped, uncarried = row_levels(p[order], q[order], UNIT, flux, levels, selection)
+    seconds = time.perf_counter() - start
+    with mpmath.workprec(bits):
+        q_wide = [mpmath.mpf(float(v)) for v in q[order]]
+        total = mpmath.fsum(q_wide)
+        realised = realised_selection([v / total for v in q_wide], [mpmath.mpf(float(v)) for v in levels], m)
+        p_wide = [mpmath.mpf(float(v)) for v in p[order]]
+        p_total = mpmath.fsum(mpmath.mpf(float(v)) for v in p)
+        off = mpmath.fsum(abs(a - mpmath.mpf(float(b))) for a, b in zip(realised, selection))
+        accepted = mpmath.fsum(min(a / p_total, b) for a, b in zip(p_wide, realised))
+    optimum = prefix_scan(p, q, 2, "without_replacement").value
+    return {"n": n, "ms": 1e3 * seconds, "refreshes": refreshes / n, "top": float(levels.max()), "clipped": clipped,
+            "uncarried": uncarried, "off": float(off), "lost": optimum - float(accepted), "optimum": optimum,
+            "alpha": alpha}
+
+
+def timed_rows(p: np.ndarray, q: np.ndarray, pairs: int, seed: int) -> dict:
+    """ms per row of each verifier of :data:`TIMED` on ``pairs`` rows of one position."""
+    target = torch.as_tensor(p, dtype=torch.float32).expand(pairs, -1).contiguous()
+    draft = torch.as_tensor(q, dtype=torch.float32).expand(pairs, -1).contiguous()
+    drafts = VERIFIERS["rrs_wor"].sample_drafts(draft, 2, torch.Generator().manual_seed(seed))
+    draft_probs = draft.unsqueeze(1).expand(-1, 2, -1)
+    out = {}
+    for name in TIMED:
+        verify = VERIFIERS[name].verify
+        verify(target, draft_probs, drafts, torch.Generator().manual_seed(seed))  # warm-up: the same call
+        start = time.perf_counter()
+        verify(target, draft_probs, drafts, torch.Generator().manual_seed(seed))
+        out[name] = 1e3 * (time.perf_counter() - start) / pairs
+    return out
+
+
+def main(argv=None) -> str:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--corpus", required=True, help="an otm corpus folder (otm corpus --out DIR)")
+    parser.add_argument("--positions", type=int, default=8)
+    parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--bits", type=int, default=200)
+    parser.add_argument("--pairs", type=int, default=16)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", help="also write the markdown here")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    corpus = Corpus(args.corpus)
+    rows = corpus.spaced_rows(args.positions, args.temperature)
+    print(f"{len(rows)} positions at V = {corpus.vocab_size:,}: about {len(rows) * (13 + 0.6 * args.pairs) / 60:.0f} "
+          "minutes", file=sys.stderr)
+    start = time.perf_counter()
+    lines = ["| text | position | support | alpha* | levels (ms) | refreshes per cut | largest level | set to 1 | "
+             "uncarried (estimate) | sum abs(x' - x) | alpha* - accepted | "
+             + " | ".join(f"{name} (ms/row)" for name in TIMED) + " | optimal_pair_wor / rrs_wor |",
+             "|" + "---|" * (12 + len(TIMED))]
+    for text, position, p, q in tqdm(rows, desc="rows", file=sys.stderr):
+        r = levels_row(p, q, args.bits)
+        t = timed_rows(p, q, args.pairs, args.seed + position)
+        lines.append(f"| {text} | {position} | {r['n']:,} | {r['optimum']:.6f} | {r['ms']:.0f} | {r['refreshes']:.1f} | "
+                     f"{r['top']:.9f} | {r['clipped']} | {r['uncarried']:.1e} | {r['off']:.1e} | {r['lost']:.1e} | "
+                     + " | ".join(f"{t[name]:.2f}" for name in TIMED)
+                     + f" | {t['optimal_pair_wor'] / t['rrs_wor']:.0f} |")
+    wall = time.perf_counter() - start
+    command = "python scripts/pair_wor_verifier_at_scale.py " + shlex.join(argv if argv is not None else sys.argv[1:])
+    header = (f"Command: `{command}`; corpus {Path(args.corpus).name} ({corpus.meta.get('source', 'n/a')}), "
+              f"V = {corpus.vocab_size:,}, T = {args.temperature}, realised law in {args.bits}-bit floats; "
+              f"{platform.machine()}, torch {torch.__version__}, 1 thread; wall {wall:.0f} s.")
+    text = "\n".join([header, "", *lines])
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text + "\n")
+    return text
+
+
+if __name__ == "__main__":
+    main()
