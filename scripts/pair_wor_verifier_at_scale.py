@@ -30,17 +30,15 @@ take 3 to 4 minutes.
 from __future__ import annotations
 
 import argparse
-import platform
-import shlex
 import sys
 import time
-from pathlib import Path
 
 import mpmath
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from certify_optimal_verifier import corpus_report
 from decoding.verifiers import VERIFIERS
 from decoding.verifiers.optimal_pair_wor import UNIT, ratio_order
 from decoding.verifiers.optimal_pair_wor_numba import row_levels
@@ -118,16 +116,9 @@ def main(argv=None) -> str:
                      f"{r['top']:.9f} | {r['clipped']} | {r['uncarried']:.1e} | {r['off']:.1e} | {r['lost']:.1e} | "
                      + " | ".join(f"{t[name]:.2f}" for name in TIMED)
                      + f" | {t['optimal_pair_wor'] / t['rrs_wor']:.0f} |")
-    wall = time.perf_counter() - start
-    command = "python scripts/pair_wor_verifier_at_scale.py " + shlex.join(argv if argv is not None else sys.argv[1:])
-    header = (f"Command: `{command}`; corpus {Path(args.corpus).name} ({corpus.meta.get('source', 'n/a')}), "
-              f"V = {corpus.vocab_size:,}, T = {args.temperature}, realised law in {args.bits}-bit floats; "
-              f"{platform.machine()}, torch {torch.__version__}, 1 thread; wall {wall:.0f} s.")
-    text = "\n".join([header, "", *lines])
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
-    return text
+    return corpus_report("pair_wor_verifier_at_scale.py", argv, args.corpus, corpus,
+                         f"T = {args.temperature}, realised law in {args.bits}-bit floats", time.perf_counter() - start,
+                         lines, args.out)
 
 
 if __name__ == "__main__":

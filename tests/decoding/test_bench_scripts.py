@@ -1,5 +1,6 @@
 """Smoke tests of scripts/bench_decoding.py, scripts/bench_verifier_cost.py,
-scripts/certify_optimal_verifier.py (tiny models, ``--pair tiny --quick``) and
+scripts/certify_optimal_verifier.py (tiny models, ``--pair tiny --quick``),
+scripts/pair_wor_verifier_at_scale.py (a synthetic corpus) and
 scripts/profile_optimal_rows.py (four synthetic rows)."""
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ sys.path.insert(0, str(SCRIPTS))
 import bench_decoding  # noqa: E402
 import bench_verifier_cost  # noqa: E402
 import certify_optimal_verifier  # noqa: E402
+import pair_wor_verifier_at_scale  # noqa: E402
 import profile_optimal_rows  # noqa: E402
 
 from otm.corpus import CorpusWriter  # noqa: E402
@@ -72,6 +74,19 @@ def test_certify_optimal_verifier_on_a_small_corpus(tmp_path):
     assert len(rows) == 2
     assert all(row.endswith("| PASS |") for row in rows)
     assert (tmp_path / "out.md").read_text().strip() == text.strip()
+
+
+def test_pair_wor_verifier_at_scale_on_a_small_corpus(tmp_path):
+    """Every position gets a row, and the float levels realise the selection law (checked in
+    200-bit floats) to the figures the docs quote for real rows."""
+    rng = np.random.default_rng(1)
+    with CorpusWriter(tmp_path / "corpus", 40, shard_size=4, source="test") as writer:
+        target = 3 * rng.normal(size=(6, 40))
+        writer.add("synthetic", target, target + rng.normal(size=(6, 40)))
+    text = pair_wor_verifier_at_scale.main(["--corpus", str(tmp_path / "corpus"), "--positions", "3", "--pairs", "2"])
+    rows = [line.split(" | ") for line in text.splitlines() if line.startswith("| synthetic")]
+    assert len(rows) == 3
+    assert all(float(row[9]) <= 1e-12 and abs(float(row[10])) <= 1e-12 for row in rows)  # sum |x' - x|, alpha* - accepted
 
 
 def test_profile_optimal_rows_on_synthetic_rows():
