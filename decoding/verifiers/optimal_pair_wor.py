@@ -26,9 +26,10 @@ Exhausted support (one token ``a`` with ``q > 0``): the drafts are ``a`` and the
 ``q = 0`` token ``z`` (:func:`decoding.verifiers.base.sample_without_replacement`), ``x = (1
 - p_z, p_z)`` on ``(a, z)``, and ``z`` is selected with probability ``p_z``.
 
-Randomness (``uniforms_per_row(2) = 3``): column 0 selects the lower member when below
-``Y`` (``z`` when below ``p_z``), column 1 accepts ``Z`` when ``u x(Z) < p(Z)``, column 2
-draws the residual by inverse CDF in token order. Reference:
+Randomness (``uniforms_per_row(2) = 3``): column 0 selects the member of lower rank when
+below ``Y`` (``z`` when below ``p_z``), column 1 accepts ``Z`` when ``u x(Z) < p(Z)``, column 2
+draws the residual by inverse CDF in token order. Only ``u < Y`` is needed, so the search
+for ``Y`` stops as soon as the levels it meets pass ``u`` (``pair_yield``'s ``stop_above``). Reference:
 :func:`decoding.verifiers.reference.optimal_pair_wor`, which computes ``x`` and the levels
 with the exact law's construction (:func:`otm.rules.optimal_pair_wor.pair_parameters`).
 """
@@ -81,31 +82,32 @@ def ratio_order(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     return support[torch.sort(keys, stable=True).indices.numpy()]
 
 
-def row_selection(p: np.ndarray, q: np.ndarray, drafts: tuple[int, int]) -> tuple[np.ndarray, float]:
-    """For one row (``p``, ``q`` ``[V]`` float64, normalised) and its distinct drafts
-    ``(a, b)``: the selection law ``x`` ``[V]`` and the probability that ``b`` is selected."""
+def row_selection(p: np.ndarray, q: np.ndarray, drafts: tuple[int, int], u: float) -> tuple[np.ndarray, int]:
+    """For one row (``p``, ``q`` ``[V]`` float64, normalised), its distinct drafts and the
+    uniform ``u``: the selection law ``x`` ``[V]`` and the index of the selected draft (the
+    member of lower rank when ``u < Y``; the ``q = 0`` draft of an exhausted support when
+    ``u`` is below its ``p``)."""
     from .optimal_pair_wor_numba import pair_yield  # numba only where a row is verified
 
     order = ratio_order(p, q)
     x = np.zeros_like(p)
-    a, b = drafts
     if len(order) == 1:  # exhausted support: the q = 0 draft is selected with probability p of it
-        fixed = b if q[b] <= 0 else a
-        x[order[0]], x[fixed] = 1.0 - p[fixed], p[fixed]
-        return x, float(p[fixed] if fixed == b else 1.0 - p[fixed])
+        fixed = 1 if q[drafts[1]] <= 0 else 0
+        x[order[0]], x[drafts[fixed]] = 1.0 - p[drafts[fixed]], p[drafts[fixed]]
+        return x, fixed if u < p[drafts[fixed]] else 1 - fixed
     at = np.flatnonzero(np.isin(order, drafts))
-    rank = {int(order[r]): int(r) for r in at}
-    low, high = sorted((rank[a], rank[b]))
+    rank = [int(at[0 if order[at[0]] == token else 1]) for token in drafts]
+    lower = 0 if rank[0] < rank[1] else 1
     selection = np.empty(len(order))
-    take_low, _, _ = pair_yield(p[order], q[order], UNIT, low, high, selection)
+    # u < Y is all that is asked: the yield's search may stop at a level above u
+    bound, _, _ = pair_yield(p[order], q[order], UNIT, rank[lower], rank[1 - lower], selection, u)
     x[order] = selection
-    return x, float(take_low if rank[b] == low else 1.0 - take_low)
+    return x, lower if u < bound else 1 - lower
 
 
 def verify_row(p: np.ndarray, q: np.ndarray, drafts: tuple[int, int], uniforms: np.ndarray) -> tuple[int, int]:
     """``(token, accepted index)`` of one row (module docstring; ``-1``: the residual)."""
-    x, take_second = row_selection(p, q, drafts)
-    index = 1 if uniforms[0] < take_second else 0
+    x, index = row_selection(p, q, drafts, float(uniforms[0]))
     token = drafts[index]
     if uniforms[1] * x[token] < p[token]:
         return token, index

@@ -364,12 +364,17 @@ def row_levels(p, q, unit, flux, levels, selection):
 
 
 @_compiled
-def pair_yield(p, q, unit, low, high, selection):
+def pair_yield(p, q, unit, low, high, selection, stop_above=2.0):
     """``Y``, the probability that the pair of ranks ``low < high`` selects ``low``, for
     one row (``p``, ``q`` as :func:`row_setup`; fills ``selection`` ``[n]``): 0 across the
     cut, else the least level between them, found by following only the runs that hold
-    both (module docstring). Returns ``(Y, m, refreshes)``; equal to
-    ``min(levels[low + 1:high + 1])`` of :func:`row_levels`."""
+    both (module docstring). Returns ``(Y, m, refreshes)``; ``Y`` equals
+    ``min(levels[low + 1:high + 1])`` of :func:`row_levels`.
+
+    The levels met along those runs never decrease and end at ``Y``, so once one exceeds
+    ``stop_above`` it is returned instead: a lower bound of ``Y`` that exceeds
+    ``stop_above``. A verifier that only asks whether ``u < Y`` passes ``u`` and compares
+    with what comes back: the same answer, often far sooner."""
     n = p.shape[0]
     flux, flux_lo = np.empty(n + 1), np.empty(n + 1)
     qt, qe, wt, we, m, alpha = row_setup(p, q, unit, flux, flux_lo, selection)
@@ -397,7 +402,7 @@ def pair_yield(p, q, unit, low, high, selection):
         c, more = _least_cut(flux, flux_lo, qt, qe, wt, we, f, t, run, state, unit, keys, node_key, node_at, size, remaining, rate, fresh)
         refreshes += more
         level = min(max(keys[c], state[0]), 1.0)
-        if low < c <= high:
+        if low < c <= high or level > stop_above:
             return level, m, refreshes
         _tree_set(keys, node_key, node_at, size, c, np.inf)
         f2, t2 = (c, t) if c <= low else (f, c - 1)

@@ -162,9 +162,15 @@ def optimal_pair_wor(p, draft_probs, drafts, uniforms):
     law's construction (:func:`otm.rules.optimal_pair_wor.pair_parameters`, ``O(V * depth)``)."""
     target, draft = _norm([float(v) for v in p]), _norm([float(v) for v in draft_probs[0]])
     params = pair_parameters(np.array(target), np.array(draft))
-    first, second = (int(t) for t in drafts)
-    index = 1 if uniforms[0] < float(selection_law(params, (first, second))[1]) else 0
-    token = (first, second)[index]
+    drafts = [int(t) for t in drafts]
+    ranks = [int(params.rank[t]) for t in drafts]
+    if min(ranks) < 0:  # exhausted support: the q = 0 draft, selected with probability p of it
+        fixed = ranks.index(-1)
+        index = fixed if uniforms[0] < target[drafts[fixed]] else 1 - fixed
+    else:  # the member of lower rank, selected with probability Y
+        lower = ranks.index(min(ranks))
+        index = lower if uniforms[0] < float(selection_law(params, drafts)[lower]) else 1 - lower
+    token = drafts[index]
     x = [float(v) for v in params.selection]
     if uniforms[1] * x[token] < target[token]:
         return token, index

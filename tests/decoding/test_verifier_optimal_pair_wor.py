@@ -100,6 +100,9 @@ def test_one_pair_along_its_runs_is_the_full_nesting(row, data):
     assert cut == m
     assert np.array_equal(mine, selection)
     assert found == (0.0 if low < m <= high else levels[low + 1 : high + 1].min())
+    u = data.draw(st.floats(0.0, 1.0, exclude_max=True))
+    bound, _, _ = kernel.pair_yield(p_r, q_r, UNIT, low, high, mine, u)  # may stop once past u
+    assert bound <= found and (u < bound) == (u < found)
 
 
 @settings(max_examples=40, deadline=None)
@@ -160,7 +163,7 @@ def test_the_sampler_check_fails_without_the_yields(monkeypatch):
     original = kernel.pair_yield
     assert pair_parameters(_P, _Q).levels != [0.0] * 7
 
-    def no_yields(p, q, unit, low, high, selection):
+    def no_yields(p, q, unit, low, high, selection, stop_above=2.0):
         _, m, refreshes = original(p, q, unit, low, high, selection)
         return 0.0, m, refreshes
 
