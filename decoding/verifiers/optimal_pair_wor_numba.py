@@ -272,32 +272,35 @@ def row_setup(p, q, unit, flux, flux_lo, selection):
 
 
 @_compiled
-def _first_keys(flux, flux_lo, qt, qe, wt, we, f, t, unit, keys, remaining, rate, fresh, run, state):
-    """Keys of the cuts of a first run ``[f, t]`` (no level raised yet)."""
+def _first_keys(flux, flux_lo, qt, qe, wt, we, f, t, unit, keys, base, remaining, rate, fresh, run, state):
+    """Keys of the cuts of a first run ``[f, t]`` (no level raised yet); cut ``c`` is
+    position ``c - base`` of ``keys`` and of the tree."""
     for c in range(f + 1, t + 1):
-        keys[c], remaining[c], rate[c] = _key(flux, flux_lo, qt, qe, wt, we, f, t, c, state, unit)
+        keys[c - base], remaining[c], rate[c] = _key(flux, flux_lo, qt, qe, wt, we, f, t, c, state, unit)
         fresh[c] = run
 
 
 @_compiled
-def _least_cut(flux, flux_lo, qt, qe, wt, we, f, t, run, state, unit, keys, node_key, node_at, size, remaining, rate, fresh):
+def _least_cut(flux, flux_lo, qt, qe, wt, we, f, t, run, state, unit, keys, base, node_key, node_at, size, remaining,
+               rate, fresh):
     """The cut of run ``[f, t]`` that empties first, refreshing stale keys lazily; returns
-    ``(cut, refreshes)``."""
+    ``(cut, refreshes)`` (cut ``c`` at position ``c - base`` of ``keys`` and the tree)."""
     refreshes = 0
     while True:
-        c = _tree_argmin(node_key, node_at, size, f + 1, t)
+        c = _tree_argmin(node_key, node_at, size, f + 1 - base, t - base) + base
         if fresh[c] == run:
             return c, refreshes
         key, remaining[c], rate[c] = _key(flux, flux_lo, qt, qe, wt, we, f, t, c, state, unit)
-        _tree_set(keys, node_key, node_at, size, c, key)
+        _tree_set(keys, node_key, node_at, size, c - base, key)
         fresh[c] = run
         refreshes += 1
 
 
 @_compiled
-def _tree_size(n):
+def _tree_size(positions):
+    """The least power of 2 that is at least ``positions``."""
     size = 1
-    while size < n + 1:
+    while size < positions:
         size *= 2
     return size
 
@@ -313,7 +316,7 @@ def row_levels(p, q, unit, flux, levels, selection):
     n = p.shape[0]
     flux_lo = np.empty(n + 1)
     qt, qe, wt, we, m, alpha = row_setup(p, q, unit, flux, flux_lo, selection)
-    size = _tree_size(n)
+    size = _tree_size(n + 1)
     keys = np.full(size, np.inf)
     fresh = np.full(n + 1, -1, np.int64)
     runs = np.empty((n + 1, 2), np.int64)  # a stack of runs: ranks [f, t]
@@ -333,7 +336,7 @@ def row_levels(p, q, unit, flux, levels, selection):
             runs[depth, 0], runs[depth, 1] = start - 1, j - 1
             states[depth, :] = 0.0
             ids[depth] = next_id
-            _first_keys(flux, flux_lo, qt, qe, wt, we, start - 1, j - 1, unit, keys, remaining, rate, fresh, next_id, state)
+            _first_keys(flux, flux_lo, qt, qe, wt, we, start - 1, j - 1, unit, keys, 0, remaining, rate, fresh, next_id, state)
             next_id += 1
             depth += 1
         j += 1
@@ -344,7 +347,8 @@ def row_levels(p, q, unit, flux, levels, selection):
         depth -= 1
         f, t, run = runs[depth, 0], runs[depth, 1], ids[depth]
         state[:] = states[depth, :]
-        c, more = _least_cut(flux, flux_lo, qt, qe, wt, we, f, t, run, state, unit, keys, node_key, node_at, size, remaining, rate, fresh)
+        c, more = _least_cut(flux, flux_lo, qt, qe, wt, we, f, t, run, state, unit, keys, 0, node_key, node_at, size,
+                             remaining, rate, fresh)
         refreshes += more
         level = min(max(keys[c], state[0]), 1.0)
         if level == 1.0 and keys[c] > 1.0:
@@ -388,23 +392,24 @@ def pair_yield(p, q, unit, low, high, selection, stop_above=2.0):
         f -= 1
     while t < n - 1 and flux[t + 1] > 0.0:
         t += 1
-    size = _tree_size(n)
+    base, size = f + 1, _tree_size(t - f)  # the tree holds the first run's cuts only
     keys = np.full(size, np.inf)
     fresh = np.full(n + 1, -1, np.int64)
-    remaining, rate = np.zeros(n + 1), np.zeros(n + 1)
+    remaining, rate = np.empty(n + 1), np.empty(n + 1)
     state, out = np.zeros(11), np.empty(11)
     run = 0
-    _first_keys(flux, flux_lo, qt, qe, wt, we, f, t, unit, keys, remaining, rate, fresh, run, state)
+    _first_keys(flux, flux_lo, qt, qe, wt, we, f, t, unit, keys, base, remaining, rate, fresh, run, state)
     node_key, node_at = np.empty(2 * size), np.empty(2 * size, np.int64)
     _tree_build(keys, node_key, node_at, size)
     refreshes = 0
     while True:
-        c, more = _least_cut(flux, flux_lo, qt, qe, wt, we, f, t, run, state, unit, keys, node_key, node_at, size, remaining, rate, fresh)
+        c, more = _least_cut(flux, flux_lo, qt, qe, wt, we, f, t, run, state, unit, keys, base, node_key, node_at, size,
+                             remaining, rate, fresh)
         refreshes += more
-        level = min(max(keys[c], state[0]), 1.0)
+        level = min(max(keys[c - base], state[0]), 1.0)
         if low < c <= high or level > stop_above:
             return level, m, refreshes
-        _tree_set(keys, node_key, node_at, size, c, np.inf)
+        _tree_set(keys, node_key, node_at, size, c - base, np.inf)
         f2, t2 = (c, t) if c <= low else (f, c - 1)
         _child(qt, qe, wt, we, f, t, f2, t2, level, state, out)
         state[:] = out
