@@ -12,15 +12,18 @@ level between them. The selected draft ``Z`` is accepted with probability
 ``alpha*(p, Q_wor)``, the optimum for two drafts without replacement.
 
 Per row, on the CPU in float64 (a CUDA batch is brought to the CPU and its outputs sent
-back; the rows of a call shared among ``torch.get_num_threads()`` threads,
-:func:`decoding.verifiers.base.share_rows`, row ``r``'s draw independent of the sharing): one stable sort of the ratios of the support, then
+back; the rows of a call are shared among ``torch.get_num_threads()`` threads by
+:func:`decoding.verifiers.base.share_rows`, a row's draw independent of the sharing): one
+stable sort of the ratios of the support, then
 :func:`decoding.verifiers.optimal_pair_wor_numba.pair_yield`, which computes the cut, the
 minimal flux and ``x`` in ``O(V)`` and the yield of the drafted pair by following only the
 nested runs that hold both drafts, each run's first cut to empty found in a lazy
 range-minimum tree. The levels are rounded into ``[current level, 1]``; what that and the
 rounding floors leave of the flux uncarried moves the realised selection law away from
-``x`` by about ``1e-11`` in total on real rows at ``V = 151,936``, measured in 200-bit
-arithmetic (docs/optimal-verifier.md, section 8, "At the real vocabulary").
+``x`` by at most ``2.4e-13`` in total on 16 real rows at ``V = 151,936``, measured in 200-bit
+arithmetic (docs/optimal-verifier.md, section 8, "At the real vocabulary"). Drafts that two
+draws without replacement cannot give (equal, or one with ``q = 0`` while ``q`` has two
+tokens of positive probability) raise :class:`otm.errors.NotApplicableError`.
 
 Exhausted support (one token ``a`` with ``q > 0``): the drafts are ``a`` and the lowest-index
 ``q = 0`` token ``z`` (:func:`decoding.verifiers.base.sample_without_replacement`), ``x = (1
@@ -38,7 +41,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from otm.errors import InvalidDraftCountError
+from otm.errors import InvalidDraftCountError, NotApplicableError
 
 from .base import VerifierOutput, check_k, first_draft_probs, sample_without_replacement, share_rows, verify_uniforms
 from .optimal import WORK_DTYPE
@@ -90,6 +93,11 @@ def row_selection(p: np.ndarray, q: np.ndarray, drafts: tuple[int, int], u: floa
     from .optimal_pair_wor_numba import pair_yield  # numba only where a row is verified
 
     order = ratio_order(p, q)
+    drawn = int((q[list(drafts)] > 0).sum())
+    if drafts[0] == drafts[1] or drawn < min(2, len(order)):
+        raise NotApplicableError(
+            f"drafts {tuple(drafts)} cannot come from two draws without replacement from q ({len(order)} tokens of "
+            "positive probability): they must be distinct and, unless q has a single such token, both have q > 0")
     x = np.zeros_like(p)
     if len(order) == 1:  # exhausted support: the q = 0 draft is selected with probability p of it
         fixed = 1 if q[drafts[1]] <= 0 else 0

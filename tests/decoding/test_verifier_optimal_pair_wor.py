@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from decoding.validation.stats import binomial_z_test, chi_square_test
 from decoding.verifiers import optimal_pair_wor as verifier
 from decoding.verifiers import optimal_pair_wor_numba as kernel
+from otm.errors import NotApplicableError
 from otm.formulations.prefix_scan import prefix_scan, ratio_order
 from otm.rules.optimal_pair_wor import pair_parameters, realised_selection
 
@@ -180,3 +181,13 @@ def test_cuda_tensors_come_back_on_their_device():
     drafts = verifier.sample_drafts(q, 2, None)
     out = verifier.verify(p, q.unsqueeze(1).expand(-1, 2, -1), drafts, None)
     assert out.tokens.device.type == out.accepted_index.device.type == "cuda"
+
+
+@pytest.mark.parametrize("drafts", [[0, 0], [1, 5], [5, 1]])
+def test_drafts_the_law_cannot_give_are_refused(drafts):
+    """Equal drafts, or a draft with q = 0 while q has two tokens of positive probability."""
+    q = np.array([0.5, 0.3, 0.2, 0.0, 0.0, 0.0])
+    p = torch.as_tensor(_P).unsqueeze(0)
+    qs = torch.as_tensor(q).expand(1, 2, -1)
+    with pytest.raises(NotApplicableError, match="without replacement"):
+        verifier.verify(p, qs, torch.tensor([drafts]), None)
