@@ -350,9 +350,10 @@ def summary_table(summary: dict) -> str:
     decoding = summary["decoding"]
     if decoding["rows"]:
         lines.append(f"block efficiency (tokens per target call), T = {decoding['temperature']:g}:")
+        width = max(len(row["rule"]) for row in decoding["rows"]) + 2
         for row in decoding["rows"]:
             value = row.get("skipped") or f"{row['block_efficiency']:.3f}  ({row['tree']})"
-            lines.append(f"  {row['rule']:<14}{value}")
+            lines.append(f"  {row['rule']:<{width}}{value}")
     else:
         lines.append(f"decoding: not run ({decoding['reason']})")
     sequence = summary.get("sequence_verifiers", {"rows": []})
