@@ -43,8 +43,16 @@ import torch
 
 from otm.errors import InvalidDraftCountError, NotApplicableError
 
-from .base import VerifierOutput, check_k, first_draft_probs, sample_without_replacement, share_rows, verify_uniforms
-from .optimal import WORK_DTYPE
+from .base import (
+    VerifierOutput,
+    check_k,
+    first_draft_probs,
+    sample_residual,
+    sample_without_replacement,
+    share_rows,
+    verify_uniforms,
+)
+from .optimal import WORK_DTYPE, ratio_keys, stable_sort_rows
 from .optimal_latent import token_order_sums
 
 draft_scheme = "without_replacement"
@@ -78,11 +86,11 @@ def sample_drafts(draft_probs: torch.Tensor, k: int, generator: torch.Generator 
 
 def ratio_order(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     """``[n]`` the tokens with ``q > 0`` by ``p / q`` ascending, ties by id (the order of
-    :func:`otm.formulations.prefix_scan.ratio_order` without its ``q = 0`` tail): a stable
-    sort of the int64 bits of the non-negative float64 ratios."""
-    support = np.flatnonzero(q > 0)
-    keys = torch.from_numpy(p[support] / q[support]).view(torch.int64)
-    return support[torch.sort(keys, stable=True).indices.numpy()]
+    :func:`otm.formulations.prefix_scan.ratio_order` without its ``q = 0`` tail): the optimal
+    verifier's ratio keys (:func:`decoding.verifiers.optimal.ratio_keys`, ``q = 0`` last) in
+    its stable row sort (:func:`decoding.verifiers.optimal.stable_sort_rows`)."""
+    _, order = stable_sort_rows(ratio_keys(torch.from_numpy(p).unsqueeze(0), torch.from_numpy(q).unsqueeze(0)))
+    return order[0, : int((q > 0).sum())].numpy()
 
 
 def row_selection(p: np.ndarray, q: np.ndarray, drafts: tuple[int, int], u: float) -> tuple[np.ndarray, int]:
@@ -119,12 +127,8 @@ def verify_row(p: np.ndarray, q: np.ndarray, drafts: tuple[int, int], uniforms: 
     token = drafts[index]
     if uniforms[1] * x[token] < p[token]:
         return token, index
-    residual = np.maximum(p - x, 0.0)
-    cdf = np.cumsum(residual if residual.sum() > 0 else p)
-    found = int(np.searchsorted(cdf, uniforms[2] * cdf[-1], side="right"))
-    if found >= len(cdf):  # a rounding overshoot: the first token where the CDF reaches its total
-        found = int(np.searchsorted(cdf, cdf[-1], side="left"))
-    return found, -1
+    residual = torch.from_numpy(np.maximum(p - x, 0.0)).unsqueeze(0)
+    return int(sample_residual(residual, torch.from_numpy(p).unsqueeze(0), torch.from_numpy(uniforms[2:3]))), -1
 
 
 def verify(
