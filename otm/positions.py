@@ -82,8 +82,7 @@ def position_cells(p: np.ndarray, q: np.ndarray, ks: Sequence[int], computations
             cells += [Cell(name, k, float(v), note="equal to optimum_iid: the rule attains it")
                       for k, v in zip(ks, iid_optimum_for_ks(p, q, ks))]
         elif name == "optimal_pair_wor":  # attains the without-replacement optimum, k = 2 only
-            known = next((c for c in cells if c.computation == "optimum_without_replacement" and c.k == 2), None)
-            cells += [_pair_wor_cell(p, q, k, time_budget, known) for k in ks]
+            cells += [_pair_wor_cell(p, q, k, time_budget) for k in ks]
         elif name in ("optimum_greedy", "greedy"):  # the rule attains its law's optimum
             cells += [Cell(name, k, v) for k, v in zip(ks, greedy_acceptance_for_ks(p, q, ks))]
         elif name in OPTIMA:
@@ -149,14 +148,14 @@ def _optimum_cell(p, q, k: int, name: str) -> Cell:
         return Cell(name, k, math.nan, method="not_applicable", note=str(exc))
 
 
-def _pair_wor_cell(p, q, k: int, time_budget: float, optimum: Cell | None) -> Cell:
-    """``optimal_pair_wor`` at ``k = 2`` is ``optimum_without_replacement`` (``optimum``, that
-    cell when already computed): the rule attains it wherever its water levels are
-    probabilities, which its construction and its verifier check on every row
-    (docs/optimal-verifier.md, section 8); not applicable at other ``k``."""
+def _pair_wor_cell(p, q, k: int, time_budget: float) -> Cell:
+    """``optimal_pair_wor`` at ``k = 2`` is ``optimum_without_replacement``: the rule attains it
+    wherever its water levels are probabilities, which its construction and its verifier check
+    on every row (docs/optimal-verifier.md, section 8); not applicable at other ``k``. (The
+    sweep computes each column on its own, so this is a second prefix scan at ``k = 2``.)"""
     if k != 2:
         return _rule_cell(p, q, k, "optimal_pair_wor", time_budget)
-    cell = optimum or _optimum_cell(p, q, k, "optimum_without_replacement")
+    cell = _optimum_cell(p, q, k, "optimum_without_replacement")
     return dataclasses.replace(cell, computation="optimal_pair_wor",
                                note="equal to optimum_without_replacement: the rule attains it")
 

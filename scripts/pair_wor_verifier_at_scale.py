@@ -55,7 +55,6 @@ def levels_row(p: np.ndarray, q: np.ndarray, bits: int) -> dict:
     order = ratio_order(p, q)
     n = len(order)
     flux, levels, selection = np.empty(n + 1), np.empty(n + 1), np.empty(n)
-    row_levels(np.array([0.5, 0.5]), np.array([0.5, 0.5]), UNIT, *(np.empty(s) for s in (3, 3, 2)))  # loaded
     start = time.perf_counter()
     m, alpha, refreshes, clipped, uncarried = row_levels(p[order], q[order], UNIT, flux, levels, selection)
     seconds = time.perf_counter() - start
@@ -100,6 +99,7 @@ def main(argv=None) -> str:
     parser.add_argument("--out", help="also write the markdown here")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
+    row_levels(np.array([0.5, 0.5]), np.array([0.5, 0.5]), UNIT, *(np.empty(s) for s in (3, 3, 2)))  # load the compiled code
     corpus = Corpus(args.corpus)
     rows = corpus.spaced_rows(args.positions, args.temperature)
     print(f"{len(rows)} positions at V = {corpus.vocab_size:,}: about {len(rows) * (13 + 0.6 * args.pairs) / 60:.0f} "
