@@ -23,7 +23,8 @@ rounding floors leave of the flux uncarried moves the realised selection law awa
 ``x`` by at most ``2.4e-13`` in total on 16 real rows at ``V = 151,936``, measured in 200-bit
 arithmetic (docs/optimal-verifier.md, section 8, "At the real vocabulary"). Drafts that two
 draws without replacement cannot give (equal, or one with ``q = 0`` while ``q`` has two
-tokens of positive probability) raise :class:`otm.errors.NotApplicableError`.
+tokens of positive probability) raise :class:`otm.errors.NotApplicableError`; rows with a NaN,
+an inf, a negative entry or no mass raise :class:`otm.errors.InvalidDistributionError`.
 
 Exhausted support (one token ``a`` with ``q > 0``): the drafts are ``a`` and the lowest-index
 ``q = 0`` token ``z`` (:func:`decoding.verifiers.base.sample_without_replacement`), ``x = (1
@@ -41,7 +42,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from otm.errors import InvalidDraftCountError, NotApplicableError
+from otm.errors import InvalidDistributionError, InvalidDraftCountError, NotApplicableError
 
 from .base import (
     VerifierOutput,
@@ -142,6 +143,10 @@ def verify(
     p = (target_probs.to(WORK_DTYPE) / token_order_sums(target_probs)).cpu().numpy()
     q_rows = first_draft_probs(draft_probs)
     q = (q_rows.to(WORK_DTYPE) / token_order_sums(q_rows)).cpu().numpy()
+    for name, rows in (("target_probs", p), ("draft_probs", q)):  # NaN rows: a NaN, an inf or no mass
+        if not (np.isfinite(rows).all() and (rows >= 0).all()):
+            raise InvalidDistributionError(f"{name} must be finite and non-negative with positive mass in every row: "
+                                           "the water-level verifier ranks tokens by p / q")
     drafts, u = draft_tokens.cpu().tolist(), uniforms.to(WORK_DTYPE).cpu().numpy()
     tokens, accepted = torch.empty(len(drafts), dtype=torch.int64), torch.empty(len(drafts), dtype=torch.int64)
 

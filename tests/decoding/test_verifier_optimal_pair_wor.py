@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from decoding.validation.stats import binomial_z_test, chi_square_test
 from decoding.verifiers import optimal_pair_wor as verifier
 from decoding.verifiers import optimal_pair_wor_numba as kernel
-from otm.errors import NotApplicableError
+from otm.errors import InvalidDistributionError, NotApplicableError
 from otm.formulations.prefix_scan import prefix_scan, ratio_order
 from otm.rules.optimal_pair_wor import pair_parameters, realised_selection
 
@@ -191,3 +191,18 @@ def test_drafts_the_law_cannot_give_are_refused(drafts):
     qs = torch.as_tensor(q).expand(1, 2, -1)
     with pytest.raises(NotApplicableError, match="without replacement"):
         verifier.verify(p, qs, torch.tensor([drafts]), None)
+
+
+@pytest.mark.parametrize("broken", ["nan", "negative", "zero", "inf"])
+@pytest.mark.parametrize("which", ["target", "draft"])
+def test_bad_values_are_a_typed_error(broken, which):
+    """A NaN, an inf, a negative entry or a row without mass, in p or in q: refused, never a
+    token out of the vocabulary (a NaN row once gave token V)."""
+    p, q = torch.as_tensor(_P).unsqueeze(0).clone(), torch.as_tensor(_Q).unsqueeze(0).clone()
+    row = p if which == "target" else q
+    if broken == "zero":
+        row.zero_()
+    else:
+        row[0, 3] = {"nan": float("nan"), "negative": -0.1, "inf": float("inf")}[broken]
+    with pytest.raises(InvalidDistributionError, match="finite and non-negative"):
+        verifier.verify(p, q.unsqueeze(1).expand(-1, 2, -1), torch.tensor([[0, 1]]), None)
