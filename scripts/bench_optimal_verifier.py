@@ -3,7 +3,7 @@
 
     .venv/bin/python scripts/bench_optimal_verifier.py [--rows 64] [--vocab 151936]
         [--ks 2,3,4,5,6,7,8] [--repeats 5] [--threads 1] [--dtype float32] [--json FILE]
-        [--vocabs 8192,16384,...]
+        [--vocabs 8192,16384,...] [--device cpu|cuda]
 
 Rows: ``--rows`` random softmax pairs at ``--vocab`` tokens, target logits ``N(0, 2.5^2)``
 and draft logits = target + ``N(0, 1.5^2)`` (seeded), given to every verifier as
@@ -21,11 +21,16 @@ per row = the batched call's time / rows):
   bits, the sort the optimal verifier does (one row at a time, torch's radix sort), into
   buffers kept from one repeat to the next (the median excludes their first touch);
 - ``rrs``: :mod:`decoding.verifiers.rrs` ``verify`` on the same rows and drafts;
-- for drafts without replacement also ``rrs_wor`` (:mod:`decoding.verifiers.rrs_wor`).
+- for drafts without replacement also ``rrs_wor`` (:mod:`decoding.verifiers.rrs_wor`), and at
+  ``k = 2`` ``optimal_pair_wor`` (:mod:`decoding.verifiers.optimal_pair_wor`, the verifier
+  attaining the without-replacement optimum; its rows go to the CPU from any device).
 
 ``accepted`` columns: the fraction of rows whose verifier accepted a draft, over all
 repeats (each repeat draws fresh uniforms); the optimal verifier's expectation is
 ``alpha*`` of the i.i.d. law (column ``alpha*``, the mean over rows of the prefix scan).
+With ``--device cuda`` the rows, drafts and generators live on the GPU and every timed call
+ends with ``torch.cuda.synchronize()``; the merged rows are a CPU path (columns ``-``) and
+the optimal verifier takes its sorted path there (``torch.sort`` of the batch on the GPU).
 Prints a markdown table and the machine's load average (timings on a shared machine move
 with it). With ``--vocabs``, first a table of the two full paths per row at each of those
 vocabularies (``k = 2``, the same kind of rows): where the merged rows start to pay off
@@ -42,7 +47,7 @@ import time
 import numpy as np
 import torch
 
-from decoding.verifiers import optimal, optimal_buckets, optimal_latent, rrs, rrs_wor
+from decoding.verifiers import optimal, optimal_buckets, optimal_latent, optimal_pair_wor, rrs, rrs_wor
 from decoding.verifiers.base import Scratch
 from otm.formulations.prefix_scan import iid_optimum_for_ks
 
@@ -58,12 +63,16 @@ def softmax_rows(rows: int, vocab: int, dtype: torch.dtype, seed: int = 0) -> tu
 
 
 def timed(function, repeats: int) -> tuple[float, list]:
-    """``(median seconds, results)`` of ``repeats`` calls after one warm-up call."""
+    """``(median seconds, results)`` of ``repeats`` calls after one warm-up call; on a GPU
+    each call's time runs until the device has finished its work."""
+    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
     function()
+    sync()
     times, results = [], []
     for _ in range(repeats):
         start = time.perf_counter()
         results.append(function())
+        sync()
         times.append(time.perf_counter() - start)
     return float(np.median(times)), results
 
@@ -73,28 +82,33 @@ def accepted_fraction(outputs) -> float:
 
 
 def full_paths(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, repeats: int) -> tuple[float, float]:
-    """Seconds (median) of the sorted and the merged full path on every row."""
+    """Seconds (median) of the sorted and the merged full path on every row (the merged
+    rows: NaN on a GPU, a CPU path)."""
     k, scratch = drafts.shape[1], Scratch()
     uniforms = torch.rand(p.shape[0], optimal.uniforms_per_row(k), generator=torch.Generator().manual_seed(5), dtype=p.dtype)
+    uniforms = uniforms.to(p.device)
     sorted_s, _ = timed(lambda: optimal.verify_sorted(p, q, drafts, uniforms, scratch=scratch), repeats)
+    if p.device.type != "cpu":
+        return sorted_s, float("nan")
     merged_s, _ = timed(lambda: optimal_buckets.verify_rows(p, q, drafts, uniforms, scratch=scratch), repeats)
     return sorted_s, merged_s
 
 
-def crossover(rows: int, vocabs: list[int], repeats: int, dtype: torch.dtype) -> list[dict]:
+def crossover(rows: int, vocabs: list[int], repeats: int, dtype: torch.dtype, device: torch.device) -> list[dict]:
     """Per-row ms of the two full paths at each vocabulary (``k = 2``)."""
     results = []
     for vocab in vocabs:
-        p, q = softmax_rows(rows, vocab, dtype)
-        drafts = optimal.sample_drafts(q, 2, torch.Generator().manual_seed(vocab))
+        p, q = (rows_.to(device) for rows_ in softmax_rows(rows, vocab, dtype))
+        drafts = optimal.sample_drafts(q, 2, torch.Generator(device).manual_seed(vocab))
         sorted_s, merged_s = full_paths(p, q, drafts, repeats)
         results.append({"vocab": vocab, "sorted_ms": 1e3 * sorted_s / rows, "merged_ms": 1e3 * merged_s / rows})
     return results
 
 
-def run(rows: int, vocab: int, ks: list[int], repeats: int, dtype: torch.dtype) -> list[dict]:
+def run(rows: int, vocab: int, ks: list[int], repeats: int, dtype: torch.dtype, device: torch.device) -> list[dict]:
     p, q = softmax_rows(rows, vocab, dtype)
     alphas = np.array([iid_optimum_for_ks(p[b].double().numpy(), q[b].double().numpy(), ks) for b in range(rows)])
+    p, q = p.to(device), q.to(device)
     ratio = p / q
     sort_s, _ = timed(lambda: torch.argsort(ratio, dim=-1), repeats)
     keys = (p.double() / q.double()).view(torch.int64)
@@ -107,7 +121,7 @@ def run(rows: int, vocab: int, ks: list[int], repeats: int, dtype: torch.dtype) 
             ("iid", optimal, {"rrs": rrs}),
             ("without_replacement", optimal_latent, {"rrs": rrs, "rrs_wor": rrs_wor}),
         ):
-            g = torch.Generator().manual_seed(1000 + k)
+            g = torch.Generator(device).manual_seed(1000 + k)
             drafts = module.sample_drafts(q, k, g)
             ours_s, ours = timed(lambda m=module, d=drafts, g=g, dp=draft_probs: m.verify(p, dp, d, g), repeats)
             entry = {
@@ -122,6 +136,8 @@ def run(rows: int, vocab: int, ks: list[int], repeats: int, dtype: torch.dtype) 
             if module is optimal:
                 sorted_s, merged_s = full_paths(p, q, drafts, repeats)
                 entry["sorted_ms"], entry["merged_ms"] = 1e3 * sorted_s / rows, 1e3 * merged_s / rows
+            if module is optimal_latent and k == 2:
+                baselines = {**baselines, "optimal_pair_wor": optimal_pair_wor}
             for name, baseline in baselines.items():
                 base_s, base = timed(lambda m=baseline, d=drafts, g=g, dp=draft_probs: m.verify(p, dp, d, g), repeats)
                 entry[f"{name}_ms"] = 1e3 * base_s / rows
@@ -136,19 +152,23 @@ def table(results: list[dict]) -> str:
         (
             "| drafts | k | optimal (ms/row) | full path: sorted | merged (ms/row) | argsort (ms/row) "
             "| row sort (ms/row) | rrs (ms/row) | optimal / rrs "
-            "| rrs_wor (ms/row) | accepted: optimal | rrs | rrs_wor | alpha* (iid) |"
+            "| rrs_wor (ms/row) | accepted: optimal | rrs | rrs_wor | alpha* (iid) "
+            "| optimal_pair_wor (ms/row) | accepted: optimal_pair_wor |"
         ),
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for e in results:
         wor_ms = "-" if "rrs_wor_ms" not in e else f"{e['rrs_wor_ms']:.2f}"
         wor_accepted = "-" if "accepted_rrs_wor" not in e else f"{e['accepted_rrs_wor']:.3f}"
-        full = "| - | - " if "sorted_ms" not in e else f"| {e['sorted_ms']:.2f} | {e['merged_ms']:.2f} "
+        pair_ms = "-" if "optimal_pair_wor_ms" not in e else f"{e['optimal_pair_wor_ms']:.2f}"
+        pair_accepted = "-" if "accepted_optimal_pair_wor" not in e else f"{e['accepted_optimal_pair_wor']:.3f}"
+        merged = "-" if np.isnan(e.get("merged_ms", np.nan)) else f"{e['merged_ms']:.2f}"
+        full = "| - | - " if "sorted_ms" not in e else f"| {e['sorted_ms']:.2f} | {merged} "
         lines.append(
             f"| {e['sampling']} | {e['k']} | {e['optimal_ms']:.2f} {full}| {e['argsort_ms']:.2f} | {e['row_sort_ms']:.2f} "
             f"| {e['rrs_ms']:.2f} "
             f"| {e['ratio_to_rrs']:.1f} | {wor_ms} | {e['accepted_optimal']:.3f} "
-            f"| {e['accepted_rrs']:.3f} | {wor_accepted} | {e['alpha_star_iid']:.3f} |"
+            f"| {e['accepted_rrs']:.3f} | {wor_accepted} | {e['alpha_star_iid']:.3f} | {pair_ms} | {pair_accepted} |"
         )
     return "\n".join(lines)
 
@@ -163,14 +183,16 @@ def main(argv=None) -> dict:
     parser.add_argument("--dtype", choices=("float32", "float64"), default="float32")
     parser.add_argument("--json", default=None, help="also write the results to this file")
     parser.add_argument("--vocabs", default=None, help="also time the two full paths at these vocabularies (k = 2)")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (rows, drafts and generators on that device)")
     args = parser.parse_args(argv)
+    device = torch.device(args.device)
     torch.set_num_threads(args.threads)
     ks = [int(k) for k in args.ks.split(",")]
-    vocabs = crossover(args.rows, [int(v) for v in args.vocabs.split(",")], args.repeats, getattr(torch, args.dtype)) if args.vocabs else []
+    vocabs = crossover(args.rows, [int(v) for v in args.vocabs.split(",")], args.repeats, getattr(torch, args.dtype), device) if args.vocabs else []
     if vocabs:
         print("| V | full path, sorted (ms/row) | merged (ms/row) |\n|---|---|---|")
         print("\n".join(f"| {e['vocab']:,} | {e['sorted_ms']:.2f} | {e['merged_ms']:.2f} |" for e in vocabs))
-    results = run(args.rows, args.vocab, ks, args.repeats, getattr(torch, args.dtype))
+    results = run(args.rows, args.vocab, ks, args.repeats, getattr(torch, args.dtype), device)
     info = {
         "rows": args.rows,
         "vocab": args.vocab,
@@ -178,10 +200,11 @@ def main(argv=None) -> dict:
         "threads": args.threads,
         "repeats": args.repeats,
         "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "torch": torch.__version__,
         "load_average": os.getloadavg(),
     }
-    print(f"{args.rows} rows, V = {args.vocab:,}, {args.dtype}, torch {torch.__version__}, "
+    print(f"{args.rows} rows, V = {args.vocab:,}, {args.dtype}, device {info['device']}, torch {torch.__version__}, "
           f"{args.threads} thread(s), median of {args.repeats}; load average {info['load_average']}")
     print(table(results))
     data = {"info": info, "results": results, "vocabs": vocabs}

@@ -55,7 +55,10 @@ passes, and six binary searches per draft position (two for its rank in the sort
 of :mod:`decoding.verifiers.optimal_lazy` and no sort. On the CPU the rows go one per
 chunk, with one :class:`decoding.verifiers.base.Scratch` of work arrays for the call; from
 1,024 tokens on the CPU runs the full path on merged rows instead, without the sort
-(:mod:`decoding.verifiers.optimal_buckets`, each row in compiled code, numba).
+(:mod:`decoding.verifiers.optimal_buckets`, each row in compiled code, numba). On a CUDA
+device every row goes the full path in one batch, replayed from a CUDA graph once its
+shapes have been seen (:mod:`decoding.verifiers.cuda_graphs`): there the cost is the
+kernel launches, not the rows.
 """
 from __future__ import annotations
 
@@ -73,6 +76,7 @@ from .base import (
     sample_iid,
     verify_uniforms,
 )
+from .cuda_graphs import GraphedFunction
 from .optimal_lazy import certified_acceptance, identical_drafts
 
 draft_scheme = "iid"
@@ -282,7 +286,11 @@ def sorted_ranks(params: RowParameters, tokens: torch.Tensor, token_keys: torch.
     """``[batch, m]`` rank of each of ``tokens`` (keys ``token_keys``, :func:`ratio_keys`), the
     same as :func:`token_ranks` without its V-sized inverse permutation: the tokens whose key
     is smaller, found by binary search in the sorted keys, plus, in a block of equal keys
-    (where the stable sort keeps token ids ascending), the tokens of the block with a smaller id."""
+    (where the stable sort keeps token ids ascending), the tokens of the block with a smaller id.
+    Off the CPU by :func:`token_ranks` (one scatter, no host synchronisation; the same ranks),
+    so that a CUDA graph can hold the full path (:func:`verify_tuples`)."""
+    if params.order.device.type != "cpu":  # the ties' loop would wait for the device
+        return token_ranks(params.order, tokens)
     first = torch.searchsorted(params.keys, token_keys, right=False)
     last = torch.searchsorted(params.keys, token_keys, right=True)
     ranks = first.clone()
@@ -437,8 +445,13 @@ def verify_tuples(
     of at least :data:`decoding.verifiers.optimal_buckets.MIN_VOCAB` through its merged rows
     (no sort of the vocabulary), else through :func:`verify_sorted`. The
     same draw as :func:`verify_rows` on every row (in exact arithmetic; draw for draw in
-    floats except where a uniform falls within rounding of a boundary)."""
+    floats except where a uniform falls within rounding of a boundary). On a CUDA device
+    every row goes through :func:`verify_sorted` in one batch, from a CUDA graph
+    (:data:`graphed_full_path`): the lazy rows' test would wait for the device."""
     from . import optimal_buckets  # numba only where the CPU path runs
+
+    if target_probs.device.type == "cuda":
+        return VerifierOutput(*graphed_full_path(target_probs, draft_probs, draft_tokens, uniforms))
 
     batch, k = draft_tokens.shape
     u = uniforms.to(WORK_DTYPE)
@@ -477,6 +490,16 @@ def verify_sorted(
         lambda p, q, x, w: verify_rows(row_parameters(p, q, k, scratch), p, q, x, w),
         target_probs, draft_probs, draft_tokens, uniforms, rows=rows, chunk_bytes=CHUNK_BYTES,
     )
+
+
+def _full_path(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, uniforms: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    out = verify_sorted(p, q, drafts, uniforms)
+    return out.tokens, out.accepted_index
+
+
+#: :func:`verify_sorted` on all rows, as ``(tokens, accepted_index)``, replayed from a CUDA
+#: graph per input shape (:mod:`decoding.verifiers.cuda_graphs`; eager off CUDA).
+graphed_full_path = GraphedFunction(_full_path)
 
 
 def verify(
