@@ -171,7 +171,10 @@ def cumsum_rows(values: torch.Tensor, out: torch.Tensor | None = None) -> torch.
     page faults, a row-sized temporary that the allocator reuses does not; smaller arrays
     (short rows, such as the optimal verifier's sorted path at small vocabularies) in one
     call, which spares the loop's per-call cost. Both add left to right, so the sums are the
-    same bit for bit (``tests/decoding/test_verifiers_fast_paths.py``)."""
+    same bit for bit (``tests/decoding/test_verifiers_fast_paths.py``). Off the CPU, rows of at
+    least ``2 * SCAN_BLOCK`` entries by :func:`blocked_cumsum`."""
+    if values.device.type != "cpu" and values.ndim == 2 and values.shape[1] >= 2 * SCAN_BLOCK:
+        return blocked_cumsum(values, out)
     if values.device.type != "cpu" or values.ndim != 2 or values.numel() * values.element_size() <= SCAN_BYTES:
         return torch.cumsum(values, dim=-1, out=out) if out is not None else values.cumsum(dim=-1)
     out = torch.empty_like(values) if out is None else out
@@ -182,6 +185,44 @@ def cumsum_rows(values: torch.Tensor, out: torch.Tensor | None = None) -> torch.
 
 #: :func:`cumsum_rows` scans arrays of at most this many bytes in one call.
 SCAN_BYTES = 1 << 22
+
+#: Entries per block of :func:`blocked_cumsum`, about (:func:`scan_block`).
+SCAN_BLOCK = 1024
+
+
+@functools.lru_cache(maxsize=64)
+def scan_block(n: int, target: int = SCAN_BLOCK) -> int:
+    """The block length of :func:`blocked_cumsum` for rows of ``n`` entries: the divisor of
+    ``n`` nearest to ``target`` between ``target / 4`` and ``4 target`` (1,187 at ``V = 151,936``),
+    so that a row is whole blocks and the scan reads and writes contiguous views; ``target``
+    if ``n`` has none (the last partial block is then scanned apart, through copies)."""
+    divisors = [d for i in range(1, math.isqrt(n) + 1) if n % i == 0 for d in (i, n // i)]
+    near = [d for d in divisors if target // 4 <= d <= 4 * target]
+    return min(near, key=lambda d: (abs(d - target), d)) if near else target
+
+
+def blocked_cumsum(values: torch.Tensor, out: torch.Tensor | None = None, block: int | None = None) -> torch.Tensor:
+    """``values.cumsum(dim=-1)`` of ``[batch, n]`` ``values`` (into ``out`` when given, as in
+    :func:`cumsum_rows`) in two levels: each block of ``block`` entries (default
+    :func:`scan_block`) of a row is scanned on its own, then the blocks' totals, then each
+    block gets the total of the blocks before it. Torch's GPU scan of a long innermost
+    dimension runs one row per thread block (64 rows at ``V = 151,936`` in float64: about
+    290 us on an H200, a quarter of the optimal verifier's full path; docs/optimal-verifier.md
+    section 9, "On a GPU"), whereas ``batch * n / block`` short rows fill the device. The
+    same sums up to rounding (sums of other partial sums;
+    tests/decoding/test_verifiers_fast_paths.py)."""
+    batch, n = values.shape
+    block = scan_block(n) if block is None else block
+    out = torch.empty_like(values, memory_format=torch.contiguous_format) if out is None else out
+    whole = n - n % block
+    inner = out[:, :whole].unflatten(1, (whole // block, block))
+    torch.cumsum(values[:, :whole].unflatten(1, (whole // block, block)), dim=2, out=inner)
+    before = inner[:, :, -1].cumsum(dim=1)  # [batch, blocks] the totals up to each block
+    inner[:, 1:] += before[:, :-1].unsqueeze(2)
+    if whole < n:
+        torch.cumsum(values[:, whole:], dim=1, out=out[:, whole:])
+        out[:, whole:] += before[:, -1:]
+    return out
 
 
 class Scratch:

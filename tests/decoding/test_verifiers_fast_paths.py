@@ -7,6 +7,7 @@ Every check is also run on a deliberately broken input and shown to fail."""
 from __future__ import annotations
 
 import sys
+from fractions import Fraction
 from pathlib import Path
 from unittest import mock
 
@@ -320,7 +321,7 @@ def test_sample_weighted_follows_the_weights():
     assert sample_weighted(weights, u).tolist() == [1, 1, 3, 3]
 
 
-# ---------------------------------------------------------------- row-wise scans and sorts on the CPU
+# ---------------------------------------------------------------- row-wise scans and sorts
 
 @settings(max_examples=30, deadline=None)
 @given(rows=st.integers(1, 5), vocab=st.integers(1, 300), ties=st.integers(1, 8), seed=st.integers(0, 2**31 - 1),
@@ -338,6 +339,59 @@ def test_row_wise_cumsum_and_sort_equal_the_batched_ops_bit_for_bit(rows, vocab,
     values, order = optimal.stable_sort_rows(keys)
     assert torch.equal(order, torch.argsort(keys, dim=-1, stable=True))
     assert torch.equal(values, torch.sort(keys, dim=-1).values)
+
+
+def _exact_prefix_sums(values: torch.Tensor) -> list[list[Fraction]]:
+    rows = []
+    for row in values.double().tolist():
+        total, sums = Fraction(0), []
+        for value in row:
+            total += Fraction(value)
+            sums.append(total)
+        rows.append(sums)
+    return rows
+
+
+def _within_two_level_rounding(scan: torch.Tensor, values: torch.Tensor, block: int) -> bool:
+    """Every prefix sum of ``scan`` within the two-level summation bound of the exact one:
+    ``(block + blocks + 1) * eps`` times the row's total (non-negative values)."""
+    eps, blocks = torch.finfo(values.dtype).eps, -(-values.shape[1] // block)
+    for got, exact in zip(scan.double().tolist(), _exact_prefix_sums(values)):
+        bound = (block + blocks + 1) * eps * float(exact[-1])
+        if any(abs(Fraction(g) - e) > Fraction(bound) for g, e in zip(got, exact)):
+            return False
+    return True
+
+
+@settings(max_examples=50, deadline=None)
+@given(n=st.integers(2048, 400_000))
+def test_the_scan_block_divides_the_row_when_it_can(n):
+    """:func:`decoding.verifiers.base.scan_block`: the divisor of ``n`` nearest to 1,024 within
+    [256, 4,096] (brute force), else 1,024."""
+    near = [d for d in range(256, 4097) if n % d == 0]
+    expected = min(near, key=lambda d: (abs(d - 1024), d)) if near else 1024
+    assert base.scan_block(n) == expected
+    assert base.scan_block(151_936) == 1187
+
+
+@settings(max_examples=30, deadline=None)
+@given(rows=st.integers(1, 4), blocks=st.integers(2, 40), rest=st.integers(0, 15), seed=st.integers(0, 2**31 - 1),
+       dtype=st.sampled_from([torch.float32, torch.float64]), strided=st.booleans())
+def test_the_blocked_scan_is_a_cumulative_sum(rows, blocks, rest, seed, dtype, strided):
+    """:func:`decoding.verifiers.base.blocked_cumsum` (the GPU scan of long rows, run here on
+    the CPU with blocks of 16) against exact prefix sums, within the rounding bound of a
+    two-level summation; into ``out`` or a new tensor, from contiguous or strided rows. The
+    same check fails on a scan that forgets the blocks' offsets."""
+    block, vocab = 16, 16 * blocks + rest
+    g = torch.Generator().manual_seed(seed)
+    values = torch.rand(rows, 2, vocab, generator=g, dtype=torch.float64).to(dtype)
+    values = values[:, 0] if strided else values[:, 0].contiguous()
+    out = torch.empty(rows, vocab, dtype=dtype)
+    scan = base.blocked_cumsum(values, out, block=block)
+    assert scan.data_ptr() == out.data_ptr() and torch.equal(base.blocked_cumsum(values, block=block), scan)
+    assert _within_two_level_rounding(scan, values, block)
+    no_offsets = torch.cat([values[:, : 16 * blocks].unflatten(1, (blocks, 16)).cumsum(2).flatten(1), values[:, 16 * blocks :].cumsum(1)], 1)
+    assert not _within_two_level_rounding(no_offsets, values, block)
 
 
 @settings(max_examples=30, deadline=None)
