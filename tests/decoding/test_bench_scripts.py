@@ -1,7 +1,8 @@
 """Smoke tests of scripts/bench_decoding.py, scripts/bench_verifier_cost.py,
 scripts/certify_optimal_verifier.py (tiny models, ``--pair tiny --quick``),
-scripts/pair_wor_verifier_at_scale.py (a synthetic corpus) and
-scripts/profile_optimal_rows.py (four synthetic rows)."""
+scripts/pair_wor_verifier_at_scale.py (a synthetic corpus),
+scripts/profile_optimal_rows.py (four synthetic rows), scripts/bench_optimal_verifier.py
+(small random rows, on the CPU) and scripts/profile_optimal_cuda.py (refuses without CUDA)."""
 from __future__ import annotations
 
 import json
@@ -9,6 +10,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
+import torch
 
 from otm.tolerances import AGREEMENT_TOLERANCE
 
@@ -16,9 +19,11 @@ SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 sys.path.insert(0, str(SCRIPTS))
 
 import bench_decoding  # noqa: E402
+import bench_optimal_verifier  # noqa: E402
 import bench_verifier_cost  # noqa: E402
 import certify_optimal_verifier  # noqa: E402
 import pair_wor_verifier_at_scale  # noqa: E402
+import profile_optimal_cuda  # noqa: E402
 import profile_optimal_rows  # noqa: E402
 
 from otm.corpus import CorpusWriter  # noqa: E402
@@ -96,3 +101,24 @@ def test_profile_optimal_rows_on_synthetic_rows():
     assert entry["lazy_rows"] > 0 and entry["full_rows"] > 0 and entry["lazy_rows"] + entry["full_rows"] == 6
     assert all(entry[stage] > 0 for stage in ("rrs", "lazy", "cut", "gather", "merged", "full"))
     assert entry["rounds"] >= 1
+
+
+def test_bench_optimal_verifier_on_small_rows(tmp_path):
+    """Every column is timed for both draft schemes, optimal_pair_wor at k = 2 without
+    replacement only, and the JSON holds what the table printed."""
+    data = bench_optimal_verifier.main(["--rows", "3", "--vocab", "512", "--ks", "2,3", "--repeats", "1",
+                                        "--json", str(tmp_path / "bench.json")])
+    assert json.loads((tmp_path / "bench.json").read_text())["results"] == data["results"]
+    assert [(e["sampling"], e["k"]) for e in data["results"]] == [
+        ("iid", 2), ("without_replacement", 2), ("iid", 3), ("without_replacement", 3)]
+    for e in data["results"]:
+        assert e["optimal_ms"] > 0 and e["rrs_ms"] > 0 and 0 <= e["accepted_optimal"] <= 1
+        assert ("optimal_pair_wor_ms" in e) == (e["sampling"] == "without_replacement" and e["k"] == 2)
+        assert ("merged_ms" in e) == (e["sampling"] == "iid")
+    assert data["info"]["device"] == "cpu"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal is for machines without CUDA")
+def test_profile_optimal_cuda_refuses_without_cuda():
+    with pytest.raises(SystemExit, match="needs a CUDA device"):
+        profile_optimal_cuda.main([])
