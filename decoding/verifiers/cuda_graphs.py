@@ -2,9 +2,9 @@
 
 On a GPU, a verification at the batch sizes of decoding is bound by kernel launches, not
 by memory traffic: at ``V = 151,936`` and 64 rows, the optimal verifier's full path
-(:func:`decoding.verifiers.optimal.verify_sorted`) is about 400 torch operations and took
-about 6 ms per call on an H200 run eagerly, 8 rows about 4 ms (docs/optimal-verifier.md
-section 9, "On a GPU"). A CUDA graph records those kernels once and launches them again
+(:func:`decoding.verifiers.optimal.verify_sorted`) is about 400 torch operations and 250
+kernels, and took about 6 ms per call on an H200 run eagerly, 8 rows about 4 ms
+(docs/optimal-verifier.md section 9, "On a GPU"; 0.9 ms at 8 rows replayed). A CUDA graph records those kernels once and launches them again
 with one call (PyTorch, "CUDA Graphs", ``torch.cuda.graph``). The kernels are the same, so a
 replay computes the same floats as the eager call, bit for bit.
 
@@ -22,7 +22,9 @@ call, not one peak per shape. That is safe here because replays run one at a tim
 caller's stream and each replay's outputs are cloned before anything else replays: a
 later graph may reuse an earlier one's freed work memory, never memory that is read
 afterwards. At most :data:`MAX_GRAPHS` signatures are kept (the least recently used is
-dropped), since decoding sees a new batch size whenever the number of open rows changes.
+dropped), since decoding sees a new batch size whenever the number of open rows changes;
+each also keeps a copy of its inputs (two ``[rows, V]`` arrays: 78 MB in float32 at 64 rows
+and ``V = 151,936``).
 """
 from __future__ import annotations
 

@@ -57,8 +57,8 @@ chunk, with one :class:`decoding.verifiers.base.Scratch` of work arrays for the 
 1,024 tokens on the CPU runs the full path on merged rows instead, without the sort
 (:mod:`decoding.verifiers.optimal_buckets`, each row in compiled code, numba). On a CUDA
 device every row goes the full path in one batch, replayed from a CUDA graph once its
-shapes have been seen (:mod:`decoding.verifiers.cuda_graphs`): there the cost is the
-kernel launches, not the rows.
+shapes have been seen (:mod:`decoding.verifiers.cuda_graphs`): up to tens of rows the cost
+there is the kernel launches, and a row more costs little.
 """
 from __future__ import annotations
 
