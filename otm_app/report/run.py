@@ -43,10 +43,11 @@ from ..sweep.engine import local_workers
 #: Temperatures of the optimum-vs-temperature sweep.
 DEFAULT_SWEEP_TEMPERATURES = (0.3, 0.45, 0.6, 0.8, 1.0, 1.25, 1.5)
 
-#: Seconds of one core per analysed position and temperature for every default
-#: computation at ``k = 1..8`` and ``V = 151,936`` (docs/sweep-benchmark.md; the
-#: without-replacement optimum is 70 % of it), for the estimate printed before step 2.
-SECONDS_PER_POSITION = 2.1
+#: Seconds of one core per analysed position and temperature for step 2's sweep with every
+#: default computation at ``k = 1..8`` and ``V = 151,936``, for the estimate printed before
+#: it: 1.1 measured with the workers' allocator settings (``otm_app.sweep.engine.WORKER_MALLOC``;
+#: 2.8-2.9 before them; docs/report.md, "Budget and measured wall time").
+SECONDS_PER_POSITION = 1.1
 
 #: Seconds per decoded token and rule on the Qwen pair in float32 on one CPU core
 #: (docs/report.md, "Budget and measured wall time"), for the estimate printed before step 3.

@@ -156,3 +156,21 @@ def test_bench_sweep_writes_costs_scaling_and_plan(tmp_path):
     assert re.search(r"\n\| 1 \| [\d.]+ \| [\d.]+ \| 1\.00x \|", text)  # one worker
     assert re.search(r"\n\| 2 \| [\d.]+ \| [\d.]+ \| [\d.]+x \|", text)  # two workers
     assert "| 1024 |" in text
+
+
+def test_local_workers_run_with_the_allocator_settings():
+    """The local cluster's worker processes see :data:`engine.WORKER_MALLOC` in their
+    environment (in place of Dask's ``MALLOC_TRIM_THRESHOLD_=65536``, which made every V-sized
+    array a fresh mapping), and keep Dask's other settings (one BLAS thread)."""
+    import os
+
+    from dask.distributed import Client
+
+    cluster = engine.local_cluster(1)
+    try:
+        with Client(cluster) as client:
+            (environ,) = client.run(lambda: {name: os.environ.get(name) for name in
+                                             (*engine.WORKER_MALLOC, "OMP_NUM_THREADS")}).values()
+    finally:
+        cluster.close()
+    assert environ == {**{name: str(value) for name, value in engine.WORKER_MALLOC.items()}, "OMP_NUM_THREADS": "1"}
