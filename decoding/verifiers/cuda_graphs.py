@@ -24,7 +24,9 @@ later graph may reuse an earlier one's freed work memory, never memory that is r
 afterwards. At most :data:`MAX_GRAPHS` signatures are kept (the least recently used is
 dropped), since decoding sees a new batch size whenever the number of open rows changes;
 each also keeps a copy of its inputs (two ``[rows, V]`` arrays: 78 MB in float32 at 64 rows
-and ``V = 151,936``).
+and ``V = 151,936``). A capture is not free: ``torch.cuda.graph`` synchronises the device and
+empties torch's allocator cache first, so a decode that keeps meeting more than
+:data:`MAX_GRAPHS` new batch shapes recaptures each time; we have not measured that case.
 """
 from __future__ import annotations
 
