@@ -9,9 +9,9 @@
 #    and bfloat16 (tests/decoding/test_verifiers_exactness.py::test_cuda_follows_the_law) and
 #    the optimal_pair_wor verifier's outputs on their device, and the CUDA graphs of the optimal
 #    verifiers' full path (draw for draw the eager path's; tests/decoding/test_cuda_graphs.py);
-# 2. `otm decode --device cuda` with every rule on the tiny random model pair (binary:3 trees, one chain for single,
-#    the ensemble rules without a tree, the sequence verifiers on their own trees), float32 and
-#    bfloat16: each must exit 0;
+# 2. `otm decode --device cuda` with every rule of the registry on the tiny random model pair
+#    (binary:3 trees, one chain for a rule of one draft, the ensemble rules without a tree, the
+#    sequence verifiers on their own trees), float32 and bfloat16: each must exit 0;
 # 3. scripts/bench_optimal_verifier.py --device cuda at V = 151,936, k = 2..8: the optimal
 #    verifiers beside one argsort and the RRS verifiers on the same rows, 64 rows and 8 rows.
 # Each stage has its own time limit; the script exits non-zero if any stage failed.
@@ -38,16 +38,17 @@ stage cuda_tests 180 python3 -m pytest -q -p no:cacheprovider -k cuda \
 decode_all() {  # one process: `otm decode` for every rule and dtype, exit 1 if any failed
     python3 - <<'PY'
 import contextlib, io, os, sys
+from otm.rules import rule_specs
+from otm.sequences.registry import SEQUENCE_RULES
 from otm_app.cli import main
-TREE_RULES = ("rrs rrs_wor specinfer kseq spechub importance_sampling_truncated greedy optimal "
-              "optimal_latent optimal_pair_wor").split()
-OWN_TREE_RULES = ("ensemble_weighted", "ensemble_contrastive", "block", "traversal")
+TREES = {spec.name: "binary:3" if spec.allows(2) else "chains:1,4" for spec in rule_specs(verifier=True)}
+OWN_TREES = [spec.name for spec in rule_specs(lossless=False)] + list(SEQUENCE_RULES)  # ensembles, sequence verifiers
 failed = 0
 for dtype in ("float32", "bfloat16"):
-    for rule in ["single"] + TREE_RULES + list(OWN_TREE_RULES):
+    for rule in list(TREES) + OWN_TREES:
         argv = ["decode", "--pair", "tiny", "--prompt", "1,2,3", "--device", os.environ["DEVICE"], "--dtype", dtype,
                 "--rule", rule, "--max-new-tokens", "16", "--json"]
-        argv += [] if rule in OWN_TREE_RULES else ["--tree", "chains:1,4" if rule == "single" else "binary:3"]
+        argv += ["--tree", TREES[rule]] if rule in TREES else []
         with contextlib.redirect_stdout(io.StringIO()):
             status = main(argv)
         print(("ok  " if status == 0 else "FAIL"), rule, dtype, flush=True)
