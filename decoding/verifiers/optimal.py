@@ -448,10 +448,9 @@ def verify_tuples(
     floats except where a uniform falls within rounding of a boundary). On a CUDA device
     every row goes through :func:`verify_sorted` in one batch, from a CUDA graph
     (:data:`graphed_full_path`): the lazy rows' test would wait for the device."""
-    from . import optimal_buckets  # numba only where the CPU path runs
-
     if target_probs.device.type == "cuda":
         return VerifierOutput(*graphed_full_path(target_probs, draft_probs, draft_tokens, uniforms))
+    from . import optimal_buckets  # numba only where the CPU path runs
 
     batch, k = draft_tokens.shape
     u = uniforms.to(WORK_DTYPE)
