@@ -14,9 +14,10 @@
   (``distributed.nanny.pre-spawn-environ``), which also switches off glibc's adaptive mmap
   threshold, so every array above 128 KiB (a row at ``V = 151,936`` is 1.2 MB in float64) is
   a fresh mapping whose pages fault in on first touch: the without-replacement optimum of a
-  Qwen position took 1.70 s instead of 0.69 s that way. The local cluster's workers get
-  :data:`WORKER_MALLOC` instead (0.62 s; docs/sweep.md, "Workers and the memory allocator");
-  workers of a cluster you start yourself should be given the same variables.
+  Qwen position took 1.66 s in a worker that way. The local cluster's workers get
+  :data:`WORKER_MALLOC` instead (0.62 s; ``scripts/bench_sweep.py``, docs/sweep.md, "Workers
+  and the memory allocator"); workers of a cluster you start yourself should be given the
+  same variables.
 """
 from __future__ import annotations
 
