@@ -166,3 +166,17 @@ def test_a_rule_attaining_its_optimum_is_tested_against_it_when_its_law_is_too_c
     assert bad.acceptance_test.p_value < DEFAULT_ALPHA
     other = validate_verifier(get_verifier("optimal_latent").verify, "optimal_latent", p, q, 2, **kwargs)
     assert other.expected_acceptance is None and "too costly" in other.details["expected_acceptance_error"]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("mode", ["enumeration", "sampling"])
+def test_cuda_verifiers_are_validated_on_their_device(mode):
+    """The entry point on CUDA tensors (``device="cuda"``, float32 as in decoding): the
+    toolkit's RRS and optimal verifiers pass, the unnormalised-residual bug is caught."""
+    for rule in ("rrs", "optimal"):
+        report = validate_verifier(get_verifier(rule).verify, rule, P, Q, 2, mode=mode, samples=SAMPLES,
+                                   dtype=torch.float32, device="cuda")
+        assert report.lossless, report.summary()
+    bad = validate_verifier(example_unnormalised_residual_verifier, "rrs", P, Q, 2, mode=mode, samples=SAMPLES,
+                            dtype=torch.float32, device="cuda")
+    assert not bad.lossless, bad.summary()
