@@ -75,21 +75,19 @@ _compiled = numba.njit(cache=True, nogil=True, error_model="numpy")
 
 
 @_compiled
-def _two_sum_prefix(values, total, error):
-    """``total[j]`` the running sum of ``values[:j]``, ``error[j]`` its accumulated rounding
-    error (Knuth's TwoSum), so that ``span`` is accurate for a short range far up."""
-    total[0] = 0.0
-    error[0] = 0.0
-    for j in range(values.shape[0]):
-        s = total[j] + values[j]
-        back = s - total[j]
-        error[j + 1] = error[j] + ((total[j] - (s - back)) + (values[j] - back))
-        total[j + 1] = s
+def _two_sum_step(total, error, j, value):
+    """``total[j + 1]`` = the running sum up to ``value`` (the ``j``-th value), ``error[j + 1]``
+    its accumulated rounding error (Knuth's TwoSum), so that :func:`_span` is accurate for a
+    short range far up."""
+    s = total[j] + value
+    back = s - total[j]
+    error[j + 1] = error[j] + ((total[j] - (s - back)) + (value - back))
+    total[j + 1] = s
 
 
 @_compiled
 def _span(total, error, a, b):
-    """``sum(values[a:b])`` from :func:`_two_sum_prefix`."""
+    """``sum(values[a:b])`` from the running sums of :func:`_two_sum_step`."""
     return (total[b] - total[a]) + (error[b] - error[a])
 
 
@@ -224,33 +222,36 @@ def row_setup(p, q, unit, flux, flux_lo, selection):
     flux (``flux + flux_lo`` ``[n + 1]``, a double-double, cut ``j`` below rank ``j``), the
     selection law ``selection`` ``[n]`` (``x`` by rank) and ``sum min(p, x)``."""
     n = p.shape[0]
-    w = np.empty(n)
     big = -1
     for a in range(n):
         if q[a] > 0.5:
             big = a
-    for a in range(n):
-        w[a] = q[a] / (1.0 - q[a])
+    w_big = 0.0
     if big >= 0:  # 1 - q of the dominant token, summed from the others (compensated)
         hi, lo = 0.0, 0.0
         for a in range(n):
             if a != big:
                 hi, lo = _add(hi, lo, q[a])
-        w[big] = q[big] / (hi + lo)
+        w_big = q[big] / (hi + lo)
     qt, qe, wt, we = np.empty(n + 1), np.empty(n + 1), np.empty(n + 1), np.empty(n + 1)
-    _two_sum_prefix(q, qt, qe)
-    _two_sum_prefix(w, wt, we)
+    qt[0], qe[0], wt[0], we[0] = 0.0, 0.0, 0.0, 0.0
     sigma = np.empty(n)
+    # one pass: w, the running sums of q and w (TwoSum), sigma and the
+    # first minimiser m of f(j) = P_j + 1 - T_j; three independent chains of additions
+    best, m, total_p, total_t = 1.0, 0, 0.0, 0.0
     for a in range(n):
-        sigma[a] = w[a] * (qt[a] + qe[a]) + q[a] * (wt[a] + we[a])  # w_a C_a + q_a W_a
-    best, m, total_p, total_t = 1.0, 0, 0.0, 0.0  # f(j) = P_j + 1 - T_j, first minimiser
-    for j in range(n + 1):
         value = total_p + 1.0 - total_t
         if value < best:
-            best, m = value, j
-        if j < n:
-            total_p += p[j]
-            total_t += sigma[j]
+            best, m = value, a
+        wa = w_big if a == big else q[a] / (1.0 - q[a])
+        s = wa * (qt[a] + qe[a]) + q[a] * (wt[a] + we[a])  # w_a C_a + q_a W_a
+        sigma[a] = s
+        total_p += p[a]
+        total_t += s
+        _two_sum_step(qt, qe, a, q[a])
+        _two_sum_step(wt, we, a, wa)
+    if total_p + 1.0 - total_t < best:
+        m = n
     flux[n], flux_lo[n] = 0.0, 0.0
     for a in range(n - 1, m - 1, -1):
         hi, lo = _add(flux[a + 1], flux_lo[a + 1], sigma[a] - p[a])
@@ -260,13 +261,14 @@ def row_setup(p, q, unit, flux, flux_lo, selection):
         hi, lo = _add(flux[a], flux_lo[a], p[a] - sigma[a])
         flux[a + 1], flux_lo[a + 1] = (hi, lo) if hi + lo > 0.0 else (0.0, 0.0)
     flux[m], flux_lo[m] = 0.0, 0.0
-    for j in range(n + 1):
-        if flux[j] <= 8.0 * unit:
-            flux[j], flux_lo[j] = 0.0, 0.0
-    for a in range(n):
-        selection[a] = sigma[a] + ((flux[a + 1] - flux[a]) + (flux_lo[a + 1] - flux_lo[a]))
+    # one pass: fluxes within 8 unit roundoffs of zero set to zero, x by rank, sum min(p, x)
+    if flux[0] <= 8.0 * unit:
+        flux[0], flux_lo[0] = 0.0, 0.0
     alpha = 0.0
     for a in range(n):
+        if flux[a + 1] <= 8.0 * unit:
+            flux[a + 1], flux_lo[a + 1] = 0.0, 0.0
+        selection[a] = sigma[a] + ((flux[a + 1] - flux[a]) + (flux_lo[a + 1] - flux_lo[a]))
         alpha += min(p[a], selection[a])
     return qt, qe, wt, we, m, alpha
 
