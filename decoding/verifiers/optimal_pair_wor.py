@@ -112,8 +112,7 @@ def row_selection(p: np.ndarray, q: np.ndarray, drafts: tuple[int, int], u: floa
         fixed = 1 if q[drafts[1]] <= 0 else 0
         x[order[0]], x[drafts[fixed]] = 1.0 - p[drafts[fixed]], p[drafts[fixed]]
         return x, fixed if u < p[drafts[fixed]] else 1 - fixed
-    at = np.flatnonzero(np.isin(order, drafts))
-    rank = [int(at[0 if order[at[0]] == token else 1]) for token in drafts]
+    rank = [int(np.flatnonzero(order == token)[0]) for token in drafts]
     lower = 0 if rank[0] < rank[1] else 1
     selection = np.empty(len(order))
     # u < Y is all that is asked: the yield's search may stop at a level above u
