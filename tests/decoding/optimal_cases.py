@@ -1,7 +1,8 @@
 """Row families for the optimal verifier's tests (tests/decoding/test_verifier_optimal_lazy.py,
 tests/decoding/test_verifier_optimal_buckets.py): exact ratio ties, one-hot rows, ``p = q``,
-disjoint supports, ``q`` with zeros and peaked Dirichlet rows; and the compiled cut of one
-row (:func:`compiled_cut`) for the tests of the merged rows."""
+disjoint supports, ``q`` with zeros and peaked Dirichlet rows; LLM-like softmax rows at any
+vocabulary (:func:`softmax_rows`); and the compiled cut of one row (:func:`compiled_cut`) for
+the tests of the merged rows."""
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -56,6 +57,15 @@ def case_parameters(max_vocab: int) -> dict:
         "seed": st.integers(0, 2**31 - 1),
         "dtype": st.sampled_from([torch.float64, torch.float32, torch.bfloat16, torch.float16]),
     }
+
+
+def softmax_rows(rows: int, vocab: int, seed: int, dtype, device="cpu") -> tuple[torch.Tensor, torch.Tensor]:
+    """``(p, q)`` ``[rows, vocab]``: softmaxes of target logits ``N(0, 2.5^2)`` and of draft
+    logits = target + ``N(0, 1.5^2)`` (seeded, float64, then ``dtype`` on ``device``)."""
+    g = torch.Generator().manual_seed(seed)
+    logits = torch.randn(rows, vocab, generator=g, dtype=torch.float64) * 2.5
+    q_logits = logits + torch.randn(rows, vocab, generator=g, dtype=torch.float64) * 1.5
+    return torch.softmax(logits, -1).to(device, dtype), torch.softmax(q_logits, -1).to(device, dtype)
 
 
 def row_numpy(values: torch.Tensor) -> np.ndarray:

@@ -11,15 +11,9 @@ import torch
 from decoding.verifiers import cuda_graphs, optimal, optimal_latent
 from decoding.verifiers.cuda_graphs import GraphedFunction
 
+from .optimal_cases import softmax_rows
+
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
-
-
-def _rows(batch: int, vocab: int, seed: int, device: str, dtype=torch.float32):
-    g = torch.Generator().manual_seed(seed)
-    logits = torch.randn(batch, vocab, generator=g, dtype=torch.float64) * 2.5
-    p = torch.softmax(logits, -1)
-    q = torch.softmax(logits + torch.randn(batch, vocab, generator=g, dtype=torch.float64) * 1.5, -1)
-    return p.to(device, dtype), q.to(device, dtype)
 
 
 def _calls(graphed: GraphedFunction, batch: int, vocab: int, k: int, device: str, calls: int = 4):
@@ -27,7 +21,7 @@ def _calls(graphed: GraphedFunction, batch: int, vocab: int, k: int, device: str
     outputs of each."""
     results = []
     for call in range(calls):
-        p, q = _rows(batch, vocab, 100 * k + call, device)
+        p, q = softmax_rows(batch, vocab, 100 * k + call, torch.float32, device)
         drafts = optimal.sample_drafts(q, k, torch.Generator(device).manual_seed(call))
         u = torch.rand(batch, optimal.uniforms_per_row(k), generator=torch.Generator(device).manual_seed(50 + call),
                        dtype=p.dtype, device=device)
@@ -52,7 +46,7 @@ def test_a_replay_draws_what_the_eager_path_draws(k, vocab):
 def test_the_verifiers_replay_on_cuda():
     """``verify`` of both optimal verifiers on CUDA: the same draws from the same generator
     state whether the full path ran eagerly (first call of a shape) or from its graph."""
-    p, q = _rows(8, 4096, 7, "cuda")
+    p, q = softmax_rows(8, 4096, 7, torch.float32, "cuda")
     for module in (optimal, optimal_latent):
         outs = []
         for _ in range(3):

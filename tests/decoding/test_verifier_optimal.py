@@ -28,6 +28,8 @@ from otm.formulations.prefix_scan import prefix_scan
 from otm.rules.optimal import exact_law
 from otm.tolerances import AGREEMENT_TOLERANCE
 
+from .optimal_cases import softmax_rows
+
 ALPHA = 1e-4
 ROWS = 20_000
 V = 6
@@ -180,18 +182,11 @@ def test_broken_verifiers_fail_the_same_checks(monkeypatch):
     assert not _law_checks(law, drafts, out)["output"].passed
 
 
-def _softmax_rows(rows: int, vocab: int, seed: int, dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    g = torch.Generator().manual_seed(seed)
-    logits = torch.randn(rows, vocab, generator=g, dtype=torch.float64) * 2.5
-    q_logits = logits + torch.randn(rows, vocab, generator=g, dtype=torch.float64) * 1.5
-    return torch.softmax(logits, -1).to(dtype), torch.softmax(q_logits, -1).to(dtype)
-
-
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 @pytest.mark.parametrize("name", list(MODULES))
 def test_vocabulary_scale_smoke(name, dtype):
     module, rows, vocab = MODULES[name], 3, 151_936
-    p, q = _softmax_rows(rows, vocab, _seed(name, str(dtype)), dtype)
+    p, q = softmax_rows(rows, vocab, _seed(name, str(dtype)), dtype)
     for k in (2, 8):
         g = torch.Generator().manual_seed(k)
         draft_probs = q.unsqueeze(1).expand(rows, k, vocab)
