@@ -32,8 +32,10 @@ Exhausted support (one token ``a`` with ``q > 0``): the drafts are ``a`` and the
 
 Randomness (``uniforms_per_row(2) = 3``): column 0 selects the member of lower rank when
 below ``Y`` (``z`` when below ``p_z``), column 1 accepts ``Z`` when ``u x(Z) < p(Z)``, column 2
-draws the residual by inverse CDF in token order. Only ``u < Y`` is needed, so the search
-for ``Y`` stops as soon as the levels it meets pass ``u`` (``pair_yield``'s ``stop_above``). Reference:
+draws the residual by inverse CDF in token order. Only ``u < Y`` is needed (``pair_yield``'s
+``decide``): bounds on ``Y`` from the flux alone settle most pairs without the nesting
+(:func:`decoding.verifiers.optimal_pair_wor_numba.yield_decision`), and otherwise the search
+for ``Y`` stops as soon as the levels it meets pass ``u``. Reference:
 :func:`decoding.verifiers.reference.optimal_pair_wor`, which computes ``x`` and the levels
 with the exact law's construction (:func:`otm.rules.optimal_pair_wor.pair_parameters`).
 """
@@ -115,7 +117,7 @@ def row_selection(p: np.ndarray, q: np.ndarray, drafts: tuple[int, int], u: floa
     rank = [int(np.flatnonzero(order == token)[0]) for token in drafts]
     lower = 0 if rank[0] < rank[1] else 1
     selection = np.empty(len(order))
-    # u < Y is all that is asked: the yield's search may stop at a level above u
+    # u < Y is all that is asked: pair_yield may return a bound on the same side of u as Y
     bound, _, _ = pair_yield(p[order], q[order], UNIT, rank[lower], rank[1 - lower], selection, u)
     x[order] = selection
     return x, lower if u < bound else 1 - lower

@@ -369,18 +369,52 @@ def row_levels(p, q, unit, flux, levels, selection):
     return m, alpha, refreshes, clipped, uncarried
 
 
+#: Relative margin of :func:`yield_decision`'s float comparisons: a decision is taken only
+#: where the bound clears ``u`` by this much, far above the float64 rounding of a bound (a
+#: flux in double-double over a pair mass from compensated range sums).
+BOUND_MARGIN = 1e-9
+
+
 @_compiled
-def pair_yield(p, q, unit, low, high, selection, stop_above=2.0):
+def yield_decision(flux, qt, qe, wt, we, f, t, low, high, u):
+    """Whether ``u < Y`` for the pair of ranks ``low < high`` inside the first run ``[f, t]``
+    (every cut of it carries flux), from the flux and the pair masses alone
+    (:func:`otm.rules.optimal_pair_wor.yield_decision`, docs/optimal-verifier.md section 8,
+    Lemma 8). Returns ``(verdict, bound)``: ``(1, lower)`` when ``u`` is below the lower bound
+    ``lower = min_{low < j <= high} F(j) / Q_[f,t](j)`` of ``Y``; ``(-1, u)`` when the
+    widened pair masses prove ``Y <= u``; ``(0, lower)`` when neither settles it. ``O(t - f)``
+    at most, ``O(high - low)`` when the lower bound settles it."""
+    lower = np.inf
+    for j in range(low + 1, high + 1):
+        lower = min(lower, flux[j] / _across(qt, qe, wt, we, f, j, t)[0])
+    lower *= 1.0 - BOUND_MARGIN
+    if u < lower:
+        return 1, lower
+    b, c = low, high  # widen through the cuts whose own lower bound is at least u
+    while b > f and flux[b] / _across(qt, qe, wt, we, f, b, t)[0] * (1.0 - BOUND_MARGIN) >= u:
+        b -= 1
+    while c < t and flux[c + 1] / _across(qt, qe, wt, we, f, c + 1, t)[0] * (1.0 - BOUND_MARGIN) >= u:
+        c += 1
+    for j in range(low + 1, high + 1):
+        if flux[j] * (1.0 + BOUND_MARGIN) <= u * _across(qt, qe, wt, we, b, j, c)[0]:
+            return -1, u
+    return 0, lower
+
+
+@_compiled
+def pair_yield(p, q, unit, low, high, selection, decide=2.0):
     """``Y``, the probability that the pair of ranks ``low < high`` selects ``low``, for
     one row (``p``, ``q`` as :func:`row_setup`; fills ``selection`` ``[n]``): 0 across the
     cut, else the least level between them, found by following only the runs that hold
-    both (module docstring). Returns ``(Y, m, refreshes)``; ``Y`` equals
-    ``min(levels[low + 1:high + 1])`` of :func:`row_levels`.
+    both (module docstring). Returns ``(Y, m, refreshes)``; with the default ``decide``
+    ``Y`` equals ``min(levels[low + 1:high + 1])`` of :func:`row_levels`.
 
-    The levels met along those runs never decrease and end at ``Y``, so once one exceeds
-    ``stop_above`` it is returned instead: a lower bound of ``Y`` that exceeds
-    ``stop_above``. A verifier that only asks whether ``u < Y`` passes ``u`` and compares
-    with what comes back: the same answer, often far sooner."""
+    A verifier only asks whether ``u < Y``: ``decide = u`` in ``[0, 1)`` may return, in
+    place of ``Y``, a bound on the same side of ``u`` (a lower bound above ``u``, or ``u``
+    itself when ``Y <= u``), the same answer far sooner. First :func:`yield_decision`, which
+    settles about 95% of the same-side pairs drawn on real rows without the nesting; else
+    the runs are followed, and since the levels met never decrease and end at ``Y``, the
+    first one above ``u`` is returned."""
     n = p.shape[0]
     flux, flux_lo = np.empty(n + 1), np.empty(n + 1)
     qt, qe, wt, we, m, alpha = row_setup(p, q, unit, flux, flux_lo, selection)
@@ -394,6 +428,10 @@ def pair_yield(p, q, unit, low, high, selection, stop_above=2.0):
         f -= 1
     while t < n - 1 and flux[t + 1] > 0.0:
         t += 1
+    if decide < 1.0:
+        verdict, bound = yield_decision(flux, qt, qe, wt, we, f, t, low, high, decide)
+        if verdict != 0:
+            return bound, m, 0
     base, size = f + 1, _tree_size(t - f)  # the tree holds the first run's cuts only
     keys = np.full(size, np.inf)
     fresh = np.full(n + 1, -1, np.int64)
@@ -409,7 +447,7 @@ def pair_yield(p, q, unit, low, high, selection, stop_above=2.0):
                              remaining, rate, fresh)
         refreshes += more
         level = min(max(keys[c - base], state[0]), 1.0)
-        if low < c <= high or level > stop_above:
+        if low < c <= high or level > decide:
             return level, m, refreshes
         _tree_set(keys, node_key, node_at, size, c - base, np.inf)
         f2, t2 = (c, t) if c <= low else (f, c - 1)

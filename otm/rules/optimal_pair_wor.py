@@ -160,8 +160,8 @@ def _construct(p, q, order: np.ndarray) -> PairParameters:
     if n == 1:
         return _exhausted_support(p, q, order, zero)
     ps, qs = [p[t] for t in order], [q[t] for t in order]
-    ws = [v / _mass_of_others(qs, a) for a, v in enumerate(qs)]
-    q_sums, w_sums = _Cumulative(qs, zero), _Cumulative(ws, zero)
+    pair_mass, ws = _PairMass.of_ranked(qs, zero)
+    q_sums, w_sums = pair_mass.q, pair_mass.w
     sigma = [ws[a] * q_sums.total[a] + qs[a] * w_sums.total[a] for a in range(n)]  # w_a C_a + q_a W_a
     # f(j) = P_j + 1 - T_j with T_j = sum_{a<j} sigma_a (a sum of nonnegative terms: the form
     # C_j W_j - sum w q cancels badly when some w is large)
@@ -173,7 +173,6 @@ def _construct(p, q, order: np.ndarray) -> PairParameters:
     m = min(range(n + 1), key=lambda j: (values[j], j))
     unit = _rounding_unit(zero)
     flux = _minimal_flux(ps, sigma, m, zero, unit)
-    pair_mass = _PairMass(q_sums, w_sums)
     levels = [zero] * (n + 1)
     _water_levels(pair_mass, flux, m, n - 1, levels, unit)
     _water_levels(pair_mass, flux, 0, m - 1, levels, unit)
@@ -258,6 +257,12 @@ class _PairMass:
 
     def __init__(self, q: _Cumulative, w: _Cumulative):
         self.q, self.w = q, w
+
+    @classmethod
+    def of_ranked(cls, qs: list, zero) -> tuple[_PairMass, list]:
+        """The pair masses of ``q`` in rank order ``qs``, and ``w = q / (1 - q)``."""
+        ws = [v / _mass_of_others(qs, a) for a, v in enumerate(qs)]
+        return cls(_Cumulative(qs, zero), _Cumulative(ws, zero)), ws
 
     def across(self, f: int, j: int, t: int):
         q, w = self.q, self.w
@@ -366,6 +371,44 @@ def _cartesian_parents(level: list, n: int) -> list:  # [n + 1]
 def yield_probability(params: PairParameters, low: int, high: int):
     """``Y``: probability that the pair of ranks ``low < high`` (same side) selects ``low``."""
     return min(params.levels[low + 1:high + 1])
+
+
+def yield_decision(params: PairParameters, q, low: int, high: int, u) -> bool | None:
+    """Whether ``u < Y`` for the pair of ranks ``low < high``, from the flux and the pair
+    masses alone, without the levels; ``None`` where the bounds below do not settle it
+    (docs/optimal-verifier.md, section 8, Lemma 8; our derivation).
+
+    With ``[f, t]`` the longest run of ranks around the pair whose inner cuts all carry flux
+    (``Y = 0`` if a cut between the pair carries none) and ``Q_I(j)`` the mass of the pairs
+    inside ``I`` across cut ``j``: every level satisfies ``L(j) >= F(j) / Q_[f,t](j)``, so
+    ``Y >= min_{low < j <= high} F(j) / Q_[f,t](j)``, and ``u`` below that bound gives
+    ``True``. Widen ``[b, c] = [low, high]`` within ``[f, t]`` through the cuts whose own
+    bound is at least ``u``; if ``F(j) <= u Q_[b,c](j)`` at some cut between the pair, then
+    ``Y <= u`` and the answer is ``False``. Any number type (exact in rationals)."""
+    flux = params.flux
+    if any(flux[j] <= 0 for j in range(low + 1, high + 1)):
+        return False  # Y = 0 (this covers a pair across the cut m, where F(m) = 0)
+    zero = flux[0] * 0
+    pair_mass, _ = _PairMass.of_ranked([q[t] for t in params.order], zero)
+    f, t = low, high
+    while f > 0 and flux[f] > 0:
+        f -= 1
+    while t < len(params.order) - 1 and flux[t + 1] > 0:
+        t += 1
+
+    def bound(j):  # L(j) >= bound(j)
+        return flux[j] / pair_mass.across(f, j, t)
+
+    if all(u < bound(j) for j in range(low + 1, high + 1)):
+        return True
+    b, c = low, high
+    while b > f and bound(b) >= u:
+        b -= 1
+    while c < t and bound(c + 1) >= u:
+        c += 1
+    if any(flux[j] <= u * pair_mass.across(b, j, c) for j in range(low + 1, high + 1)):
+        return False
+    return None
 
 
 def selection_law(params: PairParameters, draft_tuple) -> list:  # [2]

@@ -102,8 +102,49 @@ def test_one_pair_along_its_runs_is_the_full_nesting(row, data):
     assert np.array_equal(mine, selection)
     assert found == (0.0 if low < m <= high else levels[low + 1 : high + 1].min())
     u = data.draw(st.floats(0.0, 1.0, exclude_max=True))
-    bound, _, _ = kernel.pair_yield(p_r, q_r, UNIT, low, high, mine, u)  # may stop once past u
-    assert bound <= found and (u < bound) == (u < found)
+    bound, _, _ = kernel.pair_yield(p_r, q_r, UNIT, low, high, mine, u)  # may stop once u < Y is settled
+    assert (u < bound) == (u < found)
+    assert bound <= found if u < bound else found <= bound
+
+
+def _wrong_decisions(first_run) -> tuple[int, int]:
+    """(wrong, settled): :func:`kernel.yield_decision`'s verdicts against the full nesting's
+    ``Y`` on seeded rows, every same-side pair with ``Y > 0``, ``u`` on a grid; the first run
+    of a pair given by ``first_run(f, t, low, high)``."""
+    rng = np.random.default_rng(5)
+    wrong = settled = 0
+    for _ in range(30):
+        p, q = rng.dirichlet(np.full(12, 0.5)), rng.dirichlet(np.full(12, 0.5))
+        _, p_r, q_r = _ranked(p, q)
+        n = len(p_r)
+        m, _, levels, _, _, _ = _levels(p_r, q_r)
+        flux, flux_lo = np.empty(n + 1), np.empty(n + 1)
+        qt, qe, wt, we, _, _ = kernel.row_setup(p_r, q_r, UNIT, flux, flux_lo, np.empty(n))
+        for low in range(n):
+            for high in range(low + 1, n):
+                y = levels[low + 1 : high + 1].min()
+                if low < m <= high or y <= 0:
+                    continue
+                f, t = low, high
+                while f > 0 and flux[f] > 0:
+                    f -= 1
+                while t < n - 1 and flux[t + 1] > 0:
+                    t += 1
+                for u in np.linspace(0.0, 0.95, 20):
+                    verdict, _ = kernel.yield_decision(flux, qt, qe, wt, we, *first_run(f, t, low, high), low, high, u)
+                    settled += verdict != 0
+                    wrong += verdict != 0 and (verdict > 0) != (u < y)
+    return wrong, settled
+
+
+def test_the_compiled_yield_bounds_decide_like_the_full_nesting():
+    """Lemma 8 in float64 (its exact form: tests/otm/test_rule_optimal_pair_wor.py): no
+    verdict contradicts the full nesting's level, and most are settled; with the pair's own
+    span taken for its first run (the lower bound then ignores the pairs around it) some are
+    wrong."""
+    wrong, settled = _wrong_decisions(lambda f, t, low, high: (f, t))
+    assert wrong == 0 and settled > 500
+    assert _wrong_decisions(lambda f, t, low, high: (low, high))[0] > 0
 
 
 @settings(max_examples=40, deadline=None)
@@ -164,7 +205,7 @@ def test_the_sampler_check_fails_without_the_yields(monkeypatch):
     original = kernel.pair_yield
     assert pair_parameters(_P, _Q).levels != [0.0] * 7
 
-    def no_yields(p, q, unit, low, high, selection, stop_above=2.0):
+    def no_yields(p, q, unit, low, high, selection, decide=2.0):
         _, m, refreshes = original(p, q, unit, low, high, selection)
         return 0.0, m, refreshes
 

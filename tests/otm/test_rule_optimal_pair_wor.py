@@ -92,6 +92,50 @@ def selection_of(params, law) -> np.ndarray:
     return selected
 
 
+def _same_side_pairs(params):
+    n, cut = len(params.order), params.cut
+    return [(low, high) for low in range(n) for high in range(low + 1, n) if not low < cut <= high]
+
+
+def _wrong_decisions(params, q) -> int:
+    """Decisions of :func:`rule.yield_decision` that contradict ``u < Y`` over the same-side
+    pairs and ``u`` at ``0``, ``Y``, ``Y -+ 1/1000``, ``1/2`` and ``999/1000``."""
+    wrong = 0
+    for low, high in _same_side_pairs(params):
+        y = rule.yield_probability(params, low, high)
+        for u in {F(0), y, max(F(0), y - F(1, 1000)), min(F(999, 1000), y + F(1, 1000)), F(1, 2), F(999, 1000)}:
+            decision = rule.yield_decision(params, q, low, high, u)
+            wrong += decision is not None and decision != (u < y)
+    return wrong
+
+
+@settings(max_examples=80, deadline=None)
+@given(exact_pairs(max_vocab=9))
+def test_the_yield_bounds_decide_correctly_in_rationals(pair):
+    """Lemma 8: where the bounds from the flux settle ``u < Y``, they settle it right, exactly;
+    and the lower bound is positive wherever ``Y`` is (``u = 0`` is always settled)."""
+    p, q = pair
+    params = rule.pair_parameters(p, q)
+    assert _wrong_decisions(params, q) == 0
+    for low, high in _same_side_pairs(params):
+        assert rule.yield_decision(params, q, low, high, F(0)) == (rule.yield_probability(params, low, high) > 0)
+
+
+def test_the_yield_bounds_check_fails_on_halved_pair_masses(monkeypatch):
+    """With every pair mass halved the lower bounds double: some decision is then wrong."""
+    rng = np.random.default_rng(3)
+    instances = []
+    for _ in range(40):
+        p, q = (rng.integers(1, 10, size=9) for _ in range(2))
+        p, q = (np.array([F(int(v), int(r.sum())) for v in r], dtype=object) for r in (p, q))
+        instances.append((rule.pair_parameters(p, q), q))
+    assert sum(_wrong_decisions(params, q) for params, q in instances) == 0
+    across = rule._PairMass.across
+    monkeypatch.setattr(rule._PairMass, "across", lambda self, f, j, t: across(self, f, j, t) / 2)
+    assert sum(_wrong_decisions(params, q) for params, q in instances) > 0
+
+
+
 def test_floats_agree_with_the_optimum_at_moderate_vocabularies():
     rng = np.random.default_rng(0)
     for _ in range(40):
