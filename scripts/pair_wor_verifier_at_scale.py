@@ -2,7 +2,7 @@
 its float levels realise, and what it costs beside the RRS verifiers.
 
     .venv/bin/python scripts/pair_wor_verifier_at_scale.py --corpus DIR [--positions 8]
-        [--temperature 1.0] [--bits 200] [--pairs 16] [--seed 0] [--out FILE]
+        [--temperature 1.0] [--bits 200] [--pairs 16] [--checks 1000] [--seed 0] [--out FILE]
 
 ``DIR`` is an otm corpus (``otm corpus --pair qwen2.5-coder --out DIR``); ``--positions``
 positions evenly spaced over it give ``p`` (target) and ``q`` (draft), softmaxes of the
@@ -17,6 +17,10 @@ stored logits at ``--temperature``, over the full vocabulary. For every position
   ``sum |x' - x|`` (``x`` the law the verifier checks against; the output law is off ``p`` by
   at most this in total variation) and ``alpha* - sum min(p, x')`` (acceptance lost to the
   floats; ``alpha*`` the prefix scan without replacement);
+- **bounds**: ``--checks`` pairs drawn without replacement from ``q``, each with a uniform
+  ``u``: of those on one side of the cut with ``Y > 0``, the share whose ``u < Y`` the
+  bounds of :func:`decoding.verifiers.optimal_pair_wor_numba.yield_decision` settle without
+  the nesting, and how many of their verdicts contradict the full nesting's level;
 - **cost**: ``--pairs`` rows of this position, each with two distinct drafts drawn from
   ``q``, verified by the batched verifiers ``optimal_pair_wor``, ``rrs_wor``,
   ``optimal_latent`` and ``rrs`` (on the same drafts, for time only: not lossless for this
@@ -41,7 +45,7 @@ from tqdm.auto import tqdm
 from certify_optimal_verifier import corpus_report
 from decoding.verifiers import VERIFIERS
 from decoding.verifiers.optimal_pair_wor import UNIT, ratio_order
-from decoding.verifiers.optimal_pair_wor_numba import row_levels
+from decoding.verifiers.optimal_pair_wor_numba import first_run, row_levels, row_setup, yield_decision
 from otm.corpus import Corpus
 from otm.formulations.prefix_scan import prefix_scan
 from otm.rules.optimal_pair_wor import realised_selection
@@ -50,8 +54,9 @@ from otm.rules.optimal_pair_wor import realised_selection
 TIMED = ("optimal_pair_wor", "rrs_wor", "optimal_latent", "rrs")
 
 
-def levels_row(p: np.ndarray, q: np.ndarray, bits: int) -> dict:
-    """The compiled levels of one row and what they realise in ``bits``-bit floats."""
+def levels_row(p: np.ndarray, q: np.ndarray, bits: int, checks: int, seed: int) -> dict:
+    """The compiled levels of one row, what they realise in ``bits``-bit floats, and the
+    yield bounds' verdicts on ``checks`` drafted pairs (:func:`bound_checks`)."""
     order = ratio_order(p, q)
     n = len(order)
     flux, levels, selection = np.empty(n + 1), np.empty(n + 1), np.empty(n)
@@ -67,9 +72,35 @@ def levels_row(p: np.ndarray, q: np.ndarray, bits: int) -> dict:
         off = mpmath.fsum(abs(a - mpmath.mpf(float(b))) for a, b in zip(realised, selection))
         accepted = mpmath.fsum(min(a / p_total, b) for a, b in zip(p_wide, realised))
     optimum = prefix_scan(p, q, 2, "without_replacement").value
-    return {"n": n, "ms": 1e3 * seconds, "refreshes": refreshes / n, "top": float(levels.max()), "clipped": clipped,
+    bounds = bound_checks(p[order], q[order] / q[order].sum(), levels, m, checks, np.random.default_rng(seed))
+    return {**bounds, "n": n, "ms": 1e3 * seconds, "refreshes": refreshes / n, "top": float(levels.max()), "clipped": clipped,
             "uncarried": uncarried, "off": float(off), "lost": optimum - float(accepted), "optimum": optimum,
             "alpha": alpha}
+
+
+def bound_checks(p_ranked: np.ndarray, q_ranked: np.ndarray, levels: np.ndarray, cut: int, checks: int,
+                 rng: np.random.Generator) -> dict:
+    """The yield bounds' verdicts on ``checks`` drafted pairs (ranks), each with a uniform,
+    against the full nesting's ``levels``: same-side pairs with ``Y > 0``, how many the
+    bounds settle and how many of those verdicts are wrong."""
+    n = len(q_ranked)
+    flux, flux_lo = np.empty(n + 1), np.empty(n + 1)
+    qt, qe, wt, we, _, _ = row_setup(p_ranked, q_ranked, UNIT, flux, flux_lo, np.empty(n))
+    first = rng.choice(n, size=checks, p=q_ranked)
+    counted = settled = wrong = 0
+    for a, u in zip(first.tolist(), rng.random(checks).tolist()):
+        rest = q_ranked.copy()
+        rest[a] = 0.0
+        b = int(rng.choice(n, p=rest / rest.sum()))
+        low, high = min(a, b), max(a, b)
+        y = levels[low + 1:high + 1].min()
+        if low < cut <= high or y <= 0.0:
+            continue
+        verdict, _ = yield_decision(flux, qt, qe, wt, we, *first_run(flux, low, high), low, high, u)
+        counted += 1
+        settled += verdict != 0
+        wrong += verdict != 0 and (verdict > 0) != (u < y)
+    return {"same_side": counted, "settled": settled, "wrong": wrong}
 
 
 def timed_rows(p: np.ndarray, q: np.ndarray, pairs: int, seed: int) -> dict:
@@ -95,6 +126,7 @@ def main(argv=None) -> str:
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--bits", type=int, default=200)
     parser.add_argument("--pairs", type=int, default=16)
+    parser.add_argument("--checks", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", help="also write the markdown here")
     args = parser.parse_args(argv)
@@ -106,14 +138,15 @@ def main(argv=None) -> str:
           "minutes", file=sys.stderr)
     start = time.perf_counter()
     lines = ["| text | position | support | alpha* | levels (ms) | refreshes per cut | largest level | set to 1 | "
-             "uncarried (estimate) | sum abs(x' - x) | alpha* - accepted | "
+             "uncarried (estimate) | sum abs(x' - x) | alpha* - accepted | settled by the bounds | wrong verdicts | "
              + " | ".join(f"{name} (ms/row)" for name in TIMED) + " | optimal_pair_wor / rrs_wor |",
-             "|" + "---|" * (12 + len(TIMED))]
+             "|" + "---|" * (14 + len(TIMED))]
     for text, position, p, q in tqdm(rows, desc="rows", file=sys.stderr):
-        r = levels_row(p, q, args.bits)
+        r = levels_row(p, q, args.bits, args.checks, args.seed + position)
         t = timed_rows(p, q, args.pairs, args.seed + position)
         lines.append(f"| {text} | {position} | {r['n']:,} | {r['optimum']:.6f} | {r['ms']:.0f} | {r['refreshes']:.1f} | "
                      f"{r['top']:.9f} | {r['clipped']} | {r['uncarried']:.1e} | {r['off']:.1e} | {r['lost']:.1e} | "
+                     f"{r['settled']} of {r['same_side']} | {r['wrong']} | "
                      + " | ".join(f"{t[name]:.2f}" for name in TIMED)
                      + f" | {t['optimal_pair_wor'] / t['rrs_wor']:.0f} |")
     return corpus_report("pair_wor_verifier_at_scale.py", argv, args.corpus, corpus,

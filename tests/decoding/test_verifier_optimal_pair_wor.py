@@ -125,11 +125,7 @@ def _wrong_decisions(first_run) -> tuple[int, int]:
                 y = levels[low + 1 : high + 1].min()
                 if low < m <= high or y <= 0:
                     continue
-                f, t = low, high
-                while f > 0 and flux[f] > 0:
-                    f -= 1
-                while t < n - 1 and flux[t + 1] > 0:
-                    t += 1
+                f, t = kernel.first_run(flux, low, high)
                 for u in np.linspace(0.0, 0.95, 20):
                     verdict, _ = kernel.yield_decision(flux, qt, qe, wt, we, *first_run(f, t, low, high), low, high, u)
                     settled += verdict != 0
