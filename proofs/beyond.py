@@ -8,11 +8,15 @@
 - no rule beats the optimum (nor the per-token bound) of its own draft law;
 - the optimal verifier (rule ``optimal``, docs/optimal-verifier.md) is lossless and attains
   ``alpha*(p, q^k)``; its latent form ``optimal_latent`` is lossless on drafts without
-  replacement and attains the same value.
+  replacement and attains the same value;
+- the water-level rule for two drafts without replacement (``optimal_pair_wor``) is lossless
+  and attains ``alpha*(p, WOR(q, 2))``, and its yields are bounded by the flux alone
+  (docs/optimal-verifier.md, section 8, Lemma 8).
 """
 from __future__ import annotations
 
 import itertools
+from fractions import Fraction
 
 import numpy as np
 
@@ -271,6 +275,46 @@ def check_optimal_pair_wor(instances: int, rng: np.random.Generator, law_fn=None
     return search.finish(check)
 
 
+def check_pair_wor_yield_bounds(instances: int, rng: np.random.Generator, lower_fn=None, at_most_fn=None) -> Check:
+    """Lemma 8 of docs/optimal-verifier.md: the water-level yields of ``optimal_pair_wor`` are
+    bounded by the flux alone, which lets its verifier skip the nesting. Exact rationals."""
+    from otm.rules import optimal_pair_wor as pair_rule
+
+    lower_fn = lower_fn or pair_rule.yield_lower_bound
+    at_most_fn = at_most_fn or pair_rule.yield_at_most
+    check = Check(
+        id="beyond.pair_wor_yield_bounds", paper=PAPER,
+        source=f"{SOURCE}; docs/optimal-verifier.md section 8, Lemma 8 (bounds on a water-level yield, new)",
+        claim="For two drafts without replacement, the yield Y of a same-side pair in the water-level rule is at least "
+              "the least flux over the first run's pair mass at the cuts between the pair, and at most u whenever the "
+              "pair masses of the pair's run widened through the cuts whose own bound is at least u carry the flux "
+              "of some cut between the pair at level u.",
+        formula="Y_bc >= min_{b<j<=c} F(j) / Q_[f,t](j);  F(j) <= u Q_[b',c'](j) for some b<j<=c  =>  Y_bc <= u",
+        method=RANDOM_SEARCH,
+        note="Exact rationals (denominator 12, zeros included); V = 3..8, every pair of ranks on one side of the "
+             "cut, u in {0, 1/4, 1/2, 3/4, Y, the lower bound}. Slacks: Y - lower bound, and u - Y where the "
+             "second test fires. The verifier's compiled form decides u < Y with them (float64, margin 1e-9).",
+    )
+    search = SlackSearch(tolerance=0.0)  # exact rationals
+    for _ in range(instances):
+        V = int(rng.integers(3, 9))
+        p, q = random_exact(rng, V, 12), random_exact(rng, V, 12)
+        if sum(1 for v in q if v > 0) < 2:
+            continue
+        params = pair_rule.pair_parameters(p, q)
+        n, cut = len(params.order), params.cut
+        for low, high in itertools.combinations(range(n), 2):
+            if low < cut <= high:
+                continue
+            case = {"p": p, "q": q, "k": 2, "pair": (low, high)}
+            y, lower = pair_rule.yield_probability(params, low, high), lower_fn(params, q, low, high)
+            search.record(float(y - lower), {**case, "part": "Y >= lower bound"})
+            for u in {Fraction(0), Fraction(1, 4), Fraction(1, 2), Fraction(3, 4), y, lower}:
+                if at_most_fn(params, q, low, high, u):
+                    search.record(float(u - y), {**case, "u": u, "part": "Y <= u where the widened masses carry F"})
+    return search.finish(check)
+
+
 CHECKS = {
     "beyond.min_cut": lambda n, rng: check_min_cut(n, rng),
     "beyond.max_flow_certificate": lambda n, rng: check_max_flow_certificate(n, rng),
@@ -279,4 +323,5 @@ CHECKS = {
     "beyond.no_rule_beats_optimum": lambda n, rng: check_no_rule_beats_optimum(n, rng),
     "beyond.optimal_verifier": lambda n, rng: check_optimal_verifier(n, rng),
     "beyond.optimal_pair_wor": lambda n, rng: check_optimal_pair_wor(n, rng),
+    "beyond.pair_wor_yield_bounds": lambda n, rng: check_pair_wor_yield_bounds(n, rng),
 }

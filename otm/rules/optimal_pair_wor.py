@@ -373,42 +373,61 @@ def yield_probability(params: PairParameters, low: int, high: int):
     return min(params.levels[low + 1:high + 1])
 
 
-def yield_decision(params: PairParameters, q, low: int, high: int, u) -> bool | None:
-    """Whether ``u < Y`` for the pair of ranks ``low < high``, from the flux and the pair
-    masses alone, without the levels; ``None`` where the bounds below do not settle it
-    (docs/optimal-verifier.md, section 8, Lemma 8; our derivation).
-
-    With ``[f, t]`` the longest run of ranks around the pair whose inner cuts all carry flux
-    (``Y = 0`` if a cut between the pair carries none) and ``Q_I(j)`` the mass of the pairs
-    inside ``I`` across cut ``j``: every level satisfies ``L(j) >= F(j) / Q_[f,t](j)``, so
-    ``Y >= min_{low < j <= high} F(j) / Q_[f,t](j)``, and ``u`` below that bound gives
-    ``True``. Widen ``[b, c] = [low, high]`` within ``[f, t]`` through the cuts whose own
-    bound is at least ``u``; if ``F(j) <= u Q_[b,c](j)`` at some cut between the pair, then
-    ``Y <= u`` and the answer is ``False``. Any number type (exact in rationals)."""
+def _first_run(params: PairParameters, q, low: int, high: int):
+    """``(f, t, pair masses)`` for the pair of ranks ``low < high``: the longest run of ranks
+    around it whose inner cuts all carry flux; ``None`` when a cut between the pair carries
+    none (``Y = 0``; this covers a pair across the cut ``m``, where ``F(m) = 0``)."""
     flux = params.flux
     if any(flux[j] <= 0 for j in range(low + 1, high + 1)):
-        return False  # Y = 0 (this covers a pair across the cut m, where F(m) = 0)
-    zero = flux[0] * 0
-    pair_mass, _ = _PairMass.of_ranked([q[t] for t in params.order], zero)
+        return None
+    pair_mass, _ = _PairMass.of_ranked([q[t] for t in params.order], flux[0] * 0)
     f, t = low, high
     while f > 0 and flux[f] > 0:
         f -= 1
     while t < len(params.order) - 1 and flux[t + 1] > 0:
         t += 1
+    return f, t, pair_mass
 
-    def bound(j):  # L(j) >= bound(j)
-        return flux[j] / pair_mass.across(f, j, t)
 
-    if all(u < bound(j) for j in range(low + 1, high + 1)):
-        return True
+def yield_lower_bound(params: PairParameters, q, low: int, high: int):
+    """Lemma 8 (i) (docs/optimal-verifier.md, section 8; our derivation): ``Y >=
+    min_{low < j <= high} F(j) / Q_[f,t](j)``, with ``[f, t]`` the longest run of ranks around
+    the pair whose inner cuts all carry flux and ``Q_I(j)`` the mass of the pairs inside ``I``
+    across cut ``j``; 0 when a cut between the pair carries no flux (then ``Y = 0``)."""
+    run = _first_run(params, q, low, high)
+    if run is None:
+        return params.flux[0] * 0
+    f, t, pair_mass = run
+    return min(params.flux[j] / pair_mass.across(f, j, t) for j in range(low + 1, high + 1))
+
+
+def yield_at_most(params: PairParameters, q, low: int, high: int, u) -> bool:
+    """Lemma 8 (ii): ``True`` proves ``Y <= u``. Widen ``[b, c] = [low, high]`` within the
+    run ``[f, t]`` of :func:`yield_lower_bound` through the cuts ``i`` with ``F(i) /
+    Q_[f,t](i) >= u``; if ``F(j) <= u Q_[b,c](j)`` at some cut between the pair, ``Y <= u``.
+    ``False`` proves nothing."""
+    run = _first_run(params, q, low, high)
+    if run is None:
+        return True  # Y = 0
+    f, t, pair_mass = run
+    flux = params.flux
     b, c = low, high
-    while b > f and bound(b) >= u:
+    while b > f and flux[b] / pair_mass.across(f, b, t) >= u:
         b -= 1
-    while c < t and bound(c + 1) >= u:
+    while c < t and flux[c + 1] / pair_mass.across(f, c + 1, t) >= u:
         c += 1
-    if any(flux[j] <= u * pair_mass.across(b, j, c) for j in range(low + 1, high + 1)):
-        return False
-    return None
+    return any(flux[j] <= u * pair_mass.across(b, j, c) for j in range(low + 1, high + 1))
+
+
+def yield_decision(params: PairParameters, q, low: int, high: int, u) -> bool | None:
+    """Whether ``u < Y`` for the pair of ranks ``low < high``, from the flux and the pair
+    masses alone, without the levels: ``True`` when ``u`` is below :func:`yield_lower_bound`,
+    ``False`` when :func:`yield_at_most` proves ``Y <= u``, ``None`` when neither settles it.
+    Any number type (exact in rationals); the verifier's compiled form is
+    :func:`decoding.verifiers.optimal_pair_wor_numba.yield_decision`."""
+    if u < yield_lower_bound(params, q, low, high):
+        return True
+    return False if yield_at_most(params, q, low, high, u) else None
 
 
 def selection_law(params: PairParameters, draft_tuple) -> list:  # [2]
@@ -461,5 +480,5 @@ def exact_law(p, q, k: int, *, method: str = "auto") -> RuleLaw:
 
 __all__ = [
     "PairParameters", "conditional_output_law", "exact_law", "pair_parameters", "realised_selection", "selection_law",
-    "yield_probability",
+    "yield_at_most", "yield_decision", "yield_lower_bound", "yield_probability",
 ]

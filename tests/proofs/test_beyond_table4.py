@@ -8,6 +8,7 @@ import numpy as np
 
 import otm
 
+from otm.rules import optimal_pair_wor as pair_rule
 from proofs import beyond, table4
 from tests.proofs.proofs_support import rule_swapped
 
@@ -131,4 +132,18 @@ def test_optimal_pair_wor_holds_and_each_part_fails_on_a_broken_ingredient():
 
     for broken in ({"law_fn": latent_instead}, {"law_fn": draft_as_output}, {"law_fn": levels_above_one}):
         check = beyond.check_optimal_pair_wor(N, rng(), **broken)
+        assert check.status == "fails", broken
+
+
+def test_pair_wor_yield_bounds_hold_and_each_part_fails_on_a_broken_ingredient():
+    assert beyond.check_pair_wor_yield_bounds(N, rng()).status == "holds"
+
+    def doubled_lower(params, q, low, high):  # twice Lemma 8 (i)'s bound: above Y somewhere
+        return 2 * pair_rule.yield_lower_bound(params, q, low, high)
+
+    def always_at_most(params, q, low, high, u):  # "Y <= u" claimed for every u
+        return True
+
+    for broken in ({"lower_fn": doubled_lower}, {"at_most_fn": always_at_most}):
+        check = beyond.check_pair_wor_yield_bounds(N, rng(), **broken)
         assert check.status == "fails", broken
