@@ -49,6 +49,11 @@ DEFAULT_SWEEP_TEMPERATURES = (0.3, 0.45, 0.6, 0.8, 1.0, 1.25, 1.5)
 #: 2.8-2.9 before them; docs/report.md, "Budget and measured wall time").
 SECONDS_PER_POSITION = 1.1
 
+#: Seconds per position and temperature of the optimum-vs-temperature sweep, in the main
+#: process after the Dask step: 28 s for 128 positions x 7 temperatures measured (docs/report.md,
+#: "Budget and measured wall time").
+SECONDS_PER_SWEEP_CELL = 0.03
+
 #: Seconds per decoded token and rule on the Qwen pair in float32 on one CPU core
 #: (docs/report.md, "Budget and measured wall time"), for the estimate printed before step 3.
 SECONDS_PER_DECODED_TOKEN = 0.6
@@ -58,11 +63,14 @@ def _minutes(seconds: float) -> str:
     return f"about {seconds / 60:.0f} min" if seconds >= 90 else f"about {seconds:.0f} s"
 
 
-def position_estimate(n_positions: int, args: ReportConfig, workers: int) -> str:
-    """The line printed before step 2: what it computes and how long it should take."""
+def position_estimate(n_positions: int, args: ReportConfig, workers: int, n_sweep: int = 0) -> str:
+    """The line printed before step 2: what it computes and how long it should take (the
+    Dask step on ``workers``, then the temperature sweep on ``n_sweep`` positions)."""
     seconds = n_positions * len(args.temperatures) * SECONDS_PER_POSITION * args.k_max / 8 / max(workers, 1)
+    seconds += n_sweep * len(DEFAULT_SWEEP_TEMPERATURES) * SECONDS_PER_SWEEP_CELL
     return (f"otm report: step 2/4, every column at {n_positions} positions x {len(args.temperatures)} temperatures, "
-            f"k = 1..{args.k_max}, on {workers} Dask worker(s): {_minutes(seconds)} (--positions 64 for a quick look)")
+            f"k = 1..{args.k_max}, on {workers} Dask worker(s), then the temperature sweep on {n_sweep} positions: "
+            f"{_minutes(seconds)} (--positions 64 for a quick look)")
 
 
 def decoding_estimate(n_prompts: int, args: ReportConfig) -> str:
@@ -142,14 +150,14 @@ def run_report(args: ReportConfig, theorem_rows: list | None = None) -> dict:
     tick = time.perf_counter()
     ks = tuple(range(1, args.k_max + 1))
     settings = PositionSettings(ks, tuple(args.rules), args.positions, args.mc_paths, args.workers)
+    target_logits, draft_logits = scored.target_logits, scored.draft_logits
+    sweep_rows = spaced_rows(target_logits.shape[0], args.sweep_positions)
     if not (args.quiet or args.no_models):
-        n_analysed = spaced_rows(scored.target_logits.shape[0], args.positions).size
-        print(position_estimate(n_analysed, args, local_workers(args.workers)), file=sys.stderr, flush=True)
+        n_analysed = spaced_rows(target_logits.shape[0], args.positions).size
+        print(position_estimate(n_analysed, args, local_workers(args.workers), sweep_rows.size), file=sys.stderr, flush=True)
     positions = analyse_positions(scored, args.temperatures, settings, folder, args.seed, quiet=args.quiet)
     if not args.keep_corpus:
         shutil.rmtree(folder / "corpus", ignore_errors=True)
-    target_logits, draft_logits = scored.target_logits, scored.draft_logits
-    sweep_rows = spaced_rows(target_logits.shape[0], args.sweep_positions)
     sweep_ks = sorted({k for k in (1, 2, 4, args.k_max) if k <= args.k_max})
     temperature_table = optimum_vs_temperature(target_logits, draft_logits, sweep_rows, DEFAULT_SWEEP_TEMPERATURES, sweep_ks, scored.source, progress("temperature sweep"))
     clock["acceptance"] = time.perf_counter() - tick

@@ -12,8 +12,8 @@ from decoding.models import qwen
 from otm_app.configs import ReportConfig
 from otm_app.report.decode import rule_tree
 from otm_app.report.positions import PositionSettings, analyse_positions, optimum_vs_temperature, spaced_rows
-from otm_app.report.run import (SECONDS_PER_DECODED_TOKEN, SECONDS_PER_POSITION, command_line, decoding_estimate,
-                                position_estimate, run_report, summarise_theorems, summary_table)
+from otm_app.report.run import (SECONDS_PER_DECODED_TOKEN, SECONDS_PER_POSITION, SECONDS_PER_SWEEP_CELL, command_line,
+                                decoding_estimate, position_estimate, run_report, summarise_theorems, summary_table)
 from otm_app.report.sources import resolve_texts
 from otm.tables import OPTIMAL_IID, OPTIMAL_WOR
 from otm.distributions import logits_to_probs
@@ -194,9 +194,10 @@ def test_tiny_pair_report_end_to_end(tmp_path):
 
 def test_slow_steps_say_how_long_before_they_start():
     defaults = ReportConfig()
-    full = position_estimate(760, defaults, workers=2)
-    minutes = round(760 * 2 * SECONDS_PER_POSITION / 2 / 60)
+    full = position_estimate(760, defaults, workers=2, n_sweep=128)
+    minutes = round((760 * 2 * SECONDS_PER_POSITION / 2 + 128 * 7 * SECONDS_PER_SWEEP_CELL) / 60)
     assert "760 positions x 2 temperatures" in full and f"about {minutes} min" in full and "--positions 64" in full
+    assert "temperature sweep on 128 positions" in full
     quick = position_estimate(64, ReportConfig(k_max=4, temperatures=(1.0,)), workers=2)
     assert f"about {round(64 * SECONDS_PER_POSITION / 2 / 2)} s" in quick
     decoding = decoding_estimate(2, defaults)
