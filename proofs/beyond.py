@@ -11,7 +11,7 @@
   replacement and attains the same value;
 - the water-level rule for two drafts without replacement (``optimal_pair_wor``) is lossless
   and attains ``alpha*(p, WOR(q, 2))``, and its yields are bounded by the flux alone
-  (docs/optimal-verifier.md, section 8, Lemma 8).
+  (docs/optimal-verifier.md, section 8, Lemma 9).
 """
 from __future__ import annotations
 
@@ -276,7 +276,7 @@ def check_optimal_pair_wor(instances: int, rng: np.random.Generator, law_fn=None
 
 
 def check_pair_wor_yield_bounds(instances: int, rng: np.random.Generator, lower_fn=None, at_most_fn=None) -> Check:
-    """Lemma 8 of docs/optimal-verifier.md: the water-level yields of ``optimal_pair_wor`` are
+    """Lemma 9 of docs/optimal-verifier.md: the water-level yields of ``optimal_pair_wor`` are
     bounded by the flux alone, which lets its verifier skip the nesting. Exact rationals."""
     from otm.rules import optimal_pair_wor as pair_rule
 
@@ -284,7 +284,7 @@ def check_pair_wor_yield_bounds(instances: int, rng: np.random.Generator, lower_
     at_most_fn = at_most_fn or pair_rule.yield_at_most
     check = Check(
         id="beyond.pair_wor_yield_bounds", paper=PAPER,
-        source=f"{SOURCE}; docs/optimal-verifier.md section 8, Lemma 8 (bounds on a water-level yield, new)",
+        source=f"{SOURCE}; docs/optimal-verifier.md section 8, Lemma 9 (bounds on a water-level yield, new)",
         claim="For two drafts without replacement, the yield Y of a same-side pair in the water-level rule is at least "
               "the least flux over the first run's pair mass at the cuts between the pair, and at most u whenever the "
               "pair masses of the pair's run widened through the cuts whose own bound is at least u carry the flux "

@@ -50,6 +50,11 @@ rule to be a rule):
     python scripts/wor_pair_rules.py --corpus DIR --positions 64 --top 1000
         # real rows from an ``otm corpus`` directory, cut to their ``--top`` likeliest tokens
 
+And one about what ``L <= 1`` needs: water levels on arbitrary fluxes, not the minimal flux
+of a ``p``, against whether any yields in ``[0, 1]`` carry them (an LP):
+
+    python scripts/wor_pair_rules.py --any-flux 1500   # exact levels, V = 3..7
+
 Results are written into docs/optimal-verifier.md, section 8 (about 50 s for the families,
 47 s for ``--exact 20000``, 32 s for ``--stress 9000``, a few seconds a row for ``--corpus``
 at ``--top 1000``, more where float64 is not accurate enough and 256-bit floats take over).
@@ -306,6 +311,34 @@ def check_exact(instances: int, seed: int) -> None:
     print(f"exact rationals: {instances} instances, {short} short of alpha*, largest level {float(largest):.6g}")
 
 
+def check_any_flux(instances: int, seed: int) -> None:
+    """Water levels (exact rationals) on random fluxes over one side of random ``q``: how
+    often the largest level exceeds 1, split by whether some yields in ``[0, 1]`` carry the
+    flux at all (HiGHS: pair flows ``y_bc`` in ``[0, Q_bc]`` summing to ``F(j)`` over every
+    cut ``j``)."""
+    rng = np.random.default_rng(seed)
+    counts = {(carried, above): 0 for carried in (True, False) for above in (True, False)}
+    for _ in range(instances):
+        n = int(rng.integers(3, 8))
+        weights = rng.integers(1, 12, size=n)
+        total = int(weights.sum()) + int(rng.integers(0, 20))  # a side: q sums to at most 1
+        pair_mass, _ = optimal_pair_wor._PairMass.of_ranked([Fraction(int(v), total) for v in weights], Fraction(0))
+        flux = ([Fraction(0)] + [pair_mass.across(0, j, n - 1) * Fraction(int(rng.integers(1, 30)), 20) for j in range(1, n)]
+                + [Fraction(0)])
+        levels = [Fraction(0)] * (n + 1)
+        optimal_pair_wor._water_levels(pair_mass, flux, 0, n - 1, levels, 0)
+        pairs = [(b, c) for b in range(n) for c in range(b + 1, n)]
+        cover = np.array([[1.0 if b < j <= c else 0.0 for b, c in pairs] for j in range(1, n)])
+        mass = [float(pair_mass.across(b, c, c) - pair_mass.across(b + 1, c, c)) for b, c in pairs]  # Q_bc
+        result = linprog(np.zeros(len(pairs)), A_eq=cover, b_eq=[float(v) for v in flux[1:n]],
+                         bounds=[(0.0, m) for m in mass], method="highs")
+        counts[(result.status == 0, max(levels) > 1)] += 1
+    for carried in (True, False):
+        some = "some yields in [0, 1] carry it" if carried else "no yields in [0, 1] carry it"
+        print(f"{some}: {counts[(carried, True)]} of {counts[(carried, True)] + counts[(carried, False)]} "
+              "fluxes get a water level above 1")
+
+
 def stress_instance(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Float ``(p, q)``, ``V = 3..30``, hard for floats: Dirichlet with concentrations down to
     0.05, Zipf-like rows, one dominant draft token, ``p`` near ``q``, or two temperatures of
@@ -372,6 +405,7 @@ def main(argv=None) -> None:
     parser.add_argument("--exact", type=int, default=0, metavar="N", help="check the water-level rule on N exact instances")
     parser.add_argument("--stress", type=int, default=0, metavar="N", help="check the water-level rule on N hard float rows")
     parser.add_argument("--corpus", default=None, help="check the water-level rule on rows of this otm corpus")
+    parser.add_argument("--any-flux", type=int, default=0, metavar="N", help="water levels on N arbitrary fluxes")
     parser.add_argument("--positions", type=int, default=64)
     parser.add_argument("--top", type=int, default=1000)
     args = parser.parse_args(argv)
@@ -383,6 +417,9 @@ def main(argv=None) -> None:
         return
     if args.corpus:
         check_corpus(args.corpus, args.positions, args.top)
+        return
+    if args.any_flux:
+        check_any_flux(args.any_flux, args.seed)
         return
     print(f"k = 2 drafts without replacement, {args.instances} random instances (V = 3..8), seed {args.seed}; "
           f"about {args.instances * 0.02:.0f} s", file=sys.stderr)

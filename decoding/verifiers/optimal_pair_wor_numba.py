@@ -63,7 +63,7 @@ their run; the cuts about to empty form a front of near-equal keys that is refre
 almost every peel, about 10-15 refreshes per cut on real rows (30-250 ms for one drafted
 pair's yield on the heaviest rows). So :func:`pair_yield` first tries the bounds of
 :func:`yield_decision`, which settle 87-100% of the same-side pairs drawn on real rows in
-``O(V)`` at most (section 8 of docs/optimal-verifier.md, Lemma 8).
+``O(V)`` at most (section 8 of docs/optimal-verifier.md, Lemma 9).
 
 ``cache=True``, ``error_model="numpy"``, no bounds checks: every array of a row has the
 row's length ``n`` (or ``n + 1`` for cuts).
@@ -395,7 +395,7 @@ def yield_decision(flux, qt, qe, wt, we, f, t, low, high, u):
     """Whether ``u < Y`` for the pair of ranks ``low < high`` inside the first run ``[f, t]``
     (every cut of it carries flux), from the flux and the pair masses alone
     (:func:`otm.rules.optimal_pair_wor.yield_decision`, docs/optimal-verifier.md section 8,
-    Lemma 8). Returns ``(verdict, bound)``: ``(1, lower)`` when ``u`` is below the lower bound
+    Lemma 9). Returns ``(verdict, bound)``: ``(1, lower)`` when ``u`` is below the lower bound
     ``lower = min_{low < j <= high} F(j) / Q_[f,t](j)`` of ``Y``; ``(-1, u)`` when the
     widened pair masses prove ``Y <= u``; ``(0, lower)`` when neither settles it. ``O(t - f)``
     at most, ``O(high - low)`` when the lower bound settles it."""

@@ -390,7 +390,7 @@ def _first_run(params: PairParameters, q, low: int, high: int):
 
 
 def yield_lower_bound(params: PairParameters, q, low: int, high: int):
-    """Lemma 8 (i) (docs/optimal-verifier.md, section 8; our derivation): ``Y >=
+    """Lemma 9 (i) (docs/optimal-verifier.md, section 8; our derivation): ``Y >=
     min_{low < j <= high} F(j) / Q_[f,t](j)``, with ``[f, t]`` the longest run of ranks around
     the pair whose inner cuts all carry flux and ``Q_I(j)`` the mass of the pairs inside ``I``
     across cut ``j``; 0 when a cut between the pair carries no flux (then ``Y = 0``)."""
@@ -402,7 +402,7 @@ def yield_lower_bound(params: PairParameters, q, low: int, high: int):
 
 
 def yield_at_most(params: PairParameters, q, low: int, high: int, u) -> bool:
-    """Lemma 8 (ii): ``True`` proves ``Y <= u``. Widen ``[b, c] = [low, high]`` within the
+    """Lemma 9 (ii): ``True`` proves ``Y <= u``. Widen ``[b, c] = [low, high]`` within the
     run ``[f, t]`` of :func:`yield_lower_bound` through the cuts ``i`` with ``F(i) /
     Q_[f,t](i) >= u``; if ``F(j) <= u Q_[b,c](j)`` at some cut between the pair, ``Y <= u``.
     ``False`` proves nothing."""

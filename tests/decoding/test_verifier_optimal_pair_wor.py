@@ -134,7 +134,7 @@ def _wrong_decisions(first_run) -> tuple[int, int]:
 
 
 def test_the_compiled_yield_bounds_decide_like_the_full_nesting():
-    """Lemma 8 in float64 (its exact form: tests/otm/test_rule_optimal_pair_wor.py): no
+    """Lemma 9 in float64 (its exact form: tests/otm/test_rule_optimal_pair_wor.py): no
     verdict contradicts the full nesting's level, and most are settled; with the pair's own
     span taken for its first run (the lower bound then ignores the pairs around it) some are
     wrong."""

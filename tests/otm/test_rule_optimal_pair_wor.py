@@ -112,7 +112,7 @@ def _wrong_decisions(params, q) -> int:
 @settings(max_examples=80, deadline=None)
 @given(exact_pairs(max_vocab=9))
 def test_the_yield_bounds_decide_correctly_in_rationals(pair):
-    """Lemma 8: where the bounds from the flux settle ``u < Y``, they settle it right, exactly;
+    """Lemma 9: where the bounds from the flux settle ``u < Y``, they settle it right, exactly;
     and the lower bound is positive wherever ``Y`` is (``u = 0`` is always settled)."""
     p, q = pair
     params = rule.pair_parameters(p, q)

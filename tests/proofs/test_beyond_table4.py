@@ -138,7 +138,7 @@ def test_optimal_pair_wor_holds_and_each_part_fails_on_a_broken_ingredient():
 def test_pair_wor_yield_bounds_hold_and_each_part_fails_on_a_broken_ingredient():
     assert beyond.check_pair_wor_yield_bounds(N, rng()).status == "holds"
 
-    def doubled_lower(params, q, low, high):  # twice Lemma 8 (i)'s bound: above Y somewhere
+    def doubled_lower(params, q, low, high):  # twice Lemma 9 (i)'s bound: above Y somewhere
         return 2 * pair_rule.yield_lower_bound(params, q, low, high)
 
     def always_at_most(params, q, low, high, u):  # "Y <= u" claimed for every u
