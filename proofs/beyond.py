@@ -287,13 +287,14 @@ def check_pair_wor_yield_bounds(instances: int, rng: np.random.Generator, lower_
         source=f"{SOURCE}; docs/optimal-verifier.md section 8, Lemma 9 (bounds on a water-level yield, new)",
         claim="For two drafts without replacement, the yield Y of a same-side pair in the water-level rule is at least "
               "the least flux over the first run's pair mass at the cuts between the pair, and at most u whenever the "
-              "pair masses of the pair's run widened through the cuts whose own bound is at least u carry the flux "
-              "of some cut between the pair at level u.",
-        formula="Y_bc >= min_{b<j<=c} F(j) / Q_[f,t](j);  F(j) <= u Q_[b',c'](j) for some b<j<=c  =>  Y_bc <= u",
+              "pair masses of the pair's span widened through the cuts whose own bound is at least u (or, level by "
+              "level, exceeds s) carry the flux of some cut between the pair up to level u.",
+        formula="Y_bc >= min_{b<j<=c} F(j) / Q_[f,t](j);  F(j) <= u Q_[b',c'](j) or F(j) <= int_0^u Q_{W_s}(j) ds "
+                "for some b<j<=c  =>  Y_bc <= u",
         method=RANDOM_SEARCH,
         note="Exact rationals (denominator 12, zeros included); V = 3..8, every pair of ranks on one side of the "
              "cut, u in {0, 1/4, 1/2, 3/4, Y, the lower bound}. Slacks: Y - lower bound, and u - Y where the "
-             "second test fires. The verifier's compiled form decides u < Y with them (float64, margin 1e-9).",
+             "upper tests (ii, iii) fire. The verifier's compiled form decides u < Y with them (float64, margin 1e-9).",
     )
     search = SlackSearch(tolerance=0.0)  # exact rationals
     for _ in range(instances):

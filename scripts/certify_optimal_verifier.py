@@ -42,7 +42,7 @@ from decoding.verifiers import VERIFIERS
 from otm.corpus import Corpus
 
 #: Seconds per verified row at V = 151,936 for the time estimate (module docstring); the
-#: water-level verifier costs 8-23 ms per row (docs/optimal-verifier.md, section 8; the
+#: water-level verifier costs 8-16 ms per row (docs/optimal-verifier.md, section 8; the
 #: certification of its section took 97 s for 6,000 rows on 2 threads).
 SECONDS_PER_ROW = {"optimal_pair_wor": 0.025}
 DEFAULT_SECONDS_PER_ROW = 0.003

@@ -402,21 +402,54 @@ def yield_lower_bound(params: PairParameters, q, low: int, high: int):
 
 
 def yield_at_most(params: PairParameters, q, low: int, high: int, u) -> bool:
-    """Lemma 9 (ii): ``True`` proves ``Y <= u``. Widen ``[b, c] = [low, high]`` within the
-    run ``[f, t]`` of :func:`yield_lower_bound` through the cuts ``i`` with ``F(i) /
-    Q_[f,t](i) >= u``; if ``F(j) <= u Q_[b,c](j)`` at some cut between the pair, ``Y <= u``.
-    ``False`` proves nothing."""
+    """Lemma 9 (ii): ``True`` proves ``Y <= u``. For ``s < u`` let ``W_s`` be ``[low, high]``
+    widened, within the run ``[f, t]`` of :func:`yield_lower_bound`, through the cuts whose
+    bound ``F(i) / Q_[f,t](i)`` exceeds ``s``; if ``F(j) <= integral_0^u Q_{W_s}(j) ds`` at
+    some cut ``j`` between the pair, ``Y <= u``. Tried at every such cut with the narrowest
+    window ``W_u`` (``u Q_{W_u}(j)``, a lower bound of the integral), and with the integral
+    at the cut of least bound. ``False`` proves nothing."""
     run = _first_run(params, q, low, high)
     if run is None:
         return True  # Y = 0
     f, t, pair_mass = run
     flux = params.flux
+
+    def bound(i):
+        return flux[i] / pair_mass.across(f, i, t)
+
     b, c = low, high
-    while b > f and flux[b] / pair_mass.across(f, b, t) >= u:
+    while b > f and bound(b) >= u:
         b -= 1
-    while c < t and flux[c + 1] / pair_mass.across(f, c + 1, t) >= u:
+    while c < t and bound(c + 1) >= u:
         c += 1
-    return any(flux[j] <= u * pair_mass.across(b, j, c) for j in range(low + 1, high + 1))
+    if any(flux[j] <= u * pair_mass.across(b, j, c) for j in range(low + 1, high + 1)):
+        return True
+    j = min(range(low + 1, high + 1), key=bound)
+    return flux[j] <= _window_integral(pair_mass, bound, f, t, low, high, j, u)
+
+
+def _window_integral(pair_mass: _PairMass, bound, f: int, t: int, low: int, high: int, j: int, u):
+    """``integral_0^u Q_{W_s}(j) ds`` of :func:`yield_at_most`: the window shrinks from
+    outside as ``s`` passes the running minima of ``bound`` going outward from the pair."""
+    left, right, least = [], [], None  # (threshold, the window's end while s is below it)
+    for i in range(low, f, -1):
+        least = bound(i) if least is None else min(least, bound(i))
+        left.append((least, i - 1))
+    least = None
+    for i in range(high + 1, t + 1):
+        least = bound(i) if least is None else min(least, bound(i))
+        right.append((least, i))
+    total, s = u * 0, u * 0
+    while s < u:
+        start = left[-1][1] if left else low
+        end = right[-1][1] if right else high
+        step = min([u] + [side[-1][0] for side in (left, right) if side])
+        total += (step - s) * pair_mass.across(start, j, end)
+        s = step
+        for side in (left, right):
+            while side and side[-1][0] <= s:
+                side.pop()
+    return total
 
 
 def yield_decision(params: PairParameters, q, low: int, high: int, u) -> bool | None:
