@@ -403,10 +403,9 @@ def yield_decision(flux, qt, qe, wt, we, f, t, low, high, u):
     settles it."""
     lower, least = np.inf, low + 1
     for j in range(low + 1, high + 1):
-        bound = flux[j] / _across(qt, qe, wt, we, f, j, t)[0]
+        bound = _cut_bound(flux, qt, qe, wt, we, f, j, t)
         if bound < lower:
             lower, least = bound, j
-    lower *= 1.0 - BOUND_MARGIN
     if u < lower:
         return 1, lower
     b, c = low, high  # widen through the cuts whose own lower bound is at least u
