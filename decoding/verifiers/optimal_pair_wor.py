@@ -50,7 +50,7 @@ from .base import (
     VerifierOutput,
     check_k,
     first_draft_probs,
-    sample_residual,
+    sample_weighted,
     sample_without_replacement,
     share_rows,
     verify_uniforms,
@@ -62,6 +62,10 @@ draft_scheme = "without_replacement"
 
 #: The float64 unit roundoff (the rounding floors of the levels).
 UNIT = float(np.finfo(np.float64).eps)
+
+#: Rows of at least this many tokens go through merged rows first
+#: (:mod:`decoding.verifiers.optimal_pair_wor_merged`); shorter rows are sorted.
+MERGED_MIN_VOCAB = 1024
 
 
 def compile_seconds(device: torch.device) -> float:
@@ -87,30 +91,45 @@ def sample_drafts(draft_probs: torch.Tensor, k: int, generator: torch.Generator 
     return sample_without_replacement(draft_probs, k, generator)
 
 
+def full_ratio_order(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """``[V]`` every token by ``p / q`` ascending, ties by id, the ``q = 0`` tokens last (by
+    id): the optimal verifier's ratio keys (:func:`decoding.verifiers.optimal.ratio_keys`) in
+    its stable row sort (:func:`decoding.verifiers.optimal.stable_sort_rows`). The residual
+    is drawn in this order."""
+    _, order = stable_sort_rows(ratio_keys(torch.from_numpy(p).unsqueeze(0), torch.from_numpy(q).unsqueeze(0)))
+    return order[0].numpy()
+
+
 def ratio_order(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     """``[n]`` the tokens with ``q > 0`` by ``p / q`` ascending, ties by id (the order of
-    :func:`otm.formulations.prefix_scan.ratio_order` without its ``q = 0`` tail): the optimal
-    verifier's ratio keys (:func:`decoding.verifiers.optimal.ratio_keys`, ``q = 0`` last) in
-    its stable row sort (:func:`decoding.verifiers.optimal.stable_sort_rows`)."""
-    _, order = stable_sort_rows(ratio_keys(torch.from_numpy(p).unsqueeze(0), torch.from_numpy(q).unsqueeze(0)))
-    return order[0, : int((q > 0).sum())].numpy()
+    :func:`otm.formulations.prefix_scan.ratio_order` without its ``q = 0`` tail)."""
+    return full_ratio_order(p, q)[: int((q > 0).sum())]
 
 
-def row_selection(p: np.ndarray, q: np.ndarray, drafts: tuple[int, int], u: float) -> tuple[np.ndarray, int]:
+def _check_drafts(q: np.ndarray, drafts: tuple[int, int]) -> int:
+    """The number of tokens with ``q > 0``, after checking that two draws without replacement
+    can give ``drafts``."""
+    support = int(np.count_nonzero(q > 0))
+    drawn = int((q[list(drafts)] > 0).sum())
+    if drafts[0] == drafts[1] or drawn < min(2, support):
+        raise NotApplicableError(
+            f"drafts {tuple(drafts)} cannot come from two draws without replacement from q ({support} tokens of "
+            "positive probability): they must be distinct and, unless q has a single such token, both have q > 0")
+    return support
+
+
+def row_selection(p: np.ndarray, q: np.ndarray, drafts: tuple[int, int], u: float,
+                  order: np.ndarray | None = None) -> tuple[np.ndarray, int]:
     """For one row (``p``, ``q`` ``[V]`` float64, normalised), its distinct drafts and the
     uniform ``u``: the selection law ``x`` ``[V]`` and the index of the selected draft (the
     member of lower rank when ``u < Y``; the ``q = 0`` draft of an exhausted support when
-    ``u`` is below its ``p``)."""
+    ``u`` is below its ``p``). ``order``: :func:`full_ratio_order` of the row, if known."""
     from .optimal_pair_wor_numba import pair_yield  # numba only where a row is verified
 
-    order = ratio_order(p, q)
-    drawn = int((q[list(drafts)] > 0).sum())
-    if drafts[0] == drafts[1] or drawn < min(2, len(order)):
-        raise NotApplicableError(
-            f"drafts {tuple(drafts)} cannot come from two draws without replacement from q ({len(order)} tokens of "
-            "positive probability): they must be distinct and, unless q has a single such token, both have q > 0")
+    support = _check_drafts(q, drafts)
+    order = (full_ratio_order(p, q) if order is None else order)[:support]
     x = np.zeros_like(p)
-    if len(order) == 1:  # exhausted support: the q = 0 draft is selected with probability p of it
+    if support == 1:  # exhausted support: the q = 0 draft is selected with probability p of it
         fixed = 1 if q[drafts[1]] <= 0 else 0
         x[order[0]], x[drafts[fixed]] = 1.0 - p[drafts[fixed]], p[drafts[fixed]]
         return x, fixed if u < p[drafts[fixed]] else 1 - fixed
@@ -123,14 +142,34 @@ def row_selection(p: np.ndarray, q: np.ndarray, drafts: tuple[int, int], u: floa
     return x, lower if u < bound else 1 - lower
 
 
-def verify_row(p: np.ndarray, q: np.ndarray, drafts: tuple[int, int], uniforms: np.ndarray) -> tuple[int, int]:
-    """``(token, accepted index)`` of one row (module docstring; ``-1``: the residual)."""
-    x, index = row_selection(p, q, drafts, float(uniforms[0]))
+def verify_row(p: np.ndarray, q: np.ndarray, drafts: tuple[int, int], uniforms: np.ndarray,
+               work: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[int, int]:
+    """``(token, accepted index)`` of one row (module docstring; ``-1``: the residual): on a
+    merged row when the vocabulary has at least :data:`MERGED_MIN_VOCAB` tokens
+    (:func:`decoding.verifiers.optimal_pair_wor_merged.merged_row`, ``work`` its two int64
+    ``[V]`` work arrays), else, or when that row goes back, on the sorted row."""
+    support = _check_drafts(q, drafts)
+    if support >= 2 and len(p) >= MERGED_MIN_VOCAB:
+        from .optimal_pair_wor_merged import BUCKETS, SIGN_MARGIN, merged_row
+
+        keys, ids = work if work is not None else (np.empty(len(p), np.int64), np.empty(len(p), np.int64))
+        token, index, done = merged_row(p, q, drafts[0], drafts[1], uniforms, BUCKETS, SIGN_MARGIN, keys, ids)
+        if done:
+            return int(token), int(index)
+    return sorted_row(p, q, drafts, uniforms)
+
+
+def sorted_row(p: np.ndarray, q: np.ndarray, drafts: tuple[int, int], uniforms: np.ndarray) -> tuple[int, int]:
+    """:func:`verify_row` on the sorted row: one stable sort of the ratios, then the full
+    construction of :func:`decoding.verifiers.optimal_pair_wor_numba.pair_yield`."""
+    order = full_ratio_order(p, q)
+    x, index = row_selection(p, q, drafts, float(uniforms[0]), order)
     token = drafts[index]
     if uniforms[1] * x[token] < p[token]:
         return token, index
-    residual = torch.from_numpy(np.maximum(p - x, 0.0)).unsqueeze(0)
-    return int(sample_residual(residual, torch.from_numpy(p).unsqueeze(0), torch.from_numpy(uniforms[2:3]))), -1
+    residual = np.maximum(p - x, 0.0)[order]
+    weights = torch.from_numpy(residual if residual.sum() > 0 else p[order]).unsqueeze(0)
+    return int(order[int(sample_weighted(weights, torch.from_numpy(uniforms[2:3])))]), -1
 
 
 def verify(
@@ -152,12 +191,14 @@ def verify(
     tokens, accepted = torch.empty(len(drafts), dtype=torch.int64), torch.empty(len(drafts), dtype=torch.int64)
 
     def run(part: int, parts: int) -> None:
+        work = (np.empty(p.shape[1], np.int64), np.empty(p.shape[1], np.int64))  # reused by this thread's rows
         for r in range(part, len(drafts), parts):
-            tokens[r], accepted[r] = verify_row(p[r], q[r], tuple(drafts[r]), u[r])
+            tokens[r], accepted[r] = verify_row(p[r], q[r], tuple(drafts[r]), u[r], work)
 
     share_rows(run, len(drafts))
     device = target_probs.device
     return VerifierOutput(tokens=tokens.to(device), accepted_index=accepted.to(device))
 
 
-__all__ = ["compile_seconds", "draft_scheme", "ratio_order", "row_selection", "sample_drafts", "uniforms_per_row", "verify", "verify_row"]
+__all__ = ["MERGED_MIN_VOCAB", "compile_seconds", "draft_scheme", "full_ratio_order", "ratio_order", "row_selection",
+           "sample_drafts", "sorted_row", "uniforms_per_row", "verify", "verify_row"]

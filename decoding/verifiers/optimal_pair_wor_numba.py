@@ -222,36 +222,60 @@ def row_setup(p, q, unit, flux, flux_lo, selection):
     """One row, ``p`` and ``q`` ``[n]`` in rank order (``q > 0``, ``n >= 2``, both
     normalised): the running sums (``qt, qe, wt, we``, TwoSum), the cut ``m``, the minimal
     flux (``flux + flux_lo`` ``[n + 1]``, a double-double, cut ``j`` below rank ``j``), the
-    selection law ``selection`` ``[n]`` (``x`` by rank) and ``sum min(p, x)``."""
-    n = p.shape[0]
+    selection law ``selection`` ``[n]`` (``x`` by rank) and ``sum min(p, x)``; the ranks'
+    ``w = q / (1 - q)`` from :func:`draft_weights`, then :func:`ranked_setup`."""
+    return ranked_setup(p, q, draft_weights(q), None, unit, flux, flux_lo, selection)
+
+
+@_compiled
+def draft_weights(q):
+    """``w = q / (1 - q)`` ``[n]``, the first draft's weights; for the token with ``q > 1/2``
+    (at most one) ``1 - q`` is the others' mass summed with compensation (``q = 0.9997``
+    would carry a relative ``1e-13`` into its ``w`` from ``1 - q``)."""
+    n = q.shape[0]
+    w = np.empty(n)
     big = -1
     for a in range(n):
+        w[a] = q[a] / (1.0 - q[a])
         if q[a] > 0.5:
             big = a
-    w_big = 0.0
-    if big >= 0:  # 1 - q of the dominant token, summed from the others (compensated)
+    if big >= 0:
         hi, lo = 0.0, 0.0
         for a in range(n):
             if a != big:
                 hi, lo = _add(hi, lo, q[a])
-        w_big = q[big] / (hi + lo)
+        w[big] = q[big] / (hi + lo)
+    return w
+
+
+@_compiled
+def ranked_setup(p, q, w, within, unit, flux, flux_lo, selection):
+    """:func:`row_setup` given the weights ``w``, on ranks or on the entries of a merged row
+    (:mod:`decoding.verifiers.optimal_pair_wor_merged`): an entry stands for a block of
+    consecutive ranks, with its sums of ``p``, ``q`` and ``w`` and ``within``, the pair mass
+    inside it (``None``: single ranks, no such mass). Its ``sigma`` (the probability that the
+    higher draft falls in it) is ``w C + q W + within``, ``C`` and ``W`` the sums below it;
+    the flux walks take an entry as one step, exact where the ranks of a block all have
+    ``e = p - sigma`` of one sign (the walk is monotone through it)."""
+    n = p.shape[0]
     qt, qe, wt, we = np.empty(n + 1), np.empty(n + 1), np.empty(n + 1), np.empty(n + 1)
     qt[0], qe[0], wt[0], we[0] = 0.0, 0.0, 0.0, 0.0
     sigma = np.empty(n)
-    # one pass: w, the running sums of q and w (TwoSum), sigma and the
-    # first minimiser m of f(j) = P_j + 1 - T_j; three independent chains of additions
+    # one pass: the running sums of q and w (TwoSum), sigma and the first minimiser m of
+    # f(j) = P_j + 1 - T_j; three independent chains of additions
     best, m, total_p, total_t = 1.0, 0, 0.0, 0.0
     for a in range(n):
         value = total_p + 1.0 - total_t
         if value < best:
             best, m = value, a
-        wa = w_big if a == big else q[a] / (1.0 - q[a])
-        s = wa * (qt[a] + qe[a]) + q[a] * (wt[a] + we[a])  # w_a C_a + q_a W_a
+        s = w[a] * (qt[a] + qe[a]) + q[a] * (wt[a] + we[a])  # w_a C_a + q_a W_a
+        if within is not None:
+            s += within[a]
         sigma[a] = s
         total_p += p[a]
         total_t += s
         _two_sum_step(qt, qe, a, q[a])
-        _two_sum_step(wt, we, a, wa)
+        _two_sum_step(wt, we, a, w[a])
     if total_p + 1.0 - total_t < best:
         m = n
     flux[n], flux_lo[n] = 0.0, 0.0
@@ -391,7 +415,7 @@ BOUND_MARGIN = 1e-9
 
 
 @_compiled
-def yield_decision(flux, qt, qe, wt, we, f, t, low, high, u):
+def yield_decision(flux, qt, qe, wt, we, f, t, low, high, u, blocks=None):
     """Whether ``u < Y`` for the pair of ranks ``low < high`` inside the first run ``[f, t]``
     (every cut of it carries flux), from the flux and the pair masses alone
     (:func:`otm.rules.optimal_pair_wor.yield_decision`, docs/optimal-verifier.md section 8,
@@ -400,23 +424,31 @@ def yield_decision(flux, qt, qe, wt, we, f, t, low, high, u):
     widened pair masses prove ``Y <= u`` (the narrowest window at every cut between the pair,
     then the integral over the shrinking windows at the cut of least bound); ``(0, lower)``
     when neither settles it. ``O(t - f)`` at most, ``O(high - low)`` when the lower bound
-    settles it."""
-    lower, least = np.inf, low + 1
+    settles it.
+
+    On a merged row (``blocks[e, 0] > 0`` where entry ``e`` is a block of ranks, see
+    :func:`_inner_bound`) the cuts inside a block enter through :func:`_inner_bound`, a lower bound of their bounds: the least
+    bound takes it, a window crosses a block only when it is at least the level, and the
+    tests that read ``F`` read it at the cuts between entries only."""
+    lower, least, least_cut = np.inf, low + 1, np.inf
     for j in range(low + 1, high + 1):
         bound = _cut_bound(flux, qt, qe, wt, we, f, j, t)
-        if bound < lower:
-            lower, least = bound, j
+        if bound < least_cut:
+            least_cut, least = bound, j
+        lower = min(lower, bound, _inner_bound(flux, qt, qe, wt, we, f, j, t, blocks) if j < high else np.inf)
     if u < lower:
         return 1, lower
     b, c = low, high  # widen through the cuts whose own lower bound is at least u
-    while b > f and _cut_bound(flux, qt, qe, wt, we, f, b, t) >= u:
+    while b > f and _cut_bound(flux, qt, qe, wt, we, f, b, t) >= u \
+            and _inner_bound(flux, qt, qe, wt, we, f, b - 1, t, blocks) >= u:
         b -= 1
-    while c < t and _cut_bound(flux, qt, qe, wt, we, f, c + 1, t) >= u:
+    while c < t and _cut_bound(flux, qt, qe, wt, we, f, c + 1, t) >= u \
+            and _inner_bound(flux, qt, qe, wt, we, f, c + 1, t, blocks) >= u:
         c += 1
     for j in range(low + 1, high + 1):
         if flux[j] * (1.0 + BOUND_MARGIN) <= u * _across(qt, qe, wt, we, b, j, c)[0]:
             return -1, u
-    if flux[least] * (1.0 + BOUND_MARGIN) <= _window_integral(flux, qt, qe, wt, we, f, t, low, high, least, u):
+    if flux[least] * (1.0 + BOUND_MARGIN) <= _window_integral(flux, qt, qe, wt, we, f, t, low, high, least, u, blocks):
         return -1, u
     return 0, lower
 
@@ -429,18 +461,85 @@ def _cut_bound(flux, qt, qe, wt, we, f, i, t):
 
 
 @_compiled
-def _window_integral(flux, qt, qe, wt, we, f, t, low, high, j, u):
+def _inner_bound(flux, qt, qe, wt, we, f, e, t, blocks):
+    """A lower bound of Lemma 9 (i)'s bounds ``F(j) / Q_[f,t](j)`` at the cuts ``j`` inside
+    entry ``e`` of a merged row (``inf`` for a single rank, or when ``blocks`` is ``None``;
+    docs/optimal-verifier.md section 8, "Without the sort").
+
+    ``blocks[e] = (spread, r, falling)``: ``spread = 1 / (1 - max q)`` of the block, ``r`` the
+    least ratio ``p / q`` it can hold, ``falling`` 1 when it lies below the cut with ``e < 0``
+    at every rank (the flux falls through it). A cut inside leaves ``q_x`` and ``w_x = lambda
+    q_x`` (``1 <= lambda <= spread``) of the block below it; there the pair mass is
+    ``Q = K + q_x (W_b - W_a) + w_x (Q_b - C_a) - 2 w_x q_x`` (``W_a``, ``C_a`` the sums of
+    ``[f, e)``, ``Q_b``, ``W_b`` of ``[e, t]``, ``K`` the mass across the block's lower end),
+    and the flux at least the lesser of the end fluxes (it is monotone through the block) or,
+    when it falls, ``F_e + r q_x - w_x C - q_x W - w_x q_x`` (``C``, ``W`` the sums below the
+    block: ``sigma`` of the ranks below the cut is ``w_x C + q_x W`` plus their pairs, at most
+    ``w_x q_x``). Over the cone of ``(q_x, w_x)`` the ratio is least on its two edges
+    ``lambda = 1``, ``lambda = spread`` (the numerator less a multiple of the denominator is
+    bilinear, with no interior minimum; on the far edge both are linear in ``w_x``): along an
+    edge both are quadratics in ``q_x``, whose ratio is least at an end or where ``N' D - N D'``,
+    a quadratic, vanishes."""
+    if blocks is None or blocks[e, 0] <= 0.0:
+        return np.inf
+    spread = blocks[e, 0]
+    w_a, c_a = _span(wt, we, f, e), _span(qt, qe, f, e)
+    q_b, w_b, q_block = _span(qt, qe, e, t + 1), _span(wt, we, e, t + 1), _span(qt, qe, e, e + 1)
+    across = w_a * q_b + c_a * w_b
+    up = 0.0
+    for s in (1.0, spread):  # the largest pair mass: a parabola in q_x on each edge
+        slope = (w_b - w_a) + s * (q_b - c_a)
+        x = min(max(slope / (4.0 * s), 0.0), q_block)
+        up = max(up, x * slope - 2.0 * s * x * x)
+    bound = min(flux[e], flux[e + 1]) / (across + up)
+    if blocks[e, 2] > 0.0:  # a falling flux: the ratio along each edge
+        below_q, below_w = _span(qt, qe, 0, e), _span(wt, we, 0, e)
+        least = np.inf
+        for s in (1.0, spread):
+            b1, c1 = blocks[e, 1] - s * below_q - below_w, s  # N = F_e + b1 q - c1 q^2
+            b2, c2 = (w_b - w_a) + s * (q_b - c_a), 2.0 * s  # D = K + b2 q - c2 q^2
+            qa, qb, qc = b1 * c2 - c1 * b2, 2.0 * (flux[e] * c2 - c1 * across), b1 * across - flux[e] * b2
+            least = min(least, _edge_ratio(flux[e], b1, c1, across, b2, c2, 0.0),
+                        _edge_ratio(flux[e], b1, c1, across, b2, c2, q_block))
+            if qa != 0.0:
+                disc = qb * qb - 4.0 * qa * qc
+                if disc >= 0.0:
+                    root = np.sqrt(disc)
+                    for x in ((-qb - root) / (2.0 * qa), (-qb + root) / (2.0 * qa)):
+                        if 0.0 < x < q_block:
+                            least = min(least, _edge_ratio(flux[e], b1, c1, across, b2, c2, x))
+            elif qb != 0.0 and 0.0 < -qc / qb < q_block:
+                least = min(least, _edge_ratio(flux[e], b1, c1, across, b2, c2, -qc / qb))
+        bound = max(bound, least)
+    return bound * (1.0 - BOUND_MARGIN)
+
+
+@_compiled
+def _edge_ratio(n0, b1, c1, d0, b2, c2, x):
+    """``max(N, 0) / D`` at ``q_x = x`` on an edge of :func:`_inner_bound` (``inf`` where the
+    pair mass vanishes: no cut of the run is there)."""
+    d = d0 + b2 * x - c2 * x * x
+    if not d > 0.0:
+        return np.inf
+    return max(n0 + b1 * x - c1 * x * x, 0.0) / d
+
+
+@_compiled
+def _window_integral(flux, qt, qe, wt, we, f, t, low, high, j, u, blocks):
     """``integral_0^u Q_{W_s}(j) ds`` (:func:`otm.rules.optimal_pair_wor.yield_at_most`): the
     pair's span widened through the cuts whose bound exceeds ``s``; the window shrinks from
-    outside as ``s`` passes the running minima of the bounds going outward. ``O(t - f)``."""
+    outside as ``s`` passes the running minima of the bounds going outward (on a merged row a
+    block leaves the window when the level passes its :func:`_inner_bound`). ``O(t - f)``."""
     left_min, right_min = np.empty(low - f), np.empty(t - high)
     least = np.inf
     for k in range(low - f):  # cut low - k; window start low - k - 1 while s is below
-        least = min(least, _cut_bound(flux, qt, qe, wt, we, f, low - k, t))
+        least = min(least, _cut_bound(flux, qt, qe, wt, we, f, low - k, t),
+                    _inner_bound(flux, qt, qe, wt, we, f, low - k - 1, t, blocks))
         left_min[k] = least
     least = np.inf
     for k in range(t - high):  # cut high + 1 + k; window end high + 1 + k
-        least = min(least, _cut_bound(flux, qt, qe, wt, we, f, high + 1 + k, t))
+        least = min(least, _cut_bound(flux, qt, qe, wt, we, f, high + 1 + k, t),
+                    _inner_bound(flux, qt, qe, wt, we, f, high + 1 + k, t, blocks))
         right_min[k] = least
     a, b = low - f - 1, t - high - 1  # the outermost cuts still crossed
     total, s = 0.0, 0.0

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from otm.errors import UnknownNameError
+from otm.formulations.prefix_scan import ratio_order
 from otm.rules import rule_law
 from otm.rules.importance_sampling_truncated import DEFAULT_ALPHABET_SIZE, DEFAULT_TRUNCATION
 from otm.rules.kseq import optimal_division_factor
@@ -174,8 +175,9 @@ def optimal_pair_wor(p, draft_probs, drafts, uniforms):
     x = [float(v) for v in params.selection]
     if uniforms[1] * x[token] < target[token]:
         return token, index
-    residual = _positive_part([a - b for a, b in zip(target, x)])
-    return _inverse_cdf(residual if sum(residual) > 0 else target, uniforms[2]), -1
+    order = ratio_order(np.array(target), np.array(draft))  # the residual is drawn by rank, q = 0 last
+    residual = _positive_part([target[t] - x[t] for t in order])
+    return int(order[_inverse_cdf(residual if sum(residual) > 0 else [target[t] for t in order], uniforms[2])]), -1
 
 
 @lru_cache(maxsize=64)

@@ -1,0 +1,279 @@
+"""The water-level verifier without the sort: one row on a merged row of ratio buckets
+(docs/optimal-verifier.md, section 8, "Without the sort"), compiled with numba.
+
+The verifier of :mod:`decoding.verifiers.optimal_pair_wor` needs the ranks by ``p / q`` only
+through sums over blocks of consecutive ranks, except at a few ranks. Cut the ratio keys
+into buckets (the layout of :mod:`decoding.verifiers.optimal_merged`: one histogram pass,
+no sort) and keep a bucket as one *entry* of a merged row when every rank in it has
+``e = p - sigma`` of one sign, which the bucket's ratio range decides (the sign test below);
+the other buckets, and those of the drafts and of a token with ``q > 1/2``, are refined into
+their tokens, sorted by key. On the merged row:
+
+- ``sigma`` of an entry is ``w C + q W`` plus the pair mass inside it (``w(E) q(E) - sum
+  w q``): ``T``, the probability that both drafts fall below a cut, is exact at every cut
+  between entries;
+- the cut ``m`` lies between entries: ``f(j) = P_j + 1 - T_j`` is monotone through a block
+  of one sign, so its first minimiser is at one end (strictly signed blocks);
+- the flux walks step over a block as over one rank (``max(0, F + e)`` summed over ranks of
+  one sign is ``max(0, F + sum e)``), so ``F`` is exact at every cut between entries and
+  monotone inside a block;
+- the drafts are single entries, so their ``x`` is exact, and so is the residual mass of a
+  block on ``U`` (``p(E) - x(E)``; none on ``H``);
+- Lemma 9's tests read ``F`` at the cuts between entries and bound the cuts inside a block
+  (:func:`decoding.verifiers.optimal_pair_wor_numba.yield_decision` with ``token``); they
+  prove ``u < Y`` or ``Y <= u`` or leave the pair undecided.
+
+In exact arithmetic every value the draw reads is the sorted path's, so the draw is the
+sorted path's: the selected draft, its test and the residual rank (inverse CDF over the
+ranks, the ``q = 0`` tokens last by id, :mod:`decoding.verifiers.optimal_pair_wor`). When a
+residual draw lands in a block, the block is refined and the row merged again (a *round*);
+when the bounds leave the pair undecided, or the residual has no mass left by rounding, the
+row goes back to the sorted path (:func:`merged_row` says so). Tests:
+``tests/decoding/test_verifier_optimal_pair_wor_merged.py`` (draw for draw against the
+sorted path on rows with few buckets, and a broken sign test caught).
+
+**The sign test.** In a bucket of ratios ``[r_lo, r_hi]`` with ``C``, ``W`` the sums of ``q``
+and ``w`` below it and ``C'``, ``W'`` through it, a rank ``a`` has ``sigma_a / q_a = C_a /
+(1 - q_a) + W_a`` with ``C <= C_a <= C'`` and ``W <= W_a <= W'``, so ``e_a > 0`` at every rank
+when ``r_lo > C' / (1 - max q) + W'`` and ``e_a < 0`` when ``r_hi < C + W`` (each with a
+relative margin, and only for keys of normal floats, where the float ratio is within a
+relative ``2^-53`` of the exact one). The bucket of the ratio 0 (``p = 0``) has ``e = -sigma
+<= 0`` (zero only at the lowest rank of all, where ``f`` is flat: its first minimiser is
+still at an end).
+
+``cache=True``, ``nogil=True``: rows run on several threads at once; the caller passes the
+keys and bucket ids (``V`` entries each) as work arrays reused across rows.
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from .optimal_merged import NORMAL_KEY
+from .optimal_numba import INF_KEY, bucket_histograms, chosen_members, merge_row, ratio_key_range
+from .optimal_pair_wor_numba import _add, first_run, ranked_setup, yield_decision
+
+_compiled = numba.njit(cache=True, nogil=True, error_model="numpy")
+
+#: Ratio buckets of a row (the merged row has at most this many blocks).
+BUCKETS = 4096
+
+#: Relative margin of the sign test (far above the rounding of the bucket sums).
+SIGN_MARGIN = 1e-9
+
+#: Most rounds (residual draws landing in a block) before a row goes back to the sorted path.
+ROUNDS = 4
+
+#: Outcomes of :func:`merged_row_profile`: drawn, or back to the sorted path because Lemma 9's
+#: bounds left the pair undecided, the residual had no mass (rounding), the residual draw
+#: landed in a block :data:`ROUNDS` times, or a ``q > 0`` token's ratio overflowed.
+DRAWN, UNDECIDED, NO_RESIDUAL, TOO_MANY_ROUNDS, OVERFLOW = 1, 0, 2, 3, 4
+
+
+@_compiled
+def bucket_weights(q, ids, count, w_sums, wq_sums, q_max):
+    """Per bucket of the ranked tokens (ids ``0..count``): the sums of ``w = q / (1 - q)`` and
+    of ``w q``, and the largest ``q``; returns the token with ``q > 1/2`` (-1 if none) and its
+    ``w``: ``q`` over the others' mass, summed per bucket and then over the buckets with
+    compensation (the sorted path sums them with compensation in rank order,
+    :func:`decoding.verifiers.optimal_pair_wor_numba.draft_weights`)."""
+    big = -1
+    rest = np.zeros(w_sums.shape[0])
+    for i in range(q.shape[0]):
+        b = ids[i]
+        if q[i] > 0.0 and b <= count:
+            if q[i] > 0.5:
+                big = i
+            else:
+                w = q[i] / (1.0 - q[i])
+                w_sums[b] += w
+                wq_sums[b] += w * q[i]
+                q_max[b] = max(q_max[b], q[i])
+                rest[b] += q[i]
+    if big < 0:
+        return big, 0.0
+    hi, lo = 0.0, 0.0
+    for b in range(rest.shape[0]):
+        hi, lo = _add(hi, lo, rest[b])
+    w_big = q[big] / (hi + lo)
+    b = ids[big]
+    w_sums[b] += w_big
+    wq_sums[b] += w_big * q[big]
+    q_max[b] = max(q_max[b], q[big])
+    return big, w_big
+
+
+@_compiled
+def signs(draft, w_sums, q_max, first, step, count, margin):
+    """The sign test (module docstring) of buckets ``0..count``: 1 where ``e > 0`` at every
+    rank, -1 where ``e < 0`` (``<= 0`` for bucket 0), 0 (mixed) elsewhere; and every
+    bucket's smallest key."""
+    sign = np.zeros(count + 2, np.int8)
+    lower = np.zeros(count + 2, np.int64)
+    bounds = np.zeros(2, np.int64)
+    ratio = bounds.view(np.float64)
+    c, w = 0.0, 0.0
+    for b in range(count + 1):
+        c_end, w_end = c + draft[b], w + w_sums[b]
+        if b == 0:
+            sign[b] = -1
+        else:
+            bounds[0], bounds[1] = first + ((b - 1) << step), first + (b << step) - 1
+            lower[b] = bounds[0]
+            if bounds[0] >= NORMAL_KEY and q_max[b] < 1.0:
+                if ratio[0] >= (c_end / (1.0 - q_max[b]) + w_end) * (1.0 + margin):
+                    sign[b] = 1
+                elif ratio[1] <= (c + w) * (1.0 - margin):
+                    sign[b] = -1
+        c, w = c_end, w_end
+    lower[count + 1] = INF_KEY
+    return sign, lower
+
+
+@_compiled
+def merged_entries(p, q, ids, keys, chosen, keep, lower, target, draft, sizes):
+    """The merged row: kept buckets as blocks, chosen buckets' tokens sorted by key, ties by
+    id (:func:`decoding.verifiers.optimal_numba.merge_row`). Returns its tokens (-1 for a
+    block), buckets, ``p`` and ``q``."""
+    members = 0
+    for b in range(chosen.shape[0]):
+        if chosen[b]:
+            members += sizes[b]
+    blocks = 0
+    for b in range(keep.shape[0]):
+        blocks += keep[b]
+    m_ids, m_keys = np.empty(members, np.int64), np.empty(members, np.int64)
+    m_p, m_q, m_b = np.empty(members), np.empty(members), np.empty(members, np.int64)
+    chosen_members(p, q, ids, chosen, m_ids, m_keys, m_p, m_q, m_b)
+    n = blocks + members
+    token, key, e_p, e_q, bucket = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n), np.empty(n), \
+        np.empty(n, np.int64)
+    merge_row(keep, lower, target, draft, m_ids, m_keys, m_p, m_q, m_b, token, key, e_p, e_q, bucket)
+    return token, bucket, e_p, e_q
+
+
+@_compiled
+def merged_row(p, q, d0, d1, u, buckets, margin, keys, ids):
+    """One row of the water-level verifier on merged rows (module docstring): ``p``, ``q``
+    ``[V]`` float64 normalised with at least two tokens of positive ``q``, the distinct drafts
+    ``d0``, ``d1`` (both ``q > 0``), the row's 3 uniforms, the bucket count, the sign test's
+    margin and two int64 work arrays ``[V]``. Returns ``(token, accepted index, drawn)``:
+    ``drawn`` is false when the row goes back to the sorted path (:func:`merged_row_profile`
+    says why), and the index is -1 for the residual."""
+    token, index, outcome, _ = _merged_row(p, q, d0, d1, u, buckets, margin, keys, ids)
+    return token, index, outcome == DRAWN
+
+
+@_compiled
+def _merged_row(p, q, d0, d1, u, buckets, margin, keys, ids):
+    first, last = ratio_key_range(p, q, keys)
+    step, count = 0, 0
+    if first < INF_KEY:
+        span = (last - first) // buckets
+        while span:
+            step += 1
+            span >>= 1
+        count = ((last - first) >> step) + 1
+    size = count + 2
+    target, draft, sizes = np.zeros(size), np.zeros(size), np.zeros(size, np.int64)
+    bucket_histograms(p, q, keys, first, step, count, ids, target, draft, sizes)
+    if draft[count + 1] > 0.0:  # a q > 0 token with an overflowing ratio: the sorted path
+        return -1, -1, OVERFLOW, 0
+    w_sums, wq_sums, q_max = np.zeros(size), np.zeros(size), np.zeros(size)
+    big, w_big = bucket_weights(q, ids, count, w_sums, wq_sums, q_max)
+    sign, lower = signs(draft, w_sums, q_max, first, step, count, margin)
+    lowest = lower.view(np.float64)  # the least ratio of each bucket
+    chosen = np.zeros(size, np.bool_)
+    for b in range(count + 1):
+        chosen[b] = sign[b] == 0 and sizes[b] > 0
+    chosen[ids[d0]] = True
+    chosen[ids[d1]] = True
+    if big >= 0:
+        chosen[ids[big]] = True
+    keep = np.zeros(size, np.bool_)
+    selected, accept_index, x_selected = -1, -1, 0.0
+    decided = False
+    for rounds in range(1, ROUNDS + 1):
+        for b in range(size):
+            keep[b] = sizes[b] > 0 and not chosen[b]
+        token, bucket, e_p, e_q = merged_entries(p, q, ids, keys, chosen, keep, lower, target, draft, sizes)
+        n_all = token.shape[0]
+        n = 0  # the ranked entries (q > 0), before the bucket of q = 0
+        while n < n_all and bucket[n] <= count:
+            n += 1
+        e_w, within, blocks = np.empty(n), np.zeros(n), np.zeros((n, 3))
+        r0, r1 = -1, -1
+        for e in range(n):
+            t = token[e]
+            if t < 0:
+                blocks[e, 0] = 1.0 / (1.0 - q_max[bucket[e]])
+                blocks[e, 1] = lowest[bucket[e]]
+                e_w[e] = w_sums[bucket[e]]
+                within[e] = max(w_sums[bucket[e]] * e_q[e] - wq_sums[bucket[e]], 0.0)
+            else:
+                e_w[e] = w_big if t == big else e_q[e] / (1.0 - e_q[e])
+                if t == d0:
+                    r0 = e
+                elif t == d1:
+                    r1 = e
+        flux, flux_lo, selection = np.empty(n + 1), np.empty(n + 1), np.empty(n)
+        qt, qe, wt, we, m, _ = ranked_setup(e_p[:n], e_q[:n], e_w, within, 2.0 ** -52, flux, flux_lo, selection)
+        for e in range(min(m, n)):
+            if token[e] < 0 and sign[bucket[e]] < 0:
+                blocks[e, 2] = 1.0
+        if not decided:  # the selection and its test, as the sorted path's
+            low, high = min(r0, r1), max(r0, r1)
+            lower_wins = False
+            if not low < m <= high:
+                carried = True
+                for j in range(low + 1, high + 1):
+                    if flux[j] <= 0.0:
+                        carried = False
+                if carried:
+                    f, t_end = first_run(flux, low, high)
+                    verdict, _ = yield_decision(flux, qt, qe, wt, we, f, t_end, low, high, u[0], blocks)
+                    if verdict == 0:
+                        return -1, -1, UNDECIDED, rounds
+                    lower_wins = verdict == 1
+            decided = True
+            chosen_entry = low if lower_wins else high
+            selected = token[chosen_entry]
+            accept_index = 0 if selected == d0 else 1
+            x_selected = selection[chosen_entry]
+            if u[1] * x_selected < e_p[chosen_entry]:
+                return selected, accept_index, DRAWN, rounds
+        # the residual by inverse CDF over the entries: blocks on H have none, blocks on U
+        # p(E) - x(E), tokens max(p - x, 0), the q = 0 tokens their p
+        cumulative = np.empty(n_all)
+        total = 0.0
+        for e in range(n_all):
+            if e >= n:
+                total += e_p[e]
+            elif token[e] >= 0 or e >= m:
+                total += max(e_p[e] - selection[e], 0.0)
+            cumulative[e] = total
+        if not total > 0.0:
+            return -1, -1, NO_RESIDUAL, rounds
+        target_mass = u[2] * total
+        e = 0
+        while e < n_all and not cumulative[e] > target_mass:
+            e += 1
+        if e == n_all:  # a rounding overshoot: the first entry at which the CDF reaches its total
+            e = 0
+            while cumulative[e] < total:
+                e += 1
+        if token[e] >= 0:
+            return token[e], -1, DRAWN, rounds
+        chosen[bucket[e]] = True
+    return -1, -1, TOO_MANY_ROUNDS, ROUNDS
+
+
+@_compiled
+def merged_row_profile(p, q, d0, d1, u, buckets, margin, keys, ids):
+    """``(token, accepted index, outcome, rounds)``: :func:`merged_row` with its outcome
+    (:data:`DRAWN`, or why the row goes back) and the rounds it took."""
+    return _merged_row(p, q, d0, d1, u, buckets, margin, keys, ids)
+
+
+__all__ = ["BUCKETS", "DRAWN", "NO_RESIDUAL", "OVERFLOW", "ROUNDS", "TOO_MANY_ROUNDS", "UNDECIDED", "SIGN_MARGIN", "bucket_weights", "merged_entries", "merged_row", "merged_row_profile",
+           "signs"]
