@@ -2,7 +2,7 @@
 its float levels realise, and what it costs beside the RRS verifiers.
 
     .venv/bin/python scripts/pair_wor_verifier_at_scale.py --corpus DIR [--positions 8]
-        [--temperature 1.0] [--bits 200] [--pairs 16] [--checks 1000] [--repeats 3] [--seed 0]
+        [--temperature 1.0] [--bits 200] [--pairs 16] [--checks 1000] [--agree 200] [--repeats 3] [--seed 0]
         [--out FILE]
 
 ``DIR`` is an otm corpus (``otm corpus --pair qwen2.5-coder --out DIR``); ``--positions``
@@ -22,16 +22,22 @@ stored logits at ``--temperature``, over the full vocabulary. For every position
   ``u``: of those on one side of the cut with ``Y > 0``, the share whose ``u < Y`` the
   bounds of :func:`decoding.verifiers.optimal_pair_wor_numba.yield_decision` settle without
   the nesting, and how many of their verdicts contradict the full nesting's level;
+- **merged rows**: the same ``--checks`` pairs and uniforms through the merged path
+  (:func:`decoding.verifiers.optimal_pair_wor_merged.merged_row_profile`, float32 inputs
+  normalised as in ``verify``): the share it draws itself (the rest go back to the sorted
+  path) and, of the first ``--agree`` it draws, how many differ from the sorted path's draw
+  (:func:`decoding.verifiers.optimal_pair_wor.sorted_row`);
 - **cost**: ``--pairs`` rows of this position, each with two distinct drafts drawn from
   ``q``, verified by the batched verifiers ``optimal_pair_wor``, ``rrs_wor``,
   ``optimal_latent`` and ``rrs`` (on the same drafts, for time only: not lossless for this
   law), float32 inputs as in decoding, ``torch.set_num_threads(1)``; ms per row, the least
   of ``--repeats`` calls after the same call once as a warm-up (one call moves by up to 2x
-  on a shared VM).
+  on a shared VM); and the sorted path alone (``sorted_row`` on the same rows, one after
+  another), for the comparison.
 
 Prints one markdown table (and writes it to ``--out``) with the command, the machine and
-the wall time. Costs about ``positions x (13 s at 200 bits + 2 x pairs x 0.3 s)``: the defaults
-take 3 to 4 minutes.
+the wall time. Costs about ``positions x (13 s at 200 bits + 2 x pairs x 0.3 s + agree x 10 ms)``: the
+defaults take 3 to 4 minutes.
 """
 from __future__ import annotations
 
@@ -46,7 +52,8 @@ from tqdm.auto import tqdm
 
 from certify_optimal_verifier import corpus_report
 from decoding.verifiers import VERIFIERS
-from decoding.verifiers.optimal_pair_wor import UNIT, ratio_order
+from decoding.verifiers.optimal_pair_wor import UNIT, ratio_order, sorted_row
+from decoding.verifiers.optimal_pair_wor_merged import BUCKETS, DRAWN, SIGN_MARGIN, merged_row_profile
 from decoding.verifiers.optimal_pair_wor_numba import first_run, row_levels, row_setup, yield_decision
 from otm.corpus import Corpus
 from otm.formulations.prefix_scan import prefix_scan
@@ -105,6 +112,45 @@ def bound_checks(p_ranked: np.ndarray, q_ranked: np.ndarray, levels: np.ndarray,
     return {"same_side": counted, "settled": settled, "wrong": wrong}
 
 
+def merged_checks(p: np.ndarray, q: np.ndarray, checks: int, agree: int, seed: int) -> dict:
+    """Of ``checks`` pairs drawn without replacement from ``q`` with three uniforms each: how
+    many the merged path draws itself, and how many of the first ``agree`` of those differ
+    from the sorted path's draw."""
+    p = p.astype(np.float32).astype(np.float64)
+    q = q.astype(np.float32).astype(np.float64)
+    p, q = p / p.sum(), q / q.sum()
+    rng = np.random.default_rng(seed)
+    keys, ids = np.empty(len(p), np.int64), np.empty(len(p), np.int64)
+    drawn = compared = differ = 0
+    for _ in range(checks):
+        pair = tuple(int(t) for t in rng.choice(len(q), size=2, replace=False, p=q))
+        u = rng.random(3)
+        token, index, outcome, _ = merged_row_profile(p, q, pair[0], pair[1], u, BUCKETS, SIGN_MARGIN, keys, ids)
+        if outcome == DRAWN:
+            drawn += 1
+            if compared < agree:
+                compared += 1
+                differ += (int(token), int(index)) != sorted_row(p, q, pair, u)
+    return {"drawn": drawn, "compared": compared, "differ": differ}
+
+
+def sorted_cost(p: np.ndarray, q: np.ndarray, pairs: int, seed: int, repeats: int) -> float:
+    """ms per row of the sorted path alone on ``pairs`` rows (the least of ``repeats``)."""
+    p = p.astype(np.float32).astype(np.float64)
+    q = q.astype(np.float32).astype(np.float64)
+    p, q = p / p.sum(), q / q.sum()
+    rng = np.random.default_rng(seed)
+    cases = [(tuple(int(t) for t in rng.choice(len(q), size=2, replace=False, p=q)), rng.random(3)) for _ in range(pairs)]
+    sorted_row(p, q, *cases[0])
+    best = np.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for pair, u in cases:
+            sorted_row(p, q, pair, u)
+        best = min(best, time.perf_counter() - start)
+    return 1e3 * best / pairs
+
+
 def timed_rows(p: np.ndarray, q: np.ndarray, pairs: int, seed: int, repeats: int) -> dict:
     """ms per row of each verifier of :data:`TIMED` on ``pairs`` rows of one position (the
     least of ``repeats`` calls)."""
@@ -133,6 +179,7 @@ def main(argv=None) -> str:
     parser.add_argument("--bits", type=int, default=200)
     parser.add_argument("--pairs", type=int, default=16)
     parser.add_argument("--checks", type=int, default=1000)
+    parser.add_argument("--agree", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", help="also write the markdown here")
@@ -141,20 +188,24 @@ def main(argv=None) -> str:
     row_levels(np.array([0.5, 0.5]), np.array([0.5, 0.5]), UNIT, *(np.empty(s) for s in (3, 3, 2)))  # load the compiled code
     corpus = Corpus(args.corpus)
     rows = corpus.spaced_rows(args.positions, args.temperature)
-    print(f"{len(rows)} positions at V = {corpus.vocab_size:,}: about {len(rows) * (13 + 0.6 * args.pairs) / 60:.0f} "
+    print(f"{len(rows)} positions at V = {corpus.vocab_size:,}: about {len(rows) * (13 + 0.6 * args.pairs + 0.01 * args.agree) / 60:.0f} "
           "minutes", file=sys.stderr)
     start = time.perf_counter()
     lines = ["| text | position | support | alpha* | levels (ms) | refreshes per cut | largest level | set to 1 | "
              "uncarried (estimate) | sum abs(x' - x) | alpha* - accepted | settled by the bounds | wrong verdicts | "
-             + " | ".join(f"{name} (ms/row)" for name in TIMED) + " | optimal_pair_wor / rrs_wor |",
-             "|" + "---|" * (14 + len(TIMED))]
+             "drawn by merged rows | differ from sorted | "
+             + " | ".join(f"{name} (ms/row)" for name in TIMED) + " | sorted path (ms/row) | optimal_pair_wor / rrs_wor |",
+             "|" + "---|" * (17 + len(TIMED))]
     for text, position, p, q in tqdm(rows, desc="rows", file=sys.stderr):
         r = levels_row(p, q, args.bits, args.checks, args.seed + position)
+        g = merged_checks(p, q, args.checks, args.agree, args.seed + position)
         t = timed_rows(p, q, args.pairs, args.seed + position, args.repeats)
+        t["sorted"] = sorted_cost(p, q, args.pairs, args.seed + position, args.repeats)
         lines.append(f"| {text} | {position} | {r['n']:,} | {r['optimum']:.6f} | {r['ms']:.0f} | {r['refreshes']:.1f} | "
                      f"{r['top']:.9f} | {r['clipped']} | {r['uncarried']:.1e} | {r['off']:.1e} | {r['lost']:.1e} | "
                      f"{r['settled']} of {r['same_side']} | {r['wrong']} | "
-                     + " | ".join(f"{t[name]:.2f}" for name in TIMED)
+                     f"{g['drawn']} of {args.checks} | {g['differ']} of {g['compared']} | "
+                     + " | ".join(f"{t[name]:.2f}" for name in TIMED) + f" | {t['sorted']:.2f}"
                      + f" | {t['optimal_pair_wor'] / t['rrs_wor']:.0f} |")
     return corpus_report("pair_wor_verifier_at_scale.py", argv, args.corpus, corpus,
                          f"T = {args.temperature}, realised law in {args.bits}-bit floats", time.perf_counter() - start,

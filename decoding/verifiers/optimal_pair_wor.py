@@ -13,18 +13,24 @@ level between them. The selected draft ``Z`` is accepted with probability
 
 Per row, on the CPU in float64 (a CUDA batch is brought to the CPU and its outputs sent
 back; the rows of a call are shared among ``torch.get_num_threads()`` threads by
-:func:`decoding.verifiers.base.share_rows`, a row's draw independent of the sharing): one
-stable sort of the ratios of the support, then
-:func:`decoding.verifiers.optimal_pair_wor_numba.pair_yield`, which computes the cut, the
-minimal flux and ``x`` in ``O(V)`` and the yield of the drafted pair by following only the
-nested runs that hold both drafts, each run's first cut to empty found in a lazy
-range-minimum tree. The levels are rounded into ``[current level, 1]``; what that and the
-rounding floors leave of the flux uncarried moves the realised selection law away from
-``x`` by at most ``2.4e-13`` in total on 16 real rows at ``V = 151,936``, measured in 200-bit
-arithmetic (docs/optimal-verifier.md, section 8, "At the real vocabulary"). Drafts that two
-draws without replacement cannot give (equal, or one with ``q = 0`` while ``q`` has two
-tokens of positive probability) raise :class:`otm.errors.NotApplicableError`; rows with a NaN,
-an inf, a negative entry or no mass raise :class:`otm.errors.InvalidDistributionError`.
+:func:`decoding.verifiers.base.share_rows`, a row's draw independent of the sharing). Rows of
+at least :data:`MERGED_MIN_VOCAB` tokens first go through a *merged row*
+(:mod:`decoding.verifiers.optimal_pair_wor_merged`): the ratio keys cut into buckets, the
+buckets whose ranks all have ``e = p - sigma`` of one sign kept as blocks, the others and the
+drafts' refined into sorted tokens; every value the draw reads is exact there, and Lemma 9's
+bounds, with bounds on the cuts inside blocks, decide ``u < Y``. When they cannot (a few
+percent of pairs on real rows), the row goes to the *sorted row*: one stable sort of the
+ratios of the support, then :func:`decoding.verifiers.optimal_pair_wor_numba.pair_yield`,
+which computes the cut, the minimal flux and ``x`` in ``O(V)`` and the yield of the drafted
+pair (Lemma 9's bounds first, else only the nested runs that hold both drafts, each run's first
+cut to empty found in a lazy range-minimum tree). In exact arithmetic both paths draw the same.
+The levels are rounded into ``[current level, 1]``; what that and the rounding floors leave
+of the flux uncarried moves the realised selection law away from ``x`` by at most
+``2.4e-13`` in total on 16 real rows at ``V = 151,936``, measured in 200-bit arithmetic
+(docs/optimal-verifier.md, section 8, "At the real vocabulary"). Drafts that two draws without
+replacement cannot give (equal, or one with ``q = 0`` while ``q`` has two tokens of positive
+probability) raise :class:`otm.errors.NotApplicableError`; rows with a NaN, an inf, a negative
+entry or no mass raise :class:`otm.errors.InvalidDistributionError`.
 
 Exhausted support (one token ``a`` with ``q > 0``): the drafts are ``a`` and the lowest-index
 ``q = 0`` token ``z`` (:func:`decoding.verifiers.base.sample_without_replacement`), ``x = (1
@@ -32,7 +38,8 @@ Exhausted support (one token ``a`` with ``q > 0``): the drafts are ``a`` and the
 
 Randomness (``uniforms_per_row(2) = 3``): column 0 selects the member of lower rank when
 below ``Y`` (``z`` when below ``p_z``), column 1 accepts ``Z`` when ``u x(Z) < p(Z)``, column 2
-draws the residual by inverse CDF in token order. Only ``u < Y`` is needed (``pair_yield``'s
+draws the residual by inverse CDF over the ranks (:func:`full_ratio_order`: by ``p / q``, the
+``q = 0`` tokens last, ties by id), the order a merged row keeps. Only ``u < Y`` is needed (``pair_yield``'s
 ``decide``): bounds on ``Y`` from the flux alone settle most pairs without the nesting
 (:func:`decoding.verifiers.optimal_pair_wor_numba.yield_decision`), and otherwise the search
 for ``Y`` stops as soon as the levels it meets pass ``u``. Reference:
@@ -172,6 +179,11 @@ def sorted_row(p: np.ndarray, q: np.ndarray, drafts: tuple[int, int], uniforms: 
     return int(order[int(sample_weighted(weights, torch.from_numpy(uniforms[2:3])))]), -1
 
 
+def _invalid(name: str):
+    raise InvalidDistributionError(f"{name} must be finite and non-negative with positive mass in every row: the "
+                                   "water-level verifier ranks tokens by p / q")
+
+
 def verify(
     target_probs: torch.Tensor,  # [batch, vocab]
     draft_probs: torch.Tensor,  # [batch, 2, vocab]
@@ -180,20 +192,28 @@ def verify(
 ) -> VerifierOutput:
     """The water-level verifier for two distinct drafts from ``draft_probs[:, 0]``."""
     uniforms = verify_uniforms(target_probs, draft_probs, draft_tokens, generator, uniforms_per_row)
-    p = (target_probs.to(WORK_DTYPE) / token_order_sums(target_probs)).cpu().numpy()
-    q_rows = first_draft_probs(draft_probs)
-    q = (q_rows.to(WORK_DTYPE) / token_order_sums(q_rows)).cpu().numpy()
-    for name, rows in (("target_probs", p), ("draft_probs", q)):  # NaN rows: a NaN, an inf or no mass
-        if not (np.isfinite(rows).all() and (rows >= 0).all()):
-            raise InvalidDistributionError(f"{name} must be finite and non-negative with positive mass in every row: "
-                                           "the water-level verifier ranks tokens by p / q")
+    from .optimal_pair_wor_numba import normalised_row  # numba only where a row is verified
+
+    rows = {}
+    for name, probs in (("target_probs", target_probs), ("draft_probs", first_draft_probs(draft_probs))):
+        probs = probs.cpu()
+        total = token_order_sums(probs)[:, 0]
+        if not bool(((total > 0) & torch.isfinite(total)).all()):  # a NaN or an inf makes the sum one
+            _invalid(name)
+        rows[name] = (probs if probs.dtype in (torch.float32, torch.float64) else probs.float()).numpy(), total.numpy()
+    (p_rows, p_totals), (q_rows, q_totals) = rows["target_probs"], rows["draft_probs"]
     drafts, u = draft_tokens.cpu().tolist(), uniforms.to(WORK_DTYPE).cpu().numpy()
     tokens, accepted = torch.empty(len(drafts), dtype=torch.int64), torch.empty(len(drafts), dtype=torch.int64)
 
     def run(part: int, parts: int) -> None:
-        work = (np.empty(p.shape[1], np.int64), np.empty(p.shape[1], np.int64))  # reused by this thread's rows
+        vocab = p_rows.shape[1]  # this thread's rows reuse one set of work arrays
+        p, q, work = np.empty(vocab), np.empty(vocab), (np.empty(vocab, np.int64), np.empty(vocab, np.int64))
         for r in range(part, len(drafts), parts):
-            tokens[r], accepted[r] = verify_row(p[r], q[r], tuple(drafts[r]), u[r], work)
+            for name, row, total, out in (("target_probs", p_rows[r], p_totals[r], p),
+                                          ("draft_probs", q_rows[r], q_totals[r], q)):
+                if not normalised_row(row, total, out):  # a negative entry
+                    _invalid(name)
+            tokens[r], accepted[r] = verify_row(p, q, tuple(drafts[r]), u[r], work)
 
     share_rows(run, len(drafts))
     device = target_probs.device

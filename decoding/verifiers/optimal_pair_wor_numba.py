@@ -228,6 +228,18 @@ def row_setup(p, q, unit, flux, flux_lo, selection):
 
 
 @_compiled
+def normalised_row(row, total, out):
+    """``out[i] = float64(row[i]) / total``: a float32 or float64 row normalised into a
+    float64 work array, the floats of ``row.to(float64) / total``; returns whether no entry is
+    negative (a NaN or an inf shows in ``total``)."""
+    valid = True
+    for i in range(row.shape[0]):
+        out[i] = np.float64(row[i]) / total
+        valid &= row[i] >= 0
+    return valid
+
+
+@_compiled
 def draft_weights(q):
     """``w = q / (1 - q)`` ``[n]``, the first draft's weights; for the token with ``q > 1/2``
     (at most one) ``1 - q`` is the others' mass summed with compensation (``q = 0.9997``
