@@ -23,7 +23,7 @@ stored logits at ``--temperature``, over the full vocabulary. For every position
   bounds of :func:`decoding.verifiers.optimal_pair_wor_numba.yield_decision` settle without
   the nesting, and how many of their verdicts contradict the full nesting's level;
 - **merged rows**: the same ``--checks`` pairs and uniforms through the merged path
-  (:func:`decoding.verifiers.optimal_pair_wor_merged.merged_row_profile`, float32 inputs
+  (:func:`decoding.verifiers.optimal_pair_wor_merged.merged_row`, float32 inputs
   normalised as in ``verify``): the share it draws itself (the rest go back to the sorted
   path) and, of the first ``--agree`` it draws, how many differ from the sorted path's draw
   (:func:`decoding.verifiers.optimal_pair_wor.sorted_row`);
@@ -53,7 +53,7 @@ from tqdm.auto import tqdm
 from certify_optimal_verifier import corpus_report
 from decoding.verifiers import VERIFIERS
 from decoding.verifiers.optimal_pair_wor import UNIT, ratio_order, sorted_row
-from decoding.verifiers.optimal_pair_wor_merged import BUCKETS, DRAWN, SIGN_MARGIN, merged_row_profile
+from decoding.verifiers.optimal_pair_wor_merged import BUCKETS, DRAWN, SIGN_MARGIN, merged_row
 from decoding.verifiers.optimal_pair_wor_numba import first_run, row_levels, row_setup, yield_decision
 from otm.corpus import Corpus
 from otm.formulations.prefix_scan import prefix_scan
@@ -125,7 +125,7 @@ def merged_checks(p: np.ndarray, q: np.ndarray, checks: int, agree: int, seed: i
     for _ in range(checks):
         pair = tuple(int(t) for t in rng.choice(len(q), size=2, replace=False, p=q))
         u = rng.random(3)
-        token, index, outcome, _ = merged_row_profile(p, q, pair[0], pair[1], u, BUCKETS, SIGN_MARGIN, keys, ids)
+        token, index, outcome = merged_row(p, q, pair[0], pair[1], u, BUCKETS, SIGN_MARGIN, keys, ids)
         if outcome == DRAWN:
             drawn += 1
             if compared < agree:

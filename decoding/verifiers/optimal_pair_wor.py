@@ -157,11 +157,11 @@ def verify_row(p: np.ndarray, q: np.ndarray, drafts: tuple[int, int], uniforms: 
     ``[V]`` work arrays), else, or when that row goes back, on the sorted row."""
     support = _check_drafts(q, drafts)
     if support >= 2 and len(p) >= MERGED_MIN_VOCAB:
-        from .optimal_pair_wor_merged import BUCKETS, SIGN_MARGIN, merged_row
+        from .optimal_pair_wor_merged import BUCKETS, DRAWN, SIGN_MARGIN, merged_row
 
         keys, ids = work if work is not None else (np.empty(len(p), np.int64), np.empty(len(p), np.int64))
-        token, index, done = merged_row(p, q, drafts[0], drafts[1], uniforms, BUCKETS, SIGN_MARGIN, keys, ids)
-        if done:
+        token, index, outcome = merged_row(p, q, drafts[0], drafts[1], uniforms, BUCKETS, SIGN_MARGIN, keys, ids)
+        if outcome == DRAWN:
             return int(token), int(index)
     return sorted_row(p, q, drafts, uniforms)
 

@@ -25,12 +25,14 @@ their tokens, sorted by key. On the merged row:
 
 In exact arithmetic every value the draw reads is the sorted path's, so the draw is the
 sorted path's: the selected draft, its test and the residual rank (inverse CDF over the
-ranks, the ``q = 0`` tokens last by id, :mod:`decoding.verifiers.optimal_pair_wor`). When a
-residual draw lands in a block, the block is refined and the row merged again (a *round*);
-when the bounds leave the pair undecided, or the residual has no mass left by rounding, the
-row goes back to the sorted path (:func:`merged_row` says so). Tests:
+ranks, the ``q = 0`` tokens last by id, :mod:`decoding.verifiers.optimal_pair_wor`). When the
+residual draw lands in a block, that block alone is gathered, sorted and walked (its ``sigma``
+from the sums below it, its flux from its upper end), and the draw goes on inside it
+(:func:`_block_draw`). When the bounds leave the pair undecided, or the residual has no mass
+left by rounding, the row goes back to the sorted path (:func:`merged_row` says why). Tests:
 ``tests/decoding/test_verifier_optimal_pair_wor_merged.py`` (draw for draw against the
-sorted path on rows with few buckets, and a broken sign test caught).
+sorted path on rows with few buckets, the bounds inside blocks against the exact ones, and a
+broken sign test and raised bounds caught).
 
 **The sign test.** In a bucket of ratios ``[r_lo, r_hi]`` with ``C``, ``W`` the sums of ``q``
 and ``w`` below it and ``C'``, ``W'`` through it, a rank ``a`` has ``sigma_a / q_a = C_a /
@@ -61,13 +63,10 @@ BUCKETS = 4096
 #: Relative margin of the sign test (far above the rounding of the bucket sums).
 SIGN_MARGIN = 1e-9
 
-#: Most rounds (residual draws landing in a block) before a row goes back to the sorted path.
-ROUNDS = 4
-
-#: Outcomes of :func:`merged_row_profile`: drawn, or back to the sorted path because Lemma 9's
-#: bounds left the pair undecided, the residual had no mass (rounding), the residual draw
-#: landed in a block :data:`ROUNDS` times, or a ``q > 0`` token's ratio overflowed.
-DRAWN, UNDECIDED, NO_RESIDUAL, TOO_MANY_ROUNDS, OVERFLOW = 1, 0, 2, 3, 4
+#: Outcomes of :func:`merged_row`: drawn, or back to the sorted path because Lemma 9's bounds
+#: left the pair undecided, the residual had no mass (rounding), or a ``q > 0`` token's ratio
+#: overflowed.
+DRAWN, UNDECIDED, NO_RESIDUAL, OVERFLOW = 1, 0, 2, 3
 
 
 @_compiled
@@ -154,18 +153,12 @@ def merged_entries(p, q, ids, keys, chosen, keep, lower, target, draft, sizes):
 
 @_compiled
 def merged_row(p, q, d0, d1, u, buckets, margin, keys, ids):
-    """One row of the water-level verifier on merged rows (module docstring): ``p``, ``q``
+    """One row of the water-level verifier on a merged row (module docstring): ``p``, ``q``
     ``[V]`` float64 normalised with at least two tokens of positive ``q``, the distinct drafts
     ``d0``, ``d1`` (both ``q > 0``), the row's 3 uniforms, the bucket count, the sign test's
-    margin and two int64 work arrays ``[V]``. Returns ``(token, accepted index, drawn)``:
-    ``drawn`` is false when the row goes back to the sorted path (:func:`merged_row_profile`
-    says why), and the index is -1 for the residual."""
-    token, index, outcome, _ = _merged_row(p, q, d0, d1, u, buckets, margin, keys, ids)
-    return token, index, outcome == DRAWN
-
-
-@_compiled
-def _merged_row(p, q, d0, d1, u, buckets, margin, keys, ids):
+    margin and two int64 work arrays ``[V]``. Returns ``(token, accepted index, outcome)``:
+    the index is -1 for the residual; the outcome is :data:`DRAWN`, or why the row goes back
+    to the sorted path (then the token is -1)."""
     first, last = ratio_key_range(p, q, keys)
     step, count = 0, 0
     if first < INF_KEY:
@@ -178,7 +171,7 @@ def _merged_row(p, q, d0, d1, u, buckets, margin, keys, ids):
     target, draft, sizes = np.zeros(size), np.zeros(size), np.zeros(size, np.int64)
     bucket_histograms(p, q, keys, first, step, count, ids, target, draft, sizes)
     if draft[count + 1] > 0.0:  # a q > 0 token with an overflowing ratio: the sorted path
-        return -1, -1, OVERFLOW, 0
+        return -1, -1, OVERFLOW
     w_sums, wq_sums, q_max = np.zeros(size), np.zeros(size), np.zeros(size)
     big, w_big = bucket_weights(q, ids, count, w_sums, wq_sums, q_max)
     sign, lower = signs(draft, w_sums, q_max, first, step, count, margin)
@@ -191,89 +184,125 @@ def _merged_row(p, q, d0, d1, u, buckets, margin, keys, ids):
     if big >= 0:
         chosen[ids[big]] = True
     keep = np.zeros(size, np.bool_)
-    selected, accept_index, x_selected = -1, -1, 0.0
-    decided = False
-    for rounds in range(1, ROUNDS + 1):
-        for b in range(size):
-            keep[b] = sizes[b] > 0 and not chosen[b]
-        token, bucket, e_p, e_q = merged_entries(p, q, ids, keys, chosen, keep, lower, target, draft, sizes)
-        n_all = token.shape[0]
-        n = 0  # the ranked entries (q > 0), before the bucket of q = 0
-        while n < n_all and bucket[n] <= count:
-            n += 1
-        e_w, within, blocks = np.empty(n), np.zeros(n), np.zeros((n, 3))
-        r0, r1 = -1, -1
-        for e in range(n):
-            t = token[e]
-            if t < 0:
-                blocks[e, 0] = 1.0 / (1.0 - q_max[bucket[e]])
-                blocks[e, 1] = lowest[bucket[e]]
-                e_w[e] = w_sums[bucket[e]]
-                within[e] = max(w_sums[bucket[e]] * e_q[e] - wq_sums[bucket[e]], 0.0)
-            else:
-                e_w[e] = w_big if t == big else e_q[e] / (1.0 - e_q[e])
-                if t == d0:
-                    r0 = e
-                elif t == d1:
-                    r1 = e
-        flux, flux_lo, selection = np.empty(n + 1), np.empty(n + 1), np.empty(n)
-        qt, qe, wt, we, m, _ = ranked_setup(e_p[:n], e_q[:n], e_w, within, 2.0 ** -52, flux, flux_lo, selection)
-        for e in range(min(m, n)):
-            if token[e] < 0 and sign[bucket[e]] < 0:
-                blocks[e, 2] = 1.0
-        if not decided:  # the selection and its test, as the sorted path's
-            low, high = min(r0, r1), max(r0, r1)
-            lower_wins = False
-            if not low < m <= high:
-                carried = True
-                for j in range(low + 1, high + 1):
-                    if flux[j] <= 0.0:
-                        carried = False
-                if carried:
-                    f, t_end = first_run(flux, low, high)
-                    verdict, _ = yield_decision(flux, qt, qe, wt, we, f, t_end, low, high, u[0], blocks)
-                    if verdict == 0:
-                        return -1, -1, UNDECIDED, rounds
-                    lower_wins = verdict == 1
-            decided = True
-            chosen_entry = low if lower_wins else high
-            selected = token[chosen_entry]
-            accept_index = 0 if selected == d0 else 1
-            x_selected = selection[chosen_entry]
-            if u[1] * x_selected < e_p[chosen_entry]:
-                return selected, accept_index, DRAWN, rounds
-        # the residual by inverse CDF over the entries: blocks on H have none, blocks on U
-        # p(E) - x(E), tokens max(p - x, 0), the q = 0 tokens their p
-        cumulative = np.empty(n_all)
-        total = 0.0
-        for e in range(n_all):
-            if e >= n:
-                total += e_p[e]
-            elif token[e] >= 0 or e >= m:
-                total += max(e_p[e] - selection[e], 0.0)
-            cumulative[e] = total
-        if not total > 0.0:
-            return -1, -1, NO_RESIDUAL, rounds
-        target_mass = u[2] * total
+    for b in range(size):
+        keep[b] = sizes[b] > 0 and not chosen[b]
+    token, bucket, e_p, e_q = merged_entries(p, q, ids, keys, chosen, keep, lower, target, draft, sizes)
+    n_all = token.shape[0]
+    n = 0  # the ranked entries (q > 0), before the bucket of q = 0
+    while n < n_all and bucket[n] <= count:
+        n += 1
+    e_w, within, blocks = np.empty(n), np.zeros(n), np.zeros((n, 3))
+    r0, r1 = -1, -1
+    for e in range(n):
+        t = token[e]
+        if t < 0:
+            blocks[e, 0] = 1.0 / (1.0 - q_max[bucket[e]])
+            blocks[e, 1] = lowest[bucket[e]]
+            e_w[e] = w_sums[bucket[e]]
+            within[e] = max(w_sums[bucket[e]] * e_q[e] - wq_sums[bucket[e]], 0.0)
+        else:
+            e_w[e] = w_big if t == big else e_q[e] / (1.0 - e_q[e])
+            if t == d0:
+                r0 = e
+            elif t == d1:
+                r1 = e
+    flux, flux_lo, selection = np.empty(n + 1), np.empty(n + 1), np.empty(n)
+    qt, qe, wt, we, m, _ = ranked_setup(e_p[:n], e_q[:n], e_w, within, 2.0 ** -52, flux, flux_lo, selection)
+    for e in range(min(m, n)):
+        if token[e] < 0 and sign[bucket[e]] < 0:
+            blocks[e, 2] = 1.0
+    # the selection (the higher member, unless the pair yields) and its test
+    low, high = min(r0, r1), max(r0, r1)
+    lower_wins = False
+    if not low < m <= high:
+        carried = True
+        for j in range(low + 1, high + 1):
+            if flux[j] <= 0.0:
+                carried = False
+        if carried:
+            f, t_end = first_run(flux, low, high)
+            verdict, _ = yield_decision(flux, qt, qe, wt, we, f, t_end, low, high, u[0], blocks)
+            if verdict == 0:
+                return -1, -1, UNDECIDED
+            lower_wins = verdict == 1
+    chosen_entry = low if lower_wins else high
+    if u[1] * selection[chosen_entry] < e_p[chosen_entry]:
+        return token[chosen_entry], 0 if token[chosen_entry] == d0 else 1, DRAWN
+    # the residual by inverse CDF over the entries: blocks on H have none, blocks on U
+    # p(E) - x(E), tokens max(p - x, 0), the q = 0 tokens their p
+    cumulative = np.empty(n_all)
+    total = 0.0
+    for e in range(n_all):
+        if e >= n:
+            total += e_p[e]
+        elif token[e] >= 0 or e >= m:
+            total += max(e_p[e] - selection[e], 0.0)
+        cumulative[e] = total
+    if not total > 0.0:
+        return -1, -1, NO_RESIDUAL
+    mass = u[2] * total
+    e = 0
+    while e < n_all and not cumulative[e] > mass:
+        e += 1
+    if e == n_all:  # a rounding overshoot: the first entry at which the CDF reaches its total
         e = 0
-        while e < n_all and not cumulative[e] > target_mass:
+        while cumulative[e] < total:
             e += 1
-        if e == n_all:  # a rounding overshoot: the first entry at which the CDF reaches its total
-            e = 0
-            while cumulative[e] < total:
-                e += 1
-        if token[e] >= 0:
-            return token[e], -1, DRAWN, rounds
-        chosen[bucket[e]] = True
-    return -1, -1, TOO_MANY_ROUNDS, ROUNDS
+    if token[e] >= 0:
+        return token[e], -1, DRAWN
+    before = cumulative[e - 1] if e > 0 else 0.0
+    if e >= n:  # the tokens with q = 0, by id
+        return _block_draw(p, q, ids, keys, bucket[e], False, 0.0, 0.0, 0.0, big, w_big, before, mass), -1, DRAWN
+    return _block_draw(p, q, ids, keys, bucket[e], True, qt[e] + qe[e], wt[e] + we[e], flux[e + 1] + flux_lo[e + 1], big,
+                       w_big, before, mass), -1, DRAWN
 
 
 @_compiled
-def merged_row_profile(p, q, d0, d1, u, buckets, margin, keys, ids):
-    """``(token, accepted index, outcome, rounds)``: :func:`merged_row` with its outcome
-    (:data:`DRAWN`, or why the row goes back) and the rounds it took."""
-    return _merged_row(p, q, d0, d1, u, buckets, margin, keys, ids)
+def _block_draw(p, q, ids, keys, b, ranked, below_q, below_w, flux_top, big, w_big, before, mass):
+    """The residual draw inside the block of bucket ``b`` (on ``U``, or the ``q = 0`` tokens):
+    its tokens by rank (by id for ``q = 0``), their residual ``max(p - x, 0)`` (``x = sigma +
+    F(a + 1) - F(a)``, ``sigma`` from the sums below the block, the flux walked down from the
+    block's upper end, as the sorted path's; ``p`` for ``q = 0``), added to ``before`` (the
+    CDF below the block) until it passes ``mass``; a rounding overshoot goes to the block's
+    last token of positive residual."""
+    size = 0
+    for i in range(ids.shape[0]):
+        size += ids[i] == b
+    members = np.empty(size, np.int64)
+    k = 0
+    for i in range(ids.shape[0]):
+        if ids[i] == b:
+            members[k] = i
+            k += 1
+    residual = np.empty(size)
+    if ranked:
+        members = members[np.argsort(keys[members], kind="mergesort")]  # by key, ties by id
+        sigma = np.empty(size)
+        c, w = below_q, below_w
+        for j in range(size):
+            a = members[j]
+            w_a = w_big if a == big else q[a] / (1.0 - q[a])
+            sigma[j] = w_a * c + q[a] * w
+            c += q[a]
+            w += w_a
+        f = flux_top
+        for j in range(size - 1, -1, -1):
+            a = members[j]
+            f_below = max(0.0, f - (p[a] - sigma[j]))
+            residual[j] = max(p[a] - (sigma[j] + f - f_below), 0.0)
+            f = f_below
+    else:
+        for j in range(size):
+            residual[j] = p[members[j]]
+    total, last = before, size - 1
+    for j in range(size):
+        if residual[j] > 0.0:
+            total += residual[j]
+            last = j
+            if total > mass:
+                return members[j]
+    return members[last]
 
 
-__all__ = ["BUCKETS", "DRAWN", "NO_RESIDUAL", "OVERFLOW", "ROUNDS", "TOO_MANY_ROUNDS", "UNDECIDED", "SIGN_MARGIN", "bucket_weights", "merged_entries", "merged_row", "merged_row_profile",
-           "signs"]
+__all__ = ["BUCKETS", "DRAWN", "NO_RESIDUAL", "OVERFLOW", "SIGN_MARGIN", "UNDECIDED", "bucket_weights", "merged_entries",
+           "merged_row", "signs"]

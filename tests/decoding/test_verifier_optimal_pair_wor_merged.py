@@ -55,8 +55,8 @@ def _draws(buckets: int, margin: float, rows: int = 90, per_row: int = 8, seed: 
         for _ in range(per_row):
             d0, d1 = (int(t) for t in rng.choice(vocab, size=2, replace=False, p=q))
             u = rng.random(3)
-            token, index, done = merged.merged_row(p, q, d0, d1, u, buckets, margin, keys, ids)
-            if done:
+            token, index, outcome = merged.merged_row(p, q, d0, d1, u, buckets, margin, keys, ids)
+            if outcome == merged.DRAWN:
                 drawn += 1
                 same += (int(token), int(index)) == verifier.sorted_row(p, q, (d0, d1), u)
     return drawn, same
