@@ -42,9 +42,9 @@ from decoding.verifiers import VERIFIERS
 from otm.corpus import Corpus
 
 #: Seconds per verified row at V = 151,936 for the time estimate (module docstring); the
-#: water-level verifier costs 8-16 ms per row (docs/optimal-verifier.md, section 8; the
-#: certification of its section took 97 s for 6,000 rows on 2 threads).
-SECONDS_PER_ROW = {"optimal_pair_wor": 0.025}
+#: water-level verifier costs 1.3-8 ms per row (docs/optimal-verifier.md, section 8; the
+#: certification of its section took 46 s for 6,000 rows on 2 threads).
+SECONDS_PER_ROW = {"optimal_pair_wor": 0.008}
 DEFAULT_SECONDS_PER_ROW = 0.003
 
 
