@@ -37,8 +37,8 @@ broken sign test and raised bounds caught).
 **The sign test.** In a bucket of ratios ``[r_lo, r_hi]`` with ``C``, ``W`` the sums of ``q``
 and ``w`` below it and ``C'``, ``W'`` through it, a rank ``a`` has ``sigma_a / q_a = C_a /
 (1 - q_a) + W_a`` with ``C <= C_a <= C'`` and ``W <= W_a <= W'``, so ``e_a > 0`` at every rank
-when ``r_lo > C' / (1 - max q) + W'`` and ``e_a < 0`` when ``r_hi < C + W`` (each with a
-relative margin, and only for keys of normal floats, where the float ratio is within a
+when ``r_lo > C' / (1 - max q) + W'`` and ``e_a < 0`` when ``r_hi < C + W``, with ``max q``
+at most the bucket's ``q`` mass, the bound used (each with a relative margin, and only for keys of normal floats, where the float ratio is within a
 relative ``2^-53`` of the exact one). The bucket of the ratio 0 (``p = 0``) has ``e = -sigma
 <= 0`` (zero only at the lowest rank of all, where ``f`` is flat: its first minimiser is
 still at an end).
@@ -70,40 +70,39 @@ DRAWN, UNDECIDED, NO_RESIDUAL, OVERFLOW = 1, 0, 2, 3
 
 
 @_compiled
-def bucket_weights(q, ids, count, w_sums, wq_sums, q_max):
+def bucket_weights(q, ids, count, draft, w_sums, wq_sums):
     """Per bucket of the ranked tokens (ids ``0..count``): the sums of ``w = q / (1 - q)`` and
-    of ``w q``, and the largest ``q``; returns the token with ``q > 1/2`` (-1 if none) and its
-    ``w``: ``q`` over the others' mass, summed per bucket and then over the buckets with
-    compensation (the sorted path sums them with compensation in rank order,
-    :func:`decoding.verifiers.optimal_pair_wor_numba.draft_weights`)."""
+    of ``w q``; returns the token with ``q > 1/2`` (-1 if none) and its ``w``: ``q`` over the
+    others' mass, the other buckets' sums of ``q`` (``draft``) and the others of its own
+    bucket added with compensation (the sorted path sums them with compensation in rank
+    order, :func:`decoding.verifiers.optimal_pair_wor_numba.draft_weights`)."""
     big = -1
-    rest = np.zeros(w_sums.shape[0])
     for i in range(q.shape[0]):
         b = ids[i]
-        if q[i] > 0.0 and b <= count:
-            if q[i] > 0.5:
-                big = i
-            else:
-                w = q[i] / (1.0 - q[i])
-                w_sums[b] += w
-                wq_sums[b] += w * q[i]
-                q_max[b] = max(q_max[b], q[i])
-                rest[b] += q[i]
+        if q[i] > 0.5:
+            big = i
+        elif q[i] > 0.0 and b <= count:
+            w = q[i] / (1.0 - q[i])
+            w_sums[b] += w
+            wq_sums[b] += w * q[i]
     if big < 0:
         return big, 0.0
+    own = ids[big]
     hi, lo = 0.0, 0.0
-    for b in range(rest.shape[0]):
-        hi, lo = _add(hi, lo, rest[b])
+    for b in range(count + 1):
+        if b != own:
+            hi, lo = _add(hi, lo, draft[b])
+    for i in range(q.shape[0]):
+        if ids[i] == own and i != big:
+            hi, lo = _add(hi, lo, q[i])
     w_big = q[big] / (hi + lo)
-    b = ids[big]
-    w_sums[b] += w_big
-    wq_sums[b] += w_big * q[big]
-    q_max[b] = max(q_max[b], q[big])
+    w_sums[own] += w_big
+    wq_sums[own] += w_big * q[big]
     return big, w_big
 
 
 @_compiled
-def signs(draft, w_sums, q_max, first, step, count, margin):
+def signs(draft, w_sums, first, step, count, margin):
     """The sign test (module docstring) of buckets ``0..count``: 1 where ``e > 0`` at every
     rank, -1 where ``e < 0`` (``<= 0`` for bucket 0), 0 (mixed) elsewhere; and every
     bucket's smallest key."""
@@ -119,8 +118,8 @@ def signs(draft, w_sums, q_max, first, step, count, margin):
         else:
             bounds[0], bounds[1] = first + ((b - 1) << step), first + (b << step) - 1
             lower[b] = bounds[0]
-            if bounds[0] >= NORMAL_KEY and q_max[b] < 1.0:
-                if ratio[0] >= (c_end / (1.0 - q_max[b]) + w_end) * (1.0 + margin):
+            if bounds[0] >= NORMAL_KEY and draft[b] < 1.0:  # a member's q is at most the bucket's
+                if ratio[0] >= (c_end / (1.0 - draft[b]) + w_end) * (1.0 + margin):
                     sign[b] = 1
                 elif ratio[1] <= (c + w) * (1.0 - margin):
                     sign[b] = -1
@@ -172,9 +171,9 @@ def merged_row(p, q, d0, d1, u, buckets, margin, keys, ids):
     bucket_histograms(p, q, keys, first, step, count, ids, target, draft, sizes)
     if draft[count + 1] > 0.0:  # a q > 0 token with an overflowing ratio: the sorted path
         return -1, -1, OVERFLOW
-    w_sums, wq_sums, q_max = np.zeros(size), np.zeros(size), np.zeros(size)
-    big, w_big = bucket_weights(q, ids, count, w_sums, wq_sums, q_max)
-    sign, lower = signs(draft, w_sums, q_max, first, step, count, margin)
+    w_sums, wq_sums = np.zeros(size), np.zeros(size)
+    big, w_big = bucket_weights(q, ids, count, draft, w_sums, wq_sums)
+    sign, lower = signs(draft, w_sums, first, step, count, margin)
     lowest = lower.view(np.float64)  # the least ratio of each bucket
     chosen = np.zeros(size, np.bool_)
     for b in range(count + 1):
@@ -196,7 +195,7 @@ def merged_row(p, q, d0, d1, u, buckets, margin, keys, ids):
     for e in range(n):
         t = token[e]
         if t < 0:
-            blocks[e, 0] = 1.0 / (1.0 - q_max[bucket[e]])
+            blocks[e, 0] = 1.0 / (1.0 - e_q[e])  # w / q of a member: at most 1 / (1 - q(block))
             blocks[e, 1] = lowest[bucket[e]]
             e_w[e] = w_sums[bucket[e]]
             within[e] = max(w_sums[bucket[e]] * e_q[e] - wq_sums[bucket[e]], 0.0)

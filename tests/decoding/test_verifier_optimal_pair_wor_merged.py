@@ -90,9 +90,9 @@ def _merged_flux(p, q, buckets):
     size = count + 2
     target, draft, sizes = np.zeros(size), np.zeros(size), np.zeros(size, np.int64)
     bucket_histograms(p, q, keys, first, step, count, ids, target, draft, sizes)
-    w_sums, wq_sums, q_max = np.zeros(size), np.zeros(size), np.zeros(size)
-    big, w_big = merged.bucket_weights(q, ids, count, w_sums, wq_sums, q_max)
-    sign, lower = merged.signs(draft, w_sums, q_max, first, step, count, merged.SIGN_MARGIN)
+    w_sums, wq_sums = np.zeros(size), np.zeros(size)
+    big, w_big = merged.bucket_weights(q, ids, count, draft, w_sums, wq_sums)
+    sign, lower = merged.signs(draft, w_sums, first, step, count, merged.SIGN_MARGIN)
     chosen = (sign == 0) & (sizes > 0)
     chosen[count + 1] = False
     if big >= 0:
@@ -110,7 +110,7 @@ def _merged_flux(p, q, buckets):
     lowest = lower.view(np.float64)
     for e in range(n):
         if token[e] < 0:
-            blocks[e] = 1 / (1 - q_max[bucket[e]]), lowest[bucket[e]], float(e < m and sign[bucket[e]] < 0)
+            blocks[e] = 1 / (1 - e_q[e]), lowest[bucket[e]], float(e < m and sign[bucket[e]] < 0)
     start = np.concatenate([[0], np.cumsum([1 if t >= 0 else sizes[b] for t, b in zip(token, bucket)])])
     order = verifier.ratio_order(p, q)
     s_flux, s_lo = np.empty(len(order) + 1), np.empty(len(order) + 1)
