@@ -77,12 +77,14 @@ MERGED_MIN_VOCAB = 1024
 
 def compile_seconds(device: torch.device) -> float:
     """About how long the first ``verify`` compiles its per-row code on this machine (on any
-    device: the rows run on the CPU): 10 s until numba's cache holds it (8 s measured on the
-    2-core development VM), else 0. Read by ``otm decode``."""
+    device: the rows run on the CPU): 15 s until numba's cache holds the merged and the
+    sorted rows' code (11 s measured on the 2-core development VM beside another job), else 0.
+    Read by ``otm decode``."""
     from .optimal_numba import is_cached
+    from .optimal_pair_wor_merged import merged_row
     from .optimal_pair_wor_numba import pair_yield
 
-    return 0.0 if is_cached(pair_yield) else 10.0
+    return 0.0 if is_cached(pair_yield) and is_cached(merged_row) else 15.0
 
 
 def uniforms_per_row(k: int) -> int:
