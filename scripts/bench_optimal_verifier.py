@@ -34,7 +34,9 @@ the optimal verifier takes its sorted path there (``torch.sort`` of the batch on
 Prints a markdown table and the machine's load average (timings on a shared machine move
 with it). With ``--vocabs``, first a table of the two full paths per row at each of those
 vocabularies (``k = 2``, the same kind of rows): where the merged rows start to pay off
-(:data:`decoding.verifiers.optimal_buckets.MIN_VOCAB`).
+(:data:`decoding.verifiers.optimal_buckets.MIN_VOCAB`); and the water-level verifier's rows
+one after another, two drafts without replacement each, sorted and merged rows first
+(:func:`decoding.verifiers.optimal_pair_wor.verify_row`).
 """
 from __future__ import annotations
 
@@ -94,14 +96,31 @@ def full_paths(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, repeats: 
     return sorted_s, merged_s
 
 
+def pair_paths(p: torch.Tensor, q: torch.Tensor, repeats: int) -> tuple[float, float]:
+    """Seconds (median) of the water-level verifier's rows (:mod:`decoding.verifiers.optimal_pair_wor`)
+    on every row, two drafts without replacement each: the sorted row and the merged row
+    first (``verify_row``; a row the merged row leaves undecided goes to the sorted row)."""
+    p64, q64 = (rows_.double().cpu().numpy() for rows_ in (p, q))
+    p64, q64 = p64 / p64.sum(1, keepdims=True), q64 / q64.sum(1, keepdims=True)
+    drafts = rrs_wor.sample_drafts(torch.from_numpy(q64), 2, torch.Generator().manual_seed(6)).tolist()
+    uniforms = np.random.default_rng(6).random((len(p64), 3))
+    cases = list(zip(p64, q64, (tuple(d) for d in drafts), uniforms))
+    sorted_s, _ = timed(lambda: [optimal_pair_wor.sorted_row(*case) for case in cases], repeats)
+    merged_s, _ = timed(lambda: [optimal_pair_wor.verify_row(*case) for case in cases], repeats)
+    return sorted_s, merged_s
+
+
 def crossover(rows: int, vocabs: list[int], repeats: int, dtype: torch.dtype, device: torch.device) -> list[dict]:
-    """Per-row ms of the two full paths at each vocabulary (``k = 2``)."""
+    """Per-row ms of the two full paths at each vocabulary (``k = 2``), and of the water-level
+    verifier's sorted and merged rows."""
     results = []
     for vocab in vocabs:
         p, q = (rows_.to(device) for rows_ in softmax_rows(rows, vocab, dtype))
         drafts = optimal.sample_drafts(q, 2, torch.Generator(device).manual_seed(vocab))
         sorted_s, merged_s = full_paths(p, q, drafts, repeats)
-        results.append({"vocab": vocab, "sorted_ms": 1e3 * sorted_s / rows, "merged_ms": 1e3 * merged_s / rows})
+        pair_sorted_s, pair_merged_s = pair_paths(p, q, repeats)
+        results.append({"vocab": vocab, "sorted_ms": 1e3 * sorted_s / rows, "merged_ms": 1e3 * merged_s / rows,
+                        "pair_sorted_ms": 1e3 * pair_sorted_s / rows, "pair_merged_ms": 1e3 * pair_merged_s / rows})
     return results
 
 
@@ -190,8 +209,10 @@ def main(argv=None) -> dict:
     ks = [int(k) for k in args.ks.split(",")]
     vocabs = crossover(args.rows, [int(v) for v in args.vocabs.split(",")], args.repeats, getattr(torch, args.dtype), device) if args.vocabs else []
     if vocabs:
-        print("| V | full path, sorted (ms/row) | merged (ms/row) |\n|---|---|---|")
-        print("\n".join(f"| {e['vocab']:,} | {e['sorted_ms']:.2f} | {e['merged_ms']:.2f} |" for e in vocabs))
+        print("| V | full path, sorted (ms/row) | merged (ms/row) | optimal_pair_wor: sorted rows (ms/row) | "
+              "merged rows first |\n|---|---|---|---|---|")
+        print("\n".join(f"| {e['vocab']:,} | {e['sorted_ms']:.2f} | {e['merged_ms']:.2f} | {e['pair_sorted_ms']:.3f} | "
+                         f"{e['pair_merged_ms']:.3f} |" for e in vocabs))
     results = run(args.rows, args.vocab, ks, args.repeats, getattr(torch, args.dtype), device)
     info = {
         "rows": args.rows,

@@ -13,8 +13,8 @@ level between them. The selected draft ``Z`` is accepted with probability
 
 Per row, on the CPU in float64 (a CUDA batch is brought to the CPU and its outputs sent
 back; the rows of a call are shared among ``torch.get_num_threads()`` threads by
-:func:`decoding.verifiers.base.share_rows`, a row's draw independent of the sharing). Rows of
-at least :data:`MERGED_MIN_VOCAB` tokens first go through a *merged row*
+:func:`decoding.verifiers.base.share_rows`, a row's draw independent of the sharing). A row
+first goes through a *merged row*
 (:mod:`decoding.verifiers.optimal_pair_wor_merged`): the ratio keys cut into buckets, the
 buckets whose ranks all have ``e = p - sigma`` of one sign kept as blocks, the others and the
 drafts' refined into sorted tokens; every value the draw reads is exact there, and Lemma 9's
@@ -70,9 +70,6 @@ draft_scheme = "without_replacement"
 #: The float64 unit roundoff (the rounding floors of the levels).
 UNIT = float(np.finfo(np.float64).eps)
 
-#: Rows of at least this many tokens go through merged rows first
-#: (:mod:`decoding.verifiers.optimal_pair_wor_merged`); shorter rows are sorted.
-MERGED_MIN_VOCAB = 1024
 
 
 def compile_seconds(device: torch.device) -> float:
@@ -154,11 +151,13 @@ def row_selection(p: np.ndarray, q: np.ndarray, drafts: tuple[int, int], u: floa
 def verify_row(p: np.ndarray, q: np.ndarray, drafts: tuple[int, int], uniforms: np.ndarray,
                work: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[int, int]:
     """``(token, accepted index)`` of one row (module docstring; ``-1``: the residual): on a
-    merged row when the vocabulary has at least :data:`MERGED_MIN_VOCAB` tokens
-    (:func:`decoding.verifiers.optimal_pair_wor_merged.merged_row`, ``work`` its two int64
-    ``[V]`` work arrays), else, or when that row goes back, on the sorted row."""
+    merged row (:func:`decoding.verifiers.optimal_pair_wor_merged.merged_row`, ``work`` its
+    two int64 ``[V]`` work arrays), or on the sorted row when that row goes back or ``q`` has
+    a single token of positive probability. The merged row first is the faster at every
+    vocabulary measured, from 8 tokens on (``scripts/bench_optimal_verifier.py --vocabs``,
+    docs/optimal-verifier.md section 9)."""
     support = _check_drafts(q, drafts)
-    if support >= 2 and len(p) >= MERGED_MIN_VOCAB:
+    if support >= 2:
         from .optimal_pair_wor_merged import BUCKETS, DRAWN, SIGN_MARGIN, merged_row
 
         keys, ids = work if work is not None else (np.empty(len(p), np.int64), np.empty(len(p), np.int64))
@@ -222,5 +221,5 @@ def verify(
     return VerifierOutput(tokens=tokens.to(device), accepted_index=accepted.to(device))
 
 
-__all__ = ["MERGED_MIN_VOCAB", "compile_seconds", "draft_scheme", "full_ratio_order", "ratio_order", "row_selection",
+__all__ = ["compile_seconds", "draft_scheme", "full_ratio_order", "ratio_order", "row_selection",
            "sample_drafts", "sorted_row", "uniforms_per_row", "verify", "verify_row"]

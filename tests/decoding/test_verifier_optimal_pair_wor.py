@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from decoding.validation.stats import binomial_z_test, chi_square_test
 from decoding.verifiers import optimal_pair_wor as verifier
+from decoding.verifiers import optimal_pair_wor_merged as merged
 from decoding.verifiers import optimal_pair_wor_numba as kernel
 from otm.errors import InvalidDistributionError, NotApplicableError
 from otm.formulations.prefix_scan import prefix_scan, ratio_order
@@ -197,7 +198,9 @@ def test_the_sampler_outputs_p_and_accepts_the_optimum():
 
 def test_the_sampler_check_fails_without_the_yields(monkeypatch):
     """With every yield 0 (the max-ratio priority) but the same ``x`` in the canonical check,
-    the output is no longer ``p``."""
+    the output is no longer ``p`` (on the sorted row: every merged row sent back to it; the
+    merged row's own broken ingredients are caught against the sorted row in
+    tests/decoding/test_verifier_optimal_pair_wor_merged.py)."""
     original = kernel.pair_yield
     assert pair_parameters(_P, _Q).levels != [0.0] * 7
 
@@ -205,6 +208,7 @@ def test_the_sampler_check_fails_without_the_yields(monkeypatch):
         _, m, refreshes = original(p, q, unit, low, high, selection)
         return 0.0, m, refreshes
 
+    monkeypatch.setattr(merged, "merged_row", lambda *args: (-1, -1, merged.UNDECIDED))
     monkeypatch.setattr(kernel, "pair_yield", no_yields)
     _, out = _run_rows(11)
     assert not chi_square_test(np.bincount(out.tokens.numpy(), minlength=6), _P, ALPHA).passed
