@@ -71,7 +71,6 @@ draft_scheme = "without_replacement"
 UNIT = float(np.finfo(np.float64).eps)
 
 
-
 def compile_seconds(device: torch.device) -> float:
     """About how long the first ``verify`` compiles its per-row code on this machine (on any
     device: the rows run on the CPU): 15 s until numba's cache holds the merged and the

@@ -123,8 +123,8 @@ def _inner_bound_failures(p, q, buckets, scale=1.0) -> tuple[int, int]:
     ``F(j) / Q_[f,t](j)`` at one of their inner cuts, over runs ``[f, t]`` of whole entries
     around them (every cut of the run carrying flux)."""
     token, start, flux, sums, blocks, s_flux, s_sums = _merged_flux(p, q, buckets)
-    qt, qe, wt, we, m, _ = sums
-    sqt, sqe, swt, swe, sm, _ = s_sums
+    qt, qe, wt, we, _, _ = sums
+    sqt, sqe, swt, swe, _, _ = s_sums
     failures = checked = 0
     for e in np.flatnonzero(token < 0):
         if start[e + 1] - start[e] < 2 or not (flux[e] > 0 and flux[e + 1] > 0):
