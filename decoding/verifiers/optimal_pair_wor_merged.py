@@ -20,8 +20,8 @@ their tokens, sorted by key. On the merged row:
 - the drafts are single entries, so their ``x`` is exact, and so is the residual mass of a
   block on ``U`` (``p(E) - x(E)``; none on ``H``);
 - Lemma 9's tests read ``F`` at the cuts between entries and bound the cuts inside a block
-  (:func:`decoding.verifiers.optimal_pair_wor_numba.yield_decision` with ``token``); they
-  prove ``u < Y`` or ``Y <= u`` or leave the pair undecided.
+  (:func:`decoding.verifiers.optimal_pair_wor_numba.yield_decision` with ``blocks``, Lemma 10
+  (d) of the docs); they prove ``u < Y`` or ``Y <= u`` or leave the pair undecided.
 
 In exact arithmetic every value the draw reads is the sorted path's, so the draw is the
 sorted path's: the selected draft, its test and the residual rank (inverse CDF over the
