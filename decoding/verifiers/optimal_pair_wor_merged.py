@@ -151,13 +151,17 @@ def merged_entries(p, q, ids, keys, chosen, keep, lower, target, draft, sizes):
 
 
 @_compiled
-def merged_row(p, q, d0, d1, u, buckets, margin, keys, ids):
-    """One row of the water-level verifier on a merged row (module docstring): ``p``, ``q``
-    ``[V]`` float64 normalised with at least two tokens of positive ``q``, the distinct drafts
-    ``d0``, ``d1`` (both ``q > 0``), the row's 3 uniforms, the bucket count, the sign test's
-    margin and two int64 work arrays ``[V]``. Returns ``(token, accepted index, outcome)``:
-    the index is -1 for the residual; the outcome is :data:`DRAWN`, or why the row goes back
-    to the sorted path (then the token is -1)."""
+def merged_parameters(p, q, refine, buckets, margin, keys, ids):
+    """The merged row of one row (module docstring; ``p``, ``q`` as :func:`merged_row`) with
+    the buckets of the tokens ``refine`` (int64) refined, and its parameters: ``(overflow,
+    token, bucket, e_p, n, sizes, flux, flux_lo, selection, qt, qe, wt, we, m, blocks, big,
+    w_big)``. ``token``, ``bucket``, ``e_p`` describe every entry (token -1 for a block); the
+    first ``n`` are the ranked ones (``q > 0``), the rest the ``q = 0`` tokens; ``sizes`` the
+    tokens per bucket; then :func:`decoding.verifiers.optimal_pair_wor_numba.ranked_setup` of the
+    ranked entries (the flux by cut between entries, ``x`` per entry, the running sums, the cut
+    ``m``), the blocks' parameters for Lemma 9 (``yield_decision``'s ``blocks``) and the token
+    with ``q > 1/2`` with its ``w``. ``overflow``: a token with ``q > 0`` and an overflowing
+    ratio, the merged row not built (the other values empty)."""
     first, last = ratio_key_range(p, q, keys)
     step, count = 0, 0
     if first < INF_KEY:
@@ -169,8 +173,10 @@ def merged_row(p, q, d0, d1, u, buckets, margin, keys, ids):
     size = count + 2
     target, draft, sizes = np.zeros(size), np.zeros(size), np.zeros(size, np.int64)
     bucket_histograms(p, q, keys, first, step, count, ids, target, draft, sizes)
-    if draft[count + 1] > 0.0:  # a q > 0 token with an overflowing ratio: the sorted path
-        return -1, -1, OVERFLOW
+    if draft[count + 1] > 0.0:  # a q > 0 token with an overflowing ratio
+        empty, none = np.empty(0), np.empty(0, np.int64)
+        return (True, none, none, empty, 0, sizes, empty, empty, empty, empty, empty, empty, empty, 0,
+                np.empty((0, 3)), -1, 0.0)
     w_sums, wq_sums = np.zeros(size), np.zeros(size)
     big, w_big = bucket_weights(q, ids, count, draft, w_sums, wq_sums)
     sign, lower = signs(draft, w_sums, first, step, count, margin)
@@ -178,38 +184,55 @@ def merged_row(p, q, d0, d1, u, buckets, margin, keys, ids):
     chosen = np.zeros(size, np.bool_)
     for b in range(count + 1):
         chosen[b] = sign[b] == 0 and sizes[b] > 0
-    chosen[ids[d0]] = True
-    chosen[ids[d1]] = True
+    for t in refine:
+        chosen[ids[t]] = True
     if big >= 0:
         chosen[ids[big]] = True
     keep = np.zeros(size, np.bool_)
     for b in range(size):
         keep[b] = sizes[b] > 0 and not chosen[b]
     token, bucket, e_p, e_q = merged_entries(p, q, ids, keys, chosen, keep, lower, target, draft, sizes)
-    n_all = token.shape[0]
     n = 0  # the ranked entries (q > 0), before the bucket of q = 0
-    while n < n_all and bucket[n] <= count:
+    while n < token.shape[0] and bucket[n] <= count:
         n += 1
     e_w, within, blocks = np.empty(n), np.zeros(n), np.zeros((n, 3))
-    r0, r1 = -1, -1
     for e in range(n):
-        t = token[e]
-        if t < 0:
+        if token[e] < 0:
             blocks[e, 0] = 1.0 / (1.0 - e_q[e])  # w / q of a member: at most 1 / (1 - q(block))
-            blocks[e, 1] = lowest[bucket[e]]
+            blocks[e, 1] = lowest[bucket[e]] * (1.0 - 2.0 ** -50)  # below every exact ratio of the bucket
             e_w[e] = w_sums[bucket[e]]
             within[e] = max(w_sums[bucket[e]] * e_q[e] - wq_sums[bucket[e]], 0.0)
         else:
-            e_w[e] = w_big if t == big else e_q[e] / (1.0 - e_q[e])
-            if t == d0:
-                r0 = e
-            elif t == d1:
-                r1 = e
+            e_w[e] = w_big if token[e] == big else e_q[e] / (1.0 - e_q[e])
     flux, flux_lo, selection = np.empty(n + 1), np.empty(n + 1), np.empty(n)
     qt, qe, wt, we, m, _ = ranked_setup(e_p[:n], e_q[:n], e_w, within, 2.0 ** -52, flux, flux_lo, selection)
     for e in range(min(m, n)):
         if token[e] < 0 and sign[bucket[e]] < 0:
             blocks[e, 2] = 1.0
+    return False, token, bucket, e_p, n, sizes, flux, flux_lo, selection, qt, qe, wt, we, m, blocks, big, w_big
+
+
+@_compiled
+def merged_row(p, q, d0, d1, u, buckets, margin, keys, ids):
+    """One row of the water-level verifier on a merged row (module docstring): ``p``, ``q``
+    ``[V]`` float64 normalised with at least two tokens of positive ``q``, the distinct drafts
+    ``d0``, ``d1`` (both ``q > 0``), the row's 3 uniforms, the bucket count, the sign test's
+    margin and two int64 work arrays ``[V]``. Returns ``(token, accepted index, outcome)``:
+    the index is -1 for the residual; the outcome is :data:`DRAWN`, or why the row goes back
+    to the sorted path (then the token is -1)."""
+    refine = np.empty(2, np.int64)
+    refine[0], refine[1] = d0, d1
+    overflow, token, bucket, e_p, n, _, flux, flux_lo, selection, qt, qe, wt, we, m, blocks, big, w_big = \
+        merged_parameters(p, q, refine, buckets, margin, keys, ids)
+    if overflow:
+        return -1, -1, OVERFLOW
+    n_all = token.shape[0]
+    r0, r1 = -1, -1
+    for e in range(n):
+        if token[e] == d0:
+            r0 = e
+        elif token[e] == d1:
+            r1 = e
     # the selection (the higher member, unless the pair yields) and its test
     low, high = min(r0, r1), max(r0, r1)
     lower_wins = False
@@ -304,4 +327,4 @@ def _block_draw(p, q, ids, keys, b, ranked, below_q, below_w, flux_top, big, w_b
 
 
 __all__ = ["BUCKETS", "DRAWN", "NO_RESIDUAL", "OVERFLOW", "SIGN_MARGIN", "UNDECIDED", "bucket_weights", "merged_entries",
-           "merged_row", "signs"]
+           "merged_parameters", "merged_row", "signs"]

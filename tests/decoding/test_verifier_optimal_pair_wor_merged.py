@@ -18,7 +18,6 @@ from hypothesis import strategies as st
 from decoding.verifiers import optimal_pair_wor as verifier
 from decoding.verifiers import optimal_pair_wor_merged as merged
 from decoding.verifiers import optimal_pair_wor_numba as kernel
-from decoding.verifiers.optimal_numba import INF_KEY, bucket_histograms, ratio_key_range
 
 #: Bound of an inner cut against the exact bound there: both are float ratios of sums taken in
 #: different orders.
@@ -76,46 +75,20 @@ def test_a_wrong_sign_test_is_caught():
 
 
 def _merged_flux(p, q, buckets):
-    """The merged row of ``(p, q)`` with no bucket refined but the mixed ones: its tokens
-    (-1 for a block), its blocks' rank ranges, flux, sums and ``blocks`` (as the kernel builds
-    them), and the sorted row's flux and sums."""
+    """The merged row of ``(p, q)`` with no bucket refined but the kernel's own choices
+    (:func:`merged.merged_parameters`): its tokens (-1 for a block), its entries' first ranks,
+    flux, sums and ``blocks``, and the sorted row's flux and sums."""
     vocab = len(p)
     keys, ids = np.empty(vocab, np.int64), np.empty(vocab, np.int64)
-    first, last = ratio_key_range(p, q, keys)
-    step = 0
-    span = (last - first) // buckets
-    while span:
-        step, span = step + 1, span >> 1
-    count = ((last - first) >> step) + 1 if first < INF_KEY else 0
-    size = count + 2
-    target, draft, sizes = np.zeros(size), np.zeros(size), np.zeros(size, np.int64)
-    bucket_histograms(p, q, keys, first, step, count, ids, target, draft, sizes)
-    w_sums, wq_sums = np.zeros(size), np.zeros(size)
-    big, w_big = merged.bucket_weights(q, ids, count, draft, w_sums, wq_sums)
-    sign, lower = merged.signs(draft, w_sums, first, step, count, merged.SIGN_MARGIN)
-    chosen = (sign == 0) & (sizes > 0)
-    chosen[count + 1] = False
-    if big >= 0:
-        chosen[ids[big]] = True
-    keep = (sizes > 0) & ~chosen
-    token, bucket, e_p, e_q = merged.merged_entries(p, q, ids, keys, chosen, keep, lower, target, draft, sizes)
-    n = int((bucket <= count).sum())
-    token, bucket, e_p, e_q = token[:n], bucket[:n], e_p[:n], e_q[:n]
-    e_w = np.array([w_sums[b] if t < 0 else (w_big if t == big else x / (1 - x)) for t, b, x in zip(token, bucket, e_q)])
-    within = np.array([max(w_sums[b] * x - wq_sums[b], 0.0) if t < 0 else 0.0 for t, b, x in zip(token, bucket, e_q)])
-    flux, flux_lo = np.empty(n + 1), np.empty(n + 1)
-    sums = kernel.ranked_setup(e_p, e_q, e_w, within, verifier.UNIT, flux, flux_lo, np.empty(n))
-    m = sums[4]
-    blocks = np.zeros((n, 3))
-    lowest = lower.view(np.float64)
-    for e in range(n):
-        if token[e] < 0:
-            blocks[e] = 1 / (1 - e_q[e]), lowest[bucket[e]], float(e < m and sign[bucket[e]] < 0)
+    overflow, token, bucket, _, n, sizes, flux, _, _, qt, qe, wt, we, m, blocks, _, _ = merged.merged_parameters(
+        p, q, np.empty(0, np.int64), buckets, merged.SIGN_MARGIN, keys, ids)
+    assert not overflow
+    token, bucket = token[:n], bucket[:n]
     start = np.concatenate([[0], np.cumsum([1 if t >= 0 else sizes[b] for t, b in zip(token, bucket)])])
     order = verifier.ratio_order(p, q)
     s_flux, s_lo = np.empty(len(order) + 1), np.empty(len(order) + 1)
     s_sums = kernel.row_setup(p[order], q[order], verifier.UNIT, s_flux, s_lo, np.empty(len(order)))
-    return token, start, flux, sums, blocks, s_flux, s_sums
+    return token, start, flux, (qt, qe, wt, we, m), blocks, s_flux, s_sums
 
 
 def _inner_bound_failures(p, q, buckets, scale=1.0) -> tuple[int, int]:
@@ -123,7 +96,7 @@ def _inner_bound_failures(p, q, buckets, scale=1.0) -> tuple[int, int]:
     ``F(j) / Q_[f,t](j)`` at one of their inner cuts, over runs ``[f, t]`` of whole entries
     around them (every cut of the run carrying flux)."""
     token, start, flux, sums, blocks, s_flux, s_sums = _merged_flux(p, q, buckets)
-    qt, qe, wt, we, _, _ = sums
+    qt, qe, wt, we, _ = sums
     sqt, sqe, swt, swe, _, _ = s_sums
     failures = checked = 0
     for e in np.flatnonzero(token < 0):
