@@ -68,6 +68,44 @@ def test_merged_rows_draw_as_the_sorted_rows(buckets):
     assert same == drawn
 
 
+@st.composite
+def awkward_rows(draw):
+    """Rows that stress the bucket layout: ratios tied in blocks (quantised ``p`` and ``q``),
+    ``q`` down to 1e-300 (subnormal ratios), zeros in either, a dominant draft token."""
+    vocab = draw(st.integers(3, 300))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    p, q = rng.exponential(size=vocab), rng.exponential(size=vocab)
+    if draw(st.booleans()):
+        p, q = np.ceil(4 * p), np.ceil(4 * q)  # few distinct ratios: ties
+    if draw(st.booleans()):
+        q[rng.random(vocab) < 0.2] = 1e-300
+    if draw(st.booleans()):
+        p[rng.random(vocab) < 0.3] = 0.0
+    if draw(st.booleans()):
+        q[rng.random(vocab) < 0.3] = 0.0
+    if draw(st.booleans()):
+        q[int(rng.integers(vocab))] += 10 * q.sum()
+    p[0] += 1.0
+    q[1] += 1.0
+    q[2] += 1.0
+    return p / p.sum(), q / q.sum(), draw(st.sampled_from([2, 4, 16, 4096]))
+
+
+@settings(max_examples=150, deadline=None)
+@given(row=awkward_rows(), seed=st.integers(0, 2**32 - 1))
+def test_awkward_rows_draw_as_the_sorted_rows(row, seed):
+    p, q, buckets = row
+    rng = np.random.default_rng(seed)
+    vocab = len(p)
+    keys, ids = np.empty(vocab, np.int64), np.empty(vocab, np.int64)
+    for _ in range(6):
+        d0, d1 = (int(t) for t in rng.choice(vocab, size=2, replace=False, p=q))
+        u = rng.random(3)
+        token, index, outcome = merged.merged_row(p, q, d0, d1, u, buckets, merged.SIGN_MARGIN, keys, ids)
+        if outcome == merged.DRAWN:
+            assert (int(token), int(index)) == verifier.sorted_row(p, q, (d0, d1), u)
+
+
 def test_a_wrong_sign_test_is_caught():
     """With a negative margin, mixed buckets pass for blocks of one sign."""
     drawn, same = _draws(16, -0.5)
