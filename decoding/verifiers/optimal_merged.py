@@ -55,16 +55,13 @@ def power(value, k):
 
 
 @_compiled
-def cut(p, q, k, buckets, margin, keys, ids):
-    """The cut of one row into at most ``buckets`` ratio buckets and the sign test (Lemma 7).
-
-    Writes the keys and the bucket ids (``ids``) of every token; returns per bucket (arrays of
-    ``buckets + 2``) the sums of ``p`` and ``q`` (float64, in token order), the number of
-    tokens, the smallest key a bucket can hold and its sign: 1 where ``e > 0`` at every rank
-    (``e >= 0`` for the bucket of the keys ``inf`` holding no ``q > 0`` token), -1 where
-    ``e < 0`` at every rank, 0 (mixed) elsewhere. Bucket 0 holds the keys 0, buckets
-    ``1..count`` the positive finite keys, ``((key - smallest) >> step) + 1``, bucket
-    ``count + 1`` the keys from ``inf`` on."""
+def bucket_layout(p, q, buckets, keys, ids):
+    """The ratio keys of one row cut into at most ``buckets`` buckets: writes the keys and the
+    bucket ids (``ids``) of every token; returns the smallest positive finite key ``first``,
+    the ``step`` (bucket ``b`` in ``1..count`` holds the keys ``first + ((b - 1) << step)``
+    up to the next bucket's), ``count``, and per bucket (arrays of ``buckets + 2``) the sums
+    of ``p`` and ``q`` (float64, in token order) and the number of tokens. Bucket 0 holds the
+    keys 0, bucket ``count + 1`` the keys from ``inf`` on."""
     first, last = ratio_key_range(p, q, keys)
     step, count = 0, 0
     if first < INF_KEY:  # a positive finite key
@@ -77,6 +74,22 @@ def cut(p, q, k, buckets, margin, keys, ids):
     target, draft = np.zeros(size), np.zeros(size)
     sizes = np.zeros(size, np.int64)
     bucket_histograms(p, q, keys, first, step, count, ids, target, draft, sizes)
+    return first, step, count, target, draft, sizes
+
+
+@_compiled
+def cut(p, q, k, buckets, margin, keys, ids):
+    """The cut of one row into at most ``buckets`` ratio buckets and the sign test (Lemma 7).
+
+    Writes the keys and the bucket ids (``ids``) of every token; returns per bucket (arrays of
+    ``buckets + 2``) the sums of ``p`` and ``q`` (float64, in token order), the number of
+    tokens, the smallest key a bucket can hold and its sign: 1 where ``e > 0`` at every rank
+    (``e >= 0`` for the bucket of the keys ``inf`` holding no ``q > 0`` token), -1 where
+    ``e < 0`` at every rank, 0 (mixed) elsewhere. Bucket 0 holds the keys 0, buckets
+    ``1..count`` the positive finite keys, ``((key - smallest) >> step) + 1``, bucket
+    ``count + 1`` the keys from ``inf`` on."""
+    first, step, count, target, draft, sizes = bucket_layout(p, q, buckets, keys, ids)
+    size = buckets + 2
     lower, upper = np.zeros(size, np.int64), np.zeros(size, np.int64)
     low_ratio, high_ratio = lower.view(np.float64), upper.view(np.float64)  # the keys as floats
     sign = np.zeros(size, np.int8)

@@ -51,8 +51,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .optimal_merged import NORMAL_KEY
-from .optimal_numba import INF_KEY, bucket_histograms, chosen_members, merge_row, ratio_key_range
+from .optimal_merged import NORMAL_KEY, bucket_layout, gather
+from .optimal_merged import merged_row as merge_entries
+from .optimal_numba import INF_KEY
 from .optimal_pair_wor_numba import _add, first_run, ranked_setup, yield_decision
 
 _compiled = numba.njit(cache=True, nogil=True, error_model="numpy")
@@ -129,54 +130,24 @@ def signs(draft, w_sums, first, step, count, margin):
 
 
 @_compiled
-def merged_entries(p, q, ids, keys, chosen, keep, lower, target, draft, sizes):
-    """The merged row: kept buckets as blocks, chosen buckets' tokens sorted by key, ties by
-    id (:func:`decoding.verifiers.optimal_numba.merge_row`). Returns its tokens (-1 for a
-    block), buckets, ``p`` and ``q``."""
-    members = 0
-    for b in range(chosen.shape[0]):
-        if chosen[b]:
-            members += sizes[b]
-    blocks = 0
-    for b in range(keep.shape[0]):
-        blocks += keep[b]
-    m_ids, m_keys = np.empty(members, np.int64), np.empty(members, np.int64)
-    m_p, m_q, m_b = np.empty(members), np.empty(members), np.empty(members, np.int64)
-    chosen_members(p, q, ids, chosen, m_ids, m_keys, m_p, m_q, m_b)
-    n = blocks + members
-    token, key, e_p, e_q, bucket = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n), np.empty(n), \
-        np.empty(n, np.int64)
-    merge_row(keep, lower, target, draft, m_ids, m_keys, m_p, m_q, m_b, token, key, e_p, e_q, bucket)
-    return token, bucket, e_p, e_q
-
-
-@_compiled
 def merged_parameters(p, q, refine, buckets, margin, keys, ids):
     """The merged row of one row (module docstring; ``p``, ``q`` as :func:`merged_row`) with
     the buckets of the tokens ``refine`` (int64) refined, and its parameters: ``(overflow,
-    token, bucket, e_p, n, sizes, flux, flux_lo, selection, qt, qe, wt, we, m, blocks, big,
-    w_big)``. ``token``, ``bucket``, ``e_p`` describe every entry (token -1 for a block); the
-    first ``n`` are the ranked ones (``q > 0``), the rest the ``q = 0`` tokens; ``sizes`` the
-    tokens per bucket; then :func:`decoding.verifiers.optimal_pair_wor_numba.ranked_setup` of the
-    ranked entries (the flux by cut between entries, ``x`` per entry, the running sums, the cut
-    ``m``), the blocks' parameters for Lemma 9 (``yield_decision``'s ``blocks``) and the token
-    with ``q > 1/2`` with its ``w``. ``overflow``: a token with ``q > 0`` and an overflowing
-    ratio, the merged row not built (the other values empty)."""
-    first, last = ratio_key_range(p, q, keys)
-    step, count = 0, 0
-    if first < INF_KEY:
-        span = (last - first) // buckets
-        while span:
-            step += 1
-            span >>= 1
-        count = ((last - first) >> step) + 1
+    token, bucket, e_p, n, sizes, flux, flux_lo, selection, qt, qe, wt, we, m, blocks)``.
+    ``token``, ``bucket``, ``e_p`` describe every entry (token -1 for a block); the first
+    ``n`` are the ranked ones (``q > 0``), the rest the ``q = 0`` tokens; ``sizes`` the tokens
+    per bucket; then :func:`decoding.verifiers.optimal_pair_wor_numba.ranked_setup` of the
+    ranked entries (the flux by cut between entries, ``x`` per entry, the running sums, the
+    cut ``m``) and the blocks' parameters for Lemma 9 (``yield_decision``'s ``blocks``).
+    ``overflow``: a token with ``q > 0`` and an overflowing ratio, the merged row not built
+    (the other values empty)."""
+    first, step, count, target, draft, sizes = bucket_layout(p, q, buckets, keys, ids)
     size = count + 2
-    target, draft, sizes = np.zeros(size), np.zeros(size), np.zeros(size, np.int64)
-    bucket_histograms(p, q, keys, first, step, count, ids, target, draft, sizes)
+    target, draft, sizes = target[:size], draft[:size], sizes[:size]
     if draft[count + 1] > 0.0:  # a q > 0 token with an overflowing ratio
-        empty, none = np.empty(0), np.empty(0, np.int64)
-        return (True, none, none, empty, 0, sizes, empty, empty, empty, empty, empty, empty, empty, 0,
-                np.empty((0, 3)), -1, 0.0)
+        empty = np.empty(0)
+        return (True, np.empty(0, np.int64), np.empty(0, np.int32), empty, 0, sizes, empty, empty, empty, empty, empty,
+                empty, empty, 0, np.empty((0, 3)))
     w_sums, wq_sums = np.zeros(size), np.zeros(size)
     big, w_big = bucket_weights(q, ids, count, draft, w_sums, wq_sums)
     sign, lower = signs(draft, w_sums, first, step, count, margin)
@@ -191,7 +162,7 @@ def merged_parameters(p, q, refine, buckets, margin, keys, ids):
     keep = np.zeros(size, np.bool_)
     for b in range(size):
         keep[b] = sizes[b] > 0 and not chosen[b]
-    token, bucket, e_p, e_q = merged_entries(p, q, ids, keys, chosen, keep, lower, target, draft, sizes)
+    token, _, e_p, e_q, bucket = merge_entries(gather(p, q, ids, chosen, sizes), keep, lower, target, draft)
     n = 0  # the ranked entries (q > 0), before the bucket of q = 0
     while n < token.shape[0] and bucket[n] <= count:
         n += 1
@@ -209,7 +180,7 @@ def merged_parameters(p, q, refine, buckets, margin, keys, ids):
     for e in range(min(m, n)):
         if token[e] < 0 and sign[bucket[e]] < 0:
             blocks[e, 2] = 1.0
-    return False, token, bucket, e_p, n, sizes, flux, flux_lo, selection, qt, qe, wt, we, m, blocks, big, w_big
+    return False, token, bucket, e_p, n, sizes, flux, flux_lo, selection, qt, qe, wt, we, m, blocks
 
 
 @_compiled
@@ -222,7 +193,7 @@ def merged_row(p, q, d0, d1, u, buckets, margin, keys, ids):
     to the sorted path (then the token is -1)."""
     refine = np.empty(2, np.int64)
     refine[0], refine[1] = d0, d1
-    overflow, token, bucket, e_p, n, _, flux, flux_lo, selection, qt, qe, wt, we, m, blocks, big, w_big = \
+    overflow, token, bucket, e_p, n, _, flux, flux_lo, selection, qt, qe, wt, we, m, blocks = \
         merged_parameters(p, q, refine, buckets, margin, keys, ids)
     if overflow:
         return -1, -1, OVERFLOW
@@ -274,13 +245,13 @@ def merged_row(p, q, d0, d1, u, buckets, margin, keys, ids):
         return token[e], -1, DRAWN
     before = cumulative[e - 1] if e > 0 else 0.0
     if e >= n:  # the tokens with q = 0, by id
-        return _block_draw(p, q, ids, keys, bucket[e], False, 0.0, 0.0, 0.0, big, w_big, before, mass), -1, DRAWN
-    return _block_draw(p, q, ids, keys, bucket[e], True, qt[e] + qe[e], wt[e] + we[e], flux[e + 1] + flux_lo[e + 1], big,
-                       w_big, before, mass), -1, DRAWN
+        return _block_draw(p, q, ids, keys, bucket[e], False, 0.0, 0.0, 0.0, before, mass), -1, DRAWN
+    return _block_draw(p, q, ids, keys, bucket[e], True, qt[e] + qe[e], wt[e] + we[e], flux[e + 1] + flux_lo[e + 1],
+                       before, mass), -1, DRAWN
 
 
 @_compiled
-def _block_draw(p, q, ids, keys, b, ranked, below_q, below_w, flux_top, big, w_big, before, mass):
+def _block_draw(p, q, ids, keys, b, ranked, below_q, below_w, flux_top, before, mass):
     """The residual draw inside the block of bucket ``b`` (on ``U``, or the ``q = 0`` tokens):
     its tokens by rank (by id for ``q = 0``), their residual ``max(p - x, 0)`` (``x = sigma +
     F(a + 1) - F(a)``, ``sigma`` from the sums below the block, the flux walked down from the
@@ -303,7 +274,7 @@ def _block_draw(p, q, ids, keys, b, ranked, below_q, below_w, flux_top, big, w_b
         c, w = below_q, below_w
         for j in range(size):
             a = members[j]
-            w_a = w_big if a == big else q[a] / (1.0 - q[a])
+            w_a = q[a] / (1.0 - q[a])  # the token with q > 1/2 is never in a block
             sigma[j] = w_a * c + q[a] * w
             c += q[a]
             w += w_a
@@ -326,5 +297,5 @@ def _block_draw(p, q, ids, keys, b, ranked, below_q, below_w, flux_top, big, w_b
     return members[last]
 
 
-__all__ = ["BUCKETS", "DRAWN", "NO_RESIDUAL", "OVERFLOW", "SIGN_MARGIN", "UNDECIDED", "bucket_weights", "merged_entries",
+__all__ = ["BUCKETS", "DRAWN", "NO_RESIDUAL", "OVERFLOW", "SIGN_MARGIN", "UNDECIDED", "bucket_weights",
            "merged_parameters", "merged_row", "signs"]

@@ -478,7 +478,7 @@ def _inner_bound(flux, qt, qe, wt, we, f, e, t, blocks):
     entry ``e`` of a merged row (``inf`` for a single rank, or when ``blocks`` is ``None``;
     docs/optimal-verifier.md section 8, "Without the sort").
 
-    ``blocks[e] = (spread, r, falling)``: ``spread = 1 / (1 - max q)`` of the block, ``r`` the
+    ``blocks[e] = (spread, r, falling)``: ``spread`` at least ``1 / (1 - max q)`` of the block, ``r`` the
     least ratio ``p / q`` it can hold, ``falling`` 1 when it lies below the cut with ``e < 0``
     at every rank (the flux falls through it). A cut inside leaves ``q_x`` and ``w_x = lambda
     q_x`` (``1 <= lambda <= spread``) of the block below it; there the pair mass is

@@ -118,7 +118,7 @@ def _merged_flux(p, q, buckets):
     flux, sums and ``blocks``, and the sorted row's flux and sums."""
     vocab = len(p)
     keys, ids = np.empty(vocab, np.int64), np.empty(vocab, np.int64)
-    overflow, token, bucket, _, n, sizes, flux, _, _, qt, qe, wt, we, m, blocks, _, _ = merged.merged_parameters(
+    overflow, token, bucket, _, n, sizes, flux, _, _, qt, qe, wt, we, m, blocks = merged.merged_parameters(
         p, q, np.empty(0, np.int64), buckets, merged.SIGN_MARGIN, keys, ids)
     assert not overflow
     token, bucket = token[:n], bucket[:n]
