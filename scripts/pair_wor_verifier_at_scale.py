@@ -113,13 +113,29 @@ def bound_checks(p_ranked: np.ndarray, q_ranked: np.ndarray, levels: np.ndarray,
     return {"same_side": counted, "settled": settled, "wrong": wrong}
 
 
+def as_verified(p: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``p``, ``q`` as the verifier sees them in decoding: float32, then normalised in float64."""
+    p, q = p.astype(np.float32).astype(np.float64), q.astype(np.float32).astype(np.float64)
+    return p / p.sum(), q / q.sum()
+
+
+def least_ms_per_row(call, repeats: int, rows: int) -> float:
+    """ms per row of ``call()`` over ``rows`` rows: the least of ``repeats`` calls after one
+    warm-up call."""
+    call()
+    best = np.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        call()
+        best = min(best, time.perf_counter() - start)
+    return 1e3 * best / rows
+
+
 def merged_checks(p: np.ndarray, q: np.ndarray, checks: int, agree: int, seed: int) -> dict:
     """Of ``checks`` pairs drawn without replacement from ``q`` with three uniforms each: how
     many the merged path draws itself, and how many of the first ``agree`` of those differ
     from the sorted path's draw."""
-    p = p.astype(np.float32).astype(np.float64)
-    q = q.astype(np.float32).astype(np.float64)
-    p, q = p / p.sum(), q / q.sum()
+    p, q = as_verified(p, q)
     rng = np.random.default_rng(seed)
     keys, ids = np.empty(len(p), np.int64), np.empty(len(p), np.int64)
     drawn = compared = differ = 0
@@ -137,45 +153,25 @@ def merged_checks(p: np.ndarray, q: np.ndarray, checks: int, agree: int, seed: i
 
 def sorted_cost(p: np.ndarray, q: np.ndarray, pairs: int, seed: int, repeats: int) -> float:
     """ms per row of the sorted path alone on ``pairs`` rows (the least of ``repeats``)."""
-    p = p.astype(np.float32).astype(np.float64)
-    q = q.astype(np.float32).astype(np.float64)
-    p, q = p / p.sum(), q / q.sum()
+    p, q = as_verified(p, q)
     rng = np.random.default_rng(seed)
     cases = [(tuple(int(t) for t in rng.choice(len(q), size=2, replace=False, p=q)), rng.random(3)) for _ in range(pairs)]
-    sorted_row(p, q, *cases[0])
-    best = np.inf
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for pair, u in cases:
-            sorted_row(p, q, pair, u)
-        best = min(best, time.perf_counter() - start)
-    return 1e3 * best / pairs
+    return least_ms_per_row(lambda: [sorted_row(p, q, pair, u) for pair, u in cases], repeats, pairs)
 
 
 def timed_rows(p: np.ndarray, q: np.ndarray, pairs: int, seed: int, repeats: int) -> dict:
-    """ms per row of each verifier of :data:`TIMED` on ``pairs`` rows of one position (the
-    least of ``repeats`` calls)."""
+    """ms per row of each verifier of :data:`TIMED` on ``pairs`` rows of one position, and of
+    one batched argsort of their ratios (the least of ``repeats`` calls after a warm-up)."""
     target = torch.as_tensor(p, dtype=torch.float32).expand(pairs, -1).contiguous()
     draft = torch.as_tensor(q, dtype=torch.float32).expand(pairs, -1).contiguous()
     drafts = VERIFIERS["rrs_wor"].sample_drafts(draft, 2, torch.Generator().manual_seed(seed))
     draft_probs = draft.unsqueeze(1).expand(-1, 2, -1)
-    out = {}
-    for name in TIMED:
-        verify = VERIFIERS[name].verify
-        verify(target, draft_probs, drafts, torch.Generator().manual_seed(seed))  # warm-up: the same call
-        best = np.inf
-        for _ in range(repeats):
-            start = time.perf_counter()
-            verify(target, draft_probs, drafts, torch.Generator().manual_seed(seed))
-            best = min(best, time.perf_counter() - start)
-        out[name] = 1e3 * best / pairs
+    out = {name: least_ms_per_row(lambda v=VERIFIERS[name].verify: v(target, draft_probs, drafts,
+                                                                        torch.Generator().manual_seed(seed)),
+                                  repeats, pairs)
+           for name in TIMED}
     ratio = target / draft
-    best = np.inf
-    for _ in range(repeats + 1):
-        start = time.perf_counter()
-        torch.argsort(ratio, dim=-1)
-        best = min(best, time.perf_counter() - start)
-    out["argsort"] = 1e3 * best / pairs
+    out["argsort"] = least_ms_per_row(lambda: torch.argsort(ratio, dim=-1), repeats, pairs)
     return out
 
 
