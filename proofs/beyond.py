@@ -11,7 +11,8 @@
   replacement and attains the same value;
 - the water-level rule for two drafts without replacement (``optimal_pair_wor``) is lossless
   and attains ``alpha*(p, WOR(q, 2))``, and its yields are bounded by the flux alone
-  (docs/optimal-verifier.md, section 8, Lemma 9).
+  (docs/optimal-verifier.md, section 8, Lemma 9); the same water levels for ``k = 3, 4``
+  drafts (``optimal_wor``) are lossless and attain ``alpha*(p, WOR(q, k))``.
 """
 from __future__ import annotations
 
@@ -247,8 +248,6 @@ def check_optimal_verifier(instances: int, rng: np.random.Generator, law_fn=None
 def check_optimal_pair_wor(instances: int, rng: np.random.Generator, law_fn=None, optimum_fn=None) -> Check:
     """``optimal_pair_wor``: output law ``p`` and acceptance ``alpha*(p, WOR(q, 2))``, its water
     levels in ``[0, 1]``. Exact rational laws on small instances."""
-    law_fn = law_fn or otm.rule_law
-    optimum_fn = optimum_fn or (lambda p, q: otm.optimal_acceptance(p, q, 2, sampling="without_replacement"))
     check = Check(
         id="beyond.optimal_pair_wor", paper=PAPER,
         source=f"{SOURCE}; docs/optimal-verifier.md section 8 (two drafts without replacement, water levels)",
@@ -259,16 +258,45 @@ def check_optimal_pair_wor(instances: int, rng: np.random.Generator, law_fn=None
         note="Exact rationals (denominator 12, zeros included); V = 3..6, at least two tokens with q > 0. The levels "
              "in [0, 1] are what the rule needs to be a rule; docs/optimal-verifier.md has no proof of it, this checks it.",
     )
+    return _water_level_search(check, "optimal_pair_wor", instances, rng, law_fn, optimum_fn, sizes=(3, 6), ks=(2, 2))
+
+
+def check_optimal_wor(instances: int, rng: np.random.Generator, law_fn=None, optimum_fn=None) -> Check:
+    """``optimal_wor``: the water levels of two drafts carried over to ``k = 3, 4`` drafts
+    without replacement (draft sets in place of pairs): output law ``p``, acceptance
+    ``alpha*(p, WOR(q, k))``, levels in ``[0, 1]``. Exact rational laws on small instances."""
+    check = Check(
+        id="beyond.optimal_wor", paper=PAPER,
+        source=f"{SOURCE}; docs/optimal-verifier.md section 8 (k drafts without replacement, the same water levels)",
+        claim="For k = 3 and 4 drafts without replacement, the water-level rule (go down from the highest member "
+              "while a uniform is below the least level between it and the member) outputs exactly p and accepts "
+              "the optimum of that draft law; its levels lie in [0, 1].",
+        formula="law(Y) = p; P(Y in S(X)) = alpha*(p, WOR(q, k)); 0 <= L <= 1",
+        method=RANDOM_SEARCH,
+        note="Exact rationals (denominator 12, zeros included); V = 4..6, k = 3..min(4, V - 1), more than k tokens "
+             "with q > 0. As for two drafts, the levels in [0, 1] are not proved; this checks them.",
+    )
+    return _water_level_search(check, "optimal_wor", instances, rng, law_fn, optimum_fn, sizes=(4, 6), ks=(3, 4))
+
+
+def _water_level_search(check: Check, rule: str, instances: int, rng: np.random.Generator, law_fn, optimum_fn,
+                        sizes: tuple, ks: tuple) -> Check:
+    """The search of the two water-level checks: ``V`` in ``sizes``, ``k`` in ``ks`` (at most
+    ``V - 1``), two tokens with ``q > 0`` at least (``k = 2``) or more than ``k``; the
+    enumerated law of ``rule``."""
+    law_fn = law_fn or otm.rule_law
+    optimum_fn = optimum_fn or (lambda p, q, k: otm.optimal_acceptance(p, q, k, sampling="without_replacement"))
     search = SlackSearch()
     for _ in range(instances):
-        V = int(rng.integers(3, 7))
+        V = int(rng.integers(sizes[0], sizes[1] + 1))
+        k = int(rng.integers(ks[0], min(ks[1], V - 1) + 1))
         p, q = random_exact(rng, V, 12), random_exact(rng, V, 12)
-        if sum(1 for v in q if v > 0) < 2:
+        if sum(1 for v in q if v > 0) < (2 if k == 2 else k + 1):  # k >= 3: not always the same set
             continue
-        law = law_fn("optimal_pair_wor", p, q, 2, method="enumeration")
-        case = {"p": p, "q": q, "k": 2}
+        law = law_fn(rule, p, q, k, method="enumeration")
+        case = {"p": p, "q": q, "k": k}
         search.record(identity_slack(list(law.output_distribution), list(p)), {**case, "part": "output law = p"})
-        search.record(identity_slack(law.acceptance, optimum_fn(p, q)), {**case, "part": "acceptance = alpha* without replacement"})
+        search.record(identity_slack(law.acceptance, optimum_fn(p, q, k)), {**case, "part": "acceptance = alpha* without replacement"})
         levels = law.details.get("levels", [0])
         search.record(float(1 - max(levels)), {**case, "part": "levels <= 1"})
         search.record(float(min(levels)), {**case, "part": "levels >= 0"})
@@ -324,5 +352,6 @@ CHECKS = {
     "beyond.no_rule_beats_optimum": lambda n, rng: check_no_rule_beats_optimum(n, rng),
     "beyond.optimal_verifier": lambda n, rng: check_optimal_verifier(n, rng),
     "beyond.optimal_pair_wor": lambda n, rng: check_optimal_pair_wor(n, rng),
+    "beyond.optimal_wor": lambda n, rng: check_optimal_wor(n, rng),
     "beyond.pair_wor_yield_bounds": lambda n, rng: check_pair_wor_yield_bounds(n, rng),
 }

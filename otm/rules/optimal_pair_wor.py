@@ -108,14 +108,29 @@ def pair_parameters(p, q) -> PairParameters:
     if len(p) < 2:
         raise InvalidDraftCountError(f"k=2 drafts without replacement from a vocabulary of {len(p)} tokens")
     order = ratio_order(p, q)  # q = 0 last
+    if sum(1 for v in q if v > 0) == 1:
+        return _exhausted_support(p, q, order, p[0] * 0)
+    return water_level_parameters(p, q, order, pair_masses)
+
+
+def water_level_parameters(p, q, order: np.ndarray, masses_of) -> PairParameters:
+    """The water-level construction (module docstring) for any joint draft law whose
+    masses ``masses_of(qs, zero) -> (masses, sigma)`` gives: ``qs`` the ``q > 0`` by rank,
+    ``sigma[a]`` the probability that rank ``a`` is the highest drafted, ``masses.across(f,
+    j, t)`` the mass of the draft sets inside ranks ``[f, t]`` whose highest member is at
+    least ``j`` and whose highest member below ``j`` is at least ``f``
+    (:func:`pair_masses` for two drafts without replacement, :mod:`otm.rules.optimal_wor`
+    for ``k``). ``order``: the ratio order, ``q = 0`` last; at least two tokens with
+    ``q > 0``. Float64 first, :data:`FALLBACK_BITS`-bit floats where that is not accurate
+    enough (:func:`pair_parameters`)."""
     try:
-        return _construct(p, q, order)
+        return _construct(p, q, order, masses_of)
     except _NotARule as failure:
         if is_exact(p):
             raise _refusal(failure) from None
     with mpmath.workprec(FALLBACK_BITS):
         try:  # the same ranks: renormalising multiplies every p/q by one constant
-            wide = _construct(_widened(p), _widened(q), order)
+            wide = _construct(_widened(p), _widened(q), order, masses_of)
         except _NotARule as failure:
             raise _refusal(failure) from None
         return dataclasses.replace(
@@ -153,16 +168,12 @@ def _rounding_unit(zero):
     return mpmath.mpf(2) ** (1 - mpmath.mp.prec)
 
 
-def _construct(p, q, order: np.ndarray) -> PairParameters:
+def _construct(p, q, order: np.ndarray, masses_of) -> PairParameters:
     n = sum(1 for v in q if v > 0)
     order = order[:n]
     zero = p[0] * 0
-    if n == 1:
-        return _exhausted_support(p, q, order, zero)
     ps, qs = [p[t] for t in order], [q[t] for t in order]
-    pair_mass, ws = _PairMass.of_ranked(qs, zero)
-    q_sums, w_sums = pair_mass.q, pair_mass.w
-    sigma = [ws[a] * q_sums.total[a] + qs[a] * w_sums.total[a] for a in range(n)]  # w_a C_a + q_a W_a
+    masses, sigma = masses_of(qs, zero)
     # f(j) = P_j + 1 - T_j with T_j = sum_{a<j} sigma_a (a sum of nonnegative terms: the form
     # C_j W_j - sum w q cancels badly when some w is large)
     values, P, T = [], zero, zero
@@ -174,8 +185,8 @@ def _construct(p, q, order: np.ndarray) -> PairParameters:
     unit = _rounding_unit(zero)
     flux = _minimal_flux(ps, sigma, m, zero, unit)
     levels = [zero] * (n + 1)
-    _water_levels(pair_mass, flux, m, n - 1, levels, unit)
-    _water_levels(pair_mass, flux, 0, m - 1, levels, unit)
+    _water_levels(masses, flux, m, n - 1, levels, unit)
+    _water_levels(masses, flux, 0, m - 1, levels, unit)
     tolerance = 4096 * unit  # 9e-13 in float64, 0 in rationals
     if min(levels) < -tolerance or max(levels) > 1 + tolerance:
         raise _NotARule(f"{float(max(levels)):.6g}")
@@ -187,6 +198,14 @@ def _construct(p, q, order: np.ndarray) -> PairParameters:
     acceptance = sum((min(x, y) for x, y in zip(p, selection)), zero)
     return PairParameters(np.asarray(order), rank, m, levels, flux, p, selection, acceptance,
                           "exact rationals" if unit == 0 else "float64")
+
+
+def pair_masses(qs: list, zero) -> tuple[_PairMass, list]:
+    """The masses of :func:`water_level_parameters` for two drafts without replacement:
+    :class:`_PairMass`, and ``sigma_a = w_a C_a + q_a W_a`` (the max-ratio law)."""
+    pair_mass, ws = _PairMass.of_ranked(qs, zero)
+    q_sums, w_sums = pair_mass.q, pair_mass.w
+    return pair_mass, [ws[a] * q_sums.total[a] + qs[a] * w_sums.total[a] for a in range(len(qs))]
 
 
 def _mass_of_others(qs: list, a: int):

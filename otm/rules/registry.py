@@ -41,8 +41,9 @@ class RuleSpec:
         reference_optimum: the draft scheme whose optimum is the fair reference (its own
             law's): a rule never beats it. ``None`` for rules not judged against ``p``.
         attains_own_optimum: it reaches that optimum on every instance (proved, except for
-            ``optimal_pair_wor``, whose step ``L <= 1`` is checked on every instance and
-            refused where it fails, which has never been seen; checked by the theorem suite).
+            ``optimal_pair_wor`` and ``optimal_wor``, whose step ``L <= 1`` is checked on every
+            instance and refused where it fails, which has never been seen; checked by the
+            theorem suite).
         at_least_single_draft: its acceptance is at least ``sum min(p, q)``, the
             single-draft test of its first draft.
         exact_on_merged_tail: ``"q"`` and/or ``"p"``: its acceptance does not change when the
@@ -167,6 +168,11 @@ RULE_SPECS: dict[str, RuleSpec] = {spec.name: spec for spec in (
         "this toolkit (docs/optimal-verifier.md, section 8)", "optimal_pair_wor", "without_replacement", ks=(2, 2),
         reference_optimum="without_replacement", attains_own_optimum=True, at_least_single_draft=True,
         verifier="optimal_pair_wor",
+    ),
+    RuleSpec(
+        "optimal_wor", "the optimal rule for k drafts without replacement (water levels)",
+        "this toolkit (docs/optimal-verifier.md, section 8)", "optimal_wor", "without_replacement", ks=(2, None),
+        reference_optimum="without_replacement", attains_own_optimum=True, at_least_single_draft=True,
     ),
     RuleSpec(
         "ensemble_weighted", "speculative ensemble, weighted", "Fu et al. 2025, eq. (4)",

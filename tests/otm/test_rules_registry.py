@@ -25,7 +25,7 @@ from tests.otm.rules_support import exact, same_distribution
 
 OUR_MODULES = (
     "enumeration", "single", "rrs", "specinfer", "rrs_without_replacement", "kseq", "spechub", "greedy", "speculative_ensemble", "registry",
-    "importance_sampling", "optimal_pair_wor",
+    "importance_sampling", "optimal_pair_wor", "optimal_wor",
 )
 
 
@@ -33,7 +33,7 @@ def test_rule_names():
     assert RULES == (
         "single", "rrs", "rrs_wor", "specinfer", "kseq", "spechub", "importance_sampling", "importance_sampling_wor",
         "importance_sampling_truncated", "greedy",
-        "optimal", "optimal_latent", "optimal_pair_wor", "ensemble_weighted", "ensemble_contrastive",
+        "optimal", "optimal_latent", "optimal_pair_wor", "optimal_wor", "ensemble_weighted", "ensemble_contrastive",
     )
 
 
@@ -141,7 +141,7 @@ def test_bad_parameters():
 def test_degenerate_inputs_never_give_nan():
     for rule in RULES:
         try:
-            law = rule_law(rule, [1.0, 0.0], [0.0, 1.0], 2 if rule in ("spechub", "rrs", "kseq", "greedy", "optimal_pair_wor") else 1)
+            law = rule_law(rule, [1.0, 0.0], [0.0, 1.0], 2 if rule in ("rrs", "kseq", "greedy") or rule_spec(rule).ks[0] == 2 else 1)
         except NotApplicableError as exc:  # contrastive: undefined where q = 0 < p
             assert rule == "ensemble_contrastive", exc
             continue

@@ -1,0 +1,237 @@
+"""Rule ``"optimal_wor"``: ``k`` drafts without replacement, the optimum by water levels.
+
+Derived here (docs/optimal-verifier.md, section 8, "k drafts: the same water levels");
+notation ``p`` target, ``q`` draft. The ``k`` drafts are distinct, drawn successively from
+``q`` (SpecHub: Sun et al. 2024, Alg. 1). It is :mod:`otm.rules.optimal_pair_wor` with the
+pair masses replaced by the masses of the draft *sets*; for ``k = 2`` it is that rule.
+
+**Ranks, cut, flux.** Support tokens get ranks by ``p/q`` ascending (ties by id); ``sigma_a``
+is the probability that rank ``a`` is the highest drafted (the max-ratio law), ``T_j =
+sum_{a<j} sigma_a`` the probability that every draft falls below rank ``j``; the optimum is
+``alpha* = min_j P_j + 1 - T_j`` (the prefix scan without replacement, docs/theory.md) at
+the first minimiser ``m``: ``H`` the ranks ``< m``, ``U`` the others. A rule selects a
+member; let ``F(j)`` be the probability that the highest member is at least ``j`` and the
+selected one below ``j`` (the *flux* across cut ``j``). Then ``P(selected >= a) = P(highest
+>= a) - F(a)``, so ``x_a = sigma_a + F(a + 1) - F(a)`` whatever the rule, and the minimal
+flux of the pair rule (from the top of ``U`` down, from the bottom of ``H`` up, zero at the
+cut) gives ``x <= p`` on ``U``, ``x >= p`` on ``H`` and ``sum min(p, x) = alpha*``.
+
+**The rule.** With levels ``L(j)`` on the cuts (``L(m) = 0``) and one uniform ``u``, go down
+from the highest member ``s_1`` through the members ``s_1 > s_2 > ...`` while
+``u < min_{s_i < j <= s_1} L(j)``; select the last member reached. So ``s_i`` is selected
+with probability ``M_i - M_{i+1}``, ``M_1 = 1``, ``M_i = min_{s_i < j <= s_1} L(j)``,
+``M_{r+1} = 0``, and no member of ``H`` is selected beside one of ``U`` (``L(m) = 0``). The
+flux across ``j`` is then ``sum_S Q_S M(S, j)``, ``M(S, j)`` the least level between the
+highest member of ``S`` below ``j`` and the highest member of ``S``: it depends on ``S``
+through that pair of ranks only, which is why the water levels of the pair rule carry over:
+raising the levels of an interval ``[f, t]`` whose inner cuts share one level (every active
+interval does: it was split off its parent, whose cuts shared one level, at cuts emptied
+earlier, whose levels are lower) by ``theta`` raises the flux across ``j`` by ``theta`` times
+the mass of the sets whose highest member lies in ``[j, t]`` and whose highest member below
+``j`` lies in ``[f, j)`` (:meth:`SetMasses.across`); the other sets' minima stop at a lower,
+frozen cut. The construction is :func:`otm.rules.optimal_pair_wor.water_level_parameters`.
+
+**What is proved and what is checked.** Exactly as for two drafts: the levels carry the
+minimal flux, so the rule attains ``alpha*(p, Q_wor)`` and is lossless (canonical
+decomposition, Khisti et al. 2025) *provided* ``L <= 1``, which held on every instance we
+tried (docs/optimal-verifier.md, section 8) and is checked on every instance (a level above
+1 raises :class:`otm.errors.NotApplicableError`). Not proved.
+
+**Cost.** The set masses come from every ordered draft tuple (``V!/(V-k)!``), so the rule is
+for small vocabularies; float inputs are converted to rationals exactly, the construction
+is exact, and the results are rounded once (``arithmetic`` says so). At a real vocabulary
+the interval masses need ``P(no draft in X)`` for unions of rank ranges, which the pair rule
+has in closed form and ``k >= 3`` only by the clock integral of
+:mod:`otm.formulations.wor_all_in` (docs/optimal-verifier.md, "What is open").
+"""
+from __future__ import annotations
+
+import dataclasses
+from fractions import Fraction
+
+import numpy as np
+
+from ..draft_laws import greedy_order, without_replacement_law
+from ..errors import InvalidDraftCountError, NotApplicableError
+from ..formulations.prefix_scan import ratio_order
+from .base import RuleLaw
+from .enumeration import (
+    MAX_RULE_ENUMERATION,
+    canonical_output_law,
+    count_without_replacement,
+    enumerated_rule_law,
+    is_exact,
+    resolve_method,
+    validate_one_q,
+    zeros_like,
+)
+from .optimal_pair_wor import PairParameters, pair_parameters, water_level_parameters
+
+
+class SetMasses:
+    """``across(f, j, t)``: the mass of the draft sets (ranks) whose highest member lies in
+    ``[j, t]`` and whose highest member below ``j`` lies in ``[f, j)``, from a table per cut
+    ``j`` of the mass of each (highest below ``j``, highest) pair, summed over rectangles."""
+
+    def __init__(self, sets: list, masses: list, n: int, zero):
+        # table[j][b][c]: mass with highest member c >= j, highest member below j equal to b
+        table = [[[zero] * n for _ in range(n)] for _ in range(n + 1)]
+        self.sigma = [zero] * n
+        for members, mass in zip(sets, masses):
+            ranks = sorted(members, reverse=True)
+            self.sigma[ranks[0]] += mass
+            for below, above in zip(ranks[1:], ranks):
+                for j in range(below + 1, above + 1):  # the cuts whose highest member below is `below`
+                    table[j][below][ranks[0]] += mass
+        # corner[j][b][c] = sum of table[j][b'][c'] over b' >= b, c' <= c
+        self._corner = []
+        for j in range(n + 1):
+            corner = [[zero] * (n + 1) for _ in range(n + 1)]
+            for b in range(n - 1, -1, -1):
+                for c in range(n):
+                    corner[b][c + 1] = table[j][b][c] + corner[b + 1][c + 1] + corner[b][c] - corner[b + 1][c]
+            self._corner.append(corner)
+
+    def across(self, f: int, j: int, t: int):
+        corner = self._corner[j]
+        return corner[f][t + 1] - corner[j][t + 1] - corner[f][j] + corner[j][j]
+
+
+def set_masses(k: int, draft_law=without_replacement_law):
+    """The ``masses_of`` of :func:`otm.rules.optimal_pair_wor.water_level_parameters` for
+    ``k`` drafts from ``draft_law(q, k)`` (:func:`otm.draft_laws.without_replacement_law`;
+    :func:`otm.draft_laws.iid_law` for the same construction on i.i.d. drafts, which
+    ``scripts/wor_water_levels.py --law iid`` checks): every ordered tuple of ranks, merged
+    into sets. Exact rationals."""
+
+    def masses_of(qs: list, zero) -> tuple[SetMasses, list]:
+        law = draft_law(np.array(qs, dtype=object), k)
+        sets: dict = {}
+        for ranks, mass in zip(law.tuples, law.probs):
+            key = frozenset(int(r) for r in ranks)
+            sets[key] = sets.get(key, zero) + mass
+        masses = SetMasses(list(sets), list(sets.values()), len(qs), zero)
+        return masses, masses.sigma
+
+    return masses_of
+
+
+def wor_parameters(p, q, k: int) -> PairParameters:
+    """Ranks, cut, minimal flux and water levels for ``k`` drafts without replacement from
+    ``q`` against ``p`` (module docstring): :func:`otm.rules.optimal_pair_wor.pair_parameters`
+    for ``k = 2``; for ``k >= 3`` in exact rationals (float inputs converted exactly and
+    renormalised, the results rounded back). Fewer than ``k`` tokens with ``q > 0`` is the
+    exhausted-support convention of :func:`otm.draft_laws.without_replacement_law`."""
+    if k > len(p):
+        raise InvalidDraftCountError(f"k={k} drafts without replacement from a vocabulary of {len(p)} tokens")
+    if k == 2:
+        return pair_parameters(p, q)
+    tuples = count_without_replacement(q, k)
+    if tuples > MAX_RULE_ENUMERATION:
+        raise NotApplicableError(f"rule 'optimal_wor' at k={k} builds its levels from all {tuples:,} draft tuples, above "
+                                 f"MAX_RULE_ENUMERATION={MAX_RULE_ENUMERATION:,}; at a real vocabulary use k = 2 "
+                                 "(optimal_pair_wor) or optimal_latent")
+    order = ratio_order(p, q)
+    if is_exact(p):
+        return _exact_parameters(p, q, order, k)
+    exact = _exact_parameters(_as_fractions(p), _as_fractions(q), order, k)
+    return dataclasses.replace(
+        exact, levels=[float(v) for v in exact.levels], flux=[float(v) for v in exact.flux], target=p,
+        selection=np.array([float(v) for v in exact.selection]), acceptance=float(exact.acceptance),
+        arithmetic="exact rationals from the float inputs, rounded")
+
+
+def _exact_parameters(p, q, order, k: int) -> PairParameters:
+    n = sum(1 for v in q if v > 0)
+    if n <= k:
+        return _deterministic_set(p, q, order, n, k)
+    return water_level_parameters(p, q, order, set_masses(k))
+
+
+def _as_fractions(values: np.ndarray) -> np.ndarray:
+    """Float inputs as rationals (exactly), renormalised to sum to 1."""
+    exact = [Fraction(float(v)) for v in values]
+    total = sum(exact)
+    return np.array([v / total for v in exact], dtype=object)
+
+
+def _deterministic_set(p, q, order, n: int, k: int) -> PairParameters:
+    """At most ``k`` tokens with ``q > 0``: the drafts are always the same set ``D`` (the
+    support and the first ``k - n`` tokens with ``q = 0`` of :func:`otm.draft_laws.greedy_order`),
+    so ``alpha* = p(D)``: select every member with probability ``p`` but the lowest-ratio
+    support token, which takes the rest (``x >= p`` there, ``x = p`` elsewhere on ``D``)."""
+    members = list(greedy_order(q)[:k])
+    selection = zeros_like(p)
+    for token in members:
+        selection[token] = p[token]
+    lowest = int(order[0])
+    selection[lowest] = 1 - sum((p[t] for t in members if t != lowest), p[0] * 0)
+    rank = np.full(len(p), -1, dtype=np.int64)
+    rank[np.asarray(order[:n], dtype=np.int64)] = np.arange(n)
+    zero = p[0] * 0
+    return PairParameters(np.asarray(order[:n]), rank, 0, [zero] * (n + 1), [zero] * (n + 1), p, selection,
+                          sum((p[t] for t in members), zero), "exact rationals")
+
+
+def member_chances(levels: list, ranks: list) -> list:
+    """``P(select s_i)`` for members of ranks ``ranks`` (distinct, any order) under
+    ``levels`` ``[n + 1]``: ``M_i - M_{i+1}`` with ``M_i`` the least level between ``s_i`` and
+    the highest member (module docstring), in the order of ``ranks``."""
+    descending = sorted(range(len(ranks)), key=lambda i: -ranks[i])
+    one = levels[0] * 0 + 1
+    reach = [one]  # M_1, M_2, ...
+    for upper, lower in zip(descending, descending[1:]):
+        reach.append(min([reach[-1]] + levels[ranks[lower] + 1:ranks[upper] + 1]))
+    reach.append(one * 0)
+    chances = [None] * len(ranks)
+    for position, i in enumerate(descending):
+        chances[i] = reach[position] - reach[position + 1]
+    return chances
+
+
+def selection_law(params: PairParameters, draft_tuple) -> list:  # [k]
+    """``P(Z = x_j | x)`` for the positions of the drafted tuple (distinct tokens)."""
+    ranks = [int(params.rank[int(t)]) for t in draft_tuple]
+    if len(params.order) <= len(draft_tuple) or min(ranks) < 0:  # every draw drafts the same set: select by x
+        return [params.selection[int(t)] for t in draft_tuple]
+    return member_chances(params.levels, ranks)
+
+
+def conditional_output_law(params: PairParameters, draft_tuple):
+    """``(K(. | x) [V], P(a draft is accepted | x))``: select by :func:`selection_law`, accept
+    ``Z`` with ``min(1, p(Z) / x(Z))``, else draw from ``norm(max(p - x, 0))``."""
+    return canonical_output_law(params.target, params.selection, draft_tuple, selection_law(params, draft_tuple))
+
+
+def exact_law(p, q, k: int, *, method: str = "auto") -> RuleLaw:
+    """Exact law of the rule for ``k >= 2`` drafts without replacement.
+
+    ``method="closed_form"``: the acceptance ``sum min(p, x)`` (``alpha*``) and the output
+    law ``p`` from :func:`wor_parameters` (which itself sums over the draft tuples for
+    ``k >= 3``); ``"enumeration"``: the coupling over every ordered tuple (also
+    ``accepted_per_token``, ``coupling``). ``details``: ``method``, ``cut``, ``selection``
+    (``x``), ``levels``, ``draft_accepted``, ``arithmetic``.
+
+    >>> from otm.formulations.prefix_scan import prefix_scan
+    >>> p, q = [0.4, 0.3, 0.2, 0.1, 0.0], [0.1, 0.1, 0.2, 0.3, 0.3]
+    >>> law = exact_law(p, q, 3, method="enumeration")
+    >>> round(float(law.acceptance), 12), round(float(prefix_scan(p, q, 3, "without_replacement").value), 12)
+    (0.978571428571, 0.978571428571)
+    """
+    if k < 2:
+        raise InvalidDraftCountError(f"rule 'optimal_wor' is defined for k >= 2, got k={k}")
+    p, q = validate_one_q(p, q, "rule 'optimal_wor' draws every draft from one q ([V] vector)")
+    params = wor_parameters(p, q, k)
+    method = resolve_method(method, count_without_replacement(q, k), True, "optimal_wor")
+    details = {"method": method, "cut": params.cut, "selection": params.selection, "levels": params.levels,
+               "draft_accepted": params.acceptance, "arithmetic": params.arithmetic}
+    if method == "closed_form":
+        return RuleLaw(params.acceptance, p.copy(), None, details)
+    result = enumerated_rule_law(p, without_replacement_law(q, k), lambda draft: conditional_output_law(params, draft), details)
+    if is_exact(p) and result.details["draft_accepted"] != params.acceptance:
+        raise AssertionError("the enumerated acceptance differs from sum min(p, x)")
+    return result
+
+
+__all__ = ["SetMasses", "conditional_output_law", "exact_law", "member_chances", "selection_law", "wor_parameters",
+           "set_masses"]

@@ -1,0 +1,97 @@
+"""Do water levels reach the optimum for ``k >= 3`` drafts? Exact rationals on random instances.
+
+Evidence behind docs/optimal-verifier.md, section 8 ("k drafts: the same water levels"): the
+rule ``optimal_wor`` (:mod:`otm.rules.optimal_wor`) on random exact ``(p, q)`` (the instances
+of ``scripts/wor_pair_rules.py --exact``, ``V = 4..9``) with ``k = 3..min(V - 1, 5)`` drafts.
+Per ``k`` it counts the instances whose acceptance ``sum min(p, x)`` differs from the prefix
+scan's ``alpha*`` (exact equality) and those whose selection law, summed over every draft
+tuple with the rule's chances, differs from the ``x`` the construction aims at (with it, the
+canonical check against ``x`` outputs ``p`` and accepts ``sum min(p, x)``; the output law
+itself is enumerated in tests/otm/test_rule_optimal_wor.py), and reports the largest water
+level (the rule is a rule only when it is at most 1; a level above 1 would be refused
+and is counted).
+
+    python scripts/wor_water_levels.py [--instances 600] [--seed 0] [--law without_replacement|iid]
+
+``--law iid`` runs the same construction on the sets of ``k`` i.i.d. drafts, against the
+i.i.d. optimum (the toolkit's i.i.d. rule ``optimal`` is a different construction).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from otm.draft_laws import iid_law, without_replacement_law
+from otm.errors import NotApplicableError
+from otm.formulations.prefix_scan import prefix_scan, ratio_order
+from otm.rules import optimal_wor
+from otm.rules.optimal_pair_wor import water_level_parameters
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from wor_pair_rules import exact_instance  # noqa: E402
+
+LAWS = {"without_replacement": without_replacement_law, "iid": iid_law}
+
+
+def check(p, q, k: int, law: str) -> dict:
+    """One instance: the construction on ``law``'s draft sets, its acceptance against the
+    prefix scan, its enumerated output law against ``p``."""
+    draft_law = LAWS[law]
+    try:
+        params = water_level_parameters(p, q, ratio_order(p, q), optimal_wor.set_masses(k, draft_law))
+    except NotApplicableError:
+        return {"refused": True}
+    tuples = draft_law(q, k)
+    selected = [p[0] * 0] * len(p)  # the selection law, summed over every draft tuple
+    for draft, mass in zip(tuples.tuples, tuples.probs):
+        chances = optimal_wor.member_chances(params.levels, [int(params.rank[int(t)]) for t in draft])
+        for token, chance in zip(draft, chances):
+            selected[int(token)] += mass * chance
+    return {"refused": False, "largest": max(params.levels),
+            "short": params.acceptance != prefix_scan(p, q, k, law).value,
+            "not_x": any(a != b for a, b in zip(selected, params.selection))}
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--instances", type=int, default=600)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--law", choices=tuple(LAWS), default="without_replacement")
+    args = parser.parse_args(argv)
+    rng = np.random.default_rng(args.seed)
+    rows: dict = {}
+    began = time.perf_counter()
+    done = 0
+    while done < args.instances:
+        p, q = exact_instance(rng)
+        if len(p) < 4:
+            continue
+        k = int(rng.integers(3, min(len(p) - 1, 5) + 1))
+        result = check(p, q, k, args.law)
+        row = rows.setdefault(k, {"instances": 0, "refused": 0, "short": 0, "not_x": 0, "largest": 0})
+        row["instances"] += 1
+        row["refused"] += result["refused"]
+        if not result["refused"]:
+            for key in ("short", "not_x"):
+                row[key] += result[key]
+            row["largest"] = max(row["largest"], result["largest"])
+        done += 1
+        if done % 100 == 0:
+            print(f"  {done}/{args.instances} instances ({time.perf_counter() - began:.0f} s)", file=sys.stderr, flush=True)
+    print(f"water levels on {args.law} draft sets, exact rationals, {args.instances} instances, seed {args.seed}, "
+          f"{time.perf_counter() - began:.0f} s")
+    print("| k | instances | level above 1 (refused) | sum min(p, x) != alpha* | enumerated selection law != x "
+          "| largest level |")
+    print("|---|---|---|---|---|---|")
+    for k in sorted(rows):
+        r = rows[k]
+        print(f"| {k} | {r['instances']} | {r['refused']} | {r['short']} | {r['not_x']} "
+              f"| {float(r['largest']):.6g} |")
+
+
+if __name__ == "__main__":
+    main()

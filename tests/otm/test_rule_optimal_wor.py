@@ -1,0 +1,204 @@
+"""Rule 'optimal_wor' (docs/optimal-verifier.md, section 8, "k drafts"): the water levels of two
+drafts carried over to k drafts without replacement. Exact in rationals: output p, acceptance
+alpha*(p, Q_wor) = the max flow; the set masses are what they say; the checks fail on broken
+pieces."""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from fractions import Fraction as F
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from otm.draft_laws import iid_law, without_replacement_law
+from otm.errors import InvalidDistributionError, InvalidDraftCountError, NotApplicableError
+from otm.formulations.max_flow import solve_max_flow
+from otm.formulations.prefix_scan import prefix_scan, ratio_order
+from otm.rules import optimal_pair_wor, optimal_wor as rule
+from otm.rules.enumeration import enumerate_law
+from otm.tolerances import AGREEMENT_TOLERANCE
+
+
+@st.composite
+def exact_instances(draw, max_vocab=6):
+    """Exact ``(p, q, k)``, zeros allowed, ``k = 3..V-1`` and more than ``k`` tokens with ``q > 0``."""
+    V = draw(st.integers(4, max_vocab))
+    k = draw(st.integers(3, V - 1))
+    p = draw(st.lists(st.integers(0, 9), min_size=V, max_size=V))
+    q = draw(st.lists(st.integers(0, 9), min_size=V, max_size=V))
+    assume(sum(p) > 0 and sum(1 for v in q if v > 0) > k)
+    return (np.array([F(v, sum(p)) for v in p], dtype=object), np.array([F(v, sum(q)) for v in q], dtype=object), k)
+
+
+def selection_of(params, law, chances_of=rule.selection_law) -> list:
+    """The law of the selected draft, by enumeration of the draft tuples (exact)."""
+    selected = [F(0)] * law.vocab_size
+    for draft, prob in zip(law.tuples, law.probs):
+        for token, chance in zip(draft, chances_of(params, draft)):
+            selected[int(token)] += prob * chance
+    return selected
+
+
+@settings(max_examples=40, deadline=None)
+@given(exact_instances())
+def test_lossless_and_optimal_in_rationals(instance):
+    p, q, k = instance
+    law = rule.exact_law(p, q, k, method="enumeration")
+    optimum = prefix_scan(p, q, k, "without_replacement").value
+    assert list(law.output_distribution) == list(p)
+    assert law.acceptance == optimum == solve_max_flow(p, without_replacement_law(q, k)).acceptance
+    assert rule.exact_law(p, q, k, method="closed_form").acceptance == optimum
+
+
+@settings(max_examples=40, deadline=None)
+@given(exact_instances())
+def test_the_construction_is_what_the_derivation_says(instance):
+    """Levels in [0, 1], zero at the cut; x <= p on U and x >= p on H; the enumerated
+    selection law is x; the chances depend on the set, not on the order of the drafts."""
+    p, q, k = instance
+    params = rule.wor_parameters(p, q, k)
+    assert all(0 <= level <= 1 for level in params.levels) and params.levels[params.cut] == 0
+    for token in range(len(p)):
+        if params.rank[token] >= params.cut:
+            assert params.selection[token] <= p[token]
+        elif params.rank[token] >= 0:
+            assert params.selection[token] >= p[token]
+    law = without_replacement_law(q, k)
+    for draft in law.tuples[:50]:
+        reverse = draft[::-1]
+        assert rule.selection_law(params, draft) == rule.selection_law(params, reverse)[::-1]
+    assert selection_of(params, law) == list(params.selection)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(2, 7).flatmap(lambda n: st.tuples(
+    st.just(n), st.lists(st.tuples(st.sets(st.integers(0, n - 1), min_size=1, max_size=n), st.integers(1, 9)),
+                         min_size=1, max_size=12))))
+def test_set_masses_are_what_they_say(case):
+    """``across(f, j, t)`` equals its definition summed set by set, and ``sigma`` the mass of
+    each highest member."""
+    n, weighted = case
+    masses = rule.SetMasses([s for s, _ in weighted], [F(w) for _, w in weighted], n, F(0))
+    for f in range(n):
+        for t in range(f, n):
+            for j in range(f + 1, t + 1):
+                expected = sum((F(w) for s, w in weighted
+                                if j <= max(s) <= t and any(r < j for r in s) and max(r for r in s if r < j) >= f), F(0))
+                assert masses.across(f, j, t) == expected
+    assert masses.sigma == [sum((F(w) for s, w in weighted if max(s) == a), F(0)) for a in range(n)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(exact_instances(max_vocab=7).map(lambda i: i[:2]))
+def test_two_drafts_from_sets_are_the_pair_rule(pair):
+    """At ``k = 2`` the set masses give the pair rule's levels exactly (its masses are the
+    closed form of the same sums), and the rule is the pair rule."""
+    p, q = pair
+    from_sets = optimal_pair_wor.water_level_parameters(p, q, ratio_order(p, q), rule.set_masses(2))
+    pair_rule = optimal_pair_wor.pair_parameters(p, q)
+    assert from_sets.levels == pair_rule.levels and list(from_sets.selection) == list(pair_rule.selection)
+    assert rule.wor_parameters(p, q, 2).levels == pair_rule.levels
+    law = without_replacement_law(q, 2)
+    for draft in law.tuples:
+        assert rule.selection_law(pair_rule, draft) == optimal_pair_wor.selection_law(pair_rule, draft)
+
+
+def test_the_same_levels_reach_the_iid_optimum_on_iid_draft_sets():
+    """The construction on the sets of ``k`` i.i.d. drafts attains the i.i.d. optimum (the
+    evidence of ``scripts/wor_water_levels.py --law iid``; the rule 'optimal' is another
+    construction)."""
+    rng = np.random.default_rng(5)
+    for _ in range(12):
+        V, k = int(rng.integers(3, 6)), int(rng.integers(2, 4))
+        p, q = (np.array([F(int(v), int(r.sum())) for v in r], dtype=object) for r in rng.integers(1, 10, size=(2, V)))
+        params = optimal_pair_wor.water_level_parameters(p, q, ratio_order(p, q), rule.set_masses(k, iid_law))
+        assert params.acceptance == prefix_scan(p, q, k, "iid").value
+        by_ranks = lambda params, draft: rule.member_chances(params.levels, [int(params.rank[t]) for t in draft])  # noqa: E731
+        assert selection_of(params, iid_law(q, k), by_ranks) == list(params.selection)  # repeated drafts too
+
+
+def test_wrong_levels_and_masses_are_caught(monkeypatch):
+    """Halved levels: the output is no longer p; levels all 0 (the max-ratio rule): the
+    acceptance falls below the optimum; halved set masses: the levels no longer carry the
+    flux, so the selection law is no longer x."""
+    p = np.array([F(1, 10), F(1, 5), F(3, 10), F(1, 4), F(3, 20)], dtype=object)
+    q = np.array([F(3, 10), F(1, 4), F(1, 5), F(1, 10), F(3, 20)], dtype=object)
+    k = 3
+    params = rule.wor_parameters(p, q, k)
+    assert max(params.levels) > 0
+    law = without_replacement_law(q, k)
+
+    def output(parameters):
+        return enumerate_law(p, law, lambda draft: rule.conditional_output_law(parameters, draft))["output"]
+
+    assert list(output(params)) == list(p)
+    assert list(output(dataclasses.replace(params, levels=[v / 2 for v in params.levels]))) != list(p)
+    none = dataclasses.replace(params, levels=[F(0)] * len(params.levels))
+    assert sum(min(a, b) for a, b in zip(p, selection_of(none, law))) < params.acceptance
+    across = rule.SetMasses.across
+    monkeypatch.setattr(rule.SetMasses, "across", lambda self, f, j, t: across(self, f, j, t) / 2)
+    broken = rule.wor_parameters(p, q, k)
+    assert selection_of(broken, law) != list(broken.selection)
+
+
+def test_member_chances_go_down_from_the_highest_member():
+    levels = [F(0), F(1, 2), F(3, 4), F(0), F(1, 3), F(0)]  # cut at 3
+    assert rule.member_chances(levels, [2, 0, 1]) == [F(1, 4), F(1, 2), F(1, 4)]  # M = 1, 3/4, 1/2
+    assert rule.member_chances(levels, [4, 2, 3]) == [F(2, 3), F(0), F(1, 3)]  # level 0 at the cut: H never selected
+    assert sum(rule.member_chances(levels, [0, 4])) == 1
+
+
+@pytest.mark.parametrize("p, q, k, expected", [
+    ([0.25, 0.25, 0.25, 0.25], [0.25, 0.25, 0.25, 0.25], 3, 1.0),  # p = q
+    ([0.0, 1.0, 0.0, 0.0], [0.4, 0.3, 0.2, 0.1], 3,  # one-hot p: 1 - P(the drafts are {0, 2, 3}), six orders
+     1 - (.4 * .2 / .6 * .1 / .4 + .4 * .1 / .6 * .2 / .5 + .2 * .4 / .8 * .1 / .4 + .2 * .1 / .8 * .4 / .7
+          + .1 * .4 / .9 * .2 / .5 + .1 * .2 / .9 * .4 / .7)),
+    ([0.5, 0.5, 0.0, 0.0, 0.0], [0.0, 0.0, 0.2, 0.3, 0.5], 3, 0.0),  # disjoint supports
+    ([0.2, 0.3, 0.5, 0.0], [0.0, 1.0, 0.0, 0.0], 3, 1.0),  # one-hot q: drafts 1, 0, 2 always
+    ([0.1, 0.2, 0.3, 0.4], [0.5, 0.5, 0.0, 0.0], 3, 0.6),  # q on two tokens: drafts 0, 1, 2 always
+    ([0.1, 0.2, 0.3, 0.4], [0.2, 0.3, 0.5, 0.0], 3, 0.6),  # q on exactly k tokens: that set always
+])
+def test_degenerate_inputs(p, q, k, expected):
+    law = rule.exact_law(p, q, k, method="enumeration")
+    assert abs(law.acceptance - expected) <= AGREEMENT_TOLERANCE
+    assert np.allclose(law.output_distribution, p, atol=AGREEMENT_TOLERANCE, rtol=0)
+    assert abs(law.acceptance - solve_max_flow(np.asarray(p), without_replacement_law(q, k)).acceptance) <= AGREEMENT_TOLERANCE
+
+
+def test_float_inputs_are_built_in_rationals_and_rounded():
+    rng = np.random.default_rng(1)
+    for _ in range(10):
+        V = int(rng.integers(5, 9))
+        p, q = rng.dirichlet(np.ones(V) * 0.3), rng.dirichlet(np.ones(V) * 0.3)
+        q = np.maximum(q, 1e-9)
+        q /= q.sum()
+        k = int(rng.integers(3, 5))
+        law = rule.exact_law(p, q, k, method="closed_form")
+        assert law.details["arithmetic"] == "exact rationals from the float inputs, rounded"
+        assert abs(law.acceptance - prefix_scan(p, q, k, "without_replacement").value) <= AGREEMENT_TOLERANCE
+
+
+def test_bad_input_is_a_typed_error():
+    with pytest.raises(InvalidDraftCountError, match="k >= 2"):
+        rule.exact_law([0.5, 0.5], [0.5, 0.5], 1)
+    with pytest.raises(InvalidDraftCountError, match="vocabulary of 3"):
+        rule.exact_law([0.2, 0.3, 0.5], [0.2, 0.3, 0.5], 4)
+    with pytest.raises(InvalidDistributionError):
+        rule.exact_law([0.5, float("nan"), 0.5], [0.2, 0.3, 0.5], 3)
+    with pytest.raises(NotApplicableError, match="MAX_RULE_ENUMERATION"):
+        rule.exact_law(np.ones(60) / 60, np.ones(60) / 60, 4)
+    with pytest.raises(NotApplicableError, match="one q"):
+        rule.exact_law([0.5, 0.5, 0.0], [[0.5, 0.5, 0.0]] * 3, 3)
+
+
+def test_every_tuple_position_is_a_member():
+    """The chances of a tuple sum to 1 and are nonnegative, whatever its order."""
+    p = np.array([F(1, 10), F(1, 5), F(3, 10), F(1, 4), F(3, 20)], dtype=object)
+    q = np.array([F(3, 10), F(1, 4), F(1, 5), F(1, 10), F(3, 20)], dtype=object)
+    params = rule.wor_parameters(p, q, 4)
+    for draft in itertools.permutations(range(5), 4):
+        chances = rule.selection_law(params, draft)
+        assert sum(chances) == 1 and min(chances) >= 0
