@@ -81,8 +81,8 @@ def position_cells(p: np.ndarray, q: np.ndarray, ks: Sequence[int], computations
         elif name == "optimal":  # attains the i.i.d. optimum (docs/optimal-verifier.md, checked exactly in the tests)
             cells += [Cell(name, k, float(v), note="equal to optimum_iid: the rule attains it")
                       for k, v in zip(ks, iid_optimum_for_ks(p, q, ks))]
-        elif name == "optimal_pair_wor":  # attains the without-replacement optimum, k = 2 only
-            cells += [_pair_wor_cell(p, q, k, time_budget) for k in ks]
+        elif name in ("optimal_pair_wor", "optimal_wor"):  # attain the without-replacement optimum
+            cells += [_pair_wor_cell(p, q, k, time_budget, name) for k in ks]
         elif name in ("optimum_greedy", "greedy"):  # the rule attains its law's optimum
             cells += [Cell(name, k, v) for k, v in zip(ks, greedy_acceptance_for_ks(p, q, ks))]
         elif name in OPTIMA:
@@ -148,15 +148,17 @@ def _optimum_cell(p, q, k: int, name: str) -> Cell:
         return Cell(name, k, math.nan, method="not_applicable", note=str(exc))
 
 
-def _pair_wor_cell(p, q, k: int, time_budget: float) -> Cell:
-    """``optimal_pair_wor`` at ``k = 2`` is ``optimum_without_replacement``: the rule attains it
-    wherever its water levels are probabilities, which its construction and its verifier check
-    on every row (docs/optimal-verifier.md, section 8); not applicable at other ``k``. (The
-    sweep computes each column on its own, so this is a second prefix scan at ``k = 2``.)"""
+def _pair_wor_cell(p, q, k: int, time_budget: float, rule: str) -> Cell:
+    """``optimal_pair_wor`` and ``optimal_wor`` at ``k = 2`` are ``optimum_without_replacement``:
+    the rule attains it wherever its water levels are probabilities, which its construction
+    and its verifier check on every row (docs/optimal-verifier.md, section 8). At other ``k``:
+    not applicable (``optimal_pair_wor``), or the exact law where its tuple enumeration fits
+    the time budget (``optimal_wor``). (The sweep computes each column on its own, so this is
+    a second prefix scan at ``k = 2``.)"""
     if k != 2:
-        return _rule_cell(p, q, k, "optimal_pair_wor", time_budget)
+        return _rule_cell(p, q, k, rule, time_budget)
     cell = _optimum_cell(p, q, k, "optimum_without_replacement")
-    return dataclasses.replace(cell, computation="optimal_pair_wor",
+    return dataclasses.replace(cell, computation=rule,
                                note="equal to optimum_without_replacement: the rule attains it")
 
 

@@ -15,6 +15,11 @@ and is counted).
 
 ``--law iid`` runs the same construction on the sets of ``k`` i.i.d. drafts, against the
 i.i.d. optimum (the toolkit's i.i.d. rule ``optimal`` is a different construction).
+``--corpus DIR`` takes real rows instead: ``--positions`` rows of an ``otm corpus`` directory
+(temperature 1), each cut to its ``--top`` likeliest tokens (by ``p + q``) and renormalised,
+converted to rationals exactly, every ``k`` from 3 to ``min(top - 1, 5)``:
+
+    python scripts/wor_water_levels.py --corpus DIR --positions 32 --top 8
 """
 from __future__ import annotations
 
@@ -56,21 +61,44 @@ def check(p, q, k: int, law: str) -> dict:
             "not_x": any(a != b for a, b in zip(selected, params.selection))}
 
 
+def random_instances(seed: int):
+    """Exact ``(p, q, k)``: the instances of ``wor_pair_rules.py --exact`` with ``V >= 4``,
+    ``k = 3..min(V - 1, 5)``."""
+    rng = np.random.default_rng(seed)
+    while True:
+        p, q = exact_instance(rng)
+        if len(p) >= 4:
+            yield p, q, int(rng.integers(3, min(len(p) - 1, 5) + 1))
+
+
+def corpus_instances(directory: str, positions: int, top: int):
+    """Real rows cut to their ``top`` likeliest tokens, as exact rationals, every ``k``."""
+    from otm.corpus import Corpus
+
+    for _, _, p, q in Corpus(directory).spaced_rows(positions, 1.0):
+        keep = np.argsort(-(p + q))[:top]
+        p, q = (optimal_wor.as_fractions(v[keep]) for v in (p, q))
+        for k in range(3, min(top - 1, 5) + 1):
+            yield p, q, k
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--instances", type=int, default=600)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--law", choices=tuple(LAWS), default="without_replacement")
+    parser.add_argument("--corpus", default=None, help="real rows of this otm corpus directory instead")
+    parser.add_argument("--positions", type=int, default=32)
+    parser.add_argument("--top", type=int, default=8)
     args = parser.parse_args(argv)
-    rng = np.random.default_rng(args.seed)
+    instances = corpus_instances(args.corpus, args.positions, args.top) if args.corpus else random_instances(args.seed)
+    total = args.positions * len(range(3, min(args.top - 1, 5) + 1)) if args.corpus else args.instances
     rows: dict = {}
     began = time.perf_counter()
     done = 0
-    while done < args.instances:
-        p, q = exact_instance(rng)
-        if len(p) < 4:
-            continue
-        k = int(rng.integers(3, min(len(p) - 1, 5) + 1))
+    for p, q, k in instances:
+        if done == total:
+            break
         result = check(p, q, k, args.law)
         row = rows.setdefault(k, {"instances": 0, "refused": 0, "short": 0, "not_x": 0, "largest": 0})
         row["instances"] += 1
@@ -80,9 +108,10 @@ def main(argv=None) -> None:
                 row[key] += result[key]
             row["largest"] = max(row["largest"], result["largest"])
         done += 1
-        if done % 100 == 0:
-            print(f"  {done}/{args.instances} instances ({time.perf_counter() - began:.0f} s)", file=sys.stderr, flush=True)
-    print(f"water levels on {args.law} draft sets, exact rationals, {args.instances} instances, seed {args.seed}, "
+        if done % 20 == 0:
+            print(f"  {done}/{total} instances ({time.perf_counter() - began:.0f} s)", file=sys.stderr, flush=True)
+    source = f"{args.positions} corpus rows cut to {args.top} tokens" if args.corpus else f"random instances, seed {args.seed}"
+    print(f"water levels on {args.law} draft sets, exact rationals, {done} instances ({source}), "
           f"{time.perf_counter() - began:.0f} s")
     print("| k | instances | level above 1 (refused) | sum min(p, x) != alpha* | enumerated selection law != x "
           "| largest level |")

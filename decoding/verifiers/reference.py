@@ -22,6 +22,7 @@ from otm.formulations.prefix_scan import ratio_order
 from otm.rules import rule_law
 from otm.rules.importance_sampling_truncated import DEFAULT_ALPHABET_SIZE, DEFAULT_TRUNCATION
 from otm.rules.kseq import optimal_division_factor
+from otm.rules import optimal_wor as wor_rule
 from otm.rules.optimal_pair_wor import pair_parameters, selection_law
 
 from .reference_optimal import optimal, optimal_latent
@@ -180,6 +181,33 @@ def optimal_pair_wor(p, draft_probs, drafts, uniforms):
     return int(order[_inverse_cdf(residual if sum(residual) > 0 else [target[t] for t in order], uniforms[2])]), -1
 
 
+def optimal_wor(p, draft_probs, drafts, uniforms):
+    """The water-level rule for ``k`` drafts without replacement
+    (:mod:`decoding.verifiers.optimal_wor`): :func:`optimal_pair_wor` for two drafts; for more,
+    ``x``, the levels and each member's chance from the exact rule
+    (:func:`otm.rules.optimal_wor.wor_parameters`, :func:`otm.rules.optimal_wor.selection_law`),
+    the member drawn by inverse CDF over the members by rank ascending (the lowest member owns
+    ``[0, M_r)``, the next ``[M_r, M_{r-1})``, ...: the walk down from the highest)."""
+    if len(drafts) == 2:
+        return optimal_pair_wor(p, draft_probs, drafts, uniforms)
+    target, draft = _norm([float(v) for v in p]), _norm([float(v) for v in draft_probs[0]])
+    params = wor_rule.wor_parameters(np.array(target), np.array(draft), len(drafts))
+    drafts = [int(t) for t in drafts]
+    chances = [float(c) for c in wor_rule.selection_law(params, drafts)]
+    if len(params.order) <= len(drafts):  # the same set every time: a position by x
+        index = _inverse_cdf(chances, uniforms[0])
+    else:
+        ascending = sorted(range(len(drafts)), key=lambda i: params.rank[drafts[i]])
+        index = ascending[_inverse_cdf([chances[i] for i in ascending], uniforms[0])]
+    token = drafts[index]
+    x = [float(v) for v in params.selection]
+    if uniforms[1] * x[token] < target[token]:
+        return token, index
+    order = ratio_order(np.array(target), np.array(draft))
+    residual = _positive_part([target[t] - x[t] for t in order])
+    return int(order[_inverse_cdf(residual if sum(residual) > 0 else [target[t] for t in order], uniforms[2])]), -1
+
+
 @lru_cache(maxsize=64)
 def _truncated_law(p: tuple, q: tuple, k: int, s: int, alphabet_size):
     return rule_law("importance_sampling_truncated", np.array(p), np.array(q), k, s=s, alphabet_size=alphabet_size)
@@ -223,7 +251,7 @@ REFERENCES = {
     f.__name__: f
     for f in (
         single, rrs, rrs_wor, specinfer, kseq, spechub, importance_sampling_truncated, greedy, optimal, optimal_latent,
-        optimal_pair_wor,
+        optimal_pair_wor, optimal_wor,
     )
 }
 

@@ -129,12 +129,12 @@ def wor_parameters(p, q, k: int) -> PairParameters:
     tuples = count_without_replacement(q, k)
     if tuples > MAX_RULE_ENUMERATION:
         raise NotApplicableError(f"rule 'optimal_wor' at k={k} builds its levels from all {tuples:,} draft tuples, above "
-                                 f"MAX_RULE_ENUMERATION={MAX_RULE_ENUMERATION:,}; at a real vocabulary use k = 2 "
-                                 "(optimal_pair_wor) or optimal_latent")
+                                 f"MAX_RULE_ENUMERATION={MAX_RULE_ENUMERATION:,}; at a real vocabulary only k = 2 is "
+                                 "built (the water-level verifier), or use optimal_latent (at least the i.i.d. optimum)")
     order = ratio_order(p, q)
     if is_exact(p):
         return _exact_parameters(p, q, order, k)
-    exact = _exact_parameters(_as_fractions(p), _as_fractions(q), order, k)
+    exact = _exact_parameters(as_fractions(p), as_fractions(q), order, k)
     return dataclasses.replace(
         exact, levels=[float(v) for v in exact.levels], flux=[float(v) for v in exact.flux], target=p,
         selection=np.array([float(v) for v in exact.selection]), acceptance=float(exact.acceptance),
@@ -148,7 +148,7 @@ def _exact_parameters(p, q, order, k: int) -> PairParameters:
     return water_level_parameters(p, q, order, set_masses(k))
 
 
-def _as_fractions(values: np.ndarray) -> np.ndarray:
+def as_fractions(values: np.ndarray) -> np.ndarray:
     """Float inputs as rationals (exactly), renormalised to sum to 1."""
     exact = [Fraction(float(v)) for v in values]
     total = sum(exact)
@@ -233,5 +233,5 @@ def exact_law(p, q, k: int, *, method: str = "auto") -> RuleLaw:
     return result
 
 
-__all__ = ["SetMasses", "conditional_output_law", "exact_law", "member_chances", "selection_law", "wor_parameters",
+__all__ = ["SetMasses", "as_fractions", "conditional_output_law", "exact_law", "member_chances", "selection_law", "wor_parameters",
            "set_masses"]

@@ -173,6 +173,7 @@ RULE_SPECS: dict[str, RuleSpec] = {spec.name: spec for spec in (
         "optimal_wor", "the optimal rule for k drafts without replacement (water levels)",
         "this toolkit (docs/optimal-verifier.md, section 8)", "optimal_wor", "without_replacement", ks=(2, None),
         reference_optimum="without_replacement", attains_own_optimum=True, at_least_single_draft=True,
+        verifier="optimal_wor",
     ),
     RuleSpec(
         "ensemble_weighted", "speculative ensemble, weighted", "Fu et al. 2025, eq. (4)",

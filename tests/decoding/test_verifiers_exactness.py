@@ -70,6 +70,7 @@ DRAFT_COUNTS = {
     "optimal": (2, 3),
     "optimal_latent": (2, 3),
     "optimal_pair_wor": (2,),
+    "optimal_wor": (2, 3, 4),
 }
 
 CASES = [(rule, name, k) for rule, ks in DRAFT_COUNTS.items() for name in INSTANCES for k in ks]
@@ -149,17 +150,19 @@ def test_sampler_matches_exact_law(rule, instance, k):
         assert result.passed, f"{rule}/{instance}/k={k} {name}: {result.reason}"
 
 
+@pytest.mark.parametrize("rule", ["rrs_wor", "optimal_wor"])
 @pytest.mark.parametrize("instance", sorted(RRS_WOR_EXHAUSTED))
-def test_rrs_wor_exhausted_support_matches_exact_law(instance):
+def test_without_replacement_exhausted_support_matches_exact_law(rule, instance):
     """Drafts past the support of q are the lowest-index q = 0 tokens, verified against
-    their point mass; the sampler follows otm's exact law (output == p)."""
+    their point mass (rrs_wor) or selected by x (optimal_wor, the same set every time); the
+    sampler follows otm's exact law (output == p)."""
     p, q, k = RRS_WOR_EXHAUSTED[instance]
-    law = _exact("rrs_wor", p, q, k)
+    law = _exact(rule, p, q, k)
     assert np.allclose(law.output_distribution.astype(float), p, atol=1e-12)
-    tokens, out = _run(get_verifier("rrs_wor"), p, np.tile(q, (k, 1)), k, ROWS, _seed("exhausted", instance))
+    tokens, out = _run(get_verifier(rule), p, np.tile(q, (k, 1)), k, ROWS, _seed("exhausted", instance))
     assert (torch.as_tensor(p)[out.tokens] > 0).all()
     for name, result in _law_checks(law, tokens, out).items():
-        assert result.passed, f"rrs_wor/{instance} {name}: {result.reason}"
+        assert result.passed, f"{rule}/{instance} {name}: {result.reason}"
 
 
 @pytest.mark.parametrize("rule", list(VERIFIERS))

@@ -37,6 +37,7 @@ DRAFT_COUNTS = {
     "optimal": (1, 2, 3),
     "optimal_latent": (1, 2, 3),
     "optimal_pair_wor": (2,),
+    "optimal_wor": (2, 3),
 }
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -109,6 +109,24 @@ def test_rrs_wor_above_two_drafts_at_scale_is_labelled_monte_carlo_and_lp_rules_
     assert "estimated" in by["importance_sampling", 2].note
 
 
+def test_water_level_rules_are_the_optimum_without_replacement_where_they_run():
+    """At k = 2 both water-level columns are the optimum without replacement (at any V); at
+    k = 3 ``optimal_wor`` is its exact law on a small row (equal to that optimum) and skipped on
+    a large one, and ``optimal_pair_wor`` is not applicable."""
+    rng = np.random.default_rng(4)
+    p, q = logits_to_probs(2 * rng.standard_normal(7)), logits_to_probs(2 * rng.standard_normal(7))
+    by = {(c.computation, c.k): c for c in position_cells(p, q, [2, 3], ("optimal_pair_wor", "optimal_wor"), rng)}
+    for k in (2, 3):
+        optimum = otm.optimal_acceptance(p, q, k, sampling="without_replacement", method="max_flow")
+        assert abs(by["optimal_wor", k].value - optimum) <= AGREEMENT_TOLERANCE
+    assert by["optimal_pair_wor", 2].value == by["optimal_wor", 2].value
+    assert by["optimal_pair_wor", 3].method == "not_applicable"
+    V = 5000
+    p, q = logits_to_probs(3 * rng.standard_normal(V)), logits_to_probs(3 * rng.standard_normal(V))
+    by = {(c.computation, c.k): c for c in position_cells(p, q, [2, 3], ("optimal_wor",), rng)}
+    assert by["optimal_wor", 3].method == "skipped" and not math.isnan(by["optimal_wor", 2].value)
+
+
 def test_computation_names_are_checked_and_aliases_resolved():
     assert check_computations(["optimum_iid", "is_truncated"]) == ("optimum_iid", "importance_sampling_truncated")
     with pytest.raises(UnknownNameError):

@@ -1,0 +1,147 @@
+"""The optimal verifier for ``k`` drafts without replacement (water levels), batched.
+
+The rule of :mod:`otm.rules.optimal_wor` (derivation and what is checked rather than proved:
+docs/optimal-verifier.md, section 8, "k drafts"): give the tokens with ``q > 0`` ranks by
+``p/q`` (ties by id), with the optimal cut ``m`` and the water levels ``L`` (``L(m) = 0``).
+Going down from the highest-ranked draft through the others by rank, the walk goes on while
+``u < M_i``, the least level between member ``i`` and the highest; the last member reached
+is selected. The selected draft ``Z`` is accepted with probability ``min(1, p(Z) / x(Z))``
+(``x`` the selection law), otherwise the output is drawn from ``norm(max(p - x, 0))``.
+Output law ``p``; a draft is accepted with probability ``alpha*(p, Q_wor)``.
+
+``k = 2`` is :mod:`decoding.verifiers.optimal_pair_wor` (the walk is its yield), at any
+vocabulary. For ``k >= 3`` the levels come from :func:`otm.rules.optimal_wor.wor_parameters`,
+which sums the set masses over every draft tuple: rows whose ``V!/(V-k)!`` tuples exceed
+:data:`otm.rules.enumeration.MAX_RULE_ENUMERATION` raise :class:`otm.errors.NotApplicableError`
+(a real vocabulary at ``k >= 3`` is open, docs/optimal-verifier.md, section 8). Per row, on
+the CPU, in float64 from the exact construction, each distinct row built once per process
+(a batch of equal rows, as the tests draw, costs one construction).
+
+Exhausted support (at most ``k`` tokens with ``q > 0``): the drafted set is always the same
+(:func:`decoding.verifiers.base.sample_without_replacement`), and the draft at position ``j``
+is selected with probability ``x`` of it, by inverse CDF over the positions.
+
+Randomness (``uniforms_per_row(k) = 3``, as for two drafts): column 0 walks down the members
+(or picks the position of an exhausted support), column 1 accepts ``Z`` when ``u x(Z) <
+p(Z)``, column 2 draws the residual by inverse CDF over the ranks
+(:func:`decoding.verifiers.optimal_pair_wor.full_ratio_order`). Reference:
+:func:`decoding.verifiers.reference.optimal_wor`. Rows with a NaN, an inf, a negative entry
+or no mass raise :class:`otm.errors.InvalidDistributionError`; drafts that ``k`` draws without
+replacement cannot give raise :class:`otm.errors.NotApplicableError`.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+import torch
+
+from otm.errors import InvalidDistributionError, InvalidDraftCountError, NotApplicableError
+from otm.rules.optimal_wor import wor_parameters
+
+from . import optimal_pair_wor
+from .base import (
+    VerifierOutput,
+    check_k,
+    first_draft_probs,
+    sample_weighted,
+    sample_without_replacement,
+    verify_uniforms,
+)
+
+draft_scheme = "without_replacement"
+
+
+def compile_seconds(device: torch.device) -> float:
+    """The first ``verify`` at ``k = 2`` compiles :mod:`decoding.verifiers.optimal_pair_wor`'s
+    code (its :func:`~decoding.verifiers.optimal_pair_wor.compile_seconds`). Read by ``otm decode``."""
+    return optimal_pair_wor.compile_seconds(device)
+
+
+def uniforms_per_row(k: int) -> int:
+    """3 (module docstring); the rule is defined for ``k >= 2``."""
+    if check_k(k) < 2:
+        raise InvalidDraftCountError(f"rule 'optimal_wor' is defined for k >= 2, got k={k}")
+    return 3
+
+
+def sample_drafts(draft_probs: torch.Tensor, k: int, generator: torch.Generator | None) -> torch.Tensor:
+    """``[batch, k]`` distinct drafts from ``draft_probs`` ``[batch, vocab]``."""
+    uniforms_per_row(k)
+    return sample_without_replacement(draft_probs, k, generator)
+
+
+@lru_cache(maxsize=256)
+def _row_parameters(p_bytes: bytes, q_bytes: bytes, k: int) -> tuple:
+    """``(rank [V], levels [n + 1], x [V], support n)`` in float64 of one normalised row."""
+    p, q = np.frombuffer(p_bytes), np.frombuffer(q_bytes)
+    params = wor_parameters(p, q, k)
+    return params.rank, [float(v) for v in params.levels], np.asarray(params.selection, dtype=np.float64), len(params.order)
+
+
+def walk(levels: list, ranks: list, u: float) -> int:
+    """The index into ``ranks`` (distinct ranks of one side or both) of the member selected
+    with uniform ``u``: down from the highest while ``u`` is below the least level between
+    the next member and the highest."""
+    descending = sorted(range(len(ranks)), key=lambda i: -ranks[i])
+    reach, chosen = 1.0, descending[0]
+    for upper, lower in zip(descending, descending[1:]):
+        reach = min([reach] + levels[ranks[lower] + 1:ranks[upper] + 1])
+        if not u < reach:
+            break
+        chosen = lower
+    return chosen
+
+
+def verify_row(p: np.ndarray, q: np.ndarray, drafts: tuple, uniforms: np.ndarray) -> tuple[int, int]:
+    """``(token, accepted index)`` of one row (``p``, ``q`` ``[V]`` float64, normalised; ``-1``:
+    the residual), ``k = len(drafts) >= 3``."""
+    k = len(drafts)
+    support = int(np.count_nonzero(q > 0))
+    if len(set(drafts)) < k or int((q[list(drafts)] > 0).sum()) < min(k, support):
+        raise NotApplicableError(f"drafts {tuple(drafts)} cannot come from {k} draws without replacement from q "
+                                 f"({support} tokens of positive probability)")
+    rank, levels, x, n = _row_parameters(p.tobytes(), q.tobytes(), k)
+    if n <= k:  # the same set every time: select a position by x
+        weights = torch.tensor([[x[t] for t in drafts]], dtype=torch.float64)
+        index = int(sample_weighted(weights, torch.tensor([float(uniforms[0])], dtype=torch.float64)))
+    else:
+        index = walk(levels, [int(rank[t]) for t in drafts], float(uniforms[0]))
+    token = drafts[index]
+    if uniforms[1] * x[token] < p[token]:
+        return token, index
+    order = optimal_pair_wor.full_ratio_order(p, q)
+    residual = np.maximum(p - x, 0.0)[order]
+    weights = torch.from_numpy(residual if residual.sum() > 0 else p[order]).unsqueeze(0)
+    return int(order[int(sample_weighted(weights, torch.from_numpy(uniforms[2:3])))]), -1
+
+
+def _normalised(probs: torch.Tensor, name: str) -> np.ndarray:
+    rows = probs.detach().to("cpu", torch.float64).numpy()
+    totals = rows.sum(axis=1, keepdims=True)
+    if not (np.isfinite(totals).all() and (totals > 0).all() and (rows >= 0).all()):
+        raise InvalidDistributionError(f"{name} must be finite and non-negative with positive mass in every row: the "
+                                       "water-level verifier ranks tokens by p / q")
+    return rows / totals
+
+
+def verify(
+    target_probs: torch.Tensor,  # [batch, vocab]
+    draft_probs: torch.Tensor,  # [batch, k, vocab]
+    draft_tokens: torch.Tensor,  # [batch, k]
+    generator: torch.Generator | None,
+) -> VerifierOutput:
+    """The water-level verifier for ``k`` distinct drafts from ``draft_probs[:, 0]``."""
+    if draft_tokens.dim() == 2 and draft_tokens.shape[1] == 2:
+        return optimal_pair_wor.verify(target_probs, draft_probs, draft_tokens, generator)
+    uniforms = verify_uniforms(target_probs, draft_probs, draft_tokens, generator, uniforms_per_row)
+    p_rows = _normalised(target_probs, "target_probs")
+    q_rows = _normalised(first_draft_probs(draft_probs), "draft_probs")
+    drafts, u = draft_tokens.cpu().tolist(), uniforms.to(torch.float64).cpu().numpy()
+    results = [verify_row(p_rows[r], q_rows[r], tuple(drafts[r]), u[r]) for r in range(len(drafts))]
+    device = target_probs.device
+    return VerifierOutput(tokens=torch.tensor([t for t, _ in results], dtype=torch.int64, device=device),
+                          accepted_index=torch.tensor([i for _, i in results], dtype=torch.int64, device=device))
+
+
+__all__ = ["compile_seconds", "draft_scheme", "sample_drafts", "uniforms_per_row", "verify", "verify_row", "walk"]

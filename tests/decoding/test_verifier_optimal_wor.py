@@ -1,0 +1,87 @@
+"""The batched verifier of rule 'optimal_wor' (decoding.verifiers.optimal_wor): its walk is the
+rule's selection law, a walk that does not go down is caught by the law checks, two drafts go
+to the water-level verifier at any vocabulary, and the limits and bad inputs are typed errors.
+(The registry-wide tests hold it to its exact law and to its reference, draw for draw.)"""
+from __future__ import annotations
+
+from fractions import Fraction as F
+
+import numpy as np
+import pytest
+import torch
+
+from decoding.verifiers import optimal_wor as verifier
+from otm.errors import InvalidDistributionError, InvalidDraftCountError, NotApplicableError
+from otm.rules import optimal_wor as rule
+from otm.rules import rule_law
+from decoding.validation.stats import binomial_z_test, chi_square_test
+
+ALPHA = 1e-4
+P = np.array([0.05, 0.1, 0.3, 0.2, 0.25, 0.1])
+Q = np.array([0.3, 0.25, 0.1, 0.15, 0.05, 0.15])
+
+
+def test_the_walk_draws_the_rules_chances():
+    """For levels on a grid, the share of ``u`` in a fine grid for which the walk selects each
+    member equals :func:`otm.rules.optimal_wor.member_chances` (to the grid's step)."""
+    rng = np.random.default_rng(0)
+    grid = (np.arange(4000) + 0.5) / 4000
+    for _ in range(30):
+        n = int(rng.integers(3, 8))
+        levels = [0.0] + [float(v) for v in rng.integers(0, 9, size=n - 1) / 8] + [0.0]
+        ranks = [int(r) for r in rng.choice(n, size=int(rng.integers(2, n + 1)), replace=False)]
+        chances = rule.member_chances([F(v) for v in levels], ranks)
+        counts = np.bincount([verifier.walk(levels, ranks, float(u)) for u in grid], minlength=len(ranks))
+        assert np.allclose(counts / len(grid), [float(c) for c in chances], atol=1 / len(grid))
+
+
+def _sample(k: int, rows: int, seed: int):
+    g = torch.Generator().manual_seed(seed)
+    target = torch.tensor(P).expand(rows, -1).contiguous()
+    drafts_probs = torch.tensor(Q).expand(rows, k, -1).contiguous()
+    tokens = verifier.sample_drafts(drafts_probs[:, 0], k, g)
+    return tokens, verifier.verify(target, drafts_probs, tokens, g)
+
+
+def test_a_walk_that_never_goes_down_is_caught(monkeypatch):
+    """Selecting the highest-ranked draft always (the max-ratio rule) keeps the canonical check
+    against the unchanged ``x``: the output law is then not p, and the chi-square test says so."""
+    k, rows = 3, 20_000
+    law = rule_law("optimal_wor", P, Q, k)
+    tokens, out = _sample(k, rows, 7)
+    assert chi_square_test(np.bincount(out.tokens.numpy(), minlength=len(P)), P, ALPHA).passed
+    accepted = int((tokens == out.tokens[:, None]).any(dim=1).sum())
+    assert binomial_z_test(accepted, rows, float(law.acceptance), ALPHA).passed
+    monkeypatch.setattr(verifier, "walk", lambda levels, ranks, u: int(np.argmax(ranks)))
+    _, broken = _sample(k, rows, 7)
+    assert not chi_square_test(np.bincount(broken.tokens.numpy(), minlength=len(P)), P, ALPHA).passed
+
+
+def test_two_drafts_go_to_the_water_level_verifier_at_any_vocabulary():
+    rng = np.random.default_rng(3)
+    V = 4096
+    p, q = (torch.tensor(rng.dirichlet(np.ones(V) * 0.1)).unsqueeze(0) for _ in range(2))
+    g = torch.Generator().manual_seed(0)
+    tokens = verifier.sample_drafts(q, 2, g)
+    out = verifier.verify(p, q.unsqueeze(1).expand(1, 2, V), tokens, torch.Generator().manual_seed(1))
+    from decoding.verifiers import optimal_pair_wor
+    same = optimal_pair_wor.verify(p, q.unsqueeze(1).expand(1, 2, V), tokens, torch.Generator().manual_seed(1))
+    assert out.tokens.tolist() == same.tokens.tolist() and out.accepted_index.tolist() == same.accepted_index.tolist()
+
+
+def test_limits_and_bad_inputs_are_typed_errors():
+    V = 64
+    p = torch.full((1, V), 1.0 / V, dtype=torch.float64)
+    drafts = torch.tensor([[0, 1, 2]])
+    with pytest.raises(NotApplicableError, match="MAX_RULE_ENUMERATION"):
+        verifier.verify(p, p.unsqueeze(1).expand(1, 3, V), drafts, None)
+    small = torch.tensor(P).unsqueeze(0)
+    q3 = torch.tensor(Q).unsqueeze(0).unsqueeze(1).expand(1, 3, len(Q))
+    with pytest.raises(NotApplicableError, match="cannot come from 3 draws"):
+        verifier.verify(small, q3, torch.tensor([[0, 0, 1]]), None)
+    with pytest.raises(InvalidDistributionError):
+        verifier.verify(torch.tensor([[float("nan"), 0.5, 0.1, 0.1, 0.1, 0.2]]), q3, torch.tensor([[0, 1, 2]]), None)
+    with pytest.raises(InvalidDistributionError):
+        verifier.verify(torch.tensor([[-0.1, 0.6, 0.1, 0.1, 0.1, 0.2]]), q3, torch.tensor([[0, 1, 2]]), None)
+    with pytest.raises(InvalidDraftCountError, match="k >= 2"):
+        verifier.sample_drafts(torch.tensor(Q).unsqueeze(0), 1, None)
