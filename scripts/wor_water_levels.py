@@ -20,6 +20,14 @@ i.i.d. optimum (the toolkit's i.i.d. rule ``optimal`` is a different constructio
 converted to rationals exactly, every ``k`` from 3 to ``min(top - 1, 5)``:
 
     python scripts/wor_water_levels.py --corpus DIR --positions 32 --top 8
+
+``--adversarial N`` searches for a level above 1 instead: ``N`` hill climbs (random
+``V = 4..7``, ``k = 2..min(V - 1, 4)``, 150 steps each) on the logits of ``p`` and ``q``,
+keeping a step when it raises the largest level, every construction in exact rationals (the
+float point converted exactly); it reports the largest level reached per ``k`` and prints any
+instance above 1 (refused by the rule):
+
+    python scripts/wor_water_levels.py --adversarial 40
 """
 from __future__ import annotations
 
@@ -82,6 +90,47 @@ def corpus_instances(directory: str, positions: int, top: int):
             yield p, q, k
 
 
+def largest_level(logits_p: np.ndarray, logits_q: np.ndarray, k: int):
+    """The largest water level of the exact construction at ``softmax`` of the logits, or
+    ``None`` where it refuses (a level above 1)."""
+    p, q = (optimal_wor.as_fractions(np.exp(v - v.max())) for v in (logits_p, logits_q))
+    try:
+        return max(water_level_parameters(p, q, ratio_order(p, q), optimal_wor.set_masses(k)).levels)
+    except NotApplicableError:
+        return None
+
+
+def adversarial(restarts: int, seed: int, steps: int = 150) -> None:
+    """Hill climbs on the logits maximising the largest level (module docstring)."""
+    rng = np.random.default_rng(seed)
+    best: dict = {}
+    began = time.perf_counter()
+    for restart in range(restarts):
+        V = int(rng.integers(4, 8))
+        k = int(rng.integers(2, min(V - 1, 4) + 1))
+        lp, lq = rng.normal(0, 2, V), rng.normal(0, 2, V)
+        level, step = largest_level(lp, lq, k), 1.0
+        for _ in range(steps):
+            if level is None:
+                print(f"ABOVE 1: k={k}, p={list(optimal_wor.as_fractions(np.exp(lp - lp.max())))}, "
+                      f"q={list(optimal_wor.as_fractions(np.exp(lq - lq.max())))}", flush=True)
+                break
+            trial_p, trial_q = lp + rng.normal(0, step, V), lq + rng.normal(0, step, V)
+            trial = largest_level(trial_p, trial_q, k)
+            if trial is None or trial > level:
+                lp, lq, level = trial_p, trial_q, trial
+            else:
+                step *= 0.98
+        best[k] = max(best.get(k, 0), 2 if level is None else level)
+        print(f"  climb {restart + 1}/{restarts}: V={V} k={k} largest level {float(level or 2):.12f} "
+              f"({time.perf_counter() - began:.0f} s)", file=sys.stderr, flush=True)
+    print(f"adversarial search, exact rationals, {restarts} climbs of {steps} steps, seed {seed}, "
+          f"{time.perf_counter() - began:.0f} s")
+    for k in sorted(best):
+        shown = "above 1 (see above)" if best[k] == 2 else f"{float(1 - best[k]):.3g} below 1"
+        print(f"k = {k}: largest level reached {shown}")
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--instances", type=int, default=600)
@@ -90,7 +139,10 @@ def main(argv=None) -> None:
     parser.add_argument("--corpus", default=None, help="real rows of this otm corpus directory instead")
     parser.add_argument("--positions", type=int, default=32)
     parser.add_argument("--top", type=int, default=8)
+    parser.add_argument("--adversarial", type=int, default=0, metavar="N", help="N hill climbs for a level above 1")
     args = parser.parse_args(argv)
+    if args.adversarial:
+        return adversarial(args.adversarial, args.seed)
     instances = corpus_instances(args.corpus, args.positions, args.top) if args.corpus else random_instances(args.seed)
     total = args.positions * len(range(3, min(args.top - 1, 5) + 1)) if args.corpus else args.instances
     rows: dict = {}
