@@ -32,6 +32,9 @@ of every pair inside by ``theta = min_j rem(j) / Q([f, j), [j, t])`` (the pairs 
 interval across cut ``j``), subtract, and recurse on the intervals where the remaining flux
 is still positive; ``L(j)`` is the total level raised over cut ``j``. Cost ``O(n * depth)``.
 
+The construction takes the pair masses as a function (:func:`water_level_parameters`, with
+:func:`pair_masses`): :mod:`otm.rules.optimal_wor` runs it on the masses of ``k``-draft sets.
+
 **What is proved and what is checked.** ``L >= 0`` by construction; the construction is a
 rule when also ``L <= 1``. That held on every instance we tried (docs/optimal-verifier.md,
 section 8), but we have no proof, so :func:`pair_parameters` checks it and raises
@@ -288,9 +291,10 @@ class _PairMass:
         return w.span(f, j) * q.span(j, t + 1) + q.span(f, j) * w.span(j, t + 1)
 
 
-def _water_levels(pair_mass: _PairMass, flux: list, lo: int, hi: int, levels: list, unit) -> None:
+def _water_levels(masses, flux: list, lo: int, hi: int, levels: list, unit) -> None:
     """Raise ``levels[j]`` for the cuts ``j = lo+1..hi`` of ranks ``lo..hi`` until the
-    nested intervals carry ``flux`` exactly (module docstring).
+    nested intervals carry ``flux`` exactly (module docstring); ``masses.across(f, j, t)``
+    the mass an interval's levels carry over cut ``j`` (:func:`water_level_parameters`).
 
     In floats a cut's remaining flux counts as zero below its rounding bound: each level
     subtracts at most ``F(j)`` with an error below ``2 unit F(j)``, so after ``c`` levels the
@@ -319,9 +323,9 @@ def _water_levels(pair_mass: _PairMass, flux: list, lo: int, hi: int, levels: li
         if runs != [(f + 1, t)]:
             stack.extend((a - 1, b) for a, b in runs)
             continue
-        theta = min(remaining[j] / pair_mass.across(f, j, t) for j in cuts)
+        theta = min(remaining[j] / masses.across(f, j, t) for j in cuts)
         for j in cuts:
-            remaining[j] -= theta * pair_mass.across(f, j, t)
+            remaining[j] -= theta * masses.across(f, j, t)
             levels[j] += theta
             raised[j] += 1
         stack.append((f, t))
@@ -531,6 +535,7 @@ def exact_law(p, q, k: int, *, method: str = "auto") -> RuleLaw:
 
 
 __all__ = [
-    "PairParameters", "conditional_output_law", "exact_law", "pair_parameters", "realised_selection", "selection_law",
+    "PairParameters", "conditional_output_law", "exact_law", "pair_masses", "pair_parameters", "realised_selection",
+    "selection_law", "water_level_parameters",
     "yield_at_most", "yield_decision", "yield_lower_bound", "yield_probability",
 ]
