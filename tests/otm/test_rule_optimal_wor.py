@@ -202,3 +202,19 @@ def test_every_tuple_position_is_a_member():
     for draft in itertools.permutations(range(5), 4):
         chances = rule.selection_law(params, draft)
         assert sum(chances) == 1 and min(chances) >= 0
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(5, 7).flatmap(lambda V: st.tuples(
+    st.lists(st.sampled_from([0.0, 1e-300, 1e-12, 0.25, 1.0, 3.0]), min_size=V, max_size=V),
+    st.lists(st.sampled_from([1e-300, 1e-12, 0.25, 1.0, 1.0, 3.0]), min_size=V, max_size=V),
+    st.integers(3, 4))))
+def test_awkward_float_rows(case):
+    """Ties, ``q`` down to 1e-300, zeros in ``p``: the rule (built in rationals from the floats)
+    attains the prefix scan and its levels are probabilities."""
+    p, q, k = np.array(case[0]), np.array(case[1]), case[2]
+    assume(p.sum() > 0)
+    p, q = p / p.sum(), q / q.sum()
+    law = rule.exact_law(p, q, k, method="closed_form")
+    assert abs(law.acceptance - prefix_scan(p, q, k, "without_replacement").value) <= AGREEMENT_TOLERANCE
+    assert all(0 <= level <= 1 for level in law.details["levels"])
