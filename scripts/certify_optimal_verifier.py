@@ -20,7 +20,8 @@ draft tuples from the rule's draft law, runs the rule's batched verifier
 
 Prints one markdown table (and writes it to ``--out``), with the command, the machine and
 the wall time. ``--rules optimal_pair_wor --ks 2`` certifies the water-level verifier for two
-drafts without replacement (its exact acceptance is the optimum without replacement). Each
+drafts without replacement (its exact acceptance is the optimum without replacement; ``--rules
+optimal_wor --ks 2`` runs the same verifier through the rule for any ``k``). Each
 verification of ``--samples`` rows at this vocabulary costs about ``samples x 3 ms`` (8
 certifications of 3,000 rows took 71 s, 2026-11-26; the water-level verifier up to ``samples x
 80 ms``): the defaults take a minute or two.
@@ -44,7 +45,7 @@ from otm.corpus import Corpus
 #: Seconds per verified row at V = 151,936 for the time estimate (module docstring); the
 #: water-level verifier costs 1.3-8 ms per row (docs/optimal-verifier.md, section 8; the
 #: certification of its section took 46 s for 6,000 rows on 2 threads).
-SECONDS_PER_ROW = {"optimal_pair_wor": 0.008}
+SECONDS_PER_ROW = {"optimal_pair_wor": 0.008, "optimal_wor": 0.008}
 DEFAULT_SECONDS_PER_ROW = 0.003
 
 
