@@ -28,6 +28,13 @@ float point converted exactly); it reports the largest level reached per ``k`` a
 instance above 1 (refused by the rule):
 
     python scripts/wor_water_levels.py --adversarial 40
+
+``--cost`` times the rule's batched verifier (:mod:`decoding.verifiers.optimal_wor`) at small
+vocabularies, beside ``rrs_wor`` on the same rows and drafts: 20 distinct random softmax rows
+per ``(V, k)``, the first call (one exact construction per row) and a second call on the same
+rows (the constructions cached), in ms per row.
+
+    python scripts/wor_water_levels.py --cost
 """
 from __future__ import annotations
 
@@ -131,6 +138,28 @@ def adversarial(restarts: int, seed: int, steps: int = 150) -> None:
         print(f"k = {k}: largest level reached {shown}")
 
 
+def cost(rows: int = 20, sizes=((8, 3), (8, 4), (12, 3))) -> None:
+    """The verifier's cost per row at small vocabularies (module docstring)."""
+    import torch
+
+    from decoding.verifiers import optimal_wor as verifier
+    from decoding.verifiers import rrs_wor
+
+    print("| V | k | optimal_wor, distinct rows (ms / row) | again, cached (ms / row) | rrs_wor (ms / row) |")
+    print("|---|---|---|---|---|")
+    for V, k in sizes:
+        g = torch.Generator().manual_seed(0)
+        p, q = (torch.softmax(2 * torch.randn(rows, V, generator=g, dtype=torch.float64), -1) for _ in range(2))
+        drafts = verifier.sample_drafts(q, k, g)
+        per_draft = q.unsqueeze(1).expand(rows, k, V)
+        times = []
+        for module in (verifier, verifier, rrs_wor):
+            began = time.perf_counter()
+            module.verify(p, per_draft, drafts, g)
+            times.append((time.perf_counter() - began) / rows * 1e3)
+        print(f"| {V} | {k} | {times[0]:.1f} | {times[1]:.2f} | {times[2]:.2f} |")
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--instances", type=int, default=600)
@@ -140,7 +169,10 @@ def main(argv=None) -> None:
     parser.add_argument("--positions", type=int, default=32)
     parser.add_argument("--top", type=int, default=8)
     parser.add_argument("--adversarial", type=int, default=0, metavar="N", help="N hill climbs for a level above 1")
+    parser.add_argument("--cost", action="store_true", help="time the batched verifier at small vocabularies")
     args = parser.parse_args(argv)
+    if args.cost:
+        return cost()
     if args.adversarial:
         return adversarial(args.adversarial, args.seed)
     instances = corpus_instances(args.corpus, args.positions, args.top) if args.corpus else random_instances(args.seed)
