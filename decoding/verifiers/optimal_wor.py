@@ -14,8 +14,9 @@ vocabulary. For ``k >= 3`` the levels come from :func:`otm.rules.optimal_wor.wor
 which sums the set masses over every draft tuple: rows whose ``V!/(V-k)!`` tuples exceed
 :data:`otm.rules.enumeration.MAX_RULE_ENUMERATION` raise :class:`otm.errors.NotApplicableError`
 (a real vocabulary at ``k >= 3`` is open, docs/optimal-verifier.md, section 8). Per row, on
-the CPU, in float64 from the exact construction, each distinct row built once per process
-(a batch of equal rows, as the tests draw, costs one construction).
+the CPU, in float64 from the exact construction, the last 256 distinct rows kept (a batch of
+equal rows, as the tests draw, costs one construction; a distinct row 20-110 ms at ``V = 8..12``,
+``scripts/wor_water_levels.py --cost``).
 
 Exhausted support (at most ``k`` tokens with ``q > 0``): the drafted set is always the same
 (:func:`decoding.verifiers.base.sample_without_replacement`), and the draft at position ``j``

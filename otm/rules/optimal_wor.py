@@ -233,5 +233,5 @@ def exact_law(p, q, k: int, *, method: str = "auto") -> RuleLaw:
     return result
 
 
-__all__ = ["SetMasses", "as_fractions", "conditional_output_law", "exact_law", "member_chances", "selection_law", "wor_parameters",
-           "set_masses"]
+__all__ = ["SetMasses", "as_fractions", "conditional_output_law", "exact_law", "member_chances", "selection_law",
+           "set_masses", "wor_parameters"]
