@@ -12,10 +12,11 @@ Output law ``p``; a draft is accepted with probability ``alpha*(p, Q_wor)``.
 ``k = 2`` is :mod:`decoding.verifiers.optimal_pair_wor` (the walk is its yield), at any
 vocabulary. For ``k >= 3`` the levels come from :func:`otm.rules.optimal_wor.wor_parameters`,
 which sums the set masses over every draft tuple: rows whose ``V!/(V-k)!`` tuples exceed
-:data:`otm.rules.enumeration.MAX_RULE_ENUMERATION` raise :class:`otm.errors.NotApplicableError`
+:data:`otm.draft_laws.MAX_ENUMERATED_TUPLES` raise :class:`otm.errors.NotApplicableError`
 (a real vocabulary at ``k >= 3`` is open, docs/optimal-verifier.md, section 8). Per row, on
-the CPU, in float64 from the exact construction, the last 256 distinct rows kept (a batch of
-equal rows, as the tests draw, costs one construction; a distinct row 20-110 ms at ``V = 8..12``,
+the CPU, from the rule's certified float64 construction (exact rationals where float64 is
+not certified), the last 256 distinct rows kept (a batch of equal rows, as the tests draw,
+costs one construction; a distinct row 2-5 ms at ``V = 8``, 59 ms at ``V = 30, k = 3``,
 ``scripts/wor_water_levels.py --cost``).
 
 Exhausted support (at most ``k`` tokens with ``q > 0``): the drafted set is always the same

@@ -48,6 +48,7 @@ inputs are computed in float64 with the care described in docs/optimal-verifier.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 from dataclasses import dataclass
@@ -116,7 +117,7 @@ def pair_parameters(p, q) -> PairParameters:
     return water_level_parameters(p, q, order, pair_masses)
 
 
-def water_level_parameters(p, q, order: np.ndarray, masses_of) -> PairParameters:
+def water_level_parameters(p, q, order: np.ndarray, masses_of, widen=None) -> PairParameters:
     """The water-level construction (module docstring) for any joint draft law whose
     masses ``masses_of(qs, zero) -> (masses, sigma)`` gives: ``qs`` the ``q > 0`` by rank,
     ``sigma[a]`` the probability that rank ``a`` is the highest drafted, ``masses.across(f,
@@ -124,22 +125,33 @@ def water_level_parameters(p, q, order: np.ndarray, masses_of) -> PairParameters
     least ``j`` and whose highest member below ``j`` is at least ``f``
     (:func:`pair_masses` for two drafts without replacement, :mod:`otm.rules.optimal_wor`
     for ``k``). ``order``: the ratio order, ``q = 0`` last; at least two tokens with
-    ``q > 0``. Float64 first, :data:`FALLBACK_BITS`-bit floats where that is not accurate
-    enough (:func:`pair_parameters`)."""
+    ``q > 0``. Float inputs: float64 first, and where that is not accurate enough (a level
+    above ``1 + 9e-13``) :func:`wider_parameters` with ``widen``."""
     try:
         return _construct(p, q, order, masses_of)
     except _NotARule as failure:
         if is_exact(p):
             raise _refusal(failure) from None
-    with mpmath.workprec(FALLBACK_BITS):
+    return wider_parameters(p, q, order, masses_of, widen)
+
+
+def wider_parameters(p, q, order: np.ndarray, masses_of, widen=None,
+                     reason: str = "float64 not accurate enough") -> PairParameters:
+    """:func:`water_level_parameters` redone from float inputs in a wider arithmetic and
+    rounded back: ``widen(values)`` gives the inputs exactly in it (for example
+    :func:`otm.rules.optimal_wor.as_fractions`, exact rationals); by default
+    :data:`FALLBACK_BITS`-bit floats (mpmath). ``arithmetic`` says which, and ``reason``."""
+    precision = mpmath.workprec(FALLBACK_BITS) if widen is None else contextlib.nullcontext()
+    with precision:
         try:  # the same ranks: renormalising multiplies every p/q by one constant
-            wide = _construct(_widened(p), _widened(q), order, masses_of)
+            wide = _construct((widen or _widened)(p), (widen or _widened)(q), order, masses_of)
         except _NotARule as failure:
             raise _refusal(failure) from None
-        return dataclasses.replace(
-            wide, levels=[float(v) for v in wide.levels], flux=[float(v) for v in wide.flux], target=p,
-            selection=np.array([float(v) for v in wide.selection]), acceptance=float(wide.acceptance),
-            arithmetic=f"{FALLBACK_BITS}-bit floats (float64 not accurate enough)")
+    kind = f"{FALLBACK_BITS}-bit floats" if widen is None else "exact rationals from the float inputs"
+    return dataclasses.replace(
+        wide, levels=[float(v) for v in wide.levels], flux=[float(v) for v in wide.flux], target=p,
+        selection=np.array([float(v) for v in wide.selection]), acceptance=float(wide.acceptance),
+        arithmetic=f"{kind} ({reason})")
 
 
 #: Precision of the fallback when float64 is not accurate enough.
@@ -536,6 +548,6 @@ def exact_law(p, q, k: int, *, method: str = "auto") -> RuleLaw:
 
 __all__ = [
     "PairParameters", "conditional_output_law", "exact_law", "pair_masses", "pair_parameters", "realised_selection",
-    "selection_law", "water_level_parameters",
+    "selection_law", "water_level_parameters", "wider_parameters",
     "yield_at_most", "yield_decision", "yield_lower_bound", "yield_probability",
 ]

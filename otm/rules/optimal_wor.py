@@ -38,8 +38,10 @@ tried (docs/optimal-verifier.md, section 8) and is checked on every instance (a 
 1 raises :class:`otm.errors.NotApplicableError`). Not proved.
 
 **Cost.** The set masses come from every ordered draft tuple (``V!/(V-k)!``), so the rule is
-for small vocabularies; float inputs are converted to rationals exactly, the construction
-is exact, and the results are rounded once (``arithmetic`` says so). At a real vocabulary
+for small vocabularies. Exact inputs give an exact construction; float inputs a float64 one
+(:class:`FloatSetMasses`) that is certified by the selection law its levels realise, and
+redone in exact rationals from the same floats where it is not (:func:`wor_parameters`;
+``arithmetic`` says which). At a real vocabulary
 the interval masses need ``P(no draft in X)`` for unions of rank ranges, which the pair rule
 has in closed form and ``k >= 3`` only by the clock integral of
 :mod:`otm.formulations.wor_all_in` (docs/optimal-verifier.md, "What is open").
@@ -51,7 +53,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..draft_laws import greedy_order, without_replacement_law
+from ..draft_laws import MAX_ENUMERATED_TUPLES, greedy_order, without_replacement_law
 from ..errors import InvalidDraftCountError, NotApplicableError
 from ..formulations.prefix_scan import ratio_order
 from .base import RuleLaw
@@ -65,7 +67,7 @@ from .enumeration import (
     validate_one_q,
     zeros_like,
 )
-from .optimal_pair_wor import PairParameters, pair_parameters, water_level_parameters
+from .optimal_pair_wor import PairParameters, pair_parameters, water_level_parameters, wider_parameters
 
 
 class SetMasses:
@@ -97,14 +99,38 @@ class SetMasses:
         return corner[f][t + 1] - corner[j][t + 1] - corner[f][j] + corner[j][j]
 
 
+class FloatSetMasses:
+    """:class:`SetMasses` in float64 from arrays: ``across(f, j, t)`` sums the block of the
+    per-cut table directly (positive terms, no cancellation; ``O((j - f)(t - j))``)."""
+
+    def __init__(self, ranks: np.ndarray, masses: np.ndarray, n: int):
+        # ranks [C, r] descending per row (a repeated rank adds an empty range), masses [C]
+        self.sigma = np.bincount(ranks[:, 0], weights=masses, minlength=n)
+        change = np.zeros((n + 2, n, n))  # along j: +mass where a (below, top) range starts, - where it ends
+        top = ranks[:, 0]
+        for i in range(1, ranks.shape[1]):
+            below, above = ranks[:, i], ranks[:, i - 1]
+            np.add.at(change, (below + 1, below, top), masses)
+            np.add.at(change, (above + 1, below, top), -masses)
+        self._table = np.maximum(np.cumsum(change, axis=0)[: n + 1], 0.0)  # clear the cumsum's roundings below 0
+
+    def across(self, f: int, j: int, t: int):
+        return float(self._table[j, f:j, j:t + 1].sum())
+
+
 def set_masses(k: int, draft_law=without_replacement_law):
     """The ``masses_of`` of :func:`otm.rules.optimal_pair_wor.water_level_parameters` for
     ``k`` drafts from ``draft_law(q, k)`` (:func:`otm.draft_laws.without_replacement_law`;
     :func:`otm.draft_laws.iid_law` for the same construction on i.i.d. drafts, which
     ``scripts/wor_water_levels.py --law iid`` checks): every ordered tuple of ranks, merged
-    into sets. Exact rationals."""
+    into sets; :class:`SetMasses` for exact rationals, :class:`FloatSetMasses` for floats."""
 
-    def masses_of(qs: list, zero) -> tuple[SetMasses, list]:
+    def masses_of(qs: list, zero):
+        if isinstance(zero, float):
+            law = draft_law(np.asarray(qs, dtype=np.float64), k)
+            ranks, inverse = np.unique(-np.sort(-law.tuples, axis=1), axis=0, return_inverse=True)
+            masses = FloatSetMasses(ranks, np.bincount(inverse.ravel(), weights=law.probs), len(qs))
+            return masses, list(masses.sigma)
         law = draft_law(np.array(qs, dtype=object), k)
         sets: dict = {}
         for ranks, mass in zip(law.tuples, law.probs):
@@ -119,30 +145,75 @@ def set_masses(k: int, draft_law=without_replacement_law):
 def wor_parameters(p, q, k: int) -> PairParameters:
     """Ranks, cut, minimal flux and water levels for ``k`` drafts without replacement from
     ``q`` against ``p`` (module docstring): :func:`otm.rules.optimal_pair_wor.pair_parameters`
-    for ``k = 2``; for ``k >= 3`` in exact rationals (float inputs converted exactly and
-    renormalised, the results rounded back). Fewer than ``k`` tokens with ``q > 0`` is the
-    exhausted-support convention of :func:`otm.draft_laws.without_replacement_law`."""
+    for ``k = 2``. For ``k >= 3``: exact inputs in exact rationals; float inputs in float64
+    (:class:`FloatSetMasses`), *certified*: the selection law that the float levels realise,
+    summed over every draft set, must equal ``x`` within :data:`CERTIFICATE_TOLERANCE`; where
+    it does not, or a level comes out above 1, the construction is redone in exact rationals
+    from the same floats (converted exactly) and rounded back (``arithmetic`` says so). Fewer
+    than ``k`` tokens with ``q > 0`` is the exhausted-support convention of
+    :func:`otm.draft_laws.without_replacement_law`."""
     if k > len(p):
         raise InvalidDraftCountError(f"k={k} drafts without replacement from a vocabulary of {len(p)} tokens")
     if k == 2:
         return pair_parameters(p, q)
     tuples = count_without_replacement(q, k)
-    if tuples > MAX_RULE_ENUMERATION:
+    limit = MAX_RULE_ENUMERATION if is_exact(p) else MAX_ENUMERATED_TUPLES
+    if tuples > limit:
         raise NotApplicableError(f"rule 'optimal_wor' at k={k} builds its levels from all {tuples:,} draft tuples, above "
-                                 f"MAX_RULE_ENUMERATION={MAX_RULE_ENUMERATION:,}; at a real vocabulary only k = 2 is "
-                                 "built (the water-level verifier), or use optimal_latent (at least the i.i.d. optimum)")
+                                 f"the limit of {limit:,} for {'exact' if is_exact(p) else 'float'} inputs; at a real "
+                                 "vocabulary only k = 2 is built (the water-level verifier), or use optimal_latent "
+                                 "(at least the i.i.d. optimum)")
     order = ratio_order(p, q)
+    n = sum(1 for v in q if v > 0)
     if is_exact(p):
-        return _exact_parameters(p, q, order, k)
-    exact = _exact_parameters(as_fractions(p), as_fractions(q), order, k)
+        return _exact_parameters(p, q, order, n, k)
+    if n <= k:
+        return _rounded(_exact_parameters(as_fractions(p), as_fractions(q), order, n, k), p,
+                        "exact rationals from the float inputs, rounded")
+    params = water_level_parameters(p, q, order, set_masses(k), widen=as_fractions)
+    if params.arithmetic == "float64" and _realised_error(params, q, k) > CERTIFICATE_TOLERANCE:
+        if tuples > MAX_RULE_ENUMERATION:
+            raise NotApplicableError(f"rule 'optimal_wor': float64 levels do not realise x here, and the exact "
+                                     f"construction from {tuples:,} draft tuples is above MAX_RULE_ENUMERATION")
+        params = wider_parameters(p, q, order, set_masses(k), widen=as_fractions,
+                                  reason="float64 levels did not realise x")
+    return params
+
+
+#: Largest difference allowed between the selection law that float64 levels realise and the
+#: ``x`` they aim at (the output law is then off ``p`` by at most as much).
+CERTIFICATE_TOLERANCE = 1e-12
+
+
+def _realised_error(params: PairParameters, q, k: int) -> float:
+    """``max |x' - x|``: ``x'`` the selection law of the walk with ``params.levels``, summed
+    over every draft tuple of ``k`` draws without replacement (float64, vectorised)."""
+    n = len(params.order)
+    law = without_replacement_law(np.asarray([q[t] for t in params.order], dtype=np.float64), k)
+    ranks = -np.sort(-law.tuples, axis=1)  # [C, k] descending
+    levels = np.asarray(params.levels, dtype=np.float64)
+    least = np.full((n + 1, n + 1), np.inf)  # least[a, b]: min of levels[a + 1 .. b]
+    for a in range(n):
+        least[a, a + 1:] = np.minimum.accumulate(levels[a + 1:n + 1])
+    reach = np.ones(len(ranks))
+    realised = np.zeros(n)
+    for i in range(1, k):
+        below = np.minimum(reach, least[ranks[:, i], ranks[:, i - 1]])
+        np.add.at(realised, ranks[:, i - 1], law.probs * (reach - below))
+        reach = below
+    np.add.at(realised, ranks[:, k - 1], law.probs * reach)
+    target = np.asarray([params.selection[t] for t in params.order], dtype=np.float64)
+    return float(np.abs(realised - target).max())
+
+
+def _rounded(exact: PairParameters, p, arithmetic: str) -> PairParameters:
     return dataclasses.replace(
         exact, levels=[float(v) for v in exact.levels], flux=[float(v) for v in exact.flux], target=p,
         selection=np.array([float(v) for v in exact.selection]), acceptance=float(exact.acceptance),
-        arithmetic="exact rationals from the float inputs, rounded")
+        arithmetic=arithmetic)
 
 
-def _exact_parameters(p, q, order, k: int) -> PairParameters:
-    n = sum(1 for v in q if v > 0)
+def _exact_parameters(p, q, order, n: int, k: int) -> PairParameters:
     if n <= k:
         return _deterministic_set(p, q, order, n, k)
     return water_level_parameters(p, q, order, set_masses(k))

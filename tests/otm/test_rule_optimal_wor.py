@@ -168,7 +168,9 @@ def test_degenerate_inputs(p, q, k, expected):
     assert abs(law.acceptance - solve_max_flow(np.asarray(p), without_replacement_law(q, k)).acceptance) <= AGREEMENT_TOLERANCE
 
 
-def test_float_inputs_are_built_in_rationals_and_rounded():
+def test_float_inputs_are_built_in_certified_float64():
+    """Float rows take the float64 construction, whose levels agree with the exact construction
+    from the same floats and realise ``x`` within the certificate's tolerance."""
     rng = np.random.default_rng(1)
     for _ in range(10):
         V = int(rng.integers(5, 9))
@@ -176,9 +178,25 @@ def test_float_inputs_are_built_in_rationals_and_rounded():
         q = np.maximum(q, 1e-9)
         q /= q.sum()
         k = int(rng.integers(3, 5))
-        law = rule.exact_law(p, q, k, method="closed_form")
-        assert law.details["arithmetic"] == "exact rationals from the float inputs, rounded"
-        assert abs(law.acceptance - prefix_scan(p, q, k, "without_replacement").value) <= AGREEMENT_TOLERANCE
+        params = rule.wor_parameters(p, q, k)
+        assert params.arithmetic == "float64"
+        assert rule._realised_error(params, q, k) <= rule.CERTIFICATE_TOLERANCE
+        exact = rule.wor_parameters(rule.as_fractions(p), rule.as_fractions(q), k)
+        assert np.allclose([float(v) for v in exact.levels], params.levels, atol=1e-9, rtol=0)
+        assert abs(params.acceptance - prefix_scan(p, q, k, "without_replacement").value) <= AGREEMENT_TOLERANCE
+
+
+def test_the_certificate_catches_wrong_float_levels_and_falls_back_to_rationals(monkeypatch):
+    p = np.array([0.1, 0.2, 0.3, 0.25, 0.15])
+    q = np.array([0.3, 0.25, 0.2, 0.1, 0.15])
+    params = rule.wor_parameters(p, q, 3)
+    assert max(params.levels) > 0 and rule._realised_error(params, q, 3) <= rule.CERTIFICATE_TOLERANCE
+    halved = dataclasses.replace(params, levels=[v / 2 for v in params.levels])
+    assert rule._realised_error(halved, q, 3) > 1e-3
+    monkeypatch.setattr(rule, "_realised_error", lambda params, q, k: 1.0)  # as if float64 had failed
+    redone = rule.wor_parameters(p, q, 3)
+    assert redone.arithmetic == "exact rationals from the float inputs (float64 levels did not realise x)"
+    assert np.allclose(redone.levels, params.levels, atol=1e-12, rtol=0)
 
 
 def test_bad_input_is_a_typed_error():
@@ -188,8 +206,10 @@ def test_bad_input_is_a_typed_error():
         rule.exact_law([0.2, 0.3, 0.5], [0.2, 0.3, 0.5], 4)
     with pytest.raises(InvalidDistributionError):
         rule.exact_law([0.5, float("nan"), 0.5], [0.2, 0.3, 0.5], 3)
-    with pytest.raises(NotApplicableError, match="MAX_RULE_ENUMERATION"):
+    with pytest.raises(NotApplicableError, match="above the limit of 2,000,000 for float inputs"):
         rule.exact_law(np.ones(60) / 60, np.ones(60) / 60, 4)
+    with pytest.raises(NotApplicableError, match="above the limit of 200,000 for exact inputs"):
+        rule.exact_law(np.array([F(1, 30)] * 30, dtype=object), np.array([F(1, 30)] * 30, dtype=object), 4)
     with pytest.raises(NotApplicableError, match="one q"):
         rule.exact_law([0.5, 0.5, 0.0], [[0.5, 0.5, 0.0]] * 3, 3)
 
@@ -210,8 +230,8 @@ def test_every_tuple_position_is_a_member():
     st.lists(st.sampled_from([1e-300, 1e-12, 0.25, 1.0, 1.0, 3.0]), min_size=V, max_size=V),
     st.integers(3, 4))))
 def test_awkward_float_rows(case):
-    """Ties, ``q`` down to 1e-300, zeros in ``p``: the rule (built in rationals from the floats)
-    attains the prefix scan and its levels are probabilities."""
+    """Ties, ``q`` down to 1e-300, zeros in ``p``: the rule (certified float64, or rationals from
+    the floats) attains the prefix scan and its levels are probabilities."""
     p, q, k = np.array(case[0]), np.array(case[1]), case[2]
     assume(p.sum() > 0)
     p, q = p / p.sum(), q / q.sum()
