@@ -29,6 +29,12 @@ instance above 1 (refused by the rule):
 
     python scripts/wor_water_levels.py --adversarial 40
 
+``--corpus DIR --float`` runs the rule itself on such rows as floats instead: its float64
+construction, certified by the selection law its levels realise (else redone in rationals),
+per ``k`` in ``--ks``:
+
+    python scripts/wor_water_levels.py --corpus DIR --positions 16 --top 30 --float --ks 3,4
+
 ``--cost`` times the rule's batched verifier (:mod:`decoding.verifiers.optimal_wor`) at small
 vocabularies, beside ``rrs_wor`` on the same rows and drafts: 20 distinct random softmax rows
 per ``(V, k)``, the first call (one certified float64 construction per row) and a second call
@@ -95,6 +101,38 @@ def corpus_instances(directory: str, positions: int, top: int):
         p, q = (optimal_wor.as_fractions(v[keep]) for v in (p, q))
         for k in range(3, min(top - 1, 5) + 1):
             yield p, q, k
+
+
+def float_rows(directory: str, positions: int, top: int, ks: list[int]) -> None:
+    """The rule's float64 construction on real rows cut to ``top`` tokens (module docstring):
+    per ``k``, how often it was certified, the largest realised error, the largest level, the
+    largest ``|acceptance - alpha*|`` and the time."""
+    from otm.corpus import Corpus
+    from otm.formulations.prefix_scan import prefix_scan
+
+    rows = Corpus(directory).spaced_rows(positions, 1.0)
+    stats = {k: {"certified": 0, "error": 0.0, "largest": 0.0, "gap": 0.0, "seconds": 0.0} for k in ks}
+    for done, (_, _, p, q) in enumerate(rows, 1):
+        keep = np.argsort(-(p + q))[:top]
+        p, q = p[keep] / p[keep].sum(), q[keep] / q[keep].sum()
+        for k in ks:
+            began = time.perf_counter()
+            params = optimal_wor.wor_parameters(p, q, k)
+            row = stats[k]
+            row["seconds"] += time.perf_counter() - began
+            if params.arithmetic == "float64":
+                row["certified"] += 1
+                row["error"] = max(row["error"], optimal_wor._realised_error(params, q, k))
+            row["largest"] = max(row["largest"], max(params.levels))
+            row["gap"] = max(row["gap"], abs(params.acceptance - prefix_scan(p, q, k, "without_replacement").value))
+        print(f"  {done}/{len(rows)} rows", file=sys.stderr, flush=True)
+    print(f"float64 construction on {len(rows)} corpus rows cut to {top} tokens")
+    print("| k | rows | certified in float64 | largest realised error | largest level | largest |acceptance - alpha*| "
+          "| seconds per row |")
+    print("|---|---|---|---|---|---|---|")
+    for k, row in stats.items():
+        print(f"| {k} | {len(rows)} | {row['certified']} | {row['error']:.1e} | {row['largest']:.6f} | {row['gap']:.1e} "
+              f"| {row['seconds'] / len(rows):.2f} |")
 
 
 def largest_level(logits_p: np.ndarray, logits_q: np.ndarray, k: int):
@@ -170,9 +208,13 @@ def main(argv=None) -> None:
     parser.add_argument("--top", type=int, default=8)
     parser.add_argument("--adversarial", type=int, default=0, metavar="N", help="N hill climbs for a level above 1")
     parser.add_argument("--cost", action="store_true", help="time the batched verifier at small vocabularies")
+    parser.add_argument("--float", action="store_true", help="with --corpus: the rule's certified float64 construction")
+    parser.add_argument("--ks", default="3,4", help="with --corpus --float: the numbers of drafts")
     args = parser.parse_args(argv)
     if args.cost:
         return cost()
+    if args.float:
+        return float_rows(args.corpus, args.positions, args.top, [int(k) for k in args.ks.split(",")])
     if args.adversarial:
         return adversarial(args.adversarial, args.seed)
     instances = corpus_instances(args.corpus, args.positions, args.top) if args.corpus else random_instances(args.seed)
