@@ -148,10 +148,16 @@ def wider_parameters(p, q, order: np.ndarray, masses_of, widen=None,
         except _NotARule as failure:
             raise _refusal(failure) from None
     kind = f"{FALLBACK_BITS}-bit floats" if widen is None else "exact rationals from the float inputs"
+    return rounded_back(wide, p, f"{kind} ({reason})")
+
+
+def rounded_back(wide: PairParameters, p, arithmetic: str) -> PairParameters:
+    """``wide`` (built in a wider arithmetic from the float inputs ``p``) with its levels, flux,
+    selection and acceptance rounded to float64, its target ``p`` itself."""
     return dataclasses.replace(
         wide, levels=[float(v) for v in wide.levels], flux=[float(v) for v in wide.flux], target=p,
         selection=np.array([float(v) for v in wide.selection]), acceptance=float(wide.acceptance),
-        arithmetic=f"{kind} ({reason})")
+        arithmetic=arithmetic)
 
 
 #: Precision of the fallback when float64 is not accurate enough.
@@ -548,6 +554,6 @@ def exact_law(p, q, k: int, *, method: str = "auto") -> RuleLaw:
 
 __all__ = [
     "PairParameters", "conditional_output_law", "exact_law", "pair_masses", "pair_parameters", "realised_selection",
-    "selection_law", "water_level_parameters", "wider_parameters",
+    "rounded_back", "selection_law", "water_level_parameters", "wider_parameters",
     "yield_at_most", "yield_decision", "yield_lower_bound", "yield_probability",
 ]

@@ -48,7 +48,6 @@ has in closed form and ``k >= 3`` only by the clock integral of
 """
 from __future__ import annotations
 
-import dataclasses
 from fractions import Fraction
 
 import numpy as np
@@ -67,7 +66,7 @@ from .enumeration import (
     validate_one_q,
     zeros_like,
 )
-from .optimal_pair_wor import PairParameters, pair_parameters, water_level_parameters, wider_parameters
+from .optimal_pair_wor import PairParameters, pair_parameters, rounded_back, water_level_parameters, wider_parameters
 
 
 class SetMasses:
@@ -168,7 +167,7 @@ def wor_parameters(p, q, k: int) -> PairParameters:
     if is_exact(p):
         return _exact_parameters(p, q, order, n, k)
     if n <= k:
-        return _rounded(_exact_parameters(as_fractions(p), as_fractions(q), order, n, k), p,
+        return rounded_back(_exact_parameters(as_fractions(p), as_fractions(q), order, n, k), p,
                         "exact rationals from the float inputs, rounded")
     params = water_level_parameters(p, q, order, set_masses(k), widen=as_fractions)
     if params.arithmetic == "float64" and _realised_error(params, q, k) > CERTIFICATE_TOLERANCE:
@@ -204,13 +203,6 @@ def _realised_error(params: PairParameters, q, k: int) -> float:
     np.add.at(realised, ranks[:, k - 1], law.probs * reach)
     target = np.asarray([params.selection[t] for t in params.order], dtype=np.float64)
     return float(np.abs(realised - target).max())
-
-
-def _rounded(exact: PairParameters, p, arithmetic: str) -> PairParameters:
-    return dataclasses.replace(
-        exact, levels=[float(v) for v in exact.levels], flux=[float(v) for v in exact.flux], target=p,
-        selection=np.array([float(v) for v in exact.selection]), acceptance=float(exact.acceptance),
-        arithmetic=arithmetic)
 
 
 def _exact_parameters(p, q, order, n: int, k: int) -> PairParameters:
