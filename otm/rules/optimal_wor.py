@@ -125,11 +125,11 @@ def set_masses(k: int, draft_law=without_replacement_law):
     into sets; :class:`SetMasses` for exact rationals, :class:`FloatSetMasses` for floats."""
 
     def masses_of(qs: list, zero):
-        if isinstance(zero, float):
-            law = draft_law(np.asarray(qs, dtype=np.float64), k)
+        if not isinstance(zero, Fraction):  # float64 masses (also under a wider float arithmetic)
+            law = draft_law(np.asarray([float(v) for v in qs], dtype=np.float64), k)
             ranks, inverse = np.unique(-np.sort(-law.tuples, axis=1), axis=0, return_inverse=True)
             masses = FloatSetMasses(ranks, np.bincount(inverse.ravel(), weights=law.probs), len(qs))
-            return masses, list(masses.sigma)
+            return masses, [zero + float(v) for v in masses.sigma]
         law = draft_law(np.array(qs, dtype=object), k)
         sets: dict = {}
         for ranks, mass in zip(law.tuples, law.probs):
@@ -148,7 +148,9 @@ def wor_parameters(p, q, k: int) -> PairParameters:
     (:class:`FloatSetMasses`), *certified*: the selection law that the float levels realise,
     summed over every draft set, must equal ``x`` within :data:`CERTIFICATE_TOLERANCE`; where
     it does not, or a level comes out above 1, the construction is redone in exact rationals
-    from the same floats (converted exactly) and rounded back (``arithmetic`` says so). Fewer
+    from the same floats (converted exactly) and rounded back, or, above
+    :data:`otm.rules.enumeration.MAX_RULE_ENUMERATION` tuples, in 256-bit floats on the
+    float64 set masses and certified again (``arithmetic`` says which). Fewer
     than ``k`` tokens with ``q > 0`` is the exhausted-support convention of
     :func:`otm.draft_laws.without_replacement_law`."""
     if k > len(p):
@@ -169,13 +171,14 @@ def wor_parameters(p, q, k: int) -> PairParameters:
     if n <= k:
         return rounded_back(_exact_parameters(as_fractions(p), as_fractions(q), order, n, k), p,
                         "exact rationals from the float inputs, rounded")
-    params = water_level_parameters(p, q, order, set_masses(k), widen=as_fractions)
+    small = tuples <= MAX_RULE_ENUMERATION  # the exact construction is affordable
+    widen = as_fractions if small else None  # else 256-bit floats on the float64 set masses
+    params = water_level_parameters(p, q, order, set_masses(k), widen=widen)
     if params.arithmetic == "float64" and _realised_error(params, q, k) > CERTIFICATE_TOLERANCE:
-        if tuples > MAX_RULE_ENUMERATION:
-            raise NotApplicableError(f"rule 'optimal_wor': float64 levels do not realise x here, and the exact "
-                                     f"construction from {tuples:,} draft tuples is above MAX_RULE_ENUMERATION")
-        params = wider_parameters(p, q, order, set_masses(k), widen=as_fractions,
-                                  reason="float64 levels did not realise x")
+        params = wider_parameters(p, q, order, set_masses(k), widen=widen, reason="float64 levels did not realise x")
+    if not small and _realised_error(params, q, k) > CERTIFICATE_TOLERANCE:
+        raise NotApplicableError(f"rule 'optimal_wor': its levels do not realise x within {CERTIFICATE_TOLERANCE:g} "
+                                 f"here, even in wide floats, and {tuples:,} draft tuples are too many for rationals")
     return params
 
 

@@ -199,6 +199,29 @@ def test_the_certificate_catches_wrong_float_levels_and_falls_back_to_rationals(
     assert np.allclose(redone.levels, params.levels, atol=1e-12, rtol=0)
 
 
+def test_past_the_rational_limit_the_fallback_is_wide_floats_certified_again(monkeypatch):
+    """Above MAX_RULE_ENUMERATION draft tuples a failed certificate redoes the construction in
+    256-bit floats on the float64 set masses and certifies it again; a second failure is a
+    typed refusal, not a silently wrong rule."""
+    p = np.array([0.1, 0.2, 0.3, 0.25, 0.15])
+    q = np.array([0.3, 0.25, 0.2, 0.1, 0.15])
+    monkeypatch.setattr(rule, "MAX_RULE_ENUMERATION", 10)  # 60 tuples count as many
+    real = rule._realised_error
+    calls = []
+
+    def first_fails(params, q, k):
+        calls.append(params.arithmetic)
+        return 1.0 if len(calls) == 1 else real(params, q, k)
+
+    monkeypatch.setattr(rule, "_realised_error", first_fails)
+    redone = rule.wor_parameters(p, q, 3)
+    assert redone.arithmetic == "256-bit floats (float64 levels did not realise x)"
+    assert calls == ["float64", redone.arithmetic] and real(redone, q, 3) <= rule.CERTIFICATE_TOLERANCE
+    monkeypatch.setattr(rule, "_realised_error", lambda params, q, k: 1.0)
+    with pytest.raises(NotApplicableError, match="do not realise x"):
+        rule.wor_parameters(p, q, 3)
+
+
 def test_bad_input_is_a_typed_error():
     with pytest.raises(InvalidDraftCountError, match="k >= 2"):
         rule.exact_law([0.5, 0.5], [0.5, 0.5], 1)
