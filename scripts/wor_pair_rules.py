@@ -382,6 +382,12 @@ def check_stress(instances: int, seed: int) -> None:
           f"redone in {optimal_pair_wor.FALLBACK_BITS}-bit floats {redone}")
 
 
+def likeliest(p: np.ndarray, q: np.ndarray, top: int) -> tuple[np.ndarray, np.ndarray]:
+    """A real row cut to its ``top`` likeliest tokens by ``p + q``, both laws renormalised."""
+    keep = np.argsort(-(p + q))[:top]
+    return p[keep] / p[keep].sum(), q[keep] / q[keep].sum()
+
+
 def check_corpus(directory: str, positions: int, top: int) -> None:
     """The water-level rule on real rows (temperature 1) cut to their ``top`` likeliest tokens."""
     from otm.corpus import Corpus
@@ -389,8 +395,7 @@ def check_corpus(directory: str, positions: int, top: int) -> None:
     rows = Corpus(directory).spaced_rows(positions, 1.0)
     gap, largest, began = 0.0, 0.0, time.perf_counter()
     for done, (_, _, p, q) in enumerate(rows, 1):
-        keep = np.argsort(-(p + q))[:top]
-        p, q = p[keep] / p[keep].sum(), q[keep] / q[keep].sum()
+        p, q = likeliest(p, q, top)
         law = optimal_pair_wor.exact_law(p, q, 2, method="closed_form")
         gap = max(gap, abs(law.acceptance - prefix_scan(p, q, 2, "without_replacement").value))
         largest = max(largest, float(max(law.details["levels"])))

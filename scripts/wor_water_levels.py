@@ -58,7 +58,7 @@ from otm.rules import optimal_wor
 from otm.rules.optimal_pair_wor import water_level_parameters
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from wor_pair_rules import exact_instance  # noqa: E402
+from wor_pair_rules import exact_instance, likeliest  # noqa: E402
 
 LAWS = {"without_replacement": without_replacement_law, "iid": iid_law}
 
@@ -114,15 +114,14 @@ def float_rows(directory: str, positions: int, top: int, ks: list[int]) -> None:
     rows = Corpus(directory).spaced_rows(positions, 1.0)
     stats = {k: {"certified": 0, "error": 0.0, "largest": 0.0, "gap": 0.0, "seconds": 0.0} for k in ks}
     for done, (_, _, p, q) in enumerate(rows, 1):
-        keep = np.argsort(-(p + q))[:top]
-        p, q = p[keep] / p[keep].sum(), q[keep] / q[keep].sum()
+        p, q = likeliest(p, q, top)
         for k in ks:
             began = time.perf_counter()
             params = optimal_wor.wor_parameters(p, q, k)
             row = stats[k]
             row["seconds"] += time.perf_counter() - began
             row["certified"] += params.arithmetic == "float64"
-            row["error"] = max(row["error"], optimal_wor._realised_error(params, q, k))
+            row["error"] = max(row["error"], optimal_wor.realised_error(params, q, k))
             row["largest"] = max(row["largest"], max(params.levels))
             row["gap"] = max(row["gap"], abs(params.acceptance - prefix_scan(p, q, k, "without_replacement").value))
         print(f"  {done}/{len(rows)} rows", file=sys.stderr, flush=True)

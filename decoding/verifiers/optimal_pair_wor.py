@@ -171,15 +171,25 @@ def sorted_row(p: np.ndarray, q: np.ndarray, drafts: tuple[int, int], uniforms: 
     construction of :func:`decoding.verifiers.optimal_pair_wor_numba.pair_yield`."""
     order = full_ratio_order(p, q)
     x, index = row_selection(p, q, drafts, float(uniforms[0]), order)
+    return checked_draw(p, q, x, drafts, index, uniforms, order)
+
+
+def checked_draw(p: np.ndarray, q: np.ndarray, x: np.ndarray, drafts, index: int, uniforms: np.ndarray,
+                 order: np.ndarray | None = None) -> tuple[int, int]:
+    """``(token, accepted index)`` once draft ``index`` is selected: accepted when ``uniforms[1]
+    x(Z) < p(Z)``, else the residual ``max(p - x, 0)`` drawn with ``uniforms[2]`` by inverse CDF
+    over the ranks (``order``: :func:`full_ratio_order`, computed here if not given); index -1."""
     token = drafts[index]
     if uniforms[1] * x[token] < p[token]:
         return token, index
+    order = full_ratio_order(p, q) if order is None else order
     residual = np.maximum(p - x, 0.0)[order]
     weights = torch.from_numpy(residual if residual.sum() > 0 else p[order]).unsqueeze(0)
     return int(order[int(sample_weighted(weights, torch.from_numpy(uniforms[2:3])))]), -1
 
 
-def _invalid(name: str):
+def refuse_rows(name: str):
+    """The water-level verifiers' refusal of a row with a NaN, an inf, a negative entry or no mass."""
     raise InvalidDistributionError(f"{name} must be finite and non-negative with positive mass in every row: the "
                                    "water-level verifier ranks tokens by p / q")
 
@@ -199,7 +209,7 @@ def verify(
         probs = probs.cpu()
         total = token_order_sums(probs)[:, 0]
         if not bool(((total > 0) & torch.isfinite(total)).all()):  # a NaN or an inf makes the sum one
-            _invalid(name)
+            refuse_rows(name)
         rows[name] = (probs if probs.dtype in (torch.float32, torch.float64) else probs.float()).numpy(), total.numpy()
     (p_rows, p_totals), (q_rows, q_totals) = rows["target_probs"], rows["draft_probs"]
     drafts, u = draft_tokens.cpu().tolist(), uniforms.to(WORK_DTYPE).cpu().numpy()
@@ -212,7 +222,7 @@ def verify(
             for name, row, total, out in (("target_probs", p_rows[r], p_totals[r], p),
                                           ("draft_probs", q_rows[r], q_totals[r], q)):
                 if not normalised_row(row, total, out):  # a negative entry
-                    _invalid(name)
+                    refuse_rows(name)
             tokens[r], accepted[r] = verify_row(p, q, tuple(drafts[r]), u[r], work)
 
     share_rows(run, len(drafts))
@@ -220,5 +230,5 @@ def verify(
     return VerifierOutput(tokens=tokens.to(device), accepted_index=accepted.to(device))
 
 
-__all__ = ["compile_seconds", "draft_scheme", "full_ratio_order", "ratio_order", "row_selection",
+__all__ = ["checked_draw", "compile_seconds", "draft_scheme", "full_ratio_order", "ratio_order", "refuse_rows", "row_selection",
            "sample_drafts", "sorted_row", "uniforms_per_row", "verify", "verify_row"]

@@ -38,7 +38,7 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-from otm.errors import InvalidDistributionError, InvalidDraftCountError, NotApplicableError
+from otm.errors import InvalidDraftCountError, NotApplicableError
 from otm.rules.optimal_wor import wor_parameters
 
 from . import optimal_pair_wor
@@ -109,21 +109,14 @@ def verify_row(p: np.ndarray, q: np.ndarray, drafts: tuple, uniforms: np.ndarray
         index = int(sample_weighted(weights, torch.tensor([float(uniforms[0])], dtype=torch.float64)))
     else:
         index = walk(levels, [int(rank[t]) for t in drafts], float(uniforms[0]))
-    token = drafts[index]
-    if uniforms[1] * x[token] < p[token]:
-        return token, index
-    order = optimal_pair_wor.full_ratio_order(p, q)
-    residual = np.maximum(p - x, 0.0)[order]
-    weights = torch.from_numpy(residual if residual.sum() > 0 else p[order]).unsqueeze(0)
-    return int(order[int(sample_weighted(weights, torch.from_numpy(uniforms[2:3])))]), -1
+    return optimal_pair_wor.checked_draw(p, q, x, drafts, index, uniforms)
 
 
 def _normalised(probs: torch.Tensor, name: str) -> np.ndarray:
     rows = probs.detach().to("cpu", torch.float64).numpy()
     totals = rows.sum(axis=1, keepdims=True)
     if not (np.isfinite(totals).all() and (totals > 0).all() and (rows >= 0).all()):
-        raise InvalidDistributionError(f"{name} must be finite and non-negative with positive mass in every row: the "
-                                       "water-level verifier ranks tokens by p / q")
+        optimal_pair_wor.refuse_rows(name)
     return rows / totals
 
 

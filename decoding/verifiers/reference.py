@@ -172,11 +172,16 @@ def optimal_pair_wor(p, draft_probs, drafts, uniforms):
     else:  # the member of lower rank, selected with probability Y
         lower = ranks.index(min(ranks))
         index = lower if uniforms[0] < float(selection_law(params, drafts)[lower]) else 1 - lower
+    return _checked_draw(target, draft, [float(v) for v in params.selection], drafts, index, uniforms)
+
+
+def _checked_draw(target, draft, x, drafts, index, uniforms):
+    """The water-level rules' step after the selection: draft ``index`` accepted when
+    ``uniforms[1] x(Z) < p(Z)``, else the residual drawn by rank (``q = 0`` last) with ``uniforms[2]``."""
     token = drafts[index]
-    x = [float(v) for v in params.selection]
     if uniforms[1] * x[token] < target[token]:
         return token, index
-    order = ratio_order(np.array(target), np.array(draft))  # the residual is drawn by rank, q = 0 last
+    order = ratio_order(np.array(target), np.array(draft))
     residual = _positive_part([target[t] - x[t] for t in order])
     return int(order[_inverse_cdf(residual if sum(residual) > 0 else [target[t] for t in order], uniforms[2])]), -1
 
@@ -199,13 +204,7 @@ def optimal_wor(p, draft_probs, drafts, uniforms):
     else:
         ascending = sorted(range(len(drafts)), key=lambda i: params.rank[drafts[i]])
         index = ascending[_inverse_cdf([chances[i] for i in ascending], uniforms[0])]
-    token = drafts[index]
-    x = [float(v) for v in params.selection]
-    if uniforms[1] * x[token] < target[token]:
-        return token, index
-    order = ratio_order(np.array(target), np.array(draft))
-    residual = _positive_part([target[t] - x[t] for t in order])
-    return int(order[_inverse_cdf(residual if sum(residual) > 0 else [target[t] for t in order], uniforms[2])]), -1
+    return _checked_draw(target, draft, [float(v) for v in params.selection], drafts, index, uniforms)
 
 
 @lru_cache(maxsize=64)

@@ -174,9 +174,9 @@ def wor_parameters(p, q, k: int) -> PairParameters:
     small = tuples <= MAX_RULE_ENUMERATION  # the exact construction is affordable
     widen = as_fractions if small else None  # else 256-bit floats on the float64 set masses
     params = water_level_parameters(p, q, order, set_masses(k), widen=widen)
-    if params.arithmetic == "float64" and _realised_error(params, q, k) > CERTIFICATE_TOLERANCE:
+    if params.arithmetic == "float64" and realised_error(params, q, k) > CERTIFICATE_TOLERANCE:
         params = wider_parameters(p, q, order, set_masses(k), widen=widen, reason="float64 levels did not realise x")
-    if not small and _realised_error(params, q, k) > CERTIFICATE_TOLERANCE:
+    if not small and realised_error(params, q, k) > CERTIFICATE_TOLERANCE:
         raise NotApplicableError(f"rule 'optimal_wor': its levels do not realise x within {CERTIFICATE_TOLERANCE:g} "
                                  f"here, even in wide floats, and {tuples:,} draft tuples are too many for rationals")
     return params
@@ -187,7 +187,7 @@ def wor_parameters(p, q, k: int) -> PairParameters:
 CERTIFICATE_TOLERANCE = 1e-12
 
 
-def _realised_error(params: PairParameters, q, k: int) -> float:
+def realised_error(params: PairParameters, q, k: int) -> float:
     """``max |x' - x|``: ``x'`` the selection law of the walk with ``params.levels``, summed
     over every draft tuple of ``k`` draws without replacement (float64, vectorised)."""
     n = len(params.order)
@@ -299,5 +299,5 @@ def exact_law(p, q, k: int, *, method: str = "auto") -> RuleLaw:
     return result
 
 
-__all__ = ["SetMasses", "as_fractions", "conditional_output_law", "exact_law", "member_chances", "selection_law",
+__all__ = ["FloatSetMasses", "SetMasses", "as_fractions", "conditional_output_law", "exact_law", "member_chances", "realised_error", "selection_law",
            "set_masses", "wor_parameters"]

@@ -180,7 +180,7 @@ def test_float_inputs_are_built_in_certified_float64():
         k = int(rng.integers(3, 5))
         params = rule.wor_parameters(p, q, k)
         assert params.arithmetic == "float64"
-        assert rule._realised_error(params, q, k) <= rule.CERTIFICATE_TOLERANCE
+        assert rule.realised_error(params, q, k) <= rule.CERTIFICATE_TOLERANCE
         exact = rule.wor_parameters(rule.as_fractions(p), rule.as_fractions(q), k)
         assert np.allclose([float(v) for v in exact.levels], params.levels, atol=1e-9, rtol=0)
         assert abs(params.acceptance - prefix_scan(p, q, k, "without_replacement").value) <= AGREEMENT_TOLERANCE
@@ -190,10 +190,10 @@ def test_the_certificate_catches_wrong_float_levels_and_falls_back_to_rationals(
     p = np.array([0.1, 0.2, 0.3, 0.25, 0.15])
     q = np.array([0.3, 0.25, 0.2, 0.1, 0.15])
     params = rule.wor_parameters(p, q, 3)
-    assert max(params.levels) > 0 and rule._realised_error(params, q, 3) <= rule.CERTIFICATE_TOLERANCE
+    assert max(params.levels) > 0 and rule.realised_error(params, q, 3) <= rule.CERTIFICATE_TOLERANCE
     halved = dataclasses.replace(params, levels=[v / 2 for v in params.levels])
-    assert rule._realised_error(halved, q, 3) > 1e-3
-    monkeypatch.setattr(rule, "_realised_error", lambda params, q, k: 1.0)  # as if float64 had failed
+    assert rule.realised_error(halved, q, 3) > 1e-3
+    monkeypatch.setattr(rule, "realised_error", lambda params, q, k: 1.0)  # as if float64 had failed
     redone = rule.wor_parameters(p, q, 3)
     assert redone.arithmetic == "exact rationals from the float inputs (float64 levels did not realise x)"
     assert np.allclose(redone.levels, params.levels, atol=1e-12, rtol=0)
@@ -206,18 +206,18 @@ def test_past_the_rational_limit_the_fallback_is_wide_floats_certified_again(mon
     p = np.array([0.1, 0.2, 0.3, 0.25, 0.15])
     q = np.array([0.3, 0.25, 0.2, 0.1, 0.15])
     monkeypatch.setattr(rule, "MAX_RULE_ENUMERATION", 10)  # 60 tuples count as many
-    real = rule._realised_error
+    real = rule.realised_error
     calls = []
 
     def first_fails(params, q, k):
         calls.append(params.arithmetic)
         return 1.0 if len(calls) == 1 else real(params, q, k)
 
-    monkeypatch.setattr(rule, "_realised_error", first_fails)
+    monkeypatch.setattr(rule, "realised_error", first_fails)
     redone = rule.wor_parameters(p, q, 3)
     assert redone.arithmetic == "256-bit floats (float64 levels did not realise x)"
     assert calls == ["float64", redone.arithmetic] and real(redone, q, 3) <= rule.CERTIFICATE_TOLERANCE
-    monkeypatch.setattr(rule, "_realised_error", lambda params, q, k: 1.0)
+    monkeypatch.setattr(rule, "realised_error", lambda params, q, k: 1.0)
     with pytest.raises(NotApplicableError, match="do not realise x"):
         rule.wor_parameters(p, q, 3)
 
