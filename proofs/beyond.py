@@ -12,7 +12,9 @@
 - the water-level rule for two drafts without replacement (``optimal_pair_wor``) is lossless
   and attains ``alpha*(p, WOR(q, 2))``, and its yields are bounded by the flux alone
   (docs/optimal-verifier.md, section 8, Lemma 9); the same water levels for ``k = 3, 4``
-  drafts (``optimal_wor``) are lossless and attain ``alpha*(p, WOR(q, k))``.
+  drafts (``optimal_wor``) are lossless and attain ``alpha*(p, WOR(q, k))``;
+- the water levels of both are probabilities (docs/optimal-verifier.md, section 8,
+  Theorem 5), checked claim by claim along the nesting.
 """
 from __future__ import annotations
 
@@ -23,7 +25,8 @@ import numpy as np
 
 import otm
 from otm.rules import rule_spec, rule_specs
-from otm.formulations.prefix_scan import prefix_scan
+from otm.errors import NotApplicableError
+from otm.formulations.prefix_scan import prefix_scan, ratio_order
 
 from otm.draft_laws import greedy_law, hub_law, iid_law, without_replacement_law
 
@@ -256,7 +259,8 @@ def check_optimal_pair_wor(instances: int, rng: np.random.Generator, law_fn=None
         formula="law(Y) = p; P(Y in S(X)) = alpha*(p, WOR(q, 2)); 0 <= L <= 1",
         method=RANDOM_SEARCH,
         note="Exact rationals (denominator 12, zeros included); V = 3..6, at least two tokens with q > 0. The levels "
-             "in [0, 1] are what the rule needs to be a rule; docs/optimal-verifier.md has no proof of it, this checks it.",
+             "in [0, 1] are what the rule needs to be a rule; proved in docs/optimal-verifier.md (Theorem 5, its "
+             "steps checked by beyond.water_levels_at_most_one), checked here on the rule's own levels.",
     )
     return _water_level_search(check, "optimal_pair_wor", instances, rng, law_fn, optimum_fn, sizes=(3, 6), ks=(2, 2))
 
@@ -274,7 +278,7 @@ def check_optimal_wor(instances: int, rng: np.random.Generator, law_fn=None, opt
         formula="law(Y) = p; P(Y in S(X)) = alpha*(p, WOR(q, k)); 0 <= L <= 1",
         method=RANDOM_SEARCH,
         note="Exact rationals (denominator 12, zeros included); V = 4..6, k = 3..min(4, V - 1), more than k tokens "
-             "with q > 0. As for two drafts, the levels in [0, 1] are not proved; this checks them.",
+             "with q > 0. The levels in [0, 1]: Theorem 5 of docs/optimal-verifier.md, checked here on the rule's own levels.",
     )
     return _water_level_search(check, "optimal_wor", instances, rng, law_fn, optimum_fn, sizes=(4, 6), ks=(3, 4))
 
@@ -344,6 +348,62 @@ def check_pair_wor_yield_bounds(instances: int, rng: np.random.Generator, lower_
     return search.finish(check)
 
 
+def check_water_levels_at_most_one(instances: int, rng: np.random.Generator, order_fn=None) -> Check:
+    """Theorem 5 of docs/optimal-verifier.md: the water levels are probabilities, for drafts
+    without replacement and i.i.d. drafts, any ``k``. Each claim of its proof
+    (:mod:`otm.rules.water_level_residuals`) is checked at every run of the nesting, in exact
+    rationals; ``order_fn(p, q)`` replaces the ratio order (the ingredient the proof needs)."""
+    from otm.rules.optimal_pair_wor import water_level_parameters
+    from otm.rules.optimal_wor import set_masses
+    from otm.rules.water_level_residuals import draft_sets, residual_runs, run_slacks
+
+    order_fn = order_fn or ratio_order
+    check = Check(
+        id="beyond.water_levels_at_most_one", paper=PAPER,
+        source=f"{SOURCE}; docs/optimal-verifier.md section 8, Theorem 5 (the water levels are probabilities, new)",
+        claim="In the water-level construction (k drafts without replacement or i.i.d., ranks by p/q), at every run "
+              "R = [f, t] of the nesting and level s the residual y has y/q nondecreasing, nonnegative flux, every "
+              "suffix receiving what must select in it, hence every cut's emptying level at most 1; the lowest-member "
+              "law has l/q nonincreasing; the levels realise x and lie in [0, 1].",
+        formula="y/q nondecreasing; rem(j) >= 0; y([j,t]) >= (1-s)(g([0,f) u [j,t]) - g([0,f))); "
+                "rem(j) <= (1-s) M_R(j); l/q nonincreasing; 0 <= L <= 1",
+        method=RANDOM_SEARCH,
+        note="Exact rationals (denominator 12, zeros included); V = 3..7, k = 2..min(4, V - 1), more than k tokens "
+             "with q > 0; every third instance i.i.d. drafts, the others without replacement. Every quantity is "
+             "recomputed from the final levels and the draft sets, not from the construction's bookkeeping.",
+    )
+    search = SlackSearch(tolerance=0.0)  # exact rationals
+    for index in range(instances):
+        V = int(rng.integers(3, 8))
+        k = int(rng.integers(2, min(4, V - 1) + 1))
+        p, q = random_exact(rng, V, 12), random_exact(rng, V, 12)
+        if sum(1 for v in q if v > 0) <= k:
+            continue
+        law = iid_law if index % 3 == 0 else without_replacement_law
+        case = {"p": p, "q": q, "k": k, "draft_law": law.__name__}
+        try:
+            params = water_level_parameters(p, q, order_fn(p, q), set_masses(k, law))
+        except NotApplicableError as refusal:
+            search.record(-1.0, {**case, "part": f"levels in [0, 1] ({refusal})"})
+            continue
+        q_ranked = [q[t] for t in params.order]
+        sets = draft_sets(q_ranked, k, law)
+        runs, left = residual_runs(params, sets)
+        search.record(identity_slack(left, [0] * len(left)), {**case, "part": "the levels realise x"})
+        search.record(float(1 - max(params.levels)), {**case, "part": "levels <= 1"})
+        search.record(float(min(params.levels)), {**case, "part": "levels >= 0"})
+        for run in runs:
+            slacks = run_slacks(run, q_ranked, sets)
+            where = {**case, "run": (run.first, run.last), "level": run.level}
+            search.record(slacks.sorted_ratio, {**where, "part": "(a) y/q nondecreasing"})
+            search.record(slacks.flux, {**where, "part": "(b) rem >= 0"})
+            search.record(identity_slack(slacks.total, 0), {**where, "part": "(b) rem(t + 1) = 0"})
+            search.record(slacks.suffixes, {**where, "part": "(c) suffixes"})
+            search.record(slacks.key, {**where, "part": "(d) emptying level <= 1"})
+            search.record(slacks.lowest_law, {**where, "part": "(e) l/q nonincreasing"})
+    return search.finish(check)
+
+
 CHECKS = {
     "beyond.min_cut": lambda n, rng: check_min_cut(n, rng),
     "beyond.max_flow_certificate": lambda n, rng: check_max_flow_certificate(n, rng),
@@ -354,4 +414,5 @@ CHECKS = {
     "beyond.optimal_pair_wor": lambda n, rng: check_optimal_pair_wor(n, rng),
     "beyond.optimal_wor": lambda n, rng: check_optimal_wor(n, rng),
     "beyond.pair_wor_yield_bounds": lambda n, rng: check_pair_wor_yield_bounds(n, rng),
+    "beyond.water_levels_at_most_one": lambda n, rng: check_water_levels_at_most_one(n, rng),
 }

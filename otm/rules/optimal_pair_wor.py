@@ -35,12 +35,14 @@ is still positive; ``L(j)`` is the total level raised over cut ``j``. Cost ``O(n
 The construction takes the pair masses as a function (:func:`water_level_parameters`, with
 :func:`pair_masses`): :mod:`otm.rules.optimal_wor` runs it on the masses of ``k``-draft sets.
 
-**What is proved and what is checked.** ``L >= 0`` by construction; the construction is a
-rule when also ``L <= 1``. That held on every instance we tried (docs/optimal-verifier.md,
-section 8), but we have no proof, so :func:`pair_parameters` checks it and raises
-:class:`otm.errors.NotApplicableError` if it ever fails, rather than return something that is
-not a rule. When it returns, the rule is lossless (canonical decomposition:
-the selected draft is checked against ``x``, Khisti et al. 2025) and accepts ``alpha*(p, Q_wor)``.
+**What is proved and what is checked.** ``L >= 0`` by construction, and ``L <= 1``
+(docs/optimal-verifier.md, section 8, Theorem 5: the residual of every run of the nesting keeps
+``y / q`` nondecreasing, and the exchange inequality of the draft law then bounds every cut's
+emptying level by 1; each step is checked by :mod:`otm.rules.water_level_residuals`). So the
+rule is lossless (canonical decomposition: the selected draft is checked against ``x``,
+Khisti et al. 2025) and accepts ``alpha*(p, Q_wor)``. :func:`pair_parameters` still raises
+:class:`otm.errors.NotApplicableError` on a level above 1 rather than return something that
+is not a rule: in floats, a guard on rounding.
 
 Number types are kept: exact Fraction inputs give an exact construction and law. Float
 inputs are computed in float64 with the care described in docs/optimal-verifier.md, section 8
@@ -170,7 +172,8 @@ class _NotARule(Exception):
 
 def _refusal(failure: _NotARule) -> NotApplicableError:
     return NotApplicableError(f"water level {failure} outside [0, 1]: the construction is not a rule here "
-                              "(never seen; please report the instance)")
+                              "(impossible in the ratio order in exact arithmetic, docs/optimal-verifier.md "
+                              "Theorem 5; please report the instance)")
 
 
 def _widened(values: np.ndarray) -> np.ndarray:
@@ -341,9 +344,12 @@ def _water_levels(masses, flux: list, lo: int, hi: int, levels: list, unit) -> N
         if runs != [(f + 1, t)]:
             stack.extend((a - 1, b) for a, b in runs)
             continue
-        theta = min(remaining[j] / masses.across(f, j, t) for j in cuts)
-        for j in cuts:
-            remaining[j] -= theta * masses.across(f, j, t)
+        across = [masses.across(f, j, t) for j in cuts]
+        if min(across) <= 0:  # impossible in the ratio order (Theorem 5, claim (d)): flux no set can carry
+            raise _NotARule("infinite (flux across a cut that no draft set of the run crosses)")
+        theta = min(remaining[j] / mass for j, mass in zip(cuts, across))
+        for j, mass in zip(cuts, across):
+            remaining[j] -= theta * mass
             levels[j] += theta
             raised[j] += 1
         stack.append((f, t))

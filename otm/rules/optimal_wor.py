@@ -32,10 +32,10 @@ the mass of the sets whose highest member lies in ``[j, t]`` and whose highest m
 frozen cut. The construction is :func:`otm.rules.optimal_pair_wor.water_level_parameters`.
 
 **What is proved and what is checked.** Exactly as for two drafts: the levels carry the
-minimal flux, so the rule attains ``alpha*(p, Q_wor)`` and is lossless (canonical
-decomposition, Khisti et al. 2025) *provided* ``L <= 1``, which held on every instance we
-tried (docs/optimal-verifier.md, section 8) and is checked on every instance (a level above
-1 raises :class:`otm.errors.NotApplicableError`). Not proved.
+minimal flux and lie in ``[0, 1]`` (docs/optimal-verifier.md, section 8, Theorem 5, for any
+``k``, drafts without replacement or i.i.d.), so the rule attains ``alpha*(p, Q_wor)`` and is
+lossless (canonical decomposition, Khisti et al. 2025). A level above 1 still raises
+:class:`otm.errors.NotApplicableError` (in floats, a guard on rounding).
 
 **Cost.** The set masses come from every ordered draft tuple (``V!/(V-k)!``), so the rule is
 for small vocabularies. Exact inputs give an exact construction; float inputs a float64 one

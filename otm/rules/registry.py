@@ -40,10 +40,9 @@ class RuleSpec:
         closed_form_ks: the ``k`` the closed form covers (``None``: every allowed ``k``).
         reference_optimum: the draft scheme whose optimum is the fair reference (its own
             law's): a rule never beats it. ``None`` for rules not judged against ``p``.
-        attains_own_optimum: it reaches that optimum on every instance (proved, except for
-            ``optimal_pair_wor`` and ``optimal_wor``, whose step ``L <= 1`` is checked on every
-            instance and refused where it fails, which has never been seen; checked by the
-            theorem suite).
+        attains_own_optimum: it reaches that optimum on every instance (proved; for
+            ``optimal_pair_wor`` and ``optimal_wor`` by Theorem 5 of docs/optimal-verifier.md;
+            checked by the theorem suite).
         at_least_single_draft: its acceptance is at least ``sum min(p, q)``, the
             single-draft test of its first draft.
         exact_on_merged_tail: ``"q"`` and/or ``"p"``: its acceptance does not change when the

@@ -135,6 +135,19 @@ def test_optimal_pair_wor_holds_and_each_part_fails_on_a_broken_ingredient():
         assert check.status == "fails", broken
 
 
+def test_water_levels_at_most_one_holds_and_fails_out_of_the_ratio_order():
+    assert beyond.check_water_levels_at_most_one(N, rng()).status == "holds"
+
+    def top_two_swapped(p, q):  # the ratio order with its two highest support ranks exchanged
+        order = beyond.ratio_order(p, q).copy()
+        n = sum(1 for v in q if v > 0)
+        order[[n - 2, n - 1]] = order[[n - 1, n - 2]]
+        return order
+
+    check = beyond.check_water_levels_at_most_one(N, rng(), order_fn=top_two_swapped)
+    assert check.status == "fails" and "levels in [0, 1]" in check.counterexample["part"]
+
+
 def test_pair_wor_yield_bounds_hold_and_each_part_fails_on_a_broken_ingredient():
     assert beyond.check_pair_wor_yield_bounds(N, rng()).status == "holds"
 
