@@ -47,8 +47,8 @@ such levels round: the walks that give ``F`` add in double-double (``_add``), th
 sums of a run accumulate in double-double (:func:`_child`), the range sums carry their
 TwoSum errors, ``used(j)`` is their sum in float64; a remaining flux within ``FLOOR`` unit
 roundoffs of ``F(j)`` counts as zero (the cut empties at the current level), a key below the
-current level counts as the current level, and a level found above 1 is set to 1. Levels are
-therefore probabilities by construction, and the flux they leave uncarried (or carry twice)
+current level counts as the current level, and a level found above 1 is set to 1 (in exact arithmetic none is:
+docs/optimal-verifier.md, Theorem 5). Levels are therefore probabilities by construction, and the flux they leave uncarried (or carry twice)
 is what :func:`row_levels` returns as ``uncarried``. What the levels realise is checked
 independently in exact or 200-bit arithmetic by
 :func:`otm.rules.optimal_pair_wor.realised_selection`: on real Qwen rows at ``V = 151,936``
