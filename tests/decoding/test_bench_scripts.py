@@ -1,6 +1,6 @@
 """Smoke tests of scripts/bench_decoding.py, scripts/bench_verifier_cost.py,
 scripts/certify_optimal_verifier.py (tiny models, ``--pair tiny --quick``),
-scripts/pair_wor_verifier_at_scale.py (a synthetic corpus),
+scripts/pair_wor_verifier_at_scale.py and scripts/pair_wor_undecided_pairs.py (a synthetic corpus),
 scripts/profile_optimal_rows.py (four synthetic rows), scripts/bench_optimal_verifier.py
 (small random rows, on the CPU) and scripts/profile_optimal_cuda.py (refuses without CUDA)."""
 from __future__ import annotations
@@ -22,6 +22,7 @@ import bench_decoding  # noqa: E402
 import bench_optimal_verifier  # noqa: E402
 import bench_verifier_cost  # noqa: E402
 import certify_optimal_verifier  # noqa: E402
+import pair_wor_undecided_pairs  # noqa: E402
 import pair_wor_verifier_at_scale  # noqa: E402
 import profile_optimal_cuda  # noqa: E402
 import profile_optimal_rows  # noqa: E402
@@ -92,6 +93,22 @@ def test_pair_wor_verifier_at_scale_on_a_small_corpus(tmp_path):
     rows = [line.split(" | ") for line in text.splitlines() if line.startswith("| synthetic")]
     assert len(rows) == 3
     assert all(float(row[9]) <= 1e-12 and abs(float(row[10])) <= 1e-12 for row in rows)  # sum |x' - x|, alpha* - accepted
+
+
+def test_pair_wor_undecided_pairs_on_a_small_corpus(tmp_path):
+    """Every position and temperature gets a row and the totals a line; the nesting's answers
+    for the pairs the first-run bounds leave agree with the full nesting."""
+    rng = np.random.default_rng(2)
+    with CorpusWriter(tmp_path / "corpus", 60, shard_size=4, source="test") as writer:
+        target = 4 * rng.normal(size=(6, 60))
+        writer.add("synthetic", target, target + rng.normal(size=(6, 60)))
+    text = pair_wor_undecided_pairs.main(["--corpus", str(tmp_path / "corpus"), "--positions", "3", "--checks", "200"])
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines()]
+    rows = [row for row in cells if row[1:2] == ["synthetic"]]
+    assert len(rows) == 6  # 3 positions x 2 temperatures
+    (total,) = [row for row in cells if row[0] == "all"]
+    assert int(total[3]) > 0  # some pairs were left to the nesting (105 with this seed)
+    assert total[-1] == "0" and all(row[-1] == "0" for row in rows)
 
 
 def test_profile_optimal_rows_on_synthetic_rows():
