@@ -1,7 +1,7 @@
 """The optimal verifier for ``k`` drafts without replacement (water levels), batched.
 
-The rule of :mod:`otm.rules.optimal_wor` (derivation and what is checked rather than proved:
-docs/optimal-verifier.md, section 8, "k drafts"): give the tokens with ``q > 0`` ranks by
+The rule of :mod:`otm.rules.optimal_wor` (derivation, and the proof that its levels are
+probabilities: docs/optimal-verifier.md, section 8, "k drafts" and Theorem 5): give the tokens with ``q > 0`` ranks by
 ``p/q`` (ties by id), with the optimal cut ``m`` and the water levels ``L`` (``L(m) = 0``).
 Going down from the highest-ranked draft through the others by rank, the walk goes on while
 ``u < M_i``, the least level between member ``i`` and the highest; the last member reached
@@ -11,9 +11,11 @@ Output law ``p``; a draft is accepted with probability ``alpha*(p, Q_wor)``.
 
 ``k = 2`` is :mod:`decoding.verifiers.optimal_pair_wor` (the walk is its yield), at any
 vocabulary. For ``k >= 3`` the levels come from :func:`otm.rules.optimal_wor.wor_parameters`,
-which sums the set masses over every draft tuple: rows whose ``V!/(V-k)!`` tuples exceed
-:data:`otm.draft_laws.MAX_ENUMERATED_TUPLES` raise :class:`otm.errors.NotApplicableError`
-(a real vocabulary at ``k >= 3`` is open, docs/optimal-verifier.md, section 8). Per row, on
+which sums the set masses over every draft tuple, or, past
+:data:`otm.draft_laws.MAX_ENUMERATED_TUPLES` tuples, takes them from the clock integral
+(:mod:`otm.rules.wor_clock_masses`, a few hundred tokens of support, seconds per row); rows
+beyond that raise :class:`otm.errors.NotApplicableError` (a real vocabulary at ``k >= 3`` is
+open, docs/optimal-verifier.md, section 8). Per row, on
 the CPU, from the rule's certified float64 construction (exact rationals where float64 is
 not certified), the last 256 distinct rows kept (a batch of equal rows, as the tests draw,
 costs one construction; a distinct row 2-5 ms at ``V = 8``, 59 ms at ``V = 30, k = 3``,

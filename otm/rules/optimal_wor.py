@@ -37,17 +37,18 @@ minimal flux and lie in ``[0, 1]`` (docs/optimal-verifier.md, section 8, Theorem
 lossless (canonical decomposition, Khisti et al. 2025). A level above 1 still raises
 :class:`otm.errors.NotApplicableError` (in floats, a guard on rounding).
 
-**Cost.** The set masses come from every ordered draft tuple (``V!/(V-k)!``), so the rule is
-for small vocabularies. Exact inputs give an exact construction; float inputs a float64 one
-(:class:`FloatSetMasses`) that is certified by the selection law its levels realise, and
-redone in exact rationals from the same floats where it is not (:func:`wor_parameters`;
-``arithmetic`` says which). At a real vocabulary
-the interval masses need ``P(no draft in X)`` for unions of rank ranges, which the pair rule
-has in closed form and ``k >= 3`` only by the clock integral of
-:mod:`otm.formulations.wor_all_in` (docs/optimal-verifier.md, "What is open").
+**Cost.** The set masses come from every ordered draft tuple (``V!/(V-k)!``). Exact inputs
+give an exact construction; float inputs a float64 one (:class:`FloatSetMasses`) that is
+certified by the selection law its levels realise, and redone in exact rationals from the
+same floats where it is not (:func:`wor_parameters`; ``arithmetic`` says which). Float inputs
+with too many tuples to enumerate take the set masses, and the certificate, from the clock
+integral (:mod:`otm.rules.wor_clock_masses`: a positive integrand node by node, no tuples),
+up to a few hundred tokens of support at any ``k``. A real vocabulary needs the nesting done
+lazily on those masses (docs/optimal-verifier.md, section 8, "A route to the real vocabulary").
 """
 from __future__ import annotations
 
+import dataclasses
 from fractions import Fraction
 
 import numpy as np
@@ -67,6 +68,8 @@ from .enumeration import (
     zeros_like,
 )
 from .optimal_pair_wor import PairParameters, pair_parameters, rounded_back, water_level_parameters, wider_parameters
+from .wor_clock_masses import MAX_PREFIX_FLOATS, ClockSetMasses, clock_set_masses, node_count
+from .wor_clock_masses import realised_selection as clock_realised_selection
 
 
 class SetMasses:
@@ -150,7 +153,9 @@ def wor_parameters(p, q, k: int) -> PairParameters:
     it does not, or a level comes out above 1, the construction is redone in exact rationals
     from the same floats (converted exactly) and rounded back, or, above
     :data:`otm.rules.enumeration.MAX_RULE_ENUMERATION` tuples, in 256-bit floats on the
-    float64 set masses and certified again (``arithmetic`` says which). Fewer
+    float64 set masses and certified again (``arithmetic`` says which); past
+    :data:`otm.draft_laws.MAX_ENUMERATED_TUPLES` tuples, with the set masses and the
+    certificate of the clock integral (:func:`_clock_parameters`). Fewer
     than ``k`` tokens with ``q > 0`` is the exhausted-support convention of
     :func:`otm.draft_laws.without_replacement_law`."""
     if k > len(p):
@@ -159,13 +164,13 @@ def wor_parameters(p, q, k: int) -> PairParameters:
         return pair_parameters(p, q)
     tuples = count_without_replacement(q, k)
     limit = MAX_RULE_ENUMERATION if is_exact(p) else MAX_ENUMERATED_TUPLES
-    if tuples > limit:
-        raise NotApplicableError(f"rule 'optimal_wor' at k={k} builds its levels from all {tuples:,} draft tuples, above "
-                                 f"the limit of {limit:,} for {'exact' if is_exact(p) else 'float'} inputs; at a real "
-                                 "vocabulary only k = 2 is built (the water-level verifier), or use optimal_latent "
-                                 "(at least the i.i.d. optimum)")
     order = ratio_order(p, q)
     n = sum(1 for v in q if v > 0)
+    if tuples > limit and not is_exact(p) and n > k:
+        return _clock_parameters(p, q, order, n, k, tuples)
+    if tuples > limit:
+        raise NotApplicableError(f"rule 'optimal_wor' at k={k} builds its levels from all {tuples:,} draft tuples, above "
+                                 f"the limit of {limit:,} for exact inputs; float inputs use the clock integral")
     if is_exact(p):
         return _exact_parameters(p, q, order, n, k)
     if n <= k:
@@ -204,6 +209,38 @@ def realised_error(params: PairParameters, q, k: int) -> float:
         np.add.at(realised, ranks[:, i - 1], law.probs * (reach - below))
         reach = below
     np.add.at(realised, ranks[:, k - 1], law.probs * reach)
+    target = np.asarray([params.selection[t] for t in params.order], dtype=np.float64)
+    return float(np.abs(realised - target).max())
+
+
+def _clock_parameters(p, q, order, n: int, k: int, tuples: int) -> PairParameters:
+    """Float inputs with too many draft tuples to enumerate: the set masses by the clock
+    integral (:mod:`otm.rules.wor_clock_masses`), certified by the selection law the levels
+    realise through the same integral's lowest-member laws (within
+    :data:`CERTIFICATE_TOLERANCE`), else redone in 256-bit floats on the same masses and
+    certified again; refused where the integral's tables would be too large."""
+    q_ranked = np.asarray([float(q[t]) for t in order[:n]], dtype=np.float64)
+    q_ranked /= q_ranked.sum()
+    floats = n * node_count(q_ranked, k) * k
+    if floats > MAX_PREFIX_FLOATS:
+        raise NotApplicableError(f"rule 'optimal_wor' at k={k}: {tuples:,} draft tuples are too many to enumerate and "
+                                 f"the clock integral's tables for {n:,} tokens ({floats:,} floats) are above its limit "
+                                 f"of {MAX_PREFIX_FLOATS:,}; at a real vocabulary only k = 2 is built (the water-level "
+                                 "verifier), or use optimal_latent (at least the i.i.d. optimum)")
+    params = water_level_parameters(p, q, order, clock_set_masses(k))
+    if clock_realised_error(params, q, k) > CERTIFICATE_TOLERANCE:
+        params = wider_parameters(p, q, order, clock_set_masses(k), reason="float64 levels did not realise x")
+        if clock_realised_error(params, q, k) > CERTIFICATE_TOLERANCE:
+            raise NotApplicableError(f"rule 'optimal_wor': its levels do not realise x within {CERTIFICATE_TOLERANCE:g} "
+                                     "here, even in wide floats")
+    return dataclasses.replace(params, arithmetic=f"{params.arithmetic}, set masses by the clock integral")
+
+
+def clock_realised_error(params: PairParameters, q, k: int) -> float:
+    """``max |x' - x|``, ``x'`` the selection law that ``params.levels`` realise by
+    :func:`otm.rules.wor_clock_masses.realised_selection` (no enumeration)."""
+    q_ranked = np.asarray([float(q[t]) for t in params.order], dtype=np.float64)
+    realised = clock_realised_selection(ClockSetMasses(q_ranked / q_ranked.sum(), k), params.levels)
     target = np.asarray([params.selection[t] for t in params.order], dtype=np.float64)
     return float(np.abs(realised - target).max())
 
@@ -299,5 +336,5 @@ def exact_law(p, q, k: int, *, method: str = "auto") -> RuleLaw:
     return result
 
 
-__all__ = ["FloatSetMasses", "SetMasses", "as_fractions", "conditional_output_law", "exact_law", "member_chances", "realised_error", "selection_law",
-           "set_masses", "wor_parameters"]
+__all__ = ["FloatSetMasses", "SetMasses", "as_fractions", "clock_realised_error", "conditional_output_law", "exact_law",
+           "member_chances", "realised_error", "selection_law", "set_masses", "wor_parameters"]

@@ -229,8 +229,8 @@ def test_bad_input_is_a_typed_error():
         rule.exact_law([0.2, 0.3, 0.5], [0.2, 0.3, 0.5], 4)
     with pytest.raises(InvalidDistributionError):
         rule.exact_law([0.5, float("nan"), 0.5], [0.2, 0.3, 0.5], 3)
-    with pytest.raises(NotApplicableError, match="above the limit of 2,000,000 for float inputs"):
-        rule.exact_law(np.ones(60) / 60, np.ones(60) / 60, 4)
+    with pytest.raises(NotApplicableError, match="clock integral's tables for 5,000 tokens"):
+        rule.exact_law(np.ones(5000) / 5000, np.ones(5000) / 5000, 4)  # beyond enumeration and the clock's tables
     with pytest.raises(NotApplicableError, match="above the limit of 200,000 for exact inputs"):
         rule.exact_law(np.array([F(1, 30)] * 30, dtype=object), np.array([F(1, 30)] * 30, dtype=object), 4)
     with pytest.raises(NotApplicableError, match="one q"):

@@ -1,0 +1,128 @@
+"""Set masses of k drafts without replacement by the clock integral (otm.rules.wor_clock_masses):
+against the enumerated law (sigma, every interval mass, every lowest-member law), the levels
+they give against the enumerated construction, their certificate, the rule's use of them past
+the tuple enumeration, and what breaks them."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from otm.draft_laws import without_replacement_law
+from otm.errors import NotApplicableError
+from otm.formulations.prefix_scan import prefix_scan, ratio_order
+from otm.rules import optimal_wor, wor_clock_masses as clock
+from otm.rules.optimal_pair_wor import water_level_parameters
+
+#: Relative agreement of the clock integral with the enumerated law (measured: a few 1e-14).
+CLOCK_TOLERANCE = 1e-12
+
+
+@st.composite
+def ranked_rows(draw):
+    """``(q by rank, k)``: float rows with a tiny token and a dominant one sometimes."""
+    n = draw(st.integers(5, 8))
+    k = draw(st.integers(3, min(5, n - 1)))
+    exponents = draw(st.lists(st.floats(-9.0, 0.0), min_size=n, max_size=n))
+    q = 10.0 ** np.asarray(exponents)
+    return q / q.sum(), k
+
+
+def enumerated_sets(q: np.ndarray, k: int) -> list:
+    law = without_replacement_law(q, k)
+    return [(set(int(r) for r in ranks), float(mass)) for ranks, mass in zip(law.tuples, law.probs)]
+
+
+def relative(a, b) -> float:
+    return abs(a - b) / b if b > 0 else abs(a)
+
+
+@settings(max_examples=25, deadline=None)
+@given(ranked_rows())
+def test_every_mass_is_the_enumerated_one(row):
+    q, k = row
+    masses, sets = clock.ClockSetMasses(q, k), enumerated_sets(q, k)
+    n = len(q)
+    sigma = np.zeros(n)
+    for members, mass in sets:
+        sigma[max(members)] += mass
+    assert max(relative(a, b) for a, b in zip(masses.sigma, sigma)) <= CLOCK_TOLERANCE
+    for f in range(n - 1):
+        for t in range(f + 1, n):
+            lowest = np.zeros(t - f + 1)
+            for members, mass in sets:
+                if f <= max(members) <= t:
+                    lowest[min(r for r in members if r >= f) - f] += mass
+            assert max(relative(a, b) for a, b in zip(masses.lowest_law(f, t), lowest)) <= CLOCK_TOLERANCE
+            for j in range(f + 1, t + 1):
+                across = sum(mass for members, mass in sets
+                             if max(members) <= t and any(f <= r < j for r in members) and any(j <= r for r in members))
+                assert relative(masses.across(f, j, t), across) <= CLOCK_TOLERANCE
+
+
+def test_a_coarse_quadrature_is_caught(monkeypatch):
+    """The agreement above fails with a step of 0.5 in log s (the measured step is 0.04)."""
+    q = np.array([0.45, 0.3, 0.15, 0.07, 0.03])
+    sigma_3 = sum(mass for members, mass in enumerated_sets(q, 3) if max(members) == 3)
+    assert relative(clock.ClockSetMasses(q, 3).sigma[3], sigma_3) <= CLOCK_TOLERANCE
+    monkeypatch.setattr(clock, "STEP", 0.5)
+    assert relative(clock.ClockSetMasses(q, 3).sigma[3], sigma_3) > CLOCK_TOLERANCE
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(0, 10_000), st.integers(3, 4))
+def test_the_levels_are_the_enumerated_construction_and_certified(seed, k):
+    rng = np.random.default_rng(seed)
+    n = 8
+    p, q = rng.dirichlet(np.full(n, 0.5)), rng.dirichlet(np.full(n, 0.5))
+    order = ratio_order(p, q)
+    enumerated = water_level_parameters(p, q, order, optimal_wor.set_masses(k))
+    by_clock = water_level_parameters(p, q, order, clock.clock_set_masses(k))
+    assert np.max(np.abs(np.asarray(enumerated.levels, float) - np.asarray(by_clock.levels, float))) <= 1e-10
+    assert optimal_wor.clock_realised_error(by_clock, q, k) <= optimal_wor.CERTIFICATE_TOLERANCE
+    assert optimal_wor.realised_error(by_clock, q, k) <= optimal_wor.CERTIFICATE_TOLERANCE  # and by enumeration
+
+
+def test_the_certificate_catches_broken_levels():
+    rng = np.random.default_rng(4)
+    p, q = rng.dirichlet(np.full(9, 0.3)), rng.dirichlet(np.full(9, 0.3))
+    params = water_level_parameters(p, q, ratio_order(p, q), clock.clock_set_masses(3))
+    assert max(params.levels) > 0.01
+    halved = dataclasses.replace(params, levels=[level / 2 for level in params.levels])
+    assert optimal_wor.clock_realised_error(params, q, 3) <= optimal_wor.CERTIFICATE_TOLERANCE
+    assert optimal_wor.clock_realised_error(halved, q, 3) > 1e-4
+
+
+def test_the_rule_takes_them_past_the_enumeration(monkeypatch):
+    """With the enumeration limit set low, float rows go through the clock integral: the same
+    levels, certified, the prefix scan's optimum; exact rows are still refused."""
+    rng = np.random.default_rng(5)
+    p, q = rng.dirichlet(np.full(8, 0.4)), rng.dirichlet(np.full(8, 0.4))
+    enumerated = optimal_wor.wor_parameters(p, q, 4)
+    monkeypatch.setattr(optimal_wor, "MAX_ENUMERATED_TUPLES", 10)
+    by_clock = optimal_wor.wor_parameters(p, q, 4)
+    assert "clock integral" in by_clock.arithmetic and "clock integral" not in enumerated.arithmetic
+    assert np.max(np.abs(np.asarray(enumerated.levels, float) - np.asarray(by_clock.levels, float))) <= 1e-10
+    assert abs(by_clock.acceptance - prefix_scan(p, q, 4, "without_replacement").value) <= 1e-12
+    law = optimal_wor.exact_law(p, q, 4)  # the rule's own entry point, past the limit
+    assert abs(law.acceptance - by_clock.acceptance) <= 1e-12
+
+
+def test_beyond_enumeration_at_a_few_hundred_tokens():
+    """150 tokens, k = 3 (3.3 million ordered triples): levels in [0, 1], certified, the prefix
+    scan's optimum (computed by another integral, otm.formulations.wor_all_in)."""
+    rng = np.random.default_rng(6)
+    p, q = rng.dirichlet(np.full(150, 0.3)), rng.dirichlet(np.full(150, 0.3))
+    params = optimal_wor.wor_parameters(p, q, 3)
+    assert "clock integral" in params.arithmetic
+    assert 0 <= min(params.levels) and max(params.levels) <= 1
+    assert optimal_wor.clock_realised_error(params, q, 3) <= optimal_wor.CERTIFICATE_TOLERANCE
+    assert abs(params.acceptance - prefix_scan(p, q, 3, "without_replacement").value) <= 1e-12
+
+
+def test_too_large_tables_are_refused():
+    with pytest.raises(NotApplicableError, match="clock integral's tables"):
+        optimal_wor.wor_parameters(np.ones(5000) / 5000, np.ones(5000) / 5000, 3)
