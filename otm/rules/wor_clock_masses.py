@@ -65,8 +65,7 @@ class ClockSetMasses:
         self.s, self.w = quadrature_nodes(self.q, k)
         self._none = np.exp(-np.outer(self.q, self.s))  # [n, N] no arrival by s
         self._some = -np.expm1(-np.outer(self.q, self.s))  # [n, N] arrived by s
-        above = np.concatenate([np.cumsum(self.q[::-1])[::-1][1:], [0.0]])  # q of the ranks above each rank
-        self._above = above
+        self._above = np.concatenate([np.cumsum(self.q[::-1])[::-1][1:], [0.0]])  # q of the ranks above each
         nodes = self.s.size
         self._E0 = np.zeros((self.n + 1, nodes, k))  # prefixes [0, f)
         self._D0 = np.zeros((self.n + 1, nodes, k))
@@ -100,9 +99,9 @@ class ClockSetMasses:
         return out
 
     def across(self, f: int, j: int, t: int) -> float:
-        """The mass of the draft sets inside ranks ``[f, t]``... that is, with every draft in
-        ranks ``<= t``, one in ``[f, j)`` and one in ``[j, t]`` (module docstring); computed for
-        every cut of the run ``[f, t]`` at its first call."""
+        """The mass of the draft sets with every draft in ranks ``<= t``, one in ``[f, j)`` and
+        one in ``[j, t]`` (module docstring); computed for every cut of the run ``[f, t]`` at
+        its first call."""
         if (f, t) not in self._runs:
             self._runs[(f, t)] = self._run_masses(f, t)
         return float(self._runs[(f, t)][j - f - 1])
@@ -125,9 +124,9 @@ class ClockSetMasses:
             N1, N2 = E1.copy(), E2.copy()
             N1[:, 0] = 0.0
             N2[:, 0] = 0.0
-            top = (_coefficient(_product(D0, N1, k), N2, k - 1) + _coefficient(_product(D1, E0, k), N2, k - 1)
-                   + _coefficient(_product(D2, E0, k), N1, k - 1))
-            out[j - f - 1] = self._integral(t, top)
+            integrand = (_coefficient(_product(D0, N1, k), N2, k - 1) + _coefficient(_product(D1, E0, k), N2, k - 1)
+                         + _coefficient(_product(D2, E0, k), N1, k - 1))
+            out[j - f - 1] = self._integral(t, integrand)
         return out
 
     def lowest_law(self, f: int, t: int) -> np.ndarray:
