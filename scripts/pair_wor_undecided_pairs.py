@@ -27,28 +27,17 @@ from tqdm.auto import tqdm
 
 from certify_optimal_verifier import corpus_report
 from decoding.verifiers.optimal_pair_wor import UNIT, ratio_order
-from decoding.verifiers.optimal_pair_wor_numba import first_run, pair_yield, row_levels, row_setup, yield_decision
+from decoding.verifiers.optimal_pair_wor_numba import first_run, pair_yield, row_levels, yield_decision
+from pair_wor_verifier_at_scale import same_side_pairs
 from otm.corpus import Corpus
 
 
 def undecided_pairs(p_ranked, q_ranked, levels, cut, checks, rng) -> list:
     """``(low, high, u, Y)`` of the drafted same-side pairs with ``Y > 0`` that the first-run
     bounds leave undecided."""
-    n = len(q_ranked)
-    flux, flux_lo = np.empty(n + 1), np.empty(n + 1)
-    qt, qe, wt, we, _, _ = row_setup(p_ranked, q_ranked, UNIT, flux, flux_lo, np.empty(n))
-    left = []
-    for a, u in zip(rng.choice(n, size=checks, p=q_ranked).tolist(), rng.random(checks).tolist()):
-        rest = q_ranked.copy()
-        rest[a] = 0.0
-        b = int(rng.choice(n, p=rest / rest.sum()))
-        low, high = min(a, b), max(a, b)
-        y = levels[low + 1:high + 1].min()
-        if low < cut <= high or y <= 0.0:
-            continue
-        if yield_decision(flux, qt, qe, wt, we, *first_run(flux, low, high), low, high, u)[0] == 0:
-            left.append((low, high, u, float(y)))
-    return left
+    flux, sums, pairs = same_side_pairs(p_ranked, q_ranked, levels, cut, checks, rng)
+    return [(low, high, u, y) for low, high, u, y in pairs
+            if yield_decision(flux, *sums, *first_run(flux, low, high), low, high, u)[0] == 0]
 
 
 def row_report(p, q, checks, seed) -> dict:

@@ -93,24 +93,36 @@ def bound_checks(p_ranked: np.ndarray, q_ranked: np.ndarray, levels: np.ndarray,
     """The yield bounds' verdicts on ``checks`` drafted pairs (ranks), each with a uniform,
     against the full nesting's ``levels``: same-side pairs with ``Y > 0``, how many the
     bounds settle and how many of those verdicts are wrong."""
+    flux, sums, pairs = same_side_pairs(p_ranked, q_ranked, levels, cut, checks, rng)
+    counted = settled = wrong = 0
+    for low, high, u, y in pairs:
+        verdict, _ = yield_decision(flux, *sums, *first_run(flux, low, high), low, high, u)
+        counted += 1
+        settled += verdict != 0
+        wrong += verdict != 0 and (verdict > 0) != (u < y)
+    return {"same_side": counted, "settled": settled, "wrong": wrong}
+
+
+def same_side_pairs(p_ranked: np.ndarray, q_ranked: np.ndarray, levels: np.ndarray, cut: int, checks: int,
+                    rng: np.random.Generator) -> tuple:
+    """``(flux, (qt, qe, wt, we), pairs)``: the row's minimal flux and range sums
+    (:func:`~decoding.verifiers.optimal_pair_wor_numba.row_setup`) and, of ``checks`` pairs of
+    ranks drawn without replacement from ``q``, each with a uniform ``u``, those on one side of
+    the cut with ``Y > 0`` (``Y`` from the full nesting's ``levels``), as ``(low, high, u, Y)``."""
     n = len(q_ranked)
     flux, flux_lo = np.empty(n + 1), np.empty(n + 1)
     qt, qe, wt, we, _, _ = row_setup(p_ranked, q_ranked, UNIT, flux, flux_lo, np.empty(n))
     first = rng.choice(n, size=checks, p=q_ranked)
-    counted = settled = wrong = 0
+    pairs = []
     for a, u in zip(first.tolist(), rng.random(checks).tolist()):
         rest = q_ranked.copy()
         rest[a] = 0.0
         b = int(rng.choice(n, p=rest / rest.sum()))
         low, high = min(a, b), max(a, b)
-        y = levels[low + 1:high + 1].min()
-        if low < cut <= high or y <= 0.0:
-            continue
-        verdict, _ = yield_decision(flux, qt, qe, wt, we, *first_run(flux, low, high), low, high, u)
-        counted += 1
-        settled += verdict != 0
-        wrong += verdict != 0 and (verdict > 0) != (u < y)
-    return {"same_side": counted, "settled": settled, "wrong": wrong}
+        y = float(levels[low + 1:high + 1].min())
+        if not (low < cut <= high or y <= 0.0):
+            pairs.append((low, high, u, y))
+    return flux, (qt, qe, wt, we), pairs
 
 
 def as_verified(p: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
