@@ -39,7 +39,8 @@ its certificate come from the clock integral (:mod:`otm.rules.wor_clock_masses`)
 ``--cost`` times the rule's batched verifier (:mod:`decoding.verifiers.optimal_wor`) at small
 vocabularies, beside ``rrs_wor`` on the same rows and drafts: 20 distinct random softmax rows
 per ``(V, k)``, the first call (one certified float64 construction per row) and a second call
-on the same rows (the constructions cached), in ms per row.
+on the same rows (the constructions cached), in ms per row; the last two sizes have too many
+draft tuples to enumerate and take the clock integral's set masses.
 
     python scripts/wor_water_levels.py --cost
 """
@@ -179,7 +180,7 @@ def adversarial(restarts: int, seed: int, steps: int = 150) -> None:
         print(f"k = {k}: largest level reached {shown}")
 
 
-def cost(rows: int = 20, sizes=((8, 3), (8, 4), (12, 3), (12, 4), (30, 3), (20, 4))) -> None:
+def cost(rows: int = 20, sizes=((8, 3), (8, 4), (12, 3), (12, 4), (30, 3), (20, 4), (150, 3), (60, 5))) -> None:
     """The verifier's cost per row at small vocabularies (module docstring)."""
     import torch
 
