@@ -18,7 +18,7 @@ beyond that raise :class:`otm.errors.NotApplicableError` (a real vocabulary at `
 open, docs/optimal-verifier.md, section 8). Per row, on
 the CPU, from the rule's certified float64 construction (exact rationals where float64 is
 not certified), the last 256 distinct rows kept (a batch of equal rows, as the tests draw,
-costs one construction; a distinct row 2-5 ms at ``V = 8``, 59 ms at ``V = 30, k = 3``,
+costs one construction; a distinct row 1-3 ms at ``V = 8``, 41 ms at ``V = 30, k = 3``, 24 ms at ``V = 150, k = 3``,
 ``scripts/wor_water_levels.py --cost``).
 
 Exhausted support (at most ``k`` tokens with ``q > 0``): the drafted set is always the same
