@@ -12,6 +12,7 @@ import torch
 
 from decoding.verifiers import optimal_wor as verifier
 from otm.errors import InvalidDistributionError, InvalidDraftCountError, NotApplicableError
+from otm.formulations.prefix_scan import prefix_scan
 from otm.rules import optimal_wor as rule
 from otm.rules import rule_law
 from decoding.validation.stats import binomial_z_test, chi_square_test
@@ -55,6 +56,41 @@ def test_a_walk_that_never_goes_down_is_caught(monkeypatch):
     monkeypatch.setattr(verifier, "walk", lambda levels, ranks, u: int(np.argmax(ranks)))
     _, broken = _sample(k, rows, 7)
     assert not chi_square_test(np.bincount(broken.tokens.numpy(), minlength=len(P)), P, ALPHA).passed
+
+
+def test_past_the_tuple_enumeration_it_draws_p_with_the_clock_masses():
+    """150 tokens, k = 3 (3.3 million ordered triples): the levels come from the clock
+    integral's set masses, and the verifier's output law is p (chi-square) and its acceptance
+    the optimum without replacement of the prefix scan (z-test)."""
+    rng = np.random.default_rng(0)
+    V, k, rows = 150, 3, 20_000
+    logits = 3 * rng.normal(size=V)  # a draft close to the target, as real rows are: deep levels
+    p, q = (np.exp(v - v.max()) / np.exp(v - v.max()).sum() for v in (logits, logits + rng.normal(size=V)))
+    params = rule.wor_parameters(p, q, k)
+    assert "clock integral" in params.arithmetic and max(params.levels) > 0.5
+    g = torch.Generator().manual_seed(0)
+    target = torch.tensor(p).expand(rows, -1).contiguous()
+    drafts_probs = torch.tensor(q).expand(rows, k, -1).contiguous()
+    tokens = verifier.sample_drafts(drafts_probs[:, 0], k, g)
+    out = verifier.verify(target, drafts_probs, tokens, g)
+    assert chi_square_test(np.bincount(out.tokens.numpy(), minlength=V), p, ALPHA).passed
+    accepted = int((tokens == out.tokens[:, None]).any(dim=1).sum())
+    optimum = prefix_scan(p, q, k, "without_replacement").value
+    assert binomial_z_test(accepted, rows, float(optimum), ALPHA).passed
+
+
+def test_broken_clock_masses_are_refused_not_drawn_from(monkeypatch):
+    """Interval masses 10% low give levels that do not realise x: the certificate (the runs'
+    lowest-member laws) refuses the row, in float64 and again in wide floats."""
+    from otm.rules import wor_clock_masses
+
+    rng = np.random.default_rng(0)
+    logits = 3 * rng.normal(size=150)
+    p, q = (np.exp(v - v.max()) / np.exp(v - v.max()).sum() for v in (logits, logits + rng.normal(size=150)))
+    original = wor_clock_masses.ClockSetMasses.across
+    monkeypatch.setattr(wor_clock_masses.ClockSetMasses, "across", lambda self, f, j, t: 0.9 * original(self, f, j, t))
+    with pytest.raises(NotApplicableError, match="do not realise x"):
+        rule.wor_parameters(p, q, 3)
 
 
 def test_two_drafts_go_to_the_water_level_verifier_at_any_vocabulary():
