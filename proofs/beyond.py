@@ -354,8 +354,8 @@ def check_water_levels_at_most_one(instances: int, rng: np.random.Generator, ord
     (:mod:`otm.rules.water_level_residuals`) is checked at every run of the nesting, in exact
     rationals; ``order_fn(p, q)`` replaces the ratio order (the ingredient the proof needs)."""
     from otm.rules.optimal_pair_wor import water_level_parameters
-    from otm.rules.optimal_wor import set_masses
-    from otm.rules.water_level_residuals import draft_sets, residual_runs, run_slacks
+    from otm.rules.optimal_wor import draft_sets, set_masses
+    from otm.rules.water_level_residuals import residual_runs, run_slacks
 
     order_fn = order_fn or ratio_order
     check = Check(

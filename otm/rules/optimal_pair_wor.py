@@ -400,6 +400,25 @@ def realised_selection(q_ranked, levels, cut: int) -> list:  # [n]
     return [ws[a] * q_sums[a] + q_ranked[a] * w_sums[a] + flux[a + 1] - flux[a] for a in range(n)]
 
 
+def level_components(levels: list, n: int) -> list:
+    """``[(base, top, [(f, t), ...]), ...]``: between consecutive distinct levels ``base < top``
+    (0 and 1 included, levels of 1 or more left out) the walk of every level in ``[base, top)``
+    selects, in the component ``[f, t]`` of the highest member (the ranks joined by cuts of
+    level above ``base``), its lowest member; the components of ``levels`` ``[n + 1]``, bottom
+    first, in the number type of the levels."""
+    zero = levels[0] * 0
+    breaks = sorted({zero, *(v for v in levels[1:n] if v < 1)}) + [zero + 1]
+    out = []
+    for base, top in zip(breaks, breaks[1:]):
+        components, f = [], 0
+        for r in range(1, n + 1):
+            if r == n or levels[r] <= base:
+                components.append((f, r - 1))
+                f = r
+        out.append((base, top, components))
+    return out
+
+
 def _cartesian_parents(level: list, n: int) -> list:  # [n + 1]
     """Parent of each cut ``1..n-1`` in the Cartesian tree of ``level`` by minimum (ties: the
     left one is the ancestor; ``0`` for the root), by the one-stack construction."""

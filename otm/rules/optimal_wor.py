@@ -133,15 +133,23 @@ def set_masses(k: int, draft_law=without_replacement_law):
             ranks, inverse = np.unique(-np.sort(-law.tuples, axis=1), axis=0, return_inverse=True)
             masses = FloatSetMasses(ranks, np.bincount(inverse.ravel(), weights=law.probs), len(qs))
             return masses, [zero + float(v) for v in masses.sigma]
-        law = draft_law(np.array(qs, dtype=object), k)
-        sets: dict = {}
-        for ranks, mass in zip(law.tuples, law.probs):
-            key = frozenset(int(r) for r in ranks)
-            sets[key] = sets.get(key, zero) + mass
+        sets = draft_sets(qs, k, draft_law)
         masses = SetMasses(list(sets), list(sets.values()), len(qs), zero)
         return masses, masses.sigma
 
     return masses_of
+
+
+def draft_sets(q_ranked: list, k: int, draft_law=without_replacement_law) -> dict:
+    """``{frozenset of ranks: P(S = set)}`` for ``k`` draws from ``q_ranked`` (the ``q > 0`` by
+    rank) under ``draft_law``, every ordered tuple merged into its set (exact rationals stay
+    exact)."""
+    law = draft_law(np.array(q_ranked, dtype=object), k)
+    sets: dict = {}
+    for ranks, mass in zip(law.tuples, law.probs):
+        key = frozenset(int(r) for r in ranks)
+        sets[key] = sets.get(key, 0) + mass
+    return sets
 
 
 def wor_parameters(p, q, k: int) -> PairParameters:
@@ -209,6 +217,11 @@ def realised_error(params: PairParameters, q, k: int) -> float:
         np.add.at(realised, ranks[:, i - 1], law.probs * (reach - below))
         reach = below
     np.add.at(realised, ranks[:, k - 1], law.probs * reach)
+    return _largest_miss(params, realised)
+
+
+def _largest_miss(params: PairParameters, realised: np.ndarray) -> float:
+    """``max |x' - x|`` for a realised selection law ``x'`` by rank."""
     target = np.asarray([params.selection[t] for t in params.order], dtype=np.float64)
     return float(np.abs(realised - target).max())
 
@@ -240,9 +253,7 @@ def clock_realised_error(params: PairParameters, q, k: int) -> float:
     """``max |x' - x|``, ``x'`` the selection law that ``params.levels`` realise by
     :func:`otm.rules.wor_clock_masses.realised_selection` (no enumeration)."""
     q_ranked = np.asarray([float(q[t]) for t in params.order], dtype=np.float64)
-    realised = clock_realised_selection(ClockSetMasses(q_ranked / q_ranked.sum(), k), params.levels)
-    target = np.asarray([params.selection[t] for t in params.order], dtype=np.float64)
-    return float(np.abs(realised - target).max())
+    return _largest_miss(params, clock_realised_selection(ClockSetMasses(q_ranked / q_ranked.sum(), k), params.levels))
 
 
 def _exact_parameters(p, q, order, n: int, k: int) -> PairParameters:
@@ -336,5 +347,5 @@ def exact_law(p, q, k: int, *, method: str = "auto") -> RuleLaw:
     return result
 
 
-__all__ = ["FloatSetMasses", "SetMasses", "as_fractions", "clock_realised_error", "conditional_output_law", "exact_law",
-           "member_chances", "realised_error", "selection_law", "set_masses", "wor_parameters"]
+__all__ = ["FloatSetMasses", "SetMasses", "as_fractions", "clock_realised_error", "conditional_output_law", "draft_sets",
+           "exact_law", "member_chances", "realised_error", "selection_law", "set_masses", "wor_parameters"]

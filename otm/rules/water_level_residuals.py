@@ -36,10 +36,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
-from ..draft_laws import without_replacement_law
-from .optimal_pair_wor import PairParameters
+from .optimal_pair_wor import PairParameters, level_components
 
 
 @dataclass(frozen=True)
@@ -72,31 +69,17 @@ class RunSlacks:
     lowest_law: object  # (e): least l_c/q_c - l_{c+1}/q_{c+1}
 
 
-def draft_sets(q_ranked: list, k: int, draft_law=without_replacement_law) -> dict:
-    """``{frozenset of ranks: P(S = set)}`` for ``k`` draws from ``q_ranked`` (the ``q > 0`` by
-    rank) under ``draft_law`` (exact rationals stay exact)."""
-    law = draft_law(np.array(q_ranked, dtype=object), k)
-    sets: dict = {}
-    for ranks, mass in zip(law.tuples, law.probs):
-        key = frozenset(int(r) for r in ranks)
-        sets[key] = sets.get(key, 0) + mass
-    return sets
-
-
 def residual_runs(params: PairParameters, sets: dict) -> tuple[list, list]:
     """Every run of the nesting at every level where a level changes, with its residual, and
     the residual left at level 1 (``[n]``, all 0 when the levels realise ``x``), from
     ``params.levels`` and the draft sets alone."""
     n = len(params.order)
-    levels = params.levels
-    x = [params.selection[int(t)] for t in params.order]
-    zero = x[0] * 0
-    breaks = sorted({zero, *(v for v in levels[1:n] if v < 1)}) + [zero + 1]
-    residual = list(x)
+    residual = [params.selection[int(t)] for t in params.order]
     runs = []
-    for base, top in zip(breaks, breaks[1:]):
-        low = _component_bottoms(levels, n, base)
-        for f, t in _components(low, n):
+    for base, top, components in level_components(params.levels, n):
+        low = [0] * n  # the lowest rank of each rank's component
+        for f, t in components:
+            low[f:t + 1] = [f] * (t - f + 1)
             if t > f:
                 runs.append(ResidualRun(base, f, t, residual[f:t + 1]))
         for members, mass in sets.items():  # the priority rule of level ``base``: lowest member in the top's component
@@ -134,18 +117,4 @@ def run_slacks(run: ResidualRun, q_ranked: list, sets: dict) -> RunSlacks:
                      min(a - b for a, b in zip(lowest_ratios, lowest_ratios[1:])))
 
 
-def _component_bottoms(levels: list, n: int, base) -> list:
-    """``low[r]``: the lowest rank joined to ``r`` by cuts of level above ``base``."""
-    low = [0] * n
-    for r in range(1, n):
-        low[r] = low[r - 1] if levels[r] > base else r
-    return low
-
-
-def _components(low: list, n: int) -> list:
-    """The components ``(f, t)`` of :func:`_component_bottoms`, bottom first."""
-    ends = [r for r in range(n) if r == n - 1 or low[r + 1] != low[r]]
-    return [(low[t], t) for t in ends]
-
-
-__all__ = ["ResidualRun", "RunSlacks", "draft_sets", "residual_runs", "run_slacks"]
+__all__ = ["ResidualRun", "RunSlacks", "residual_runs", "run_slacks"]

@@ -35,6 +35,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .optimal_pair_wor import level_components
+
 #: Trapezoid step in ``log s`` (module docstring; 0.08 measured 5e-12 relative, 0.04 3e-14).
 STEP = 0.04
 
@@ -90,13 +92,14 @@ class ClockSetMasses:
     def _sigma(self) -> np.ndarray:
         """``sigma_a``: rank ``a`` rings ``k``-th with ``k - 1`` of ``[0, a)`` before, or it rang
         before and a clock of ``[0, a)`` rings ``k``-th."""
+        return np.array([self._integral(a, self._with_member(a, self._E0[a], self._D0[a])) for a in range(self.n)])
+
+    def _with_member(self, c: int, E: np.ndarray, D: np.ndarray) -> np.ndarray:
+        """``[N]``: the density that the ``k``-th arrival happens at ``s`` with rank ``c`` among
+        the ``k`` and the other ``k - 1`` in the group of ``(E, D)``: ``c`` rings ``k``-th, or it
+        rang before and a clock of the group rings ``k``-th."""
         k = self.k
-        out = np.empty(self.n)
-        for a in range(self.n):
-            marked = self.q[a] * self._none[a] * self._E0[a, :, k - 1]
-            earlier = self._some[a] * self._D0[a, :, k - 2]
-            out[a] = self._integral(a, marked + earlier)
-        return out
+        return self.q[c] * self._none[c] * E[:, k - 1] + self._some[c] * D[:, k - 2]
 
     def across(self, f: int, j: int, t: int) -> float:
         """The mass of the draft sets with every draft in ranks ``<= t``, one in ``[f, j)`` and
@@ -140,10 +143,8 @@ class ClockSetMasses:
         for c in range(t, f - 1, -1):
             E_rest = _product(self._E0[f], E, k)
             D_rest = _product(self._D0[f], E, k) + _product(self._E0[f], D, k)
-            marked = self.q[c] * self._none[c] * E_rest[:, k - 1]
-            earlier = self._some[c] * D_rest[:, k - 2]
             gap = np.exp(-self.q[f:c].sum() * self.s)  # no arrival in [f, c) either
-            out[c - f] = self._integral(t, gap * (marked + earlier))
+            out[c - f] = self._integral(t, gap * self._with_member(c, E_rest, D_rest))
             E, D = self._add(E, D, c)
         return out
 
@@ -187,15 +188,10 @@ def realised_selection(masses: ClockSetMasses, levels: list) -> np.ndarray:
     lowest-member law (:meth:`ClockSetMasses.lowest_law`; a single rank selects itself,
     ``sigma``). Independent of the construction's bookkeeping; one law per run."""
     n = masses.n
-    levels = np.asarray([float(v) for v in levels], dtype=np.float64)
-    breaks = np.unique(np.concatenate([[0.0], np.minimum(levels[1:n], 1.0), [1.0]]))
     lasting: dict = {}
-    for base, top in zip(breaks[:-1], breaks[1:]):
-        f = 0
-        for r in range(1, n + 1):
-            if r == n or levels[r] <= base:
-                lasting[(f, r - 1)] = lasting.get((f, r - 1), 0.0) + (top - base)
-                f = r
+    for base, top, components in level_components([float(v) for v in levels], n):
+        for run in components:
+            lasting[run] = lasting.get(run, 0.0) + (top - base)
     realised = np.zeros(n)
     for (f, t), duration in lasting.items():
         realised[f:t + 1] += duration * (masses.lowest_law(f, t) if t > f else masses.sigma[f:t + 1])
