@@ -32,7 +32,9 @@ instance above 1 (refused by the rule):
 ``--corpus DIR --float`` runs the rule itself on such rows as floats instead: its float64
 construction, certified by the selection law its levels realise (else redone in rationals),
 per ``k`` in ``--ks``; where the draft tuples are too many to enumerate, its set masses and
-its certificate come from the clock integral (:mod:`otm.rules.wor_clock_masses`):
+its certificate come from the clock integral (:mod:`otm.rules.wor_clock_masses`), and the
+same rows are timed again with its compiled twin, the verifier's path
+(:mod:`decoding.verifiers.optimal_wor_numba`):
 
     python scripts/wor_water_levels.py --corpus DIR --positions 16 --top 30 --float --ks 3,4
 
@@ -109,34 +111,45 @@ def float_rows(directory: str, positions: int, top: int, ks: list[int]) -> None:
     """The rule's float64 construction on real rows cut to ``top`` tokens (module docstring):
     per ``k``, how often float64 was certified (the others were redone wider and certified
     again), the largest realised error over all rows, the largest level, the largest
-    ``|acceptance - alpha*|`` and the time."""
+    ``|acceptance - alpha*|`` and the time; where the clock integral gives the set masses,
+    side by side with its compiled twin (the verifier's path), timed on the same rows."""
+    from decoding.verifiers.optimal_wor_numba import CompiledClockSetMasses
     from otm.corpus import Corpus
     from otm.formulations.prefix_scan import prefix_scan
 
+    warm = np.array([0.4, 0.3, 0.2, 0.1])
+    optimal_wor.wor_parameters(warm[::-1].copy(), warm, 3, clock_masses=CompiledClockSetMasses)  # numba's cache
     rows = Corpus(directory).spaced_rows(positions, 1.0)
-    stats = {k: {"certified": 0, "clock": 0, "error": 0.0, "largest": 0.0, "gap": 0.0, "seconds": 0.0} for k in ks}
+    paths = {"reference": {}, "compiled": {"clock_masses": CompiledClockSetMasses}}
+    stats = {(k, name): {"certified": 0, "clock": 0, "error": 0.0, "largest": 0.0, "gap": 0.0, "seconds": 0.0}
+             for k in ks for name in paths}
     for done, (_, _, p, q) in enumerate(rows, 1):
         p, q = likeliest(p, q, top)
         for k in ks:
-            began = time.perf_counter()
-            params = optimal_wor.wor_parameters(p, q, k)
-            row = stats[k]
-            row["seconds"] += time.perf_counter() - began
-            clock = "clock integral" in params.arithmetic  # too many tuples to enumerate
-            row["clock"] += clock
-            row["certified"] += params.arithmetic.startswith("float64")
-            realised = optimal_wor.clock_realised_error if clock else optimal_wor.realised_error
-            row["error"] = max(row["error"], realised(params, q, k))
-            row["largest"] = max(row["largest"], max(params.levels))
-            row["gap"] = max(row["gap"], abs(params.acceptance - prefix_scan(p, q, k, "without_replacement").value))
+            for name, options in paths.items():
+                began = time.perf_counter()
+                params = optimal_wor.wor_parameters(p, q, k, **options)
+                row = stats[(k, name)]
+                row["seconds"] += time.perf_counter() - began
+                clock = "clock integral" in params.arithmetic  # too many tuples to enumerate
+                row["clock"] += clock
+                row["certified"] += params.arithmetic.startswith("float64")
+                realised = optimal_wor.clock_realised_error if clock else optimal_wor.realised_error
+                row["error"] = max(row["error"], realised(params, q, k))
+                row["largest"] = max(row["largest"], max(params.levels))
+                row["gap"] = max(row["gap"], abs(params.acceptance - prefix_scan(p, q, k, "without_replacement").value))
+                if not clock:
+                    break  # the tuples are enumerated: no compiled twin
         print(f"  {done}/{len(rows)} rows", file=sys.stderr, flush=True)
     print(f"float64 construction on {len(rows)} corpus rows cut to {top} tokens")
-    print("| k | rows | set masses by the clock integral | certified in float64 (others redone wider) "
+    print("| k | path | rows | set masses by the clock integral | certified in float64 (others redone wider) "
           "| largest realised error | largest level | largest |acceptance - alpha*| | seconds per row |")
-    print("|---|---|---|---|---|---|---|---|")
-    for k, row in stats.items():
-        print(f"| {k} | {len(rows)} | {row['clock']} | {row['certified']} | {row['error']:.1e} | {row['largest']:.6f} "
-              f"| {row['gap']:.1e} | {row['seconds'] / len(rows):.2f} |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for (k, name), row in stats.items():
+        if name == "compiled" and not row["clock"]:
+            continue
+        print(f"| {k} | {name} | {len(rows)} | {row['clock']} | {row['certified']} | {row['error']:.1e} "
+              f"| {row['largest']:.6f} | {row['gap']:.1e} | {row['seconds'] / len(rows):.2f} |")
 
 
 def largest_level(logits_p: np.ndarray, logits_q: np.ndarray, k: int):

@@ -44,6 +44,7 @@ from otm.errors import InvalidDraftCountError, NotApplicableError
 from otm.rules.optimal_wor import wor_parameters
 
 from . import optimal_pair_wor
+from .optimal_wor_numba import CompiledClockSetMasses
 from .base import (
     VerifierOutput,
     check_k,
@@ -79,7 +80,7 @@ def sample_drafts(draft_probs: torch.Tensor, k: int, generator: torch.Generator 
 def _row_parameters(p_bytes: bytes, q_bytes: bytes, k: int) -> tuple:
     """``(rank [V], levels [n + 1], x [V], support n)`` in float64 of one normalised row."""
     p, q = np.frombuffer(p_bytes), np.frombuffer(q_bytes)
-    params = wor_parameters(p, q, k)
+    params = wor_parameters(p, q, k, clock_masses=CompiledClockSetMasses)
     return params.rank, [float(v) for v in params.levels], np.asarray(params.selection, dtype=np.float64), len(params.order)
 
 

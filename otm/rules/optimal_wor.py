@@ -68,7 +68,7 @@ from .enumeration import (
     zeros_like,
 )
 from .optimal_pair_wor import PairParameters, pair_parameters, rounded_back, water_level_parameters, wider_parameters
-from .wor_clock_masses import MAX_PREFIX_FLOATS, ClockSetMasses, clock_set_masses, node_count
+from .wor_clock_masses import ClockSetMasses, clock_set_masses, node_count
 from .wor_clock_masses import realised_selection as clock_realised_selection
 
 
@@ -152,7 +152,7 @@ def draft_sets(q_ranked: list, k: int, draft_law=without_replacement_law) -> dic
     return sets
 
 
-def wor_parameters(p, q, k: int) -> PairParameters:
+def wor_parameters(p, q, k: int, *, clock_masses=ClockSetMasses) -> PairParameters:
     """Ranks, cut, minimal flux and water levels for ``k`` drafts without replacement from
     ``q`` against ``p`` (module docstring): :func:`otm.rules.optimal_pair_wor.pair_parameters`
     for ``k = 2``. For ``k >= 3``: exact inputs in exact rationals; float inputs in float64
@@ -163,7 +163,11 @@ def wor_parameters(p, q, k: int) -> PairParameters:
     :data:`otm.rules.enumeration.MAX_RULE_ENUMERATION` tuples, in 256-bit floats on the
     float64 set masses and certified again (``arithmetic`` says which); past
     :data:`otm.draft_laws.MAX_ENUMERATED_TUPLES` tuples, with the set masses and the
-    certificate of the clock integral (:func:`_clock_parameters`). Fewer
+    certificate of the clock integral (:func:`_clock_parameters`), computed by
+    ``clock_masses`` (:class:`~otm.rules.wor_clock_masses.ClockSetMasses`, or its compiled
+    twin, which the batched verifier passes), which says from how many tuples on it is
+    preferred (``enumerate_up_to``: the compiled twin is the faster from a thousand tuples
+    on); where it refuses a row whose tuples can be enumerated, they are. Fewer
     than ``k`` tokens with ``q > 0`` is the exhausted-support convention of
     :func:`otm.draft_laws.without_replacement_law`."""
     if k > len(p):
@@ -174,8 +178,12 @@ def wor_parameters(p, q, k: int) -> PairParameters:
     limit = MAX_RULE_ENUMERATION if is_exact(p) else MAX_ENUMERATED_TUPLES
     order = ratio_order(p, q)
     n = sum(1 for v in q if v > 0)
-    if tuples > limit and not is_exact(p) and n > k:
-        return _clock_parameters(p, q, order, n, k, tuples)
+    if tuples > min(limit, clock_masses.enumerate_up_to) and not is_exact(p) and n > k:
+        try:
+            return _clock_parameters(p, q, order, n, k, tuples, clock_masses)
+        except NotApplicableError:
+            if tuples > limit:
+                raise  # else the tuples are few enough to enumerate: below
     if tuples > limit:
         raise NotApplicableError(f"rule 'optimal_wor' at k={k} builds its levels from all {tuples:,} draft tuples, above "
                                  f"the limit of {limit:,} for exact inputs; float inputs use the clock integral")
@@ -226,7 +234,7 @@ def _largest_miss(params: PairParameters, realised: np.ndarray) -> float:
     return float(np.abs(realised - target).max())
 
 
-def _clock_parameters(p, q, order, n: int, k: int, tuples: int) -> PairParameters:
+def _clock_parameters(p, q, order, n: int, k: int, tuples: int, clock_masses) -> PairParameters:
     """Float inputs with too many draft tuples to enumerate: the set masses by the clock
     integral (:mod:`otm.rules.wor_clock_masses`), certified by the selection law the levels
     realise through the same integral's lowest-member laws (within
@@ -234,26 +242,28 @@ def _clock_parameters(p, q, order, n: int, k: int, tuples: int) -> PairParameter
     certified again; refused where the integral's tables would be too large."""
     q_ranked = np.asarray([float(q[t]) for t in order[:n]], dtype=np.float64)
     q_ranked /= q_ranked.sum()
-    floats = n * node_count(q_ranked, k) * k
-    if floats > MAX_PREFIX_FLOATS:
+    floats, limit = n * node_count(q_ranked, k) * k, clock_masses.max_prefix_floats
+    if floats > limit:
         raise NotApplicableError(f"rule 'optimal_wor' at k={k}: {tuples:,} draft tuples are too many to enumerate and "
                                  f"the clock integral's tables for {n:,} tokens ({floats:,} floats) are above its limit "
-                                 f"of {MAX_PREFIX_FLOATS:,}; at a real vocabulary only k = 2 is built (the water-level "
+                                 f"of {limit:,}; at a real vocabulary only k = 2 is built (the water-level "
                                  "verifier), or use optimal_latent (at least the i.i.d. optimum)")
-    params = water_level_parameters(p, q, order, clock_set_masses(k))
-    if clock_realised_error(params, q, k) > CERTIFICATE_TOLERANCE:
-        params = wider_parameters(p, q, order, clock_set_masses(k), reason="float64 levels did not realise x")
-        if clock_realised_error(params, q, k) > CERTIFICATE_TOLERANCE:
+    masses_of = clock_set_masses(k, clock_masses)
+    params = water_level_parameters(p, q, order, masses_of)
+    if clock_realised_error(params, q, k, clock_masses) > CERTIFICATE_TOLERANCE:
+        params = wider_parameters(p, q, order, masses_of, reason="float64 levels did not realise x")
+        if clock_realised_error(params, q, k, clock_masses) > CERTIFICATE_TOLERANCE:
             raise NotApplicableError(f"rule 'optimal_wor': its levels do not realise x within {CERTIFICATE_TOLERANCE:g} "
                                      "here, even in wide floats")
     return dataclasses.replace(params, arithmetic=f"{params.arithmetic}, set masses by the clock integral")
 
 
-def clock_realised_error(params: PairParameters, q, k: int) -> float:
+def clock_realised_error(params: PairParameters, q, k: int, clock_masses=ClockSetMasses) -> float:
     """``max |x' - x|``, ``x'`` the selection law that ``params.levels`` realise by
-    :func:`otm.rules.wor_clock_masses.realised_selection` (no enumeration)."""
+    :func:`otm.rules.wor_clock_masses.realised_selection` (no enumeration), with the masses
+    of ``clock_masses``."""
     q_ranked = np.asarray([float(q[t]) for t in params.order], dtype=np.float64)
-    return _largest_miss(params, clock_realised_selection(ClockSetMasses(q_ranked / q_ranked.sum(), k), params.levels))
+    return _largest_miss(params, clock_realised_selection(clock_masses(q_ranked / q_ranked.sum(), k), params.levels))
 
 
 def _exact_parameters(p, q, order, n: int, k: int) -> PairParameters:

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..draft_laws import MAX_ENUMERATED_TUPLES
 from .optimal_pair_wor import level_components
 
 #: Trapezoid step in ``log s`` (module docstring; 0.08 measured 5e-12 relative, 0.04 3e-14).
@@ -59,7 +60,15 @@ def node_count(q_ranked: np.ndarray, k: int) -> int:
 class ClockSetMasses:
     """The ``masses`` of :func:`otm.rules.optimal_pair_wor.water_level_parameters` for ``k``
     drafts without replacement, by the clock integral (module docstring); ``q_ranked`` the
-    ``q > 0`` by rank (float64)."""
+    ``q > 0`` by rank (float64). Its compiled twin (the same values, and the whole nesting in
+    one call) is :class:`decoding.verifiers.optimal_wor_numba.CompiledClockSetMasses`."""
+
+    #: The largest ``n * nodes * k`` of the prefix tables this class builds.
+    max_prefix_floats = MAX_PREFIX_FLOATS
+
+    #: :func:`otm.rules.optimal_wor.wor_parameters` enumerates the draft tuples of float inputs
+    #: up to this many (their own certificate), and takes this class's masses beyond.
+    enumerate_up_to = MAX_ENUMERATED_TUPLES
 
     def __init__(self, q_ranked: np.ndarray, k: int):
         self.k, self.n = k, q_ranked.size
@@ -169,13 +178,14 @@ def _coefficient(A: np.ndarray, B: np.ndarray, degree: int) -> np.ndarray:
     return sum(A[..., i] * B[..., degree - i] for i in range(degree + 1))
 
 
-def clock_set_masses(k: int):
+def clock_set_masses(k: int, masses_class=ClockSetMasses):
     """The ``masses_of`` of :func:`otm.rules.optimal_pair_wor.water_level_parameters` for
     ``k >= 3`` drafts without replacement by the clock integral: float64 masses under any
-    float arithmetic (as :func:`otm.rules.optimal_wor.set_masses` for float inputs)."""
+    float arithmetic (as :func:`otm.rules.optimal_wor.set_masses` for float inputs), from
+    ``masses_class`` (this module's, or its compiled twin)."""
 
     def masses_of(qs: list, zero):
-        masses = ClockSetMasses(np.asarray([float(v) for v in qs], dtype=np.float64), k)
+        masses = masses_class(np.asarray([float(v) for v in qs], dtype=np.float64), k)
         return masses, [zero + float(v) for v in masses.sigma]
 
     return masses_of

@@ -93,6 +93,29 @@ def test_broken_clock_masses_are_refused_not_drawn_from(monkeypatch):
         rule.wor_parameters(p, q, 3)
 
 
+def test_a_compiled_nesting_that_stops_short_is_refused(monkeypatch):
+    """The verifier's path (the compiled masses and nesting of
+    decoding.verifiers.optimal_wor_numba): levels 10% short in float64 fail the certificate, and
+    the wide-float redo (the Python nesting on the compiled masses) is certified instead."""
+    from decoding.verifiers.optimal_wor_numba import CompiledClockSetMasses
+
+    rng = np.random.default_rng(0)
+    logits = 3 * rng.normal(size=150)
+    p, q = (np.exp(v - v.max()) / np.exp(v - v.max()).sum() for v in (logits, logits + rng.normal(size=150)))
+    assert rule.wor_parameters(p, q, 3, clock_masses=CompiledClockSetMasses).arithmetic.startswith("float64")
+    original = CompiledClockSetMasses.water_levels
+
+    def short(self, flux, lo, hi, levels, unit):
+        done = original(self, flux, lo, hi, levels, unit)
+        levels[:] = [0.9 * v for v in levels]
+        return done
+
+    monkeypatch.setattr(CompiledClockSetMasses, "water_levels", short)
+    params = rule.wor_parameters(p, q, 3, clock_masses=CompiledClockSetMasses)
+    assert "256-bit floats (float64 levels did not realise x)" in params.arithmetic
+    assert rule.clock_realised_error(params, q, 3, CompiledClockSetMasses) <= rule.CERTIFICATE_TOLERANCE
+
+
 def test_two_drafts_go_to_the_water_level_verifier_at_any_vocabulary():
     rng = np.random.default_rng(3)
     V = 4096

@@ -1,0 +1,250 @@
+"""The clock integral's set masses and the water levels of ``k >= 3`` drafts without
+replacement, compiled: :class:`CompiledClockSetMasses`, for :mod:`decoding.verifiers.optimal_wor`.
+
+The same computation as the reference :class:`otm.rules.wor_clock_masses.ClockSetMasses`
+(the derivation: docs/optimal-verifier.md, section 8, "Beyond the enumeration") and the
+nesting of :func:`otm.rules.optimal_pair_wor.water_level_parameters`, in numba instead of numpy
+and Python: the same quadrature nodes, the same count polynomials ``(E, D)`` per node, the
+same positive integrands, the same rounding floor of the nesting
+(``64 unit (raised + 1) F(j)``). What changes is the order of some float additions (a
+node's terms of degree ``k - 1`` are summed directly instead of through truncated products,
+the integral is a loop instead of a BLAS dot product), so the values agree with the
+reference's to a few units of roundoff, not bit for bit (tests/decoding/test_optimal_wor_numba.py),
+and the levels that come out are certified as the reference's are: by the selection law they
+realise, through :meth:`CompiledClockSetMasses.lowest_law`
+(:func:`otm.rules.wor_clock_masses.realised_selection`).
+
+Cost per run ``[f, t]`` of the nesting: a forward pass (the groups ``[f, j)``, kept) and a
+backward pass (the groups ``[j, t]``), ``O((t - f) N k^2)`` for ``N`` nodes, as the
+reference's, without its per-rank Python calls; measured in docs/optimal-verifier.md,
+section 8 (``python scripts/wor_water_levels.py --cost``).
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from otm.rules.optimal_pair_wor import REMAINDER_FLOOR
+from otm.rules.wor_clock_masses import MAX_PREFIX_FLOATS, quadrature_nodes
+
+_compiled = numba.njit(cache=True, nogil=True, error_model="numpy")
+
+
+@_compiled
+def _add_rank(E, D, none, some, q, out_E, out_D, k):
+    """``(E, D)`` ``[N, k]`` of a group with one rank added (no arrival ``none``, arrived
+    ``some`` ``[N]``, rate ``q``) into ``(out_E, out_D)``, which may be ``(E, D)`` itself."""
+    for i in range(E.shape[0]):
+        a, b = none[i], some[i]
+        qa = q * a
+        for d in range(k - 1, 0, -1):  # downward: index d - 1 is read before it is written
+            out_D[i, d] = D[i, d] * a + qa * E[i, d] + D[i, d - 1] * b
+            out_E[i, d] = E[i, d] * a + E[i, d - 1] * b
+        out_D[i, 0] = D[i, 0] * a + qa * E[i, 0]
+        out_E[i, 0] = E[i, 0] * a
+
+
+@_compiled
+def _empty_group(E, D):
+    """``E = 1``, ``D = 0`` (no token)."""
+    E[:, :] = 0.0
+    D[:, :] = 0.0
+    E[:, 0] = 1.0
+
+
+@_compiled
+def prefix_tables(q, none, some, k, E0, D0):
+    """``E0[r], D0[r]`` ``[N, k]``: the count polynomials of the ranks ``[0, r)``."""
+    _empty_group(E0[0], D0[0])
+    for r in range(q.shape[0]):
+        _add_rank(E0[r], D0[r], none[r], some[r], q[r], E0[r + 1], D0[r + 1], k)
+
+
+@_compiled
+def sigmas(q, none, some, s, w, above, E0, D0, k, out):
+    """``out[a]``: the probability that rank ``a`` is the highest drafted: ``a`` rings ``k``-th
+    with ``k - 1`` of ``[0, a)`` before, or it rang before and one of ``[0, a)`` rings ``k``-th,
+    and nothing above ``a`` has rung."""
+    for a in range(q.shape[0]):
+        total = 0.0
+        for i in range(s.shape[0]):
+            member = q[a] * none[a, i] * E0[a, i, k - 1] + some[a, i] * D0[a, i, k - 2]
+            total += member * np.exp(-above[a] * s[i]) * w[i]
+        out[a] = total
+
+
+@_compiled
+def run_masses(q, none, some, s, w, above, E0, D0, f, t, k, out):
+    """``out[j - f - 1]`` for the cuts ``j = f + 1..t``: the mass of the draft sets with every
+    draft in ranks ``<= t``, one in ``[f, j)`` and one in ``[j, t]``, the integral of
+    ``[x^(k-1)] (D0 N1 N2 + D1 E0 N2 + D2 E0 N1)`` (groups ``[0, f)``, ``[f, j)``, ``[j, t]``;
+    ``N = E - E(0)``)."""
+    nodes, size = s.shape[0], t - f
+    lower_E, lower_D = np.empty((size, nodes, k)), np.empty((size, nodes, k))
+    E, D = np.empty((nodes, k)), np.empty((nodes, k))
+    _empty_group(E, D)
+    for r in range(f, t):
+        _add_rank(E, D, none[r], some[r], q[r], E, D, k)
+        lower_E[r - f], lower_D[r - f] = E, D
+    decay = np.exp(-above[t] * s) * w
+    E0f, D0f = E0[f], D0[f]
+    _empty_group(E, D)  # now the group [j, t]
+    for j in range(t, f, -1):
+        _add_rank(E, D, none[j], some[j], q[j], E, D, k)
+        E1, D1 = lower_E[j - f - 1], lower_D[j - f - 1]
+        total = 0.0
+        for i in range(nodes):
+            value = 0.0
+            for a in range(k):
+                for b in range(k - a):
+                    c = k - 1 - a - b
+                    if c >= 1:
+                        if b >= 1:
+                            value += D0f[i, a] * E1[i, b] * E[i, c]
+                        value += D1[i, a] * E0f[i, b] * E[i, c] + D[i, a] * E0f[i, b] * E1[i, c]
+            total += value * decay[i]
+        out[j - f - 1] = total
+
+
+@_compiled
+def lowest_law(q, none, some, s, w, above, E0, D0, f, t, k, out):
+    """``out[c - f]`` for ``c = f..t``: for the sets whose highest member lies in ``[f, t]``,
+    the probability that ``c`` is their lowest member inside ``[f, t]`` (no clock of ``[f, c)``
+    or above ``t`` has rung; ``c`` rings ``k``-th with the others in ``[0, f)`` or ``(c, t]``,
+    or it rang before and one of those rings ``k``-th)."""
+    nodes = s.shape[0]
+    decay = np.exp(-above[t] * s) * w
+    below = np.empty(t - f + 1)  # below[c - f] = q of [f, c), summed upward
+    below[0] = 0.0
+    for c in range(f, t):
+        below[c - f + 1] = below[c - f] + q[c]
+    E0f, D0f = E0[f], D0[f]
+    E, D = np.empty((nodes, k)), np.empty((nodes, k))
+    _empty_group(E, D)  # the group (c, t]
+    for c in range(t, f - 1, -1):
+        total = 0.0
+        for i in range(nodes):
+            rest_E = 0.0  # [x^(k-1)] of E0 E
+            for a in range(k):
+                rest_E += E0f[i, a] * E[i, k - 1 - a]
+            rest_D = 0.0  # [x^(k-2)] of D0 E + E0 D
+            for a in range(k - 1):
+                rest_D += D0f[i, a] * E[i, k - 2 - a] + E0f[i, a] * D[i, k - 2 - a]
+            member = q[c] * none[c, i] * rest_E + some[c, i] * rest_D
+            total += np.exp(-below[c - f] * s[i]) * member * decay[i]
+        out[c - f] = total
+        _add_rank(E, D, none[c], some[c], q[c], E, D, k)
+
+
+@_compiled
+def water_levels(q, none, some, s, w, above, E0, D0, k, flux, lo, hi, levels, floor):
+    """The nesting of :func:`otm.rules.optimal_pair_wor.water_level_parameters` on the cuts
+    ``lo + 1..hi`` in float64 (adds to ``levels``): a run whose inner cuts all carry flux is
+    raised by the least ``remaining / mass`` and split at the cuts it empties; a remaining
+    flux within ``floor (raised + 1) F(j)`` counts as empty (``floor``: ``REMAINDER_FLOOR``
+    unit roundoffs). Returns 0, or 1 where a cut
+    with flux has no set of its run across it (impossible in the ratio order: Theorem 5,
+    claim (d))."""
+    if hi <= lo:
+        return 0
+    remaining = flux.copy()
+    raised = np.zeros(flux.shape[0])
+    stack = np.empty((hi - lo + 2, 2), np.int64)
+    stack[0, 0], stack[0, 1], top = lo, hi, 1
+    masses = np.empty(hi - lo)
+    while top > 0:
+        top -= 1
+        f, t = stack[top, 0], stack[top, 1]
+        whole, start = True, -1
+        for j in range(f + 1, t + 1):
+            empty = remaining[j] <= floor * (raised[j] + 1.0) * flux[j]
+            if empty:
+                whole = False
+                if start >= 0:
+                    stack[top, 0], stack[top, 1] = start - 1, j - 1
+                    top += 1
+                    start = -1
+            elif start < 0:
+                start = j
+        if not whole:
+            if start >= 0:
+                stack[top, 0], stack[top, 1] = start - 1, t
+                top += 1
+            continue
+        run_masses(q, none, some, s, w, above, E0, D0, f, t, k, masses)
+        theta = np.inf
+        for j in range(f + 1, t + 1):
+            if masses[j - f - 1] <= 0.0:
+                return 1
+            theta = min(theta, remaining[j] / masses[j - f - 1])
+        for j in range(f + 1, t + 1):
+            remaining[j] -= theta * masses[j - f - 1]
+            levels[j] += theta
+            raised[j] += 1.0
+        stack[top, 0], stack[top, 1] = f, t  # split at the next pop
+        top += 1
+    return 0
+
+
+class CompiledClockSetMasses:
+    """:class:`otm.rules.wor_clock_masses.ClockSetMasses` compiled (module docstring): the
+    same ``sigma``, ``across``, ``lowest_law`` from ``q_ranked`` (the ``q > 0`` by rank,
+    float64), and :meth:`water_levels`, the whole float64 nesting in one call (which
+    :func:`otm.rules.optimal_pair_wor.water_level_parameters` takes when a masses object has
+    it)."""
+
+    #: The reference's limit: memory would allow more, but the nesting costs up to
+    #: ``O(n^2 N k^2)`` (runs peeled one rank at a time), so at the limit (about 1,300 tokens
+    #: at ``k = 3``, 500 at ``k = 8``) a row takes tens of seconds even compiled; a row of
+    #: 5,000 tokens (``p = q`` uniform, ``k = 3``) took 11 minutes.
+    max_prefix_floats = MAX_PREFIX_FLOATS
+
+    #: Float inputs with more draft tuples take these masses rather than the enumeration (which
+    #: still takes a row these refuse): on 10 random softmax rows per size, the enumeration
+    #: cost 1.4 ms per row at 336 tuples (``V = 8, k = 3``), 39 ms at 24,360, 2.2 s at 657,720,
+    #: this path 1.0, 1.5 and 2.3 ms (docs/optimal-verifier.md, section 8).
+    enumerate_up_to = 1_000
+
+    def __init__(self, q_ranked: np.ndarray, k: int):
+        self.k, self.n = k, q_ranked.size
+        self.q = np.ascontiguousarray(q_ranked, dtype=np.float64)
+        self.s, self.w = quadrature_nodes(self.q, k)
+        self._none = np.exp(-np.outer(self.q, self.s))
+        self._some = -np.expm1(-np.outer(self.q, self.s))
+        self._above = np.concatenate([np.cumsum(self.q[::-1])[::-1][1:], [0.0]])
+        nodes = self.s.size
+        self._E0, self._D0 = np.empty((self.n + 1, nodes, k)), np.empty((self.n + 1, nodes, k))
+        prefix_tables(self.q, self._none, self._some, k, self._E0, self._D0)
+        self.sigma = np.empty(self.n)
+        sigmas(self.q, self._none, self._some, self.s, self.w, self._above, self._E0, self._D0, k, self.sigma)
+        self._runs: dict = {}
+
+    def _tables(self) -> tuple:
+        return self.q, self._none, self._some, self.s, self.w, self._above, self._E0, self._D0
+
+    def across(self, f: int, j: int, t: int) -> float:
+        """The mass of the draft sets with every draft in ranks ``<= t``, one in ``[f, j)`` and
+        one in ``[j, t]``; computed for every cut of the run ``[f, t]`` at its first call."""
+        if (f, t) not in self._runs:
+            out = np.empty(t - f)
+            run_masses(*self._tables(), f, t, self.k, out)
+            self._runs[(f, t)] = out
+        return float(self._runs[(f, t)][j - f - 1])
+
+    def lowest_law(self, f: int, t: int) -> np.ndarray:
+        """``[t - f + 1]``: :meth:`otm.rules.wor_clock_masses.ClockSetMasses.lowest_law`."""
+        out = np.empty(t - f + 1)
+        lowest_law(*self._tables(), f, t, self.k, out)
+        return out
+
+    def water_levels(self, flux: list, lo: int, hi: int, levels: list, unit: float) -> bool:
+        """Raise ``levels`` (float64) for the cuts ``lo + 1..hi`` until they carry ``flux``;
+        ``False`` where a cut with flux has no set of its run across it."""
+        work = np.asarray(levels, dtype=np.float64)
+        status = water_levels(*self._tables(), self.k, np.asarray(flux, dtype=np.float64), lo, hi, work,
+                              REMAINDER_FLOOR * unit)
+        levels[:] = work.tolist()
+        return status == 0
+
+
+__all__ = ["CompiledClockSetMasses", "lowest_law", "prefix_tables", "run_masses", "sigmas", "water_levels"]
