@@ -11,15 +11,16 @@ Output law ``p``; a draft is accepted with probability ``alpha*(p, Q_wor)``.
 
 ``k = 2`` is :mod:`decoding.verifiers.optimal_pair_wor` (the walk is its yield), at any
 vocabulary. For ``k >= 3`` the levels come from :func:`otm.rules.optimal_wor.wor_parameters`,
-which sums the set masses over every draft tuple, or, past
-:data:`otm.draft_laws.MAX_ENUMERATED_TUPLES` tuples, takes them from the clock integral
-(:mod:`otm.rules.wor_clock_masses`, a few hundred tokens of support, seconds per row); rows
-beyond that raise :class:`otm.errors.NotApplicableError` (a real vocabulary at ``k >= 3`` is
-open, docs/optimal-verifier.md, section 8). Per row, on
-the CPU, from the rule's certified float64 construction (exact rationals where float64 is
-not certified), the last 256 distinct rows kept (a batch of equal rows, as the tests draw,
-costs one construction; a distinct row 1-3 ms at ``V = 8``, 41 ms at ``V = 30, k = 3``, 24 ms at ``V = 150, k = 3``,
-``scripts/wor_water_levels.py --cost``).
+which sums the set masses over every draft tuple up to 1,000 of them, and beyond takes them
+from the clock integral compiled with the whole nesting
+(:class:`decoding.verifiers.optimal_wor_numba.CompiledClockSetMasses`, up to about 1,300 tokens
+of support at ``k = 3``, 500 at ``k = 8``); rows beyond that raise
+:class:`otm.errors.NotApplicableError` (a real vocabulary at ``k >= 3`` is open,
+docs/optimal-verifier.md, section 8). Per row, on the CPU, from the rule's certified float64
+construction (wider arithmetic where float64 is not certified), the last 256 distinct rows kept
+(a batch of equal rows, as the tests draw, costs one construction; a distinct row 1-2 ms at
+``V = 8..30``, 9 ms at ``V = 150, k = 3``, ``scripts/wor_water_levels.py --cost``; 0.2-0.35 s
+on real rows cut to 100 tokens, 1-2.3 s at 300, ``--float``).
 
 Exhausted support (at most ``k`` tokens with ``q > 0``): the drafted set is always the same
 (:func:`decoding.verifiers.base.sample_without_replacement`), and the draft at position ``j``
@@ -44,7 +45,6 @@ from otm.errors import InvalidDraftCountError, NotApplicableError
 from otm.rules.optimal_wor import wor_parameters
 
 from . import optimal_pair_wor
-from .optimal_wor_numba import CompiledClockSetMasses
 from .base import (
     VerifierOutput,
     check_k,
@@ -58,9 +58,16 @@ draft_scheme = "without_replacement"
 
 
 def compile_seconds(device: torch.device) -> float:
-    """The first ``verify`` at ``k = 2`` compiles :mod:`decoding.verifiers.optimal_pair_wor`'s
-    code (its :func:`~decoding.verifiers.optimal_pair_wor.compile_seconds`). Read by ``otm decode``."""
-    return optimal_pair_wor.compile_seconds(device)
+    """About how long the first ``verify`` compiles its per-row code on this machine: two drafts
+    compile :mod:`decoding.verifiers.optimal_pair_wor`'s code (its
+    :func:`~decoding.verifiers.optimal_pair_wor.compile_seconds`), more drafts the compiled clock
+    integral (:mod:`decoding.verifiers.optimal_wor_numba`, 5 s measured cold on the 2-core
+    development VM); 0 for what numba's cache already holds. Read by ``otm decode``."""
+    from .optimal_numba import is_cached
+    from .optimal_wor_numba import lowest_law, water_levels
+
+    clock = 0.0 if is_cached(water_levels) and is_cached(lowest_law) else 5.0
+    return optimal_pair_wor.compile_seconds(device) + clock
 
 
 def uniforms_per_row(k: int) -> int:
@@ -79,6 +86,8 @@ def sample_drafts(draft_probs: torch.Tensor, k: int, generator: torch.Generator 
 @lru_cache(maxsize=256)
 def _row_parameters(p_bytes: bytes, q_bytes: bytes, k: int) -> tuple:
     """``(rank [V], levels [n + 1], x [V], support n)`` in float64 of one normalised row."""
+    from .optimal_wor_numba import CompiledClockSetMasses  # numba only where a row is verified
+
     p, q = np.frombuffer(p_bytes), np.frombuffer(q_bytes)
     params = wor_parameters(p, q, k, clock_masses=CompiledClockSetMasses)
     return params.rank, [float(v) for v in params.levels], np.asarray(params.selection, dtype=np.float64), len(params.order)

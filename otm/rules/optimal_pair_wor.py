@@ -228,7 +228,10 @@ def _construct(p, q, order: np.ndarray, masses_of) -> PairParameters:
         selection[order[a]] = sigma[a] + flux[a + 1] - flux[a]
     rank = np.full(len(p), -1, dtype=np.int64)
     rank[np.asarray(order, dtype=np.int64)] = np.arange(n)
-    acceptance = sum((min(x, y) for x, y in zip(p, selection)), zero)
+    if isinstance(zero, float):  # one pass in numpy over a real vocabulary
+        acceptance = float(np.minimum(np.asarray(p, dtype=np.float64), selection).sum())
+    else:
+        acceptance = sum((min(x, y) for x, y in zip(p, selection)), zero)
     return PairParameters(np.asarray(order), rank, m, levels, flux, p, selection, acceptance,
                           "exact rationals" if unit == 0 else "float64")
 

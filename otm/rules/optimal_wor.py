@@ -43,7 +43,8 @@ certified by the selection law its levels realise, and redone in exact rationals
 same floats where it is not (:func:`wor_parameters`; ``arithmetic`` says which). Float inputs
 with too many tuples to enumerate take the set masses, and the certificate, from the clock
 integral (:mod:`otm.rules.wor_clock_masses`: a positive integrand node by node, no tuples),
-up to a few hundred tokens of support at any ``k``. A real vocabulary needs the nesting done
+up to about a thousand tokens of support (its compiled twin, the batched verifier's path:
+:mod:`decoding.verifiers.optimal_wor_numba`). A real vocabulary needs the nesting done
 lazily on those masses (docs/optimal-verifier.md, section 8, "A route to the real vocabulary").
 """
 from __future__ import annotations
@@ -169,7 +170,8 @@ def wor_parameters(p, q, k: int, *, clock_masses=ClockSetMasses) -> PairParamete
     preferred (``enumerate_up_to``: the compiled twin is the faster from a thousand tuples
     on); where it refuses a row whose tuples can be enumerated, they are. Fewer
     than ``k`` tokens with ``q > 0`` is the exhausted-support convention of
-    :func:`otm.draft_laws.without_replacement_law`."""
+    :func:`otm.draft_laws.without_replacement_law` (no construction: in the inputs' own
+    arithmetic, float64 for floats)."""
     if k > len(p):
         raise InvalidDraftCountError(f"k={k} drafts without replacement from a vocabulary of {len(p)} tokens")
     if k == 2:
@@ -189,9 +191,8 @@ def wor_parameters(p, q, k: int, *, clock_masses=ClockSetMasses) -> PairParamete
                                  f"the limit of {limit:,} for exact inputs; float inputs use the clock integral")
     if is_exact(p):
         return _exact_parameters(p, q, order, n, k)
-    if n <= k:
-        return rounded_back(_exact_parameters(as_fractions(p), as_fractions(q), order, n, k), p,
-                        "exact rationals from the float inputs, rounded")
+    if n <= k:  # no construction: float64 is exact up to the roundings of p's own sums
+        return _deterministic_set(np.asarray(p, dtype=np.float64) / float(np.sum(p)), q, order, n, k)
     small = tuples <= MAX_RULE_ENUMERATION  # the exact construction is affordable
     widen = as_fractions if small else None  # else 256-bit floats on the float64 set masses
     params = water_level_parameters(p, q, order, set_masses(k), widen=widen)
@@ -273,10 +274,15 @@ def _exact_parameters(p, q, order, n: int, k: int) -> PairParameters:
 
 
 def as_fractions(values: np.ndarray) -> np.ndarray:
-    """Float inputs as rationals (exactly), renormalised to sum to 1."""
-    exact = [Fraction(float(v)) for v in values]
-    total = sum(exact)
-    return np.array([v / total for v in exact], dtype=object)
+    """Float inputs as rationals (exactly), renormalised to sum to 1 (the zeros, most of a
+    truncated row at a real vocabulary, are not converted one by one)."""
+    floats = np.asarray(values, dtype=np.float64)
+    exact = np.full(floats.shape, Fraction(0), dtype=object)
+    nonzero = np.flatnonzero(floats)
+    parts = [Fraction(float(v)) for v in floats[nonzero]]
+    total = sum(parts)
+    exact[nonzero] = [v / total for v in parts]
+    return exact
 
 
 def _deterministic_set(p, q, order, n: int, k: int) -> PairParameters:
@@ -294,7 +300,7 @@ def _deterministic_set(p, q, order, n: int, k: int) -> PairParameters:
     rank[np.asarray(order[:n], dtype=np.int64)] = np.arange(n)
     zero = p[0] * 0
     return PairParameters(np.asarray(order[:n]), rank, 0, [zero] * (n + 1), [zero] * (n + 1), p, selection,
-                          sum((p[t] for t in members), zero), "exact rationals")
+                          sum((p[t] for t in members), zero), "exact rationals" if is_exact(p) else "float64")
 
 
 def member_chances(levels: list, ranks: list) -> list:

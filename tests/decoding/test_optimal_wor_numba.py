@@ -111,3 +111,16 @@ def test_a_cut_with_flux_and_no_mass_is_a_typed_refusal():
     levels = [0.0] * 11
     masses._E0[:] = 0.0  # no group has any count polynomial: every interval mass is 0
     assert masses.water_levels(flux, 0, 9, levels, 2.2e-16) is False
+
+
+def test_the_verifier_announces_no_compiling_once_the_clock_path_ran():
+    import torch
+
+    from decoding.verifiers import optimal_pair_wor
+    from decoding.verifiers import optimal_wor as verifier
+
+    p, q = (np.exp(np.linspace(0, shift, 12)) for shift in (2.0, -1.0))  # 1,320 triples: the compiled path
+    params = optimal_wor.wor_parameters(p / p.sum(), q / q.sum(), 3, clock_masses=compiled.CompiledClockSetMasses)
+    assert "clock integral" in params.arithmetic
+    cpu = torch.device("cpu")
+    assert verifier.compile_seconds(cpu) == optimal_pair_wor.compile_seconds(cpu)
