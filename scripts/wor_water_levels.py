@@ -34,7 +34,8 @@ construction, certified by the selection law its levels realise (else redone in 
 per ``k`` in ``--ks``; where the draft tuples are too many to enumerate, its set masses and
 its certificate come from the clock integral (:mod:`otm.rules.wor_clock_masses`). The same
 rows are timed again on the verifier's path, which takes the compiled clock integral
-(:mod:`decoding.verifiers.optimal_wor_numba`) from 1,000 tuples on:
+(:mod:`decoding.verifiers.optimal_wor_numba`) from 1,000 tuples on (``--verifier-only``: that
+path alone, for rows of a thousand tokens, where the numpy path takes minutes per row):
 
     python scripts/wor_water_levels.py --corpus DIR --positions 16 --top 30 --float --ks 3,4
 
@@ -116,7 +117,7 @@ def warm_compiled_code() -> None:
     optimal_wor.wor_parameters(p / p.sum(), q / q.sum(), 3, clock_masses=CompiledClockSetMasses)
 
 
-def float_rows(directory: str, positions: int, top: int, ks: list[int]) -> None:
+def float_rows(directory: str, positions: int, top: int, ks: list[int], verifier_only: bool = False) -> None:
     """The rule's float64 construction on real rows cut to ``top`` tokens (module docstring):
     per ``k``, how often float64 was certified (the others were redone wider and certified
     again), the largest realised error over all rows, the largest level, the largest
@@ -130,6 +131,8 @@ def float_rows(directory: str, positions: int, top: int, ks: list[int]) -> None:
     warm_compiled_code()
     rows = Corpus(directory).spaced_rows(positions, 1.0)
     paths = {"rule (numpy)": {}, "verifier (compiled)": {"clock_masses": CompiledClockSetMasses}}
+    if verifier_only:  # the numpy path takes minutes per row past a few hundred tokens
+        del paths["rule (numpy)"]
     stats = {(k, name): {"certified": 0, "clock": 0, "error": 0.0, "largest": 0.0, "gap": 0.0, "seconds": 0.0}
              for k in ks for name in paths}
     for done, (_, _, p, q) in enumerate(rows, 1):
@@ -233,11 +236,13 @@ def main(argv=None) -> None:
     parser.add_argument("--cost", action="store_true", help="time the batched verifier at small vocabularies")
     parser.add_argument("--float", action="store_true", help="with --corpus: the rule's certified float64 construction")
     parser.add_argument("--ks", default="3,4", help="with --corpus --float: the numbers of drafts")
+    parser.add_argument("--verifier-only", action="store_true", help="with --float: the compiled path alone")
     args = parser.parse_args(argv)
     if args.cost:
         return cost()
     if args.float:
-        return float_rows(args.corpus, args.positions, args.top, [int(k) for k in args.ks.split(",")])
+        return float_rows(args.corpus, args.positions, args.top, [int(k) for k in args.ks.split(",")],
+                          args.verifier_only)
     if args.adversarial:
         return adversarial(args.adversarial, args.seed)
     instances = corpus_instances(args.corpus, args.positions, args.top) if args.corpus else random_instances(args.seed)

@@ -19,8 +19,8 @@ of support at ``k = 3``, 500 at ``k = 8``); rows beyond that raise
 docs/optimal-verifier.md, section 8). Per row, on the CPU, from the rule's certified float64
 construction (wider arithmetic where float64 is not certified), the last 256 distinct rows kept
 (a batch of equal rows, as the tests draw, costs one construction; a distinct row 1-2 ms at
-``V = 8..30``, 9 ms at ``V = 150, k = 3``, ``scripts/wor_water_levels.py --cost``; 0.2-0.35 s
-on real rows cut to 100 tokens, 1-2.3 s at 300, ``--float``).
+``V = 8..30``, 9 ms at ``V = 150, k = 3``, ``scripts/wor_water_levels.py --cost``; 0.1-0.35 s
+on real rows cut to 100 tokens, 1.0-2.4 s at 300, ``--float``).
 
 Exhausted support (at most ``k`` tokens with ``q > 0``): the drafted set is always the same
 (:func:`decoding.verifiers.base.sample_without_replacement`), and the draft at position ``j``

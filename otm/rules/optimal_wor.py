@@ -68,7 +68,7 @@ from .enumeration import (
     validate_one_q,
     zeros_like,
 )
-from .optimal_pair_wor import PairParameters, pair_parameters, rounded_back, water_level_parameters, wider_parameters
+from .optimal_pair_wor import PairParameters, pair_parameters, water_level_parameters, wider_parameters
 from .wor_clock_masses import ClockSetMasses, clock_set_masses, node_count
 from .wor_clock_masses import realised_selection as clock_realised_selection
 

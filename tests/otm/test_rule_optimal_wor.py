@@ -261,3 +261,24 @@ def test_awkward_float_rows(case):
     law = rule.exact_law(p, q, k, method="closed_form")
     assert abs(law.acceptance - prefix_scan(p, q, k, "without_replacement").value) <= AGREEMENT_TOLERANCE
     assert all(0 <= level <= 1 for level in law.details["levels"])
+
+
+def test_float_rows_with_an_exhausted_support_are_the_exact_ones_rounded():
+    """At most ``k`` tokens with ``q > 0`` (frequent under top-p): the float64 parameters (no
+    construction) equal the exact ones from the same floats, rounded, on rows of a large
+    vocabulary that is mostly zeros; and the rationals of such a row are exact and sum to 1."""
+    rng = np.random.default_rng(4)
+    V = 2_000
+    for n in (1, 2, 3):
+        p, q = np.zeros(V), np.zeros(V)
+        p[rng.choice(V, size=40, replace=False)] = rng.random(40)
+        q[rng.choice(V, size=n, replace=False)] = rng.random(n)
+        p, q = p / p.sum(), q / q.sum()
+        params = rule.wor_parameters(p, q, 3)
+        assert params.arithmetic == "float64" and len(params.order) == n
+        exact_p, exact_q = rule.as_fractions(p), rule.as_fractions(q)
+        assert sum(exact_p) == 1 and all(exact_p[i] == F(float(p[i])) / F(sum(F(float(v)) for v in p)) for i in range(V))
+        exact = rule.wor_parameters(exact_p, exact_q, 3)
+        assert np.max(np.abs(params.selection - np.array([float(v) for v in exact.selection]))) <= 4e-16
+        assert abs(params.acceptance - float(exact.acceptance)) <= 4e-16
+        assert list(params.order) == list(exact.order)
