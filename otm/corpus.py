@@ -97,9 +97,11 @@ class Corpus:
                                  f"expected [n, {self.vocab_size}] for both")
         return shard
 
-    def spaced_rows(self, positions: int, temperature: float) -> list[tuple[str, int, np.ndarray, np.ndarray]]:
+    def spaced_rows(self, positions: int, temperature: float,
+                    top_p: float | None = None) -> list[tuple[str, int, np.ndarray, np.ndarray]]:
         """``(text, position, p, q)`` at ``positions`` evenly spaced positions of the corpus,
-        ``p`` and ``q`` the float64 softmaxes of their logits at ``temperature``."""
+        ``p`` and ``q`` the float64 softmaxes of their logits at ``temperature``, each cut to its
+        own ``top_p`` nucleus when given (:func:`otm.distributions.logits_to_probs`)."""
         wanted = sorted(set(np.linspace(0, self.n_positions - 1, positions).round().astype(int).tolist()))
         rows, start = [], 0
         for index, info in enumerate(self.shards):
@@ -107,8 +109,8 @@ class Corpus:
             if hits:
                 shard = self.load(index)
                 for i in hits:
-                    p = logits_to_probs(shard.target_logits[i].astype(np.float64), temperature)
-                    q = logits_to_probs(shard.draft_logits[i].astype(np.float64), temperature)
+                    p = logits_to_probs(shard.target_logits[i].astype(np.float64), temperature, top_p=top_p)
+                    q = logits_to_probs(shard.draft_logits[i].astype(np.float64), temperature, top_p=top_p)
                     rows.append((self.texts[int(shard.text[i])], int(shard.position[i]), p, q))
             start += info.positions
         return rows

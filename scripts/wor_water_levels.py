@@ -35,7 +35,9 @@ per ``k`` in ``--ks``; where the draft tuples are too many to enumerate, its set
 its certificate come from the clock integral (:mod:`otm.rules.wor_clock_masses`). The same
 rows are timed again on the verifier's path, which takes the compiled clock integral
 (:mod:`decoding.verifiers.optimal_wor_numba`) from 1,000 tuples on (``--verifier-only``: that
-path alone, for rows of a thousand tokens, where the numpy path takes minutes per row):
+path alone, for rows of a thousand tokens, where the numpy path takes minutes per row;
+``--top-p MASS``: each law cut to its own nucleus over the whole vocabulary, as ``otm decode
+--top-p`` does, instead of the ``--top`` likeliest tokens):
 
     python scripts/wor_water_levels.py --corpus DIR --positions 16 --top 30 --float --ks 3,4
 
@@ -117,7 +119,8 @@ def warm_compiled_code() -> None:
     optimal_wor.wor_parameters(p / p.sum(), q / q.sum(), 3, clock_masses=CompiledClockSetMasses)
 
 
-def float_rows(directory: str, positions: int, top: int, ks: list[int], verifier_only: bool = False) -> None:
+def float_rows(directory: str, positions: int, top: int, ks: list[int], verifier_only: bool = False,
+               top_p: float | None = None) -> None:
     """The rule's float64 construction on real rows cut to ``top`` tokens (module docstring):
     per ``k``, how often float64 was certified (the others were redone wider and certified
     again), the largest realised error over all rows, the largest level, the largest
@@ -129,35 +132,47 @@ def float_rows(directory: str, positions: int, top: int, ks: list[int], verifier
     from otm.formulations.prefix_scan import prefix_scan
 
     warm_compiled_code()
-    rows = Corpus(directory).spaced_rows(positions, 1.0)
+    rows = Corpus(directory).spaced_rows(positions, 1.0, top_p)
     paths = {"rule (numpy)": {}, "verifier (compiled)": {"clock_masses": CompiledClockSetMasses}}
     if verifier_only:  # the numpy path takes minutes per row past a few hundred tokens
         del paths["rule (numpy)"]
-    stats = {(k, name): {"certified": 0, "clock": 0, "error": 0.0, "largest": 0.0, "gap": 0.0, "seconds": 0.0}
-             for k in ks for name in paths}
+    stats = {(k, name): {"certified": 0, "clock": 0, "error": 0.0, "largest": 0.0, "gap": 0.0, "seconds": 0.0,
+                         "refused": 0, "exhausted": 0} for k in ks for name in paths}
     for done, (_, _, p, q) in enumerate(rows, 1):
-        p, q = likeliest(p, q, top)
+        if top_p is None:
+            p, q = likeliest(p, q, top)
         for k in ks:
             for name, options in paths.items():
                 began = time.perf_counter()
-                params = optimal_wor.wor_parameters(p, q, k, **options)
                 row = stats[(k, name)]
+                try:
+                    params = optimal_wor.wor_parameters(p, q, k, **options)
+                except NotApplicableError as refusal:  # past the limits: counted, and its time
+                    row["refused"] += 1
+                    row["seconds"] += time.perf_counter() - began
+                    print(f"  refused: {refusal}", file=sys.stderr, flush=True)
+                    continue
                 row["seconds"] += time.perf_counter() - began
+                if len(params.order) <= k:  # at most k tokens with q > 0: always the same set, no levels
+                    row["exhausted"] += 1
+                    continue
+                row["gap"] = max(row["gap"], abs(params.acceptance - prefix_scan(p, q, k, "without_replacement").value))
                 clock = "clock integral" in params.arithmetic  # too many tuples to enumerate
                 row["clock"] += clock
                 row["certified"] += params.arithmetic.startswith("float64")
                 realised = optimal_wor.clock_realised_error if clock else optimal_wor.realised_error
                 row["error"] = max(row["error"], realised(params, q, k))
                 row["largest"] = max(row["largest"], max(params.levels))
-                row["gap"] = max(row["gap"], abs(params.acceptance - prefix_scan(p, q, k, "without_replacement").value))
         print(f"  {done}/{len(rows)} rows", file=sys.stderr, flush=True)
-    print(f"float64 construction on {len(rows)} corpus rows cut to {top} tokens")
-    print("| k | path | rows | set masses by the clock integral | certified in float64 (others redone wider) "
-          "| largest realised error | largest level | largest |acceptance - alpha*| | seconds per row |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    cut = f"to their top-p {top_p} nuclei" if top_p is not None else f"to {top} tokens"
+    print(f"float64 construction on {len(rows)} corpus rows cut {cut}")
+    print("| k | path | rows | refused | at most k tokens with q > 0 | set masses by the clock integral | certified in "
+          "float64 (others redone wider) | largest realised error | largest level | largest |acceptance - alpha*| "
+          "| seconds per row |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for (k, name), row in stats.items():
-        print(f"| {k} | {name} | {len(rows)} | {row['clock']} | {row['certified']} | {row['error']:.1e} "
-              f"| {row['largest']:.6f} | {row['gap']:.1e} | {row['seconds'] / len(rows):.2f} |")
+        print(f"| {k} | {name} | {len(rows)} | {row['refused']} | {row['exhausted']} | {row['clock']} | {row['certified']} "
+              f"| {row['error']:.1e} | {row['largest']:.6f} | {row['gap']:.1e} | {row['seconds'] / len(rows):.2f} |")
 
 
 def largest_level(logits_p: np.ndarray, logits_q: np.ndarray, k: int):
@@ -237,12 +252,15 @@ def main(argv=None) -> None:
     parser.add_argument("--float", action="store_true", help="with --corpus: the rule's certified float64 construction")
     parser.add_argument("--ks", default="3,4", help="with --corpus --float: the numbers of drafts")
     parser.add_argument("--verifier-only", action="store_true", help="with --float: the compiled path alone")
+    parser.add_argument("--top-p", type=float, default=None,
+                        help="with --float: cut each law to its own top-p nucleus (over the whole vocabulary) "
+                             "instead of --top")
     args = parser.parse_args(argv)
     if args.cost:
         return cost()
     if args.float:
         return float_rows(args.corpus, args.positions, args.top, [int(k) for k in args.ks.split(",")],
-                          args.verifier_only)
+                          args.verifier_only, args.top_p)
     if args.adversarial:
         return adversarial(args.adversarial, args.seed)
     instances = corpus_instances(args.corpus, args.positions, args.top) if args.corpus else random_instances(args.seed)

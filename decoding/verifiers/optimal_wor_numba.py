@@ -25,7 +25,8 @@ import numba
 import numpy as np
 
 from otm.rules.optimal_pair_wor import REMAINDER_FLOOR
-from otm.rules.wor_clock_masses import MAX_PREFIX_FLOATS, quadrature_nodes
+from otm.errors import NotApplicableError
+from otm.rules.wor_clock_masses import quadrature_nodes
 
 _compiled = numba.njit(cache=True, nogil=True, error_model="numpy")
 
@@ -193,11 +194,19 @@ class CompiledClockSetMasses:
     :func:`otm.rules.optimal_pair_wor.water_level_parameters` takes when a masses object has
     it)."""
 
-    #: The reference's limit: memory would allow more, but the nesting costs up to
-    #: ``O(n^2 N k^2)`` (runs peeled one rank at a time), so at the limit (about 1,300 tokens
-    #: at ``k = 3``, 500 at ``k = 8``) a row takes tens of seconds even compiled; a row of
-    #: 5,000 tokens (``p = q`` uniform, ``k = 3``) took 11 minutes.
-    max_prefix_floats = MAX_PREFIX_FLOATS
+    #: The largest ``n * nodes * k`` of the two prefix tables (float64, 256 MiB each: about
+    #: 15,000 tokens of support at ``k = 3``, 5,000 at ``k = 8``). Time is limited apart, by
+    #: :meth:`nesting_seconds`: a row without deep runs of flux takes about a second at 10,000
+    #: tokens (a flat row under top-p 0.95), one whose runs are long grows as their square.
+    max_prefix_floats = 32_000_000
+
+    #: The compiled nesting's speed in units of ``len^2 N k^2`` per second, ``len`` the ranks of a
+    #: run of flux (it peels about one rank at a time), ``N`` the nodes: measured 3.9e8-4.7e8 at
+    #: ``k = 3``, 7.9e8-9.5e8 at ``k = 6, 8`` on real rows cut to 300-1,000 tokens (2026-11-27).
+    NESTING_RATE = 4e8
+
+    #: A row whose nesting :meth:`nesting_seconds` estimates above this is refused.
+    max_nesting_seconds = 60.0
 
     #: Float inputs with more draft tuples take these masses rather than the enumeration (which
     #: still takes a row these refuse): on 10 random softmax rows per size, the enumeration
@@ -237,12 +246,29 @@ class CompiledClockSetMasses:
         lowest_law(*self._tables(), f, t, self.k, out)
         return out
 
+    def nesting_seconds(self, flux: np.ndarray, lo: int, hi: int) -> tuple[float, int]:
+        """``(seconds, longest)``: about how long the nesting of the cuts ``lo + 1..hi`` takes
+        (:data:`NESTING_RATE`; at most 2.3x too long at ``k = 8``), and its longest run of flux."""
+        positive = np.concatenate([[False], flux[lo + 1:hi + 1] > 0, [False]])
+        edges = np.flatnonzero(np.diff(positive.astype(np.int8)))
+        lengths = edges[1::2] - edges[::2] + 1  # ranks of each run
+        work = float(np.sum(lengths.astype(np.float64) ** 2)) * self.s.size * self.k ** 2
+        return work / self.NESTING_RATE, int(lengths.max(initial=0))
+
     def water_levels(self, flux: list, lo: int, hi: int, levels: list, unit: float) -> bool:
         """Raise ``levels`` (float64) for the cuts ``lo + 1..hi`` until they carry ``flux``;
-        ``False`` where a cut with flux has no set of its run across it."""
+        ``False`` where a cut with flux has no set of its run across it. A nesting estimated
+        above :attr:`max_nesting_seconds` raises :class:`otm.errors.NotApplicableError`."""
+        flux = np.asarray(flux, dtype=np.float64)
+        seconds, longest = self.nesting_seconds(flux, lo, hi)
+        if seconds > self.max_nesting_seconds:
+            raise NotApplicableError(
+                f"rule 'optimal_wor' at k={self.k}: the water levels of this row nest over runs of up to {longest:,} "
+                f"ranks with flux ({self.n:,} tokens of support), about {seconds:,.0f} s in the compiled nesting (its "
+                f"cost grows as the square of a run), above the limit of {self.max_nesting_seconds:.0f} s; truncate "
+                "the rows (top-p) or use optimal_latent (at least the i.i.d. optimum)")
         work = np.asarray(levels, dtype=np.float64)
-        status = water_levels(*self._tables(), self.k, np.asarray(flux, dtype=np.float64), lo, hi, work,
-                              REMAINDER_FLOOR * unit)
+        status = water_levels(*self._tables(), self.k, flux, lo, hi, work, REMAINDER_FLOOR * unit)
         levels[:] = work.tolist()
         return status == 0
 

@@ -129,10 +129,14 @@ def test_two_drafts_go_to_the_water_level_verifier_at_any_vocabulary():
 
 
 def test_limits_and_bad_inputs_are_typed_errors():
-    V = 5000  # 1.2e11 ordered triples, and clock-integral tables above their limit
-    p = torch.full((1, V), 1.0 / V, dtype=torch.float64)
     drafts = torch.tensor([[0, 1, 2]])
+    V = 20_000  # 8e12 ordered triples, and clock-integral tables above their limit
+    p = torch.full((1, V), 1.0 / V, dtype=torch.float64)
     with pytest.raises(NotApplicableError, match="clock integral's tables"):
+        verifier.verify(p, p.unsqueeze(1).expand(1, 3, V), drafts, None)
+    V = 5_000  # tables within the limit, but p = q uniform: one run of flux over every rank
+    p = torch.full((1, V), 1.0 / V, dtype=torch.float64)
+    with pytest.raises(NotApplicableError, match="nest over runs of up to 5,000 ranks"):
         verifier.verify(p, p.unsqueeze(1).expand(1, 3, V), drafts, None)
     small = torch.tensor(P).unsqueeze(0)
     q3 = torch.tensor(Q).unsqueeze(0).unsqueeze(1).expand(1, 3, len(Q))

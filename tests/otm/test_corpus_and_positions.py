@@ -48,6 +48,24 @@ def test_round_trip_across_shard_boundaries(tmp_path):
             assert nxt == t + 100 * int(name[-1])
 
 
+def test_spaced_rows_at_a_temperature_and_top_p_are_the_core_softmax(tmp_path):
+    """Evenly spaced rows (first and last included), each law its own softmax at the temperature
+    and, with ``top_p``, cut to its own nucleus: :func:`otm.distributions.logits_to_probs`."""
+    rows = _write(tmp_path)
+    corpus = Corpus(tmp_path)
+    for temperature, top_p in ((1.0, None), (0.7, 0.6)):
+        spaced = corpus.spaced_rows(3, temperature, top_p)
+        cut = sum(np.count_nonzero(p) for _, _, p, _ in spaced)
+        assert (cut < 3 * 5) == (top_p is not None)  # 5 finite logits per row: the nucleus drops some
+        assert [(name, position) for name, position, _, _ in spaced] == [("text0", 0), ("text1", 1), ("text2", 3)]
+        for name, position, p, q in spaced:
+            z, w = rows[name]
+            np.testing.assert_array_equal(p, logits_to_probs(z[position].astype(np.float32).astype(np.float64),
+                                                             temperature, top_p=top_p))
+            np.testing.assert_array_equal(q, logits_to_probs(w[position].astype(np.float32).astype(np.float64),
+                                                             temperature, top_p=top_p))
+
+
 def test_float16_halves_the_shards(tmp_path):
     _write(tmp_path / "a", vocab=2000, dtype="float32")
     _write(tmp_path / "b", vocab=2000, dtype="float16")
