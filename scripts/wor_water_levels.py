@@ -37,7 +37,8 @@ rows are timed again on the verifier's path, which takes the compiled clock inte
 (:mod:`decoding.verifiers.optimal_wor_numba`) from 1,000 tuples on (``--verifier-only``: that
 path alone, for rows of a thousand tokens, where the numpy path takes minutes per row;
 ``--top-p MASS``: each law cut to its own nucleus over the whole vocabulary, as ``otm decode
---top-p`` does, instead of the ``--top`` likeliest tokens):
+--top-p`` does, instead of the ``--top`` likeliest tokens; ``--temperature T``, 1 by default;
+a row past a path's limits is counted as refused):
 
     python scripts/wor_water_levels.py --corpus DIR --positions 16 --top 30 --float --ks 3,4
 
@@ -120,7 +121,7 @@ def warm_compiled_code() -> None:
 
 
 def float_rows(directory: str, positions: int, top: int, ks: list[int], verifier_only: bool = False,
-               top_p: float | None = None) -> None:
+               top_p: float | None = None, temperature: float = 1.0) -> None:
     """The rule's float64 construction on real rows cut to ``top`` tokens (module docstring):
     per ``k``, how often float64 was certified (the others were redone wider and certified
     again), the largest realised error over all rows, the largest level, the largest
@@ -132,7 +133,7 @@ def float_rows(directory: str, positions: int, top: int, ks: list[int], verifier
     from otm.formulations.prefix_scan import prefix_scan
 
     warm_compiled_code()
-    rows = Corpus(directory).spaced_rows(positions, 1.0, top_p)
+    rows = Corpus(directory).spaced_rows(positions, temperature, top_p)
     paths = {"rule (numpy)": {}, "verifier (compiled)": {"clock_masses": CompiledClockSetMasses}}
     if verifier_only:  # the numpy path takes minutes per row past a few hundred tokens
         del paths["rule (numpy)"]
@@ -165,7 +166,7 @@ def float_rows(directory: str, positions: int, top: int, ks: list[int], verifier
                 row["largest"] = max(row["largest"], max(params.levels))
         print(f"  {done}/{len(rows)} rows", file=sys.stderr, flush=True)
     cut = f"to their top-p {top_p} nuclei" if top_p is not None else f"to {top} tokens"
-    print(f"float64 construction on {len(rows)} corpus rows cut {cut}")
+    print(f"float64 construction on {len(rows)} corpus rows at temperature {temperature}, cut {cut}")
     print("| k | path | rows | refused | at most k tokens with q > 0 | set masses by the clock integral | certified in "
           "float64 (others redone wider) | largest realised error | largest level | largest |acceptance - alpha*| "
           "| seconds per row |")
@@ -255,12 +256,13 @@ def main(argv=None) -> None:
     parser.add_argument("--top-p", type=float, default=None,
                         help="with --float: cut each law to its own top-p nucleus (over the whole vocabulary) "
                              "instead of --top")
+    parser.add_argument("--temperature", type=float, default=1.0, help="with --float: the rows' temperature")
     args = parser.parse_args(argv)
     if args.cost:
         return cost()
     if args.float:
         return float_rows(args.corpus, args.positions, args.top, [int(k) for k in args.ks.split(",")],
-                          args.verifier_only, args.top_p)
+                          args.verifier_only, args.top_p, args.temperature)
     if args.adversarial:
         return adversarial(args.adversarial, args.seed)
     instances = corpus_instances(args.corpus, args.positions, args.top) if args.corpus else random_instances(args.seed)

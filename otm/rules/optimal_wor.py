@@ -250,7 +250,16 @@ def _clock_parameters(p, q, order, n: int, k: int, tuples: int, clock_masses) ->
                                  f"of {limit:,}; at a real vocabulary only k = 2 is built (the water-level "
                                  "verifier), or use optimal_latent (at least the i.i.d. optimum)")
     masses_of = clock_set_masses(k, clock_masses)
-    params = water_level_parameters(p, q, order, masses_of)
+    try:
+        params = water_level_parameters(p, q, order, masses_of)
+    except NotApplicableError as refusal:
+        if "outside [0, 1]" not in str(refusal):
+            raise
+        raise NotApplicableError(
+            f"rule 'optimal_wor' at k={k}: the clock integral's float64 set masses are not accurate enough for this "
+            f"row's water levels ({n:,} tokens of support, q down to {q_ranked.min():.1e}): a level comes out outside "
+            "[0, 1] even in 256-bit floats on them (in exact arithmetic none does: docs/optimal-verifier.md, "
+            "Theorem 5)") from None
     if clock_realised_error(params, q, k, clock_masses) > CERTIFICATE_TOLERANCE:
         params = wider_parameters(p, q, order, masses_of, reason="float64 levels did not realise x")
         if clock_realised_error(params, q, k, clock_masses) > CERTIFICATE_TOLERANCE:

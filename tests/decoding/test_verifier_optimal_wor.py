@@ -116,6 +116,27 @@ def test_a_compiled_nesting_that_stops_short_is_refused(monkeypatch):
     assert rule.clock_realised_error(params, q, 3, CompiledClockSetMasses) <= rule.CERTIFICATE_TOLERANCE
 
 
+def test_masses_too_coarse_for_the_levels_are_named_in_the_refusal(monkeypatch):
+    """Where the levels leave [0, 1] in float64 and again in wide floats on the clock integral's
+    float64 masses (here: made so, the float64 nesting returning level 2 and the masses halved),
+    the refusal blames the masses and gives the smallest q, not the rule."""
+    from decoding.verifiers.optimal_wor_numba import CompiledClockSetMasses
+
+    rng = np.random.default_rng(0)
+    logits = 3 * rng.normal(size=150)  # 3.3 million triples: too many to enumerate instead
+    p, q = (np.exp(v - v.max()) / np.exp(v - v.max()).sum() for v in (logits, logits + rng.normal(size=150)))
+    original = CompiledClockSetMasses.across
+
+    def too_high(self, flux, lo, hi, levels, unit):
+        levels[:] = [2.0] * len(levels)
+        return True
+
+    monkeypatch.setattr(CompiledClockSetMasses, "water_levels", too_high)
+    monkeypatch.setattr(CompiledClockSetMasses, "across", lambda self, f, j, t: 0.5 * original(self, f, j, t))
+    with pytest.raises(NotApplicableError, match="float64 set masses are not accurate enough.*q down to"):
+        rule.wor_parameters(p, q, 3, clock_masses=CompiledClockSetMasses)
+
+
 def test_two_drafts_go_to_the_water_level_verifier_at_any_vocabulary():
     rng = np.random.default_rng(3)
     V = 4096
