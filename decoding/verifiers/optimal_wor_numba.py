@@ -6,7 +6,8 @@ The same computation as the reference :class:`otm.rules.wor_clock_masses.ClockSe
 nesting of :func:`otm.rules.optimal_pair_wor.water_level_parameters`, in numba instead of numpy
 and Python: the same quadrature nodes, the same count polynomials ``(E, D)`` per node, the
 same positive integrands, the same rounding floor of the nesting
-(``64 unit (raised + 1) F(j)``). What changes is the order of some float additions (a
+(``REMAINDER_FLOOR unit (raised + 1) F(j)``, :data:`otm.rules.optimal_pair_wor.REMAINDER_FLOOR`).
+What changes is the order of some float additions (a
 node's terms of degree ``k - 1`` are summed directly instead of through truncated products,
 the integral is a loop instead of a BLAS dot product), so the values agree with the
 reference's to a few units of roundoff, not bit for bit (tests/decoding/test_optimal_wor_numba.py),
@@ -16,8 +17,11 @@ realise, through :meth:`CompiledClockSetMasses.lowest_law`
 
 Cost per run ``[f, t]`` of the nesting: a forward pass (the groups ``[f, j)``, kept) and a
 backward pass (the groups ``[j, t]``), ``O((t - f) N k^2)`` for ``N`` nodes, as the
-reference's, without its per-rank Python calls; measured in docs/optimal-verifier.md,
-section 8 (``python scripts/wor_water_levels.py --cost``).
+reference's, without its per-rank Python calls; a run of flux peels about one rank at a time,
+so a row costs about ``sum len^2 N k^2`` over its runs, which
+:meth:`CompiledClockSetMasses.nesting_seconds` estimates before the nesting starts (rows above
+a minute are refused); measured in docs/optimal-verifier.md, section 8
+(``python scripts/wor_water_levels.py --cost`` and ``--float``).
 """
 from __future__ import annotations
 
