@@ -24,13 +24,7 @@ import numpy as np
 from decoding.verifiers.optimal_pair_wor import UNIT, ratio_order
 from decoding.verifiers.optimal_pair_wor_numba import row_levels
 from otm.corpus import Corpus
-
-
-def flux_runs(flux: np.ndarray) -> list[tuple[int, int]]:
-    """``(f, t)``: the maximal runs of ranks ``[f, t]`` whose inner cuts carry flux."""
-    positive = np.concatenate([[False], flux[1:-1] > 0, [False]])
-    edges = np.flatnonzero(np.diff(positive.astype(np.int8)))
-    return [(int(start), int(stop)) for start, stop in zip(edges[::2], edges[1::2])]
+from otm.rules.optimal_pair_wor import flux_runs
 
 
 def row_structure(p: np.ndarray, q: np.ndarray) -> dict:
@@ -42,7 +36,7 @@ def row_structure(p: np.ndarray, q: np.ndarray) -> dict:
     m, alpha = row_levels(p_r, q_r, UNIT, flux, levels, selection)[:2]
     w = q_r / (1 - q_r)  # P(first a, then b) = w_a q_b
     below = float((w[:m] * (q_r[:m].sum() - q_r[:m])).sum())
-    runs = flux_runs(flux)
+    runs = [(int(f), int(t)) for f, t in flux_runs(flux, 0, n - 1)]
     sides = {"H": [r for r in runs if r[1] < m], "U": [r for r in runs if r[0] >= m]}
     out = {"m": m, "n": n, "alpha": alpha, "below": below}
     for side, chosen in sides.items():

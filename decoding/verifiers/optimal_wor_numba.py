@@ -28,9 +28,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from otm.rules.optimal_pair_wor import REMAINDER_FLOOR
+from otm.rules.optimal_pair_wor import REMAINDER_FLOOR, flux_runs
 from otm.errors import NotApplicableError
-from otm.rules.wor_clock_masses import quadrature_nodes
+from otm.rules.wor_clock_masses import ClockSetMasses
 
 _compiled = numba.njit(cache=True, nogil=True, error_model="numpy")
 
@@ -191,10 +191,11 @@ def water_levels(q, none, some, s, w, above, E0, D0, k, flux, lo, hi, levels, fl
     return 0
 
 
-class CompiledClockSetMasses:
-    """:class:`otm.rules.wor_clock_masses.ClockSetMasses` compiled (module docstring): the
-    same ``sigma``, ``across``, ``lowest_law`` from ``q_ranked`` (the ``q > 0`` by rank,
-    float64), and :meth:`water_levels`, the whole float64 nesting in one call (which
+class CompiledClockSetMasses(ClockSetMasses):
+    """:class:`otm.rules.wor_clock_masses.ClockSetMasses` with its prefix tables, ``sigma``, run
+    masses and lowest-member laws compiled (module docstring; the set-up and the cache of
+    :meth:`~otm.rules.wor_clock_masses.ClockSetMasses.across` are the reference's), and
+    :meth:`water_levels`, the whole float64 nesting in one call (which
     :func:`otm.rules.optimal_pair_wor.water_level_parameters` takes when a masses object has
     it)."""
 
@@ -218,31 +219,24 @@ class CompiledClockSetMasses:
     #: this path 1.0, 1.5 and 2.3 ms (docs/optimal-verifier.md, section 8).
     enumerate_up_to = 1_000
 
-    def __init__(self, q_ranked: np.ndarray, k: int):
-        self.k, self.n = k, q_ranked.size
-        self.q = np.ascontiguousarray(q_ranked, dtype=np.float64)
-        self.s, self.w = quadrature_nodes(self.q, k)
-        self._none = np.exp(-np.outer(self.q, self.s))
-        self._some = -np.expm1(-np.outer(self.q, self.s))
-        self._above = np.concatenate([np.cumsum(self.q[::-1])[::-1][1:], [0.0]])
+    def _prefix_tables(self) -> tuple[np.ndarray, np.ndarray]:
         nodes = self.s.size
-        self._E0, self._D0 = np.empty((self.n + 1, nodes, k)), np.empty((self.n + 1, nodes, k))
-        prefix_tables(self.q, self._none, self._some, k, self._E0, self._D0)
-        self.sigma = np.empty(self.n)
-        sigmas(self.q, self._none, self._some, self.s, self.w, self._above, self._E0, self._D0, k, self.sigma)
-        self._runs: dict = {}
+        E0, D0 = np.empty((self.n + 1, nodes, self.k)), np.empty((self.n + 1, nodes, self.k))
+        prefix_tables(self.q, self._none, self._some, self.k, E0, D0)
+        return E0, D0
+
+    def _sigma(self) -> np.ndarray:
+        out = np.empty(self.n)
+        sigmas(*self._tables(), self.k, out)
+        return out
 
     def _tables(self) -> tuple:
         return self.q, self._none, self._some, self.s, self.w, self._above, self._E0, self._D0
 
-    def across(self, f: int, j: int, t: int) -> float:
-        """The mass of the draft sets with every draft in ranks ``<= t``, one in ``[f, j)`` and
-        one in ``[j, t]``; computed for every cut of the run ``[f, t]`` at its first call."""
-        if (f, t) not in self._runs:
-            out = np.empty(t - f)
-            run_masses(*self._tables(), f, t, self.k, out)
-            self._runs[(f, t)] = out
-        return float(self._runs[(f, t)][j - f - 1])
+    def _run_masses(self, f: int, t: int) -> np.ndarray:
+        out = np.empty(t - f)
+        run_masses(*self._tables(), f, t, self.k, out)
+        return out
 
     def lowest_law(self, f: int, t: int) -> np.ndarray:
         """``[t - f + 1]``: :meth:`otm.rules.wor_clock_masses.ClockSetMasses.lowest_law`."""
@@ -253,9 +247,8 @@ class CompiledClockSetMasses:
     def nesting_seconds(self, flux: np.ndarray, lo: int, hi: int) -> tuple[float, int]:
         """``(seconds, longest)``: about how long the nesting of the cuts ``lo + 1..hi`` takes
         (:data:`NESTING_RATE`; at most 2.3x too long at ``k = 8``), and its longest run of flux."""
-        positive = np.concatenate([[False], flux[lo + 1:hi + 1] > 0, [False]])
-        edges = np.flatnonzero(np.diff(positive.astype(np.int8)))
-        lengths = edges[1::2] - edges[::2] + 1  # ranks of each run
+        runs = flux_runs(flux, lo, hi)
+        lengths = runs[:, 1] - runs[:, 0] + 1  # ranks of each run
         work = float(np.sum(lengths.astype(np.float64) ** 2)) * self.s.size * self.k ** 2
         return work / self.NESTING_RATE, int(lengths.max(initial=0))
 

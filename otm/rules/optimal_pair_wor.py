@@ -424,6 +424,14 @@ def realised_selection(q_ranked, levels, cut: int) -> list:  # [n]
     return [ws[a] * q_sums[a] + q_ranked[a] * w_sums[a] + flux[a + 1] - flux[a] for a in range(n)]
 
 
+def flux_runs(flux, lo: int, hi: int) -> np.ndarray:
+    """``[R, 2]``: the maximal runs ``[f, t]`` of ranks within ``lo..hi`` whose inner cuts all
+    carry flux (``flux[j] > 0`` for ``f < j <= t``): the first runs of the nesting."""
+    positive = np.concatenate([[False], np.asarray(flux[lo + 1:hi + 1], dtype=np.float64) > 0, [False]])
+    edges = np.flatnonzero(np.diff(positive.astype(np.int8)))
+    return np.stack([edges[::2] + lo, edges[1::2] + lo], axis=1)
+
+
 def level_components(levels: list, n: int) -> list:
     """``[(base, top, [(f, t), ...]), ...]``: between consecutive distinct levels ``base < top``
     (0 and 1 included, levels of 1 or more left out) the walk of every level in ``[base, top)``
@@ -602,7 +610,7 @@ def exact_law(p, q, k: int, *, method: str = "auto") -> RuleLaw:
 
 
 __all__ = [
-    "PairParameters", "conditional_output_law", "exact_law", "pair_masses", "pair_parameters", "realised_selection",
+    "PairParameters", "conditional_output_law", "exact_law", "flux_runs", "pair_masses", "pair_parameters", "realised_selection",
     "rounded_back", "selection_law", "water_level_parameters", "wider_parameters",
     "yield_at_most", "yield_decision", "yield_lower_bound", "yield_probability",
 ]

@@ -72,19 +72,22 @@ class ClockSetMasses:
 
     def __init__(self, q_ranked: np.ndarray, k: int):
         self.k, self.n = k, q_ranked.size
-        self.q = np.asarray(q_ranked, dtype=np.float64)
+        self.q = np.ascontiguousarray(q_ranked, dtype=np.float64)
         self.s, self.w = quadrature_nodes(self.q, k)
         self._none = np.exp(-np.outer(self.q, self.s))  # [n, N] no arrival by s
         self._some = -np.expm1(-np.outer(self.q, self.s))  # [n, N] arrived by s
         self._above = np.concatenate([np.cumsum(self.q[::-1])[::-1][1:], [0.0]])  # q of the ranks above each
-        nodes = self.s.size
-        self._E0 = np.zeros((self.n + 1, nodes, k))  # prefixes [0, f)
-        self._D0 = np.zeros((self.n + 1, nodes, k))
-        self._E0[0], self._D0[0] = _empty_group(nodes, k)
-        for r in range(self.n):
-            self._E0[r + 1], self._D0[r + 1] = self._add(self._E0[r], self._D0[r], r)
+        self._E0, self._D0 = self._prefix_tables()  # [n + 1, N, k]: the prefixes [0, f)
         self.sigma = self._sigma()
         self._runs: dict = {}
+
+    def _prefix_tables(self) -> tuple[np.ndarray, np.ndarray]:
+        nodes = self.s.size
+        E0, D0 = np.zeros((self.n + 1, nodes, self.k)), np.zeros((self.n + 1, nodes, self.k))
+        E0[0], D0[0] = _empty_group(nodes, self.k)
+        for r in range(self.n):
+            E0[r + 1], D0[r + 1] = self._add(E0[r], D0[r], r)
+        return E0, D0
 
     def _add(self, E: np.ndarray, D: np.ndarray, r: int) -> tuple[np.ndarray, np.ndarray]:
         """``(E, D)`` of a group with rank ``r`` added (``[..., N, k]``)."""

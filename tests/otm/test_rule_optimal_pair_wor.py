@@ -201,3 +201,19 @@ def test_bad_input_is_a_typed_error():
         rule.exact_law([0.5, 0.5], [0.5, 0.5], 3)
     with pytest.raises(InvalidDraftCountError, match="vocabulary of 1"):
         rule.exact_law([1.0], [1.0], 2)
+
+
+def test_flux_runs_are_the_maximal_runs_of_cuts_with_flux():
+    """Within ranks ``lo..hi``: the inner cuts of the runs are exactly the cuts with flux, and no
+    two runs touch (else they would be one)."""
+    rng = np.random.default_rng(2)
+    for _ in range(200):
+        n = int(rng.integers(2, 12))
+        flux = np.where(rng.random(n + 1) < 0.5, rng.random(n + 1), 0.0)
+        lo = int(rng.integers(0, n))
+        hi = int(rng.integers(lo, n))
+        runs = rule.flux_runs(flux, lo, hi)
+        inner = sorted(j for f, t in runs for j in range(f + 1, t + 1))
+        assert inner == [j for j in range(lo + 1, hi + 1) if flux[j] > 0]
+        assert all(lo <= f < t <= hi for f, t in runs)
+        assert all(t1 < f2 for (_, t1), (f2, _) in zip(runs, runs[1:]))
