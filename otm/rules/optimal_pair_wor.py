@@ -179,8 +179,13 @@ class _NotARule(Exception):
     """A water level outside ``[0, 1]`` (its value is the message)."""
 
 
-def _refusal(failure: _NotARule) -> NotApplicableError:
-    return NotApplicableError(f"water level {failure} outside [0, 1]: the construction is not a rule here "
+class WaterLevelRangeError(NotApplicableError):
+    """The construction refused: a water level came out outside ``[0, 1]`` even in the wider
+    arithmetic (impossible in exact arithmetic on exact masses: Theorem 5)."""
+
+
+def _refusal(failure: _NotARule) -> WaterLevelRangeError:
+    return WaterLevelRangeError(f"water level {failure} outside [0, 1]: the construction is not a rule here "
                               "(impossible in the ratio order in exact arithmetic, docs/optimal-verifier.md "
                               "Theorem 5; please report the instance)")
 
@@ -611,6 +616,6 @@ def exact_law(p, q, k: int, *, method: str = "auto") -> RuleLaw:
 
 __all__ = [
     "PairParameters", "conditional_output_law", "exact_law", "flux_runs", "pair_masses", "pair_parameters", "realised_selection",
-    "rounded_back", "selection_law", "water_level_parameters", "wider_parameters",
+    "rounded_back", "selection_law", "WaterLevelRangeError", "water_level_parameters", "wider_parameters",
     "yield_at_most", "yield_decision", "yield_lower_bound", "yield_probability",
 ]

@@ -68,8 +68,14 @@ from .enumeration import (
     validate_one_q,
     zeros_like,
 )
-from .optimal_pair_wor import PairParameters, pair_parameters, water_level_parameters, wider_parameters
-from .wor_clock_masses import ClockSetMasses, clock_set_masses, node_count
+from .optimal_pair_wor import (
+    PairParameters,
+    WaterLevelRangeError,
+    pair_parameters,
+    water_level_parameters,
+    wider_parameters,
+)
+from .wor_clock_masses import ClockSetMasses, built_set_masses, node_count
 from .wor_clock_masses import realised_selection as clock_realised_selection
 
 
@@ -249,20 +255,19 @@ def _clock_parameters(p, q, order, n: int, k: int, tuples: int, clock_masses) ->
                                  f"the clock integral's tables for {n:,} tokens ({floats:,} floats) are above its limit "
                                  f"of {limit:,}; at a real vocabulary only k = 2 is built (the water-level "
                                  "verifier), or use optimal_latent (at least the i.i.d. optimum)")
-    masses_of = clock_set_masses(k, clock_masses)
+    masses = clock_masses(q_ranked, k)  # one build for the construction, its wide redo and both certificates
+    masses_of = built_set_masses(masses)
     try:
         params = water_level_parameters(p, q, order, masses_of)
-    except NotApplicableError as refusal:
-        if "outside [0, 1]" not in str(refusal):
-            raise
+    except WaterLevelRangeError:
         raise NotApplicableError(
             f"rule 'optimal_wor' at k={k}: the clock integral's float64 set masses are not accurate enough for this "
             f"row's water levels ({n:,} tokens of support, q down to {q_ranked.min():.1e}): a level comes out outside "
             "[0, 1] even in 256-bit floats on them (in exact arithmetic none does: docs/optimal-verifier.md, "
             "Theorem 5)") from None
-    if clock_realised_error(params, q, k, clock_masses) > CERTIFICATE_TOLERANCE:
+    if _largest_miss(params, clock_realised_selection(masses, params.levels)) > CERTIFICATE_TOLERANCE:
         params = wider_parameters(p, q, order, masses_of, reason="float64 levels did not realise x")
-        if clock_realised_error(params, q, k, clock_masses) > CERTIFICATE_TOLERANCE:
+        if _largest_miss(params, clock_realised_selection(masses, params.levels)) > CERTIFICATE_TOLERANCE:
             raise NotApplicableError(f"rule 'optimal_wor': its levels do not realise x within {CERTIFICATE_TOLERANCE:g} "
                                      "here, even in wide floats")
     return dataclasses.replace(params, arithmetic=f"{params.arithmetic}, set masses by the clock integral")

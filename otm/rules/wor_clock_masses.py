@@ -188,7 +188,17 @@ def clock_set_masses(k: int, masses_class=ClockSetMasses):
     ``masses_class`` (this module's, or its compiled twin)."""
 
     def masses_of(qs: list, zero):
-        masses = masses_class(np.asarray([float(v) for v in qs], dtype=np.float64), k)
+        return built_set_masses(masses_class(np.asarray([float(v) for v in qs], dtype=np.float64), k))(qs, zero)
+
+    return masses_of
+
+
+def built_set_masses(masses: ClockSetMasses):
+    """The ``masses_of`` of :func:`otm.rules.optimal_pair_wor.water_level_parameters` for
+    clock masses already built from the construction's ``q`` by rank (so that one build serves
+    the float64 construction, its wide redo and the certificates)."""
+
+    def masses_of(qs: list, zero):
         return masses, [zero + float(v) for v in masses.sigma]
 
     return masses_of
@@ -211,5 +221,5 @@ def realised_selection(masses: ClockSetMasses, levels: list) -> np.ndarray:
     return realised
 
 
-__all__ = ["ClockSetMasses", "MAX_PREFIX_FLOATS", "STEP", "clock_set_masses", "node_count", "quadrature_nodes",
+__all__ = ["ClockSetMasses", "MAX_PREFIX_FLOATS", "STEP", "built_set_masses", "clock_set_masses", "node_count", "quadrature_nodes",
            "realised_selection"]
