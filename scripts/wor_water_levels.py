@@ -124,7 +124,7 @@ def float_rows(directory: str, positions: int, top: int, ks: list[int], verifier
                top_p: float | None = None, temperature: float = 1.0) -> None:
     """The rule's float64 construction on real rows cut to ``top`` tokens (module docstring):
     per ``k``, how often float64 was certified (the others were redone wider and certified
-    again), the largest realised error over all rows, the largest level, the largest
+    again), on how many rows a level above 1 by rounding was set to 1, the largest realised error over all rows, the largest level, the largest
     ``|acceptance - alpha*|`` and the time; side by side, the rule's default path (the tuples
     enumerated up to 2 million, the numpy clock integral beyond) and the verifier's (the
     compiled clock integral from 1,000 tuples on), on the same rows."""
@@ -138,7 +138,7 @@ def float_rows(directory: str, positions: int, top: int, ks: list[int], verifier
     if verifier_only:  # the numpy path takes minutes per row past a few hundred tokens
         del paths["rule (numpy)"]
     stats = {(k, name): {"certified": 0, "clock": 0, "error": 0.0, "largest": 0.0, "gap": 0.0, "seconds": 0.0,
-                         "refused": 0, "exhausted": 0} for k in ks for name in paths}
+                         "refused": 0, "exhausted": 0, "capped": 0} for k in ks for name in paths}
     for done, (_, _, p, q) in enumerate(rows, 1):
         if top_p is None:
             p, q = likeliest(p, q, top)
@@ -163,6 +163,7 @@ def float_rows(directory: str, positions: int, top: int, ks: list[int], verifier
                 clock = "clock integral" in params.arithmetic  # too many tuples to enumerate
                 row["clock"] += clock
                 row["certified"] += params.arithmetic.startswith("float64")
+                row["capped"] += "set to 1" in params.arithmetic
                 realised = optimal_wor.clock_realised_error if clock else optimal_wor.realised_error
                 row["error"] = max(row["error"], realised(params, q, k))
                 row["largest"] = max(row["largest"], max(params.levels))
@@ -170,12 +171,12 @@ def float_rows(directory: str, positions: int, top: int, ks: list[int], verifier
     cut = f"to their top-p {top_p} nuclei" if top_p is not None else f"to {top} tokens"
     print(f"float64 construction on {len(rows)} corpus rows at temperature {temperature}, cut {cut}")
     print("| k | path | rows | refused | at most k tokens with q > 0 | set masses by the clock integral | certified in "
-          "float64 (others redone wider) | largest realised error | largest level | largest |acceptance - alpha*| "
+          "float64 (others redone wider) | a level above 1 by rounding set to 1 | largest realised error | largest level | largest |acceptance - alpha*| "
           "| seconds per row |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for (k, name), row in stats.items():
         print(f"| {k} | {name} | {len(rows)} | {row['refused']} | {row['exhausted']} | {row['clock']} | {row['certified']} "
-              f"| {row['error']:.1e} | {row['largest']:.6f} | {row['gap']:.1e} | {row['seconds'] / len(rows):.2f} |")
+              f"| {row['capped']} | {row['error']:.1e} | {row['largest']:.6f} | {row['gap']:.1e} | {row['seconds'] / len(rows):.2f} |")
 
 
 def largest_level(logits_p: np.ndarray, logits_q: np.ndarray, k: int):

@@ -119,7 +119,8 @@ def pair_parameters(p, q) -> PairParameters:
     return water_level_parameters(p, q, order, pair_masses)
 
 
-def water_level_parameters(p, q, order: np.ndarray, masses_of, widen=None) -> PairParameters:
+def water_level_parameters(p, q, order: np.ndarray, masses_of, widen=None, *,
+                           clip_rounding: bool = False) -> PairParameters:
     """The water-level construction (module docstring) for any joint draft law whose
     masses ``masses_of(qs, zero) -> (masses, sigma)`` gives: ``qs`` the ``q > 0`` by rank,
     ``sigma[a]`` the probability that rank ``a`` is the highest drafted, ``masses.across(f,
@@ -128,29 +129,39 @@ def water_level_parameters(p, q, order: np.ndarray, masses_of, widen=None) -> Pa
     (:func:`pair_masses` for two drafts without replacement, :mod:`otm.rules.optimal_wor`
     for ``k``). ``order``: the ratio order, ``q = 0`` last; at least two tokens with
     ``q > 0``. Float inputs: float64 first, and where that is not accurate enough (a level
-    above ``1 + 9e-13``) :func:`wider_parameters` with ``widen``."""
+    above ``1 + 9e-13``) :func:`wider_parameters` with ``widen``.
+
+    ``clip_rounding``: for callers that certify the levels by the selection law they realise
+    (:mod:`otm.rules.optimal_wor`), a float level above 1 is set to 1 instead of refused, and
+    ``arithmetic`` counts them. In exact arithmetic none is above 1 (Theorem 5), so in floats
+    such a level is a remainder of rounding raised over a run of tiny mass (measured: one cut
+    with ``1e-15`` of flux left by rounding, over ranks whose ``q`` is ``1e-22``, raised to a
+    level of ``1e14``); capping it leaves at most that remainder uncarried, which the
+    certificate measures. Exact inputs ignore it."""
     try:
-        return _construct(p, q, order, masses_of)
+        return _construct(p, q, order, masses_of, clip_rounding)
     except _NotARule as failure:
         if is_exact(p):
             raise _refusal(failure) from None
-    return wider_parameters(p, q, order, masses_of, widen)
+    return wider_parameters(p, q, order, masses_of, widen, clip_rounding=clip_rounding)
 
 
 def wider_parameters(p, q, order: np.ndarray, masses_of, widen=None,
-                     reason: str = "float64 not accurate enough") -> PairParameters:
+                     reason: str = "float64 not accurate enough", *, clip_rounding: bool = False) -> PairParameters:
     """:func:`water_level_parameters` redone from float inputs in a wider arithmetic and
     rounded back: ``widen(values)`` gives the inputs exactly in it (for example
     :func:`otm.rules.optimal_wor.as_fractions`, exact rationals); by default
-    :data:`FALLBACK_BITS`-bit floats (mpmath). ``arithmetic`` says which, and ``reason``."""
+    :data:`FALLBACK_BITS`-bit floats (mpmath). ``arithmetic`` says which, and ``reason``;
+    ``clip_rounding`` as in :func:`water_level_parameters` (wide floats only)."""
     precision = mpmath.workprec(FALLBACK_BITS) if widen is None else contextlib.nullcontext()
     with precision:
         try:  # the same ranks: renormalising multiplies every p/q by one constant
-            wide = _construct((widen or _widened)(p), (widen or _widened)(q), order, masses_of)
+            wide = _construct((widen or _widened)(p), (widen or _widened)(q), order, masses_of, clip_rounding)
         except _NotARule as failure:
             raise _refusal(failure) from None
     kind = f"{FALLBACK_BITS}-bit floats" if widen is None else "exact rationals from the float inputs"
-    return rounded_back(wide, p, f"{kind} ({reason})")
+    capped = wide.arithmetic.partition(", ")[2]  # the levels set to 1, if any
+    return rounded_back(wide, p, f"{kind} ({reason})" + (f", {capped}" if capped else ""))
 
 
 def rounded_back(wide: PairParameters, p, arithmetic: str) -> PairParameters:
@@ -206,7 +217,7 @@ def _rounding_unit(zero):
     return mpmath.mpf(2) ** (1 - mpmath.mp.prec)
 
 
-def _construct(p, q, order: np.ndarray, masses_of) -> PairParameters:
+def _construct(p, q, order: np.ndarray, masses_of, clip_rounding: bool = False) -> PairParameters:
     n = sum(1 for v in q if v > 0)
     order = order[:n]
     zero = p[0] * 0
@@ -226,6 +237,11 @@ def _construct(p, q, order: np.ndarray, masses_of) -> PairParameters:
     for lo, hi in ((m, n - 1), (0, m - 1)):
         _nest(masses, flux, lo, hi, levels, unit)
     tolerance = 4096 * unit  # 9e-13 in float64, 0 in rationals
+    capped = ""
+    if clip_rounding and unit != 0:
+        above = sum(1 for v in levels if v > 1 + tolerance)
+        levels = [min(v, 1 + v * 0) for v in levels]
+        capped = f", {above} level{'s' if above != 1 else ''} above 1 by rounding set to 1" if above else ""
     if min(levels) < -tolerance or max(levels) > 1 + tolerance:
         raise _NotARule(f"{float(max(levels)):.6g}")
     selection = zeros_like(p)
@@ -238,7 +254,7 @@ def _construct(p, q, order: np.ndarray, masses_of) -> PairParameters:
     else:
         acceptance = sum((min(x, y) for x, y in zip(p, selection)), zero)
     return PairParameters(np.asarray(order), rank, m, levels, flux, p, selection, acceptance,
-                          "exact rationals" if unit == 0 else "float64")
+                          ("exact rationals" if unit == 0 else "float64") + capped)
 
 
 def pair_masses(qs: list, zero) -> tuple[_PairMass, list]:

@@ -201,9 +201,10 @@ def wor_parameters(p, q, k: int, *, clock_masses=ClockSetMasses) -> PairParamete
         return _deterministic_set(np.asarray(p, dtype=np.float64) / float(np.sum(p)), q, order, n, k)
     small = tuples <= MAX_RULE_ENUMERATION  # the exact construction is affordable
     widen = as_fractions if small else None  # else 256-bit floats on the float64 set masses
-    params = water_level_parameters(p, q, order, set_masses(k), widen=widen)
-    if params.arithmetic == "float64" and realised_error(params, q, k) > CERTIFICATE_TOLERANCE:
-        params = wider_parameters(p, q, order, set_masses(k), widen=widen, reason="float64 levels did not realise x")
+    params = water_level_parameters(p, q, order, set_masses(k), widen=widen, clip_rounding=True)
+    if params.arithmetic.startswith("float64") and realised_error(params, q, k) > CERTIFICATE_TOLERANCE:
+        params = wider_parameters(p, q, order, set_masses(k), widen=widen, reason="float64 levels did not realise x",
+                                  clip_rounding=True)
     if not small and realised_error(params, q, k) > CERTIFICATE_TOLERANCE:
         raise NotApplicableError(f"rule 'optimal_wor': its levels do not realise x within {CERTIFICATE_TOLERANCE:g} "
                                  f"here, even in wide floats, and {tuples:,} draft tuples are too many for rationals")
@@ -257,19 +258,18 @@ def _clock_parameters(p, q, order, n: int, k: int, tuples: int, clock_masses) ->
                                  "verifier), or use optimal_latent (at least the i.i.d. optimum)")
     masses = clock_masses(q_ranked, k)  # one build for the construction, its wide redo and both certificates
     masses_of = built_set_masses(masses)
-    try:
-        params = water_level_parameters(p, q, order, masses_of)
-    except WaterLevelRangeError:
-        raise NotApplicableError(
-            f"rule 'optimal_wor' at k={k}: the clock integral's float64 set masses are not accurate enough for this "
-            f"row's water levels ({n:,} tokens of support, q down to {q_ranked.min():.1e}): a level comes out outside "
-            "[0, 1] even in 256-bit floats on them (in exact arithmetic none does: docs/optimal-verifier.md, "
-            "Theorem 5)") from None
+    coarse = (f"rule 'optimal_wor' at k={k}: the clock integral's float64 set masses are not accurate enough for this "
+              f"row's water levels ({n:,} tokens of support, q down to {q_ranked.min():.1e})")
+    try:  # levels above 1 by rounding are set to 1: the certificate below measures what that costs
+        params = water_level_parameters(p, q, order, masses_of, clip_rounding=True)
+    except WaterLevelRangeError as failure:
+        raise NotApplicableError(f"{coarse}: {failure}") from None
     if _largest_miss(params, clock_realised_selection(masses, params.levels)) > CERTIFICATE_TOLERANCE:
-        params = wider_parameters(p, q, order, masses_of, reason="float64 levels did not realise x")
-        if _largest_miss(params, clock_realised_selection(masses, params.levels)) > CERTIFICATE_TOLERANCE:
-            raise NotApplicableError(f"rule 'optimal_wor': its levels do not realise x within {CERTIFICATE_TOLERANCE:g} "
-                                     "here, even in wide floats")
+        params = wider_parameters(p, q, order, masses_of, reason="float64 levels did not realise x", clip_rounding=True)
+        miss = _largest_miss(params, clock_realised_selection(masses, params.levels))
+        if miss > CERTIFICATE_TOLERANCE:
+            raise NotApplicableError(f"{coarse}: its levels do not realise x within {CERTIFICATE_TOLERANCE:g} ({miss:.1e} "
+                                     "off), even in 256-bit floats on them")
     return dataclasses.replace(params, arithmetic=f"{params.arithmetic}, set masses by the clock integral")
 
 

@@ -111,6 +111,40 @@ def test_the_rule_takes_them_past_the_enumeration(monkeypatch):
     assert abs(law.acceptance - by_clock.acceptance) <= 1e-12
 
 
+def sharp_row(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """15 tokens at a low temperature: ``q`` spans 1e-56..1, as real rows at T = 0.6 do."""
+    rng = np.random.default_rng(seed)
+    logits_p = 24 * rng.normal(size=15)
+    logits_q = logits_p + 12 * rng.normal(size=15)
+    return tuple(np.exp(v - v.max()) / np.exp(v - v.max()).sum() for v in (logits_p, logits_q))
+
+
+def test_a_level_above_one_by_rounding_is_set_to_one_and_certified(monkeypatch):
+    """On this row float64 raises one cut to 3e13 (a remainder of rounding over ranks of tiny
+    ``q``; the exact construction's levels stay below 0.83, Theorem 5). The clock path sets it
+    to 1 and says so; the levels then realise ``x`` by the tuple enumeration too, ``x`` is the
+    exact construction's, and the acceptance the prefix scan's. Capping a real level instead
+    (every level above 0.5 set to 0.5) fails the certificate. (Uncapped, float64 refuses the row
+    and 256-bit floats redo it; on real rows at T = 0.6 cut to 400 tokens even they did not.)"""
+    p, q = sharp_row(13)
+    order = ratio_order(p, q)
+    uncapped = water_level_parameters(p, q, order, clock.clock_set_masses(3))  # float64 refuses it: redone wider
+    assert uncapped.arithmetic == "256-bit floats (float64 not accurate enough)"
+    float64 = optimal_wor.set_masses(3)  # the enumerated float64 masses round the same way
+    assert max(water_level_parameters(p, q, order, float64, clip_rounding=True).levels) == 1
+    monkeypatch.setattr(optimal_wor, "MAX_ENUMERATED_TUPLES", 10)  # 2,730 triples count as many
+    params = optimal_wor.wor_parameters(p, q, 3)
+    assert params.arithmetic == "float64, 1 level above 1 by rounding set to 1, set masses by the clock integral"
+    exact = optimal_wor.wor_parameters(optimal_wor.as_fractions(p), optimal_wor.as_fractions(q), 3)
+    assert max(exact.levels) < 0.83
+    assert np.abs(np.asarray(params.selection, float) - np.asarray(exact.selection, float)).max() <= 1e-12
+    assert optimal_wor.realised_error(params, q, 3) <= optimal_wor.CERTIFICATE_TOLERANCE
+    assert abs(params.acceptance - prefix_scan(p, q, 3, "without_replacement").value) <= 1e-12
+    overcapped = dataclasses.replace(params, levels=[min(level, 0.5) for level in params.levels])
+    assert optimal_wor.realised_error(overcapped, q, 3) > 1e-3
+    assert optimal_wor.clock_realised_error(overcapped, q, 3) > 1e-3
+
+
 def test_beyond_enumeration_at_a_few_hundred_tokens():
     """150 tokens, k = 3 (3.3 million ordered triples): levels in [0, 1], certified, the prefix
     scan's optimum (computed by another integral, otm.formulations.wor_all_in)."""
