@@ -34,8 +34,11 @@ frozen cut. The construction is :func:`otm.rules.optimal_pair_wor.water_level_pa
 **What is proved and what is checked.** Exactly as for two drafts: the levels carry the
 minimal flux and lie in ``[0, 1]`` (docs/optimal-verifier.md, section 8, Theorem 5, for any
 ``k``, drafts without replacement or i.i.d.), so the rule attains ``alpha*(p, Q_wor)`` and is
-lossless (canonical decomposition, Khisti et al. 2025). A level above 1 still raises
-:class:`otm.errors.NotApplicableError` (in floats, a guard on rounding).
+lossless (canonical decomposition, Khisti et al. 2025). Exact inputs: a level above 1 raises
+:class:`otm.errors.NotApplicableError`. Float inputs: a level above 1 is rounding (a cut's
+remainder raised over a run of tiny mass; docs/optimal-verifier.md, section 8, "Levels above 1
+by rounding"), set to 1 and counted in ``arithmetic``; the certificate below measures what that
+leaves uncarried.
 
 **Cost.** The set masses come from every ordered draft tuple (``V!/(V-k)!``). Exact inputs
 give an exact construction; float inputs a float64 one (:class:`FloatSetMasses`) that is
@@ -164,8 +167,9 @@ def wor_parameters(p, q, k: int, *, clock_masses=ClockSetMasses) -> PairParamete
     ``q`` against ``p`` (module docstring): :func:`otm.rules.optimal_pair_wor.pair_parameters`
     for ``k = 2``. For ``k >= 3``: exact inputs in exact rationals; float inputs in float64
     (:class:`FloatSetMasses`), *certified*: the selection law that the float levels realise,
-    summed over every draft set, must equal ``x`` within :data:`CERTIFICATE_TOLERANCE`; where
-    it does not, or a level comes out above 1, the construction is redone in exact rationals
+    summed over every draft set, must equal ``x`` within :data:`CERTIFICATE_TOLERANCE` (a float
+    level above 1 is rounding, set to 1 before the certificate measures it); where it does not,
+    or where float64 fails otherwise, the construction is redone in exact rationals
     from the same floats (converted exactly) and rounded back, or, above
     :data:`otm.rules.enumeration.MAX_RULE_ENUMERATION` tuples, in 256-bit floats on the
     float64 set masses and certified again (``arithmetic`` says which); past
@@ -246,8 +250,9 @@ def _clock_parameters(p, q, order, n: int, k: int, tuples: int, clock_masses) ->
     """Float inputs with too many draft tuples to enumerate: the set masses by the clock
     integral (:mod:`otm.rules.wor_clock_masses`), certified by the selection law the levels
     realise through the same integral's lowest-member laws (within
-    :data:`CERTIFICATE_TOLERANCE`), else redone in 256-bit floats on the same masses and
-    certified again; refused where the integral's tables would be too large."""
+    :data:`CERTIFICATE_TOLERANCE`; float levels above 1 set to 1 first), else redone in 256-bit
+    floats on the same masses and certified again; refused where the integral's tables would be
+    too large."""
     q_ranked = np.asarray([float(q[t]) for t in order[:n]], dtype=np.float64)
     q_ranked /= q_ranked.sum()
     floats, limit = n * node_count(q_ranked, k) * k, clock_masses.max_prefix_floats
