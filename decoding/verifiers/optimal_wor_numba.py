@@ -58,32 +58,57 @@ def _empty_group(E, D):
 
 
 @_compiled
-def prefix_tables(q, none, some, k, E0, D0):
-    """``E0[r], D0[r]`` ``[N, k]``: the count polynomials of the ranks ``[0, r)``."""
-    _empty_group(E0[0], D0[0])
-    for r in range(q.shape[0]):
-        _add_rank(E0[r], D0[r], none[r], some[r], q[r], E0[r + 1], D0[r + 1], k)
-
-
-@_compiled
-def sigmas(q, none, some, s, w, above, E0, D0, k, out):
-    """``out[a]``: the probability that rank ``a`` is the highest drafted: ``a`` rings ``k``-th
-    with ``k - 1`` of ``[0, a)`` before, or it rang before and one of ``[0, a)`` rings ``k``-th,
-    and nothing above ``a`` has rung."""
-    for a in range(q.shape[0]):
+def prefix_pass(q, none, some, s, w, above, k, every, E0, D0, sigma):
+    """One pass up the ranks: ``E0[c], D0[c]`` ``[N, k]``, the count polynomials of the ranks
+    ``[0, c * every)``, and ``sigma[a]``, the probability that rank ``a`` is the highest
+    drafted: ``a`` rings ``k``-th with ``k - 1`` of ``[0, a)`` before, or it rang before and
+    one of ``[0, a)`` rings ``k``-th, and nothing above ``a`` has rung."""
+    n, nodes = q.shape[0], s.shape[0]
+    E, D = np.empty((nodes, k)), np.empty((nodes, k))
+    _empty_group(E, D)
+    for a in range(n):
+        if a % every == 0:
+            E0[a // every], D0[a // every] = E, D
         total = 0.0
-        for i in range(s.shape[0]):
-            member = q[a] * none[a, i] * E0[a, i, k - 1] + some[a, i] * D0[a, i, k - 2]
+        for i in range(nodes):
+            member = q[a] * none[a, i] * E[i, k - 1] + some[a, i] * D[i, k - 2]
             total += member * np.exp(-above[a] * s[i]) * w[i]
-        out[a] = total
+        sigma[a] = total
+        _add_rank(E, D, none[a], some[a], q[a], E, D, k)
+    if n % every == 0:
+        E0[n // every], D0[n // every] = E, D
 
 
 @_compiled
-def run_masses(q, none, some, s, w, above, E0, D0, f, t, k, out):
+def prefix_at(q, none, some, E0, D0, every, f, k):
+    """``(E, D)`` of the ranks ``[0, f)``: the checkpoint below ``f`` with the ranks up to it
+    added (the same float operations as :func:`prefix_pass`)."""
+    E, D = np.empty(E0.shape[1:]), np.empty(D0.shape[1:])
+    advance_prefix(q, none, some, E0, D0, every, f, k, E, D, f + 1)
+    return E, D
+
+
+@_compiled
+def advance_prefix(q, none, some, E0, D0, every, f, k, E, D, at):
+    """``(E, D)`` := the prefix ``[0, f)``, given that they hold the prefix ``[0, at)``: the
+    ranks ``[at, f)`` added where that is shorter than from the checkpoint below ``f`` (which
+    is taken where ``at > f``). Every route adds the same ranks in the same order from a value
+    of the one pass, so every route gives the one pass's prefix, bit for bit. Returns ``f``."""
+    if at > f or f - at > f % every:
+        E[:, :] = E0[f // every]
+        D[:, :] = D0[f // every]
+        at = f - f % every
+    for r in range(at, f):
+        _add_rank(E, D, none[r], some[r], q[r], E, D, k)
+    return f
+
+
+@_compiled
+def run_masses(q, none, some, s, w, above, E0f, D0f, f, t, k, out):
     """``out[j - f - 1]`` for the cuts ``j = f + 1..t``: the mass of the draft sets with every
     draft in ranks ``<= t``, one in ``[f, j)`` and one in ``[j, t]``, the integral of
     ``[x^(k-1)] (D0 N1 N2 + D1 E0 N2 + D2 E0 N1)`` (groups ``[0, f)``, ``[f, j)``, ``[j, t]``;
-    ``N = E - E(0)``)."""
+    ``N = E - E(0)``; ``(E0f, D0f)`` the prefix ``[0, f)``)."""
     nodes, size = s.shape[0], t - f
     lower_E, lower_D = np.empty((size, nodes, k)), np.empty((size, nodes, k))
     E, D = np.empty((nodes, k)), np.empty((nodes, k))
@@ -92,7 +117,6 @@ def run_masses(q, none, some, s, w, above, E0, D0, f, t, k, out):
         _add_rank(E, D, none[r], some[r], q[r], E, D, k)
         lower_E[r - f], lower_D[r - f] = E, D
     decay = np.exp(-above[t] * s) * w
-    E0f, D0f = E0[f], D0[f]
     _empty_group(E, D)  # now the group [j, t]
     for j in range(t, f, -1):
         _add_rank(E, D, none[j], some[j], q[j], E, D, k)
@@ -112,18 +136,17 @@ def run_masses(q, none, some, s, w, above, E0, D0, f, t, k, out):
 
 
 @_compiled
-def lowest_law(q, none, some, s, w, above, E0, D0, f, t, k, out):
+def lowest_law(q, none, some, s, w, above, E0f, D0f, f, t, k, out):
     """``out[c - f]`` for ``c = f..t``: for the sets whose highest member lies in ``[f, t]``,
     the probability that ``c`` is their lowest member inside ``[f, t]`` (no clock of ``[f, c)``
     or above ``t`` has rung; ``c`` rings ``k``-th with the others in ``[0, f)`` or ``(c, t]``,
-    or it rang before and one of those rings ``k``-th)."""
+    or it rang before and one of those rings ``k``-th; ``(E0f, D0f)`` the prefix ``[0, f)``)."""
     nodes = s.shape[0]
     decay = np.exp(-above[t] * s) * w
     below = np.empty(t - f + 1)  # below[c - f] = q of [f, c), summed upward
     below[0] = 0.0
     for c in range(f, t):
         below[c - f + 1] = below[c - f] + q[c]
-    E0f, D0f = E0[f], D0[f]
     E, D = np.empty((nodes, k)), np.empty((nodes, k))
     _empty_group(E, D)  # the group (c, t]
     for c in range(t, f - 1, -1):
@@ -142,7 +165,7 @@ def lowest_law(q, none, some, s, w, above, E0, D0, f, t, k, out):
 
 
 @_compiled
-def water_levels(q, none, some, s, w, above, E0, D0, k, flux, lo, hi, levels, floor):
+def water_levels(q, none, some, s, w, above, E0, D0, every, k, flux, lo, hi, levels, floor):
     """The nesting of :func:`otm.rules.optimal_pair_wor.water_level_parameters` on the cuts
     ``lo + 1..hi`` in float64 (adds to ``levels``): a run whose inner cuts all carry flux is
     raised by the least ``remaining / mass`` and split at the cuts it empties; a remaining
@@ -157,6 +180,8 @@ def water_levels(q, none, some, s, w, above, E0, D0, k, flux, lo, hi, levels, fl
     stack = np.empty((hi - lo + 2, 2), np.int64)
     stack[0, 0], stack[0, 1], top = lo, hi, 1
     masses = np.empty(hi - lo)
+    E0f, D0f = np.empty(E0.shape[1:]), np.empty(D0.shape[1:])  # the prefix [0, at), kept between runs
+    at = hi + 2  # none yet
     while top > 0:
         top -= 1
         f, t = stack[top, 0], stack[top, 1]
@@ -176,7 +201,8 @@ def water_levels(q, none, some, s, w, above, E0, D0, k, flux, lo, hi, levels, fl
                 stack[top, 0], stack[top, 1] = start - 1, t
                 top += 1
             continue
-        run_masses(q, none, some, s, w, above, E0, D0, f, t, k, masses)
+        at = advance_prefix(q, none, some, E0, D0, every, f, k, E0f, D0f, at)
+        run_masses(q, none, some, s, w, above, E0f, D0f, f, t, k, masses)
         theta = np.inf
         for j in range(f + 1, t + 1):
             if masses[j - f - 1] <= 0.0:
@@ -199,11 +225,12 @@ class CompiledClockSetMasses(ClockSetMasses):
     :func:`otm.rules.optimal_pair_wor.water_level_parameters` takes when a masses object has
     it)."""
 
-    #: The largest ``n * nodes * k`` of the two prefix tables (float64, 256 MiB each: about
-    #: 15,000 tokens of support at ``k = 3``, 5,000 at ``k = 8``). Time is limited apart, by
-    #: :meth:`nesting_seconds`: a row without deep runs of flux takes about a second at 10,000
+    #: The largest :meth:`~otm.rules.wor_clock_masses.ClockSetMasses.table_floats` (float64,
+    #: 512 MiB: about 35,000 tokens of support at 900 nodes, at any ``k``; it was 15,000 at
+    #: ``k = 3`` and 5,000 at ``k = 8`` with a prefix kept at every rank). Time is limited apart,
+    #: by :meth:`nesting_seconds`: a row without deep runs of flux takes about a second at 10,000
     #: tokens (a flat row under top-p 0.95), one whose runs are long grows as their square.
-    max_prefix_floats = 32_000_000
+    max_table_floats = 64_000_000
 
     #: The compiled nesting's speed in units of ``len^2 N k^2`` per second, ``len`` the ranks of a
     #: run of flux (it peels about one rank at a time), ``N`` the nodes: measured 3.9e8-4.7e8 at
@@ -219,29 +246,34 @@ class CompiledClockSetMasses(ClockSetMasses):
     #: this path 1.0, 1.5 and 2.3 ms (docs/optimal-verifier.md, section 8).
     enumerate_up_to = 1_000
 
-    def _prefix_tables(self) -> tuple[np.ndarray, np.ndarray]:
-        nodes = self.s.size
-        E0, D0 = np.empty((self.n + 1, nodes, self.k)), np.empty((self.n + 1, nodes, self.k))
-        prefix_tables(self.q, self._none, self._some, self.k, E0, D0)
-        return E0, D0
-
-    def _sigma(self) -> np.ndarray:
-        out = np.empty(self.n)
-        sigmas(*self._tables(), self.k, out)
-        return out
+    def _prefix_pass(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        nodes, every = self.s.size, self.checkpoint
+        E0, D0 = np.empty((self.n // every + 1, nodes, self.k)), np.empty((self.n // every + 1, nodes, self.k))
+        sigma = np.empty(self.n)
+        prefix_pass(self.q, self._none, self._some, self.s, self.w, self._above, self.k, every, E0, D0, sigma)
+        self._last = [np.empty_like(E0[0]), np.empty_like(D0[0]), self.n + 1]  # the prefix [0, at) last asked for
+        return E0, D0, sigma
 
     def _tables(self) -> tuple:
-        return self.q, self._none, self._some, self.s, self.w, self._above, self._E0, self._D0
+        return self.q, self._none, self._some, self.s, self.w, self._above, self._E0, self._D0, self.checkpoint
 
     def _run_masses(self, f: int, t: int) -> np.ndarray:
         out = np.empty(t - f)
-        run_masses(*self._tables(), f, t, self.k, out)
+        run_masses(*self._tables()[:6], *self._prefix(f), f, t, self.k, out)
         return out
+
+    def _prefix(self, f: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(E, D)`` of the ranks ``[0, f)``, from the last one asked for where that is shorter
+        (:func:`advance_prefix`; the arrays are reused by the next call)."""
+        E, D, at = self._last
+        self._last[2] = advance_prefix(self.q, self._none, self._some, self._E0, self._D0, self.checkpoint, f, self.k,
+                                       E, D, at)
+        return E, D
 
     def lowest_law(self, f: int, t: int) -> np.ndarray:
         """``[t - f + 1]``: :meth:`otm.rules.wor_clock_masses.ClockSetMasses.lowest_law`."""
         out = np.empty(t - f + 1)
-        lowest_law(*self._tables(), f, t, self.k, out)
+        lowest_law(*self._tables()[:6], *self._prefix(f), f, t, self.k, out)
         return out
 
     def nesting_seconds(self, flux: np.ndarray, lo: int, hi: int) -> tuple[float, int]:
@@ -270,4 +302,5 @@ class CompiledClockSetMasses(ClockSetMasses):
         return status == 0
 
 
-__all__ = ["CompiledClockSetMasses", "lowest_law", "prefix_tables", "run_masses", "sigmas", "water_levels"]
+__all__ = ["CompiledClockSetMasses", "advance_prefix", "lowest_law", "prefix_at", "prefix_pass", "run_masses",
+           "water_levels"]

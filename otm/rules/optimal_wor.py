@@ -63,6 +63,7 @@ from ..formulations.prefix_scan import ratio_order
 from .base import RuleLaw
 from .enumeration import (
     MAX_RULE_ENUMERATION,
+    TUPLE_COUNT_CAP,
     canonical_output_law,
     count_without_replacement,
     enumerated_rule_law,
@@ -197,7 +198,7 @@ def wor_parameters(p, q, k: int, *, clock_masses=ClockSetMasses) -> PairParamete
             if tuples > limit:
                 raise  # else the tuples are few enough to enumerate: below
     if tuples > limit:
-        raise NotApplicableError(f"rule 'optimal_wor' at k={k} builds its levels from all {tuples:,} draft tuples, above "
+        raise NotApplicableError(f"rule 'optimal_wor' at k={k} builds its levels from all {_counted(tuples)} draft tuples, above "
                                  f"the limit of {limit:,} for exact inputs; float inputs use the clock integral")
     if is_exact(p):
         return _exact_parameters(p, q, order, n, k)
@@ -211,8 +212,13 @@ def wor_parameters(p, q, k: int, *, clock_masses=ClockSetMasses) -> PairParamete
                                   clip_rounding=True)
     if not small and realised_error(params, q, k) > CERTIFICATE_TOLERANCE:
         raise NotApplicableError(f"rule 'optimal_wor': its levels do not realise x within {CERTIFICATE_TOLERANCE:g} "
-                                 f"here, even in wide floats, and {tuples:,} draft tuples are too many for rationals")
+                                 f"here, even in wide floats, and {_counted(tuples)} draft tuples are too many for rationals")
     return params
+
+
+def _counted(tuples: int) -> str:
+    """A count of draft tuples for a message (counts are capped at ``TUPLE_COUNT_CAP``)."""
+    return f"{tuples:,}" if tuples < TUPLE_COUNT_CAP else f"more than {TUPLE_COUNT_CAP:.0e}"
 
 
 #: Largest difference allowed between the selection law that float64 levels realise and the
@@ -255,9 +261,9 @@ def _clock_parameters(p, q, order, n: int, k: int, tuples: int, clock_masses) ->
     too large."""
     q_ranked = np.asarray([float(q[t]) for t in order[:n]], dtype=np.float64)
     q_ranked /= q_ranked.sum()
-    floats, limit = n * node_count(q_ranked, k) * k, clock_masses.max_prefix_floats
+    floats, limit = clock_masses.table_floats(n, node_count(q_ranked, k), k), clock_masses.max_table_floats
     if floats > limit:
-        raise NotApplicableError(f"rule 'optimal_wor' at k={k}: {tuples:,} draft tuples are too many to enumerate and "
+        raise NotApplicableError(f"rule 'optimal_wor' at k={k}: {_counted(tuples)} draft tuples are too many to enumerate and "
                                  f"the clock integral's tables for {n:,} tokens ({floats:,} floats) are above its limit "
                                  f"of {limit:,}; at a real vocabulary only k = 2 is built (the water-level "
                                  "verifier), or use optimal_latent (at least the i.i.d. optimum)")

@@ -27,9 +27,12 @@ Quadrature: the trapezoid rule in ``log s`` with step :data:`STEP` from ``1e-4 /
 below the lower end it is ``O(s^k)``). Measured against the enumerated law on random rows
 (tests/otm/test_wor_clock_masses.py): relative error at most a few ``1e-14``.
 
-Cost: a prefix of the two polynomials at every rank (``n`` by the number of nodes by ``k``
-floats, limited by :data:`MAX_PREFIX_FLOATS`), then per run of the nesting a forward and a
-backward pass over its ranks.
+Cost: one pass over the ranks for ``sigma`` that keeps the prefix polynomials of ``[0, f)``
+at every :data:`CHECKPOINT`-th rank (a prefix elsewhere is rebuilt from the checkpoint below it,
+with the same float operations as one pass, so the same values), then per run of the nesting a
+forward and a backward pass over its ranks. Memory: the tables of ``e^{-q s}`` and
+``1 - e^{-q s}`` (``n`` by the number of nodes each) and the checkpoints, limited by
+:data:`MAX_TABLE_FLOATS` (:meth:`ClockSetMasses.table_floats`).
 """
 from __future__ import annotations
 
@@ -41,8 +44,12 @@ from .optimal_pair_wor import level_components
 #: Trapezoid step in ``log s`` (module docstring; 0.08 measured 5e-12 relative, 0.04 3e-14).
 STEP = 0.04
 
-#: The largest ``n * nodes * k`` of the prefix tables (two of them, float64).
-MAX_PREFIX_FLOATS = 4_000_000
+#: The largest :meth:`ClockSetMasses.table_floats` (float64) this class builds: about 3,300
+#: tokens of support at 600 nodes (the numpy reference; its runs cost a Python call per rank).
+MAX_TABLE_FLOATS = 4_000_000
+
+#: The prefix polynomials of ``[0, f)`` are kept at every this many ranks.
+CHECKPOINT = 64
 
 
 def quadrature_nodes(q_ranked: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -63,8 +70,11 @@ class ClockSetMasses:
     ``q > 0`` by rank (float64). Its compiled twin (the same values, and the whole nesting in
     one call) is :class:`decoding.verifiers.optimal_wor_numba.CompiledClockSetMasses`."""
 
-    #: The largest ``n * nodes * k`` of the prefix tables this class builds.
-    max_prefix_floats = MAX_PREFIX_FLOATS
+    #: The largest :meth:`table_floats` this class builds.
+    max_table_floats = MAX_TABLE_FLOATS
+
+    #: The prefix polynomials are kept at every this many ranks.
+    checkpoint = CHECKPOINT
 
     #: :func:`otm.rules.optimal_wor.wor_parameters` enumerates the draft tuples of float inputs
     #: up to this many (their own certificate), and takes this class's masses beyond.
@@ -77,17 +87,39 @@ class ClockSetMasses:
         self._none = np.exp(-np.outer(self.q, self.s))  # [n, N] no arrival by s
         self._some = -np.expm1(-np.outer(self.q, self.s))  # [n, N] arrived by s
         self._above = np.concatenate([np.cumsum(self.q[::-1])[::-1][1:], [0.0]])  # q of the ranks above each
-        self._E0, self._D0 = self._prefix_tables()  # [n + 1, N, k]: the prefixes [0, f)
-        self.sigma = self._sigma()
+        # [n // checkpoint + 1, N, k]: the prefixes [0, c * checkpoint); and sigma
+        self._E0, self._D0, self.sigma = self._prefix_pass()
         self._runs: dict = {}
 
-    def _prefix_tables(self) -> tuple[np.ndarray, np.ndarray]:
-        nodes = self.s.size
-        E0, D0 = np.zeros((self.n + 1, nodes, self.k)), np.zeros((self.n + 1, nodes, self.k))
-        E0[0], D0[0] = _empty_group(nodes, self.k)
+    @classmethod
+    def table_floats(cls, n: int, nodes: int, k: int) -> int:
+        """The float64 entries of the tables for ``n`` ranks: ``e^{-q s}`` and ``1 - e^{-q s}``
+        at every rank and node, and the checkpointed prefix polynomials (two, of ``k`` each)."""
+        return 2 * n * nodes + 2 * (n // cls.checkpoint + 1) * nodes * k
+
+    def _prefix_pass(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """One pass up the ranks: the prefixes at the checkpoints, and ``sigma_a``: rank ``a``
+        rings ``k``-th with ``k - 1`` of ``[0, a)`` before, or it rang before and a clock of
+        ``[0, a)`` rings ``k``-th."""
+        nodes, every = self.s.size, self.checkpoint
+        E0, D0 = np.zeros((self.n // every + 1, nodes, self.k)), np.zeros((self.n // every + 1, nodes, self.k))
+        sigma = np.empty(self.n)
+        E, D = _empty_group(nodes, self.k)
         for r in range(self.n):
-            E0[r + 1], D0[r + 1] = self._add(E0[r], D0[r], r)
-        return E0, D0
+            if r % every == 0:
+                E0[r // every], D0[r // every] = E, D
+            sigma[r] = self._integral(r, self._with_member(r, E, D))
+            E, D = self._add(E, D, r)
+        if self.n % every == 0:
+            E0[-1], D0[-1] = E, D
+        return E0, D0, sigma
+
+    def _prefix(self, f: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(E, D)`` ``[N, k]`` of the ranks ``[0, f)``: from the checkpoint below ``f``."""
+        E, D = self._E0[f // self.checkpoint], self._D0[f // self.checkpoint]
+        for r in range(f - f % self.checkpoint, f):
+            E, D = self._add(E, D, r)
+        return E, D
 
     def _add(self, E: np.ndarray, D: np.ndarray, r: int) -> tuple[np.ndarray, np.ndarray]:
         """``(E, D)`` of a group with rank ``r`` added (``[..., N, k]``)."""
@@ -100,11 +132,6 @@ class ClockSetMasses:
     def _integral(self, top: int, coefficient: np.ndarray) -> np.ndarray:
         """``int e^{-q(ranks above top) s} coefficient ds`` over the last axis (nodes)."""
         return (coefficient * np.exp(-self._above[top] * self.s)) @ self.w
-
-    def _sigma(self) -> np.ndarray:
-        """``sigma_a``: rank ``a`` rings ``k``-th with ``k - 1`` of ``[0, a)`` before, or it rang
-        before and a clock of ``[0, a)`` rings ``k``-th."""
-        return np.array([self._integral(a, self._with_member(a, self._E0[a], self._D0[a])) for a in range(self.n)])
 
     def _with_member(self, c: int, E: np.ndarray, D: np.ndarray) -> np.ndarray:
         """``[N]``: the density that the ``k``-th arrival happens at ``s`` with rank ``c`` among
@@ -125,7 +152,7 @@ class ClockSetMasses:
         """``across(f, j, t)`` for ``j = f + 1..t``: ``(E, D)`` of ``[f, j)`` by a forward pass
         (kept), of ``[j, t]`` by a backward pass that combines them cut by cut."""
         nodes, k, size = self.s.size, self.k, t - f
-        E0, D0 = self._E0[f], self._D0[f]
+        E0, D0 = self._prefix(f)
         lower_E, lower_D = np.zeros((size, nodes, k)), np.zeros((size, nodes, k))
         E, D = _empty_group(nodes, k)
         for i, r in enumerate(range(f, t)):
@@ -151,10 +178,11 @@ class ClockSetMasses:
         it rang before and one of those rings ``k``-th."""
         nodes, k = self.s.size, self.k
         out = np.empty(t - f + 1)
+        E0, D0 = self._prefix(f)
         E, D = _empty_group(nodes, k)  # the group (c, t]
         for c in range(t, f - 1, -1):
-            E_rest = _product(self._E0[f], E, k)
-            D_rest = _product(self._D0[f], E, k) + _product(self._E0[f], D, k)
+            E_rest = _product(E0, E, k)
+            D_rest = _product(D0, E, k) + _product(E0, D, k)
             gap = np.exp(-self.q[f:c].sum() * self.s)  # no arrival in [f, c) either
             out[c - f] = self._integral(t, gap * self._with_member(c, E_rest, D_rest))
             E, D = self._add(E, D, c)
@@ -221,5 +249,5 @@ def realised_selection(masses: ClockSetMasses, levels: list) -> np.ndarray:
     return realised
 
 
-__all__ = ["ClockSetMasses", "MAX_PREFIX_FLOATS", "STEP", "built_set_masses", "clock_set_masses", "node_count", "quadrature_nodes",
+__all__ = ["CHECKPOINT", "ClockSetMasses", "MAX_TABLE_FLOATS", "STEP", "built_set_masses", "clock_set_masses", "node_count", "quadrature_nodes",
            "realised_selection"]

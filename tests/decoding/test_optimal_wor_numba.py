@@ -36,8 +36,8 @@ def _relative(a, b) -> float:
     return float(np.max(np.where(both_zero, 0.0, np.abs(a - b) / np.maximum(np.abs(a), 1e-300))))
 
 
-def _largest_disagreement(q: np.ndarray, k: int) -> float:
-    reference, fast = ClockSetMasses(q, k), compiled.CompiledClockSetMasses(q, k)
+def _largest_disagreement(q: np.ndarray, k: int, fast_class=compiled.CompiledClockSetMasses) -> float:
+    reference, fast = ClockSetMasses(q, k), fast_class(q, k)
     n = q.size
     worst = _relative(reference.sigma, fast.sigma)
     for f in range(0, n - 1, 3):
@@ -56,19 +56,55 @@ def test_the_compiled_masses_are_the_references(seed, n, k, spread):
     assert _largest_disagreement(_row(seed, n, spread), k) <= AGREEMENT
 
 
+class EveryFourRanks(compiled.CompiledClockSetMasses):
+    """Prefixes kept at every 4th rank, so that a row of 12 has checkpoints inside it."""
+
+    checkpoint = 4
+
+
 def test_a_compiled_integrand_missing_a_term_is_caught(monkeypatch):
-    """With the prefix tables' ``D`` zeroed (the term ``D0 N1 N2``, and sigma's second term,
-    dropped) the comparison above fails."""
+    """With the checkpointed prefixes' ``D`` zeroed (the term ``D0 N1 N2`` dropped from the runs
+    that start past a checkpoint) the comparison above fails; whole, the prefixes rebuilt from
+    checkpoints every 4 ranks give the reference's values."""
     q = _row(1, 12)
     assert _largest_disagreement(q, 3) <= AGREEMENT
-    original = compiled.prefix_tables
+    assert _largest_disagreement(q, 3, EveryFourRanks) <= AGREEMENT
+    original = compiled.prefix_pass
 
-    def without_d(q, none, some, k, E0, D0):
-        original(q, none, some, k, E0, D0)
+    def without_d(q, none, some, s, w, above, k, every, E0, D0, sigma):
+        original(q, none, some, s, w, above, k, every, E0, D0, sigma)
         D0[:] = 0.0
 
-    monkeypatch.setattr(compiled, "prefix_tables", without_d)
-    assert _largest_disagreement(q, 3) > 1e-3
+    monkeypatch.setattr(compiled, "prefix_pass", without_d)
+    assert _largest_disagreement(q, 3, EveryFourRanks) > 1e-3
+
+
+def _prefix(masses, f: int):
+    if isinstance(masses, compiled.CompiledClockSetMasses):
+        return compiled.prefix_at(masses.q, masses._none, masses._some, masses._E0, masses._D0, masses.checkpoint, f,
+                                  masses.k)
+    return masses._prefix(f)
+
+
+@pytest.mark.parametrize("every", [4, 64])
+def test_checkpointed_prefixes_are_the_one_pass_values_bit_for_bit(every):
+    """A prefix rebuilt from the checkpoint below it repeats the one pass's float operations:
+    the same ``(E, D)`` to the bit as a prefix kept at every rank, at every rank, for the
+    reference and the compiled masses; and the same ``sigma``."""
+    q = _row(2, 150, 2.0)
+    for cls in (ClockSetMasses, compiled.CompiledClockSetMasses):
+        one = type("EveryRank", (cls,), {"checkpoint": 1})(q, 4)
+        masses = type("Checkpointed", (cls,), {"checkpoint": every})(q, 4)
+        assert np.array_equal(masses.sigma, one.sigma) and masses._E0.shape[0] == 150 // every + 1
+        for f in range(151):
+            E, D = _prefix(masses, f)
+            assert np.array_equal(E, one._E0[f]) and np.array_equal(D, one._D0[f])
+    masses = type("Checkpointed", (compiled.CompiledClockSetMasses,), {"checkpoint": every})(q, 4)
+    one = type("EveryRank", (compiled.CompiledClockSetMasses,), {"checkpoint": 1})(q, 4)
+    E, D, at = np.empty_like(one._E0[0]), np.empty_like(one._D0[0]), 151  # the nesting's route: from the last prefix
+    for f in np.random.default_rng(0).integers(0, 151, size=300):  # up and down, near and far
+        at = compiled.advance_prefix(masses.q, masses._none, masses._some, masses._E0, masses._D0, every, int(f), 4, E, D, at)
+        assert np.array_equal(E, one._E0[f]) and np.array_equal(D, one._D0[f])
 
 
 @pytest.mark.parametrize("seed,n,k", [(0, 40, 3), (1, 60, 4), (2, 30, 6), (3, 80, 3)])

@@ -160,3 +160,5 @@ def test_beyond_enumeration_at_a_few_hundred_tokens():
 def test_too_large_tables_are_refused():
     with pytest.raises(NotApplicableError, match="clock integral's tables"):
         optimal_wor.wor_parameters(np.ones(5000) / 5000, np.ones(5000) / 5000, 3)
+    with pytest.raises(NotApplicableError, match="more than 1e[+]18 draft tuples"):  # the count is capped, and says so
+        optimal_wor.wor_parameters(np.ones(60_000) / 60_000, np.ones(60_000) / 60_000, 8)
