@@ -104,33 +104,50 @@ def advance_prefix(q, none, some, E0, D0, every, f, k, E, D, at):
 
 
 @_compiled
+def _live_nodes(decay):
+    """How many nodes lead up to the last with ``decay > 0``: past it ``e^{-q(above t) s}``
+    underflows to 0, so a node's term adds exactly 0 to the integral and is skipped (the sums
+    are the same bit for bit)."""
+    nodes = decay.shape[0]
+    while nodes > 0 and decay[nodes - 1] == 0.0:
+        nodes -= 1
+    return nodes
+
+
+@_compiled
 def run_masses(q, none, some, s, w, above, E0f, D0f, f, t, k, out):
     """``out[j - f - 1]`` for the cuts ``j = f + 1..t``: the mass of the draft sets with every
     draft in ranks ``<= t``, one in ``[f, j)`` and one in ``[j, t]``, the integral of
     ``[x^(k-1)] (D0 N1 N2 + D1 E0 N2 + D2 E0 N1)`` (groups ``[0, f)``, ``[f, j)``, ``[j, t]``;
-    ``N = E - E(0)``; ``(E0f, D0f)`` the prefix ``[0, f)``)."""
-    nodes, size = s.shape[0], t - f
-    lower_E, lower_D = np.empty((size, nodes, k)), np.empty((size, nodes, k))
-    E, D = np.empty((nodes, k)), np.empty((nodes, k))
-    _empty_group(E, D)
-    for r in range(f, t):
-        _add_rank(E, D, none[r], some[r], q[r], E, D, k)
-        lower_E[r - f], lower_D[r - f] = E, D
+    ``N = E - E(0)``; ``(E0f, D0f)`` the prefix ``[0, f)``), summed as ``[x^(k-1)] (A N2 + B
+    D2)`` with ``A = D0 N1 + D1 E0`` and ``B = E0 N1``, the products of the groups below ``j``
+    (formed in the forward pass, so the backward pass costs ``O(k)`` per node and cut)."""
     decay = np.exp(-above[t] * s) * w
+    nodes, size = _live_nodes(decay), t - f
+    lower_A, lower_B = np.empty((size, nodes, k)), np.empty((size, nodes, k))
+    E, D = np.empty((nodes, k)), np.empty((nodes, k))
+    _empty_group(E, D)  # the group [f, j)
+    for r in range(f, t):
+        _add_rank(E, D, none[r, :nodes], some[r, :nodes], q[r], E, D, k)
+        A, B = lower_A[r - f], lower_B[r - f]
+        for i in range(nodes):
+            for d in range(k):
+                a_value, b_value = 0.0, 0.0
+                for b in range(d + 1):
+                    a_value += D[i, d - b] * E0f[i, b]
+                    if b >= 1:
+                        a_value += D0f[i, d - b] * E[i, b]
+                        b_value += E0f[i, d - b] * E[i, b]
+                A[i, d], B[i, d] = a_value, b_value
     _empty_group(E, D)  # now the group [j, t]
     for j in range(t, f, -1):
-        _add_rank(E, D, none[j], some[j], q[j], E, D, k)
-        E1, D1 = lower_E[j - f - 1], lower_D[j - f - 1]
+        _add_rank(E, D, none[j, :nodes], some[j, :nodes], q[j], E, D, k)
+        A, B = lower_A[j - f - 1], lower_B[j - f - 1]
         total = 0.0
         for i in range(nodes):
-            value = 0.0
-            for a in range(k):
-                for b in range(k - a):
-                    c = k - 1 - a - b
-                    if c >= 1:
-                        if b >= 1:
-                            value += D0f[i, a] * E1[i, b] * E[i, c]
-                        value += D1[i, a] * E0f[i, b] * E[i, c] + D[i, a] * E0f[i, b] * E1[i, c]
+            value = B[i, k - 1] * D[i, 0]
+            for c in range(1, k):
+                value += A[i, k - 1 - c] * E[i, c] + B[i, k - 1 - c] * D[i, c]
             total += value * decay[i]
         out[j - f - 1] = total
 
@@ -140,13 +157,14 @@ def lowest_law(q, none, some, s, w, above, E0f, D0f, f, t, k, out):
     """``out[c - f]`` for ``c = f..t``: for the sets whose highest member lies in ``[f, t]``,
     the probability that ``c`` is their lowest member inside ``[f, t]`` (no clock of ``[f, c)``
     or above ``t`` has rung; ``c`` rings ``k``-th with the others in ``[0, f)`` or ``(c, t]``,
-    or it rang before and one of those rings ``k``-th; ``(E0f, D0f)`` the prefix ``[0, f)``)."""
-    nodes = s.shape[0]
+    or it rang before and one of those rings ``k``-th; ``(E0f, D0f)`` the prefix ``[0, f)``).
+    No clock of ``[f, c)`` by ``s``: the product of their ``e^{-q s}``, formed upward."""
     decay = np.exp(-above[t] * s) * w
-    below = np.empty(t - f + 1)  # below[c - f] = q of [f, c), summed upward
-    below[0] = 0.0
+    nodes = _live_nodes(decay)
+    gap = np.empty((t - f + 1, nodes))  # gap[c - f]: no arrival in [f, c) by s
+    gap[0] = 1.0
     for c in range(f, t):
-        below[c - f + 1] = below[c - f] + q[c]
+        gap[c - f + 1] = gap[c - f] * none[c, :nodes]
     E, D = np.empty((nodes, k)), np.empty((nodes, k))
     _empty_group(E, D)  # the group (c, t]
     for c in range(t, f - 1, -1):
@@ -159,9 +177,9 @@ def lowest_law(q, none, some, s, w, above, E0f, D0f, f, t, k, out):
             for a in range(k - 1):
                 rest_D += D0f[i, a] * E[i, k - 2 - a] + E0f[i, a] * D[i, k - 2 - a]
             member = q[c] * none[c, i] * rest_E + some[c, i] * rest_D
-            total += np.exp(-below[c - f] * s[i]) * member * decay[i]
+            total += gap[c - f, i] * member * decay[i]
         out[c - f] = total
-        _add_rank(E, D, none[c], some[c], q[c], E, D, k)
+        _add_rank(E, D, none[c, :nodes], some[c, :nodes], q[c], E, D, k)
 
 
 @_compiled
