@@ -42,6 +42,14 @@ a row past a path's limits is counted as refused):
 
     python scripts/wor_water_levels.py --corpus DIR --positions 16 --top 30 --float --ks 3,4
 
+``--corpus DIR --nesting-rate`` times the compiled nesting alone (the verifier's path) on
+``--positions`` rows cut to ``--top`` tokens, per ``k`` in ``--ks``, against the work its time
+estimate counts (``sum len^2 N k`` over the runs of flux,
+:meth:`decoding.verifiers.optimal_wor_numba.CompiledClockSetMasses.nesting_seconds`), over the
+nestings that take at least 0.05 s:
+
+    python scripts/wor_water_levels.py --corpus DIR --positions 4 --top 300 --nesting-rate --ks 3,4,6,8
+
 ``--cost`` times the rule's batched verifier (:mod:`decoding.verifiers.optimal_wor`) at small
 vocabularies, beside ``rrs_wor`` on the same rows and drafts: 20 distinct random softmax rows
 per ``(V, k)``, the first call (one certified float64 construction per row) and a second call
@@ -179,6 +187,41 @@ def float_rows(directory: str, positions: int, top: int, ks: list[int], verifier
               f"| {row['capped']} | {row['error']:.1e} | {row['largest']:.6f} | {row['gap']:.1e} | {row['seconds'] / len(rows):.2f} |")
 
 
+def nesting_rate(directory: str, positions: int, top: int, ks: list[int]) -> None:
+    """Seconds of the compiled nesting per unit of its estimated work, on real rows (module
+    docstring, ``--nesting-rate``)."""
+    from decoding.verifiers.optimal_wor_numba import CompiledClockSetMasses
+    from otm.corpus import Corpus
+    from otm.rules.optimal_pair_wor import flux_runs
+
+    timed: list = []
+
+    class TimedMasses(CompiledClockSetMasses):
+        def water_levels(self, flux, lo, hi, levels, unit):
+            runs = flux_runs(np.asarray(flux, dtype=np.float64), lo, hi)
+            work = float(np.sum((runs[:, 1] - runs[:, 0] + 1).astype(np.float64) ** 2)) * self.s.size * self.k
+            began = time.perf_counter()
+            done = super().water_levels(flux, lo, hi, levels, unit)
+            timed.append((self.k, work, time.perf_counter() - began))
+            return done
+
+    warm_compiled_code()
+    rows = Corpus(directory).spaced_rows(positions, 1.0)
+    optimal_wor.wor_parameters(*likeliest(rows[0][2], rows[0][3], 30), 3, clock_masses=TimedMasses)  # compiled
+    timed.clear()
+    for k in ks:
+        for _, _, p, q in rows:
+            optimal_wor.wor_parameters(*likeliest(p, q, top), k, clock_masses=TimedMasses)
+        print(f"  k = {k} done", file=sys.stderr, flush=True)
+    print(f"the compiled nesting on {len(rows)} corpus rows cut to {top} tokens, nestings of at least 0.05 s")
+    print("| k | nestings | work units (len^2 N k) per second | seconds per len^2 N |")
+    print("|---|---|---|---|")
+    for k in ks:
+        per = [seconds / work for kk, work, seconds in timed if kk == k and seconds >= 0.05]
+        if per:
+            print(f"| {k} | {len(per)} | {1 / max(per):.3g}-{1 / min(per):.3g} | {k * min(per):.2e}-{k * max(per):.2e} |")
+
+
 def largest_level(logits_p: np.ndarray, logits_q: np.ndarray, k: int):
     """The largest water level of the exact construction at ``softmax`` of the logits, or
     ``None`` where it refuses (a level above 1)."""
@@ -260,9 +303,13 @@ def main(argv=None) -> None:
                         help="with --float: cut each law to its own top-p nucleus (over the whole vocabulary) "
                              "instead of --top")
     parser.add_argument("--temperature", type=float, default=1.0, help="with --float: the rows' temperature")
+    parser.add_argument("--nesting-rate", action="store_true",
+                        help="with --corpus: time the compiled nesting against its estimated work")
     args = parser.parse_args(argv)
     if args.cost:
         return cost()
+    if args.nesting_rate:
+        return nesting_rate(args.corpus, args.positions, args.top, [int(k) for k in args.ks.split(",")])
     if args.float:
         return float_rows(args.corpus, args.positions, args.top, [int(k) for k in args.ks.split(",")],
                           args.verifier_only, args.top_p, args.temperature)

@@ -18,7 +18,8 @@ realise, through :meth:`CompiledClockSetMasses.lowest_law`
 Cost per run ``[f, t]`` of the nesting: a forward pass (the groups ``[f, j)``, kept) and a
 backward pass (the groups ``[j, t]``), ``O((t - f) N k^2)`` for ``N`` nodes, as the
 reference's, without its per-rank Python calls; a run of flux peels about one rank at a time,
-so a row costs about ``sum len^2 N k^2`` over its runs, which
+so a row costs about ``sum len^2 N k^2`` over its runs (measured: closer to ``k`` than
+``k^2`` up to ``k = 8``, the ``O(k)`` parts dominating), which
 :meth:`CompiledClockSetMasses.nesting_seconds` estimates before the nesting starts (rows above
 a minute are refused); measured in docs/optimal-verifier.md, section 8
 (``python scripts/wor_water_levels.py --cost`` and ``--float``).
@@ -250,10 +251,14 @@ class CompiledClockSetMasses(ClockSetMasses):
     #: tokens (a flat row under top-p 0.95), one whose runs are long grows as their square.
     max_table_floats = 64_000_000
 
-    #: The compiled nesting's speed in units of ``len^2 N k^2`` per second, ``len`` the ranks of a
-    #: run of flux (it peels about one rank at a time), ``N`` the nodes: measured 3.9e8-4.7e8 at
-    #: ``k = 3``, 7.9e8-9.5e8 at ``k = 6, 8`` on real rows cut to 300-1,000 tokens (2026-11-27).
-    NESTING_RATE = 4e8
+    #: The compiled nesting's speed in units of ``len^2 N k`` per second, ``len`` the ranks of a
+    #: run of flux (it peels about one rank at a time), ``N`` the nodes: the least measured on
+    #: real rows (``python scripts/wor_water_levels.py --corpus DIR --positions 4 --top 300
+    #: --nesting-rate --ks 3,4,6,8``, and ``--top 1000 --ks 3``, ``--top 500 --ks 8``, 2026-11-27:
+    #: 1.8e8-4.5e8 units per second at every ``k``), so the estimate errs on the long side, by up
+    #: to 2.8x. (It counted ``len^2 N k^2`` at 4e8 per second before the 15% faster masses of the
+    #: same day: 2.3x too long at ``k = 8`` then, up to 9x after.)
+    NESTING_RATE = 1.6e8
 
     #: A row whose nesting :meth:`nesting_seconds` estimates above this is refused.
     max_nesting_seconds = 60.0
@@ -296,10 +301,10 @@ class CompiledClockSetMasses(ClockSetMasses):
 
     def nesting_seconds(self, flux: np.ndarray, lo: int, hi: int) -> tuple[float, int]:
         """``(seconds, longest)``: about how long the nesting of the cuts ``lo + 1..hi`` takes
-        (:data:`NESTING_RATE`; at most 2.3x too long at ``k = 8``), and its longest run of flux."""
+        (:data:`NESTING_RATE`: at most, on the rows measured), and its longest run of flux."""
         runs = flux_runs(flux, lo, hi)
         lengths = runs[:, 1] - runs[:, 0] + 1  # ranks of each run
-        work = float(np.sum(lengths.astype(np.float64) ** 2)) * self.s.size * self.k ** 2
+        work = float(np.sum(lengths.astype(np.float64) ** 2)) * self.s.size * self.k
         return work / self.NESTING_RATE, int(lengths.max(initial=0))
 
     def water_levels(self, flux: list, lo: int, hi: int, levels: list, unit: float) -> bool:

@@ -165,13 +165,13 @@ def test_the_verifier_announces_no_compiling_once_the_clock_path_ran():
 
 def test_the_nesting_estimate_counts_the_square_of_each_run_of_flux():
     """:meth:`CompiledClockSetMasses.nesting_seconds`: runs of ranks ``[0, 2]`` and ``[4, 5]``
-    (cuts 1, 2 and 5 with flux) cost ``(3^2 + 2^2) N k^2`` units; a row whose estimate passes the
+    (cuts 1, 2 and 5 with flux) cost ``(3^2 + 2^2) N k`` units; a row whose estimate passes the
     limit is refused before any nesting, with the run's length in the message."""
     masses = compiled.CompiledClockSetMasses(np.full(10, 0.1), 3)
     flux = np.array([0, 1, 1, 0, 0, 2, 0, 0, 0, 0, 0.0])
     seconds, longest = masses.nesting_seconds(flux, 0, 9)
-    assert longest == 3 and seconds == pytest.approx(13 * masses.s.size * 9 / masses.NESTING_RATE)
-    assert masses.nesting_seconds(flux, 3, 9) == pytest.approx((4 * masses.s.size * 9 / masses.NESTING_RATE, 2))
+    assert longest == 3 and seconds == pytest.approx(13 * masses.s.size * 3 / masses.NESTING_RATE)
+    assert masses.nesting_seconds(flux, 3, 9) == pytest.approx((4 * masses.s.size * 3 / masses.NESTING_RATE, 2))
     masses.max_nesting_seconds = 0.5 * seconds
     with pytest.raises(NotApplicableError, match="runs of up to 3 ranks"):
         masses.water_levels(list(flux), 0, 9, [0.0] * 11, 2.2e-16)
