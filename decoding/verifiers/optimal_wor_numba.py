@@ -22,7 +22,7 @@ so a row costs about ``sum len^2 N k^2`` over its runs (measured: closer to ``k`
 ``k^2`` up to ``k = 8``, the ``O(k)`` parts dominating), which
 :meth:`CompiledClockSetMasses.nesting_seconds` estimates before the nesting starts (rows above
 a minute are refused); measured in docs/optimal-verifier.md, section 8
-(``python scripts/wor_water_levels.py --cost`` and ``--float``).
+(``python scripts/wor_water_levels.py --cost``, ``--float`` and ``--nesting-rate``).
 """
 from __future__ import annotations
 
@@ -107,8 +107,8 @@ def advance_prefix(q, none, some, E0, D0, every, f, k, E, D, at):
 @_compiled
 def _live_nodes(decay):
     """How many nodes lead up to the last with ``decay > 0``: past it ``e^{-q(above t) s}``
-    underflows to 0, so a node's term adds exactly 0 to the integral and is skipped (the sums
-    are the same bit for bit)."""
+    underflows to 0, so a node's term adds exactly 0 to the integral and is skipped (skipping
+    it changes no sum)."""
     nodes = decay.shape[0]
     while nodes > 0 and decay[nodes - 1] == 0.0:
         nodes -= 1

@@ -134,10 +134,12 @@ def water_level_parameters(p, q, order: np.ndarray, masses_of, widen=None, *,
     ``clip_rounding``: for callers that certify the levels by the selection law they realise
     (:mod:`otm.rules.optimal_wor`), a float level above 1 is set to 1 instead of refused, and
     ``arithmetic`` counts them. In exact arithmetic none is above 1 (Theorem 5), so in floats
-    such a level is a remainder of rounding raised over a run of tiny mass (measured: one cut
-    with ``1e-15`` of flux left by rounding, over ranks whose ``q`` is ``1e-22``, raised to a
-    level of ``1e14``); capping it leaves at most that remainder uncarried, which the
-    certificate measures. Exact inputs ignore it."""
+    such a level is a remainder that rounding (or :func:`_minimal_flux`'s drop of a flux of at
+    most 8 unit roundoffs next to one it keeps) leaves to a run of tiny mass: on a real row,
+    ``1.2e-18`` left at a cut whose last run has a mass of ``1.0e-32`` across it, a level of
+    ``1.1e14`` (docs/optimal-verifier.md, section 8, "Levels above 1 by rounding"). Capping it
+    leaves at most that remainder uncarried, which the certificate measures. Exact inputs
+    ignore it."""
     try:
         return _construct(p, q, order, masses_of, clip_rounding)
     except _NotARule as failure:

@@ -269,8 +269,8 @@ def _clock_parameters(p, q, order, n: int, k: int, tuples: int, clock_masses) ->
                                  "verifier), or use optimal_latent (at least the i.i.d. optimum)")
     masses = clock_masses(q_ranked, k)  # one build for the construction, its wide redo and both certificates
     masses_of = built_set_masses(masses)
-    coarse = (f"rule 'optimal_wor' at k={k}: the clock integral's float64 set masses are not accurate enough for this "
-              f"row's water levels ({n:,} tokens of support, q down to {q_ranked.min():.1e})")
+    coarse = (f"rule 'optimal_wor' at k={k}: this row's water levels cannot be certified on the clock integral's "
+              f"float64 set masses ({n:,} tokens of support, q down to {q_ranked.min():.1e})")
     try:  # levels above 1 by rounding are set to 1: the certificate below measures what that costs
         params = water_level_parameters(p, q, order, masses_of, clip_rounding=True)
     except WaterLevelRangeError as failure:

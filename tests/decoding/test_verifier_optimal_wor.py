@@ -116,10 +116,10 @@ def test_a_compiled_nesting_that_stops_short_is_refused(monkeypatch):
     assert rule.clock_realised_error(params, q, 3, CompiledClockSetMasses) <= rule.CERTIFICATE_TOLERANCE
 
 
-def test_masses_too_coarse_for_the_levels_are_named_in_the_refusal(monkeypatch):
-    """Where the levels leave [0, 1] in float64 and again in wide floats on the clock integral's
-    float64 masses (here: made so, the float64 nesting returning level 2 and the masses halved),
-    the refusal blames the masses and gives the smallest q, not the rule."""
+def test_levels_that_cannot_be_certified_on_the_clock_masses_are_refused(monkeypatch):
+    """Where the levels fail the certificate in float64 and again in wide floats on the clock
+    integral's float64 masses (here: made so, the float64 nesting returning level 2, capped to 1,
+    and the masses halved), the refusal names those masses and the smallest q, not the rule."""
     from decoding.verifiers.optimal_wor_numba import CompiledClockSetMasses
 
     rng = np.random.default_rng(0)
@@ -133,7 +133,7 @@ def test_masses_too_coarse_for_the_levels_are_named_in_the_refusal(monkeypatch):
 
     monkeypatch.setattr(CompiledClockSetMasses, "water_levels", too_high)
     monkeypatch.setattr(CompiledClockSetMasses, "across", lambda self, f, j, t: 0.5 * original(self, f, j, t))
-    with pytest.raises(NotApplicableError, match="float64 set masses are not accurate enough.*q down to"):
+    with pytest.raises(NotApplicableError, match="cannot be certified on the clock integral's float64 set masses.*q down to"):
         rule.wor_parameters(p, q, 3, clock_masses=CompiledClockSetMasses)
 
 
