@@ -132,6 +132,9 @@ def test_a_level_above_one_by_rounding_is_set_to_one_and_certified(monkeypatch):
     assert uncapped.arithmetic == "256-bit floats (float64 not accurate enough)"
     float64 = optimal_wor.set_masses(3)  # the enumerated float64 masses round the same way
     assert max(water_level_parameters(p, q, order, float64, clip_rounding=True).levels) == 1
+    enumerated = optimal_wor.wor_parameters(p, q, 3)  # the tuples' path: capped too, certified by them
+    assert enumerated.arithmetic == "float64, 1 level above 1 by rounding set to 1"
+    assert optimal_wor.realised_error(enumerated, q, 3) <= optimal_wor.CERTIFICATE_TOLERANCE
     monkeypatch.setattr(optimal_wor, "MAX_ENUMERATED_TUPLES", 10)  # 2,730 triples count as many
     params = optimal_wor.wor_parameters(p, q, 3)
     assert params.arithmetic == "float64, 1 level above 1 by rounding set to 1, set masses by the clock integral"
