@@ -14,14 +14,14 @@ vocabulary. For ``k >= 3`` the levels come from :func:`otm.rules.optimal_wor.wor
 which sums the set masses over every draft tuple up to 1,000 of them, and beyond takes them
 from the clock integral compiled with the whole nesting
 (:class:`decoding.verifiers.optimal_wor_numba.CompiledClockSetMasses`: rows of up to about
-35,000 tokens of support whose runs of flux span up to about 1,500 ranks at ``k = 3``, 600 at
-``k = 8``); rows beyond that raise
+35,000 tokens of support whose runs of flux span up to about 1,600-2,400 ranks at ``k = 3``,
+1,000-1,450 at ``k = 8``); rows beyond that raise
 :class:`otm.errors.NotApplicableError` (a real vocabulary at ``k >= 3`` is open,
 docs/optimal-verifier.md, section 8). Per row, on the CPU, from the rule's certified float64
 construction (wider arithmetic where float64 is not certified), the last 256 distinct rows kept
 (a batch of equal rows, as the tests draw, costs one construction; a distinct row 1-2 ms at
-``V = 8..30``, 9 ms at ``V = 150, k = 3``, ``scripts/wor_water_levels.py --cost``; 0.1-0.35 s
-on real rows cut to 100 tokens, 1.0-2.4 s at 300, ``--float``).
+``V = 8..30``, 9 ms at ``V = 150, k = 3``, ``scripts/wor_water_levels.py --cost``; 0.09-0.29 s
+on real rows cut to 100 tokens, 0.85-1.93 s at 300, ``--float``).
 
 Exhausted support (at most ``k`` tokens with ``q > 0``): the drafted set is always the same
 (:func:`decoding.verifiers.base.sample_without_replacement`), and the draft at position ``j``
