@@ -14,8 +14,8 @@ vocabulary. For ``k >= 3`` the levels come from :func:`otm.rules.optimal_wor.wor
 which sums the set masses over every draft tuple up to 1,000 of them, and beyond takes them
 from the clock integral compiled with the whole nesting
 (:class:`decoding.verifiers.optimal_wor_numba.CompiledClockSetMasses`: rows of up to about
-35,000 tokens of support whose runs of flux span up to about 1,600-2,400 ranks at ``k = 3``,
-1,000-1,450 at ``k = 8``); rows beyond that raise
+35,000 tokens of support whose runs of flux span up to about 1,400-2,400 ranks at ``k = 3``,
+870-1,450 at ``k = 8``); rows beyond that raise
 :class:`otm.errors.NotApplicableError` (a real vocabulary at ``k >= 3`` is open,
 docs/optimal-verifier.md, section 8). Per row, on the CPU, from the rule's certified float64
 construction (wider arithmetic where float64 is not certified), the last 256 distinct rows kept
