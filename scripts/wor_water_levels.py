@@ -192,14 +192,11 @@ def nesting_rate(directory: str, positions: int, top: int, ks: list[int]) -> Non
     docstring, ``--nesting-rate``)."""
     from decoding.verifiers.optimal_wor_numba import CompiledClockSetMasses
     from otm.corpus import Corpus
-    from otm.rules.optimal_pair_wor import flux_runs
-
     timed: list = []
 
     class TimedMasses(CompiledClockSetMasses):
         def water_levels(self, flux, lo, hi, levels, unit):
-            runs = flux_runs(np.asarray(flux, dtype=np.float64), lo, hi)
-            work = float(np.sum((runs[:, 1] - runs[:, 0] + 1).astype(np.float64) ** 2)) * self.s.size * self.k
+            work = self.nesting_seconds(np.asarray(flux, dtype=np.float64), lo, hi)[0] * self.NESTING_RATE
             began = time.perf_counter()
             done = super().water_levels(flux, lo, hi, levels, unit)
             timed.append((self.k, work, time.perf_counter() - began))

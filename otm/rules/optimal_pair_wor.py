@@ -158,12 +158,12 @@ def wider_parameters(p, q, order: np.ndarray, masses_of, widen=None,
     precision = mpmath.workprec(FALLBACK_BITS) if widen is None else contextlib.nullcontext()
     with precision:
         try:  # the same ranks: renormalising multiplies every p/q by one constant
-            wide = _construct((widen or _widened)(p), (widen or _widened)(q), order, masses_of, clip_rounding)
+            kind = f"{FALLBACK_BITS}-bit floats" if widen is None else "exact rationals from the float inputs"
+            wide = _construct((widen or _widened)(p), (widen or _widened)(q), order, masses_of, clip_rounding,
+                              f"{kind} ({reason})")
         except _NotARule as failure:
             raise _refusal(failure) from None
-    kind = f"{FALLBACK_BITS}-bit floats" if widen is None else "exact rationals from the float inputs"
-    capped = wide.arithmetic.partition(", ")[2]  # the levels set to 1, if any
-    return rounded_back(wide, p, f"{kind} ({reason})" + (f", {capped}" if capped else ""))
+    return rounded_back(wide, p, wide.arithmetic)
 
 
 def rounded_back(wide: PairParameters, p, arithmetic: str) -> PairParameters:
@@ -219,7 +219,10 @@ def _rounding_unit(zero):
     return mpmath.mpf(2) ** (1 - mpmath.mp.prec)
 
 
-def _construct(p, q, order: np.ndarray, masses_of, clip_rounding: bool = False) -> PairParameters:
+def _construct(p, q, order: np.ndarray, masses_of, clip_rounding: bool = False,
+               arithmetic: str | None = None) -> PairParameters:
+    """The construction in the inputs' number type; ``arithmetic`` names it (by default exact
+    rationals or float64), followed by the count of the levels ``clip_rounding`` set to 1."""
     n = sum(1 for v in q if v > 0)
     order = order[:n]
     zero = p[0] * 0
@@ -256,7 +259,7 @@ def _construct(p, q, order: np.ndarray, masses_of, clip_rounding: bool = False) 
     else:
         acceptance = sum((min(x, y) for x, y in zip(p, selection)), zero)
     return PairParameters(np.asarray(order), rank, m, levels, flux, p, selection, acceptance,
-                          ("exact rationals" if unit == 0 else "float64") + capped)
+                          (arithmetic or ("exact rationals" if unit == 0 else "float64")) + capped)
 
 
 def pair_masses(qs: list, zero) -> tuple[_PairMass, list]:
