@@ -7,7 +7,10 @@ certifies the law the levels realise. This script shows, per corpus row cut to i
 likeliest tokens, the float64 construction's levels twice: with the minimal flux as the rule
 computes it (a flux of at most 8 unit roundoffs dropped, ``otm.rules.optimal_pair_wor``'s
 ``_minimal_flux``) and with the raw walks (nothing dropped), and for the largest level its cut,
-that cut's flux, and the largest flux dropped at a cut within 3 ranks below it:
+that cut's flux, the largest flux dropped at a cut within 3 ranks below it, the last run of the
+nesting around the cut (its ends are the nearest cuts of lower level), that run's mass across
+the cut, and the remainder of the cut's flux that its last raise carried (the raise times the
+mass):
 
     python scripts/wor_levels_above_one.py --corpus DIR --positions 8 --top 400 --k 3 --temperature 0.6
     python scripts/wor_levels_above_one.py --corpus DIR --positions 8 --top 2000 --k 2 --temperature 0.6
@@ -64,6 +67,19 @@ def float_levels(masses, flux: list, m: int) -> np.ndarray:
     return np.asarray(levels)
 
 
+def last_run(masses, levels: np.ndarray, cut: int) -> tuple[int, int, float, float]:
+    """``(f, t, mass, carried)``: the last run raised over ``cut`` (ranks between the nearest
+    cuts of lower level on either side), its mass across ``cut``, and what its last raise
+    carried there (from the higher of those two levels up to the cut's)."""
+    lower = np.flatnonzero(levels < levels[cut])
+    left, right = lower[lower < cut], lower[lower > cut]
+    f = int(left.max()) if left.size else 0
+    t = int(right.min()) - 1 if right.size else len(levels) - 2
+    base = max(levels[f] if left.size else 0.0, levels[t + 1] if right.size else 0.0)
+    mass = float(masses.across(f, cut, t))
+    return f, t, mass, (levels[cut] - base) * mass
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", required=True)
@@ -75,8 +91,9 @@ def main(argv=None) -> None:
     print(f"{args.positions} corpus rows at temperature {args.temperature}, cut to {args.top} tokens, k = {args.k}; "
           f"{'seconds per row' if args.k > 2 else 'well under a second per row'}", file=sys.stderr)
     print("| text | position | cuts with flux dropped | levels above 1 (flux as the rule has it) | largest level | its cut "
-          "| its flux | largest flux dropped within 3 ranks below | levels above 1 (nothing dropped) | largest level |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "| its flux | largest flux dropped within 3 ranks below | its last run | that run's mass across it "
+          "| remainder its last raise carried | levels above 1 (nothing dropped) | largest level |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for text, position, p, q in Corpus(args.corpus).spaced_rows(args.positions, args.temperature):
         p, q = likeliest(p, q, args.top)
         order = ratio_order(p, q)[:int((q > 0).sum())]
@@ -89,8 +106,10 @@ def main(argv=None) -> None:
         with_drop, without = float_levels(masses, dropped, m), float_levels(masses, raw, m)
         cut = int(np.argmax(with_drop))
         near = max((raw[j] for j in range(max(0, cut - 3), cut) if dropped[j] != raw[j]), default=0.0)
+        f, t, mass, carried = last_run(masses, with_drop, cut)
         print(f"| {text} | {position} | {sum(a != b for a, b in zip(raw, dropped))} | {int((with_drop > ABOVE_ONE).sum())} "
-              f"| {with_drop.max():.3g} | {cut} | {dropped[cut]:.2e} | {near:.2e} | {int((without > ABOVE_ONE).sum())} "
+              f"| {with_drop.max():.3g} | {cut} | {dropped[cut]:.2e} | {near:.2e} | [{f}, {t}] | {mass:.2e} "
+              f"| {carried:.2e} | {int((without > ABOVE_ONE).sum())} "
               f"| {without.max():.3g} |", flush=True)
 
 
