@@ -348,6 +348,58 @@ def check_pair_wor_yield_bounds(instances: int, rng: np.random.Generator, lower_
     return search.finish(check)
 
 
+def check_wor_walk_bounds(instances: int, rng: np.random.Generator, lower_fn=None, at_most_fn=None) -> Check:
+    """Lemma 9 for ``k`` drafts (docs/optimal-verifier.md, section 8, "k drafts: the walk from
+    bounds"): the least level between two members of a drafted set is bounded by the flux and
+    the set masses alone, which lets the verifier of ``optimal_wor`` decide its walk without the
+    nesting. Exact rationals."""
+    from otm.rules import optimal_wor as wor_rule
+    from otm.rules import water_level_bounds as bounds
+    from otm.rules.optimal_pair_wor import flux_setup
+
+    lower_fn = lower_fn or bounds.span_lower_bound
+    at_most_fn = at_most_fn or bounds.span_at_most
+    check = Check(
+        id="beyond.wor_walk_bounds", paper=PAPER,
+        source=f"{SOURCE}; docs/optimal-verifier.md section 8, Lemma 9 for k drafts (the walk from bounds, new)",
+        claim="For k drafts without replacement, the least water level M between two members low < high of a drafted "
+              "set on one side of the cut is at least the least flux over the first run's set mass at the cuts between "
+              "them, and at most u whenever the set masses of their span widened through the cuts whose own bound is at "
+              "least u (or, level by level, exceeds s) carry the flux of some cut between them up to level u.",
+        formula="M >= min_{low<j<=high} F(j) / M_[f,t](j);  F(j) <= u M_[b',c'](j) or F(j) <= int_0^u M_{W_s}(j) ds "
+                "for some low<j<=high  =>  M <= u",
+        method=RANDOM_SEARCH,
+        note="Exact rationals (denominator 12, zeros included); V = 4..7, k = 3..min(4, V - 1), more than k tokens with "
+             "q > 0; every drafted set and every member below its highest on the same side of the cut, u in {0, 1/4, "
+             "1/2, 3/4, M, the lower bound}. Slacks: M - lower bound, and u - M where the upper tests (ii, iii) fire. The "
+             "verifier decides its walk with them (float64, margin 1e-9, at most 4 windows).",
+    )
+    search = SlackSearch(tolerance=0.0)  # exact rationals
+    for _ in range(instances):
+        V = int(rng.integers(4, 8))
+        k = int(rng.integers(3, min(4, V - 1) + 1))
+        p, q = random_exact(rng, V, 12), random_exact(rng, V, 12)
+        if sum(1 for v in q if v > 0) <= k:
+            continue
+        params = wor_rule.wor_parameters(p, q, k)
+        setup = flux_setup(p, q, ratio_order(p, q), wor_rule.set_masses(k))
+        for members in wor_rule.draft_sets([q[t] for t in params.order], k):
+            ranks = sorted(members)
+            high = ranks[-1]
+            for low in ranks[:-1]:
+                run = bounds.first_run(setup.flux, low, high)
+                if run is None:  # a cut without flux between them: M = 0, nothing to bound
+                    continue
+                case = {"p": p, "q": q, "k": k, "set": tuple(ranks), "span": (low, high)}
+                least = min(params.levels[low + 1:high + 1])
+                lower = lower_fn(setup.flux, setup.masses, run, low, high)
+                search.record(float(least - lower), {**case, "part": "M >= lower bound"})
+                for u in {Fraction(0), Fraction(1, 4), Fraction(1, 2), Fraction(3, 4), least, lower}:
+                    if at_most_fn(setup.flux, setup.masses, run, low, high, u):
+                        search.record(float(u - least), {**case, "u": u, "part": "M <= u where the widened masses carry F"})
+    return search.finish(check)
+
+
 def check_water_levels_at_most_one(instances: int, rng: np.random.Generator, order_fn=None) -> Check:
     """Theorem 5 of docs/optimal-verifier.md: the water levels are probabilities, for drafts
     without replacement and i.i.d. drafts, any ``k``. Each claim of its proof
@@ -415,4 +467,5 @@ CHECKS = {
     "beyond.optimal_wor": lambda n, rng: check_optimal_wor(n, rng),
     "beyond.pair_wor_yield_bounds": lambda n, rng: check_pair_wor_yield_bounds(n, rng),
     "beyond.water_levels_at_most_one": lambda n, rng: check_water_levels_at_most_one(n, rng),
+    "beyond.wor_walk_bounds": lambda n, rng: check_wor_walk_bounds(n, rng),
 }

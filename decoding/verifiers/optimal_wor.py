@@ -43,7 +43,9 @@ import numpy as np
 import torch
 
 from otm.errors import InvalidDraftCountError, NotApplicableError
-from otm.rules.optimal_wor import wor_parameters
+from otm.rules.optimal_pair_wor import FluxSetup
+from otm.rules.optimal_wor import clock_flux_setup, wor_parameters
+from otm.rules.water_level_bounds import walk_decision
 
 from . import optimal_pair_wor
 from .base import (
@@ -108,14 +110,38 @@ def walk(levels: list, ranks: list, u: float) -> int:
     return chosen
 
 
-def verify_row(p: np.ndarray, q: np.ndarray, drafts: tuple, uniforms: np.ndarray) -> tuple[int, int]:
+def row_setup(p: np.ndarray, q: np.ndarray, k: int) -> FluxSetup | None:
+    """The cut, flux, ``x`` and compiled clock masses of one normalised row on the clock path
+    (:func:`otm.rules.optimal_wor.clock_flux_setup`), what :func:`verify_row` decides the walk
+    from before it builds levels; ``None`` for a row off that path (``k = 2``, few draft
+    tuples, at most ``k`` tokens with ``q > 0``) or past the clock integral's tables (the
+    levels' path then enumerates the row or refuses it)."""
+    from .optimal_wor_numba import CompiledClockSetMasses  # numba only where a row is verified
+
+    try:
+        return clock_flux_setup(p, q, k, clock_masses=CompiledClockSetMasses)
+    except NotApplicableError:
+        return None
+
+
+def verify_row(p: np.ndarray, q: np.ndarray, drafts: tuple, uniforms: np.ndarray,
+               setup: FluxSetup | None = None) -> tuple[int, int]:
     """``(token, accepted index)`` of one row (``p``, ``q`` ``[V]`` float64, normalised; ``-1``:
-    the residual), ``k = len(drafts) >= 3``."""
+    the residual), ``k = len(drafts) >= 3``. With the row's :func:`row_setup`, the walk is first
+    decided from the flux and the set masses alone
+    (:func:`otm.rules.water_level_bounds.walk_decision`, a decision taken only where it clears
+    its threshold by the relative :data:`BOUND_MARGIN`), and the levels are built only where
+    that leaves it open."""
     k = len(drafts)
     support = int(np.count_nonzero(q > 0))
     if len(set(drafts)) < k or int((q[list(drafts)] > 0).sum()) < min(k, support):
         raise NotApplicableError(f"drafts {tuple(drafts)} cannot come from {k} draws without replacement from q "
                                  f"({support} tokens of positive probability)")
+    if setup is not None:
+        index = walk_decision(setup.flux, setup.masses, [int(setup.rank[t]) for t in drafts], float(uniforms[0]),
+                              margin=BOUND_MARGIN, windows=BOUND_WINDOWS)
+        if index is not None:
+            return optimal_pair_wor.checked_draw(p, q, setup.selection, drafts, index, uniforms)
     rank, levels, x, n = _row_parameters(p.tobytes(), q.tobytes(), k)
     if n <= k:  # the same set every time: select a position by x
         weights = torch.tensor([[x[t] for t in drafts]], dtype=torch.float64)
@@ -123,6 +149,17 @@ def verify_row(p: np.ndarray, q: np.ndarray, drafts: tuple, uniforms: np.ndarray
     else:
         index = walk(levels, [int(rank[t]) for t in drafts], float(uniforms[0]))
     return optimal_pair_wor.checked_draw(p, q, x, drafts, index, uniforms)
+
+
+#: Relative margin of the walk's decisions from bounds (as the pair verifier's,
+#: :data:`decoding.verifiers.optimal_pair_wor_numba.BOUND_MARGIN`): the set masses and ``sigma``
+#: of the clock integral are accurate to a few ``1e-14`` relative.
+BOUND_MARGIN = 1e-9
+
+#: At most this many windows in the walk's integral test (iii)
+#: (:func:`otm.rules.water_level_bounds.span_at_most`): each costs a pass of the clock integral
+#: over its ranks.
+BOUND_WINDOWS = 4
 
 
 def _normalised(probs: torch.Tensor, name: str) -> np.ndarray:
@@ -146,10 +183,18 @@ def verify(
     p_rows = _normalised(target_probs, "target_probs")
     q_rows = _normalised(first_draft_probs(draft_probs), "draft_probs")
     drafts, u = draft_tokens.cpu().tolist(), uniforms.to(torch.float64).cpu().numpy()
-    results = [verify_row(p_rows[r], q_rows[r], tuple(drafts[r]), u[r]) for r in range(len(drafts))]
+    rows: dict = {}  # one set-up per distinct row, dropped once its rows are drawn (its tables can be large)
+    for r in range(len(drafts)):
+        rows.setdefault((p_rows[r].tobytes(), q_rows[r].tobytes()), []).append(r)
+    results: list = [None] * len(drafts)
+    for members in rows.values():
+        setup = row_setup(p_rows[members[0]], q_rows[members[0]], len(drafts[0]))
+        for r in members:
+            results[r] = verify_row(p_rows[r], q_rows[r], tuple(drafts[r]), u[r], setup)
     device = target_probs.device
     return VerifierOutput(tokens=torch.tensor([t for t, _ in results], dtype=torch.int64, device=device),
                           accepted_index=torch.tensor([i for _, i in results], dtype=torch.int64, device=device))
 
 
-__all__ = ["compile_seconds", "draft_scheme", "sample_drafts", "uniforms_per_row", "verify", "verify_row", "walk"]
+__all__ = ["BOUND_MARGIN", "BOUND_WINDOWS", "compile_seconds", "draft_scheme", "row_setup", "sample_drafts", "uniforms_per_row", "verify",
+           "verify_row", "walk"]

@@ -72,6 +72,7 @@ from .enumeration import (
     validate_one_q,
     zeros_like,
 )
+from .water_level_bounds import first_run, span_at_most, span_decision, span_lower_bound
 
 
 @dataclass(frozen=True, eq=False)
@@ -219,10 +220,32 @@ def _rounding_unit(zero):
     return mpmath.mpf(2) ** (1 - mpmath.mp.prec)
 
 
-def _construct(p, q, order: np.ndarray, masses_of, clip_rounding: bool = False,
-               arithmetic: str | None = None) -> PairParameters:
-    """The construction in the inputs' number type; ``arithmetic`` names it (by default exact
-    rationals or float64), followed by the count of the levels ``clip_rounding`` set to 1."""
+@dataclass(frozen=True, eq=False)
+class FluxSetup:
+    """The construction up to its nesting (:func:`flux_setup`): what the walk's bounds
+    (:mod:`otm.rules.water_level_bounds`) and the canonical check need, without the levels.
+
+    Attributes:
+        order, rank, cut, flux, target, selection, acceptance: as in :class:`PairParameters`.
+        masses: the set masses of the ranks (``masses.across(f, j, t)``).
+        unit: the unit roundoff of the arithmetic (0 in exact rationals).
+    """
+
+    order: np.ndarray  # [n]
+    rank: np.ndarray  # [V]
+    cut: int
+    flux: list  # [n + 1]
+    masses: object
+    target: np.ndarray  # [V]
+    selection: np.ndarray  # [V]
+    acceptance: object
+    unit: object
+
+
+def flux_setup(p, q, order: np.ndarray, masses_of) -> FluxSetup:
+    """Ranks, cut, minimal flux and selection law ``x`` of the construction (module
+    docstring), in the inputs' number type, from the masses ``masses_of`` gives
+    (:func:`water_level_parameters`); no levels."""
     n = sum(1 for v in q if v > 0)
     order = order[:n]
     zero = p[0] * 0
@@ -238,17 +261,6 @@ def _construct(p, q, order: np.ndarray, masses_of, clip_rounding: bool = False,
     m = min(range(n + 1), key=lambda j: (values[j], j))
     unit = _rounding_unit(zero)
     flux = _minimal_flux(ps, sigma, m, zero, unit)
-    levels = [zero] * (n + 1)
-    for lo, hi in ((m, n - 1), (0, m - 1)):
-        _nest(masses, flux, lo, hi, levels, unit)
-    tolerance = 4096 * unit  # 9e-13 in float64, 0 in rationals
-    capped = ""
-    if clip_rounding and unit != 0:
-        above = sum(1 for v in levels if v > 1 + tolerance)
-        levels = [min(v, 1 + v * 0) for v in levels]
-        capped = f", {above} level{'s' if above != 1 else ''} above 1 by rounding set to 1" if above else ""
-    if min(levels) < -tolerance or max(levels) > 1 + tolerance:
-        raise _NotARule(f"{float(max(levels)):.6g}")
     selection = zeros_like(p)
     for a in range(n):
         selection[order[a]] = sigma[a] + flux[a + 1] - flux[a]
@@ -258,7 +270,27 @@ def _construct(p, q, order: np.ndarray, masses_of, clip_rounding: bool = False,
         acceptance = float(np.minimum(np.asarray(p, dtype=np.float64), selection).sum())
     else:
         acceptance = sum((min(x, y) for x, y in zip(p, selection)), zero)
-    return PairParameters(np.asarray(order), rank, m, levels, flux, p, selection, acceptance,
+    return FluxSetup(np.asarray(order), rank, m, flux, masses, p, selection, acceptance, unit)
+
+
+def _construct(p, q, order: np.ndarray, masses_of, clip_rounding: bool = False,
+               arithmetic: str | None = None) -> PairParameters:
+    """The construction in the inputs' number type; ``arithmetic`` names it (by default exact
+    rationals or float64), followed by the count of the levels ``clip_rounding`` set to 1."""
+    setup = flux_setup(p, q, order, masses_of)
+    n, unit, flux = len(setup.order), setup.unit, setup.flux
+    levels = [flux[0] * 0] * (n + 1)
+    for lo, hi in ((setup.cut, n - 1), (0, setup.cut - 1)):
+        _nest(setup.masses, flux, lo, hi, levels, unit)
+    tolerance = 4096 * unit  # 9e-13 in float64, 0 in rationals
+    capped = ""
+    if clip_rounding and unit != 0:
+        above = sum(1 for v in levels if v > 1 + tolerance)
+        levels = [min(v, 1 + v * 0) for v in levels]
+        capped = f", {above} level{'s' if above != 1 else ''} above 1 by rounding set to 1" if above else ""
+    if min(levels) < -tolerance or max(levels) > 1 + tolerance:
+        raise _NotARule(f"{float(max(levels)):.6g}")
+    return PairParameters(setup.order, setup.rank, setup.cut, levels, flux, p, setup.selection, setup.acceptance,
                           (arithmetic or ("exact rationals" if unit == 0 else "float64")) + capped)
 
 
@@ -497,94 +529,42 @@ def yield_probability(params: PairParameters, low: int, high: int):
     return min(params.levels[low + 1:high + 1])
 
 
-def _first_run(params: PairParameters, q, low: int, high: int):
-    """``(f, t, pair masses)`` for the pair of ranks ``low < high``: the longest run of ranks
-    around it whose inner cuts all carry flux; ``None`` when a cut between the pair carries
-    none (``Y = 0``; this covers a pair across the cut ``m``, where ``F(m) = 0``)."""
-    flux = params.flux
-    if any(flux[j] <= 0 for j in range(low + 1, high + 1)):
-        return None
-    pair_mass, _ = _PairMass.of_ranked([q[t] for t in params.order], flux[0] * 0)
-    f, t = low, high
-    while f > 0 and flux[f] > 0:
-        f -= 1
-    while t < len(params.order) - 1 and flux[t + 1] > 0:
-        t += 1
-    return f, t, pair_mass
+def _pair_masses_of(params: PairParameters, q) -> _PairMass:
+    return _PairMass.of_ranked([q[t] for t in params.order], params.flux[0] * 0)[0]
 
 
 def yield_lower_bound(params: PairParameters, q, low: int, high: int):
     """Lemma 9 (i) (docs/optimal-verifier.md, section 8; our derivation): ``Y >=
     min_{low < j <= high} F(j) / Q_[f,t](j)``, with ``[f, t]`` the longest run of ranks around
     the pair whose inner cuts all carry flux and ``Q_I(j)`` the mass of the pairs inside ``I``
-    across cut ``j``; 0 when a cut between the pair carries no flux (then ``Y = 0``)."""
-    run = _first_run(params, q, low, high)
+    across cut ``j``; 0 when a cut between the pair carries no flux (then ``Y = 0``).
+    :func:`otm.rules.water_level_bounds.span_lower_bound` on the pair masses."""
+    run = first_run(params.flux, low, high)
     if run is None:
         return params.flux[0] * 0
-    f, t, pair_mass = run
-    return min(params.flux[j] / pair_mass.across(f, j, t) for j in range(low + 1, high + 1))
+    return span_lower_bound(params.flux, _pair_masses_of(params, q), run, low, high)
 
 
 def yield_at_most(params: PairParameters, q, low: int, high: int, u) -> bool:
-    """Lemma 9 (ii): ``True`` proves ``Y <= u``. For ``s < u`` let ``W_s`` be ``[low, high]``
-    widened, within the run ``[f, t]`` of :func:`yield_lower_bound`, through the cuts whose
-    bound ``F(i) / Q_[f,t](i)`` exceeds ``s``; if ``F(j) <= integral_0^u Q_{W_s}(j) ds`` at
-    some cut ``j`` between the pair, ``Y <= u``. Tried at every such cut with the narrowest
-    window ``W_u`` (``u Q_{W_u}(j)``, a lower bound of the integral), and with the integral
-    at the cut of least bound. ``False`` proves nothing."""
-    run = _first_run(params, q, low, high)
-    if run is None:
-        return True  # Y = 0
-    f, t, pair_mass = run
-    flux = params.flux
-
-    def bound(i):
-        return flux[i] / pair_mass.across(f, i, t)
-
-    b, c = low, high
-    while b > f and bound(b) >= u:
-        b -= 1
-    while c < t and bound(c + 1) >= u:
-        c += 1
-    if any(flux[j] <= u * pair_mass.across(b, j, c) for j in range(low + 1, high + 1)):
-        return True
-    j = min(range(low + 1, high + 1), key=bound)
-    return flux[j] <= _window_integral(pair_mass, bound, f, t, low, high, j, u)
-
-
-def _window_integral(pair_mass: _PairMass, bound, f: int, t: int, low: int, high: int, j: int, u):
-    """``integral_0^u Q_{W_s}(j) ds`` of :func:`yield_at_most`: the window shrinks from
-    outside as ``s`` passes the running minima of ``bound`` going outward from the pair."""
-    left, right, least = [], [], None  # (threshold, the window's end while s is below it)
-    for i in range(low, f, -1):
-        least = bound(i) if least is None else min(least, bound(i))
-        left.append((least, i - 1))
-    least = None
-    for i in range(high + 1, t + 1):
-        least = bound(i) if least is None else min(least, bound(i))
-        right.append((least, i))
-    total, s = u * 0, u * 0
-    while s < u:
-        start = left[-1][1] if left else low
-        end = right[-1][1] if right else high
-        step = min([u] + [side[-1][0] for side in (left, right) if side])
-        total += (step - s) * pair_mass.across(start, j, end)
-        s = step
-        for side in (left, right):
-            while side and side[-1][0] <= s:
-                side.pop()
-    return total
+    """Lemma 9 (ii) and (iii): ``True`` proves ``Y <= u``. For ``s < u`` let ``W_s`` be
+    ``[low, high]`` widened, within the run ``[f, t]`` of :func:`yield_lower_bound`, through
+    the cuts whose bound ``F(i) / Q_[f,t](i)`` exceeds ``s``; if ``F(j) <= integral_0^u
+    Q_{W_s}(j) ds`` at some cut ``j`` between the pair, ``Y <= u``. Tried at every such cut
+    with the narrowest window ``W_u`` (``u Q_{W_u}(j)``, a lower bound of the integral), and
+    with the integral at the cut of least bound
+    (:func:`otm.rules.water_level_bounds.span_at_most`). ``False`` proves nothing."""
+    run = first_run(params.flux, low, high)
+    return run is None or span_at_most(params.flux, _pair_masses_of(params, q), run, low, high, u)
 
 
 def yield_decision(params: PairParameters, q, low: int, high: int, u) -> bool | None:
     """Whether ``u < Y`` for the pair of ranks ``low < high``, from the flux and the pair
     masses alone, without the levels: ``True`` when ``u`` is below :func:`yield_lower_bound`,
-    ``False`` when :func:`yield_at_most` proves ``Y <= u``, ``None`` when neither settles it.
-    Any number type (exact in rationals); the verifier's compiled form is
+    ``False`` when :func:`yield_at_most` proves ``Y <= u``, ``None`` when neither settles it
+    (:func:`otm.rules.water_level_bounds.span_decision`). Any number type (exact in
+    rationals); the verifier's compiled form is
     :func:`decoding.verifiers.optimal_pair_wor_numba.yield_decision`."""
-    if u < yield_lower_bound(params, q, low, high):
-        return True
-    return False if yield_at_most(params, q, low, high, u) else None
+    return span_decision(params.flux, _pair_masses_of(params, q), low, high, u)
 
 
 def selection_law(params: PairParameters, draft_tuple) -> list:  # [2]
@@ -636,7 +616,7 @@ def exact_law(p, q, k: int, *, method: str = "auto") -> RuleLaw:
 
 
 __all__ = [
-    "PairParameters", "conditional_output_law", "exact_law", "flux_runs", "pair_masses", "pair_parameters", "realised_selection",
+    "FluxSetup", "PairParameters", "conditional_output_law", "exact_law", "flux_runs", "flux_setup", "pair_masses", "pair_parameters", "realised_selection",
     "rounded_back", "selection_law", "WaterLevelRangeError", "water_level_parameters", "wider_parameters",
     "yield_at_most", "yield_decision", "yield_lower_bound", "yield_probability",
 ]

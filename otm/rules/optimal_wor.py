@@ -73,8 +73,10 @@ from .enumeration import (
     zeros_like,
 )
 from .optimal_pair_wor import (
+    FluxSetup,
     PairParameters,
     WaterLevelRangeError,
+    flux_setup,
     pair_parameters,
     water_level_parameters,
     wider_parameters,
@@ -259,18 +261,10 @@ def _clock_parameters(p, q, order, n: int, k: int, tuples: int, clock_masses) ->
     :data:`CERTIFICATE_TOLERANCE`; float levels above 1 set to 1 first), else redone in 256-bit
     floats on the same masses and certified again; refused where the integral's tables would be
     too large."""
-    q_ranked = np.asarray([float(q[t]) for t in order[:n]], dtype=np.float64)
-    q_ranked /= q_ranked.sum()
-    floats, limit = clock_masses.table_floats(n, node_count(q_ranked, k), k), clock_masses.max_table_floats
-    if floats > limit:
-        raise NotApplicableError(f"rule 'optimal_wor' at k={k}: {_counted(tuples)} draft tuples are too many to enumerate and "
-                                 f"the clock integral's tables for {n:,} tokens ({floats:,} floats) are above its limit "
-                                 f"of {limit:,}; at a real vocabulary only k = 2 is built (the water-level "
-                                 "verifier), or use optimal_latent (at least the i.i.d. optimum)")
-    masses = clock_masses(q_ranked, k)  # one build for the construction, its wide redo and both certificates
-    masses_of = built_set_masses(masses)
+    masses = _built_clock_masses(q, order, n, k, tuples, clock_masses)  # one build for the construction, its
+    masses_of = built_set_masses(masses)  # wide redo and both certificates
     coarse = (f"rule 'optimal_wor' at k={k}: this row's water levels cannot be certified on the clock integral's "
-              f"float64 set masses ({n:,} tokens of support, q down to {q_ranked.min():.1e})")
+              f"float64 set masses ({n:,} tokens of support, q down to {masses.q.min():.1e})")
     try:  # levels above 1 by rounding are set to 1: the certificate below measures what that costs
         params = water_level_parameters(p, q, order, masses_of, clip_rounding=True)
     except WaterLevelRangeError as failure:
@@ -282,6 +276,36 @@ def _clock_parameters(p, q, order, n: int, k: int, tuples: int, clock_masses) ->
             raise NotApplicableError(f"{coarse}: its levels do not realise x within {CERTIFICATE_TOLERANCE:g} ({miss:.1e} "
                                      "off), even in 256-bit floats on them")
     return dataclasses.replace(params, arithmetic=f"{params.arithmetic}, set masses by the clock integral")
+
+
+def _built_clock_masses(q, order, n: int, k: int, tuples: int, clock_masses) -> ClockSetMasses:
+    """The clock integral's masses of the ``q > 0`` by rank (renormalised), refused where its
+    tables would be above ``clock_masses.max_table_floats``."""
+    q_ranked = np.asarray([float(q[t]) for t in order[:n]], dtype=np.float64)
+    q_ranked /= q_ranked.sum()
+    floats, limit = clock_masses.table_floats(n, node_count(q_ranked, k), k), clock_masses.max_table_floats
+    if floats > limit:
+        raise NotApplicableError(f"rule 'optimal_wor' at k={k}: {_counted(tuples)} draft tuples are too many to enumerate and "
+                                 f"the clock integral's tables for {n:,} tokens ({floats:,} floats) are above its limit "
+                                 f"of {limit:,}; at a real vocabulary only k = 2 is built (the water-level "
+                                 "verifier), or use optimal_latent (at least the i.i.d. optimum)")
+    return clock_masses(q_ranked, k)
+
+
+def clock_flux_setup(p, q, k: int, clock_masses=ClockSetMasses) -> FluxSetup | None:
+    """For float inputs that :func:`wor_parameters` builds on the clock integral (more than
+    ``k`` tokens with ``q > 0``, more draft tuples than ``clock_masses.enumerate_up_to``), the
+    construction up to its nesting (:func:`otm.rules.optimal_pair_wor.flux_setup`: cut, flux,
+    ``x``, and the masses the walk's bounds read, :func:`otm.rules.water_level_bounds.walk_decision`);
+    ``None`` for other rows. Refused as :func:`wor_parameters` refuses, where the tables would be
+    too large."""
+    n = sum(1 for v in q if v > 0)
+    tuples = count_without_replacement(q, k)
+    if k < 3 or is_exact(p) or n <= k or tuples <= min(MAX_ENUMERATED_TUPLES, clock_masses.enumerate_up_to):
+        return None
+    order = ratio_order(p, q)
+    masses = _built_clock_masses(q, order, n, k, tuples, clock_masses)
+    return flux_setup(p, q, order, built_set_masses(masses))
 
 
 def clock_realised_error(params: PairParameters, q, k: int, clock_masses=ClockSetMasses) -> float:
@@ -388,5 +412,5 @@ def exact_law(p, q, k: int, *, method: str = "auto") -> RuleLaw:
     return result
 
 
-__all__ = ["FloatSetMasses", "SetMasses", "as_fractions", "clock_realised_error", "conditional_output_law", "draft_sets",
+__all__ = ["FloatSetMasses", "SetMasses", "as_fractions", "clock_flux_setup", "clock_realised_error", "conditional_output_law", "draft_sets",
            "exact_law", "member_chances", "realised_error", "selection_law", "set_masses", "wor_parameters"]

@@ -15,6 +15,7 @@ from otm.errors import InvalidDistributionError, InvalidDraftCountError, NotAppl
 from otm.formulations.prefix_scan import prefix_scan
 from otm.rules import optimal_wor as rule
 from otm.rules import rule_law
+from otm.rules.water_level_bounds import walk_decision
 from decoding.validation.stats import binomial_z_test, chi_square_test
 
 ALPHA = 1e-4
@@ -137,6 +138,72 @@ def test_levels_that_cannot_be_certified_on_the_clock_masses_are_refused(monkeyp
         rule.wor_parameters(p, q, 3, clock_masses=CompiledClockSetMasses)
 
 
+def _clock_row(V: int = 150, seed: int = 0):
+    """A softmax row pair of ``V`` tokens whose draft is close to its target, as real rows are
+    (deep levels): past the tuple enumeration at ``k = 3``."""
+    rng = np.random.default_rng(seed)
+    logits = 3 * rng.normal(size=V)
+    return tuple(np.exp(v - v.max()) / np.exp(v - v.max()).sum() for v in (logits, logits + rng.normal(size=V)))
+
+
+def test_walks_decided_by_bounds_are_the_levels_walks():
+    """On a row of the clock path, the walks the bounds decide (with the verifier's margin and
+    windows) are the walks on the certified levels, and they decide many (110 of 300); with the set masses
+    halved, some decided walk differs (the check can fail)."""
+    p, q = _clock_row()
+    params = rule.wor_parameters(p, q, 3)
+    setup = verifier.row_setup(p, q, 3)
+    rng = np.random.default_rng(1)
+    draws = [(rng.choice(len(q), 3, replace=False, p=q), float(rng.random())) for _ in range(300)]
+
+    def disagreements(masses):
+        decided = wrong = 0
+        for drafts, u in draws:
+            verdict = walk_decision(setup.flux, masses, [int(setup.rank[t]) for t in drafts], u,
+                                    margin=verifier.BOUND_MARGIN, windows=verifier.BOUND_WINDOWS)
+            if verdict is not None:
+                decided += 1
+                wrong += verdict != verifier.walk(params.levels, [int(params.rank[t]) for t in drafts], u)
+        return decided, wrong
+
+    decided, wrong = disagreements(setup.masses)
+    assert wrong == 0 and decided > 80
+
+    class Halved:
+        def across(self, f, j, t):
+            return 0.5 * setup.masses.across(f, j, t)
+
+    assert disagreements(Halved())[1] > 0
+
+
+def test_a_row_past_the_nesting_limit_is_drawn_where_the_bounds_decide(monkeypatch):
+    """With the nesting's time limit at 0, a drafted set the bounds decide is drawn as the
+    levels' path draws it (built without the limit; that path is the reference's draw for draw,
+    tests/decoding/test_verifiers_reference.py), and one they leave open is refused with the
+    nesting's one-line error."""
+    from decoding.verifiers.optimal_wor_numba import CompiledClockSetMasses
+
+    p, q = _clock_row()
+    rng = np.random.default_rng(2)
+    draws = [(tuple(int(t) for t in rng.choice(len(q), 3, replace=False, p=q)), rng.random(3)) for _ in range(60)]
+    expected = [verifier.verify_row(p, q, drafts, uniforms) for drafts, uniforms in draws]
+    monkeypatch.setattr(CompiledClockSetMasses, "max_nesting_seconds", 0.0)
+    verifier._row_parameters.cache_clear()
+    setup = verifier.row_setup(p, q, 3)
+    drawn = refused = 0
+    for (drafts, uniforms), want in zip(draws, expected):
+        try:
+            got = verifier.verify_row(p, q, drafts, uniforms, setup)
+        except NotApplicableError as refusal:
+            assert "nest over runs" in str(refusal)
+            refused += 1
+            continue
+        assert got == want
+        drawn += 1
+    verifier._row_parameters.cache_clear()
+    assert drawn > 12 and refused > 0
+
+
 def test_two_drafts_go_to_the_water_level_verifier_at_any_vocabulary():
     rng = np.random.default_rng(3)
     V = 4096
@@ -155,10 +222,14 @@ def test_limits_and_bad_inputs_are_typed_errors():
     p = torch.full((1, V), 1.0 / V, dtype=torch.float64)
     with pytest.raises(NotApplicableError, match="clock integral's tables"):
         verifier.verify(p, p.unsqueeze(1).expand(1, 3, V), drafts, None)
-    V = 5_000  # tables within the limit, but p = q uniform: one run of flux over every rank
-    p = torch.full((1, V), 1.0 / V, dtype=torch.float64)
+    V = 5_000  # tables within the limit, but p = q uniform: one run of flux over every rank,
+    p = np.full(V, 1.0 / V)  # whose nesting is refused where the bounds leave the walk open
+    setup = verifier.row_setup(p, p, 3)
+    open_u = next(u for u in np.linspace(0.05, 0.95, 19)
+                  if walk_decision(setup.flux, setup.masses, [0, 1, 2], u, margin=verifier.BOUND_MARGIN,
+                                   windows=verifier.BOUND_WINDOWS) is None)
     with pytest.raises(NotApplicableError, match="nest over runs of up to 5,000 ranks"):
-        verifier.verify(p, p.unsqueeze(1).expand(1, 3, V), drafts, None)
+        verifier.verify_row(p, p, (0, 1, 2), np.array([open_u, 0.5, 0.5]), setup)
     small = torch.tensor(P).unsqueeze(0)
     q3 = torch.tensor(Q).unsqueeze(0).unsqueeze(1).expand(1, 3, len(Q))
     with pytest.raises(NotApplicableError, match="cannot come from 3 draws"):

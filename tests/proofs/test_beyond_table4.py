@@ -148,6 +148,22 @@ def test_water_levels_at_most_one_holds_and_fails_out_of_the_ratio_order():
     assert check.status == "fails" and "levels in [0, 1]" in check.counterexample["part"]
 
 
+def test_wor_walk_bounds_hold_and_each_part_fails_on_a_broken_ingredient():
+    from otm.rules import water_level_bounds as bounds
+
+    assert beyond.check_wor_walk_bounds(N, rng()).status == "holds"
+
+    def doubled_lower(flux, masses, run, low, high):  # twice Lemma 9 (i)'s bound: above M somewhere
+        return 2 * bounds.span_lower_bound(flux, masses, run, low, high)
+
+    def always_at_most(flux, masses, run, low, high, u):  # "M <= u" claimed for every u
+        return True
+
+    for broken in ({"lower_fn": doubled_lower}, {"at_most_fn": always_at_most}):
+        check = beyond.check_wor_walk_bounds(N, rng(), **broken)
+        assert check.status == "fails", broken
+
+
 def test_pair_wor_yield_bounds_hold_and_each_part_fails_on_a_broken_ingredient():
     assert beyond.check_pair_wor_yield_bounds(N, rng()).status == "holds"
 

@@ -1,0 +1,118 @@
+"""How often do bounds from the flux alone decide the walk of ``optimal_wor``, and at what cost?
+
+Evidence behind docs/optimal-verifier.md, section 8 ("k drafts: the walk from bounds"). The
+batched verifier for ``k >= 3`` drafts without replacement (:mod:`decoding.verifiers.optimal_wor`)
+first sets a row up on the clock integral (cut, flux, ``x``, set masses:
+:func:`decoding.verifiers.optimal_wor.row_setup`), then decides the walk of each drafted set
+from Lemma 9's bounds (:func:`otm.rules.water_level_bounds.walk_decision`, with the verifier's
+margin and windows), and builds the water levels only for the sets they leave undecided. On
+real rows (``--positions`` rows of an ``otm corpus`` directory at ``--temperature``, each cut
+to its top-p nucleus over the whole vocabulary with ``--top-p``, else to its ``--top``
+likeliest tokens), per row and ``k`` in ``--ks``: the support, the longest run of flux, the
+nesting's own time estimate, the set-up's time, how many of ``--draws`` drafted sets (drawn
+without replacement from ``q``, a uniform each) the bounds decide and their mean time, and,
+where the nesting's estimate is at most ``--levels-limit`` seconds, the time of the full
+levels (:func:`otm.rules.optimal_wor.wor_parameters`, the verifier's clock path) and how many
+decisions differ from the walk on those levels (none may):
+
+    python scripts/wor_walk_bounds.py --corpus DIR --positions 8 --top-p 0.99 --ks 3,8
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from otm.errors import NotApplicableError
+from otm.rules.optimal_wor import wor_parameters
+from otm.rules.water_level_bounds import walk_decision
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from wor_pair_rules import likeliest  # noqa: E402
+from wor_water_levels import warm_compiled_code  # noqa: E402
+
+
+def row_table(directory: str, positions: int, ks: list[int], draws: int, top: int, top_p: float | None,
+              temperature: float, levels_limit: float, seed: int) -> None:
+    from decoding.verifiers import optimal_wor as verifier
+    from decoding.verifiers.optimal_wor_numba import CompiledClockSetMasses
+    from otm.corpus import Corpus
+
+    warm_compiled_code()
+    rng = np.random.default_rng(seed)
+    rows = Corpus(directory).spaced_rows(positions, temperature, top_p)
+    cut = f"cut to their top-p {top_p} nuclei" if top_p is not None else f"cut to {top} tokens"
+    print(f"{len(rows)} corpus rows at temperature {temperature}, {cut}; {draws} drafted sets per row and k")
+    print("| text | position | k | support | longest run of flux | nesting estimate (s) | set-up (s) | decided by bounds "
+          "| ms per decision | levels (s) | decisions against the levels |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    totals = {k: [0, 0, 0] for k in ks}  # decided, drawn, wrong
+    for done, (text, position, p, q) in enumerate(rows, 1):
+        if top_p is None:
+            p, q = likeliest(p, q, top)
+        for k in ks:
+            began = time.perf_counter()
+            setup = verifier.row_setup(p, q, k)
+            set_up = time.perf_counter() - began
+            if setup is None:  # off the clock path (few tuples, exhausted support) or past its tables
+                print(f"| {text} | {position} | {k} | {int(np.count_nonzero(q > 0)):,} | - | - | - | off the clock path "
+                      "| - | - | - |", flush=True)
+                continue
+            n = len(setup.order)
+            flux = np.asarray(setup.flux, dtype=np.float64)
+            estimate = sum(setup.masses.nesting_seconds(flux, lo, hi)[0] for lo, hi in ((setup.cut, n - 1), (0, setup.cut - 1)))
+            longest = max(setup.masses.nesting_seconds(flux, lo, hi)[1] for lo, hi in ((setup.cut, n - 1), (0, setup.cut - 1)))
+            sets = [rng.choice(len(q), k, replace=False, p=q) for _ in range(draws)]
+            uniforms = rng.random(draws)
+            began = time.perf_counter()
+            verdicts = [walk_decision(setup.flux, setup.masses, [int(setup.rank[t]) for t in drafted], u,
+                                      margin=verifier.BOUND_MARGIN, windows=verifier.BOUND_WINDOWS)
+                        for drafted, u in zip(sets, uniforms)]
+            deciding = time.perf_counter() - began
+            decided = sum(v is not None for v in verdicts)
+            levels_seconds, wrong = "-", "-"
+            if estimate <= levels_limit:
+                began = time.perf_counter()
+                try:
+                    params = wor_parameters(p, q, k, clock_masses=CompiledClockSetMasses)
+                    levels_seconds = f"{time.perf_counter() - began:.2f}"
+                    levels = [float(v) for v in params.levels]
+                    wrong = sum(v is not None and v != verifier.walk(levels, [int(params.rank[t]) for t in drafted], u)
+                                for v, drafted, u in zip(verdicts, sets, uniforms))
+                    totals[k][2] += wrong
+                except NotApplicableError as refusal:
+                    levels_seconds = "refused"
+                    print(f"  refused: {refusal}", file=sys.stderr, flush=True)
+            totals[k][0] += decided
+            totals[k][1] += draws
+            print(f"| {text} | {position} | {k} | {n:,} | {longest:,} | {estimate:.1f} | {set_up:.2f} | {decided} of {draws} "
+                  f"| {1000 * deciding / draws:.1f} | {levels_seconds} | {wrong} |", flush=True)
+        print(f"  {done}/{len(rows)} rows", file=sys.stderr, flush=True)
+    for k, (decided, drawn, wrong) in totals.items():
+        print(f"k = {k}: {decided} of {drawn} drafted sets decided by the bounds, {wrong} against the levels")
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--corpus", required=True, help="an `otm corpus` directory")
+    parser.add_argument("--positions", type=int, default=8)
+    parser.add_argument("--ks", default="3,8")
+    parser.add_argument("--draws", type=int, default=50, help="drafted sets per row and k")
+    parser.add_argument("--top", type=int, default=1000, help="likeliest tokens kept, without --top-p")
+    parser.add_argument("--top-p", type=float, default=None)
+    parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--levels-limit", type=float, default=20.0,
+                        help="build the full levels where the nesting's estimate is at most this (s)")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    print(f"about {args.positions * len(args.ks.split(','))} set-ups, each up to a few seconds, and the full levels "
+          f"where estimated under {args.levels_limit:g} s", file=sys.stderr, flush=True)
+    row_table(args.corpus, args.positions, [int(k) for k in args.ks.split(",")], args.draws, args.top, args.top_p,
+              args.temperature, args.levels_limit, args.seed)
+
+
+if __name__ == "__main__":
+    main()

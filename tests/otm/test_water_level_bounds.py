@@ -1,0 +1,117 @@
+"""Lemma 9 for k drafts (otm.rules.water_level_bounds; docs/optimal-verifier.md, section 8, "k
+drafts: the walk from bounds"): where the bounds from the flux and the set masses decide the walk
+of rule 'optimal_wor', they decide it as the water levels do, exactly in rationals; at u = 0
+they always decide; with the set masses halved some decision is wrong."""
+from __future__ import annotations
+
+from fractions import Fraction as F
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from otm.formulations.prefix_scan import ratio_order
+from otm.rules import optimal_wor as rule
+from otm.rules.optimal_pair_wor import flux_setup
+from otm.rules.water_level_bounds import walk_decision
+
+
+@st.composite
+def exact_rows(draw, max_vocab=7):
+    """Exact ``(p, q, k)``, ``k = 3..4``, zeros allowed, more than ``k`` tokens with ``q > 0``."""
+    V = draw(st.integers(4, max_vocab))
+    k = draw(st.integers(3, min(4, V - 1)))
+    p = draw(st.lists(st.integers(0, 9), min_size=V, max_size=V))
+    q = draw(st.lists(st.integers(0, 9), min_size=V, max_size=V))
+    assume(sum(p) > 0 and sum(1 for v in q if v > 0) > k)
+    return (np.array([F(v, sum(p)) for v in p], dtype=object), np.array([F(v, sum(q)) for v in q], dtype=object), k)
+
+
+def selected(levels: list, ranks: list, u) -> int:
+    """The walk of the rule with exact levels: the index into ``ranks`` of the last member
+    reached going down while ``u < M_i`` (``M_i`` the least level between member ``i`` and the
+    highest)."""
+    descending = sorted(range(len(ranks)), key=lambda i: -ranks[i])
+    chosen = descending[0]
+    for lower in descending[1:]:
+        if not u < min(levels[ranks[lower] + 1:ranks[descending[0]] + 1]):
+            break
+        chosen = lower
+    return chosen
+
+
+def _decisions(p, q, k: int, masses_scale=1, windows=None):
+    """``(wrong, decided, total)`` over every draft set of the row and ``u`` at 0, at each
+    ``M_i``, ``M_i -+ 1/1000``, ``1/2`` and ``999/1000``."""
+    params = rule.wor_parameters(p, q, k)
+    setup = flux_setup(p, q, ratio_order(p, q), rule.set_masses(k))
+    masses = setup.masses
+    if masses_scale != 1:
+        original = masses.across
+        masses.across = lambda f, j, t: masses_scale * original(f, j, t)
+    wrong = decided = total = 0
+    for members in rule.draft_sets([q[t] for t in params.order], k):
+        ranks = sorted(members)
+        reaches = {min(params.levels[r + 1:ranks[-1] + 1]) for r in ranks[:-1]}
+        grid = {F(0), F(1, 2), F(999, 1000)} | reaches | {max(F(0), v - F(1, 1000)) for v in reaches} \
+            | {min(F(999, 1000), v + F(1, 1000)) for v in reaches}
+        for u in grid:
+            verdict = walk_decision(setup.flux, masses, ranks, u, windows=windows)
+            total += 1
+            if verdict is not None:
+                decided += 1
+                wrong += verdict != selected(params.levels, ranks, u)
+            if u == 0 and masses_scale == 1:
+                assert verdict == selected(params.levels, ranks, u)
+    return wrong, decided, total
+
+
+@settings(max_examples=40, deadline=None)
+@given(exact_rows())
+def test_the_walk_bounds_decide_as_the_levels_in_rationals(row):
+    p, q, k = row
+    for windows in (None, 1, 4):
+        wrong, decided, total = _decisions(p, q, k, windows=windows)
+        assert wrong == 0 and decided > 0
+
+
+def test_the_walk_bounds_decide_most_walks_on_a_fixed_family():
+    """Not a vacuous check: on 30 random rows (V = 7, k = 3) the bounds decide most of the
+    (set, u) pairs of the grid, none wrongly."""
+    rng = np.random.default_rng(5)
+    wrong = decided = total = 0
+    for _ in range(30):
+        p, q = (rng.integers(1, 10, size=7) for _ in range(2))
+        p, q = (np.array([F(int(v), int(r.sum())) for v in r], dtype=object) for r in (p, q))
+        w, d, t = _decisions(p, q, 3)
+        wrong, decided, total = wrong + w, decided + d, total + t
+    assert wrong == 0 and decided > total / 2
+
+
+def test_the_walk_bounds_check_fails_on_halved_set_masses():
+    """With every set mass halved the lower bounds double: some decision is then wrong."""
+    rng = np.random.default_rng(3)
+    wrong = 0
+    for _ in range(30):
+        p, q = (rng.integers(1, 10, size=7) for _ in range(2))
+        p, q = (np.array([F(int(v), int(r.sum())) for v in r], dtype=object) for r in (p, q))
+        wrong += _decisions(p, q, 3, masses_scale=F(1, 2))[0]
+    assert wrong > 0
+
+
+@pytest.mark.parametrize("k", [3, 4])
+def test_a_set_across_the_optimal_cut_selects_its_highest_member(k):
+    """A set whose highest member alone lies above the optimal cut (no flux across it) selects
+    it for every ``u``, decided without the levels."""
+    rng = np.random.default_rng(k)
+    while True:  # a row whose cut leaves at least k - 1 ranks below it and one above
+        p, q = (rng.integers(1, 10, size=8) for _ in range(2))
+        p, q = (np.array([F(int(v), int(r.sum())) for v in r], dtype=object) for r in (p, q))
+        setup = flux_setup(p, q, ratio_order(p, q), rule.set_masses(k))
+        if k - 1 <= setup.cut < len(setup.order):
+            break
+    assert setup.flux[setup.cut] == 0
+    ranks = list(range(setup.cut - k + 1, setup.cut + 1))
+    for u in (F(0), F(1, 10**9), F(1, 2)):
+        assert walk_decision(setup.flux, setup.masses, ranks, u) == k - 1
