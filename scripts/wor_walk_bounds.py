@@ -3,7 +3,8 @@
 Evidence behind docs/optimal-verifier.md, section 8 ("k drafts: the walk from bounds"). The
 batched verifier for ``k >= 3`` drafts without replacement (:mod:`decoding.verifiers.optimal_wor`)
 first sets a row up on the clock integral (cut, flux, ``x``, set masses:
-:func:`decoding.verifiers.optimal_wor.row_setup`), then decides the walk of each drafted set
+:func:`decoding.verifiers.optimal_wor.row_setup`; rows off that path, with few draft tuples or at
+most ``k`` tokens with ``q > 0``, and rows past its tables are listed as such), then decides the walk of each drafted set
 from Lemma 9's bounds (:func:`otm.rules.water_level_bounds.walk_decision`, with the verifier's
 margin and windows), and builds the water levels only for the sets they leave undecided. On
 real rows (``--positions`` rows of an ``otm corpus`` directory at ``--temperature``, each cut
@@ -27,7 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from otm.errors import NotApplicableError
-from otm.rules.optimal_wor import wor_parameters
+from otm.rules.optimal_pair_wor import FluxSetup
+from otm.rules.optimal_wor import clock_flux_setup, wor_parameters
 from otm.rules.water_level_bounds import walk_decision
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -55,11 +57,14 @@ def row_table(directory: str, positions: int, ks: list[int], draws: int, top: in
             p, q = likeliest(p, q, top)
         for k in ks:
             began = time.perf_counter()
-            setup = verifier.row_setup(p, q, k)
+            try:
+                setup = clock_flux_setup(p, q, k, clock_masses=CompiledClockSetMasses)  # the verifier's row_setup
+            except NotApplicableError:
+                setup = "past the clock integral's tables"
             set_up = time.perf_counter() - began
-            if setup is None:  # off the clock path (few tuples, exhausted support) or past its tables
-                print(f"| {text} | {position} | {k} | {int(np.count_nonzero(q > 0)):,} | - | - | - | off the clock path "
-                      "| - | - | - |", flush=True)
+            if not isinstance(setup, FluxSetup):  # few tuples, at most k tokens with q > 0, or too many tokens
+                print(f"| {text} | {position} | {k} | {int(np.count_nonzero(q > 0)):,} | - | - | - | "
+                      f"{setup or 'off the clock path'} | - | - | - |", flush=True)
                 continue
             n = len(setup.order)
             flux = np.asarray(setup.flux, dtype=np.float64)

@@ -15,13 +15,18 @@ which sums the set masses over every draft tuple up to 1,000 of them, and beyond
 from the clock integral compiled with the whole nesting
 (:class:`decoding.verifiers.optimal_wor_numba.CompiledClockSetMasses`: rows of up to about
 35,000 tokens of support whose runs of flux span up to about 1,400-2,400 ranks at ``k = 3``,
-870-1,450 at ``k = 8``); rows beyond that raise
-:class:`otm.errors.NotApplicableError` (a real vocabulary at ``k >= 3`` is open,
-docs/optimal-verifier.md, section 8). Per row, on the CPU, from the rule's certified float64
-construction (wider arithmetic where float64 is not certified), the last 256 distinct rows kept
-(a batch of equal rows, as the tests draw, costs one construction; a distinct row 1-2 ms at
-``V = 8..30``, 9 ms at ``V = 150, k = 3``, ``scripts/wor_water_levels.py --cost``; 0.09-0.29 s
-on real rows cut to 100 tokens, 0.85-1.93 s at 300, ``--float``).
+870-1,450 at ``k = 8``). On that path each distinct row of a call is first set up without the
+levels (:func:`row_setup`: cut, flux, ``x``, the compiled set masses), and the walk of each of
+its drafted sets is decided from Lemma 9's bounds where they settle it
+(:func:`otm.rules.water_level_bounds.walk_decision`; docs/optimal-verifier.md, section 8, "k
+drafts: the walk from bounds"); only the walks they leave open build the levels. Rows past the
+tables, and open walks on rows past the nesting's time limit, raise
+:class:`otm.errors.NotApplicableError` (a real vocabulary at ``k >= 3`` is open). The levels
+come from the rule's certified float64 construction (wider arithmetic where float64 is not
+certified), the last 256 distinct rows kept (a batch of equal rows, as the tests draw, costs one
+construction; a distinct row 1-2 ms at ``V = 8..30``, 9 ms at ``V = 150, k = 3``,
+``scripts/wor_water_levels.py --cost``; 0.09-0.29 s on real rows cut to 100 tokens, 0.85-1.93 s
+at 300, ``--float``).
 
 Exhausted support (at most ``k`` tokens with ``q > 0``): the drafted set is always the same
 (:func:`decoding.verifiers.base.sample_without_replacement`), and the draft at position ``j``
@@ -37,7 +42,7 @@ replacement cannot give raise :class:`otm.errors.NotApplicableError`.
 """
 from __future__ import annotations
 
-from functools import lru_cache
+from collections import OrderedDict
 
 import numpy as np
 import torch
@@ -86,14 +91,27 @@ def sample_drafts(draft_probs: torch.Tensor, k: int, generator: torch.Generator 
     return sample_without_replacement(draft_probs, k, generator)
 
 
-@lru_cache(maxsize=256)
-def _row_parameters(p_bytes: bytes, q_bytes: bytes, k: int) -> tuple:
-    """``(rank [V], levels [n + 1], x [V], support n)`` in float64 of one normalised row."""
-    from .optimal_wor_numba import CompiledClockSetMasses  # numba only where a row is verified
+#: ``(p bytes, q bytes, k) -> (rank [V], levels [n + 1], x [V], support n)`` of the last
+#: :data:`LEVELS_KEPT` rows whose levels were built (a row found here walks on its levels).
+_LEVELS: OrderedDict = OrderedDict()
 
-    p, q = np.frombuffer(p_bytes), np.frombuffer(q_bytes)
-    params = wor_parameters(p, q, k, clock_masses=CompiledClockSetMasses)
-    return params.rank, [float(v) for v in params.levels], np.asarray(params.selection, dtype=np.float64), len(params.order)
+LEVELS_KEPT = 256
+
+
+def _row_parameters(p_bytes: bytes, q_bytes: bytes, k: int) -> tuple:
+    """``(rank [V], levels [n + 1], x [V], support n)`` in float64 of one normalised row, built
+    once and kept in :data:`_LEVELS`."""
+    key = (p_bytes, q_bytes, k)
+    if key not in _LEVELS:
+        from .optimal_wor_numba import CompiledClockSetMasses  # numba only where a row is verified
+
+        params = wor_parameters(np.frombuffer(p_bytes), np.frombuffer(q_bytes), k, clock_masses=CompiledClockSetMasses)
+        _LEVELS[key] = (params.rank, [float(v) for v in params.levels], np.asarray(params.selection, dtype=np.float64),
+                        len(params.order))
+        if len(_LEVELS) > LEVELS_KEPT:
+            _LEVELS.popitem(last=False)
+    _LEVELS.move_to_end(key)
+    return _LEVELS[key]
 
 
 def walk(levels: list, ranks: list, u: float) -> int:
@@ -115,20 +133,39 @@ def row_setup(p: np.ndarray, q: np.ndarray, k: int) -> FluxSetup | None:
     (:func:`otm.rules.optimal_wor.clock_flux_setup`), what :func:`verify_row` decides the walk
     from before it builds levels; ``None`` for a row off that path (``k = 2``, few draft
     tuples, at most ``k`` tokens with ``q > 0``) or past the clock integral's tables (the
-    levels' path then enumerates the row or refuses it)."""
+    levels' path then enumerates the row or refuses it). The last rows set up are kept while
+    their tables hold at most :data:`SETUP_FLOATS_KEPT` floats in all, for calls that repeat a
+    row."""
+    key = (p.tobytes(), q.tobytes(), k)
+    if key in _SETUPS:
+        _SETUPS.move_to_end(key)
+        return _SETUPS[key][0]
     from .optimal_wor_numba import CompiledClockSetMasses  # numba only where a row is verified
 
     try:
-        return clock_flux_setup(p, q, k, clock_masses=CompiledClockSetMasses)
+        setup = clock_flux_setup(p, q, k, clock_masses=CompiledClockSetMasses)
     except NotApplicableError:
-        return None
+        setup = None
+    floats = 0 if setup is None else setup.masses.table_floats(setup.masses.n, setup.masses.s.size, k)
+    _SETUPS[key] = (setup, floats)
+    while sum(kept for _, kept in _SETUPS.values()) > SETUP_FLOATS_KEPT:
+        _SETUPS.popitem(last=False)
+    return setup
+
+
+#: ``(p bytes, q bytes, k) -> (set-up or None, its table floats)`` of the last rows set up.
+_SETUPS: OrderedDict = OrderedDict()
+
+#: The set-ups kept hold at most this many floats of tables (128 MiB; a row of 10,000 tokens at
+#: 600 nodes and ``k = 3`` has about 12 million).
+SETUP_FLOATS_KEPT = 16_000_000
 
 
 def verify_row(p: np.ndarray, q: np.ndarray, drafts: tuple, uniforms: np.ndarray,
                setup: FluxSetup | None = None) -> tuple[int, int]:
     """``(token, accepted index)`` of one row (``p``, ``q`` ``[V]`` float64, normalised; ``-1``:
-    the residual), ``k = len(drafts) >= 3``. With the row's :func:`row_setup`, the walk is first
-    decided from the flux and the set masses alone
+    the residual), ``k = len(drafts) >= 3``. With the row's :func:`row_setup`, unless its levels
+    are already built, the walk is first decided from the flux and the set masses alone
     (:func:`otm.rules.water_level_bounds.walk_decision`, a decision taken only where it clears
     its threshold by the relative :data:`BOUND_MARGIN`), and the levels are built only where
     that leaves it open."""
@@ -137,7 +174,7 @@ def verify_row(p: np.ndarray, q: np.ndarray, drafts: tuple, uniforms: np.ndarray
     if len(set(drafts)) < k or int((q[list(drafts)] > 0).sum()) < min(k, support):
         raise NotApplicableError(f"drafts {tuple(drafts)} cannot come from {k} draws without replacement from q "
                                  f"({support} tokens of positive probability)")
-    if setup is not None:
+    if setup is not None and (p.tobytes(), q.tobytes(), k) not in _LEVELS:
         index = walk_decision(setup.flux, setup.masses, [int(setup.rank[t]) for t in drafts], float(uniforms[0]),
                               margin=BOUND_MARGIN, windows=BOUND_WINDOWS)
         if index is not None:

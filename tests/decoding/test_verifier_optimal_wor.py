@@ -188,7 +188,7 @@ def test_a_row_past_the_nesting_limit_is_drawn_where_the_bounds_decide(monkeypat
     draws = [(tuple(int(t) for t in rng.choice(len(q), 3, replace=False, p=q)), rng.random(3)) for _ in range(60)]
     expected = [verifier.verify_row(p, q, drafts, uniforms) for drafts, uniforms in draws]
     monkeypatch.setattr(CompiledClockSetMasses, "max_nesting_seconds", 0.0)
-    verifier._row_parameters.cache_clear()
+    verifier._LEVELS.clear()
     setup = verifier.row_setup(p, q, 3)
     drawn = refused = 0
     for (drafts, uniforms), want in zip(draws, expected):
@@ -200,7 +200,7 @@ def test_a_row_past_the_nesting_limit_is_drawn_where_the_bounds_decide(monkeypat
             continue
         assert got == want
         drawn += 1
-    verifier._row_parameters.cache_clear()
+    verifier._LEVELS.clear()
     assert drawn > 12 and refused > 0
 
 
