@@ -348,6 +348,18 @@ def check_pair_wor_yield_bounds(instances: int, rng: np.random.Generator, lower_
     return search.finish(check)
 
 
+def _exact_rows(instances: int, rng: np.random.Generator, sizes: tuple, ks: tuple):
+    """``(index, p, q, k)``: ``instances`` draws of exact rows (denominator 12, zeros
+    included), ``V`` in ``sizes``, ``k`` in ``ks`` (at most ``V - 1``), kept when more than
+    ``k`` tokens have ``q > 0`` (else the drafted set is always the same)."""
+    for index in range(instances):
+        V = int(rng.integers(sizes[0], sizes[1] + 1))
+        k = int(rng.integers(ks[0], min(ks[1], V - 1) + 1))
+        p, q = random_exact(rng, V, 12), random_exact(rng, V, 12)
+        if sum(1 for v in q if v > 0) > k:
+            yield index, p, q, k
+
+
 def check_wor_walk_bounds(instances: int, rng: np.random.Generator, lower_fn=None, at_most_fn=None) -> Check:
     """Lemma 9 for ``k`` drafts (docs/optimal-verifier.md, section 8, "k drafts: the walk from
     bounds"): the least level between two members of a drafted set is bounded by the flux and
@@ -375,12 +387,7 @@ def check_wor_walk_bounds(instances: int, rng: np.random.Generator, lower_fn=Non
              "verifier decides its walk with them (float64, margin 1e-9, at most 4 windows).",
     )
     search = SlackSearch(tolerance=0.0)  # exact rationals
-    for _ in range(instances):
-        V = int(rng.integers(4, 8))
-        k = int(rng.integers(3, min(4, V - 1) + 1))
-        p, q = random_exact(rng, V, 12), random_exact(rng, V, 12)
-        if sum(1 for v in q if v > 0) <= k:
-            continue
+    for _, p, q, k in _exact_rows(instances, rng, sizes=(4, 7), ks=(3, 4)):
         params = wor_rule.wor_parameters(p, q, k)
         setup = flux_setup(p, q, ratio_order(p, q), wor_rule.set_masses(k))
         for members in wor_rule.draft_sets([q[t] for t in params.order], k):
@@ -425,12 +432,7 @@ def check_water_levels_at_most_one(instances: int, rng: np.random.Generator, ord
              "recomputed from the final levels and the draft sets, not from the construction's bookkeeping.",
     )
     search = SlackSearch(tolerance=0.0)  # exact rationals
-    for index in range(instances):
-        V = int(rng.integers(3, 8))
-        k = int(rng.integers(2, min(4, V - 1) + 1))
-        p, q = random_exact(rng, V, 12), random_exact(rng, V, 12)
-        if sum(1 for v in q if v > 0) <= k:
-            continue
+    for index, p, q, k in _exact_rows(instances, rng, sizes=(3, 7), ks=(2, 4)):
         law = iid_law if index % 3 == 0 else without_replacement_law
         case = {"p": p, "q": q, "k": k, "draft_law": law.__name__}
         try:

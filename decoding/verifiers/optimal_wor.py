@@ -220,7 +220,7 @@ def verify(
     p_rows = _normalised(target_probs, "target_probs")
     q_rows = _normalised(first_draft_probs(draft_probs), "draft_probs")
     drafts, u = draft_tokens.cpu().tolist(), uniforms.to(torch.float64).cpu().numpy()
-    rows: dict = {}  # one set-up per distinct row, dropped once its rows are drawn (its tables can be large)
+    rows: dict = {}  # the rows of the call by distinct (p, q): one set-up each
     for r in range(len(drafts)):
         rows.setdefault((p_rows[r].tobytes(), q_rows[r].tobytes()), []).append(r)
     results: list = [None] * len(drafts)
