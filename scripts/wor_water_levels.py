@@ -52,9 +52,10 @@ nestings that take at least 0.05 s:
 
 ``--cost`` times the rule's batched verifier (:mod:`decoding.verifiers.optimal_wor`) at small
 vocabularies, beside ``rrs_wor`` on the same rows and drafts: 20 distinct random softmax rows
-per ``(V, k)``, the first call (one certified float64 construction per row) and a second call
-on the same rows (the constructions cached), in ms per row; the last two sizes have too many
-draft tuples to enumerate and take the clock integral's set masses.
+per ``(V, k)``, the first call (per row the certified float64 construction, or on the clock
+path a set-up from which the walk is decided by bounds, the construction only where they leave
+it open) and a second call on the same rows (set-ups and constructions kept), in ms per row;
+every size but the first has more than 1,000 draft tuples, the verifier's clock path.
 
     python scripts/wor_water_levels.py --cost
 """
@@ -268,7 +269,7 @@ def cost(rows: int = 20, sizes=((8, 3), (8, 4), (12, 3), (12, 4), (30, 3), (20, 
     from decoding.verifiers import rrs_wor
 
     warm_compiled_code()
-    print("| V | k | optimal_wor, distinct rows (ms / row) | again, cached (ms / row) | rrs_wor (ms / row) |")
+    print("| V | k | optimal_wor, distinct rows (ms / row) | again, kept (ms / row) | rrs_wor (ms / row) |")
     print("|---|---|---|---|---|")
     for V, k in sizes:
         g = torch.Generator().manual_seed(0)
