@@ -11,8 +11,9 @@ and proved there for ``k`` (section 8, "k drafts: the walk from bounds"): the wa
 above ``s``) and ``M_I(j)`` the mass of the draft sets whose highest member lies in ``[j,
 t_I]`` and whose highest member below ``j`` lies in ``[f_I, j)`` (``masses.across(f_I, j,
 t_I)``), which grows with ``I``. A set crosses ``j`` at level ``s`` exactly when both of
-those members lie in ``R_s(j)``. So, with ``R_0`` the longest run of ranks around a span
-``[low, high]`` whose inner cuts all carry flux, and ``M = min_{low < j <= high} L(j)`` (the
+those members lie in ``R_s(j)``. So, with ``low < high`` two members of a draft set of positive
+probability (the walk's members), ``R_0`` the longest run of ranks around the span ``[low,
+high]`` whose inner cuts all carry flux, and ``M = min_{low < j <= high} L(j)`` (the
 level the walk of :mod:`otm.rules.optimal_wor` needs to pass from member ``high`` down to
 member ``low``):
 
