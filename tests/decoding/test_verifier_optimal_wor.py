@@ -9,6 +9,8 @@ from fractions import Fraction as F
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from decoding.verifiers import optimal_wor as verifier
 from otm.errors import InvalidDistributionError, InvalidDraftCountError, NotApplicableError
@@ -174,6 +176,49 @@ def test_walks_decided_by_bounds_are_the_levels_walks():
             return 0.5 * setup.masses.across(f, j, t)
 
     assert disagreements(Halved())[1] > 0
+
+
+@st.composite
+def clock_rows(draw):
+    """Float rows past the tuple enumeration at ``k = 3, 4`` (``V = 24..48``): softmax rows of
+    any sharpness, and degenerate ones: ``p = q``, one-hot ``p``, disjoint supports, zeros in
+    ``q`` (at least 12 tokens with ``q > 0``: more than 1,000 ordered triples), a dominant draft token."""
+    V, k = draw(st.integers(24, 48)), draw(st.integers(3, 4))
+    seed, kind = draw(st.integers(0, 2**31)), draw(st.sampled_from(["softmax", "p = q", "one-hot p", "disjoint",
+                                                                      "zeros in q", "dominant"]))
+    rng = np.random.default_rng(seed)
+    scale = draw(st.sampled_from([0.3, 1.0, 3.0, 8.0]))
+    p, q = (np.exp(scale * rng.normal(size=V)) for _ in range(2))
+    if kind == "p = q":
+        p = q.copy()
+    elif kind == "one-hot p":
+        p = np.zeros(V)
+        p[int(rng.integers(V))] = 1.0
+    elif kind == "disjoint":
+        p[: V // 2], q[V // 2:] = 0.0, 0.0
+    elif kind == "zeros in q":
+        q[rng.choice(V, V // 3, replace=False)] = 0.0
+    elif kind == "dominant":
+        q[0] = 50 * q.sum()
+    return p / p.sum(), q / q.sum(), k
+
+
+@settings(max_examples=25, deadline=None)
+@given(clock_rows())
+def test_walks_decided_by_bounds_are_the_levels_walks_on_degenerate_rows(row):
+    """On softmax and degenerate rows of the clock path, every walk the bounds decide (verifier's
+    margin and windows) is the walk on the rule's certified levels."""
+    p, q, k = row
+    setup = verifier.row_setup(p, q, k)
+    assert setup is not None  # more than 1,000 draft tuples, more than k tokens with q > 0
+    params = rule.wor_parameters(p, q, k)
+    rng = np.random.default_rng(0)
+    for _ in range(40):
+        drafts = rng.choice(len(q), k, replace=False, p=q)
+        u = float(rng.random())
+        verdict = walk_decision(setup.flux, setup.masses, [int(setup.rank[t]) for t in drafts], u,
+                                margin=verifier.BOUND_MARGIN, windows=verifier.BOUND_WINDOWS)
+        assert verdict is None or verdict == verifier.walk(params.levels, [int(params.rank[t]) for t in drafts], u)
 
 
 def test_a_row_past_the_nesting_limit_is_drawn_where_the_bounds_decide(monkeypatch):
