@@ -179,7 +179,13 @@ def verify_row(p: np.ndarray, q: np.ndarray, drafts: tuple, uniforms: np.ndarray
                               margin=BOUND_MARGIN, windows=BOUND_WINDOWS)
         if index is not None:
             return optimal_pair_wor.checked_draw(p, q, setup.selection, drafts, index, uniforms)
-    rank, levels, x, n = _row_parameters(p.tobytes(), q.tobytes(), k)
+    try:
+        rank, levels, x, n = _row_parameters(p.tobytes(), q.tobytes(), k)
+    except NotApplicableError as refusal:
+        if setup is None:
+            raise
+        raise NotApplicableError(f"{refusal} (the bounds from the flux, which decide most walks on such rows, left "
+                                 f"this walk open: drafts {tuple(int(t) for t in drafts)}, u = {float(uniforms[0]):.6f})") from None
     if n <= k:  # the same set every time: select a position by x
         weights = torch.tensor([[x[t] for t in drafts]], dtype=torch.float64)
         index = int(sample_weighted(weights, torch.tensor([float(uniforms[0])], dtype=torch.float64)))
