@@ -91,27 +91,46 @@ def sample_drafts(draft_probs: torch.Tensor, k: int, generator: torch.Generator 
     return sample_without_replacement(draft_probs, k, generator)
 
 
-#: ``(p bytes, q bytes, k) -> (rank [V], levels [n + 1], x [V], support n)`` of the last
-#: :data:`LEVELS_KEPT` rows whose levels were built (a row found here walks on its levels).
-_LEVELS: OrderedDict = OrderedDict()
+class _Kept:
+    """The entries last put, least recently used out first, while their weights add up to at
+    most ``limit``."""
 
-LEVELS_KEPT = 256
+    def __init__(self, limit: int):
+        self.limit, self._entries = limit, OrderedDict()  # key -> (value, weight)
+
+    def __contains__(self, key) -> bool:
+        return key in self._entries
+
+    def get(self, key):
+        self._entries.move_to_end(key)
+        return self._entries[key][0]
+
+    def put(self, key, value, weight: int = 1):
+        self._entries[key] = (value, weight)
+        while sum(kept for _, kept in self._entries.values()) > self.limit:
+            self._entries.popitem(last=False)
+        return value
+
+    def clear(self) -> None:
+        self._entries.clear()
 
 
-def _row_parameters(p_bytes: bytes, q_bytes: bytes, k: int) -> tuple:
-    """``(rank [V], levels [n + 1], x [V], support n)`` in float64 of one normalised row, built
-    once and kept in :data:`_LEVELS`."""
-    key = (p_bytes, q_bytes, k)
-    if key not in _LEVELS:
-        from .optimal_wor_numba import CompiledClockSetMasses  # numba only where a row is verified
+#: ``(p bytes, q bytes, k) -> (rank [V], levels [n + 1], x [V], support n)`` of the last 256
+#: rows whose levels were built (a row found here walks on its levels).
+_LEVELS = _Kept(256)
 
-        params = wor_parameters(np.frombuffer(p_bytes), np.frombuffer(q_bytes), k, clock_masses=CompiledClockSetMasses)
-        _LEVELS[key] = (params.rank, [float(v) for v in params.levels], np.asarray(params.selection, dtype=np.float64),
-                        len(params.order))
-        if len(_LEVELS) > LEVELS_KEPT:
-            _LEVELS.popitem(last=False)
-    _LEVELS.move_to_end(key)
-    return _LEVELS[key]
+
+def _row_parameters(key: tuple) -> tuple:
+    """``(rank [V], levels [n + 1], x [V], support n)`` in float64 of one normalised row (``key``:
+    its ``(p bytes, q bytes, k)``), built once and kept in :data:`_LEVELS`."""
+    if key in _LEVELS:
+        return _LEVELS.get(key)
+    from .optimal_wor_numba import CompiledClockSetMasses  # numba only where a row is verified
+
+    p_bytes, q_bytes, k = key
+    params = wor_parameters(np.frombuffer(p_bytes), np.frombuffer(q_bytes), k, clock_masses=CompiledClockSetMasses)
+    return _LEVELS.put(key, (params.rank, [float(v) for v in params.levels],
+                             np.asarray(params.selection, dtype=np.float64), len(params.order)))
 
 
 def walk(levels: list, ranks: list, u: float) -> int:
@@ -138,8 +157,7 @@ def row_setup(p: np.ndarray, q: np.ndarray, k: int) -> FluxSetup | None:
     row."""
     key = (p.tobytes(), q.tobytes(), k)
     if key in _SETUPS:
-        _SETUPS.move_to_end(key)
-        return _SETUPS[key][0]
+        return _SETUPS.get(key)
     from .optimal_wor_numba import CompiledClockSetMasses  # numba only where a row is verified
 
     try:
@@ -147,18 +165,16 @@ def row_setup(p: np.ndarray, q: np.ndarray, k: int) -> FluxSetup | None:
     except NotApplicableError:
         setup = None
     floats = 0 if setup is None else setup.masses.table_floats(setup.masses.n, setup.masses.s.size, k)
-    _SETUPS[key] = (setup, floats)
-    while sum(kept for _, kept in _SETUPS.values()) > SETUP_FLOATS_KEPT:
-        _SETUPS.popitem(last=False)
-    return setup
+    return _SETUPS.put(key, setup, floats)
 
-
-#: ``(p bytes, q bytes, k) -> (set-up or None, its table floats)`` of the last rows set up.
-_SETUPS: OrderedDict = OrderedDict()
 
 #: The set-ups kept hold at most this many floats of tables (128 MiB; a row of 10,000 tokens at
 #: 600 nodes and ``k = 3`` has about 12 million).
 SETUP_FLOATS_KEPT = 16_000_000
+
+#: ``(p bytes, q bytes, k) ->`` the set-up (or ``None``) of the last rows set up, weighed by their
+#: table floats.
+_SETUPS = _Kept(SETUP_FLOATS_KEPT)
 
 
 def verify_row(p: np.ndarray, q: np.ndarray, drafts: tuple, uniforms: np.ndarray,
@@ -174,13 +190,14 @@ def verify_row(p: np.ndarray, q: np.ndarray, drafts: tuple, uniforms: np.ndarray
     if len(set(drafts)) < k or int((q[list(drafts)] > 0).sum()) < min(k, support):
         raise NotApplicableError(f"drafts {tuple(drafts)} cannot come from {k} draws without replacement from q "
                                  f"({support} tokens of positive probability)")
-    if setup is not None and (p.tobytes(), q.tobytes(), k) not in _LEVELS:
+    key = (p.tobytes(), q.tobytes(), k)
+    if setup is not None and key not in _LEVELS:
         index = walk_decision(setup.flux, setup.masses, [int(setup.rank[t]) for t in drafts], float(uniforms[0]),
                               margin=BOUND_MARGIN, windows=BOUND_WINDOWS)
         if index is not None:
             return optimal_pair_wor.checked_draw(p, q, setup.selection, drafts, index, uniforms)
     try:
-        rank, levels, x, n = _row_parameters(p.tobytes(), q.tobytes(), k)
+        rank, levels, x, n = _row_parameters(key)
     except NotApplicableError as refusal:
         if setup is None:
             raise
