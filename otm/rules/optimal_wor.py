@@ -196,7 +196,7 @@ def wor_parameters(p, q, k: int, *, clock_masses=ClockSetMasses) -> PairParamete
     limit = MAX_RULE_ENUMERATION if is_exact(p) else MAX_ENUMERATED_TUPLES
     order = ratio_order(p, q)
     n = sum(1 for v in q if v > 0)
-    if tuples > min(limit, clock_masses.enumerate_up_to) and not is_exact(p) and n > k:
+    if _takes_clock_path(p, n, k, tuples, clock_masses):
         try:
             return _clock_parameters(p, q, order, n, k, tuples, clock_masses)
         except NotApplicableError:
@@ -219,6 +219,14 @@ def wor_parameters(p, q, k: int, *, clock_masses=ClockSetMasses) -> PairParamete
         raise NotApplicableError(f"rule 'optimal_wor': its levels do not realise x within {CERTIFICATE_TOLERANCE:g} "
                                  f"here, even in wide floats, and {_counted(tuples)} draft tuples are too many for rationals")
     return params
+
+
+def _takes_clock_path(p, n: int, k: int, tuples: int, clock_masses) -> bool:
+    """Whether :func:`wor_parameters` builds a row on the clock integral: float inputs, more than
+    ``k`` tokens with ``q > 0``, and more draft tuples than it enumerates
+    (:data:`otm.draft_laws.MAX_ENUMERATED_TUPLES`, or ``clock_masses.enumerate_up_to`` where
+    that is fewer)."""
+    return not is_exact(p) and n > k and tuples > min(MAX_ENUMERATED_TUPLES, clock_masses.enumerate_up_to)
 
 
 def _counted(tuples: int) -> str:
@@ -304,7 +312,7 @@ def clock_flux_setup(p, q, k: int, clock_masses=ClockSetMasses) -> FluxSetup | N
     too large."""
     n = sum(1 for v in q if v > 0)
     tuples = count_without_replacement(q, k)
-    if k < 3 or is_exact(p) or n <= k or tuples <= min(MAX_ENUMERATED_TUPLES, clock_masses.enumerate_up_to):
+    if k < 3 or not _takes_clock_path(p, n, k, tuples, clock_masses):
         return None
     order = ratio_order(p, q)
     masses = _built_clock_masses(q, order, n, k, tuples, clock_masses)
