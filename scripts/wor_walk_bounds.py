@@ -17,6 +17,14 @@ levels (:func:`otm.rules.optimal_wor.wor_parameters`, the verifier's clock path)
 decisions differ from the walk on those levels (none may):
 
     python scripts/wor_walk_bounds.py --corpus DIR --positions 8 --top-p 0.99 --ks 3,8
+
+``--real-inputs`` sends whole rows at the real vocabulary instead (``V = 151,936``, no top-p)
+through the batched verifier (``decoding.verifiers.optimal_wor.verify``, ``k`` in ``--ks``):
+``--positions`` corpus rows as float32 and bfloat16 softmax at temperatures 1 and 0.1, and the
+same rows with ``p`` or ``q`` made near one-hot (0.999 on its likeliest token); per case, the
+time and what came back (the drawn token, or the typed refusal's class and first words):
+
+    python scripts/wor_walk_bounds.py --corpus DIR --positions 2 --ks 3,8 --real-inputs
 """
 from __future__ import annotations
 
@@ -100,6 +108,44 @@ def row_table(directory: str, positions: int, ks: list[int], draws: int, top: in
         print(f"k = {k}: {decided} of {drawn} drafted sets decided by the bounds, {wrong} against the levels")
 
 
+def real_inputs(directory: str, positions: int, ks: list[int]) -> None:
+    """Whole rows at the real vocabulary through the verifier (module docstring, ``--real-inputs``)."""
+    import torch
+
+    from decoding.verifiers import optimal_wor as verifier
+    from otm.corpus import Corpus
+    from otm.errors import OTMError
+
+    warm_compiled_code()
+    corpus = Corpus(directory)
+
+    def near_one_hot(row: np.ndarray) -> np.ndarray:
+        out = row * (0.001 / (row.sum() - row.max()))
+        out[np.argmax(row)] = 0.999
+        return out
+
+    print("| text | position | inputs | k | support of q | seconds | outcome |")
+    print("|---|---|---|---|---|---|---|")
+    for temperature in (1.0, 0.1):
+        for text, position, p, q in corpus.spaced_rows(positions, temperature):
+            cases = [(f"T = {temperature:g}", p, q), (f"T = {temperature:g}, near one-hot p", near_one_hot(p), q),
+                     (f"T = {temperature:g}, near one-hot q", p, near_one_hot(q))]
+            for label, p_row, q_row in cases:
+                for dtype in (torch.float32, torch.bfloat16):
+                    target, draft = (torch.tensor(v, dtype=torch.float64).to(dtype)[None] for v in (p_row, q_row))
+                    for k in ks:
+                        generator = torch.Generator().manual_seed(0)
+                        drafts = verifier.sample_drafts(draft.float(), k, generator)
+                        began = time.perf_counter()
+                        try:
+                            out = verifier.verify(target, draft[:, None].expand(1, k, -1), drafts, generator)
+                            outcome = f"token {int(out.tokens[0])}"
+                        except OTMError as refusal:
+                            outcome = f"{type(refusal).__name__}: {str(refusal)[:90]}..."
+                        print(f"| {text} | {position} | {label}, {str(dtype).split('.')[-1]} | {k} | "
+                              f"{int((draft > 0).sum()):,} | {time.perf_counter() - began:.2f} | {outcome} |", flush=True)
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", required=True, help="an `otm corpus` directory")
@@ -112,7 +158,13 @@ def main(argv=None) -> None:
     parser.add_argument("--levels-limit", type=float, default=20.0,
                         help="build the full levels where the nesting's estimate is at most this (s)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--real-inputs", action="store_true",
+                        help="whole rows at the real vocabulary through the verifier instead")
     args = parser.parse_args(argv)
+    if args.real_inputs:
+        print("whole rows at V = 151,936 through the verifier: up to a few seconds per case", file=sys.stderr, flush=True)
+        real_inputs(args.corpus, args.positions, [int(k) for k in args.ks.split(",")])
+        return
     print(f"about {args.positions * len(args.ks.split(','))} set-ups, each up to a few seconds, and the full levels "
           f"where estimated under {args.levels_limit:g} s", file=sys.stderr, flush=True)
     row_table(args.corpus, args.positions, [int(k) for k in args.ks.split(",")], args.draws, args.top, args.top_p,
