@@ -76,8 +76,8 @@ def row_table(directory: str, positions: int, ks: list[int], draws: int, top: in
                 continue
             n = len(setup.order)
             flux = np.asarray(setup.flux, dtype=np.float64)
-            estimate = sum(setup.masses.nesting_seconds(flux, lo, hi)[0] for lo, hi in ((setup.cut, n - 1), (0, setup.cut - 1)))
-            longest = max(setup.masses.nesting_seconds(flux, lo, hi)[1] for lo, hi in ((setup.cut, n - 1), (0, setup.cut - 1)))
+            sides = [setup.masses.nesting_seconds(flux, lo, hi) for lo, hi in ((setup.cut, n - 1), (0, setup.cut - 1))]
+            estimate, longest = sum(seconds for seconds, _ in sides), max(run for _, run in sides)
             sets = [rng.choice(len(q), k, replace=False, p=q) for _ in range(draws)]
             uniforms = rng.random(draws)
             began = time.perf_counter()
