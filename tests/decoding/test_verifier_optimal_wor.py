@@ -263,7 +263,7 @@ def test_two_drafts_go_to_the_water_level_verifier_at_any_vocabulary():
 
 def test_limits_and_bad_inputs_are_typed_errors():
     drafts = torch.tensor([[0, 1, 2]])
-    V = 60_000  # 2e14 ordered triples, and clock-integral tables above their limit
+    V = 400_000  # 1e16 ordered triples, and clock-integral tables above their limit (147 million floats)
     p = torch.full((1, V), 1.0 / V, dtype=torch.float64)
     with pytest.raises(NotApplicableError, match="clock integral's tables"):
         verifier.verify(p, p.unsqueeze(1).expand(1, 3, V), drafts, None)
