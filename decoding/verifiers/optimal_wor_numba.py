@@ -37,6 +37,16 @@ _compiled = numba.njit(cache=True, nogil=True, error_model="numpy")
 
 
 @_compiled
+def _clock(q, s, nodes, none, some):
+    """``none[i] = e^{-q s_i}`` (no arrival by ``s_i``) and ``some[i] = 1 - e^{-q s_i}`` for the
+    first ``nodes`` nodes: computed where a pass needs them, so no table of ``n`` by ``N`` is
+    kept (the same function of the same inputs, so every pass gets the same values)."""
+    for i in range(nodes):
+        none[i] = np.exp(-q * s[i])
+        some[i] = -np.expm1(-q * s[i])
+
+
+@_compiled
 def _add_rank(E, D, none, some, q, out_E, out_D, k):
     """``(E, D)`` ``[N, k]`` of a group with one rank added (no arrival ``none``, arrived
     ``some`` ``[N]``, rate ``q``) into ``(out_E, out_D)``, which may be ``(E, D)`` itself."""
@@ -59,38 +69,40 @@ def _empty_group(E, D):
 
 
 @_compiled
-def prefix_pass(q, none, some, s, w, above, k, every, E0, D0, sigma):
+def prefix_pass(q, s, w, above, k, every, E0, D0, sigma):
     """One pass up the ranks: ``E0[c], D0[c]`` ``[N, k]``, the count polynomials of the ranks
     ``[0, c * every)``, and ``sigma[a]``, the probability that rank ``a`` is the highest
     drafted: ``a`` rings ``k``-th with ``k - 1`` of ``[0, a)`` before, or it rang before and
     one of ``[0, a)`` rings ``k``-th, and nothing above ``a`` has rung."""
     n, nodes = q.shape[0], s.shape[0]
     E, D = np.empty((nodes, k)), np.empty((nodes, k))
+    none, some = np.empty(nodes), np.empty(nodes)
     _empty_group(E, D)
     for a in range(n):
         if a % every == 0:
             E0[a // every], D0[a // every] = E, D
+        _clock(q[a], s, nodes, none, some)
         total = 0.0
         for i in range(nodes):
-            member = q[a] * none[a, i] * E[i, k - 1] + some[a, i] * D[i, k - 2]
+            member = q[a] * none[i] * E[i, k - 1] + some[i] * D[i, k - 2]
             total += member * np.exp(-above[a] * s[i]) * w[i]
         sigma[a] = total
-        _add_rank(E, D, none[a], some[a], q[a], E, D, k)
+        _add_rank(E, D, none, some, q[a], E, D, k)
     if n % every == 0:
         E0[n // every], D0[n // every] = E, D
 
 
 @_compiled
-def prefix_at(q, none, some, E0, D0, every, f, k):
+def prefix_at(q, s, E0, D0, every, f, k):
     """``(E, D)`` of the ranks ``[0, f)``: the checkpoint below ``f`` with the ranks up to it
     added (the same float operations as :func:`prefix_pass`)."""
     E, D = np.empty(E0.shape[1:]), np.empty(D0.shape[1:])
-    advance_prefix(q, none, some, E0, D0, every, f, k, E, D, f + 1)
+    advance_prefix(q, s, E0, D0, every, f, k, E, D, f + 1)
     return E, D
 
 
 @_compiled
-def advance_prefix(q, none, some, E0, D0, every, f, k, E, D, at):
+def advance_prefix(q, s, E0, D0, every, f, k, E, D, at):
     """``(E, D)`` := the prefix ``[0, f)``, given that they hold the prefix ``[0, at)``: the
     ranks ``[at, f)`` added where that is shorter than from the checkpoint below ``f`` (which
     is taken where ``at > f``). Every route adds the same ranks in the same order from a value
@@ -99,8 +111,10 @@ def advance_prefix(q, none, some, E0, D0, every, f, k, E, D, at):
         E[:, :] = E0[f // every]
         D[:, :] = D0[f // every]
         at = f - f % every
+    none, some = np.empty(s.shape[0]), np.empty(s.shape[0])
     for r in range(at, f):
-        _add_rank(E, D, none[r], some[r], q[r], E, D, k)
+        _clock(q[r], s, s.shape[0], none, some)
+        _add_rank(E, D, none, some, q[r], E, D, k)
     return f
 
 
@@ -115,46 +129,71 @@ def _live_nodes(decay):
     return nodes
 
 
+#: The ranks of a run whose products below each cut :func:`run_masses` keeps at once (its
+#: ``block``): the forward pass keeps only the groups at the start of each block of this many
+#: ranks, and the backward pass recomputes a block's products from there (so a run of ``10^5``
+#: ranks at 400 nodes and ``k = 8`` keeps about 4 million floats, not 600 million).
+RUN_BLOCK = 256
+
+
 @_compiled
-def run_masses(q, none, some, s, w, above, E0f, D0f, f, t, k, out):
+def run_masses(q, s, w, above, E0f, D0f, f, t, k, out, block):
     """``out[j - f - 1]`` for the cuts ``j = f + 1..t``: the mass of the draft sets with every
     draft in ranks ``<= t``, one in ``[f, j)`` and one in ``[j, t]``, the integral of
     ``[x^(k-1)] (D0 N1 N2 + D1 E0 N2 + D2 E0 N1)`` (groups ``[0, f)``, ``[f, j)``, ``[j, t]``;
     ``N = E - E(0)``; ``(E0f, D0f)`` the prefix ``[0, f)``), summed as ``[x^(k-1)] (A N2 + B
-    D2)`` with ``A = D0 N1 + D1 E0`` and ``B = E0 N1``, the products of the groups below ``j``
-    (formed in the forward pass, so the backward pass costs ``O(k)`` per node and cut)."""
+    D2)`` with ``A = D0 N1 + D1 E0`` and ``B = E0 N1``, the products of the groups below ``j``.
+    Blocks of ``block`` ranks from the top down: the groups ``[f, j)`` of a block are rebuilt
+    from the block's start (kept by a first forward pass) with their products, then the backward
+    pass over the block grows ``[j, t]`` and costs ``O(k)`` per node and cut. The same float
+    operations on the same values whatever ``block``, so the same masses to the bit."""
     decay = np.exp(-above[t] * s) * w
     nodes, size = _live_nodes(decay), t - f
-    lower_A, lower_B = np.empty((size, nodes, k)), np.empty((size, nodes, k))
+    blocks = (size + block - 1) // block
+    none, some = np.empty(nodes), np.empty(nodes)
+    start_E, start_D = np.empty((blocks, nodes, k)), np.empty((blocks, nodes, k))
     E, D = np.empty((nodes, k)), np.empty((nodes, k))
     _empty_group(E, D)  # the group [f, j)
-    for r in range(f, t):
-        _add_rank(E, D, none[r, :nodes], some[r, :nodes], q[r], E, D, k)
-        A, B = lower_A[r - f], lower_B[r - f]
-        for i in range(nodes):
-            for d in range(k):
-                a_value, b_value = 0.0, 0.0
-                for b in range(d + 1):
-                    a_value += D[i, d - b] * E0f[i, b]
-                    if b >= 1:
-                        a_value += D0f[i, d - b] * E[i, b]
-                        b_value += E0f[i, d - b] * E[i, b]
-                A[i, d], B[i, d] = a_value, b_value
-    _empty_group(E, D)  # now the group [j, t]
-    for j in range(t, f, -1):
-        _add_rank(E, D, none[j, :nodes], some[j, :nodes], q[j], E, D, k)
-        A, B = lower_A[j - f - 1], lower_B[j - f - 1]
-        total = 0.0
-        for i in range(nodes):
-            value = B[i, k - 1] * D[i, 0]
-            for c in range(1, k):
-                value += A[i, k - 1 - c] * E[i, c] + B[i, k - 1 - c] * D[i, c]
-            total += value * decay[i]
-        out[j - f - 1] = total
+    for b in range(blocks - 1):
+        start_E[b], start_D[b] = E, D
+        for r in range(f + b * block, f + (b + 1) * block):
+            _clock(q[r], s, nodes, none, some)
+            _add_rank(E, D, none, some, q[r], E, D, k)
+    start_E[blocks - 1], start_D[blocks - 1] = E, D
+    lower_A, lower_B = np.empty((block, nodes, k)), np.empty((block, nodes, k))
+    E2, D2 = np.empty((nodes, k)), np.empty((nodes, k))
+    _empty_group(E2, D2)  # the group [j, t]
+    for b in range(blocks - 1, -1, -1):
+        low, high = f + b * block, min(f + (b + 1) * block, t)  # the cuts j = low + 1..high
+        E[:, :], D[:, :] = start_E[b], start_D[b]
+        for r in range(low, high):
+            _clock(q[r], s, nodes, none, some)
+            _add_rank(E, D, none, some, q[r], E, D, k)  # now [f, r + 1)
+            A, B = lower_A[r - low], lower_B[r - low]
+            for i in range(nodes):
+                for d in range(k):
+                    a_value, b_value = 0.0, 0.0
+                    for e in range(d + 1):
+                        a_value += D[i, d - e] * E0f[i, e]
+                        if e >= 1:
+                            a_value += D0f[i, d - e] * E[i, e]
+                            b_value += E0f[i, d - e] * E[i, e]
+                    A[i, d], B[i, d] = a_value, b_value
+        for j in range(high, low, -1):
+            _clock(q[j], s, nodes, none, some)
+            _add_rank(E2, D2, none, some, q[j], E2, D2, k)
+            A, B = lower_A[j - low - 1], lower_B[j - low - 1]
+            total = 0.0
+            for i in range(nodes):
+                value = B[i, k - 1] * D2[i, 0]
+                for c in range(1, k):
+                    value += A[i, k - 1 - c] * E2[i, c] + B[i, k - 1 - c] * D2[i, c]
+                total += value * decay[i]
+            out[j - f - 1] = total
 
 
 @_compiled
-def lowest_law(q, none, some, s, w, above, E0f, D0f, f, t, k, out):
+def lowest_law(q, s, w, above, E0f, D0f, f, t, k, out):
     """``out[c - f]`` for ``c = f..t``: for the sets whose highest member lies in ``[f, t]``,
     the probability that ``c`` is their lowest member inside ``[f, t]`` (no clock of ``[f, c)``
     or above ``t`` has rung; ``c`` rings ``k``-th with the others in ``[0, f)`` or ``(c, t]``,
@@ -162,13 +201,16 @@ def lowest_law(q, none, some, s, w, above, E0f, D0f, f, t, k, out):
     No clock of ``[f, c)`` by ``s``: the product of their ``e^{-q s}``, formed upward."""
     decay = np.exp(-above[t] * s) * w
     nodes = _live_nodes(decay)
+    none, some = np.empty(nodes), np.empty(nodes)
     gap = np.empty((t - f + 1, nodes))  # gap[c - f]: no arrival in [f, c) by s
     gap[0] = 1.0
     for c in range(f, t):
-        gap[c - f + 1] = gap[c - f] * none[c, :nodes]
+        _clock(q[c], s, nodes, none, some)
+        gap[c - f + 1] = gap[c - f] * none
     E, D = np.empty((nodes, k)), np.empty((nodes, k))
     _empty_group(E, D)  # the group (c, t]
     for c in range(t, f - 1, -1):
+        _clock(q[c], s, nodes, none, some)
         total = 0.0
         for i in range(nodes):
             rest_E = 0.0  # [x^(k-1)] of E0 E
@@ -177,14 +219,14 @@ def lowest_law(q, none, some, s, w, above, E0f, D0f, f, t, k, out):
             rest_D = 0.0  # [x^(k-2)] of D0 E + E0 D
             for a in range(k - 1):
                 rest_D += D0f[i, a] * E[i, k - 2 - a] + E0f[i, a] * D[i, k - 2 - a]
-            member = q[c] * none[c, i] * rest_E + some[c, i] * rest_D
+            member = q[c] * none[i] * rest_E + some[i] * rest_D
             total += gap[c - f, i] * member * decay[i]
         out[c - f] = total
-        _add_rank(E, D, none[c, :nodes], some[c, :nodes], q[c], E, D, k)
+        _add_rank(E, D, none, some, q[c], E, D, k)
 
 
 @_compiled
-def water_levels(q, none, some, s, w, above, E0, D0, every, k, flux, lo, hi, levels, floor):
+def water_levels(q, s, w, above, E0, D0, every, k, flux, lo, hi, levels, floor, block):
     """The nesting of :func:`otm.rules.optimal_pair_wor.water_level_parameters` on the cuts
     ``lo + 1..hi`` in float64 (adds to ``levels``): a run whose inner cuts all carry flux is
     raised by the least ``remaining / mass`` and split at the cuts it empties; a remaining
@@ -220,8 +262,8 @@ def water_levels(q, none, some, s, w, above, E0, D0, every, k, flux, lo, hi, lev
                 stack[top, 0], stack[top, 1] = start - 1, t
                 top += 1
             continue
-        at = advance_prefix(q, none, some, E0, D0, every, f, k, E0f, D0f, at)
-        run_masses(q, none, some, s, w, above, E0f, D0f, f, t, k, masses)
+        at = advance_prefix(q, s, E0, D0, every, f, k, E0f, D0f, at)
+        run_masses(q, s, w, above, E0f, D0f, f, t, k, masses, block)
         theta = np.inf
         for j in range(f + 1, t + 1):
             if masses[j - f - 1] <= 0.0:
@@ -244,11 +286,11 @@ class CompiledClockSetMasses(ClockSetMasses):
     :func:`otm.rules.optimal_pair_wor.water_level_parameters` takes when a masses object has
     it)."""
 
-    #: The largest :meth:`~otm.rules.wor_clock_masses.ClockSetMasses.table_floats` (float64,
-    #: 512 MiB: about 35,000 tokens of support at 900 nodes, at any ``k``; it was 15,000 at
-    #: ``k = 3`` and 5,000 at ``k = 8`` with a prefix kept at every rank). Time is limited apart,
-    #: by :meth:`nesting_seconds`: a row without deep runs of flux takes about a second at 10,000
-    #: tokens (a flat row under top-p 0.95), one whose runs are long grows as their square.
+    #: The largest :meth:`table_floats` (float64, 512 MiB: the checkpointed prefixes of about
+    #: 640,000 tokens at 400 nodes and ``k = 8``, so any real vocabulary; until 2026-11-27 the
+    #: tables of ``e^{-q s}`` counted too, about 35,000 tokens at 900 nodes). Time is limited
+    #: apart, by :meth:`nesting_seconds`: a row without deep runs of flux takes about a second at
+    #: 10,000 tokens (a flat row under top-p 0.95), one whose runs are long grows as their square.
     max_table_floats = 64_000_000
 
     #: The compiled nesting's speed in units of ``len^2 N k`` per second, ``len`` the ranks of a
@@ -269,34 +311,46 @@ class CompiledClockSetMasses(ClockSetMasses):
     #: this path 1.0, 1.5 and 2.3 ms (docs/optimal-verifier.md, section 8).
     enumerate_up_to = 1_000
 
+    #: :data:`RUN_BLOCK`: the ranks of a run whose products :func:`run_masses` keeps at once.
+    run_block = RUN_BLOCK
+
+    def _tabulate(self) -> None:
+        """No tables: the compiled passes compute ``e^{-q s}`` where they need it (:func:`_clock`)."""
+
+    @classmethod
+    def table_floats(cls, n: int, nodes: int, k: int) -> int:
+        """The float64 entries kept for ``n`` ranks: the checkpointed prefix polynomials (two, of
+        ``k`` each); a run's masses keep :data:`RUN_BLOCK` ranks of products at a time besides."""
+        return 2 * (n // cls.checkpoint + 1) * nodes * k
+
     def _prefix_pass(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         nodes, every = self.s.size, self.checkpoint
         E0, D0 = np.empty((self.n // every + 1, nodes, self.k)), np.empty((self.n // every + 1, nodes, self.k))
         sigma = np.empty(self.n)
-        prefix_pass(self.q, self._none, self._some, self.s, self.w, self._above, self.k, every, E0, D0, sigma)
+        prefix_pass(self.q, self.s, self.w, self._above, self.k, every, E0, D0, sigma)
         self._last = [np.empty_like(E0[0]), np.empty_like(D0[0]), self.n + 1]  # the prefix [0, at) last asked for
         return E0, D0, sigma
 
     def _tables(self) -> tuple:
-        return self.q, self._none, self._some, self.s, self.w, self._above, self._E0, self._D0, self.checkpoint
+        return self.q, self.s, self.w, self._above, self._E0, self._D0, self.checkpoint
 
     def _run_masses(self, f: int, t: int) -> np.ndarray:
         out = np.empty(t - f)
-        run_masses(*self._tables()[:6], *self._prefix(f), f, t, self.k, out)
+        run_masses(*self._tables()[:4], *self._prefix(f), f, t, self.k, out, self.run_block)
         return out
 
     def _prefix(self, f: int) -> tuple[np.ndarray, np.ndarray]:
         """``(E, D)`` of the ranks ``[0, f)``, from the last one asked for where that is shorter
         (:func:`advance_prefix`; the arrays are reused by the next call)."""
         E, D, at = self._last
-        self._last[2] = advance_prefix(self.q, self._none, self._some, self._E0, self._D0, self.checkpoint, f, self.k,
+        self._last[2] = advance_prefix(self.q, self.s, self._E0, self._D0, self.checkpoint, f, self.k,
                                        E, D, at)
         return E, D
 
     def lowest_law(self, f: int, t: int) -> np.ndarray:
         """``[t - f + 1]``: :meth:`otm.rules.wor_clock_masses.ClockSetMasses.lowest_law`."""
         out = np.empty(t - f + 1)
-        lowest_law(*self._tables()[:6], *self._prefix(f), f, t, self.k, out)
+        lowest_law(*self._tables()[:4], *self._prefix(f), f, t, self.k, out)
         return out
 
     def nesting_seconds(self, flux: np.ndarray, lo: int, hi: int) -> tuple[float, int]:
@@ -320,10 +374,10 @@ class CompiledClockSetMasses(ClockSetMasses):
                 f"cost grows as the square of a run), above the limit of {self.max_nesting_seconds:.0f} s; truncate "
                 "the rows (top-p) or use optimal_latent (at least the i.i.d. optimum)")
         work = np.asarray(levels, dtype=np.float64)
-        status = water_levels(*self._tables(), self.k, flux, lo, hi, work, REMAINDER_FLOOR * unit)
+        status = water_levels(*self._tables(), self.k, flux, lo, hi, work, REMAINDER_FLOOR * unit, self.run_block)
         levels[:] = work.tolist()
         return status == 0
 
 
-__all__ = ["CompiledClockSetMasses", "advance_prefix", "lowest_law", "prefix_at", "prefix_pass", "run_masses",
+__all__ = ["CompiledClockSetMasses", "RUN_BLOCK", "advance_prefix", "lowest_law", "prefix_at", "prefix_pass", "run_masses",
            "water_levels"]

@@ -102,12 +102,16 @@ class ClockSetMasses:
         self.k, self.n = k, q_ranked.size
         self.q = np.ascontiguousarray(q_ranked, dtype=np.float64)
         self.s, self.w = quadrature_nodes(self.q, k)
-        self._none = np.exp(-np.outer(self.q, self.s))  # [n, N] no arrival by s
-        self._some = -np.expm1(-np.outer(self.q, self.s))  # [n, N] arrived by s
+        self._tabulate()
         self._above = np.concatenate([np.cumsum(self.q[::-1])[::-1][1:], [0.0]])  # q of the ranks above each
         # [n // checkpoint + 1, N, k]: the prefixes [0, c * checkpoint); and sigma
         self._E0, self._D0, self.sigma = self._prefix_pass()
         self._runs: dict = {}
+
+    def _tabulate(self) -> None:
+        """The tables ``e^{-q s}`` (no arrival by ``s``) and ``1 - e^{-q s}`` ``[n, N]``."""
+        self._none = np.exp(-np.outer(self.q, self.s))
+        self._some = -np.expm1(-np.outer(self.q, self.s))
 
     @classmethod
     def table_floats(cls, n: int, nodes: int, k: int) -> int:
