@@ -197,6 +197,10 @@ def verify_row(p: np.ndarray, q: np.ndarray, drafts: tuple, uniforms: np.ndarray
         if index is not None:
             return optimal_pair_wor.checked_draw(p, q, setup.selection, drafts, index, uniforms)
     try:
+        if setup is not None and key not in _LEVELS:  # a nesting past its limit, refused before the levels' path
+            flux, n = np.asarray(setup.flux, dtype=np.float64), len(setup.order)  # builds the masses again
+            for lo, hi in ((setup.cut, n - 1), (0, setup.cut - 1)):
+                setup.masses.check_nesting(flux, lo, hi)
         rank, levels, x, n = _row_parameters(key)
     except NotApplicableError as refusal:
         if setup is None:

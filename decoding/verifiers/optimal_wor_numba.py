@@ -40,10 +40,17 @@ _compiled = numba.njit(cache=True, nogil=True, error_model="numpy")
 def _clock(q, s, nodes, none, some):
     """``none[i] = e^{-q s_i}`` (no arrival by ``s_i``) and ``some[i] = 1 - e^{-q s_i}`` for the
     first ``nodes`` nodes: computed where a pass needs them, so no table of ``n`` by ``N`` is
-    kept (the same function of the same inputs, so every pass gets the same values)."""
+    kept (the same function of the same inputs, so every pass gets the same values). One
+    exponential per node, each value to a rounding or two: ``expm1`` while ``q s < ln 2`` (where
+    ``1 - e^{-q s}`` would cancel), and ``1 - none`` beyond (``none < 1/2``: no cancellation)."""
     for i in range(nodes):
-        none[i] = np.exp(-q * s[i])
-        some[i] = -np.expm1(-q * s[i])
+        z = q * s[i]
+        if z < 0.6931471805599453:
+            small = np.expm1(-z)
+            none[i], some[i] = 1.0 + small, -small
+        else:
+            value = np.exp(-z)
+            none[i], some[i] = value, 1.0 - value
 
 
 @_compiled
@@ -84,6 +91,8 @@ def prefix_pass(q, s, w, above, k, every, E0, D0, sigma):
         _clock(q[a], s, nodes, none, some)
         total = 0.0
         for i in range(nodes):
+            if above[a] * s[i] > 745.2:  # e^{-q(above a) s} is 0 in float64 here and beyond
+                break
             member = q[a] * none[i] * E[i, k - 1] + some[i] * D[i, k - 2]
             total += member * np.exp(-above[a] * s[i]) * w[i]
         sigma[a] = total
@@ -169,27 +178,60 @@ def run_masses(q, s, w, above, E0f, D0f, f, t, k, out, block):
         for r in range(low, high):
             _clock(q[r], s, nodes, none, some)
             _add_rank(E, D, none, some, q[r], E, D, k)  # now [f, r + 1)
-            A, B = lower_A[r - low], lower_B[r - low]
-            for i in range(nodes):
-                for d in range(k):
-                    a_value, b_value = 0.0, 0.0
-                    for e in range(d + 1):
-                        a_value += D[i, d - e] * E0f[i, e]
-                        if e >= 1:
-                            a_value += D0f[i, d - e] * E[i, e]
-                            b_value += E0f[i, d - e] * E[i, e]
-                    A[i, d], B[i, d] = a_value, b_value
+            _products_below(E, D, E0f, D0f, k, lower_A[r - low], lower_B[r - low])
         for j in range(high, low, -1):
             _clock(q[j], s, nodes, none, some)
             _add_rank(E2, D2, none, some, q[j], E2, D2, k)
-            A, B = lower_A[j - low - 1], lower_B[j - low - 1]
-            total = 0.0
-            for i in range(nodes):
-                value = B[i, k - 1] * D2[i, 0]
-                for c in range(1, k):
-                    value += A[i, k - 1 - c] * E2[i, c] + B[i, k - 1 - c] * D2[i, c]
-                total += value * decay[i]
-            out[j - f - 1] = total
+            out[j - f - 1] = _across(lower_A[j - low - 1], lower_B[j - low - 1], E2, D2, decay, k)
+
+
+@_compiled
+def _products_below(E, D, E0f, D0f, k, A, B):
+    """``A = D0 N1 + D1 E0`` and ``B = E0 N1`` (truncated; ``(E, D)`` the group ``[f, j)``,
+    ``(E0f, D0f)`` the prefix ``[0, f)``) into ``A``, ``B`` ``[nodes, k]``."""
+    for i in range(A.shape[0]):
+        for d in range(k):
+            a_value, b_value = 0.0, 0.0
+            for e in range(d + 1):
+                a_value += D[i, d - e] * E0f[i, e]
+                if e >= 1:
+                    a_value += D0f[i, d - e] * E[i, e]
+                    b_value += E0f[i, d - e] * E[i, e]
+            A[i, d], B[i, d] = a_value, b_value
+
+
+@_compiled
+def _across(A, B, E2, D2, decay, k):
+    """The integral of ``[x^(k-1)] (A N2 + B D2)`` (``(E2, D2)`` the group ``[j, t]``)."""
+    total = 0.0
+    for i in range(A.shape[0]):
+        value = B[i, k - 1] * D2[i, 0]
+        for c in range(1, k):
+            value += A[i, k - 1 - c] * E2[i, c] + B[i, k - 1 - c] * D2[i, c]
+        total += value * decay[i]
+    return total
+
+
+@_compiled
+def cut_mass(q, s, w, above, E0f, D0f, f, j, t, k):
+    """:func:`run_masses` at the one cut ``j`` of ``[f, t]``: the groups ``[f, j)`` and ``[j,
+    t]`` by one pass each (``O((t - f) N k)``, no products at the other cuts), with the same
+    float operations as :func:`run_masses`, so the same mass to the bit."""
+    decay = np.exp(-above[t] * s) * w
+    nodes = _live_nodes(decay)
+    none, some = np.empty(nodes), np.empty(nodes)
+    E, D, E2, D2 = np.empty((nodes, k)), np.empty((nodes, k)), np.empty((nodes, k)), np.empty((nodes, k))
+    _empty_group(E, D)
+    for r in range(f, j):
+        _clock(q[r], s, nodes, none, some)
+        _add_rank(E, D, none, some, q[r], E, D, k)
+    _empty_group(E2, D2)
+    for r in range(t, j - 1, -1):
+        _clock(q[r], s, nodes, none, some)
+        _add_rank(E2, D2, none, some, q[r], E2, D2, k)
+    A, B = np.empty((nodes, k)), np.empty((nodes, k))
+    _products_below(E, D, E0f, D0f, k, A, B)
+    return _across(A, B, E2, D2, decay, k)
 
 
 @_compiled
@@ -347,6 +389,15 @@ class CompiledClockSetMasses(ClockSetMasses):
                                        E, D, at)
         return E, D
 
+    def across_one(self, f: int, j: int, t: int) -> float:
+        """:meth:`~otm.rules.wor_clock_masses.ClockSetMasses.across` at one cut, without computing
+        (or keeping) the run's other cuts where they are not kept already (:func:`cut_mass`: the
+        same value to the bit): what a window of the walk's bounds asks for
+        (:func:`otm.rules.water_level_bounds.span_at_most`)."""
+        if (f, t) in self._runs:
+            return self.across(f, j, t)
+        return float(cut_mass(*self._tables()[:4], *self._prefix(f), f, j, t, self.k))
+
     def lowest_law(self, f: int, t: int) -> np.ndarray:
         """``[t - f + 1]``: :meth:`otm.rules.wor_clock_masses.ClockSetMasses.lowest_law`."""
         out = np.empty(t - f + 1)
@@ -361,11 +412,9 @@ class CompiledClockSetMasses(ClockSetMasses):
         work = float(np.sum(lengths.astype(np.float64) ** 2)) * self.s.size * self.k
         return work / self.NESTING_RATE, int(lengths.max(initial=0))
 
-    def water_levels(self, flux: list, lo: int, hi: int, levels: list, unit: float) -> bool:
-        """Raise ``levels`` (float64) for the cuts ``lo + 1..hi`` until they carry ``flux``;
-        ``False`` where a cut with flux has no set of its run across it. A nesting estimated
-        above :attr:`max_nesting_seconds` raises :class:`otm.errors.NotApplicableError`."""
-        flux = np.asarray(flux, dtype=np.float64)
+    def check_nesting(self, flux: np.ndarray, lo: int, hi: int) -> None:
+        """Raise :class:`otm.errors.NotApplicableError` where the nesting of the cuts ``lo +
+        1..hi`` is estimated above :attr:`max_nesting_seconds` (:meth:`nesting_seconds`)."""
         seconds, longest = self.nesting_seconds(flux, lo, hi)
         if seconds > self.max_nesting_seconds:
             raise NotApplicableError(
@@ -373,11 +422,18 @@ class CompiledClockSetMasses(ClockSetMasses):
                 f"ranks with flux ({self.n:,} tokens of support), about {seconds:,.0f} s in the compiled nesting (its "
                 f"cost grows as the square of a run), above the limit of {self.max_nesting_seconds:.0f} s; truncate "
                 "the rows (top-p) or use optimal_latent (at least the i.i.d. optimum)")
+
+    def water_levels(self, flux: list, lo: int, hi: int, levels: list, unit: float) -> bool:
+        """Raise ``levels`` (float64) for the cuts ``lo + 1..hi`` until they carry ``flux``;
+        ``False`` where a cut with flux has no set of its run across it. A nesting estimated
+        above :attr:`max_nesting_seconds` is refused (:meth:`check_nesting`)."""
+        flux = np.asarray(flux, dtype=np.float64)
+        self.check_nesting(flux, lo, hi)
         work = np.asarray(levels, dtype=np.float64)
         status = water_levels(*self._tables(), self.k, flux, lo, hi, work, REMAINDER_FLOOR * unit, self.run_block)
         levels[:] = work.tolist()
         return status == 0
 
 
-__all__ = ["CompiledClockSetMasses", "RUN_BLOCK", "advance_prefix", "lowest_law", "prefix_at", "prefix_pass", "run_masses",
+__all__ = ["CompiledClockSetMasses", "RUN_BLOCK", "advance_prefix", "cut_mass", "lowest_law", "prefix_at", "prefix_pass", "run_masses",
            "water_levels"]

@@ -83,8 +83,16 @@ def span_at_most(flux: list, masses, run: tuple[int, int], low: int, high: int, 
     total = u * 0
     for i in range(1, windows + 1):
         b, c = _widened(bound, run, low, high, u * i / windows)
-        total += u / windows * masses.across(b, j, c)
+        total += u / windows * _one_cut(masses, b, j, c)
     return flux[j] * (1 + margin) <= total
+
+
+def _one_cut(masses, f: int, j: int, t: int):
+    """``masses.across(f, j, t)`` where only the cut ``j`` of the window ``[f, t]`` is needed:
+    masses that compute a run's cuts together (the clock integral's) may offer ``across_one``,
+    the one cut alone."""
+    one = getattr(masses, "across_one", None)
+    return masses.across(f, j, t) if one is None else one(f, j, t)
 
 
 def _widened(bound, run: tuple[int, int], low: int, high: int, s) -> tuple[int, int]:
@@ -115,7 +123,7 @@ def _window_integral(masses, bound, run: tuple[int, int], low: int, high: int, j
         start = left[-1][1] if left else low
         end = right[-1][1] if right else high
         step = min([u] + [side[-1][0] for side in (left, right) if side])
-        total += (step - s) * masses.across(start, j, end)
+        total += (step - s) * _one_cut(masses, start, j, end)
         s = step
         for side in (left, right):
             while side and side[-1][0] <= s:

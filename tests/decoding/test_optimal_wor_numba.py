@@ -108,8 +108,9 @@ def test_checkpointed_prefixes_are_the_one_pass_values_bit_for_bit(every):
 
 def test_a_run_in_blocks_gives_the_same_masses_bit_for_bit():
     """A run's masses rebuilt block by block (the products of ``block`` ranks at a time) are
-    the one block's to the bit, for blocks that divide the run and blocks that do not; and a
-    run kept in blocks of 5 agrees with the numpy reference as a whole run does."""
+    the one block's to the bit, for blocks that divide the run and blocks that do not, and so is
+    one cut computed alone (``cut_mass``, ``across_one``); and a run kept in blocks of 5 agrees
+    with the numpy reference as a whole run does."""
     q = _row(3, 150, 2.0)
     masses = compiled.CompiledClockSetMasses(q, 4)
     for f, t in [(0, 149), (17, 140), (60, 61)]:
@@ -119,6 +120,9 @@ def test_a_run_in_blocks_gives_the_same_masses_bit_for_bit():
             blocked = np.empty(t - f)
             compiled.run_masses(masses.q, masses.s, masses.w, masses._above, *masses._prefix(f), f, t, 4, blocked, block)
             assert np.array_equal(blocked, whole)
+        for j in range(f + 1, t + 1, 7):
+            assert compiled.cut_mass(masses.q, masses.s, masses.w, masses._above, *masses._prefix(f), f, j, t, 4) == whole[j - f - 1]
+            assert compiled.CompiledClockSetMasses(q, 4).across_one(f, j, t) == whole[j - f - 1]
     assert _largest_disagreement(_row(4, 20), 3, type("InBlocksOfFive", (compiled.CompiledClockSetMasses,),
                                                        {"run_block": 5})) <= AGREEMENT
 

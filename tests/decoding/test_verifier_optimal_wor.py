@@ -261,12 +261,16 @@ def test_two_drafts_go_to_the_water_level_verifier_at_any_vocabulary():
     assert out.tokens.tolist() == same.tokens.tolist() and out.accepted_index.tolist() == same.accepted_index.tolist()
 
 
-def test_limits_and_bad_inputs_are_typed_errors():
+def test_limits_and_bad_inputs_are_typed_errors(monkeypatch):
+    from decoding.verifiers.optimal_wor_numba import CompiledClockSetMasses
+
     drafts = torch.tensor([[0, 1, 2]])
-    V = 400_000  # 1e16 ordered triples, and clock-integral tables above their limit (147 million floats)
-    p = torch.full((1, V), 1.0 / V, dtype=torch.float64)
+    V = 60_000  # 2e14 ordered triples; its checkpointed prefixes (917,364 floats at 163 nodes) above a
+    p = torch.full((1, V), 1.0 / V, dtype=torch.float64)  # limit lowered to 100,000 floats (the 64 million
+    monkeypatch.setattr(CompiledClockSetMasses, "max_table_floats", 100_000)  # hold 4 million such tokens)
     with pytest.raises(NotApplicableError, match="clock integral's tables"):
         verifier.verify(p, p.unsqueeze(1).expand(1, 3, V), drafts, None)
+    monkeypatch.undo()
     V = 5_000  # tables within the limit, but p = q uniform: one run of flux over every rank,
     p = np.full(V, 1.0 / V)  # whose nesting is refused where the bounds leave the walk open
     setup = verifier.row_setup(p, p, 3)
