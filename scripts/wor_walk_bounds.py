@@ -25,6 +25,16 @@ same rows with ``p`` or ``q`` made near one-hot (0.999 on its likeliest token); 
 time and what came back (the drawn token, or the typed refusal's class and first words):
 
     python scripts/wor_walk_bounds.py --corpus DIR --positions 2 --ks 3,8 --real-inputs
+
+``--precision`` measures what the bounds read at the real vocabulary (whole rows, ``V =
+151,936``, float64 softmax at ``--temperature``): the flux the verifier's float64 set-up
+computes against the flux in exact rationals from the same ``p`` and ``sigma`` (summation
+rounding), and the flux and the interval masses of the longest run at the quadrature's step
+against those at half the step (quadrature error), largest absolute and relative differences
+(relative over the cuts whose flux or mass is above ``1e-12``), beside the verifier's relative
+margin (:data:`decoding.verifiers.optimal_wor.BOUND_MARGIN`):
+
+    python scripts/wor_walk_bounds.py --corpus DIR --positions 4 --ks 3,8 --precision
 """
 from __future__ import annotations
 
@@ -146,6 +156,51 @@ def real_inputs(directory: str, positions: int, ks: list[int]) -> None:
                               f"{int((draft > 0).sum()):,} | {time.perf_counter() - began:.2f} | {outcome} |", flush=True)
 
 
+def precision(directory: str, positions: int, ks: list[int], temperature: float) -> None:
+    """What the bounds read, at float64 and at half the quadrature step (module docstring)."""
+    from fractions import Fraction
+
+    from decoding.verifiers import optimal_wor as verifier
+    from decoding.verifiers.optimal_wor_numba import CompiledClockSetMasses
+    from otm.corpus import Corpus
+    from otm.rules import wor_clock_masses
+    from otm.rules.optimal_pair_wor import flux_runs, flux_setup
+
+    def differences(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
+        relative = np.abs(a - b)[b > 1e-12] / b[b > 1e-12]
+        return float(np.abs(a - b).max(initial=0.0)), float(relative.max(initial=0.0))
+
+    warm_compiled_code()
+    print(f"relative margin of the bounds' decisions: {verifier.BOUND_MARGIN:g}")
+    print("| text | position | k | nodes | cuts with flux | flux: float64 vs rationals, abs / rel | flux: step vs "
+          "half step, abs / rel | longest run | its masses (50 cuts): step vs half step, abs / rel |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    step = wor_clock_masses.BASE_STEP
+    for text, position, p, q in Corpus(directory).spaced_rows(positions, temperature):
+        for k in ks:
+            setup = clock_flux_setup(p, q, k, clock_masses=CompiledClockSetMasses)
+            wor_clock_masses.BASE_STEP = step / 2
+            try:
+                fine = clock_flux_setup(p, q, k, clock_masses=CompiledClockSetMasses)
+            finally:
+                wor_clock_masses.BASE_STEP = step
+            exact_p = np.empty(len(p), dtype=object)
+            exact_p[:] = [Fraction(float(v)) for v in p]
+            exact = flux_setup(exact_p, q, setup.order, lambda qs, zero: (None, [Fraction(float(v)) for v in setup.masses.sigma]))
+            flux, exact_flux = np.asarray(setup.flux, dtype=np.float64), np.asarray([float(v) for v in exact.flux])
+            if exact.cut != setup.cut or fine.cut != setup.cut:
+                print(f"  cuts differ: float64 {setup.cut}, rationals {exact.cut}, half step {fine.cut}", file=sys.stderr)
+            runs = flux_runs(flux, 0, len(flux) - 2)
+            f, t = (int(v) for v in runs[np.argmax(runs[:, 1] - runs[:, 0])]) if len(runs) else (0, 0)
+            cuts = np.unique(np.linspace(f + 1, t, 50).astype(int)) if t > f else np.array([], dtype=int)
+            masses = [np.asarray([m.across_one(f, int(j), t) for j in cuts]) for m in (setup.masses, fine.masses)]
+            rounding, quadrature = differences(flux, exact_flux), differences(flux, np.asarray(fine.flux, dtype=np.float64))
+            mass = differences(*masses)
+            print(f"| {text} | {position} | {k} | {setup.masses.s.size} | {int((flux > 0).sum()):,} | "
+                  f"{rounding[0]:.1e} / {rounding[1]:.1e} | {quadrature[0]:.1e} / {quadrature[1]:.1e} | {t - f:,} ranks | "
+                  f"{mass[0]:.1e} / {mass[1]:.1e} |", flush=True)
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", required=True, help="an `otm corpus` directory")
@@ -160,7 +215,13 @@ def main(argv=None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--real-inputs", action="store_true",
                         help="whole rows at the real vocabulary through the verifier instead")
+    parser.add_argument("--precision", action="store_true",
+                        help="the flux and masses the bounds read at the real vocabulary, against rationals and half the step")
     args = parser.parse_args(argv)
+    if args.precision:
+        print(f"whole rows at V = 151,936: about {4 * args.positions * len(args.ks.split(','))} s", file=sys.stderr, flush=True)
+        precision(args.corpus, args.positions, [int(k) for k in args.ks.split(",")], args.temperature)
+        return
     if args.real_inputs:
         print("whole rows at V = 151,936 through the verifier: up to a few seconds per case", file=sys.stderr, flush=True)
         real_inputs(args.corpus, args.positions, [int(k) for k in args.ks.split(",")])

@@ -42,8 +42,6 @@ replacement cannot give raise :class:`otm.errors.NotApplicableError`.
 """
 from __future__ import annotations
 
-from collections import OrderedDict
-
 import numpy as np
 import torch
 
@@ -53,6 +51,7 @@ from otm.rules.optimal_wor import clock_flux_setup, wor_parameters
 from otm.rules.water_level_bounds import walk_decision
 
 from . import optimal_pair_wor
+from .kept import Kept
 from .base import (
     VerifierOutput,
     check_k,
@@ -91,33 +90,9 @@ def sample_drafts(draft_probs: torch.Tensor, k: int, generator: torch.Generator 
     return sample_without_replacement(draft_probs, k, generator)
 
 
-class _Kept:
-    """The entries last put, least recently used out first, while their weights add up to at
-    most ``limit``."""
-
-    def __init__(self, limit: int):
-        self.limit, self._entries = limit, OrderedDict()  # key -> (value, weight)
-
-    def __contains__(self, key) -> bool:
-        return key in self._entries
-
-    def get(self, key):
-        self._entries.move_to_end(key)
-        return self._entries[key][0]
-
-    def put(self, key, value, weight: int = 1):
-        self._entries[key] = (value, weight)
-        while sum(kept for _, kept in self._entries.values()) > self.limit:
-            self._entries.popitem(last=False)
-        return value
-
-    def clear(self) -> None:
-        self._entries.clear()
-
-
 #: ``(p bytes, q bytes, k) -> (rank [V], levels [n + 1], x [V], support n)`` of the last 256
 #: rows whose levels were built (a row found here walks on its levels).
-_LEVELS = _Kept(256)
+_LEVELS = Kept(256)
 
 
 def _row_parameters(key: tuple) -> tuple:
@@ -174,7 +149,7 @@ SETUP_FLOATS_KEPT = 16_000_000
 
 #: ``(p bytes, q bytes, k) ->`` the set-up (or ``None``) of the last rows set up, weighed by their
 #: table floats.
-_SETUPS = _Kept(SETUP_FLOATS_KEPT)
+_SETUPS = Kept(SETUP_FLOATS_KEPT)
 
 
 def verify_row(p: np.ndarray, q: np.ndarray, drafts: tuple, uniforms: np.ndarray,

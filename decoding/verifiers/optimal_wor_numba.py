@@ -33,6 +33,8 @@ from otm.rules.optimal_pair_wor import REMAINDER_FLOOR, flux_runs
 from otm.errors import NotApplicableError
 from otm.rules.wor_clock_masses import ClockSetMasses
 
+from .kept import Kept
+
 _compiled = numba.njit(cache=True, nogil=True, error_model="numpy")
 
 
@@ -155,34 +157,93 @@ def run_masses(q, s, w, above, E0f, D0f, f, t, k, out, block):
     Blocks of ``block`` ranks from the top down: the groups ``[f, j)`` of a block are rebuilt
     from the block's start (kept by a first forward pass) with their products, then the backward
     pass over the block grows ``[j, t]`` and costs ``O(k)`` per node and cut. The same float
-    operations on the same values whatever ``block``, so the same masses to the bit."""
+    operations on the same values whatever ``block``, so the same masses to the bit (and the
+    same as :func:`block_masses` gives block by block)."""
     decay = np.exp(-above[t] * s) * w
-    nodes, size = _live_nodes(decay), t - f
-    blocks = (size + block - 1) // block
-    none, some = np.empty(nodes), np.empty(nodes)
+    nodes, blocks = _live_nodes(decay), (t - f + block - 1) // block
     start_E, start_D = np.empty((blocks, nodes, k)), np.empty((blocks, nodes, k))
-    E, D = np.empty((nodes, k)), np.empty((nodes, k))
-    _empty_group(E, D)  # the group [f, j)
-    for b in range(blocks - 1):
-        start_E[b], start_D[b] = E, D
-        for r in range(f + b * block, f + (b + 1) * block):
-            _clock(q[r], s, nodes, none, some)
-            _add_rank(E, D, none, some, q[r], E, D, k)
-    start_E[blocks - 1], start_D[blocks - 1] = E, D
+    _block_starts(q, s, f, t, k, block, start_E, start_D)
+    none, some = np.empty(nodes), np.empty(nodes)
     lower_A, lower_B = np.empty((block, nodes, k)), np.empty((block, nodes, k))
-    E2, D2 = np.empty((nodes, k)), np.empty((nodes, k))
+    E, D, E2, D2 = np.empty((nodes, k)), np.empty((nodes, k)), np.empty((nodes, k)), np.empty((nodes, k))
     _empty_group(E2, D2)  # the group [j, t]
     for b in range(blocks - 1, -1, -1):
         low, high = f + b * block, min(f + (b + 1) * block, t)  # the cuts j = low + 1..high
         E[:, :], D[:, :] = start_E[b], start_D[b]
-        for r in range(low, high):
+        _block_forward(q, s, none, some, E, D, E0f, D0f, k, low, high, lower_A, lower_B)
+        _block_backward(q, s, none, some, E2, D2, lower_A, lower_B, decay, k, low, high, out[low - f:])
+
+
+@_compiled
+def _block_starts(q, s, f, t, k, block, start_E, start_D):
+    """``(start_E[b], start_D[b])``: the group ``[f, f + b block)`` of every block ``b`` of the
+    run ``[f, t]`` (at the nodes of ``start_E``)."""
+    nodes = start_E.shape[1]
+    none, some = np.empty(nodes), np.empty(nodes)
+    E, D = np.empty((nodes, k)), np.empty((nodes, k))
+    _empty_group(E, D)
+    for b in range(start_E.shape[0]):
+        start_E[b], start_D[b] = E, D
+        for r in range(f + b * block, min(f + (b + 1) * block, t)):
             _clock(q[r], s, nodes, none, some)
-            _add_rank(E, D, none, some, q[r], E, D, k)  # now [f, r + 1)
-            _products_below(E, D, E0f, D0f, k, lower_A[r - low], lower_B[r - low])
-        for j in range(high, low, -1):
+            _add_rank(E, D, none, some, q[r], E, D, k)
+
+
+@_compiled
+def _block_forward(q, s, none, some, E, D, E0f, D0f, k, low, high, lower_A, lower_B):
+    """With ``(E, D)`` the group ``[f, low)``: the ranks ``low..high - 1`` added one by one, and
+    the products below each cut ``j = r + 1`` into ``lower_A[r - low]``, ``lower_B[r - low]``."""
+    for r in range(low, high):
+        _clock(q[r], s, E.shape[0], none, some)
+        _add_rank(E, D, none, some, q[r], E, D, k)  # now [f, r + 1)
+        _products_below(E, D, E0f, D0f, k, lower_A[r - low], lower_B[r - low])
+
+
+@_compiled
+def _block_backward(q, s, none, some, E2, D2, lower_A, lower_B, decay, k, low, high, out):
+    """With ``(E2, D2)`` the group ``[high + 1, t]``: the ranks ``high..low + 1`` added one by
+    one, and ``out[j - low - 1]`` the mass at each cut ``j``."""
+    for j in range(high, low, -1):
+        _clock(q[j], s, E2.shape[0], none, some)
+        _add_rank(E2, D2, none, some, q[j], E2, D2, k)
+        out[j - low - 1] = _across(lower_A[j - low - 1], lower_B[j - low - 1], E2, D2, decay, k)
+
+
+@_compiled
+def run_skeleton(q, s, f, t, k, block, start_E, start_D, end_E, end_D):
+    """What :func:`block_masses` needs of the run ``[f, t]``: for every block ``b`` the groups
+    ``[f, low_b)`` and ``[high_b + 1, t]`` (``low_b, high_b`` its ends), by one pass up and one
+    down, ``O((t - f) N k)``; a block's masses then cost ``O(block N k^2)``."""
+    _block_starts(q, s, f, t, k, block, start_E, start_D)
+    nodes = end_E.shape[1]
+    none, some = np.empty(nodes), np.empty(nodes)
+    E2, D2 = np.empty((nodes, k)), np.empty((nodes, k))
+    _empty_group(E2, D2)
+    for b in range(end_E.shape[0] - 1, -1, -1):
+        end_E[b], end_D[b] = E2, D2
+        for j in range(min(f + (b + 1) * block, t), f + b * block, -1):
             _clock(q[j], s, nodes, none, some)
             _add_rank(E2, D2, none, some, q[j], E2, D2, k)
-            out[j - f - 1] = _across(lower_A[j - low - 1], lower_B[j - low - 1], E2, D2, decay, k)
+
+
+@_compiled
+def block_masses(q, s, w, above, E0f, D0f, t, k, low, high, start_E, start_D, end_E, end_D, out):
+    """:func:`run_masses` at the cuts ``low + 1..high`` of one block of its run, from the
+    block's groups of :func:`run_skeleton` (``start_*``, ``end_*`` ``[nodes, k]``): the same
+    float operations, so the same masses to the bit."""
+    decay = np.exp(-above[t] * s) * w
+    nodes = start_E.shape[0]
+    none, some = np.empty(nodes), np.empty(nodes)
+    lower_A, lower_B = np.empty((high - low, nodes, k)), np.empty((high - low, nodes, k))
+    E, D, E2, D2 = start_E.copy(), start_D.copy(), end_E.copy(), end_D.copy()
+    _block_forward(q, s, none, some, E, D, E0f, D0f, k, low, high, lower_A, lower_B)
+    _block_backward(q, s, none, some, E2, D2, lower_A, lower_B, decay[:nodes], k, low, high, out)
+
+
+@_compiled
+def live_nodes(above, s, w):
+    """:func:`_live_nodes` of the decay ``e^{-above s} w`` of a run whose top has ``above``."""
+    return _live_nodes(np.exp(-above * s) * w)
 
 
 @_compiled
@@ -371,15 +432,11 @@ class CompiledClockSetMasses(ClockSetMasses):
         sigma = np.empty(self.n)
         prefix_pass(self.q, self.s, self.w, self._above, self.k, every, E0, D0, sigma)
         self._last = [np.empty_like(E0[0]), np.empty_like(D0[0]), self.n + 1]  # the prefix [0, at) last asked for
+        self._lazy = Kept(self.RUN_FLOATS_KEPT)  # (f, t) -> _LazyRun
         return E0, D0, sigma
 
     def _tables(self) -> tuple:
         return self.q, self.s, self.w, self._above, self._E0, self._D0, self.checkpoint
-
-    def _run_masses(self, f: int, t: int) -> np.ndarray:
-        out = np.empty(t - f)
-        run_masses(*self._tables()[:4], *self._prefix(f), f, t, self.k, out, self.run_block)
-        return out
 
     def _prefix(self, f: int) -> tuple[np.ndarray, np.ndarray]:
         """``(E, D)`` of the ranks ``[0, f)``, from the last one asked for where that is shorter
@@ -389,12 +446,29 @@ class CompiledClockSetMasses(ClockSetMasses):
                                        E, D, at)
         return E, D
 
+    #: The runs whose skeletons :meth:`across` keeps hold at most this many floats in all (128
+    #: MiB: two runs of the whole real vocabulary at 300 nodes and ``k = 8``).
+    RUN_FLOATS_KEPT = 16_000_000
+
+    def across(self, f: int, j: int, t: int) -> float:
+        """:meth:`~otm.rules.wor_clock_masses.ClockSetMasses.across`, computed block by block as
+        cuts are asked for (:class:`_LazyRun`: the run's skeleton first, then each block of
+        :data:`RUN_BLOCK` cuts that holds a cut asked for), the values of :func:`run_masses` to
+        the bit; the last runs are kept within :attr:`RUN_FLOATS_KEPT` floats."""
+        return self._lazy_run(f, t).at(j)
+
+    def _lazy_run(self, f: int, t: int) -> "_LazyRun":
+        if (f, t) in self._lazy:
+            return self._lazy.get((f, t))
+        run = _LazyRun(self, f, t)
+        return self._lazy.put((f, t), run, run.floats)
+
     def across_one(self, f: int, j: int, t: int) -> float:
-        """:meth:`~otm.rules.wor_clock_masses.ClockSetMasses.across` at one cut, without computing
-        (or keeping) the run's other cuts where they are not kept already (:func:`cut_mass`: the
-        same value to the bit): what a window of the walk's bounds asks for
+        """:meth:`across` at one cut, without the run's skeleton where it is not kept already
+        (:func:`cut_mass`: the same value to the bit, one pass each way and no products at other
+        cuts): what a window of the walk's bounds asks for
         (:func:`otm.rules.water_level_bounds.span_at_most`)."""
-        if (f, t) in self._runs:
+        if (f, t) in self._lazy:
             return self.across(f, j, t)
         return float(cut_mass(*self._tables()[:4], *self._prefix(f), f, j, t, self.k))
 
@@ -435,5 +509,31 @@ class CompiledClockSetMasses(ClockSetMasses):
         return status == 0
 
 
-__all__ = ["CompiledClockSetMasses", "RUN_BLOCK", "advance_prefix", "cut_mass", "lowest_law", "prefix_at", "prefix_pass", "run_masses",
+class _LazyRun:
+    """The interval masses of one run ``[f, t]`` of :class:`CompiledClockSetMasses`, block by
+    block as cuts are asked for: :func:`run_skeleton` once, :func:`block_masses` per block."""
+
+    def __init__(self, masses: CompiledClockSetMasses, f: int, t: int):
+        q, s, w, above = masses._tables()[:4]
+        self.masses, self.f, self.t, self.block = masses, f, t, masses.run_block
+        self.prefix = tuple(part.copy() for part in masses._prefix(f))
+        nodes, blocks = int(live_nodes(above[t], s, w)), (t - f + self.block - 1) // self.block
+        self.start_E, self.start_D, self.end_E, self.end_D = (np.empty((blocks, nodes, masses.k)) for _ in range(4))
+        run_skeleton(q, s, f, t, masses.k, self.block, self.start_E, self.start_D, self.end_E, self.end_D)
+        self.values, self.done = np.empty(t - f), np.zeros(blocks, dtype=bool)
+        self.floats = 4 * blocks * nodes * masses.k + (t - f)
+
+    def at(self, j: int) -> float:
+        """The mass at cut ``j`` (``f < j <= t``)."""
+        b = (j - self.f - 1) // self.block
+        if not self.done[b]:
+            low, high = self.f + b * self.block, min(self.f + (b + 1) * self.block, self.t)
+            masses = self.masses
+            block_masses(*masses._tables()[:4], *self.prefix, self.t, masses.k, low, high, self.start_E[b],
+                         self.start_D[b], self.end_E[b], self.end_D[b], self.values[low - self.f:high - self.f])
+            self.done[b] = True
+        return float(self.values[j - self.f - 1])
+
+
+__all__ = ["CompiledClockSetMasses", "RUN_BLOCK", "advance_prefix", "block_masses", "cut_mass", "live_nodes", "lowest_law", "prefix_at", "prefix_pass", "run_masses", "run_skeleton",
            "water_levels"]

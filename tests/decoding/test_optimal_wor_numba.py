@@ -108,8 +108,9 @@ def test_checkpointed_prefixes_are_the_one_pass_values_bit_for_bit(every):
 
 def test_a_run_in_blocks_gives_the_same_masses_bit_for_bit():
     """A run's masses rebuilt block by block (the products of ``block`` ranks at a time) are
-    the one block's to the bit, for blocks that divide the run and blocks that do not, and so is
-    one cut computed alone (``cut_mass``, ``across_one``); and a run kept in blocks of 5 agrees
+    the one block's to the bit, for blocks that divide the run and blocks that do not, and so are
+    one cut computed alone (``cut_mass``, ``across_one``) and the cuts of a run computed lazily,
+    block by block, as ``across`` asks for them; and a run kept in blocks of 5 agrees
     with the numpy reference as a whole run does."""
     q = _row(3, 150, 2.0)
     masses = compiled.CompiledClockSetMasses(q, 4)
@@ -123,6 +124,10 @@ def test_a_run_in_blocks_gives_the_same_masses_bit_for_bit():
         for j in range(f + 1, t + 1, 7):
             assert compiled.cut_mass(masses.q, masses.s, masses.w, masses._above, *masses._prefix(f), f, j, t, 4) == whole[j - f - 1]
             assert compiled.CompiledClockSetMasses(q, 4).across_one(f, j, t) == whole[j - f - 1]
+        for block in (5, 256):  # the lazy runs of across: blocks computed as their cuts are asked for, in any order
+            lazy = type("Lazy", (compiled.CompiledClockSetMasses,), {"run_block": block})(q, 4)
+            for j in np.random.default_rng(f).permutation(np.arange(f + 1, t + 1)):
+                assert lazy.across(f, int(j), t) == whole[j - f - 1]
     assert _largest_disagreement(_row(4, 20), 3, type("InBlocksOfFive", (compiled.CompiledClockSetMasses,),
                                                        {"run_block": 5})) <= AGREEMENT
 
