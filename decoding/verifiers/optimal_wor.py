@@ -77,6 +77,19 @@ def compile_seconds(device: torch.device) -> float:
     return optimal_pair_wor.compile_seconds(device) + clock
 
 
+def caveat(widest: int, top_p: float) -> str | None:
+    """What ``otm decode`` says before it starts (the optional hook of
+    :mod:`decoding.verifiers.protocol`): with three or more drafts at a node and no top-p, the
+    rows are whole real vocabularies, where a row takes seconds and the walks that the bounds
+    leave open (about one in ten at ``k = 3`` on the Qwen pair, one in five at ``k = 8``) are
+    refused (docs/optimal-verifier.md, section 8)."""
+    if widest < 3 or top_p < 1.0:
+        return None
+    return ("with 3 or more drafts at a node and no --top-p, the optimal_wor verifier takes about 1-7 s per row at "
+            "a real vocabulary and refuses the rows whose walk its bounds leave open (about 1 in 10 at k = 3, 1 in 5 "
+            "at k = 8 on the Qwen pair), ending the decode; --top-p 0.99 keeps it within about 2x of rrs_wor")
+
+
 def uniforms_per_row(k: int) -> int:
     """3 (module docstring); the rule is defined for ``k >= 2``."""
     if check_k(k) < 2:
@@ -235,5 +248,5 @@ def verify(
                           accepted_index=torch.tensor([i for _, i in results], dtype=torch.int64, device=device))
 
 
-__all__ = ["BOUND_MARGIN", "BOUND_WINDOWS", "compile_seconds", "draft_scheme", "row_setup", "sample_drafts", "uniforms_per_row", "verify",
+__all__ = ["BOUND_MARGIN", "BOUND_WINDOWS", "caveat", "compile_seconds", "draft_scheme", "row_setup", "sample_drafts", "uniforms_per_row", "verify",
            "verify_row", "walk"]

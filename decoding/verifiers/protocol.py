@@ -19,7 +19,10 @@ A full :class:`Verifier` (what ``otm decode --rule NAME`` uses, one module per r
 :mod:`decoding.verifiers`) also draws the drafts (``sample_drafts``) from its joint
 draft law (``draft_scheme``) and states its randomness (``uniforms_per_row``). A module
 whose first call compiles code may say so with the optional ``compile_seconds(device) ->
-float`` (about how long, 0 once compiled; ``otm decode`` announces it before it starts).
+float`` (about how long, 0 once compiled; ``otm decode`` announces it before it starts), and
+one whose cost or refusals depend on the set-up with the optional ``caveat(widest, top_p) ->
+str | None`` (``widest`` the most drafts at a node of the tree; ``otm decode`` prints the
+line before it starts).
 """
 from __future__ import annotations
 

@@ -117,17 +117,22 @@ def _decode_text(pair, ids: list[int]):
 ENSEMBLE_KIND = {"ensemble_weighted": "weighted", "ensemble_contrastive": "contrastive"}
 
 
-def _say_if_compiling(rule: str, device: torch.device) -> None:
-    """A verifier whose module has the optional hook ``compile_seconds(device)``
-    (:mod:`decoding.verifiers.protocol`) compiles code at its first use on a machine: say
-    so before it starts."""
+def _say_before_starting(rule: str, device: torch.device, widest: int, top_p: float) -> None:
+    """What a verifier's optional hooks (:mod:`decoding.verifiers.protocol`) say before the decode
+    starts: ``compile_seconds(device)``, that it compiles code at its first use on a machine, and
+    ``caveat(widest, top_p)``, a cost or refusal that depends on the set-up."""
     from decoding.verifiers import VERIFIERS
 
-    hook = getattr(VERIFIERS.get(rule), "compile_seconds", None)
+    module = VERIFIERS.get(rule)
+    hook = getattr(module, "compile_seconds", None)
     seconds = hook(device) if hook is not None else 0.0
     if seconds:
         print(f"otm decode: the {rule} verifier compiles its per-row code at its first use on this machine "
               f"(about {seconds:.0f} s; cached afterwards)", file=sys.stderr, flush=True)
+    caveat = getattr(module, "caveat", None)
+    line = caveat(widest, top_p) if caveat is not None else None
+    if line:
+        print(f"otm decode: {line}", file=sys.stderr, flush=True)
 
 
 def run_decode(args: DecodeConfig) -> dict:
@@ -151,7 +156,7 @@ def run_decode(args: DecodeConfig) -> dict:
     tree = parse_tree(tree_spec)
     if sequence is not None:  # refuse a tree or a recording the verifier cannot take, before loading models
         resolve_sequence_rule(sequence.name, tree, recording=bool(args.record))
-    _say_if_compiling(rule.name, device)
+    _say_before_starting(rule.name, device, int(tree.n_children.max()), top_p)
     pair = load_named_pair(args.pair, device, dtype)
     generator = torch.Generator(device=device).manual_seed(seed)
     recorder = Recorder(rule=rule.name, tree=tree_spec, temperature=args.temperature, top_p=top_p,
