@@ -13,20 +13,20 @@ Output law ``p``; a draft is accepted with probability ``alpha*(p, Q_wor)``.
 vocabulary. For ``k >= 3`` the levels come from :func:`otm.rules.optimal_wor.wor_parameters`,
 which sums the set masses over every draft tuple up to 1,000 of them, and beyond takes them
 from the clock integral compiled with the whole nesting
-(:class:`decoding.verifiers.optimal_wor_numba.CompiledClockSetMasses`: rows of up to about
-35,000 tokens of support whose runs of flux span up to about 1,400-2,400 ranks at ``k = 3``,
-870-1,450 at ``k = 8``). On that path each distinct row of a call is first set up without the
-levels (:func:`row_setup`: cut, flux, ``x``, the compiled set masses), and the walk of each of
-its drafted sets is decided from Lemma 9's bounds where they settle it
-(:func:`otm.rules.water_level_bounds.walk_decision`; docs/optimal-verifier.md, section 8, "k
-drafts: the walk from bounds"); only the walks they leave open build the levels. Rows past the
-tables, and open walks on rows past the nesting's time limit, raise
-:class:`otm.errors.NotApplicableError` (a real vocabulary at ``k >= 3`` is open). The levels
-come from the rule's certified float64 construction (wider arithmetic where float64 is not
-certified), the last 256 distinct rows kept (a batch of equal rows, as the tests draw, costs one
-construction; a distinct row 1-2 ms at ``V = 8..30``, 9 ms at ``V = 150, k = 3``,
-``scripts/wor_water_levels.py --cost``; 0.09-0.29 s on real rows cut to 100 tokens, 0.85-1.93 s
-at 300, ``--float``).
+(:class:`decoding.verifiers.optimal_wor_numba.CompiledClockSetMasses`, which keeps no tables
+of ``e^{-q s}``, so any vocabulary; its nesting within a minute where the runs of flux span up
+to about 2,000 ranks). On that path each distinct row of a call is first set up without the
+levels (:func:`row_setup`: cut, flux, ``x``, the compiled set masses; 0.8-1.9 s for a whole
+row at ``V = 151,936``), and the walk of each of its drafted sets is decided from Lemma 9's
+bounds where they settle it (:func:`otm.rules.water_level_bounds.walk_decision`;
+docs/optimal-verifier.md, section 8, "k drafts: the walk from bounds" and "k drafts at the real
+vocabulary": 89% of the drafted sets at ``k = 3`` and 81% at ``k = 8`` on whole Qwen rows); only
+the walks they leave open build the levels. Open walks on rows past the nesting's time limit
+raise :class:`otm.errors.NotApplicableError` (at the whole real vocabulary, about one walk in
+ten: :func:`caveat`). The levels come from the rule's certified float64 construction (wider
+arithmetic where float64 is not certified), the last 256 distinct rows kept (a batch of equal
+rows, as the tests draw, costs one construction; a distinct row 0.3-1.2 ms at ``V = 8..150``,
+``scripts/wor_water_levels.py --cost``).
 
 Exhausted support (at most ``k`` tokens with ``q > 0``): the drafted set is always the same
 (:func:`decoding.verifiers.base.sample_without_replacement`), and the draft at position ``j``
@@ -139,7 +139,7 @@ def row_setup(p: np.ndarray, q: np.ndarray, k: int) -> FluxSetup | None:
     """The cut, flux, ``x`` and compiled clock masses of one normalised row on the clock path
     (:func:`otm.rules.optimal_wor.clock_flux_setup`), what :func:`verify_row` decides the walk
     from before it builds levels; ``None`` for a row off that path (``k = 2``, few draft
-    tuples, at most ``k`` tokens with ``q > 0``) or past the clock integral's tables (the
+    tuples, at most ``k`` tokens with ``q > 0``) or past the clock integral's limit (the
     levels' path then enumerates the row or refuses it). The last rows set up are kept while
     their tables hold at most :data:`SETUP_FLOATS_KEPT` floats in all, for calls that repeat a
     row."""
@@ -156,8 +156,8 @@ def row_setup(p: np.ndarray, q: np.ndarray, k: int) -> FluxSetup | None:
     return _SETUPS.put(key, setup, floats)
 
 
-#: The set-ups kept hold at most this many floats of tables (128 MiB; a row of 10,000 tokens at
-#: 600 nodes and ``k = 3`` has about 12 million).
+#: The set-ups kept hold at most this many floats of tables (128 MiB; a whole row of 151,936
+#: tokens at 291 nodes and ``k = 8`` keeps about 11 million, its checkpointed prefixes).
 SETUP_FLOATS_KEPT = 16_000_000
 
 #: ``(p bytes, q bytes, k) ->`` the set-up (or ``None``) of the last rows set up, weighed by their

@@ -56,6 +56,33 @@ def _clock(q, s, nodes, none, some):
 
 
 @_compiled
+def _clock_of(q, r, s, nodes, none, some, table_none, table_some, offset):
+    """:func:`_clock` for rank ``r``, read from ``table_none``, ``table_some`` (rows of the
+    ranks ``offset..``, made by :func:`clock_table`) where they hold it: the same values."""
+    row = r - offset
+    if 0 <= row < table_none.shape[0]:
+        for i in range(nodes):
+            none[i], some[i] = table_none[row, i], table_some[row, i]
+    else:
+        _clock(q[r], s, nodes, none, some)
+
+
+@_compiled
+def clock_table(q, s, first, last):
+    """``(none, some)`` ``[last - first, N]``: :func:`_clock` of the ranks ``first..last - 1``,
+    kept for a nesting that passes over the same ranks again and again (:func:`water_levels`)."""
+    nodes = s.shape[0]
+    none, some = np.empty((last - first, nodes)), np.empty((last - first, nodes))
+    for r in range(first, last):
+        _clock(q[r], s, nodes, none[r - first], some[r - first])
+    return none, some
+
+
+#: No table: every ``e^{-q s}`` computed (the ``table_*`` arguments of :func:`run_masses`).
+NO_TABLE = np.empty((0, 0))
+
+
+@_compiled
 def _add_rank(E, D, none, some, q, out_E, out_D, k):
     """``(E, D)`` ``[N, k]`` of a group with one rank added (no arrival ``none``, arrived
     ``some`` ``[N]``, rate ``q``) into ``(out_E, out_D)``, which may be ``(E, D)`` itself."""
@@ -148,7 +175,7 @@ RUN_BLOCK = 256
 
 
 @_compiled
-def run_masses(q, s, w, above, E0f, D0f, f, t, k, out, block):
+def run_masses(q, s, w, above, E0f, D0f, f, t, k, out, block, table_none, table_some, offset):
     """``out[j - f - 1]`` for the cuts ``j = f + 1..t``: the mass of the draft sets with every
     draft in ranks ``<= t``, one in ``[f, j)`` and one in ``[j, t]``, the integral of
     ``[x^(k-1)] (D0 N1 N2 + D1 E0 N2 + D2 E0 N1)`` (groups ``[0, f)``, ``[f, j)``, ``[j, t]``;
@@ -158,11 +185,13 @@ def run_masses(q, s, w, above, E0f, D0f, f, t, k, out, block):
     from the block's start (kept by a first forward pass) with their products, then the backward
     pass over the block grows ``[j, t]`` and costs ``O(k)`` per node and cut. The same float
     operations on the same values whatever ``block``, so the same masses to the bit (and the
-    same as :func:`block_masses` gives block by block)."""
+    same as :func:`block_masses` gives block by block); ``e^{-q s}`` read from ``table_*`` (rows of
+    the ranks ``offset..``, :func:`clock_table`) where they hold a rank, else computed
+    (:data:`NO_TABLE`), the same values either way."""
     decay = np.exp(-above[t] * s) * w
     nodes, blocks = _live_nodes(decay), (t - f + block - 1) // block
     start_E, start_D = np.empty((blocks, nodes, k)), np.empty((blocks, nodes, k))
-    _block_starts(q, s, f, t, k, block, start_E, start_D)
+    _block_starts(q, s, f, t, k, block, start_E, start_D, table_none, table_some, offset)
     none, some = np.empty(nodes), np.empty(nodes)
     lower_A, lower_B = np.empty((block, nodes, k)), np.empty((block, nodes, k))
     E, D, E2, D2 = np.empty((nodes, k)), np.empty((nodes, k)), np.empty((nodes, k)), np.empty((nodes, k))
@@ -170,12 +199,13 @@ def run_masses(q, s, w, above, E0f, D0f, f, t, k, out, block):
     for b in range(blocks - 1, -1, -1):
         low, high = f + b * block, min(f + (b + 1) * block, t)  # the cuts j = low + 1..high
         E[:, :], D[:, :] = start_E[b], start_D[b]
-        _block_forward(q, s, none, some, E, D, E0f, D0f, k, low, high, lower_A, lower_B)
-        _block_backward(q, s, none, some, E2, D2, lower_A, lower_B, decay, k, low, high, out[low - f:])
+        _block_forward(q, s, none, some, E, D, E0f, D0f, k, low, high, lower_A, lower_B, table_none, table_some, offset)
+        _block_backward(q, s, none, some, E2, D2, lower_A, lower_B, decay, k, low, high, out[low - f:], table_none,
+                        table_some, offset)
 
 
 @_compiled
-def _block_starts(q, s, f, t, k, block, start_E, start_D):
+def _block_starts(q, s, f, t, k, block, start_E, start_D, table_none, table_some, offset):
     """``(start_E[b], start_D[b])``: the group ``[f, f + b block)`` of every block ``b`` of the
     run ``[f, t]`` (at the nodes of ``start_E``)."""
     nodes = start_E.shape[1]
@@ -185,26 +215,27 @@ def _block_starts(q, s, f, t, k, block, start_E, start_D):
     for b in range(start_E.shape[0]):
         start_E[b], start_D[b] = E, D
         for r in range(f + b * block, min(f + (b + 1) * block, t)):
-            _clock(q[r], s, nodes, none, some)
+            _clock_of(q, r, s, nodes, none, some, table_none, table_some, offset)
             _add_rank(E, D, none, some, q[r], E, D, k)
 
 
 @_compiled
-def _block_forward(q, s, none, some, E, D, E0f, D0f, k, low, high, lower_A, lower_B):
+def _block_forward(q, s, none, some, E, D, E0f, D0f, k, low, high, lower_A, lower_B, table_none, table_some, offset):
     """With ``(E, D)`` the group ``[f, low)``: the ranks ``low..high - 1`` added one by one, and
     the products below each cut ``j = r + 1`` into ``lower_A[r - low]``, ``lower_B[r - low]``."""
     for r in range(low, high):
-        _clock(q[r], s, E.shape[0], none, some)
+        _clock_of(q, r, s, E.shape[0], none, some, table_none, table_some, offset)
         _add_rank(E, D, none, some, q[r], E, D, k)  # now [f, r + 1)
         _products_below(E, D, E0f, D0f, k, lower_A[r - low], lower_B[r - low])
 
 
 @_compiled
-def _block_backward(q, s, none, some, E2, D2, lower_A, lower_B, decay, k, low, high, out):
+def _block_backward(q, s, none, some, E2, D2, lower_A, lower_B, decay, k, low, high, out, table_none, table_some,
+                    offset):
     """With ``(E2, D2)`` the group ``[high + 1, t]``: the ranks ``high..low + 1`` added one by
     one, and ``out[j - low - 1]`` the mass at each cut ``j``."""
     for j in range(high, low, -1):
-        _clock(q[j], s, E2.shape[0], none, some)
+        _clock_of(q, j, s, E2.shape[0], none, some, table_none, table_some, offset)
         _add_rank(E2, D2, none, some, q[j], E2, D2, k)
         out[j - low - 1] = _across(lower_A[j - low - 1], lower_B[j - low - 1], E2, D2, decay, k)
 
@@ -214,7 +245,7 @@ def run_skeleton(q, s, f, t, k, block, start_E, start_D, end_E, end_D):
     """What :func:`block_masses` needs of the run ``[f, t]``: for every block ``b`` the groups
     ``[f, low_b)`` and ``[high_b + 1, t]`` (``low_b, high_b`` its ends), by one pass up and one
     down, ``O((t - f) N k)``; a block's masses then cost ``O(block N k^2)``."""
-    _block_starts(q, s, f, t, k, block, start_E, start_D)
+    _block_starts(q, s, f, t, k, block, start_E, start_D, NO_TABLE, NO_TABLE, 0)
     nodes = end_E.shape[1]
     none, some = np.empty(nodes), np.empty(nodes)
     E2, D2 = np.empty((nodes, k)), np.empty((nodes, k))
@@ -236,8 +267,8 @@ def block_masses(q, s, w, above, E0f, D0f, t, k, low, high, start_E, start_D, en
     none, some = np.empty(nodes), np.empty(nodes)
     lower_A, lower_B = np.empty((high - low, nodes, k)), np.empty((high - low, nodes, k))
     E, D, E2, D2 = start_E.copy(), start_D.copy(), end_E.copy(), end_D.copy()
-    _block_forward(q, s, none, some, E, D, E0f, D0f, k, low, high, lower_A, lower_B)
-    _block_backward(q, s, none, some, E2, D2, lower_A, lower_B, decay[:nodes], k, low, high, out)
+    _block_forward(q, s, none, some, E, D, E0f, D0f, k, low, high, lower_A, lower_B, NO_TABLE, NO_TABLE, 0)
+    _block_backward(q, s, none, some, E2, D2, lower_A, lower_B, decay[:nodes], k, low, high, out, NO_TABLE, NO_TABLE, 0)
 
 
 @_compiled
@@ -329,12 +360,13 @@ def lowest_law(q, s, w, above, E0f, D0f, f, t, k, out):
 
 
 @_compiled
-def water_levels(q, s, w, above, E0, D0, every, k, flux, lo, hi, levels, floor, block):
+def water_levels(q, s, w, above, E0, D0, every, k, flux, lo, hi, levels, floor, block, table_none, table_some):
     """The nesting of :func:`otm.rules.optimal_pair_wor.water_level_parameters` on the cuts
     ``lo + 1..hi`` in float64 (adds to ``levels``): a run whose inner cuts all carry flux is
     raised by the least ``remaining / mass`` and split at the cuts it empties; a remaining
     flux within ``floor (raised + 1) F(j)`` counts as empty (``floor``: ``REMAINDER_FLOOR``
-    unit roundoffs). Returns 0, or 1 where a cut
+    unit roundoffs). ``table_*``: :func:`clock_table` of the ranks ``lo..hi``, or
+    :data:`NO_TABLE` (the same levels either way). Returns 0, or 1 where a cut
     with flux has no set of its run across it (impossible in the ratio order: Theorem 5,
     claim (d))."""
     if hi <= lo:
@@ -366,7 +398,7 @@ def water_levels(q, s, w, above, E0, D0, every, k, flux, lo, hi, levels, floor, 
                 top += 1
             continue
         at = advance_prefix(q, s, E0, D0, every, f, k, E0f, D0f, at)
-        run_masses(q, s, w, above, E0f, D0f, f, t, k, masses, block)
+        run_masses(q, s, w, above, E0f, D0f, f, t, k, masses, block, table_none, table_some, lo)
         theta = np.inf
         for j in range(f + 1, t + 1):
             if masses[j - f - 1] <= 0.0:
@@ -407,6 +439,11 @@ class CompiledClockSetMasses(ClockSetMasses):
 
     #: A row whose nesting :meth:`nesting_seconds` estimates above this is refused.
     max_nesting_seconds = 60.0
+
+    #: The nesting keeps ``e^{-q s}`` of the ranks it nests (:func:`clock_table`, for every pass
+    #: over a run) where that takes at most this many floats (64 MiB: about 13,000 ranks at 300
+    #: nodes), and computes them in each pass beyond.
+    NESTING_TABLE_FLOATS = 8_000_000
 
     #: Float inputs with more draft tuples take these masses rather than the enumeration (which
     #: still takes a row these refuse): on 10 random softmax rows per size, the enumeration
@@ -504,7 +541,10 @@ class CompiledClockSetMasses(ClockSetMasses):
         flux = np.asarray(flux, dtype=np.float64)
         self.check_nesting(flux, lo, hi)
         work = np.asarray(levels, dtype=np.float64)
-        status = water_levels(*self._tables(), self.k, flux, lo, hi, work, REMAINDER_FLOOR * unit, self.run_block)
+        tables = (clock_table(self.q, self.s, lo, hi + 1) if 2 * (hi - lo + 1) * self.s.size <= self.NESTING_TABLE_FLOATS
+                  else (NO_TABLE, NO_TABLE))
+        status = water_levels(*self._tables(), self.k, flux, lo, hi, work, REMAINDER_FLOOR * unit, self.run_block,
+                              *tables)
         levels[:] = work.tolist()
         return status == 0
 
@@ -535,5 +575,5 @@ class _LazyRun:
         return float(self.values[j - self.f - 1])
 
 
-__all__ = ["CompiledClockSetMasses", "RUN_BLOCK", "advance_prefix", "block_masses", "cut_mass", "live_nodes", "lowest_law", "prefix_at", "prefix_pass", "run_masses", "run_skeleton",
+__all__ = ["CompiledClockSetMasses", "RUN_BLOCK", "advance_prefix", "NO_TABLE", "block_masses", "clock_table", "cut_mass", "live_nodes", "lowest_law", "prefix_at", "prefix_pass", "run_masses", "run_skeleton",
            "water_levels"]

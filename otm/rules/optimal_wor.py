@@ -298,8 +298,8 @@ def _built_clock_masses(q, order, n: int, k: int, tuples: int, clock_masses) -> 
     if floats > limit:
         raise NotApplicableError(f"rule 'optimal_wor' at k={k}: {_counted(tuples)} draft tuples are too many to enumerate and "
                                  f"the clock integral's tables for {n:,} tokens ({floats:,} floats) are above its limit "
-                                 f"of {limit:,}; at a real vocabulary only k = 2 is built (the water-level "
-                                 "verifier), or use optimal_latent (at least the i.i.d. optimum)")
+                                 f"of {limit:,} for {clock_masses.__name__}; truncate the rows (top-p) or use "
+                                 "optimal_latent (at least the i.i.d. optimum)")
     return clock_masses(q_ranked, k)
 
 

@@ -109,18 +109,26 @@ def test_checkpointed_prefixes_are_the_one_pass_values_bit_for_bit(every):
 def test_a_run_in_blocks_gives_the_same_masses_bit_for_bit():
     """A run's masses rebuilt block by block (the products of ``block`` ranks at a time) are
     the one block's to the bit, for blocks that divide the run and blocks that do not, and so are
-    one cut computed alone (``cut_mass``, ``across_one``) and the cuts of a run computed lazily,
+    one cut computed alone (``cut_mass``, ``across_one``), a run that reads ``e^{-q s}`` from a
+    table of some or all of its ranks (the nesting's), and the cuts of a run computed lazily,
     block by block, as ``across`` asks for them; and a run kept in blocks of 5 agrees
     with the numpy reference as a whole run does."""
     q = _row(3, 150, 2.0)
     masses = compiled.CompiledClockSetMasses(q, 4)
     for f, t in [(0, 149), (17, 140), (60, 61)]:
         whole = np.empty(t - f)
-        compiled.run_masses(masses.q, masses.s, masses.w, masses._above, *masses._prefix(f), f, t, 4, whole, 1024)
+        no_table = (compiled.NO_TABLE, compiled.NO_TABLE, 0)
+        compiled.run_masses(masses.q, masses.s, masses.w, masses._above, *masses._prefix(f), f, t, 4, whole, 1024, *no_table)
         for block in (1, 5, 11, 133):
             blocked = np.empty(t - f)
-            compiled.run_masses(masses.q, masses.s, masses.w, masses._above, *masses._prefix(f), f, t, 4, blocked, block)
+            compiled.run_masses(masses.q, masses.s, masses.w, masses._above, *masses._prefix(f), f, t, 4, blocked, block,
+                                *no_table)
             assert np.array_equal(blocked, whole)
+        for first, last in ((0, 150), (f + 3, t - 2)):  # e^{-q s} read from a table of all or some of the ranks
+            tabled = np.empty(t - f)
+            compiled.run_masses(masses.q, masses.s, masses.w, masses._above, *masses._prefix(f), f, t, 4, tabled, 5,
+                                *compiled.clock_table(masses.q, masses.s, first, max(last, first)), first)
+            assert np.array_equal(tabled, whole)
         for j in range(f + 1, t + 1, 7):
             assert compiled.cut_mass(masses.q, masses.s, masses.w, masses._above, *masses._prefix(f), f, j, t, 4) == whole[j - f - 1]
             assert compiled.CompiledClockSetMasses(q, 4).across_one(f, j, t) == whole[j - f - 1]
