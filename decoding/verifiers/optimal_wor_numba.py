@@ -434,7 +434,8 @@ class CompiledClockSetMasses(ClockSetMasses):
     #: --nesting-rate --ks 3,4,6,8``, and ``--top 1000 --ks 3``, ``--top 500 --ks 8``, 2026-11-27:
     #: 1.8e8-4.5e8 units per second at every ``k``), so the estimate errs on the long side, by up
     #: to 2.8x. (It counted ``len^2 N k^2`` at 4e8 per second before the 15% faster masses of the
-    #: same day: 2.3x too long at ``k = 8`` then, up to 9x after.)
+    #: same day: 2.3x too long at ``k = 8`` then, up to 9x after.) Measured again with the step
+    #: of 0.16 and the nesting's table of ``e^{-q s}`` (the same commands, 07:35 UTC): 1.6e8-3.5e8.
     NESTING_RATE = 1.6e8
 
     #: A row whose nesting :meth:`nesting_seconds` estimates above this is refused.
