@@ -15,9 +15,14 @@ and the levels that come out are certified as the reference's are: by the select
 realise, through :meth:`CompiledClockSetMasses.lowest_law`
 (:func:`otm.rules.wor_clock_masses.realised_selection`).
 
-Cost per run ``[f, t]`` of the nesting: a forward pass (the groups ``[f, j)``, kept) and a
-backward pass (the groups ``[j, t]``), ``O((t - f) N k^2)`` for ``N`` nodes, as the
-reference's, without its per-rank Python calls; a run of flux peels about one rank at a time,
+Memory: no tables of ``e^{-q s}`` (:func:`_clock` computes them where a pass needs them; the
+nesting keeps those of its own ranks, :func:`clock_table`), the prefixes at every 64th rank, and
+a run's products 256 ranks at a time, so a whole real vocabulary fits (docs/optimal-verifier.md,
+section 8, "k drafts at the real vocabulary"). Cost per run ``[f, t]`` of the nesting: a forward
+pass (the groups ``[f, j)`` at each block's start), and per block a forward pass with the
+products and a backward pass (the groups ``[j, t]``), ``O((t - f) N k^2)`` for ``N`` nodes, as the
+reference's, without its per-rank Python calls; the walk's bounds ask a run for some cuts only
+(:func:`run_skeleton`, :func:`block_masses`, :func:`cut_mass`); a run of flux peels about one rank at a time,
 so a row costs about ``sum len^2 N k^2`` over its runs (measured: closer to ``k`` than
 ``k^2`` up to ``k = 8``, the ``O(k)`` parts dominating), which
 :meth:`CompiledClockSetMasses.nesting_seconds` estimates before the nesting starts (rows above
