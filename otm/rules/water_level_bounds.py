@@ -139,7 +139,13 @@ def span_decision(flux: list, masses, low: int, high: int, u, margin=0, windows:
     run = first_run(flux, low, high)
     if run is None:
         return False
-    if u < span_lower_bound(flux, masses, run, low, high, margin):
+    return _decided(flux, masses, run, low, high, u, span_lower_bound(flux, masses, run, low, high, margin), margin,
+                    windows)
+
+
+def _decided(flux: list, masses, run: tuple[int, int], low: int, high: int, u, bound, margin, windows) -> bool | None:
+    """:func:`span_decision` given the span's first run and its bound (i)."""
+    if u < bound:
         return True
     return False if span_at_most(flux, masses, run, low, high, u, margin, windows) else None
 
@@ -149,11 +155,19 @@ def walk_decision(flux: list, masses, ranks: list, u, margin=0, windows: int | N
     walk of :mod:`otm.rules.optimal_wor` selects with uniform ``u`` (down from the highest
     member while ``u`` is below the least level between the next member and the highest),
     decided by :func:`span_decision` member by member (``margin``, ``windows`` as there);
-    ``None`` where a step is undecided."""
+    ``None`` where a step is undecided. The spans share their top, so the first run and the
+    bound (i) of each step are carried from the step before: each cut is read once."""
     descending = sorted(range(len(ranks)), key=lambda i: -ranks[i])
     top, chosen = ranks[descending[0]], descending[0]
+    run, bound, reached = None, None, top  # the bound (i) over the cuts (reached, top]
     for lower in descending[1:]:
-        verdict = span_decision(flux, masses, ranks[lower], top, u, margin, windows)
+        low = ranks[lower]
+        if any(flux[j] <= 0 for j in range(low + 1, reached + 1)):
+            break  # a cut between carries no flux: the level there is 0, span_decision's False
+        run = run or first_run(flux, low, top)
+        below = span_lower_bound(flux, masses, run, low, reached, margin)
+        bound, reached = below if bound is None else min(bound, below), low
+        verdict = _decided(flux, masses, run, low, top, u, bound, margin, windows)
         if verdict is None:
             return None
         if not verdict:

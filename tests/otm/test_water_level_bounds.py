@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from otm.formulations.prefix_scan import ratio_order
 from otm.rules import optimal_wor as rule
 from otm.rules.optimal_pair_wor import flux_setup
-from otm.rules.water_level_bounds import walk_decision
+from otm.rules.water_level_bounds import span_decision, walk_decision
 
 
 @st.composite
@@ -41,6 +41,22 @@ def selected(levels: list, ranks: list, u) -> int:
     return chosen
 
 
+def walk_by_spans(flux, masses, ranks: list, u, windows=None):
+    """The slow obvious walk from bounds: :func:`span_decision` afresh for every member, each
+    over its whole span (what ``walk_decision`` computes with its first run and bound carried
+    from step to step)."""
+    descending = sorted(range(len(ranks)), key=lambda i: -ranks[i])
+    chosen = descending[0]
+    for lower in descending[1:]:
+        verdict = span_decision(flux, masses, ranks[lower], ranks[descending[0]], u, windows=windows)
+        if verdict is None:
+            return None
+        if not verdict:
+            break
+        chosen = lower
+    return chosen
+
+
 def _decisions(p, q, k: int, masses_scale=1, windows=None):
     """``(wrong, decided, total)`` over every draft set of the row and ``u`` at 0, at each
     ``M_i``, ``M_i -+ 1/1000``, ``1/2`` and ``999/1000``."""
@@ -58,6 +74,7 @@ def _decisions(p, q, k: int, masses_scale=1, windows=None):
             | {min(F(999, 1000), v + F(1, 1000)) for v in reaches}
         for u in grid:
             verdict = walk_decision(setup.flux, masses, ranks, u, windows=windows)
+            assert verdict == walk_by_spans(setup.flux, masses, ranks, u, windows=windows)
             total += 1
             if verdict is not None:
                 decided += 1
