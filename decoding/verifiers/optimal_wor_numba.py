@@ -460,6 +460,10 @@ class CompiledClockSetMasses(ClockSetMasses):
     #: :data:`RUN_BLOCK`: the ranks of a run whose products :func:`run_masses` keeps at once.
     run_block = RUN_BLOCK
 
+    #: A run of at most this many ranks is computed whole at the first cut :meth:`across` asks
+    #: of it (the wide nesting asks every cut of every run); longer ones block by block.
+    eager_ranks = 4096
+
     def _tabulate(self) -> None:
         """No tables: the compiled passes compute ``e^{-q s}`` where they need it (:func:`_clock`)."""
 
@@ -557,16 +561,23 @@ class CompiledClockSetMasses(ClockSetMasses):
 
 class _LazyRun:
     """The interval masses of one run ``[f, t]`` of :class:`CompiledClockSetMasses`, block by
-    block as cuts are asked for: :func:`run_skeleton` once, :func:`block_masses` per block."""
+    block as cuts are asked for: :func:`run_skeleton` once, :func:`block_masses` per block; a
+    run of at most ``masses.eager_ranks`` ranks all at once (:func:`run_masses`, half the passes
+    of a skeleton and every block, the cost where most cuts are asked for, as by a nesting)."""
 
     def __init__(self, masses: CompiledClockSetMasses, f: int, t: int):
         q, s, w, above = masses._tables()[:4]
         self.masses, self.f, self.t, self.block = masses, f, t, masses.run_block
+        self.values, blocks = np.empty(t - f), (t - f + self.block - 1) // self.block
+        if t - f <= masses.eager_ranks:
+            run_masses(q, s, w, above, *masses._prefix(f), f, t, masses.k, self.values, self.block, NO_TABLE, NO_TABLE, 0)
+            self.done, self.floats = np.ones(blocks, dtype=bool), t - f
+            return
         self.prefix = tuple(part.copy() for part in masses._prefix(f))
-        nodes, blocks = int(live_nodes(above[t], s, w)), (t - f + self.block - 1) // self.block
+        nodes = int(live_nodes(above[t], s, w))
         self.start_E, self.start_D, self.end_E, self.end_D = (np.empty((blocks, nodes, masses.k)) for _ in range(4))
         run_skeleton(q, s, f, t, masses.k, self.block, self.start_E, self.start_D, self.end_E, self.end_D)
-        self.values, self.done = np.empty(t - f), np.zeros(blocks, dtype=bool)
+        self.done = np.zeros(blocks, dtype=bool)
         self.floats = 4 * blocks * nodes * masses.k + (t - f)
 
     def at(self, j: int) -> float:

@@ -132,12 +132,12 @@ def test_a_run_in_blocks_gives_the_same_masses_bit_for_bit():
         for j in range(f + 1, t + 1, 7):
             assert compiled.cut_mass(masses.q, masses.s, masses.w, masses._above, *masses._prefix(f), f, j, t, 4) == whole[j - f - 1]
             assert compiled.CompiledClockSetMasses(q, 4).across_one(f, j, t) == whole[j - f - 1]
-        for block in (5, 256):  # the lazy runs of across: blocks computed as their cuts are asked for, in any order
-            lazy = type("Lazy", (compiled.CompiledClockSetMasses,), {"run_block": block})(q, 4)
-            for j in np.random.default_rng(f).permutation(np.arange(f + 1, t + 1)):
+        for block, eager in ((5, 0), (256, 0), (5, 4096)):  # the runs of across, blocks computed as their cuts
+            lazy = type("Lazy", (compiled.CompiledClockSetMasses,), {"run_block": block, "eager_ranks": eager})(q, 4)
+            for j in np.random.default_rng(f).permutation(np.arange(f + 1, t + 1)):  # are asked for, or all at once
                 assert lazy.across(f, int(j), t) == whole[j - f - 1]
     assert _largest_disagreement(_row(4, 20), 3, type("InBlocksOfFive", (compiled.CompiledClockSetMasses,),
-                                                       {"run_block": 5})) <= AGREEMENT
+                                                       {"run_block": 5, "eager_ranks": 0})) <= AGREEMENT
 
 
 @pytest.mark.parametrize("seed,n,k", [(0, 40, 3), (1, 60, 4), (2, 30, 6), (3, 80, 3)])
