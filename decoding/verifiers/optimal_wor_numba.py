@@ -38,6 +38,7 @@ from otm.rules.optimal_pair_wor import REMAINDER_FLOOR, flux_runs
 from otm.errors import NotApplicableError
 from otm.rules.wor_clock_masses import ClockSetMasses
 
+from .base import share_rows
 from .kept import Kept
 
 _compiled = numba.njit(cache=True, nogil=True, error_model="numpy")
@@ -474,10 +475,22 @@ class CompiledClockSetMasses(ClockSetMasses):
         return 2 * (n // cls.checkpoint + 1) * nodes * k
 
     def _prefix_pass(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        nodes, every = self.s.size, self.checkpoint
-        E0, D0 = np.empty((self.n // every + 1, nodes, self.k)), np.empty((self.n // every + 1, nodes, self.k))
-        sigma = np.empty(self.n)
-        prefix_pass(self.q, self.s, self.w, self._above, self.k, every, E0, D0, sigma)
+        """:func:`prefix_pass` by chunks of nodes (:func:`by_nodes`), ``sigma`` the sum of the
+        chunks' parts in their order."""
+        every, k, checkpoints = self.checkpoint, self.k, self.n // self.checkpoint + 1
+        E0, D0 = np.empty((checkpoints, self.s.size, k)), np.empty((checkpoints, self.s.size, k))
+        chunks = node_chunks(self.s.size)
+        parts = np.empty((len(chunks), self.n))
+
+        def chunk(c: int, low: int, high: int) -> None:
+            E, D = np.empty((checkpoints, high - low, k)), np.empty((checkpoints, high - low, k))
+            prefix_pass(self.q, self.s[low:high], self.w[low:high], self._above, k, every, E, D, parts[c])
+            E0[:, low:high], D0[:, low:high] = E, D
+
+        by_nodes(chunk, chunks, self.n * self.s.size)
+        sigma = parts[0].copy()
+        for part in parts[1:]:
+            sigma += part
         self._last = [np.empty_like(E0[0]), np.empty_like(D0[0]), self.n + 1]  # the prefix [0, at) last asked for
         self._lazy = Kept(self.RUN_FLOATS_KEPT)  # (f, t) -> _LazyRun
         return E0, D0, sigma
@@ -559,6 +572,35 @@ class CompiledClockSetMasses(ClockSetMasses):
         return status == 0
 
 
+#: Nodes per chunk of the passes that :func:`by_nodes` shares among threads: a fixed cut, so a
+#: pass's values do not depend on how many threads there are.
+NODE_CHUNK = 48
+
+#: A pass over fewer rank-nodes than this runs in the calling thread alone.
+SHARED_FROM = 200_000
+
+
+def node_chunks(nodes: int) -> list[tuple[int, int]]:
+    """The chunks ``[low, high)`` of :data:`NODE_CHUNK` nodes of ``nodes``."""
+    return [(low, min(low + NODE_CHUNK, nodes)) for low in range(0, nodes, NODE_CHUNK)]
+
+
+def by_nodes(chunk, chunks: list[tuple[int, int]], work: int) -> None:
+    """``chunk(c, low, high)`` for every chunk of nodes, shared among threads
+    (:func:`decoding.verifiers.base.share_rows`: the compiled passes release the GIL) where the
+    pass covers at least :data:`SHARED_FROM` rank-nodes (``work``). Every node's polynomials
+    are its own, so a pass by chunks computes each node's values as the whole pass does."""
+
+    def run(part: int, parts: int) -> None:
+        for c in range(part, len(chunks), parts):
+            chunk(c, *chunks[c])
+
+    if work < SHARED_FROM:
+        run(0, 1)
+    else:
+        share_rows(run, len(chunks))
+
+
 class _LazyRun:
     """The interval masses of one run ``[f, t]`` of :class:`CompiledClockSetMasses`, block by
     block as cuts are asked for: :func:`run_skeleton` once, :func:`block_masses` per block; a
@@ -576,7 +618,14 @@ class _LazyRun:
         self.prefix = tuple(part.copy() for part in masses._prefix(f))
         nodes = int(live_nodes(above[t], s, w))
         self.start_E, self.start_D, self.end_E, self.end_D = (np.empty((blocks, nodes, masses.k)) for _ in range(4))
-        run_skeleton(q, s, f, t, masses.k, self.block, self.start_E, self.start_D, self.end_E, self.end_D)
+
+        def chunk(c: int, low: int, high: int) -> None:  # the nodes are independent: the same values
+            groups = [np.empty((blocks, high - low, masses.k)) for _ in range(4)]
+            run_skeleton(q, s[low:high], f, t, masses.k, self.block, *groups)
+            for whole, part in zip((self.start_E, self.start_D, self.end_E, self.end_D), groups):
+                whole[:, low:high] = part
+
+        by_nodes(chunk, node_chunks(nodes), (t - f) * nodes)
         self.done = np.zeros(blocks, dtype=bool)
         self.floats = 4 * blocks * nodes * masses.k + (t - f)
 
@@ -592,5 +641,5 @@ class _LazyRun:
         return float(self.values[j - self.f - 1])
 
 
-__all__ = ["CompiledClockSetMasses", "RUN_BLOCK", "advance_prefix", "NO_TABLE", "block_masses", "clock_table", "cut_mass", "live_nodes", "lowest_law", "prefix_at", "prefix_pass", "run_masses", "run_skeleton",
+__all__ = ["CompiledClockSetMasses", "NODE_CHUNK", "RUN_BLOCK", "advance_prefix", "NO_TABLE", "block_masses", "by_nodes", "clock_table", "cut_mass", "live_nodes", "lowest_law", "node_chunks", "prefix_at", "prefix_pass", "run_masses", "run_skeleton",
            "water_levels"]

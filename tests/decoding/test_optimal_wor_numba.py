@@ -140,6 +140,37 @@ def test_a_run_in_blocks_gives_the_same_masses_bit_for_bit():
                                                        {"run_block": 5, "eager_ranks": 0})) <= AGREEMENT
 
 
+def test_passes_shared_among_threads_give_the_same_values(monkeypatch):
+    """The set-up's pass and a run's skeleton by chunks of nodes on threads (``by_nodes``, here
+    from any size on) give the values of the same chunks in the calling thread, to the bit; and
+    the chunks are really shared (more than one thread ran them)."""
+    import os
+    import threading
+
+    import torch
+
+    q = _row(5, 150, 2.0)
+    serial = type("Lazy", (compiled.CompiledClockSetMasses,), {"eager_ranks": 0})
+    alone = serial(q, 4)
+    masses_alone = [alone.across(0, j, 149) for j in range(1, 150)]
+    seen = set()
+    original = compiled.prefix_pass
+
+    def noting(*args):
+        seen.add(threading.get_ident())
+        original(*args)
+
+    monkeypatch.setattr(compiled, "SHARED_FROM", 0)
+    monkeypatch.setattr(compiled, "prefix_pass", noting)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    shared = serial(q, 4)
+    assert len(seen) > 1 and len(compiled.node_chunks(shared.s.size)) > 2
+    assert np.array_equal(shared.sigma, alone.sigma) and np.array_equal(shared._E0, alone._E0)
+    assert np.array_equal(shared._D0, alone._D0)
+    assert [shared.across(0, j, 149) for j in range(1, 150)] == masses_alone
+
+
 @pytest.mark.parametrize("seed,n,k", [(0, 40, 3), (1, 60, 4), (2, 30, 6), (3, 80, 3)])
 def test_the_compiled_nesting_gives_the_references_levels(seed, n, k):
     """The whole float64 construction with the compiled masses and nesting, against the
