@@ -43,6 +43,10 @@ from .kept import Kept
 
 _compiled = numba.njit(cache=True, nogil=True, error_model="numpy")
 
+#: Nodes per chunk of the passes that :func:`by_nodes` shares among threads (and of the sums
+#: over nodes, :func:`_across`): a fixed cut, so the values do not depend on the threads.
+NODE_CHUNK = 48
+
 
 @_compiled
 def _clock(q, s, nodes, none, some):
@@ -300,13 +304,18 @@ def _products_below(E, D, E0f, D0f, k, A, B):
 
 @_compiled
 def _across(A, B, E2, D2, decay, k):
-    """The integral of ``[x^(k-1)] (A N2 + B D2)`` (``(E2, D2)`` the group ``[j, t]``)."""
-    total = 0.0
+    """The integral of ``[x^(k-1)] (A N2 + B D2)`` (``(E2, D2)`` the group ``[j, t]``), summed
+    by chunks of :data:`NODE_CHUNK` nodes, the chunks' sums added in their order: what the
+    passes shared among threads by chunks (:func:`by_nodes`) add up to, to the bit."""
+    total, chunk = 0.0, 0.0
     for i in range(A.shape[0]):
         value = B[i, k - 1] * D2[i, 0]
         for c in range(1, k):
             value += A[i, k - 1 - c] * E2[i, c] + B[i, k - 1 - c] * D2[i, c]
-        total += value * decay[i]
+        chunk += value * decay[i]
+        if (i + 1) % NODE_CHUNK == 0 or i + 1 == A.shape[0]:
+            total += chunk
+            chunk = 0.0
     return total
 
 
@@ -530,7 +539,16 @@ class CompiledClockSetMasses(ClockSetMasses):
         (:func:`otm.rules.water_level_bounds.span_at_most`)."""
         if (f, t) in self._lazy:
             return self.across(f, j, t)
-        return float(cut_mass(*self._tables()[:4], *self._prefix(f), f, j, t, self.k))
+        q, s, w, above = self._tables()[:4]
+        E0f, D0f = self._prefix(f)
+        chunks = node_chunks(s.size)
+        parts = np.zeros(len(chunks))
+
+        def chunk(c: int, low: int, high: int) -> None:
+            parts[c] = cut_mass(q, s[low:high], w[low:high], above, E0f[low:high], D0f[low:high], f, j, t, self.k)
+
+        by_nodes(chunk, chunks, (t - f) * s.size)
+        return float(_in_order(parts))
 
     def lowest_law(self, f: int, t: int) -> np.ndarray:
         """``[t - f + 1]``: :meth:`otm.rules.wor_clock_masses.ClockSetMasses.lowest_law`."""
@@ -572,12 +590,16 @@ class CompiledClockSetMasses(ClockSetMasses):
         return status == 0
 
 
-#: Nodes per chunk of the passes that :func:`by_nodes` shares among threads: a fixed cut, so a
-#: pass's values do not depend on how many threads there are.
-NODE_CHUNK = 48
-
 #: A pass over fewer rank-nodes than this runs in the calling thread alone.
-SHARED_FROM = 200_000
+SHARED_FROM = 50_000
+
+
+def _in_order(parts: np.ndarray) -> np.ndarray:
+    """The chunks' parts (first axis) added in their order, from 0, as :func:`_across` adds them."""
+    total = np.zeros(parts.shape[1:])
+    for part in parts:
+        total = total + part
+    return total
 
 
 def node_chunks(nodes: int) -> list[tuple[int, int]]:
@@ -634,9 +656,17 @@ class _LazyRun:
         b = (j - self.f - 1) // self.block
         if not self.done[b]:
             low, high = self.f + b * self.block, min(self.f + (b + 1) * self.block, self.t)
-            masses = self.masses
-            block_masses(*masses._tables()[:4], *self.prefix, self.t, masses.k, low, high, self.start_E[b],
-                         self.start_D[b], self.end_E[b], self.end_D[b], self.values[low - self.f:high - self.f])
+            q, s, w, above = self.masses._tables()[:4]
+            chunks = node_chunks(self.start_E.shape[1])
+            parts = np.empty((len(chunks), high - low))
+
+            def chunk(c: int, first: int, last: int) -> None:
+                block_masses(q, s[first:last], w[first:last], above, self.prefix[0][first:last], self.prefix[1][first:last],
+                             self.t, self.masses.k, low, high, *(group[b, first:last] for group in
+                             (self.start_E, self.start_D, self.end_E, self.end_D)), parts[c])
+
+            by_nodes(chunk, chunks, (high - low) * self.start_E.shape[1])
+            self.values[low - self.f:high - self.f] = _in_order(parts)
             self.done[b] = True
         return float(self.values[j - self.f - 1])
 
