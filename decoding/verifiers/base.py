@@ -43,6 +43,7 @@ import concurrent.futures
 import functools
 import math
 import os
+import threading
 from dataclasses import dataclass
 from typing import Callable
 
@@ -406,7 +407,11 @@ def _row_threads(process: int) -> concurrent.futures.ThreadPoolExecutor:
     """The threads that run shares of rows beside the calling one, one pool per process (made
     at first use): a child forked after its parent made its pool inherits the pool without
     its threads, and work handed to it would never run."""
-    return concurrent.futures.ThreadPoolExecutor(max_workers=max(1, (os.cpu_count() or 1) - 1), thread_name_prefix="verifier-rows")
+    return concurrent.futures.ThreadPoolExecutor(max_workers=max(1, (os.cpu_count() or 1) - 1), thread_name_prefix=_POOL_PREFIX)
+
+
+#: The names of the threads of :func:`_row_threads` start with this.
+_POOL_PREFIX = "verifier-rows"
 
 
 def row_parts(rows: int) -> int:
@@ -420,7 +425,13 @@ def share_rows(run: Callable[[int, int], None], rows: int) -> None:
     in the calling thread, the others on a pool of threads. For compiled per-row code that
     releases the GIL (the optimal verifiers' passes on the CPU), where part ``i`` takes the
     rows ``i, i + parts, ...``: rows never share randomness, so a row's draw does not depend
-    on ``parts``. An exception of any part is raised here."""
+    on ``parts``. An exception of any part is raised here. Called from one of the pool's own
+    threads (a share within a share, as the clock masses' chunks of nodes within rows), every
+    part runs in the calling thread: a pool thread never waits on the pool."""
+    if threading.current_thread().name.startswith(_POOL_PREFIX):
+        for part in range(row_parts(rows)):
+            run(part, row_parts(rows))
+        return
     parts = row_parts(rows)
     others = [_row_threads(os.getpid()).submit(run, part, parts) for part in range(1, parts)]
     try:

@@ -551,10 +551,18 @@ class CompiledClockSetMasses(ClockSetMasses):
         return float(_in_order(parts))
 
     def lowest_law(self, f: int, t: int) -> np.ndarray:
-        """``[t - f + 1]``: :meth:`otm.rules.wor_clock_masses.ClockSetMasses.lowest_law`."""
-        out = np.empty(t - f + 1)
-        lowest_law(*self._tables()[:4], *self._prefix(f), f, t, self.k, out)
-        return out
+        """``[t - f + 1]``: :meth:`otm.rules.wor_clock_masses.ClockSetMasses.lowest_law`, by
+        chunks of nodes shared among threads (:func:`by_nodes`), their parts added in order."""
+        q, s, w, above = self._tables()[:4]
+        E0f, D0f = self._prefix(f)
+        chunks = node_chunks(s.size)
+        parts = np.zeros((len(chunks), t - f + 1))
+
+        def chunk(c: int, low: int, high: int) -> None:
+            lowest_law(q, s[low:high], w[low:high], above, E0f[low:high], D0f[low:high], f, t, self.k, parts[c])
+
+        by_nodes(chunk, chunks, (t - f + 1) * s.size)
+        return _in_order(parts)
 
     def nesting_seconds(self, flux: np.ndarray, lo: int, hi: int) -> tuple[float, int]:
         """``(seconds, longest)``: about how long the nesting of the cuts ``lo + 1..hi`` takes

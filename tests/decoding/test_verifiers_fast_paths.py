@@ -551,6 +551,30 @@ def test_share_rows_runs_every_part_once_and_raises_a_parts_error():
         torch.set_num_threads(threads)
 
 
+def test_a_share_within_a_share_runs_in_the_pool_thread(monkeypatch):
+    """A ``share_rows`` called from a thread of the pool (the clock masses' chunks of nodes
+    within a share of rows) runs all its parts there: with one pool thread, the nested share
+    would otherwise wait forever on work queued behind itself."""
+    import threading
+
+    monkeypatch.setattr(base.os, "cpu_count", lambda: 2)  # one pool thread beside the caller
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    inner: dict = {}
+
+    def outer(part: int, parts: int) -> None:
+        if part == 1:
+            seen = []
+            base.share_rows(lambda p, ps: seen.append((p, ps, threading.current_thread().name)), 4)
+            inner["seen"] = seen
+
+    done = threading.Event()
+    worker = threading.Thread(target=lambda: (base.share_rows(outer, 2), done.set()), daemon=True)
+    worker.start()
+    assert done.wait(timeout=30), "a nested share deadlocked"
+    assert sorted(p for p, _, _ in inner["seen"]) == [0, 1]
+    assert all(name.startswith("verifier-rows") for _, _, name in inner["seen"])
+
+
 def _share_in_child(out) -> None:
     torch.set_num_threads(2)
     seen = []
