@@ -16,8 +16,8 @@ from the clock integral compiled with the whole nesting
 (:class:`decoding.verifiers.optimal_wor_numba.CompiledClockSetMasses`, which keeps no tables
 of ``e^{-q s}``, so any vocabulary; its nesting within a minute where the runs of flux span up
 to about 2,000 ranks). On that path each distinct row of a call is first set up without the
-levels (:func:`row_setup`: cut, flux, ``x``, the compiled set masses; 0.8-1.9 s for a whole
-row at ``V = 151,936``), and the walk of each of its drafted sets is decided from Lemma 9's
+levels (:func:`row_setup`: cut, flux, ``x``, the compiled set masses; 0.5-1.2 s for a whole
+row at ``V = 151,936`` on two cores), and the walk of each of its drafted sets is decided from Lemma 9's
 bounds where they settle it (:func:`otm.rules.water_level_bounds.walk_decision`;
 docs/optimal-verifier.md, section 8, "k drafts: the walk from bounds" and "k drafts at the real
 vocabulary": 89% of the drafted sets at ``k = 3`` and 81% at ``k = 8`` on whole Qwen rows); only
@@ -85,9 +85,9 @@ def caveat(widest: int, top_p: float) -> str | None:
     refused (docs/optimal-verifier.md, section 8)."""
     if widest < 3 or top_p < 1.0:
         return None
-    return ("with 3 or more drafts at a node and no --top-p, the optimal_wor verifier takes about 1-7 s per row at "
+    return ("with 3 or more drafts at a node and no --top-p, the optimal_wor verifier takes about 1-5 s per row at "
             "a real vocabulary and refuses the rows whose walk its bounds leave open (about 1 in 10 at k = 3, 1 in 5 "
-            "at k = 8 on the Qwen pair), ending the decode; --top-p 0.99 keeps it within about 2x of rrs_wor")
+            "at k = 8 on the Qwen pair), ending the decode; with --top-p 0.99 it took about 1.5x rrs_wor's time")
 
 
 def uniforms_per_row(k: int) -> int:
