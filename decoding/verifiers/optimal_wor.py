@@ -157,7 +157,8 @@ def row_setup(p: np.ndarray, q: np.ndarray, k: int) -> FluxSetup | None:
 
 
 #: The set-ups kept hold at most this many floats of tables (128 MiB; a whole row of 151,936
-#: tokens at 291 nodes and ``k = 8`` keeps about 11 million, its checkpointed prefixes).
+#: tokens at 291 nodes and ``k = 8`` keeps about 11 million, its checkpointed prefixes), and each
+#: at most ``CompiledClockSetMasses.RUN_FLOATS_KEPT`` floats of its bounds' runs besides.
 SETUP_FLOATS_KEPT = 16_000_000
 
 #: ``(p bytes, q bytes, k) ->`` the set-up (or ``None``) of the last rows set up, weighed by their
