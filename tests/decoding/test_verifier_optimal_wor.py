@@ -289,3 +289,30 @@ def test_limits_and_bad_inputs_are_typed_errors(monkeypatch):
         verifier.verify(torch.tensor([[-0.1, 0.6, 0.1, 0.1, 0.1, 0.2]]), q3, torch.tensor([[0, 1, 2]]), None)
     with pytest.raises(InvalidDraftCountError, match="k >= 2"):
         verifier.sample_drafts(torch.tensor(Q).unsqueeze(0), 1, None)
+
+
+def test_a_whole_real_vocabulary_row_is_answered_or_refused_by_type():
+    """A float32 softmax row of the real vocabulary (``V = 151,936``, no top-p) at ``k = 3``:
+    set up in checkpointed prefixes only (no tables of ``e^{-q s}``, well within the limit),
+    every drawn walk either drawn (a token of the vocabulary) or refused with the one-line
+    error of a walk the bounds left open; and at least one drawn, so the path really runs."""
+    V, k = 151_936, 3
+    g = torch.Generator().manual_seed(7)
+    logits = 4 * torch.randn(V, generator=g)
+    p = torch.softmax(logits, -1).unsqueeze(0)
+    q = torch.softmax(logits + torch.randn(V, generator=g), -1).unsqueeze(0)
+    p64, q64 = (row[0].double().numpy() / row[0].double().sum().item() for row in (p, q))
+    setup = verifier.row_setup(p64, q64, k)
+    masses = setup.masses
+    assert masses.table_floats(masses.n, masses.s.size, k) < masses.max_table_floats / 4
+    drawn = 0
+    for seed in range(4):
+        drafts = verifier.sample_drafts(q, k, torch.Generator().manual_seed(seed))
+        try:
+            out = verifier.verify(p, q.unsqueeze(1).expand(1, k, V), drafts, torch.Generator().manual_seed(seed))
+        except NotApplicableError as refusal:
+            assert "left this walk open" in str(refusal) and "\n" not in str(refusal)
+            continue
+        assert 0 <= int(out.tokens[0]) < V
+        drawn += 1
+    assert drawn > 0
