@@ -224,7 +224,9 @@ def _block_starts(q, s, f, t, k, block, start_E, start_D, table_none, table_some
     _empty_group(E, D)
     for b in range(start_E.shape[0]):
         start_E[b], start_D[b] = E, D
-        for r in range(f + b * block, min(f + (b + 1) * block, t)):
+        if b == start_E.shape[0] - 1:
+            break  # the last block's ranks start no block
+        for r in range(f + b * block, f + (b + 1) * block):
             _clock_of(q, r, s, nodes, none, some, table_none, table_some, offset)
             _add_rank(E, D, none, some, q[r], E, D, k)
 
@@ -539,29 +541,35 @@ class CompiledClockSetMasses(ClockSetMasses):
         (:func:`otm.rules.water_level_bounds.span_at_most`)."""
         if (f, t) in self._lazy:
             return self.across(f, j, t)
-        q, s, w, above = self._tables()[:4]
-        E0f, D0f = self._prefix(f)
-        chunks = node_chunks(s.size)
-        parts = np.zeros(len(chunks))
 
-        def chunk(c: int, low: int, high: int) -> None:
-            parts[c] = cut_mass(q, s[low:high], w[low:high], above, E0f[low:high], D0f[low:high], f, j, t, self.k)
+        def one(q, s, w, above, E0f, D0f, out):
+            out[0] = cut_mass(q, s, w, above, E0f, D0f, f, j, t, self.k)
 
-        by_nodes(chunk, chunks, (t - f) * s.size)
-        return float(_in_order(parts))
+        return float(self._summed_by_nodes(one, f, 1, t - f)[0])
 
     def lowest_law(self, f: int, t: int) -> np.ndarray:
         """``[t - f + 1]``: :meth:`otm.rules.wor_clock_masses.ClockSetMasses.lowest_law`, by
-        chunks of nodes shared among threads (:func:`by_nodes`), their parts added in order."""
+        chunks of nodes shared among threads (:meth:`_summed_by_nodes`)."""
+
+        def law(q, s, w, above, E0f, D0f, out):
+            lowest_law(q, s, w, above, E0f, D0f, f, t, self.k, out)
+
+        return self._summed_by_nodes(law, f, t - f + 1, t - f + 1)
+
+    def _summed_by_nodes(self, kernel, f: int, size: int, ranks: int) -> np.ndarray:
+        """``[size]``: ``kernel(q, s, w, above, E0f, D0f, out)`` on each chunk of nodes (their
+        slices of ``s``, ``w`` and the prefix ``[0, f)``; ``out`` ``[size]``, the chunk's part),
+        shared among threads over ``ranks`` ranks (:func:`by_nodes`), the parts added in order
+        (:func:`_in_order`, as :func:`_across` adds them)."""
         q, s, w, above = self._tables()[:4]
         E0f, D0f = self._prefix(f)
         chunks = node_chunks(s.size)
-        parts = np.zeros((len(chunks), t - f + 1))
+        parts = np.zeros((len(chunks), size))
 
         def chunk(c: int, low: int, high: int) -> None:
-            lowest_law(q, s[low:high], w[low:high], above, E0f[low:high], D0f[low:high], f, t, self.k, parts[c])
+            kernel(q, s[low:high], w[low:high], above, E0f[low:high], D0f[low:high], parts[c])
 
-        by_nodes(chunk, chunks, (t - f + 1) * s.size)
+        by_nodes(chunk, chunks, ranks * s.size)
         return _in_order(parts)
 
     def nesting_seconds(self, flux: np.ndarray, lo: int, hi: int) -> tuple[float, int]:

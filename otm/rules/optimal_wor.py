@@ -46,12 +46,13 @@ certified by the selection law its levels realise, and redone in exact rationals
 same floats where it is not (:func:`wor_parameters`; ``arithmetic`` says which). Float inputs
 with too many tuples to enumerate take the set masses, and the certificate, from the clock
 integral (:mod:`otm.rules.wor_clock_masses`: a positive integrand node by node, no tuples),
-up to about a thousand tokens of support (its compiled twin, the batched verifier's path:
-:mod:`decoding.verifiers.optimal_wor_numba`). The batched verifier decides most walks from
-bounds on the flux and these masses alone (:mod:`otm.rules.water_level_bounds`, from
-:func:`clock_flux_setup`) and builds the levels only for the others. A real vocabulary needs
-smaller tables and the nesting done lazily on those masses (docs/optimal-verifier.md, section 8,
-"A route to the real vocabulary" and "What is open").
+its levels up to a few thousand tokens of support (its compiled twin, the batched verifier's
+path, keeps no tables: :mod:`decoding.verifiers.optimal_wor_numba`). The batched verifier
+decides most walks from bounds on the flux and these masses alone
+(:mod:`otm.rules.water_level_bounds`, from :func:`clock_flux_setup`), at any vocabulary, and
+builds the levels only for the others; the walks those bounds leave on a real vocabulary need
+the nesting done lazily on those masses (docs/optimal-verifier.md, section 8, "A route to the
+real vocabulary" and "What is open").
 """
 from __future__ import annotations
 
