@@ -5,7 +5,9 @@ Computations (names used in sweep tables):
 
 - ``optimum_iid``, ``optimum_without_replacement``: the prefix scan (docs/theory.md 2.1);
   ``optimum_hub`` (``k = 2``), ``optimum_greedy``: the per-token bound (2.3). The i.i.d.
-  optimum of every ``k`` comes from one sort.
+  optimum of every ``k`` comes from one sort. The rules that attain an optimum are that
+  optimum: ``optimal`` the i.i.d. one, ``optimal_pair_wor`` (``k = 2``) and ``optimal_wor``
+  the one without replacement (docs/optimal-verifier.md, Theorems 1 and 5).
 - a rule name: its exact acceptance from the closed form of the rule registry where one
   covers ``k`` (for ``rrs``, ``kseq`` and ``greedy`` all ``k`` at once, sharing one residual
   chain or one sort: :func:`rrs_acceptance_for_ks`, :func:`kseq_acceptance_for_ks`,
@@ -149,17 +151,18 @@ def _optimum_cell(p, q, k: int, name: str) -> Cell:
 
 
 def _pair_wor_cell(p, q, k: int, time_budget: float, rule: str) -> Cell:
-    """``optimal_pair_wor`` and ``optimal_wor`` at ``k = 2`` are ``optimum_without_replacement``:
-    the rule attains it wherever its water levels are probabilities, which its construction
-    and its verifier check on every row (docs/optimal-verifier.md, section 8). At other ``k``:
-    not applicable (``optimal_pair_wor``), or the exact law where its tuple enumeration fits
-    the time budget (``optimal_wor``). (The sweep computes each column on its own, so this is
-    a second prefix scan at ``k = 2``.)"""
-    if k != 2:
+    """``optimal_pair_wor`` (``k = 2``) and ``optimal_wor`` (every ``k``) are
+    ``optimum_without_replacement``: their water levels are probabilities (Theorem 5 of
+    docs/optimal-verifier.md, section 8), so the rules attain it, as ``optimal`` attains the
+    i.i.d. optimum. ``optimal_pair_wor`` at other ``k``: not applicable. (The sweep computes each
+    column on its own, so this is a second prefix scan.) What the verifiers answer at the real
+    vocabulary is another matter: ``optimal_wor``'s at ``k >= 3`` draws the walks its bounds
+    decide and refuses the others (docs/optimal-verifier.md, "k drafts at the real vocabulary")."""
+    if not rule_spec(rule).allows(k):
         return _rule_cell(p, q, k, rule, time_budget)
     cell = _optimum_cell(p, q, k, "optimum_without_replacement")
     return dataclasses.replace(cell, computation=rule,
-                               note="equal to optimum_without_replacement: the rule attains it")
+                               note="equal to optimum_without_replacement: the rule attains it (Theorem 5)")
 
 
 def _rule_cell(p, q, k: int, rule: str, time_budget: float) -> Cell:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 #: Defaults of ``otm report`` used in several places.
 DEFAULT_REPORT_TEMPERATURES = (0.6, 1.0)
-DEFAULT_REPORT_RULES = ("single", "rrs", "rrs_wor", "kseq", "spechub", "greedy", "optimal", "optimal_pair_wor")
+DEFAULT_REPORT_RULES = ("single", "rrs", "rrs_wor", "kseq", "spechub", "greedy", "optimal", "optimal_wor")
 
 
 class _FromMapping:

@@ -270,14 +270,15 @@ def _acceptance_summary(result, scored, mc_paths: int) -> dict:
 
 
 #: The rules each optimal verifier is compared with, position by position: the i.i.d. one
-#: with every rule on its own draft law, the two-draft one without replacement with RRSw.
-GAIN_RULES = {"optimal": ("rrs", "rrs_wor", "spechub"), "optimal_pair_wor": ("rrs_wor",)}
+#: with every rule on its own draft law, the ones without replacement (``k`` drafts, and two)
+#: with RRSw.
+GAIN_RULES = {"optimal": ("rrs", "rrs_wor", "spechub"), "optimal_wor": ("rrs_wor",), "optimal_pair_wor": ("rrs_wor",)}
 
 
 def optimal_gains(result, optimal: str = "optimal") -> dict:
     """Per ``k``: mean and standard error over positions of ``optimal - rule`` for each rule
     of ``GAIN_RULES[optimal]`` that was computed (each rule on its own draft law; NaN cells
-    left out: spechub and optimal_pair_wor exist at ``k = 2`` only)."""
+    left out: spechub and optimal_pair_wor exist at ``k = 2`` only, the water-level rules from ``k = 2``)."""
     columns = result.table.columns
     if optimal not in columns:
         return {}

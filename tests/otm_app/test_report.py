@@ -164,11 +164,11 @@ def test_no_models_report_end_to_end(tmp_path, capsys):
     assert set(gains) == {"rrs", "rrs_wor", "spechub"}
     assert min(gains["rrs"]["mean"]) >= -1e-12  # the optimum of the i.i.d. law is never below rrs on it
     assert gains["rrs"]["mean"][0] == pytest.approx(0.0, abs=1e-12)  # k = 1: both are the single-draft rule
-    pair = block["columns"]["optimal_pair_wor"]  # k = 2 only, where it attains the optimum without replacement
-    assert math.isnan(pair[0]) and math.isnan(pair[2])
-    assert pair[1] == block["columns"]["optimum_without_replacement"][1]
-    pair_gain = block["optimal_pair_wor_gains"]["rrs_wor"]["mean"]
-    assert math.isnan(pair_gain[0]) and pair_gain[1] >= -1e-12  # RRSw never beats its law's optimum
+    water = block["columns"]["optimal_wor"]  # k >= 2, where it attains the optimum without replacement
+    assert math.isnan(water[0]) and water[1:] == block["columns"]["optimum_without_replacement"][1:]
+    water_gain = block["optimal_wor_gains"]["rrs_wor"]["mean"]
+    assert math.isnan(water_gain[0]) and water_gain[1] >= -1e-12  # RRSw (exact at k = 2) never beats its law's optimum
+    assert block["optimal_wor_gains"]["rrs_wor"]["positions"] == [0, 6, 6]
     assert {"acceptance_vs_k_T1", "gaps_T1_k2", "gaps_T1_k3", "optimum_vs_temperature", "theorem_slacks"} <= set(summary["figures"])
     text = (folder / "report.md").read_text()
     assert "No model was run" in text
