@@ -42,6 +42,8 @@ replacement cannot give raise :class:`otm.errors.NotApplicableError`.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import torch
 
@@ -140,7 +142,8 @@ def row_setup(p: np.ndarray, q: np.ndarray, k: int) -> FluxSetup | None:
     (:func:`otm.rules.optimal_wor.clock_flux_setup`), what :func:`verify_row` decides the walk
     from before it builds levels; ``None`` for a row off that path (``k = 2``, few draft
     tuples, at most ``k`` tokens with ``q > 0``) or past the clock integral's limit (the
-    levels' path then enumerates the row or refuses it). The last rows set up are kept while
+    levels' path then enumerates the row or refuses it). Its flux is a float64 array, which
+    :func:`~otm.rules.water_level_bounds.walk_decision` reads a span at a time. The last rows set up are kept while
     their tables hold at most :data:`SETUP_FLOATS_KEPT` floats in all, for calls that repeat a
     row."""
     key = (p.tobytes(), q.tobytes(), k)
@@ -152,6 +155,8 @@ def row_setup(p: np.ndarray, q: np.ndarray, k: int) -> FluxSetup | None:
         setup = clock_flux_setup(p, q, k, clock_masses=CompiledClockSetMasses)
     except NotApplicableError:
         setup = None
+    if setup is not None:  # the bounds read the flux a span at a time (walk_decision)
+        setup = dataclasses.replace(setup, flux=np.asarray(setup.flux, dtype=np.float64))
     floats = 0 if setup is None else setup.masses.table_floats(setup.masses.n, setup.masses.s.size, k)
     return _SETUPS.put(key, setup, floats)
 

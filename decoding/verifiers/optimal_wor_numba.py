@@ -22,7 +22,8 @@ section 8, "k drafts at the real vocabulary"). Cost per run ``[f, t]`` of the ne
 pass (the groups ``[f, j)`` at each block's start), and per block a forward pass with the
 products and a backward pass (the groups ``[j, t]``), ``O((t - f) N k^2)`` for ``N`` nodes, as the
 reference's, without its per-rank Python calls; the walk's bounds ask a run for some cuts only
-(:func:`run_skeleton`, :func:`block_masses`, :func:`cut_mass`); a run of flux peels about one rank at a time,
+(:func:`stretch_masses`, a span of a run alone, its ends multiplied out from groups of ranks
+kept by the set-up, :func:`range_group`); a run of flux peels about one rank at a time,
 so a row costs about ``sum len^2 N k^2`` over its runs (measured: closer to ``k`` than
 ``k^2`` up to ``k = 8``, the ``O(k)`` parts dominating), which
 :meth:`CompiledClockSetMasses.nesting_seconds` estimates before the nesting starts (rows above
@@ -195,7 +196,7 @@ def run_masses(q, s, w, above, E0f, D0f, f, t, k, out, block, table_none, table_
     from the block's start (kept by a first forward pass) with their products, then the backward
     pass over the block grows ``[j, t]`` and costs ``O(k)`` per node and cut. The same float
     operations on the same values whatever ``block``, so the same masses to the bit (and the
-    same as :func:`block_masses` gives block by block); ``e^{-q s}`` read from ``table_*`` (rows of
+    same as :func:`stretch_masses` gives to a few units of roundoff); ``e^{-q s}`` read from ``table_*`` (rows of
     the ranks ``offset..``, :func:`clock_table`) where they hold a rank, else computed
     (:data:`NO_TABLE`), the same values either way."""
     decay = np.exp(-above[t] * s) * w
@@ -253,40 +254,91 @@ def _block_backward(q, s, none, some, E2, D2, lower_A, lower_B, decay, k, low, h
 
 
 @_compiled
-def run_skeleton(q, s, f, t, k, block, start_E, start_D, end_E, end_D):
-    """What :func:`block_masses` needs of the run ``[f, t]``: for every block ``b`` the groups
-    ``[f, low_b)`` and ``[high_b + 1, t]`` (``low_b, high_b`` its ends), by one pass up and one
-    down, ``O((t - f) N k)``; a block's masses then cost ``O(block N k^2)``."""
-    _block_starts(q, s, f, t, k, block, start_E, start_D, NO_TABLE, NO_TABLE, 0)
-    nodes = end_E.shape[1]
-    none, some = np.empty(nodes), np.empty(nodes)
-    E2, D2 = np.empty((nodes, k)), np.empty((nodes, k))
-    _empty_group(E2, D2)
-    for b in range(end_E.shape[0] - 1, -1, -1):
-        end_E[b], end_D[b] = E2, D2
-        for j in range(min(f + (b + 1) * block, t), f + b * block, -1):
-            _clock(q[j], s, nodes, none, some)
-            _add_rank(E2, D2, none, some, q[j], E2, D2, k)
-
-
-@_compiled
-def block_masses(q, s, w, above, E0f, D0f, t, k, low, high, start_E, start_D, end_E, end_D, out):
-    """:func:`run_masses` at the cuts ``low + 1..high`` of one block of its run, from the
-    block's groups of :func:`run_skeleton` (``start_*``, ``end_*`` ``[nodes, k]``): the same
-    float operations, so the same masses to the bit."""
-    decay = np.exp(-above[t] * s) * w
-    nodes = start_E.shape[0]
-    none, some = np.empty(nodes), np.empty(nodes)
-    lower_A, lower_B = np.empty((high - low, nodes, k)), np.empty((high - low, nodes, k))
-    E, D, E2, D2 = start_E.copy(), start_D.copy(), end_E.copy(), end_D.copy()
-    _block_forward(q, s, none, some, E, D, E0f, D0f, k, low, high, lower_A, lower_B, NO_TABLE, NO_TABLE, 0)
-    _block_backward(q, s, none, some, E2, D2, lower_A, lower_B, decay[:nodes], k, low, high, out, NO_TABLE, NO_TABLE, 0)
-
-
-@_compiled
 def live_nodes(above, s, w):
     """:func:`_live_nodes` of the decay ``e^{-above s} w`` of a run whose top has ``above``."""
     return _live_nodes(np.exp(-above * s) * w)
+
+
+@_compiled
+def group_pass(q, s, k, group, GE, GD):
+    """``GE[g], GD[g]`` ``[N, k]``: the count polynomials of the ranks ``[g group, (g + 1)
+    group)`` alone, one pass up the ranks, from which :func:`range_group` multiplies out any
+    range."""
+    nodes = s.shape[0]
+    none, some = np.empty(nodes), np.empty(nodes)
+    for a in range(q.shape[0]):
+        g = a // group
+        if a % group == 0:
+            _empty_group(GE[g], GD[g])
+        _clock(q[a], s, nodes, none, some)
+        _add_rank(GE[g], GD[g], none, some, q[a], GE[g], GD[g], k)
+
+
+@_compiled
+def _merge(E, D, GE, GD, k):
+    """``(E, D)`` := the union of its group and a disjoint one ``(GE, GD)`` (truncated):
+    ``E GE`` and ``D GE + E GD``, at the nodes of ``E``."""
+    for i in range(E.shape[0]):
+        for d in range(k - 1, -1, -1):  # downward: the lower degrees are read before written
+            e_value, d_value = 0.0, 0.0
+            for e in range(d + 1):
+                e_value += E[i, e] * GE[i, d - e]
+                d_value += D[i, e] * GE[i, d - e] + E[i, e] * GD[i, d - e]
+            E[i, d], D[i, d] = e_value, d_value
+
+
+@_compiled
+def range_group(q, s, GE, GD, group, lo, hi, k, E, D):
+    """``(E, D)`` ``[nodes, k]`` := the count polynomials of the ranks ``[lo, hi)``: the ranks up
+    to the first multiple of ``group`` added one by one, the whole groups of
+    :func:`prefix_pass` (``GE``, ``GD``) merged, the ranks past the last added one by one;
+    ``O(group N k + (hi - lo) / group N k^2)`` instead of a pass over the range."""
+    nodes = E.shape[0]
+    none, some = np.empty(nodes), np.empty(nodes)
+    _empty_group(E, D)
+    r = lo
+    while r < hi and r % group != 0:
+        _clock(q[r], s, nodes, none, some)
+        _add_rank(E, D, none, some, q[r], E, D, k)
+        r += 1
+    while r + group <= hi:
+        _merge(E, D, GE[r // group, :nodes], GD[r // group, :nodes], k)
+        r += group
+    while r < hi:
+        _clock(q[r], s, nodes, none, some)
+        _add_rank(E, D, none, some, q[r], E, D, k)
+        r += 1
+
+
+@_compiled
+def stretch_masses(q, s, w, above, E0f, D0f, GE, GD, group, f, low, high, t, k, out, block):
+    """:func:`run_masses` of the run ``[f, t]`` at the cuts ``low + 1..high`` only
+    (``out[j - low - 1]``): the groups ``[f, low)`` and ``[high + 1, t]`` from
+    :func:`range_group`, then the passes of :func:`run_masses` over ``[low, high]`` alone, so
+    ``O((high - low) N k^2)`` plus the two ranges, whatever the run's length. The groups are
+    formed in another order than a pass over the run forms them, so the masses agree with
+    :func:`run_masses` to a few units of roundoff, not to the bit."""
+    decay = np.exp(-above[t] * s) * w
+    nodes, blocks = _live_nodes(decay), (high - low + block - 1) // block
+    none, some = np.empty(nodes), np.empty(nodes)
+    E, D, E2, D2 = np.empty((nodes, k)), np.empty((nodes, k)), np.empty((nodes, k)), np.empty((nodes, k))
+    range_group(q, s, GE, GD, group, f, low, k, E, D)
+    start_E, start_D = np.empty((blocks, nodes, k)), np.empty((blocks, nodes, k))
+    for b in range(blocks):
+        start_E[b], start_D[b] = E, D
+        if b == blocks - 1:
+            break
+        for r in range(low + b * block, low + (b + 1) * block):
+            _clock(q[r], s, nodes, none, some)
+            _add_rank(E, D, none, some, q[r], E, D, k)
+    range_group(q, s, GE, GD, group, high + 1, t + 1, k, E2, D2)
+    lower_A, lower_B = np.empty((block, nodes, k)), np.empty((block, nodes, k))
+    for b in range(blocks - 1, -1, -1):
+        lo_b, hi_b = low + b * block, min(low + (b + 1) * block, high)
+        E[:, :], D[:, :] = start_E[b], start_D[b]
+        _block_forward(q, s, none, some, E, D, E0f, D0f, k, lo_b, hi_b, lower_A, lower_B, NO_TABLE, NO_TABLE, 0)
+        _block_backward(q, s, none, some, E2, D2, lower_A, lower_B, decay, k, lo_b, hi_b, out[lo_b - low:], NO_TABLE,
+                        NO_TABLE, 0)
 
 
 @_compiled
@@ -319,28 +371,6 @@ def _across(A, B, E2, D2, decay, k):
             total += chunk
             chunk = 0.0
     return total
-
-
-@_compiled
-def cut_mass(q, s, w, above, E0f, D0f, f, j, t, k):
-    """:func:`run_masses` at the one cut ``j`` of ``[f, t]``: the groups ``[f, j)`` and ``[j,
-    t]`` by one pass each (``O((t - f) N k)``, no products at the other cuts), with the same
-    float operations as :func:`run_masses`, so the same mass to the bit."""
-    decay = np.exp(-above[t] * s) * w
-    nodes = _live_nodes(decay)
-    none, some = np.empty(nodes), np.empty(nodes)
-    E, D, E2, D2 = np.empty((nodes, k)), np.empty((nodes, k)), np.empty((nodes, k)), np.empty((nodes, k))
-    _empty_group(E, D)
-    for r in range(f, j):
-        _clock(q[r], s, nodes, none, some)
-        _add_rank(E, D, none, some, q[r], E, D, k)
-    _empty_group(E2, D2)
-    for r in range(t, j - 1, -1):
-        _clock(q[r], s, nodes, none, some)
-        _add_rank(E2, D2, none, some, q[r], E2, D2, k)
-    A, B = np.empty((nodes, k)), np.empty((nodes, k))
-    _products_below(E, D, E0f, D0f, k, A, B)
-    return _across(A, B, E2, D2, decay, k)
 
 
 @_compiled
@@ -476,14 +506,20 @@ class CompiledClockSetMasses(ClockSetMasses):
     #: of it (the wide nesting asks every cut of every run); longer ones block by block.
     eager_ranks = 4096
 
+    #: The ranks of each group whose polynomials the set-up keeps (:func:`prefix_pass`), from
+    #: which :func:`range_group` multiplies out a range: the walk's windows cost their span, not
+    #: their length (:meth:`across_cuts`).
+    group = 512
+
     def _tabulate(self) -> None:
         """No tables: the compiled passes compute ``e^{-q s}`` where they need it (:func:`_clock`)."""
 
     @classmethod
     def table_floats(cls, n: int, nodes: int, k: int) -> int:
         """The float64 entries kept for ``n`` ranks: the checkpointed prefix polynomials (two, of
-        ``k`` each); a run's masses keep :data:`RUN_BLOCK` ranks of products at a time besides."""
-        return 2 * (n // cls.checkpoint + 1) * nodes * k
+        ``k`` each) and the polynomials of every :attr:`group` of ranks; a run's masses keep
+        :data:`RUN_BLOCK` ranks of products at a time besides."""
+        return 2 * (n // cls.checkpoint + 1 + n // cls.group + 1) * nodes * k
 
     def _prefix_pass(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """:func:`prefix_pass` by chunks of nodes (:func:`by_nodes`), ``sigma`` the sum of the
@@ -492,6 +528,7 @@ class CompiledClockSetMasses(ClockSetMasses):
         E0, D0 = np.empty((checkpoints, self.s.size, k)), np.empty((checkpoints, self.s.size, k))
         chunks = node_chunks(self.s.size)
         parts = np.empty((len(chunks), self.n))
+        self._groups = None  # per chunk of nodes: (GE, GD) [groups, nodes, k], when first needed
 
         def chunk(c: int, low: int, high: int) -> None:
             E, D = np.empty((checkpoints, high - low, k)), np.empty((checkpoints, high - low, k))
@@ -522,11 +559,27 @@ class CompiledClockSetMasses(ClockSetMasses):
     RUN_FLOATS_KEPT = 16_000_000
 
     def across(self, f: int, j: int, t: int) -> float:
-        """:meth:`~otm.rules.wor_clock_masses.ClockSetMasses.across`, computed block by block as
-        cuts are asked for (:class:`_LazyRun`: the run's skeleton first, then each block of
-        :data:`RUN_BLOCK` cuts that holds a cut asked for), the values of :func:`run_masses` to
-        the bit; the last runs are kept within :attr:`RUN_FLOATS_KEPT` floats."""
+        """:meth:`~otm.rules.wor_clock_masses.ClockSetMasses.across`, computed as cuts are asked
+        for (:class:`_LazyRun`: the blocks of :data:`RUN_BLOCK` cuts that hold them, by
+        :func:`stretch_masses`; a run of up to :attr:`eager_ranks` ranks whole, by
+        :func:`run_masses`), the values of :func:`run_masses` to a few units of roundoff; the last
+        runs are kept within :attr:`RUN_FLOATS_KEPT` floats."""
         return self._lazy_run(f, t).at(j)
+
+    def across_cuts(self, f: int, lo: int, hi: int, t: int) -> np.ndarray:
+        """``[hi - lo + 1]``: :meth:`across` at the cuts ``lo..hi`` of the run ``[f, t]`` at once
+        (the same values, a read-only view), what the walk's bounds read over a span
+        (:mod:`otm.rules.water_level_bounds`); it costs the blocks of the span, not the run."""
+        return self._lazy_run(f, t).cuts(lo, hi)
+
+    def _stretch(self, f: int, low: int, high: int, t: int) -> np.ndarray:
+        """:func:`stretch_masses` by chunks of nodes (:meth:`_summed_by_nodes`)."""
+        group, k, block, groups = self.group, self.k, self.run_block, self._group_polynomials()
+
+        def stretch(q, s, w, above, E0f, D0f, out, c):
+            stretch_masses(q, s, w, above, E0f, D0f, *groups[c], group, f, low, high, t, k, out, block)
+
+        return self._summed_by_nodes(stretch, f, high - low, high - low + 2 * group)
 
     def _lazy_run(self, f: int, t: int) -> "_LazyRun":
         if (f, t) in self._lazy:
@@ -534,31 +587,44 @@ class CompiledClockSetMasses(ClockSetMasses):
         run = _LazyRun(self, f, t)
         return self._lazy.put((f, t), run, run.floats)
 
+    def _group_polynomials(self) -> list:
+        """Per chunk of nodes, ``(GE, GD)`` of every :attr:`group` of ranks (:func:`group_pass`,
+        one pass shared among threads by chunks of nodes), made when a stretch first needs them
+        (a row whose walks read no run longer than :attr:`eager_ranks` never does)."""
+        if self._groups is None:
+            chunks, groups = node_chunks(self.s.size), (self.n + self.group - 1) // self.group
+            parts = [None] * len(chunks)
+
+            def chunk(c: int, low: int, high: int) -> None:
+                GE, GD = np.empty((groups, high - low, self.k)), np.empty((groups, high - low, self.k))
+                group_pass(self.q, self.s[low:high], self.k, self.group, GE, GD)
+                parts[c] = GE, GD
+
+            by_nodes(chunk, chunks, self.n * self.s.size)
+            self._groups = parts
+        return self._groups
+
     def across_one(self, f: int, j: int, t: int) -> float:
-        """:meth:`across` at one cut, without the run's skeleton where it is not kept already
-        (:func:`cut_mass`: the same value to the bit, one pass each way and no products at other
-        cuts): what a window of the walk's bounds asks for
-        (:func:`otm.rules.water_level_bounds.span_at_most`)."""
+        """:meth:`across` at one cut, what a window of the walk's bounds asks for
+        (:func:`otm.rules.water_level_bounds.span_at_most`): from the run where it is kept, else
+        the one cut alone by :func:`stretch_masses` (one rank each side of it, the rest of the
+        run multiplied out from the set-up's groups), not kept."""
         if (f, t) in self._lazy:
             return self.across(f, j, t)
-
-        def one(q, s, w, above, E0f, D0f, out):
-            out[0] = cut_mass(q, s, w, above, E0f, D0f, f, j, t, self.k)
-
-        return float(self._summed_by_nodes(one, f, 1, t - f)[0])
+        return float(self._stretch(f, j - 1, j, t)[0])
 
     def lowest_law(self, f: int, t: int) -> np.ndarray:
         """``[t - f + 1]``: :meth:`otm.rules.wor_clock_masses.ClockSetMasses.lowest_law`, by
         chunks of nodes shared among threads (:meth:`_summed_by_nodes`)."""
 
-        def law(q, s, w, above, E0f, D0f, out):
+        def law(q, s, w, above, E0f, D0f, out, chunk):
             lowest_law(q, s, w, above, E0f, D0f, f, t, self.k, out)
 
         return self._summed_by_nodes(law, f, t - f + 1, t - f + 1)
 
     def _summed_by_nodes(self, kernel, f: int, size: int, ranks: int) -> np.ndarray:
-        """``[size]``: ``kernel(q, s, w, above, E0f, D0f, out)`` on each chunk of nodes (their
-        slices of ``s``, ``w`` and the prefix ``[0, f)``; ``out`` ``[size]``, the chunk's part),
+        """``[size]``: ``kernel(q, s, w, above, E0f, D0f, out, c)`` on each chunk ``c`` of nodes
+        (their slices of ``s``, ``w`` and the prefix ``[0, f)``; ``out`` ``[size]``, the chunk's part),
         shared among threads over ``ranks`` ranks (:func:`by_nodes`), the parts added in order
         (:func:`_in_order`, as :func:`_across` adds them)."""
         q, s, w, above = self._tables()[:4]
@@ -567,7 +633,7 @@ class CompiledClockSetMasses(ClockSetMasses):
         parts = np.zeros((len(chunks), size))
 
         def chunk(c: int, low: int, high: int) -> None:
-            kernel(q, s[low:high], w[low:high], above, E0f[low:high], D0f[low:high], parts[c])
+            kernel(q, s[low:high], w[low:high], above, E0f[low:high], D0f[low:high], parts[c], c)
 
         by_nodes(chunk, chunks, ranks * s.size)
         return _in_order(parts)
@@ -640,52 +706,44 @@ def by_nodes(chunk, chunks: list[tuple[int, int]], work: int) -> None:
 
 
 class _LazyRun:
-    """The interval masses of one run ``[f, t]`` of :class:`CompiledClockSetMasses`, block by
-    block as cuts are asked for: :func:`run_skeleton` once, :func:`block_masses` per block; a
-    run of at most ``masses.eager_ranks`` ranks all at once (:func:`run_masses`, half the passes
-    of a skeleton and every block, the cost where most cuts are asked for, as by a nesting)."""
+    """The interval masses of one run ``[f, t]`` of :class:`CompiledClockSetMasses`, stretch by
+    stretch as cuts are asked for: each asked-for stretch of blocks of :data:`RUN_BLOCK` cuts not
+    yet computed by one :func:`stretch_masses` (so a run costs what is read of it, not its
+    length); a run of at most ``masses.eager_ranks`` ranks all at once (:func:`run_masses`, the
+    cost where most cuts are asked for, as by a nesting)."""
 
     def __init__(self, masses: CompiledClockSetMasses, f: int, t: int):
-        q, s, w, above = masses._tables()[:4]
         self.masses, self.f, self.t, self.block = masses, f, t, masses.run_block
         self.values, blocks = np.empty(t - f), (t - f + self.block - 1) // self.block
+        self.done, self.floats = np.zeros(blocks, dtype=bool), t - f
         if t - f <= masses.eager_ranks:
+            q, s, w, above = masses._tables()[:4]
             run_masses(q, s, w, above, *masses._prefix(f), f, t, masses.k, self.values, self.block, NO_TABLE, NO_TABLE, 0)
-            self.done, self.floats = np.ones(blocks, dtype=bool), t - f
-            return
-        self.prefix = tuple(part.copy() for part in masses._prefix(f))
-        nodes = int(live_nodes(above[t], s, w))
-        self.start_E, self.start_D, self.end_E, self.end_D = (np.empty((blocks, nodes, masses.k)) for _ in range(4))
-
-        def chunk(c: int, low: int, high: int) -> None:  # the nodes are independent: the same values
-            groups = [np.empty((blocks, high - low, masses.k)) for _ in range(4)]
-            run_skeleton(q, s[low:high], f, t, masses.k, self.block, *groups)
-            for whole, part in zip((self.start_E, self.start_D, self.end_E, self.end_D), groups):
-                whole[:, low:high] = part
-
-        by_nodes(chunk, node_chunks(nodes), (t - f) * nodes)
-        self.done = np.zeros(blocks, dtype=bool)
-        self.floats = 4 * blocks * nodes * masses.k + (t - f)
+            self.done[:] = True
 
     def at(self, j: int) -> float:
         """The mass at cut ``j`` (``f < j <= t``)."""
-        b = (j - self.f - 1) // self.block
-        if not self.done[b]:
-            low, high = self.f + b * self.block, min(self.f + (b + 1) * self.block, self.t)
-            q, s, w, above = self.masses._tables()[:4]
-            chunks = node_chunks(self.start_E.shape[1])
-            parts = np.empty((len(chunks), high - low))
+        return float(self.cuts(j, j)[0])
 
-            def chunk(c: int, first: int, last: int) -> None:
-                block_masses(q, s[first:last], w[first:last], above, self.prefix[0][first:last], self.prefix[1][first:last],
-                             self.t, self.masses.k, low, high, *(group[b, first:last] for group in
-                             (self.start_E, self.start_D, self.end_E, self.end_D)), parts[c])
+    def cuts(self, lo: int, hi: int) -> np.ndarray:
+        """The masses at the cuts ``lo..hi`` (``f < lo <= hi <= t``), a read-only view."""
+        first, last = (lo - self.f - 1) // self.block, (hi - self.f - 1) // self.block
+        b = first
+        while b <= last:  # each stretch of blocks not yet computed, in one pass
+            if self.done[b]:
+                b += 1
+                continue
+            end = b
+            while end + 1 <= last and not self.done[end + 1]:
+                end += 1
+            low, high = self.f + b * self.block, min(self.f + (end + 1) * self.block, self.t)
+            self.values[low - self.f:high - self.f] = self.masses._stretch(self.f, low, high, self.t)
+            self.done[b:end + 1] = True
+            b = end + 1
+        view = self.values[lo - self.f - 1:hi - self.f]
+        view.flags.writeable = False
+        return view
 
-            by_nodes(chunk, chunks, (high - low) * self.start_E.shape[1])
-            self.values[low - self.f:high - self.f] = _in_order(parts)
-            self.done[b] = True
-        return float(self.values[j - self.f - 1])
 
-
-__all__ = ["CompiledClockSetMasses", "NODE_CHUNK", "RUN_BLOCK", "advance_prefix", "NO_TABLE", "block_masses", "by_nodes", "clock_table", "cut_mass", "live_nodes", "lowest_law", "node_chunks", "prefix_at", "prefix_pass", "run_masses", "run_skeleton",
-           "water_levels"]
+__all__ = ["CompiledClockSetMasses", "NODE_CHUNK", "RUN_BLOCK", "advance_prefix", "NO_TABLE", "by_nodes", "clock_table", "group_pass", "live_nodes", "lowest_law", "node_chunks", "prefix_at", "prefix_pass", "range_group", "run_masses",
+           "stretch_masses", "water_levels"]

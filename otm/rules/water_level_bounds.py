@@ -32,14 +32,20 @@ with :func:`walk_decision` and build the levels only where it leaves the walk un
 """
 from __future__ import annotations
 
+import numpy as np
 
-def first_run(flux: list, low: int, high: int) -> tuple[int, int] | None:
+
+def first_run(flux, low: int, high: int) -> tuple[int, int] | None:
     """``(f, t)``: the longest run of ranks around ``[low, high]`` whose inner cuts all carry
     flux (``flux`` ``[n + 1]``); ``None`` when a cut between ``low`` and ``high`` carries none
     (then every level between them is 0)."""
-    if any(flux[j] <= 0 for j in range(low + 1, high + 1)):
+    if not _carries(flux, low + 1, high):
         return None
-    f, t, n = low, high, len(flux) - 1
+    n = len(flux) - 1
+    if isinstance(flux, np.ndarray):  # the loops below, at once
+        left, right = np.flatnonzero(flux[1:low + 1] <= 0), np.flatnonzero(flux[high + 1:n] <= 0)
+        return (int(left[-1]) + 1 if left.size else 0), (high + int(right[0]) if right.size else n - 1)
+    f, t = low, high
     while f > 0 and flux[f] > 0:
         f -= 1
     while t < n - 1 and flux[t + 1] > 0:
@@ -47,44 +53,101 @@ def first_run(flux: list, low: int, high: int) -> tuple[int, int] | None:
     return f, t
 
 
-def cut_bound(flux: list, masses, run: tuple[int, int], j: int, margin=0):
+def _carries(flux, lo: int, hi: int) -> bool:
+    """Whether every cut ``lo..hi`` carries flux."""
+    if isinstance(flux, np.ndarray):
+        return bool(np.all(flux[lo:hi + 1] > 0))
+    return all(flux[j] > 0 for j in range(lo, hi + 1))
+
+
+def cut_bound(flux, masses, run: tuple[int, int], j: int, margin=0):
     """Lemma 9 (i) at one cut ``j`` of ``run``: ``L(j) >= F(j) / M_run(j)``, less ``margin``
-    (relative)."""
+    (relative); 0 (no information) where the mass rounds to 0, which Theorem 5 (d) rules out
+    in exact arithmetic."""
     f, t = run
-    return flux[j] / masses.across(f, j, t) * (1 - margin)
+    mass = masses.across(f, j, t)
+    return flux[j] / mass * (1 - margin) if mass > 0 else mass * 0
 
 
-def span_lower_bound(flux: list, masses, run: tuple[int, int], low: int, high: int, margin=0):
+def _across_cuts(flux, masses, f: int, lo: int, hi: int, t: int):
+    """``masses.across(f, j, t)`` at the cuts ``j = lo..hi``: an array where the masses give a
+    run's cuts at once (``across_cuts``, the clock integral's) and the flux is an array, else a
+    list; the same values either way."""
+    many = getattr(masses, "across_cuts", None)
+    if many is not None and isinstance(flux, np.ndarray):
+        return many(f, lo, hi, t)
+    return [masses.across(f, j, t) for j in range(lo, hi + 1)]
+
+
+def _cut_bounds(flux, masses, run: tuple[int, int], lo: int, hi: int, margin=0):
+    """:func:`cut_bound` at the cuts ``lo..hi`` of ``run``, in order (an array where
+    :func:`_across_cuts` gives one: the same float operations, cut by cut)."""
+    f, t = run
+    mass = _across_cuts(flux, masses, f, lo, hi, t)
+    if isinstance(mass, np.ndarray):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(mass > 0, flux[lo:hi + 1] / mass * (1 - margin), 0.0)
+    return [flux[j] / m * (1 - margin) if m > 0 else m * 0 for j, m in zip(range(lo, hi + 1), mass)]
+
+
+def span_lower_bound(flux, masses, run: tuple[int, int], low: int, high: int, margin=0):
     """(i): ``min_{low < j <= high} L(j) >= min_j F(j) / M_run(j)`` (module docstring)."""
-    return min(cut_bound(flux, masses, run, j, margin) for j in range(low + 1, high + 1))
+    bounds = _cut_bounds(flux, masses, run, low + 1, high, margin)
+    return float(bounds.min()) if isinstance(bounds, np.ndarray) else min(bounds)
 
 
-def span_at_most(flux: list, masses, run: tuple[int, int], low: int, high: int, u, margin=0,
+def span_at_most(flux, masses, run: tuple[int, int], low: int, high: int, u, margin=0,
                  windows: int | None = None) -> bool:
     """(ii) and (iii): ``True`` proves ``min_{low < j <= high} L(j) <= u``. (ii) at every cut
-    between ``low`` and ``high`` with the narrowest window ``W_u``; then (iii) at the cut of
-    least bound, over every window ``W_s`` (``windows=None``) or, where each window's masses
-    cost a pass over its ranks (the clock integral), a lower bound of the integral from at
-    most ``windows`` of them: on ``[u (i - 1) / windows, u i / windows)`` the window of its
-    upper end, which the windows of that interval contain (``windows=1`` is (ii) alone).
-    ``False`` proves nothing."""
-
-    def bound(i):
-        return cut_bound(flux, masses, run, i, margin)
-
-    b, c = _widened(bound, run, low, high, u)
-    if any(flux[j] * (1 + margin) <= u * masses.across(b, j, c) for j in range(low + 1, high + 1)):
-        return True
+    between ``low`` and ``high`` with the window ``W_u``, tried as the bounds outside the span
+    are read, stretch by stretch (:class:`_Widening`; each try costs the span, so a span
+    longer than the next stretch is tried once the reading is done): any window inside ``W_u``
+    is a valid test (its masses are smaller), so the first that passes decides, and the widest
+    decides what ``W_u`` itself decides. Then (iii) at the cut of least bound, over every window
+    ``W_s`` (``windows=None``) or, where each window's masses cost a pass (the clock
+    integral), a lower bound of the integral from at most ``windows`` of them: on ``[u (i -
+    1) / windows, u i / windows)`` the window of its upper end, which the windows of that
+    interval contain (``windows=1`` is (ii) alone). ``False`` proves nothing."""
+    widening = _Widening(lambda lo, hi: _cut_bounds(flux, masses, run, lo, hi, margin), run, low, high)
+    while True:
+        last = not widening.read_on(u)
+        if (last or high - low <= widening.size) and _passes(flux, masses, widening.window(u), low, high, u, margin):
+            return True  # a span longer than the next stretch is tried once, when the reading is done
+        if last:
+            break
     if windows == 1:
         return False
-    j = min(range(low + 1, high + 1), key=bound)
+    span = widening.bounds_of(low + 1, high)
+    j = low + 1 + (int(np.argmin(span)) if isinstance(span, np.ndarray) else min(range(len(span)), key=span.__getitem__))
     if windows is None:
-        return flux[j] * (1 + margin) <= _window_integral(masses, bound, run, low, high, j, u)
+        while widening.read_on(0):
+            pass
+        return flux[j] * (1 + margin) <= _window_integral(masses, widening, low, high, j, u)
     total = u * 0
     for i in range(1, windows + 1):
-        b, c = _widened(bound, run, low, high, u * i / windows)
+        while widening.read_on(u * i / windows):
+            pass
+        b, c = widening.window(u * i / windows)
         total += u / windows * _one_cut(masses, b, j, c)
     return flux[j] * (1 + margin) <= total
+
+
+def _passes(flux, masses, window: tuple[int, int], low: int, high: int, u, margin) -> bool:
+    """Whether ``F(j) <= u M_window(j)`` at some cut ``low < j <= high`` (the test (ii)), read
+    upward by stretches of :data:`WIDEN_FIRST` cuts, then 4 times more each time, up to the
+    first cut that passes."""
+    b, c = window
+    lo, size = low + 1, WIDEN_FIRST
+    while lo <= high:
+        hi = min(high, lo + size - 1)
+        mass = _across_cuts(flux, masses, b, lo, hi, c)
+        if isinstance(mass, np.ndarray):
+            if np.any(flux[lo:hi + 1] * (1 + margin) <= u * mass):
+                return True
+        elif any(flux[j] * (1 + margin) <= u * m for j, m in zip(range(lo, hi + 1), mass)):
+            return True
+        lo, size = hi + 1, 4 * size
+    return False
 
 
 def _one_cut(masses, f: int, j: int, t: int):
@@ -95,28 +158,69 @@ def _one_cut(masses, f: int, j: int, t: int):
     return masses.across(f, j, t) if one is None else one(f, j, t)
 
 
-def _widened(bound, run: tuple[int, int], low: int, high: int, s) -> tuple[int, int]:
-    """``[low, high]`` widened within ``run`` through the cuts whose bound is at least ``s``."""
-    f, t = run
-    b, c = low, high
-    while b > f and bound(b) >= s:
-        b -= 1
-    while c < t and bound(c + 1) >= s:
-        c += 1
-    return b, c
+#: The first stretch of cuts :class:`_Widening` reads on each side; each next one is 4 times longer.
+WIDEN_FIRST = 256
 
 
-def _window_integral(masses, bound, run: tuple[int, int], low: int, high: int, j: int, u):
-    """``integral_0^u M_{W_s}(j) ds`` of (iii): the window shrinks from outside as ``s``
-    passes the running minima of ``bound`` going outward from the span."""
-    f, t = run
+class _Widening:
+    """The bounds (i) of the cuts of ``run`` outside the span ``[low, high]``, read outward
+    from it stretch by stretch (:data:`WIDEN_FIRST` cuts, then 4 times more each time;
+    ``bounds_of(lo, hi)`` gives those of the cuts ``lo..hi``), and the span widened through the
+    cuts read whose bound is at least a level ``s`` (:meth:`window`)."""
+
+    def __init__(self, bounds_of, run: tuple[int, int], low: int, high: int):
+        self.bounds_of, (self.f, self.t), self.low, self.high = bounds_of, run, low, high
+        self.left, self.right = [], []  # bounds of the cuts low, low - 1, ... and high + 1, high + 2, ...
+        self.size = WIDEN_FIRST
+
+    def window(self, s) -> tuple[int, int]:
+        """The span widened through the cuts read so far whose bound is at least ``s``, on each
+        side up to the first below it."""
+        return self.low - _first_below(self.left, s), self.high + _first_below(self.right, s)
+
+    def read_on(self, s) -> bool:
+        """Read the next stretch on each side where no cut read has a bound below ``s`` and the
+        run goes on; ``False`` when neither side needs it (the window of ``s`` is then
+        :meth:`window`'s, the widening of Lemma 9 (ii))."""
+        more = False
+        if _first_below(self.left, s) == len(self.left) and self.low - len(self.left) > self.f:
+            top = self.low - len(self.left)
+            self.left = _joined(self.left, self.bounds_of(max(self.f + 1, top - self.size + 1), top)[::-1])
+            more = True
+        if _first_below(self.right, s) == len(self.right) and self.high + len(self.right) < self.t:
+            lo = self.high + len(self.right) + 1
+            self.right = _joined(self.right, self.bounds_of(lo, min(self.t, lo + self.size - 1)))
+            more = True
+        self.size *= 4
+        return more
+
+
+def _first_below(values, s) -> int:
+    """The index of the first of ``values`` below ``s`` (``len(values)`` if none)."""
+    if isinstance(values, np.ndarray):
+        below = np.flatnonzero(values < s)
+        return int(below[0]) if below.size else values.size
+    return next((i for i, v in enumerate(values) if v < s), len(values))
+
+
+def _joined(values, more):
+    """``values`` then ``more`` (lists, or arrays where the bounds come as arrays)."""
+    if isinstance(more, np.ndarray):
+        return np.concatenate([np.asarray(values, dtype=more.dtype), more])
+    return values + list(more)
+
+
+def _window_integral(masses, widening: _Widening, low: int, high: int, j: int, u):
+    """``integral_0^u M_{W_s}(j) ds`` of (iii), with every bound of the run read: the window
+    shrinks from outside as ``s`` passes the running minima of the bounds going outward from
+    the span."""
     left, right, least = [], [], None  # (threshold, the window's end while s is below it)
-    for i in range(low, f, -1):
-        least = bound(i) if least is None else min(least, bound(i))
+    for i, bound in zip(range(low, widening.f, -1), widening.left):
+        least = bound if least is None else min(least, bound)
         left.append((least, i - 1))
     least = None
-    for i in range(high + 1, t + 1):
-        least = bound(i) if least is None else min(least, bound(i))
+    for i, bound in zip(range(high + 1, widening.t + 1), widening.right):
+        least = bound if least is None else min(least, bound)
         right.append((least, i))
     total, s = u * 0, u * 0
     while s < u:
@@ -131,7 +235,7 @@ def _window_integral(masses, bound, run: tuple[int, int], low: int, high: int, j
     return total
 
 
-def span_decision(flux: list, masses, low: int, high: int, u, margin=0, windows: int | None = None) -> bool | None:
+def span_decision(flux, masses, low: int, high: int, u, margin=0, windows: int | None = None) -> bool | None:
     """Whether ``u < min_{low < j <= high} L(j)``, from the flux and the masses alone:
     ``True`` when ``u`` is below the bound (i), ``False`` when (ii) or (iii) proves the least
     level at most ``u`` (or a cut between carries no flux: the level there is 0), ``None``
@@ -143,26 +247,28 @@ def span_decision(flux: list, masses, low: int, high: int, u, margin=0, windows:
                     windows)
 
 
-def _decided(flux: list, masses, run: tuple[int, int], low: int, high: int, u, bound, margin, windows) -> bool | None:
+def _decided(flux, masses, run: tuple[int, int], low: int, high: int, u, bound, margin, windows) -> bool | None:
     """:func:`span_decision` given the span's first run and its bound (i)."""
     if u < bound:
         return True
     return False if span_at_most(flux, masses, run, low, high, u, margin, windows) else None
 
 
-def walk_decision(flux: list, masses, ranks: list, u, margin=0, windows: int | None = None) -> int | None:
+def walk_decision(flux, masses, ranks: list, u, margin=0, windows: int | None = None) -> int | None:
     """The index into ``ranks`` (distinct ranks of the drafted members) of the member the
     walk of :mod:`otm.rules.optimal_wor` selects with uniform ``u`` (down from the highest
     member while ``u`` is below the least level between the next member and the highest),
     decided by :func:`span_decision` member by member (``margin``, ``windows`` as there);
     ``None`` where a step is undecided. The spans share their top, so the first run and the
-    bound (i) of each step are carried from the step before: each cut is read once."""
+    bound (i) of each step are carried from the step before: each cut is read once. A float
+    ``flux`` given as an array, with masses that give a run's cuts at once (``across_cuts``),
+    is read a span at a time in numpy: the same decisions (the same float operations)."""
     descending = sorted(range(len(ranks)), key=lambda i: -ranks[i])
     top, chosen = ranks[descending[0]], descending[0]
     run, bound, reached = None, None, top  # the bound (i) over the cuts (reached, top]
     for lower in descending[1:]:
         low = ranks[lower]
-        if any(flux[j] <= 0 for j in range(low + 1, reached + 1)):
+        if not _carries(flux, low + 1, reached):
             break  # a cut between carries no flux: the level there is 0, span_decision's False
         run = run or first_run(flux, low, top)
         below = span_lower_bound(flux, masses, run, low, reached, margin)
@@ -176,4 +282,4 @@ def walk_decision(flux: list, masses, ranks: list, u, margin=0, windows: int | N
     return chosen
 
 
-__all__ = ["cut_bound", "first_run", "span_at_most", "span_decision", "span_lower_bound", "walk_decision"]
+__all__ = ["WIDEN_FIRST", "cut_bound", "first_run", "span_at_most", "span_decision", "span_lower_bound", "walk_decision"]

@@ -71,8 +71,8 @@ def test_a_compiled_integrand_missing_a_term_is_caught(monkeypatch):
     assert _largest_disagreement(q, 3, EveryFourRanks) <= AGREEMENT
     original = compiled.prefix_pass
 
-    def without_d(q, s, w, above, k, every, E0, D0, sigma):
-        original(q, s, w, above, k, every, E0, D0, sigma)
+    def without_d(q, s, w, above, k, every, E0, D0, *rest):
+        original(q, s, w, above, k, every, E0, D0, *rest)
         D0[:] = 0.0
 
     monkeypatch.setattr(compiled, "prefix_pass", without_d)
@@ -106,13 +106,14 @@ def test_checkpointed_prefixes_are_the_one_pass_values_bit_for_bit(every):
         assert np.array_equal(E, one._E0[f]) and np.array_equal(D, one._D0[f])
 
 
-def test_a_run_in_blocks_gives_the_same_masses_bit_for_bit():
+def test_a_run_in_blocks_gives_the_same_masses():
     """A run's masses rebuilt block by block (the products of ``block`` ranks at a time) are
     the one block's to the bit, for blocks that divide the run and blocks that do not, and so are
-    one cut computed alone (``cut_mass``, ``across_one``), a run that reads ``e^{-q s}`` from a
-    table of some or all of its ranks (the nesting's), and the cuts of a run computed lazily,
-    block by block, as ``across`` asks for them; and a run kept in blocks of 5 agrees
-    with the numpy reference as a whole run does."""
+    a run that reads ``e^{-q s}`` from a table of some or all of its ranks (the nesting's), and
+    a short run that ``across`` computes whole; the cuts of a long run computed lazily, stretch
+    by stretch, as ``across`` and ``across_cuts`` ask for them, agree with the whole run's to a
+    few units of roundoff (their ends are multiplied out from groups of ranks, in another order);
+    and a run kept in blocks of 5 agrees with the numpy reference as a whole run does."""
     q = _row(3, 150, 2.0)
     masses = compiled.CompiledClockSetMasses(q, 4)
     for f, t in [(0, 149), (17, 140), (60, 61)]:
@@ -129,15 +130,76 @@ def test_a_run_in_blocks_gives_the_same_masses_bit_for_bit():
             compiled.run_masses(masses.q, masses.s, masses.w, masses._above, *masses._prefix(f), f, t, 4, tabled, 5,
                                 *compiled.clock_table(masses.q, masses.s, first, max(last, first)), first)
             assert np.array_equal(tabled, whole)
-        for j in range(f + 1, t + 1, 7):
-            assert compiled.cut_mass(masses.q, masses.s, masses.w, masses._above, *masses._prefix(f), f, j, t, 4) == whole[j - f - 1]
-            assert compiled.CompiledClockSetMasses(q, 4).across_one(f, j, t) == whole[j - f - 1]
-        for block, eager in ((5, 0), (256, 0), (5, 4096)):  # the runs of across, blocks computed as their cuts
-            lazy = type("Lazy", (compiled.CompiledClockSetMasses,), {"run_block": block, "eager_ranks": eager})(q, 4)
-            for j in np.random.default_rng(f).permutation(np.arange(f + 1, t + 1)):  # are asked for, or all at once
-                assert lazy.across(f, int(j), t) == whole[j - f - 1]
+        short = type("Short", (compiled.CompiledClockSetMasses,), {"run_block": 5})(q, 4)  # computed whole
+        assert [short.across(f, j, t) for j in range(f + 1, t + 1)] == whole.tolist()
+        for block, group in ((5, 8), (256, 8), (5, 512)):  # the runs of across, blocks computed as their cuts
+            lazy = type("Lazy", (compiled.CompiledClockSetMasses,), {"run_block": block, "eager_ranks": 0, "group": group})(q, 4)
+            cuts = np.random.default_rng(f).permutation(np.arange(f + 1, t + 1))  # are asked for, one by one
+            assert np.allclose([lazy.across(f, int(j), t) for j in cuts], whole[cuts - f - 1], rtol=RANGE_AGREEMENT, atol=0)
+            lazy = type("Lazy", (compiled.CompiledClockSetMasses,), {"run_block": block, "eager_ranks": 0, "group": group})(q, 4)
+            for lo, hi in ((f + 1, f + 1), ((f + t) // 2, t), (f + 1, t)):  # and by spans, overlapping
+                assert np.allclose(lazy.across_cuts(f, lo, hi, t), whole[lo - f - 1:hi - f], rtol=RANGE_AGREEMENT, atol=0)
     assert _largest_disagreement(_row(4, 20), 3, type("InBlocksOfFive", (compiled.CompiledClockSetMasses,),
                                                        {"run_block": 5, "eager_ranks": 0})) <= AGREEMENT
+
+
+def test_ranges_multiplied_out_from_groups_give_the_runs_masses():
+    """``range_group`` (the ranges of a run from the set-up's groups of ranks) gives the
+    polynomials of its ranks added one by one, within a few units of roundoff, for ranges inside
+    one group, across several and empty; and the masses of a span of a run that ``across_cuts``
+    and ``across_one`` compute from them (``stretch_masses``) are the whole run's within the
+    same; a group of ranks whose polynomials are off by a relative 1e-7 is caught."""
+    q = _row(3, 150, 2.0)
+    Grouped = type("Grouped", (compiled.CompiledClockSetMasses,), {"group": 8, "eager_ranks": 0, "run_block": 8})
+    masses = Grouped(q, 4)
+    GE, GD = (np.concatenate([part[i] for part in masses._group_polynomials()], axis=1) for i in (0, 1))  # every node
+    nodes = masses.s.size
+    for lo, hi in [(0, 150), (3, 5), (8, 16), (5, 140), (17, 17), (149, 150)]:
+        E, D = np.empty((nodes, 4)), np.empty((nodes, 4))
+        compiled.range_group(masses.q, masses.s, GE, GD, 8, lo, hi, 4, E, D)
+        E1, D1 = _added(masses, lo, hi)
+        assert np.allclose(E, E1, rtol=RANGE_AGREEMENT, atol=SUBNORMAL) and np.allclose(D, D1, rtol=RANGE_AGREEMENT, atol=SUBNORMAL)
+    for f, t in [(0, 149), (17, 140)]:
+        whole = np.empty(t - f)
+        compiled.run_masses(masses.q, masses.s, masses.w, masses._above, *masses._prefix(f), f, t, 4, whole, 1024,
+                            compiled.NO_TABLE, compiled.NO_TABLE, 0)
+        for lo, hi in [(f + 1, t), (f + 30, f + 47), (t, t)]:
+            assert np.allclose(Grouped(q, 4).across_cuts(f, lo, hi, t), whole[lo - f - 1:hi - f], rtol=RANGE_AGREEMENT, atol=0)
+        for j in range(f + 1, t + 1, 7):
+            assert Grouped(q, 4).across_one(f, j, t) == pytest.approx(whole[j - f - 1], rel=RANGE_AGREEMENT)
+    broken = Grouped(q, 4)
+    for GE_chunk, _ in broken._group_polynomials():  # the ranks 40..47, at every node
+        GE_chunk[5] *= 1 + 1e-7
+    got = broken.across_cuts(0, 100, 140, 149)
+    whole = np.empty(149)
+    compiled.run_masses(masses.q, masses.s, masses.w, masses._above, *masses._prefix(0), 0, 149, 4, whole, 1024,
+                        compiled.NO_TABLE, compiled.NO_TABLE, 0)
+    assert not np.allclose(got, whole[99:140], rtol=RANGE_AGREEMENT, atol=0)
+
+
+#: How closely a range multiplied out from groups agrees with the same ranks added one by one
+#: (measured: a few 1e-15 relative; the products are taken in another order) ...
+RANGE_AGREEMENT = 1e-13
+
+#: ... above the subnormal floats (the coefficients at the last nodes, down to 1e-323, where a
+#: float has fewer digits than 1e-13 asks).
+SUBNORMAL = 1e-300
+
+
+def _empty(nodes: int) -> np.ndarray:
+    group = np.zeros((nodes, 4))
+    group[:, 0] = 1.0
+    return group
+
+
+def _added(masses, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """The polynomials of the ranks ``[lo, hi)`` added one by one (as the passes add them)."""
+    E, D = _empty(masses.s.size), np.zeros((masses.s.size, 4))
+    none, some = np.empty(masses.s.size), np.empty(masses.s.size)
+    for r in range(lo, hi):
+        compiled._clock(masses.q[r], masses.s, masses.s.size, none, some)
+        compiled._add_rank(E, D, none, some, masses.q[r], E, D, 4)
+    return E, D
 
 
 def test_passes_shared_among_threads_give_the_same_values(monkeypatch):

@@ -150,18 +150,25 @@ def _clock_row(V: int = 150, seed: int = 0):
 
 def test_walks_decided_by_bounds_are_the_levels_walks():
     """On a row of the clock path, the walks the bounds decide (with the verifier's margin and
-    windows) are the walks on the certified levels, and they decide many (110 of 300); with the set masses
-    halved, some decided walk differs (the check can fail)."""
+    windows) are the walks on the certified levels, and they decide many (110 of 300), with the
+    runs' cuts read from whole runs (what a run of up to 4,096 ranks gets) and from spans alone,
+    the runs' ends multiplied out from groups of 8 ranks (what a longer run gets:
+    ``CompiledClockSetMasses.across_cuts``); with the set masses halved, some decided walk
+    differs (the check can fail)."""
+    from decoding.verifiers.optimal_wor_numba import CompiledClockSetMasses
+
     p, q = _clock_row()
     params = rule.wor_parameters(p, q, 3)
     setup = verifier.row_setup(p, q, 3)
+    spans = type("Spans", (CompiledClockSetMasses,), {"eager_ranks": 0, "group": 8})
+    by_spans = rule.clock_flux_setup(p, q, 3, clock_masses=spans)
     rng = np.random.default_rng(1)
     draws = [(rng.choice(len(q), 3, replace=False, p=q), float(rng.random())) for _ in range(300)]
 
-    def disagreements(masses):
+    def disagreements(masses, flux=setup.flux):
         decided = wrong = 0
         for drafts, u in draws:
-            verdict = walk_decision(setup.flux, masses, [int(setup.rank[t]) for t in drafts], u,
+            verdict = walk_decision(flux, masses, [int(setup.rank[t]) for t in drafts], u,
                                     margin=verifier.BOUND_MARGIN, windows=verifier.BOUND_WINDOWS)
             if verdict is not None:
                 decided += 1
@@ -170,6 +177,7 @@ def test_walks_decided_by_bounds_are_the_levels_walks():
 
     decided, wrong = disagreements(setup.masses)
     assert wrong == 0 and decided > 80
+    assert disagreements(by_spans.masses, np.asarray(by_spans.flux)) == (decided, 0)
 
     class Halved:
         def across(self, f, j, t):

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from otm.formulations.prefix_scan import ratio_order
 from otm.rules import optimal_wor as rule
 from otm.rules.optimal_pair_wor import flux_setup
-from otm.rules.water_level_bounds import span_decision, walk_decision
+from otm.rules.water_level_bounds import span_decision, span_lower_bound, walk_decision
 
 
 @st.composite
@@ -132,3 +132,21 @@ def test_a_set_across_the_optimal_cut_selects_its_highest_member(k):
     ranks = list(range(setup.cut - k + 1, setup.cut + 1))
     for u in (F(0), F(1, 10**9), F(1, 2)):
         assert walk_decision(setup.flux, setup.masses, ranks, u) == k - 1
+
+
+def test_a_mass_rounded_to_zero_bounds_nothing():
+    """A cut whose set mass is 0 (which Theorem 5 (d) rules out in exact arithmetic, so only by
+    rounding) gives the lower bound 0 rather than a division by zero, in lists and in arrays:
+    no walk goes down on it."""
+    class Zero:
+        def across(self, f, j, t):
+            return 0.0
+
+        def across_cuts(self, f, lo, hi, t):
+            return np.zeros(hi - lo + 1)
+
+    flux = [0.0, 0.5, 0.5, 0.0]
+    for masses in (Zero(), type("ListsOnly", (), {"across": Zero.across})()):
+        for values in (flux, np.asarray(flux)):
+            assert span_lower_bound(values, masses, (0, 2), 0, 2) == 0
+            assert walk_decision(values, masses, [2, 0], 0.25) is None  # neither down nor stopped
