@@ -2,13 +2,14 @@
 bring-your-own-verifier entry point (:func:`decoding.validation.own_verifier.validate_verifier`).
 
     .venv/bin/python scripts/certify_optimal_verifier.py --corpus DIR [--positions 4]
-        [--ks 2,4] [--temperature 1.0] [--samples 4000] [--rules optimal,optimal_latent]
-        [--seed 0] [--out FILE]
+        [--ks 2,4] [--temperature 1.0] [--top-p MASS] [--samples 4000]
+        [--rules optimal,optimal_latent] [--seed 0] [--out FILE]
 
 ``DIR`` is an otm corpus (``otm corpus --pair qwen2.5-coder --out DIR`` writes one from the
 built-in texts). ``--positions`` positions evenly spaced over the corpus give ``p`` (target)
 and ``q`` (draft) = softmax of the stored logits at ``--temperature`` (float64, the full
-vocabulary). For every position, ``k`` and rule, ``validate_verifier`` draws ``--samples``
+vocabulary), with ``--top-p`` each cut to its own nucleus as ``otm decode --top-p`` does (the
+vectors keep all ``V`` entries, zeros outside the nucleus). For every position, ``k`` and rule, ``validate_verifier`` draws ``--samples``
 draft tuples from the rule's draft law, runs the rule's batched verifier
 (:data:`decoding.verifiers.VERIFIERS`, float32 inputs as in decoding) and reports:
 
@@ -21,7 +22,11 @@ draft tuples from the rule's draft law, runs the rule's batched verifier
 Prints one markdown table (and writes it to ``--out``), with the command, the machine and
 the wall time. ``--rules optimal_pair_wor --ks 2`` certifies the water-level verifier for two
 drafts without replacement (its exact acceptance is the optimum without replacement; ``--rules
-optimal_wor --ks 2`` runs the same verifier through the rule for any ``k``). Each
+optimal_wor --ks 2`` runs the same verifier through the rule for any ``k``; at ``k >= 3`` it
+answers the walks its bounds decide and those whose levels nest within its time limit, and
+refuses a batch that holds any other, docs/optimal-verifier.md, section 8: such a
+certification is reported as ``REFUSED`` with the verifier's one-line reason, not as a pass
+or a fail). Each
 verification of ``--samples`` rows at this vocabulary costs about ``samples x 3 ms`` (8
 certifications of 3,000 rows took 71 s, 2026-11-26; the water-level verifier up to ``samples x
 80 ms``): the defaults take a minute or two.
@@ -41,6 +46,7 @@ from tqdm.auto import tqdm
 from decoding.validation.own_verifier import validate_verifier
 from decoding.verifiers import VERIFIERS
 from otm.corpus import Corpus
+from otm.errors import NotApplicableError
 
 #: Seconds per verified row at V = 151,936 for the time estimate (module docstring); the
 #: water-level verifier costs 1.3-8 ms per row (docs/optimal-verifier.md, section 8; the
@@ -55,6 +61,7 @@ def main(argv=None) -> str:
     parser.add_argument("--positions", type=int, default=4)
     parser.add_argument("--ks", default="2,4")
     parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--top-p", type=float, default=None, help="cut each law to its own nucleus of this mass")
     parser.add_argument("--samples", type=int, default=4000)
     parser.add_argument("--rules", default="optimal,optimal_latent")
     parser.add_argument("--seed", type=int, default=0)
@@ -63,7 +70,7 @@ def main(argv=None) -> str:
     ks = [int(k) for k in args.ks.split(",")]
     rules = args.rules.split(",")
     corpus = Corpus(args.corpus)
-    rows = corpus.spaced_rows(args.positions, args.temperature)
+    rows = corpus.spaced_rows(args.positions, args.temperature, args.top_p)
     print(f"{len(rows) * len(ks) * len(rules)} certifications of {args.samples} rows at V = {corpus.vocab_size:,}: "
           f"about {len(rows) * len(ks) * args.samples * sum(SECONDS_PER_ROW.get(r, DEFAULT_SECONDS_PER_ROW) for r in rules) / 60:.1f}"
           " minutes", file=sys.stderr)
@@ -72,15 +79,20 @@ def main(argv=None) -> str:
              "z-test vs exact | alpha*(p, Q) of the draft law | verdict |", "|---|---|---|---|---|---|---|---|---|---|"]
     work = [(row, k, rule) for row in rows for k in ks for rule in rules]
     for (text, position, p, q), k, rule in tqdm(work, desc="certifying", file=sys.stderr):
-        report = validate_verifier(VERIFIERS[rule].verify, rule, p, q, k, mode="sampling", samples=args.samples,
-                                   seed=args.seed, dtype=torch.float32)
+        try:
+            report = validate_verifier(VERIFIERS[rule].verify, rule, p, q, k, mode="sampling", samples=args.samples,
+                                       seed=args.seed, dtype=torch.float32)
+        except NotApplicableError as exc:
+            lines.append(f"| {text} | {position} | {k} | {rule} | - | - | - | - | - | REFUSED: {str(exc).splitlines()[0]} |")
+            continue
         low, high = report.acceptance_interval
         exact = "n/a" if report.expected_acceptance is None else f"{report.expected_acceptance:.4f}"
         z = "n/a" if report.acceptance_test is None else f"p = {report.acceptance_test.p_value:.2f}"
         lines.append(f"| {text} | {position} | {k} | {rule} | p = {report.law_test.p_value:.2f} | {report.acceptance:.4f} "
                      f"({low:.4f}, {high:.4f}) | {exact} | {z} | {report.optimum:.4f} | {'PASS' if report.passed else 'FAIL'} |")
     return corpus_report("certify_optimal_verifier.py", argv, args.corpus, corpus,
-                         f"T = {args.temperature}, {args.samples} rows per certification", time.perf_counter() - start,
+                         f"T = {args.temperature}{'' if args.top_p is None else f', top-p {args.top_p}'}, "
+                         f"{args.samples} rows per certification", time.perf_counter() - start,
                          lines, args.out)
 
 
