@@ -69,25 +69,28 @@ def cut_bound(flux, masses, run: tuple[int, int], j: int, margin=0):
     return flux[j] / mass * (1 - margin) if mass > 0 else mass * 0
 
 
+def _reads_spans(flux, masses) -> bool:
+    """Whether the masses give a run's cuts at once (``across_cuts``, the clock integral's) and
+    the flux is an array: then the bounds are read a span at a time, in numpy."""
+    return isinstance(flux, np.ndarray) and hasattr(masses, "across_cuts")
+
+
 def _across_cuts(flux, masses, f: int, lo: int, hi: int, t: int):
-    """``masses.across(f, j, t)`` at the cuts ``j = lo..hi``: an array where the masses give a
-    run's cuts at once (``across_cuts``, the clock integral's) and the flux is an array, else a
-    list; the same values either way."""
-    many = getattr(masses, "across_cuts", None)
-    if many is not None and isinstance(flux, np.ndarray):
-        return many(f, lo, hi, t)
+    """``masses.across(f, j, t)`` at the cuts ``j = lo..hi``: an array where
+    :func:`_reads_spans`, else a list; the same values either way."""
+    if _reads_spans(flux, masses):
+        return masses.across_cuts(f, lo, hi, t)
     return [masses.across(f, j, t) for j in range(lo, hi + 1)]
 
 
 def _cut_bounds(flux, masses, run: tuple[int, int], lo: int, hi: int, margin=0):
     """:func:`cut_bound` at the cuts ``lo..hi`` of ``run``, in order (an array where
     :func:`_across_cuts` gives one: the same float operations, cut by cut)."""
-    f, t = run
-    mass = _across_cuts(flux, masses, f, lo, hi, t)
-    if isinstance(mass, np.ndarray):
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(mass > 0, flux[lo:hi + 1] / mass * (1 - margin), 0.0)
-    return [flux[j] / m * (1 - margin) if m > 0 else m * 0 for j, m in zip(range(lo, hi + 1), mass)]
+    if not _reads_spans(flux, masses):
+        return [cut_bound(flux, masses, run, j, margin) for j in range(lo, hi + 1)]
+    mass = masses.across_cuts(run[0], lo, hi, run[1])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(mass > 0, flux[lo:hi + 1] / mass * (1 - margin), 0.0)
 
 
 def span_lower_bound(flux, masses, run: tuple[int, int], low: int, high: int, margin=0):
