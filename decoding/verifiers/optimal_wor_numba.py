@@ -23,7 +23,7 @@ pass (the groups ``[f, j)`` at each block's start), and per block a forward pass
 products and a backward pass (the groups ``[j, t]``), ``O((t - f) N k^2)`` for ``N`` nodes, as the
 reference's, without its per-rank Python calls; the walk's bounds ask a run for some cuts only
 (:func:`stretch_masses`, a span of a run alone, its ends multiplied out from groups of ranks
-kept by the set-up, :func:`range_group`); a run of flux peels about one rank at a time,
+kept once a walk reads a long run, :func:`range_group`); a run of flux peels about one rank at a time,
 so a row costs about ``sum len^2 N k^2`` over its runs (measured: closer to ``k`` than
 ``k^2`` up to ``k = 8``, the ``O(k)`` parts dominating), which
 :meth:`CompiledClockSetMasses.nesting_seconds` estimates before the nesting starts (rows above
@@ -291,7 +291,7 @@ def _merge(E, D, GE, GD, k):
 def range_group(q, s, GE, GD, group, lo, hi, k, E, D):
     """``(E, D)`` ``[nodes, k]`` := the count polynomials of the ranks ``[lo, hi)``: the ranks up
     to the first multiple of ``group`` added one by one, the whole groups of
-    :func:`prefix_pass` (``GE``, ``GD``) merged, the ranks past the last added one by one;
+    :func:`group_pass` (``GE``, ``GD``) merged, the ranks past the last added one by one;
     ``O(group N k + (hi - lo) / group N k^2)`` instead of a pass over the range."""
     nodes = E.shape[0]
     none, some = np.empty(nodes), np.empty(nodes)
@@ -506,9 +506,9 @@ class CompiledClockSetMasses(ClockSetMasses):
     #: of it (the wide nesting asks every cut of every run); longer ones block by block.
     eager_ranks = 4096
 
-    #: The ranks of each group whose polynomials the set-up keeps (:func:`prefix_pass`), from
-    #: which :func:`range_group` multiplies out a range: the walk's windows cost their span, not
-    #: their length (:meth:`across_cuts`).
+    #: The ranks of each group whose polynomials are kept once a walk reads a long run
+    #: (:func:`group_pass`), from which :func:`range_group` multiplies out a range: the walk's
+    #: runs and windows cost the cuts read, not their length (:meth:`across_cuts`).
     group = 512
 
     def _tabulate(self) -> None:
@@ -608,7 +608,7 @@ class CompiledClockSetMasses(ClockSetMasses):
         """:meth:`across` at one cut, what a window of the walk's bounds asks for
         (:func:`otm.rules.water_level_bounds.span_at_most`): from the run where it is kept, else
         the one cut alone by :func:`stretch_masses` (one rank each side of it, the rest of the
-        run multiplied out from the set-up's groups), not kept."""
+        run multiplied out from the groups of ranks), not kept."""
         if (f, t) in self._lazy:
             return self.across(f, j, t)
         return float(self._stretch(f, j - 1, j, t)[0])

@@ -144,7 +144,7 @@ def test_a_run_in_blocks_gives_the_same_masses():
 
 
 def test_ranges_multiplied_out_from_groups_give_the_runs_masses():
-    """``range_group`` (the ranges of a run from the set-up's groups of ranks) gives the
+    """``range_group`` (the ranges of a run from the groups of ranks kept by the masses) gives the
     polynomials of its ranks added one by one, within a few units of roundoff, for ranges inside
     one group, across several and empty; and the masses of a span of a run that ``across_cuts``
     and ``across_one`` compute from them (``stretch_masses``) are the whole run's within the
