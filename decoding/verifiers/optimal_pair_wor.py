@@ -175,14 +175,16 @@ def sorted_row(p: np.ndarray, q: np.ndarray, drafts: tuple[int, int], uniforms: 
 
 
 def checked_draw(p: np.ndarray, q: np.ndarray, x: np.ndarray, drafts, index: int, uniforms: np.ndarray,
-                 order: np.ndarray | None = None) -> tuple[int, int]:
+                 order=None) -> tuple[int, int]:
     """``(token, accepted index)`` once draft ``index`` is selected: accepted when ``uniforms[1]
     x(Z) < p(Z)``, else the residual ``max(p - x, 0)`` drawn with ``uniforms[2]`` by inverse CDF
-    over the ranks (``order``: :func:`full_ratio_order`, computed here if not given); index -1."""
+    over the ranks (``order``: :func:`full_ratio_order`, or a function that returns it, called
+    only for a residual, as the rows of a call that repeat a row share one sort; computed here if
+    not given); index -1."""
     token = drafts[index]
     if uniforms[1] * x[token] < p[token]:
         return token, index
-    order = full_ratio_order(p, q) if order is None else order
+    order = full_ratio_order(p, q) if order is None else order() if callable(order) else order
     residual = np.maximum(p - x, 0.0)[order]
     weights = torch.from_numpy(residual if residual.sum() > 0 else p[order]).unsqueeze(0)
     return int(order[int(sample_weighted(weights, torch.from_numpy(uniforms[2:3])))]), -1

@@ -43,6 +43,7 @@ replacement cannot give raise :class:`otm.errors.NotApplicableError`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 import torch
@@ -172,13 +173,14 @@ _SETUPS = Kept(SETUP_FLOATS_KEPT)
 
 
 def verify_row(p: np.ndarray, q: np.ndarray, drafts: tuple, uniforms: np.ndarray,
-               setup: FluxSetup | None = None) -> tuple[int, int]:
+               setup: FluxSetup | None = None, order=None) -> tuple[int, int]:
     """``(token, accepted index)`` of one row (``p``, ``q`` ``[V]`` float64, normalised; ``-1``:
     the residual), ``k = len(drafts) >= 3``. With the row's :func:`row_setup`, unless its levels
     are already built, the walk is first decided from the flux and the set masses alone
     (:func:`otm.rules.water_level_bounds.walk_decision`, a decision taken only where it clears
     its threshold by the relative :data:`BOUND_MARGIN`), and the levels are built only where
-    that leaves it open."""
+    that leaves it open. ``order``: the residual's order, as
+    :func:`decoding.verifiers.optimal_pair_wor.checked_draw` takes it."""
     k = len(drafts)
     support = int(np.count_nonzero(q > 0))
     if len(set(drafts)) < k or int((q[list(drafts)] > 0).sum()) < min(k, support):
@@ -189,7 +191,7 @@ def verify_row(p: np.ndarray, q: np.ndarray, drafts: tuple, uniforms: np.ndarray
         index = walk_decision(setup.flux, setup.masses, [int(setup.rank[t]) for t in drafts], float(uniforms[0]),
                               margin=BOUND_MARGIN, windows=BOUND_WINDOWS)
         if index is not None:
-            return optimal_pair_wor.checked_draw(p, q, setup.selection, drafts, index, uniforms)
+            return optimal_pair_wor.checked_draw(p, q, setup.selection, drafts, index, uniforms, order)
     try:
         if setup is not None and key not in _LEVELS:  # a nesting past its limit, refused before the levels' path
             flux, n = np.asarray(setup.flux, dtype=np.float64), len(setup.order)  # builds the masses again
@@ -206,7 +208,7 @@ def verify_row(p: np.ndarray, q: np.ndarray, drafts: tuple, uniforms: np.ndarray
         index = int(sample_weighted(weights, torch.tensor([float(uniforms[0])], dtype=torch.float64)))
     else:
         index = walk(levels, [int(rank[t]) for t in drafts], float(uniforms[0]))
-    return optimal_pair_wor.checked_draw(p, q, x, drafts, index, uniforms)
+    return optimal_pair_wor.checked_draw(p, q, x, drafts, index, uniforms, order)
 
 
 #: Relative margin of the walk's decisions from bounds (as the pair verifier's,
@@ -246,9 +248,11 @@ def verify(
         rows.setdefault((p_rows[r].tobytes(), q_rows[r].tobytes()), []).append(r)
     results: list = [None] * len(drafts)
     for members in rows.values():
-        setup = row_setup(p_rows[members[0]], q_rows[members[0]], len(drafts[0]))
-        for r in members:
-            results[r] = verify_row(p_rows[r], q_rows[r], tuple(drafts[r]), u[r], setup)
+        p_row, q_row = p_rows[members[0]], q_rows[members[0]]
+        setup = row_setup(p_row, q_row, len(drafts[0]))
+        order = functools.cache(lambda p_row=p_row, q_row=q_row: optimal_pair_wor.full_ratio_order(p_row, q_row))
+        for r in members:  # the equal rows share the residual's sort, made at the first residual
+            results[r] = verify_row(p_rows[r], q_rows[r], tuple(drafts[r]), u[r], setup, order)
     device = target_probs.device
     return VerifierOutput(tokens=torch.tensor([t for t, _ in results], dtype=torch.int64, device=device),
                           accepted_index=torch.tensor([i for _, i in results], dtype=torch.int64, device=device))

@@ -82,6 +82,28 @@ def test_past_the_tuple_enumeration_it_draws_p_with_the_clock_masses():
     assert binomial_z_test(accepted, rows, float(optimum), ALPHA).passed
 
 
+def test_equal_rows_of_a_call_share_the_residuals_sort(monkeypatch):
+    """The rows of a call that repeat a row sort it once for their residuals, at the first
+    residual, and draw as rows verified one call each do."""
+    from decoding.verifiers import optimal_pair_wor
+
+    V, k, rows = 150, 3, 40
+    _, q = _clock_row(V)
+    p = np.exp(2 * np.random.default_rng(3).normal(size=V))  # a target far from the draft: residuals
+    p /= p.sum()
+    target, drafts_probs = torch.tensor(p).expand(rows, -1), torch.tensor(q).expand(rows, k, -1)
+    tokens = verifier.sample_drafts(drafts_probs[:, 0], k, torch.Generator().manual_seed(1))
+    sorts = []
+    original = optimal_pair_wor.full_ratio_order
+    monkeypatch.setattr(optimal_pair_wor, "full_ratio_order", lambda *a: sorts.append(1) or original(*a))
+    together = verifier.verify(target, drafts_probs, tokens, torch.Generator().manual_seed(2))
+    assert len(sorts) == 1 and int((together.accepted_index < 0).sum()) > 1  # several residuals, one sort
+    g = torch.Generator().manual_seed(2)
+    uniforms = torch.rand(rows, verifier.uniforms_per_row(k), generator=g, dtype=torch.float64)
+    alone = [verifier.verify_row(p, q, tuple(tokens[r].tolist()), uniforms[r].numpy()) for r in range(rows)]
+    assert [(int(t), int(i)) for t, i in zip(together.tokens, together.accepted_index)] == alone
+
+
 def test_broken_clock_masses_are_refused_not_drawn_from(monkeypatch):
     """Interval masses 10% low give levels that do not realise x: the certificate (the runs'
     lowest-member laws) refuses the row, in float64 and again in wide floats."""
