@@ -162,10 +162,12 @@ def row_setup(p: np.ndarray, q: np.ndarray, k: int) -> FluxSetup | None:
     return _SETUPS.put(key, setup, floats)
 
 
-#: The set-ups kept hold at most this many floats of tables (128 MiB; a whole row of 151,936
-#: tokens at 291 nodes and ``k = 8`` keeps about 11 million, its checkpointed prefixes), and each
-#: at most ``CompiledClockSetMasses.RUN_FLOATS_KEPT`` floats of its bounds' runs besides.
-SETUP_FLOATS_KEPT = 16_000_000
+#: The set-ups kept hold at most this many floats of tables (384 MiB: two whole rows of
+#: 151,936 tokens at ``k = 8`` and up to 450 nodes, about 19 million each with their groups of
+#: ranks; at 16 million, until 2026-11-27, a row of 424 nodes was not kept, so a certification,
+#: which verifies 3 such rows per call, set the row up again at every call), and each at most
+#: ``CompiledClockSetMasses.RUN_FLOATS_KEPT`` floats of its bounds' runs besides.
+SETUP_FLOATS_KEPT = 48_000_000
 
 #: ``(p bytes, q bytes, k) ->`` the set-up (or ``None``) of the last rows set up, weighed by their
 #: table floats.

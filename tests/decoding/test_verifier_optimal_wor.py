@@ -346,3 +346,13 @@ def test_a_whole_real_vocabulary_row_is_answered_or_refused_by_type():
         assert 0 <= int(out.tokens[0]) < V
         drawn += 1
     assert drawn > 0
+    assert verifier.row_setup(p64, q64, k) is setup  # kept for the calls that repeat the row
+
+
+def test_two_whole_real_rows_at_eight_drafts_are_kept_set_up():
+    """The set-ups kept hold two whole rows of the real vocabulary at ``k = 8`` and 450 nodes
+    (more than the Qwen rows need), so calls that repeat a row (a certification verifies 3 such
+    rows per call) set it up once."""
+    from decoding.verifiers.optimal_wor_numba import CompiledClockSetMasses
+
+    assert 2 * CompiledClockSetMasses.table_floats(151_936, 450, 8) <= verifier.SETUP_FLOATS_KEPT
