@@ -144,9 +144,9 @@ def row_setup(p: np.ndarray, q: np.ndarray, k: int) -> FluxSetup | None:
     from before it builds levels; ``None`` for a row off that path (``k = 2``, few draft
     tuples, at most ``k`` tokens with ``q > 0``) or past the clock integral's limit (the
     levels' path then enumerates the row or refuses it). Its flux is a float64 array, which
-    :func:`~otm.rules.water_level_bounds.walk_decision` reads a span at a time. The last rows set up are kept while
-    their tables hold at most :data:`SETUP_FLOATS_KEPT` floats in all, for calls that repeat a
-    row."""
+    :func:`~otm.rules.water_level_bounds.walk_decision` reads a span at a time. The last rows
+    set up are kept while their tables hold at most :data:`SETUP_FLOATS_KEPT` floats in all, for
+    calls that repeat a row."""
     key = (p.tobytes(), q.tobytes(), k)
     if key in _SETUPS:
         return _SETUPS.get(key)
