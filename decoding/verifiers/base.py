@@ -428,11 +428,11 @@ def share_rows(run: Callable[[int, int], None], rows: int) -> None:
     on ``parts``. An exception of any part is raised here. Called from one of the pool's own
     threads (a share within a share, as the clock masses' chunks of nodes within rows), every
     part runs in the calling thread: a pool thread never waits on the pool."""
-    if threading.current_thread().name.startswith(_POOL_PREFIX):
-        for part in range(row_parts(rows)):
-            run(part, row_parts(rows))
-        return
     parts = row_parts(rows)
+    if threading.current_thread().name.startswith(_POOL_PREFIX):
+        for part in range(parts):
+            run(part, parts)
+        return
     others = [_row_threads(os.getpid()).submit(run, part, parts) for part in range(1, parts)]
     try:
         run(0, parts)

@@ -200,36 +200,38 @@ def run_masses(q, s, w, above, E0f, D0f, f, t, k, out, block, table_none, table_
     the ranks ``offset..``, :func:`clock_table`) where they hold a rank, else computed
     (:data:`NO_TABLE`), the same values either way."""
     decay = np.exp(-above[t] * s) * w
-    nodes, blocks = _live_nodes(decay), (t - f + block - 1) // block
-    start_E, start_D = np.empty((blocks, nodes, k)), np.empty((blocks, nodes, k))
-    _block_starts(q, s, f, t, k, block, start_E, start_D, table_none, table_some, offset)
-    none, some = np.empty(nodes), np.empty(nodes)
-    lower_A, lower_B = np.empty((block, nodes, k)), np.empty((block, nodes, k))
+    nodes = _live_nodes(decay)
     E, D, E2, D2 = np.empty((nodes, k)), np.empty((nodes, k)), np.empty((nodes, k)), np.empty((nodes, k))
-    _empty_group(E2, D2)  # the group [j, t]
-    for b in range(blocks - 1, -1, -1):
-        low, high = f + b * block, min(f + (b + 1) * block, t)  # the cuts j = low + 1..high
-        E[:, :], D[:, :] = start_E[b], start_D[b]
-        _block_forward(q, s, none, some, E, D, E0f, D0f, k, low, high, lower_A, lower_B, table_none, table_some, offset)
-        _block_backward(q, s, none, some, E2, D2, lower_A, lower_B, decay, k, low, high, out[low - f:], table_none,
-                        table_some, offset)
+    _empty_group(E, D)  # the group [f, f)
+    _empty_group(E2, D2)  # the group [t + 1, t]
+    _cuts_between(q, s, E, D, E2, D2, E0f, D0f, decay, k, f, t, out, block, table_none, table_some, offset)
 
 
 @_compiled
-def _block_starts(q, s, f, t, k, block, start_E, start_D, table_none, table_some, offset):
-    """``(start_E[b], start_D[b])``: the group ``[f, f + b block)`` of every block ``b`` of the
-    run ``[f, t]`` (at the nodes of ``start_E``)."""
-    nodes = start_E.shape[1]
+def _cuts_between(q, s, E, D, E2, D2, E0f, D0f, decay, k, low, high, out, block, table_none, table_some, offset):
+    """``out[j - low - 1]`` for the cuts ``j = low + 1..high`` of a run ``[f, t]``, given ``(E,
+    D)`` the group ``[f, low)`` and ``(E2, D2)`` the group ``[high + 1, t]`` (both overwritten):
+    a first pass keeps the group ``[f, low + b block)`` at the start of every block ``b``, then the
+    blocks from the top down, each rebuilt from its start with its products below each cut
+    (:func:`_block_forward`) and grown downward (:func:`_block_backward`), as :func:`run_masses`
+    says."""
+    nodes, blocks = E.shape[0], (high - low + block - 1) // block
     none, some = np.empty(nodes), np.empty(nodes)
-    E, D = np.empty((nodes, k)), np.empty((nodes, k))
-    _empty_group(E, D)
-    for b in range(start_E.shape[0]):
+    start_E, start_D = np.empty((blocks, nodes, k)), np.empty((blocks, nodes, k))
+    for b in range(blocks):
         start_E[b], start_D[b] = E, D
-        if b == start_E.shape[0] - 1:
+        if b == blocks - 1:
             break  # the last block's ranks start no block
-        for r in range(f + b * block, f + (b + 1) * block):
+        for r in range(low + b * block, low + (b + 1) * block):
             _clock_of(q, r, s, nodes, none, some, table_none, table_some, offset)
             _add_rank(E, D, none, some, q[r], E, D, k)
+    lower_A, lower_B = np.empty((block, nodes, k)), np.empty((block, nodes, k))
+    for b in range(blocks - 1, -1, -1):
+        lo_b, hi_b = low + b * block, min(low + (b + 1) * block, high)  # the cuts j = lo_b + 1..hi_b
+        E[:, :], D[:, :] = start_E[b], start_D[b]
+        _block_forward(q, s, none, some, E, D, E0f, D0f, k, lo_b, hi_b, lower_A, lower_B, table_none, table_some, offset)
+        _block_backward(q, s, none, some, E2, D2, lower_A, lower_B, decay, k, lo_b, hi_b, out[lo_b - low:], table_none,
+                        table_some, offset)
 
 
 @_compiled
@@ -251,12 +253,6 @@ def _block_backward(q, s, none, some, E2, D2, lower_A, lower_B, decay, k, low, h
         _clock_of(q, j, s, E2.shape[0], none, some, table_none, table_some, offset)
         _add_rank(E2, D2, none, some, q[j], E2, D2, k)
         out[j - low - 1] = _across(lower_A[j - low - 1], lower_B[j - low - 1], E2, D2, decay, k)
-
-
-@_compiled
-def live_nodes(above, s, w):
-    """:func:`_live_nodes` of the decay ``e^{-above s} w`` of a run whose top has ``above``."""
-    return _live_nodes(np.exp(-above * s) * w)
 
 
 @_compiled
@@ -319,26 +315,11 @@ def stretch_masses(q, s, w, above, E0f, D0f, GE, GD, group, f, low, high, t, k, 
     formed in another order than a pass over the run forms them, so the masses agree with
     :func:`run_masses` to a few units of roundoff, not to the bit."""
     decay = np.exp(-above[t] * s) * w
-    nodes, blocks = _live_nodes(decay), (high - low + block - 1) // block
-    none, some = np.empty(nodes), np.empty(nodes)
+    nodes = _live_nodes(decay)
     E, D, E2, D2 = np.empty((nodes, k)), np.empty((nodes, k)), np.empty((nodes, k)), np.empty((nodes, k))
     range_group(q, s, GE, GD, group, f, low, k, E, D)
-    start_E, start_D = np.empty((blocks, nodes, k)), np.empty((blocks, nodes, k))
-    for b in range(blocks):
-        start_E[b], start_D[b] = E, D
-        if b == blocks - 1:
-            break
-        for r in range(low + b * block, low + (b + 1) * block):
-            _clock(q[r], s, nodes, none, some)
-            _add_rank(E, D, none, some, q[r], E, D, k)
     range_group(q, s, GE, GD, group, high + 1, t + 1, k, E2, D2)
-    lower_A, lower_B = np.empty((block, nodes, k)), np.empty((block, nodes, k))
-    for b in range(blocks - 1, -1, -1):
-        lo_b, hi_b = low + b * block, min(low + (b + 1) * block, high)
-        E[:, :], D[:, :] = start_E[b], start_D[b]
-        _block_forward(q, s, none, some, E, D, E0f, D0f, k, lo_b, hi_b, lower_A, lower_B, NO_TABLE, NO_TABLE, 0)
-        _block_backward(q, s, none, some, E2, D2, lower_A, lower_B, decay, k, lo_b, hi_b, out[lo_b - low:], NO_TABLE,
-                        NO_TABLE, 0)
+    _cuts_between(q, s, E, D, E2, D2, E0f, D0f, decay, k, low, high, out, block, NO_TABLE, NO_TABLE, 0)
 
 
 @_compiled
@@ -745,5 +726,5 @@ class _LazyRun:
         return view
 
 
-__all__ = ["CompiledClockSetMasses", "NODE_CHUNK", "RUN_BLOCK", "advance_prefix", "NO_TABLE", "by_nodes", "clock_table", "group_pass", "live_nodes", "lowest_law", "node_chunks", "prefix_at", "prefix_pass", "range_group", "run_masses",
+__all__ = ["CompiledClockSetMasses", "NODE_CHUNK", "RUN_BLOCK", "advance_prefix", "NO_TABLE", "by_nodes", "clock_table", "group_pass", "lowest_law", "node_chunks", "prefix_at", "prefix_pass", "range_group", "run_masses",
            "stretch_masses", "water_levels"]
