@@ -85,13 +85,13 @@ def row_table(directory: str, positions: int, ks: list[int], draws: int, top: in
                       f"{setup or 'off the clock path'} | - | - | - |", flush=True)
                 continue
             n = len(setup.order)
-            flux = np.asarray(setup.flux, dtype=np.float64)
+            flux = np.asarray(setup.flux, dtype=np.float64)  # as row_setup hands it to the walk: read in spans
             sides = [setup.masses.nesting_seconds(flux, lo, hi) for lo, hi in ((setup.cut, n - 1), (0, setup.cut - 1))]
             estimate, longest = sum(seconds for seconds, _ in sides), max(run for _, run in sides)
             sets = [rng.choice(len(q), k, replace=False, p=q) for _ in range(draws)]
             uniforms = rng.random(draws)
             began = time.perf_counter()
-            verdicts = [walk_decision(setup.flux, setup.masses, [int(setup.rank[t]) for t in drafted], u,
+            verdicts = [walk_decision(flux, setup.masses, [int(setup.rank[t]) for t in drafted], u,
                                       margin=verifier.BOUND_MARGIN, windows=verifier.BOUND_WINDOWS)
                         for drafted, u in zip(sets, uniforms)]
             deciding = time.perf_counter() - began
