@@ -3,7 +3,7 @@
 
     .venv/bin/python scripts/bench_optimal_verifier.py [--rows 64] [--vocab 151936]
         [--ks 2,3,4,5,6,7,8] [--repeats 5] [--threads 1] [--dtype float32] [--json FILE]
-        [--vocabs 8192,16384,...] [--device cpu|cuda]
+        [--vocabs 8192,16384,...] [--device cpu|cuda] [--wor-rows 2]
 
 Rows: ``--rows`` random softmax pairs at ``--vocab`` tokens, target logits ``N(0, 2.5^2)``
 and draft logits = target + ``N(0, 1.5^2)`` (seeded), given to every verifier as
@@ -23,7 +23,14 @@ per row = the batched call's time / rows):
 - ``rrs``: :mod:`decoding.verifiers.rrs` ``verify`` on the same rows and drafts;
 - for drafts without replacement also ``rrs_wor`` (:mod:`decoding.verifiers.rrs_wor`), and at
   ``k = 2`` ``optimal_pair_wor`` (:mod:`decoding.verifiers.optimal_pair_wor`, the verifier
-  attaining the without-replacement optimum; its rows go to the CPU from any device).
+  attaining the without-replacement optimum; its rows go to the CPU from any device);
+- for drafts without replacement at ``k >= 3``, ``optimal_wor`` (:mod:`decoding.verifiers.optimal_wor`,
+  the verifier attaining the without-replacement optimum) on the first ``--wor-rows`` rows
+  (default 2; 0 leaves it out), one row per call and once each, as a decode meets each row:
+  its set-up of the row is part of the time (a set-up is kept only for a call that repeats the
+  row). Median ms per answered row, how many it refused (a walk its bounds leave open,
+  past the nesting's limit) and the fraction of the answered rows it accepted. Its passes are
+  compiled code shared among threads, so it uses every core whatever ``--threads``.
 
 ``accepted`` columns: the fraction of rows whose verifier accepted a draft, over all
 repeats (each repeat draws fresh uniforms); the optimal verifier's expectation is
@@ -50,7 +57,9 @@ import numpy as np
 import torch
 
 from decoding.verifiers import optimal, optimal_buckets, optimal_latent, optimal_pair_wor, rrs, rrs_wor
+from decoding.verifiers import optimal_wor
 from decoding.verifiers.base import Scratch
+from otm.errors import NotApplicableError
 from otm.formulations.prefix_scan import iid_optimum_for_ks
 
 QWEN_VOCAB = 151_936
@@ -110,6 +119,38 @@ def pair_paths(p: torch.Tensor, q: torch.Tensor, repeats: int) -> tuple[float, f
     return sorted_s, merged_s
 
 
+def fresh_rows(p: torch.Tensor, draft_probs: torch.Tensor, drafts: torch.Tensor, seed: int) -> dict:
+    """``optimal_wor`` on each row alone, each row once (module docstring): the median ms per
+    answered row, the rows refused and the fraction of the answered rows accepted."""
+    sync = torch.cuda.synchronize if p.device.type == "cuda" else (lambda: None)
+    times, accepted, refused = [], [], 0
+    for b in range(p.shape[0]):
+        g = torch.Generator(p.device).manual_seed(seed + b)
+        start = time.perf_counter()
+        try:
+            out = optimal_wor.verify(p[b:b + 1], draft_probs[b:b + 1], drafts[b:b + 1], g)
+        except NotApplicableError:
+            refused += 1
+            continue
+        sync()
+        times.append(time.perf_counter() - start)
+        accepted.append(int(out.accepted_index[0]) >= 0)
+    nan = float("nan")
+    return {"optimal_wor_ms": 1e3 * float(np.median(times)) if times else nan, "optimal_wor_rows": p.shape[0],
+            "optimal_wor_refused": refused, "accepted_optimal_wor": float(np.mean(accepted)) if accepted else nan}
+
+
+def warm_optimal_wor(vocab: int, dtype: torch.dtype, device: torch.device) -> None:
+    """Load ``optimal_wor``'s compiled code (numba's cache) on a row of its own, so the first timed
+    row does not pay it."""
+    p, q = (rows_.to(device) for rows_ in softmax_rows(1, vocab, dtype, seed=99))
+    drafts = rrs_wor.sample_drafts(q, 3, torch.Generator(device).manual_seed(99))
+    try:
+        optimal_wor.verify(p, q.unsqueeze(1).expand(1, 3, vocab), drafts, torch.Generator(device).manual_seed(99))
+    except NotApplicableError:
+        pass
+
+
 def crossover(rows: int, vocabs: list[int], repeats: int, dtype: torch.dtype, device: torch.device) -> list[dict]:
     """Per-row ms of the two full paths at each vocabulary (``k = 2``), and of the water-level
     verifier's sorted and merged rows."""
@@ -124,7 +165,10 @@ def crossover(rows: int, vocabs: list[int], repeats: int, dtype: torch.dtype, de
     return results
 
 
-def run(rows: int, vocab: int, ks: list[int], repeats: int, dtype: torch.dtype, device: torch.device) -> list[dict]:
+def run(rows: int, vocab: int, ks: list[int], repeats: int, dtype: torch.dtype, device: torch.device,
+        wor_rows: int = 0) -> list[dict]:
+    if wor_rows and max(ks) >= 3:
+        warm_optimal_wor(vocab, dtype, device)
     p, q = softmax_rows(rows, vocab, dtype)
     alphas = np.array([iid_optimum_for_ks(p[b].double().numpy(), q[b].double().numpy(), ks) for b in range(rows)])
     p, q = p.to(device), q.to(device)
@@ -161,6 +205,8 @@ def run(rows: int, vocab: int, ks: list[int], repeats: int, dtype: torch.dtype, 
                 base_s, base = timed(lambda m=baseline, d=drafts, g=g, dp=draft_probs: m.verify(p, dp, d, g), repeats)
                 entry[f"{name}_ms"] = 1e3 * base_s / rows
                 entry[f"accepted_{name}"] = accepted_fraction(base)
+            if module is optimal_latent and k >= 3 and wor_rows:
+                entry.update(fresh_rows(p[:wor_rows], draft_probs[:wor_rows], drafts[:wor_rows], 2000 + k))
             entry["ratio_to_rrs"] = entry["optimal_ms"] / entry["rrs_ms"]
             results.append(entry)
     return results
@@ -172,22 +218,29 @@ def table(results: list[dict]) -> str:
             "| drafts | k | optimal (ms/row) | full path: sorted | merged (ms/row) | argsort (ms/row) "
             "| row sort (ms/row) | rrs (ms/row) | optimal / rrs "
             "| rrs_wor (ms/row) | accepted: optimal | rrs | rrs_wor | alpha* (iid) "
-            "| optimal_pair_wor (ms/row) | accepted: optimal_pair_wor |"
+            "| optimal_pair_wor (ms/row) | accepted: optimal_pair_wor "
+            "| optimal_wor (ms/row, fresh rows) | optimal_wor refused | accepted: optimal_wor |"
         ),
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for e in results:
         wor_ms = "-" if "rrs_wor_ms" not in e else f"{e['rrs_wor_ms']:.2f}"
         wor_accepted = "-" if "accepted_rrs_wor" not in e else f"{e['accepted_rrs_wor']:.3f}"
         pair_ms = "-" if "optimal_pair_wor_ms" not in e else f"{e['optimal_pair_wor_ms']:.2f}"
         pair_accepted = "-" if "accepted_optimal_pair_wor" not in e else f"{e['accepted_optimal_pair_wor']:.3f}"
+        if "optimal_wor_ms" in e:
+            wor_accepted_rows = "-" if np.isnan(e["accepted_optimal_wor"]) else f"{e['accepted_optimal_wor']:.3f}"
+            wor_ms_row = "-" if np.isnan(e["optimal_wor_ms"]) else f"{e['optimal_wor_ms']:.1f}"
+            fresh = f"{wor_ms_row} | {e['optimal_wor_refused']} of {e['optimal_wor_rows']} | {wor_accepted_rows}"
+        else:
+            fresh = "- | - | -"
         merged = "-" if np.isnan(e.get("merged_ms", np.nan)) else f"{e['merged_ms']:.2f}"
         full = "| - | - " if "sorted_ms" not in e else f"| {e['sorted_ms']:.2f} | {merged} "
         lines.append(
             f"| {e['sampling']} | {e['k']} | {e['optimal_ms']:.2f} {full}| {e['argsort_ms']:.2f} | {e['row_sort_ms']:.2f} "
             f"| {e['rrs_ms']:.2f} "
             f"| {e['ratio_to_rrs']:.1f} | {wor_ms} | {e['accepted_optimal']:.3f} "
-            f"| {e['accepted_rrs']:.3f} | {wor_accepted} | {e['alpha_star_iid']:.3f} | {pair_ms} | {pair_accepted} |"
+            f"| {e['accepted_rrs']:.3f} | {wor_accepted} | {e['alpha_star_iid']:.3f} | {pair_ms} | {pair_accepted} | {fresh} |"
         )
     return "\n".join(lines)
 
@@ -203,6 +256,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--json", default=None, help="also write the results to this file")
     parser.add_argument("--vocabs", default=None, help="also time the two full paths at these vocabularies (k = 2)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda (rows, drafts and generators on that device)")
+    parser.add_argument("--wor-rows", type=int, default=2,
+                        help="time optimal_wor (k >= 3 without replacement) on this many fresh rows (seconds each; 0: not)")
     args = parser.parse_args(argv)
     device = torch.device(args.device)
     torch.set_num_threads(args.threads)
@@ -213,7 +268,11 @@ def main(argv=None) -> dict:
               "merged rows first |\n|---|---|---|---|---|")
         print("\n".join(f"| {e['vocab']:,} | {e['sorted_ms']:.2f} | {e['merged_ms']:.2f} | {e['pair_sorted_ms']:.3f} | "
                          f"{e['pair_merged_ms']:.3f} |" for e in vocabs))
-    results = run(args.rows, args.vocab, ks, args.repeats, getattr(torch, args.dtype), device)
+    wor_rows = min(args.wor_rows, args.rows)
+    if wor_rows and max(ks) >= 3:
+        print(f"optimal_wor (k >= 3 without replacement): {wor_rows} fresh row(s) per k, each set up once "
+              "(up to a few seconds a row at the Qwen vocabulary)", flush=True)
+    results = run(args.rows, args.vocab, ks, args.repeats, getattr(torch, args.dtype), device, wor_rows)
     info = {
         "rows": args.rows,
         "vocab": args.vocab,

@@ -69,6 +69,7 @@ from .enumeration import (
     enumerated_rule_law,
     is_exact,
     resolve_method,
+    support_size,
     validate_one_q,
     zeros_like,
 )
@@ -115,7 +116,7 @@ def pair_parameters(p, q) -> PairParameters:
     if len(p) < 2:
         raise InvalidDraftCountError(f"k=2 drafts without replacement from a vocabulary of {len(p)} tokens")
     order = ratio_order(p, q)  # q = 0 last
-    if sum(1 for v in q if v > 0) == 1:
+    if support_size(q) == 1:
         return _exhausted_support(p, q, order, p[0] * 0)
     return water_level_parameters(p, q, order, pair_masses)
 
@@ -246,24 +247,21 @@ def flux_setup(p, q, order: np.ndarray, masses_of) -> FluxSetup:
     """Ranks, cut, minimal flux and selection law ``x`` of the construction (module
     docstring), in the inputs' number type, from the masses ``masses_of`` gives
     (:func:`water_level_parameters`); no levels."""
-    n = sum(1 for v in q if v > 0)
+    n = support_size(q)
     order = order[:n]
-    zero = p[0] * 0
-    ps, qs = [p[t] for t in order], [q[t] for t in order]
+    floats = _float_array(p)  # the same float operations in numpy, on Python floats in the loops
+    zero = 0.0 if floats else p[0] * 0
+    ps, qs = (values[order].tolist() for values in (p, q)) if floats else ([p[t] for t in order], [q[t] for t in order])
     masses, sigma = masses_of(qs, zero)
-    # f(j) = P_j + 1 - T_j with T_j = sum_{a<j} sigma_a (a sum of nonnegative terms: the form
-    # C_j W_j - sum w q cancels badly when some w is large)
-    values, P, T = [], zero, zero
-    for j in range(n + 1):
-        values.append(P + 1 - T)
-        if j < n:
-            P, T = P + ps[j], T + sigma[j]
-    m = min(range(n + 1), key=lambda j: (values[j], j))
+    m = _optimal_cut(ps, sigma, zero, floats)
     unit = _rounding_unit(zero)
     flux = _minimal_flux(ps, sigma, m, zero, unit)
     selection = zeros_like(p)
-    for a in range(n):
-        selection[order[a]] = sigma[a] + flux[a + 1] - flux[a]
+    if floats:  # sigma_a + F(a + 1) - F(a), as below
+        selection[order] = (np.asarray(sigma, dtype=np.float64) + flux[1:]) - np.asarray(flux[:-1])
+    else:
+        for a in range(n):
+            selection[order[a]] = sigma[a] + flux[a + 1] - flux[a]
     rank = np.full(len(p), -1, dtype=np.int64)
     rank[np.asarray(order, dtype=np.int64)] = np.arange(n)
     if isinstance(zero, float):  # one pass in numpy over a real vocabulary
@@ -271,6 +269,30 @@ def flux_setup(p, q, order: np.ndarray, masses_of) -> FluxSetup:
     else:
         acceptance = sum((min(x, y) for x, y in zip(p, selection)), zero)
     return FluxSetup(np.asarray(order), rank, m, flux, masses, p, selection, acceptance, unit)
+
+
+def _float_array(p) -> bool:
+    """Whether ``p`` is an array of floats (the verifiers' rows), which :func:`flux_setup` runs
+    through numpy and Python floats: the same IEEE operations in the same order as its
+    generic loops, so the same values to the bit (tested against the loops on the same floats
+    given as an object array)."""
+    return isinstance(p, np.ndarray) and p.dtype.kind == "f"
+
+
+def _optimal_cut(ps: list, sigma: list, zero, floats: bool) -> int:
+    """``m``, the first minimiser of ``f(j) = P_j + 1 - T_j`` over ``j = 0..n``, with ``P_j``
+    and ``T_j = sum_{a<j} sigma_a`` summed upward (a sum of nonnegative terms: the form ``C_j
+    W_j - sum w q`` cancels badly when some ``w`` is large). ``floats``: the running sums by
+    ``np.cumsum``, which adds in the same order."""
+    if floats:
+        P, T = (np.concatenate(([0.0], np.cumsum(values, dtype=np.float64))) for values in (ps, sigma))
+        return int(np.argmin((P + 1) - T))
+    values, P, T = [], zero, zero
+    for j in range(len(ps) + 1):
+        values.append(P + 1 - T)
+        if j < len(ps):
+            P, T = P + ps[j], T + sigma[j]
+    return min(range(len(ps) + 1), key=lambda j: (values[j], j))
 
 
 def _construct(p, q, order: np.ndarray, masses_of, clip_rounding: bool = False,

@@ -73,6 +73,7 @@ from .enumeration import (
     enumerated_rule_law,
     is_exact,
     resolve_method,
+    support_size,
     validate_one_q,
     zeros_like,
 )
@@ -196,7 +197,7 @@ def wor_parameters(p, q, k: int, *, clock_masses=ClockSetMasses) -> PairParamete
     tuples = count_without_replacement(q, k)
     limit = MAX_RULE_ENUMERATION if is_exact(p) else MAX_ENUMERATED_TUPLES
     order = ratio_order(p, q)
-    n = sum(1 for v in q if v > 0)
+    n = support_size(q)
     if _takes_clock_path(p, n, k, tuples, clock_masses):
         try:
             return _clock_parameters(p, q, order, n, k, tuples, clock_masses)
@@ -293,7 +294,7 @@ def _clock_parameters(p, q, order, n: int, k: int, tuples: int, clock_masses) ->
 def _built_clock_masses(q, order, n: int, k: int, tuples: int, clock_masses) -> ClockSetMasses:
     """The clock integral's masses of the ``q > 0`` by rank (renormalised), refused where its
     tables would be above ``clock_masses.max_table_floats``."""
-    q_ranked = np.asarray([float(q[t]) for t in order[:n]], dtype=np.float64)
+    q_ranked = np.asarray(q, dtype=np.float64)[order[:n]]  # (a copy: order is an index array)
     q_ranked /= q_ranked.sum()
     floats, limit = clock_masses.table_floats(n, node_count(q_ranked, k), k), clock_masses.max_table_floats
     if floats > limit:
@@ -311,7 +312,7 @@ def clock_flux_setup(p, q, k: int, clock_masses=ClockSetMasses) -> FluxSetup | N
     ``x``, and the masses the walk's bounds read, :func:`otm.rules.water_level_bounds.walk_decision`);
     ``None`` for other rows. Refused as :func:`wor_parameters` refuses, where the tables would be
     too large."""
-    n = sum(1 for v in q if v > 0)
+    n = support_size(q)
     tuples = count_without_replacement(q, k)
     if k < 3 or not _takes_clock_path(p, n, k, tuples, clock_masses):
         return None

@@ -249,6 +249,8 @@ def built_set_masses(masses: ClockSetMasses):
     the float64 construction, its wide redo and the certificates)."""
 
     def masses_of(qs: list, zero):
+        if isinstance(zero, float):  # the floats themselves (sigma >= 0, so 0.0 + v is v)
+            return masses, np.asarray(masses.sigma, dtype=np.float64).tolist()
         return masses, [zero + float(v) for v in masses.sigma]
 
     return masses_of

@@ -122,7 +122,8 @@ def test_profile_optimal_rows_on_synthetic_rows():
 
 def test_bench_optimal_verifier_on_small_rows(tmp_path):
     """Every column is timed for both draft schemes, optimal_pair_wor at k = 2 without
-    replacement only, and the JSON holds what the table printed."""
+    replacement only, optimal_wor at k >= 3 without replacement only (on fresh rows), and the
+    JSON holds what the table printed."""
     data = bench_optimal_verifier.main(["--rows", "3", "--vocab", "512", "--ks", "2,3", "--repeats", "1",
                                         "--json", str(tmp_path / "bench.json")])
     assert json.loads((tmp_path / "bench.json").read_text())["results"] == data["results"]
@@ -132,6 +133,10 @@ def test_bench_optimal_verifier_on_small_rows(tmp_path):
         assert e["optimal_ms"] > 0 and e["rrs_ms"] > 0 and 0 <= e["accepted_optimal"] <= 1
         assert ("optimal_pair_wor_ms" in e) == (e["sampling"] == "without_replacement" and e["k"] == 2)
         assert ("merged_ms" in e) == (e["sampling"] == "iid")
+        assert ("optimal_wor_ms" in e) == (e["sampling"] == "without_replacement" and e["k"] >= 3)
+    fresh = data["results"][-1]  # optimal_wor on the first 2 rows, answered at this size (the nesting is short)
+    assert (fresh["optimal_wor_rows"], fresh["optimal_wor_refused"]) == (2, 0)
+    assert fresh["optimal_wor_ms"] > 0 and 0 <= fresh["accepted_optimal_wor"] <= 1
     assert data["info"]["device"] == "cpu"
 
 

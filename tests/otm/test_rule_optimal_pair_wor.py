@@ -217,3 +217,66 @@ def test_flux_runs_are_the_maximal_runs_of_cuts_with_flux():
         assert inner == [j for j in range(lo + 1, hi + 1) if flux[j] > 0]
         assert all(lo <= f < t <= hi for f, t in runs)
         assert all(t1 < f2 for (_, t1), (f2, _) in zip(runs, runs[1:]))
+
+
+@st.composite
+def float_rows(draw):
+    """Float rows of 3-40 tokens: softmax rows of any sharpness, ``p = q``, a one-hot ``p``, and
+    zeros in ``q``."""
+    vocab = draw(st.integers(3, 40))
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    p = np.exp(rng.normal(0, draw(st.sampled_from([0.5, 2.0, 6.0])), vocab))
+    kind = draw(st.sampled_from(["softmax", "equal", "one_hot", "zeros_in_q"]))
+    q = np.exp(rng.normal(0, 2.0, vocab))
+    if kind == "equal":
+        q = p.copy()
+    elif kind == "one_hot":
+        p = np.eye(vocab)[rng.integers(vocab)]
+    elif kind == "zeros_in_q":
+        q[rng.choice(vocab, vocab // 3, replace=False)] = 0.0
+    assume(np.count_nonzero(q) >= 2)
+    return p / p.sum(), q / q.sum()
+
+
+def _setup_arrays(setup) -> list[np.ndarray]:
+    """The set-up's order, ranks, cut, flux and ``x``, as float64 arrays, and its acceptance
+    summed by numpy from ``x`` (the loops' own sum over an object array adds in another order)."""
+    parts = [np.asarray(part, dtype=np.float64) for part in (setup.order, setup.rank, [setup.cut], setup.flux, setup.selection)]
+    return parts + [np.minimum(np.asarray(setup.target, dtype=np.float64), parts[-1]).sum()]
+
+
+@settings(max_examples=60, deadline=None)
+@given(float_rows(), st.sampled_from(["pair", "clock"]))
+def test_float_rows_set_up_as_the_generic_loops_do_to_the_bit(row, masses):
+    """``flux_setup`` on float arrays (numpy, Python floats) gives the cut, flux and ``x`` of
+    its generic loops on the same floats (an object array), bit for bit, with the pair masses
+    and with the clock integral's (k = 3)."""
+    from otm.rules.wor_clock_masses import ClockSetMasses, built_set_masses
+
+    p, q = row
+    order = rule.ratio_order(p, q)
+    if masses == "pair":
+        masses_of = rule.pair_masses
+    else:
+        assume(np.count_nonzero(q) > 3)
+        ranked = q[order[:np.count_nonzero(q)]]
+        masses_of = built_set_masses(ClockSetMasses(ranked / ranked.sum(), 3))
+    fast = rule.flux_setup(p, q, order, masses_of)
+    loops = rule.flux_setup(p.astype(object), q.astype(object), order, masses_of)
+    for a, b in zip(_setup_arrays(fast), _setup_arrays(loops)):
+        assert np.array_equal(a, b)
+    assert fast.acceptance == _setup_arrays(fast)[-1]
+
+
+def test_the_bitwise_set_up_comparison_sees_one_ulp():
+    """The comparison above resolves a single unit in the last place: ``p`` with the entry of
+    the lowest ratio moved by one ulp (the first term of every running sum) gives another set-up."""
+    rng = np.random.default_rng(3)
+    p, q = (v / v.sum() for v in np.exp(rng.normal(0, 2.0, (2, 30))))
+    order = rule.ratio_order(p, q)
+    moved = p.copy()
+    moved[order[0]] = np.nextafter(moved[order[0]], 1.0)
+    fast = rule.flux_setup(moved, q, order, rule.pair_masses)
+    loops = rule.flux_setup(p.astype(object), q.astype(object), order, rule.pair_masses)
+    assert not all(np.array_equal(a, b) for a, b in zip(_setup_arrays(fast), _setup_arrays(loops)))
