@@ -30,7 +30,7 @@ per row = the batched call's time / rows):
   its set-up of the row is part of the time (a set-up is kept only for a call that repeats the
   row). Median ms per answered row, how many it refused (a walk its bounds leave open,
   past the nesting's limit) and the fraction of the answered rows it accepted. Its passes are
-  compiled code shared among threads, so it uses every core whatever ``--threads``.
+  compiled code shared among torch's threads (``--threads``), as in decoding.
 
 ``accepted`` columns: the fraction of rows whose verifier accepted a draft, over all
 repeats (each repeat draws fresh uniforms); the optimal verifier's expectation is

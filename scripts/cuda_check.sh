@@ -9,7 +9,7 @@
 #    and bfloat16 (tests/decoding/test_verifiers_exactness.py::test_cuda_follows_the_law) and
 #    the optimal_pair_wor verifier's outputs on their device, and the CUDA graphs of the optimal
 #    verifiers' full path (draw for draw the eager path's; tests/decoding/test_cuda_graphs.py),
-#    and the bring-your-own-verifier entry point on CUDA tensors (not yet run on a GPU);
+#    and the bring-your-own-verifier entry point on CUDA tensors;
 # 2. `otm decode --device cuda` with every rule of the registry on the tiny random model pair
 #    (binary:3 trees, one chain for a rule of one draft, the ensemble rules without a tree, the
 #    sequence verifiers on their own trees), float32 and bfloat16: each must exit 0;
