@@ -45,8 +45,10 @@ from .kept import Kept
 _compiled = numba.njit(cache=True, nogil=True, error_model="numpy")
 
 #: Nodes per chunk of the passes that :func:`by_nodes` shares among threads (and of the sums
-#: over nodes, :func:`_across`): a fixed cut, so the values do not depend on the threads.
-NODE_CHUNK = 48
+#: over nodes, :func:`_across`): a fixed cut, so the values do not depend on the threads. 16
+#: gives a row of 270-420 nodes 17-27 chunks, enough for 16 threads (48, until 2026-11-27, gave
+#: 6-9: 1.6-1.7x slower at 16 threads, no faster at 2; docs/optimal-verifier.md, section 9).
+NODE_CHUNK = 16
 
 
 @_compiled
