@@ -259,6 +259,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--wor-rows", type=int, default=2,
                         help="time optimal_wor (k >= 3 without replacement) on this many fresh rows (seconds each; 0: not)")
     args = parser.parse_args(argv)
+    if args.wor_rows < 0:
+        parser.error(f"--wor-rows must be 0 or more, got {args.wor_rows}")
     device = torch.device(args.device)
     torch.set_num_threads(args.threads)
     ks = [int(k) for k in args.ks.split(",")]
