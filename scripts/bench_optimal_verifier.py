@@ -56,8 +56,7 @@ import time
 import numpy as np
 import torch
 
-from decoding.verifiers import optimal, optimal_buckets, optimal_latent, optimal_pair_wor, rrs, rrs_wor
-from decoding.verifiers import optimal_wor
+from decoding.verifiers import optimal, optimal_buckets, optimal_latent, optimal_pair_wor, optimal_wor, rrs, rrs_wor
 from decoding.verifiers.base import Scratch
 from otm.errors import NotApplicableError
 from otm.formulations.prefix_scan import iid_optimum_for_ks
