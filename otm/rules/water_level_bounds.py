@@ -29,6 +29,16 @@ decision only where it clears its threshold by that relative amount. For two dra
 pair rule's :func:`otm.rules.optimal_pair_wor.yield_decision` is :func:`span_decision` on its
 pair masses; the verifiers of ``k >= 3`` drafts (:mod:`decoding.verifiers.optimal_wor`) walk
 with :func:`walk_decision` and build the levels only where it leaves the walk undecided.
+
+Where the flux is a float array and the masses give a run's cuts at once and an upper bound by
+the highest member (``highest_in``: ``M_R(j) <= sum_{a in [j, t_R]} sigma_a``, the clock
+integral's), every test first reads cheap bounds from that upper bound, two suffix sums per
+cut, and computes interval masses only at the cuts the cheap bounds cannot settle: for (i) the
+cuts that may hold the least bound, for the widening the cut where a window may end, for (ii)
+the cuts that may pass. With :data:`LOWER_SLACK` far above the masses' rounding, the decisions
+are those of the exact bounds (tested draw for draw), except where an interval mass rounds to
+0: its bound (i) is then taken as 0, and a cheap bound may pass the cut, itself a valid bound
+(``F(j) / sum sigma <= F(j) / M_R0(j) <= L(j)``).
 """
 from __future__ import annotations
 
@@ -93,10 +103,59 @@ def _cut_bounds(flux, masses, run: tuple[int, int], lo: int, hi: int, margin=0):
         return np.where(mass > 0, flux[lo:hi + 1] / mass * (1 - margin), 0.0)
 
 
+#: How far (relative) the cheap lower bounds of (i) (:func:`_cut_lower_bounds`) sit below
+#: what they stand for: far above the relative errors of the clock integral's masses and of
+#: ``sigma`` (a few ``1e-14``), so a cut whose cheap bound reaches a level has a bound (i) that
+#: reaches it too.
+LOWER_SLACK = 1e-6
+
+
+def _cheap_bounds(flux, masses) -> bool:
+    """Whether the widening can read cheap lower bounds of (i) first (:func:`_cut_lower_bounds`):
+    spans read in numpy (:func:`_reads_spans`) from masses that bound their sets by the highest
+    member (``highest_in``, the clock integral's)."""
+    return _reads_spans(flux, masses) and getattr(masses, "highest_in", None) is not None
+
+
+def _cut_lower_bounds(flux, masses, run: tuple[int, int], lo: int, hi: int, margin):
+    """At the cuts ``lo..hi`` of ``run``, lower bounds of :func:`cut_bound` without an interval
+    mass: ``M_run(j)`` counts only draft sets whose highest member lies in ``[j, t]``, so
+    ``F(j) / masses.highest_in(j, t)`` bounds ``F(j) / M_run(j)`` below; less ``margin`` and
+    :data:`LOWER_SLACK` (relative). On a run that reaches from the lowest ranks, nearly every set
+    with its highest member in ``[j, t]`` has another below ``j``, so these are nearly the bounds
+    (i) themselves, at the cost of two suffix sums per cut."""
+    upper = masses.highest_in(lo, hi, run[1])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(upper > 0, flux[lo:hi + 1] / upper * ((1 - margin) * (1 - LOWER_SLACK)), 0.0)
+
+
 def span_lower_bound(flux, masses, run: tuple[int, int], low: int, high: int, margin=0):
     """(i): ``min_{low < j <= high} L(j) >= min_j F(j) / M_run(j)`` (module docstring)."""
-    bounds = _cut_bounds(flux, masses, run, low + 1, high, margin)
-    return float(bounds.min()) if isinstance(bounds, np.ndarray) else min(bounds)
+    return _least_bound(flux, masses, run, low + 1, high, margin)[0]
+
+
+def _least_bound(flux, masses, run: tuple[int, int], lo: int, hi: int, margin):
+    """``(bound, cut)``: the least :func:`cut_bound` at the cuts ``lo..hi`` of ``run`` and the
+    first cut that has it. Where cheap lower bounds exist (:func:`_cheap_bounds`), only the cuts
+    that can hold it are computed exactly: the block of :data:`WIDEN_FIRST` cuts from the cut of
+    least cheap bound, then the stretch between the first and the last cut whose cheap bound is
+    at most the least exact one found (every other cut's exact bound is at least its cheap one,
+    above that least), so the same bound and cut as all the exact bounds give."""
+    if not _cheap_bounds(flux, masses):
+        bounds = _cut_bounds(flux, masses, run, lo, hi, margin)
+        i = int(np.argmin(bounds)) if isinstance(bounds, np.ndarray) else min(range(len(bounds)), key=bounds.__getitem__)
+        return (float(bounds[i]) if isinstance(bounds, np.ndarray) else bounds[i]), lo + i
+    values = _cut_lower_bounds(flux, masses, run, lo, hi, margin)
+    exact = np.zeros(values.size, dtype=bool)
+    i = int(np.argmin(values))
+    end = min(values.size, i + WIDEN_FIRST)
+    values[i:end], exact[i:end] = _cut_bounds(flux, masses, run, lo + i, lo + end - 1, margin), True
+    open_ = np.flatnonzero(~exact & (values <= values[exact].min()))  # ties with the least included
+    if open_.size:  # the hull of the cuts that may hold the least, at once (cuts read before are kept)
+        a, b = int(open_[0]), int(open_[-1])
+        values[a:b + 1], exact[a:b + 1] = _cut_bounds(flux, masses, run, lo + a, lo + b, margin), True
+    i = int(np.argmin(values))  # every cut left cheap has a cheap bound, and so an exact one, above the least
+    return float(values[i]), lo + i
 
 
 def span_at_most(flux, masses, run: tuple[int, int], low: int, high: int, u, margin=0,
@@ -111,20 +170,23 @@ def span_at_most(flux, masses, run: tuple[int, int], low: int, high: int, u, mar
     integral), a lower bound of the integral from at most ``windows`` of them: on ``[u (i -
     1) / windows, u i / windows)`` the window of its upper end, which the windows of that
     interval contain (``windows=1`` is (ii) alone). ``False`` proves nothing."""
-    widening = _Widening(lambda lo, hi: _cut_bounds(flux, masses, run, lo, hi, margin), run, low, high)
+    cheap = _cheap_bounds(flux, masses)
+    widening = _Widening(lambda lo, hi: _cut_bounds(flux, masses, run, lo, hi, margin), run, low, high,
+                         (lambda lo, hi: _cut_lower_bounds(flux, masses, run, lo, hi, margin)) if cheap else None)
     while True:
         last = not widening.read_on(u)
-        if (last or high - low <= widening.size) and _passes(flux, masses, widening.window(u), low, high, u, margin):
+        tried = last or (not cheap and high - low <= widening.size)  # cheap bounds: W_u itself, read at once
+        if tried and _passes(flux, masses, widening.window(u), low, high, u, margin):
             return True  # a span longer than the next stretch is tried once, when the reading is done
         if last:
             break
     if windows == 1:
         return False
-    span = widening.bounds_of(low + 1, high)
-    j = low + 1 + (int(np.argmin(span)) if isinstance(span, np.ndarray) else min(range(len(span)), key=span.__getitem__))
+    j = _least_bound(flux, masses, run, low + 1, high, margin)[1]
     if windows is None:
         while widening.read_on(0):
             pass
+        widening.refine_all()
         return flux[j] * (1 + margin) <= _window_integral(masses, widening, low, high, j, u)
     total = u * 0
     for i in range(1, windows + 1):
@@ -138,8 +200,22 @@ def span_at_most(flux, masses, run: tuple[int, int], low: int, high: int, u, mar
 def _passes(flux, masses, window: tuple[int, int], low: int, high: int, u, margin) -> bool:
     """Whether ``F(j) <= u M_window(j)`` at some cut ``low < j <= high`` (the test (ii)), read
     upward by stretches of :data:`WIDEN_FIRST` cuts, then 4 times more each time, up to the
-    first cut that passes."""
+    first cut that passes. Where cheap bounds exist (:func:`_cheap_bounds`), only the cuts
+    where ``F(j) <= u`` times the window's ``highest_in`` (an upper bound of ``M_window(j)``, with
+    :data:`LOWER_SLACK`) can pass, and only their blocks are read exactly."""
     b, c = window
+    if _cheap_bounds(flux, masses):
+        lo = low + 1
+        fluxes = flux[lo:high + 1] * (1 + margin)
+        candidates = np.flatnonzero(fluxes <= u * masses.highest_in(lo, high, c) * (1 + LOWER_SLACK))
+        read_to = -1  # the last index read exactly
+        for i in candidates:
+            if i <= read_to:
+                continue
+            read_to = min(high - lo, i + WIDEN_FIRST - 1)
+            if np.any(fluxes[i:read_to + 1] <= u * _across_cuts(flux, masses, b, lo + i, lo + read_to, c)):
+                return True
+        return False
     lo, size = low + 1, WIDEN_FIRST
     while lo <= high:
         hi = min(high, lo + size - 1)
@@ -169,33 +245,73 @@ class _Widening:
     """The bounds (i) of the cuts of ``run`` outside the span ``[low, high]``, read outward
     from it stretch by stretch (:data:`WIDEN_FIRST` cuts, then 4 times more each time;
     ``bounds_of(lo, hi)`` gives those of the cuts ``lo..hi``), and the span widened through the
-    cuts read whose bound is at least a level ``s`` (:meth:`window`)."""
+    cuts read whose bound is at least a level ``s`` (:meth:`window`). With ``lower_of`` (cheap
+    lower bounds of the same, :func:`_cut_lower_bounds`) the stretches are read cheaply and a
+    cheap bound below ``s`` is replaced by the exact ones of its block of :data:`WIDEN_FIRST`
+    cuts before it may end a window: the windows are the exact bounds' windows, since a cut
+    whose cheap bound reaches ``s`` has an exact one that does."""
 
-    def __init__(self, bounds_of, run: tuple[int, int], low: int, high: int):
+    def __init__(self, bounds_of, run: tuple[int, int], low: int, high: int, lower_of=None):
         self.bounds_of, (self.f, self.t), self.low, self.high = bounds_of, run, low, high
+        self.lower_of = lower_of
         self.left, self.right = [], []  # bounds of the cuts low, low - 1, ... and high + 1, high + 2, ...
+        self.exact = {"left": None, "right": None}  # with lower_of: which of them are exact (bool arrays)
         self.size = WIDEN_FIRST
 
     def window(self, s) -> tuple[int, int]:
         """The span widened through the cuts read so far whose bound is at least ``s``, on each
         side up to the first below it."""
-        return self.low - _first_below(self.left, s), self.high + _first_below(self.right, s)
+        return self.low - self._first_below("left", s), self.high + self._first_below("right", s)
 
     def read_on(self, s) -> bool:
         """Read the next stretch on each side where no cut read has a bound below ``s`` and the
         run goes on; ``False`` when neither side needs it (the window of ``s`` is then
         :meth:`window`'s, the widening of Lemma 9 (ii))."""
         more = False
-        if _first_below(self.left, s) == len(self.left) and self.low - len(self.left) > self.f:
+        read = self.lower_of or self.bounds_of
+        if self._first_below("left", s) == len(self.left) and self.low - len(self.left) > self.f:
             top = self.low - len(self.left)
-            self.left = _joined(self.left, self.bounds_of(max(self.f + 1, top - self.size + 1), top)[::-1])
+            self._extend("left", read(max(self.f + 1, top - self.size + 1), top)[::-1])
             more = True
-        if _first_below(self.right, s) == len(self.right) and self.high + len(self.right) < self.t:
+        if self._first_below("right", s) == len(self.right) and self.high + len(self.right) < self.t:
             lo = self.high + len(self.right) + 1
-            self.right = _joined(self.right, self.bounds_of(lo, min(self.t, lo + self.size - 1)))
+            self._extend("right", read(lo, min(self.t, lo + self.size - 1)))
             more = True
         self.size *= 4
         return more
+
+    def refine_all(self) -> None:
+        """Every bound read made exact (what :func:`_window_integral` reads)."""
+        for side in ("left", "right"):
+            while self.exact[side] is not None and not self.exact[side].all():
+                self._refine(side, int(np.argmin(self.exact[side])))
+
+    def _extend(self, side: str, more) -> None:
+        setattr(self, side, _joined(getattr(self, side), more))
+        if self.lower_of is not None:
+            self.exact[side] = np.concatenate([np.zeros(0, dtype=bool) if self.exact[side] is None else self.exact[side],
+                                               np.zeros(len(more), dtype=bool)])
+
+    def _first_below(self, side: str, s) -> int:
+        """The index of the first bound read on ``side`` below ``s`` (their count if none), the
+        cheap bounds below ``s`` made exact first, block by block."""
+        while True:
+            i = _first_below(getattr(self, side), s)
+            exact = self.exact[side]
+            if exact is None or i == len(exact) or exact[i]:
+                return i
+            self._refine(side, i)
+
+    def _refine(self, side: str, i: int) -> None:
+        """The exact bounds of the cuts ``i..i + WIDEN_FIRST - 1`` read on ``side``, in place of
+        their cheap ones."""
+        values, exact = getattr(self, side), self.exact[side]
+        end = min(len(values), i + WIDEN_FIRST)
+        if side == "left":  # index i is the cut low - i
+            values[i:end] = self.bounds_of(self.low - end + 1, self.low - i)[::-1]
+        else:  # index i is the cut high + 1 + i
+            values[i:end] = self.bounds_of(self.high + 1 + i, self.high + end)
+        exact[i:end] = True
 
 
 def _first_below(values, s) -> int:

@@ -170,6 +170,20 @@ class ClockSetMasses:
             self._runs[(f, t)] = self._run_masses(f, t)
         return float(self._runs[(f, t)][j - f - 1])
 
+    def highest_in(self, lo: int, hi: int, t: int) -> np.ndarray:
+        """``[hi - lo + 1]``: at the cuts ``j = lo..hi``, an upper bound on ``sum(sigma[j..t])``,
+        the mass of the draft sets whose highest member lies in ``[j, t]``, which bounds every
+        interval mass ``across(f, j, t)`` of a run ending at ``t`` (the sets it counts are among
+        those). From the suffix sums of ``sigma``, summed from the top (each within ``n eps`` of
+        itself, relative: ``sigma >= 0``), with that rounding allowed for: the difference of two
+        suffixes plus ``4 (n + 1) eps`` of the larger."""
+        suffix = getattr(self, "_sigma_suffix", None)
+        if suffix is None:
+            suffix = self._sigma_suffix = np.concatenate([np.cumsum(np.asarray(self.sigma, dtype=np.float64)[::-1])[::-1],
+                                                          [0.0]])
+        above_j = suffix[lo:hi + 1]
+        return (above_j - suffix[t + 1]) + 4 * (self.n + 1) * np.finfo(np.float64).eps * above_j
+
     def _run_masses(self, f: int, t: int) -> np.ndarray:
         """``across(f, j, t)`` for ``j = f + 1..t``: ``(E, D)`` of ``[f, j)`` by a forward pass
         (kept), of ``[j, t]`` by a backward pass that combines them cut by cut."""

@@ -356,3 +356,52 @@ def test_two_whole_real_rows_at_eight_drafts_are_kept_set_up():
     from decoding.verifiers.optimal_wor_numba import CompiledClockSetMasses
 
     assert 2 * CompiledClockSetMasses.table_floats(151_936, 450, 8) <= verifier.SETUP_FLOATS_KEPT
+
+
+def test_cheap_bounds_decide_every_walk_as_the_exact_bounds_do():
+    """The walk's bounds read through the cheap lower bounds of (i) first (``highest_in``, the
+    mass of the sets whose highest member lies above a cut) decide every walk, draw for draw, as
+    the exact bounds alone do: on a row of the clock path at ``k = 3, 5`` with the runs read as
+    spans (groups of 8 ranks), 300 draws each. With ``highest_in`` a third of what it is (no
+    longer an upper bound of the interval masses), some decision changes (the check can fail)."""
+    from decoding.verifiers.optimal_wor_numba import CompiledClockSetMasses
+
+    p, q = _clock_row(V=400, seed=3)
+    spans = {"eager_ranks": 0, "group": 8}
+    cheap_masses = type("Cheap", (CompiledClockSetMasses,), spans)
+    exact_masses = type("Exact", (CompiledClockSetMasses,), {**spans, "highest_in": None})
+    broken_masses = type("Broken", (CompiledClockSetMasses,), {
+        **spans, "highest_in": lambda self, lo, hi, t: CompiledClockSetMasses.highest_in(self, lo, hi, t) / 3})
+    for k in (3, 5):
+        rng = np.random.default_rng(k)
+        draws = [(rng.choice(len(q), k, replace=False, p=q), float(rng.random())) for _ in range(300)]
+
+        def verdicts(masses_class):
+            setup = rule.clock_flux_setup(p, q, k, clock_masses=masses_class)
+            flux = np.asarray(setup.flux, dtype=np.float64)
+            return [walk_decision(flux, setup.masses, [int(setup.rank[t]) for t in drafts], u,
+                                  margin=verifier.BOUND_MARGIN, windows=verifier.BOUND_WINDOWS) for drafts, u in draws]
+
+        exact = verdicts(exact_masses)
+        assert verdicts(cheap_masses) == exact
+        assert sum(v is not None for v in exact) > 150
+        assert verdicts(broken_masses) != exact
+
+
+def test_highest_in_bounds_every_interval_mass_above():
+    """``highest_in(lo, hi, t)`` is at least ``across(f, j, t)`` at every cut of every run of a
+    clock row (k = 3 and 5), and within a relative 1e-9 of it at some (the bound is tight where
+    the run reaches the lowest ranks)."""
+    from decoding.verifiers.optimal_wor_numba import CompiledClockSetMasses
+
+    p, q = _clock_row(V=200, seed=4)
+    for k in (3, 5):
+        masses = rule.clock_flux_setup(p, q, k, clock_masses=CompiledClockSetMasses).masses
+        n = masses.n
+        tightest = np.inf
+        for f, t in [(0, n - 1), (0, n // 2), (n // 3, n - 1), (n // 4, n // 2)]:
+            across = np.array([masses.across(f, j, t) for j in range(f + 1, t + 1)])
+            upper = masses.highest_in(f + 1, t, t)
+            assert np.all(upper >= across)
+            tightest = min(tightest, float(np.min((upper - across) / upper)))
+        assert tightest < 1e-9
