@@ -111,9 +111,9 @@ LOWER_SLACK = 1e-6
 
 
 def _cheap_bounds(flux, masses) -> bool:
-    """Whether the widening can read cheap lower bounds of (i) first (:func:`_cut_lower_bounds`):
-    spans read in numpy (:func:`_reads_spans`) from masses that bound their sets by the highest
-    member (``highest_in``, the clock integral's)."""
+    """Whether the bounds read cheap lower bounds of (i) first (:func:`_cut_lower_bounds`, and
+    ``highest_in`` in (ii)): spans read in numpy (:func:`_reads_spans`) from masses that bound
+    their sets by the highest member (``highest_in``, the clock integral's)."""
     return _reads_spans(flux, masses) and getattr(masses, "highest_in", None) is not None
 
 
