@@ -381,17 +381,26 @@ def walk_decision(flux, masses, ranks: list, u, margin=0, windows: int | None = 
     ``None`` where a step is undecided. The spans share their top, so the first run and the
     bound (i) of each step are carried from the step before: each cut is read once. A float
     ``flux`` given as an array, with masses that give a run's cuts at once (``across_cuts``),
-    is read a span at a time in numpy: the same decisions (the same float operations)."""
+    is read a span at a time in numpy: the same decisions (the same float operations); with
+    cheap bounds too (:func:`_cheap_bounds`), a step whose ``u`` lies below the least cheap
+    bound of its span goes down without reading an interval mass."""
     descending = sorted(range(len(ranks)), key=lambda i: -ranks[i])
     top, chosen = ranks[descending[0]], descending[0]
     run, bound, reached = None, None, top  # the bound (i) over the cuts (reached, top]
+    cheap, exact_to = None, top  # with cheap bounds: their least over (reached, top]; bound is over (exact_to, top]
     for lower in descending[1:]:
         low = ranks[lower]
         if not _carries(flux, low + 1, reached):
             break  # a cut between carries no flux: the level there is 0, span_decision's False
         run = run or first_run(flux, low, top)
-        below = span_lower_bound(flux, masses, run, low, reached, margin)
-        bound, reached = below if bound is None else min(bound, below), low
+        if _cheap_bounds(flux, masses):  # u below the cheap least bound is below the exact one: down
+            below = float(_cut_lower_bounds(flux, masses, run, low + 1, reached, margin).min())
+            cheap, reached = below if cheap is None else min(cheap, below), low
+            if u < cheap:
+                chosen = lower
+                continue
+        below = span_lower_bound(flux, masses, run, low, reached if cheap is None else exact_to, margin)
+        bound, reached, exact_to = below if bound is None else min(bound, below), low, low
         verdict = _decided(flux, masses, run, low, top, u, bound, margin, windows)
         if verdict is None:
             return None
