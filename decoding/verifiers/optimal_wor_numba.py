@@ -258,13 +258,13 @@ def _block_backward(q, s, none, some, E2, D2, lower_A, lower_B, decay, k, low, h
 
 
 @_compiled
-def group_pass(q, s, k, group, GE, GD):
-    """``GE[g], GD[g]`` ``[N, k]``: the count polynomials of the ranks ``[g group, (g + 1)
-    group)`` alone, one pass up the ranks, from which :func:`range_group` multiplies out any
-    range."""
+def group_pass(q, s, k, group, GE, GD, first, last):
+    """``GE[g], GD[g]`` ``[N, k]`` for the groups ``first <= g < last``: the count polynomials
+    of the ranks ``[g group, (g + 1) group)`` alone, one pass up their ranks, from which
+    :func:`range_group` multiplies out any range."""
     nodes = s.shape[0]
     none, some = np.empty(nodes), np.empty(nodes)
-    for a in range(q.shape[0]):
+    for a in range(first * group, min(q.shape[0], last * group)):
         g = a // group
         if a % group == 0:
             _empty_group(GE[g], GD[g])
@@ -309,17 +309,17 @@ def range_group(q, s, GE, GD, group, lo, hi, k, E, D):
 
 
 @_compiled
-def stretch_masses(q, s, w, above, E0f, D0f, GE, GD, group, f, low, high, t, k, out, block):
+def stretch_masses(q, s, w, above, E0f, D0f, EL, DL, GE, GD, group, low, high, t, k, out, block):
     """:func:`run_masses` of the run ``[f, t]`` at the cuts ``low + 1..high`` only
-    (``out[j - low - 1]``): the groups ``[f, low)`` and ``[high + 1, t]`` from
-    :func:`range_group`, then the passes of :func:`run_masses` over ``[low, high]`` alone, so
-    ``O((high - low) N k^2)`` plus the two ranges, whatever the run's length. The groups are
-    formed in another order than a pass over the run forms them, so the masses agree with
-    :func:`run_masses` to a few units of roundoff, not to the bit."""
+    (``out[j - low - 1]``), given ``(EL, DL)`` the group ``[f, low)`` (from :func:`range_group`,
+    or the prefix where ``f = 0``): the group ``[high + 1, t]`` from :func:`range_group`, then
+    the passes of :func:`run_masses` over ``[low, high]`` alone, so ``O((high - low) N k^2)``
+    plus the ranges, whatever the run's length. The groups are formed in another order than a
+    pass over the run forms them, so the masses agree with :func:`run_masses` to a few units of
+    roundoff, not to the bit."""
     decay = np.exp(-above[t] * s) * w
     nodes = _live_nodes(decay)
-    E, D, E2, D2 = np.empty((nodes, k)), np.empty((nodes, k)), np.empty((nodes, k)), np.empty((nodes, k))
-    range_group(q, s, GE, GD, group, f, low, k, E, D)
+    E, D, E2, D2 = EL[:nodes].copy(), DL[:nodes].copy(), np.empty((nodes, k)), np.empty((nodes, k))
     range_group(q, s, GE, GD, group, high + 1, t + 1, k, E2, D2)
     _cuts_between(q, s, E, D, E2, D2, E0f, D0f, decay, k, low, high, out, block, NO_TABLE, NO_TABLE, 0)
 
@@ -556,11 +556,22 @@ class CompiledClockSetMasses(ClockSetMasses):
         return self._lazy_run(f, t).cuts(lo, hi)
 
     def _stretch(self, f: int, low: int, high: int, t: int) -> np.ndarray:
-        """:func:`stretch_masses` by chunks of nodes (:meth:`_summed_by_nodes`)."""
-        group, k, block, groups = self.group, self.k, self.run_block, self._group_polynomials()
+        """:func:`stretch_masses` by chunks of nodes (:meth:`_summed_by_nodes`): the range ``[f,
+        low)`` from the groups of ranks, or from the prefix checkpoints where ``f = 0`` (a range
+        of the prefix, :func:`advance_prefix`), and ``[high + 1, t]`` from the groups, computing
+        only the groups these ranges take whole (:meth:`_groups_for`)."""
+        group, k, block = self.group, self.k, self.run_block
+        groups = self._groups_for([(high + 1, t + 1)] + ([(f, low)] if f > 0 else []))
+        lower = [array.copy() for array in self._prefix(low)] if f == 0 else None
 
         def stretch(q, s, w, above, E0f, D0f, out, c):
-            stretch_masses(q, s, w, above, E0f, D0f, *groups[c], group, f, low, high, t, k, out, block)
+            low_node, high_node = node_chunks(self.s.size)[c]
+            if lower is None:
+                EL, DL = np.empty((s.size, k)), np.empty((s.size, k))
+                range_group(q, s, *groups[c], group, f, low, k, EL, DL)
+            else:
+                EL, DL = lower[0][low_node:high_node], lower[1][low_node:high_node]
+            stretch_masses(q, s, w, above, E0f, D0f, EL, DL, *groups[c], group, low, high, t, k, out, block)
 
         return self._summed_by_nodes(stretch, f, high - low, high - low + 2 * group)
 
@@ -571,20 +582,33 @@ class CompiledClockSetMasses(ClockSetMasses):
         return self._lazy.put((f, t), run, run.floats)
 
     def _group_polynomials(self) -> list:
-        """Per chunk of nodes, ``(GE, GD)`` of every :attr:`group` of ranks (:func:`group_pass`,
-        one pass shared among threads by chunks of nodes), made when a stretch first needs them
-        (a row whose walks read no run longer than :attr:`eager_ranks` never does)."""
+        """Per chunk of nodes, ``(GE, GD)`` ``[groups, nodes, k]`` of every :attr:`group` of ranks
+        (:func:`group_pass`), every group computed."""
+        return self._groups_for([(0, self.n)])
+
+    def _groups_for(self, ranges: list[tuple[int, int]]) -> list:
+        """Per chunk of nodes, ``(GE, GD)`` of the :attr:`group` of ranks, with every group that
+        lies whole inside one of the rank ranges ``[lo, hi)`` computed (what :func:`range_group`
+        reads of them; the arrays are made when a stretch first needs them, and a row whose walks
+        read no run longer than :attr:`eager_ranks` never does). The missing groups of each range
+        in one :func:`group_pass`, shared among threads by chunks of nodes."""
+        chunks, count = node_chunks(self.s.size), (self.n + self.group - 1) // self.group
         if self._groups is None:
-            chunks, groups = node_chunks(self.s.size), (self.n + self.group - 1) // self.group
-            parts = [None] * len(chunks)
+            self._groups = [(np.empty((count, high - low, self.k)), np.empty((count, high - low, self.k)))
+                            for low, high in chunks]
+            self._group_ready = np.zeros(count, dtype=bool)
+        for lo, hi in ranges:
+            first, last = -(-lo // self.group), hi // self.group  # the groups inside [lo, hi)
+            missing = np.flatnonzero(~self._group_ready[first:last])
+            if missing.size == 0:
+                continue
+            a, b = first + int(missing[0]), first + int(missing[-1]) + 1
 
-            def chunk(c: int, low: int, high: int) -> None:
-                GE, GD = np.empty((groups, high - low, self.k)), np.empty((groups, high - low, self.k))
-                group_pass(self.q, self.s[low:high], self.k, self.group, GE, GD)
-                parts[c] = GE, GD
+            def chunk(c: int, low: int, high: int, a=a, b=b) -> None:
+                group_pass(self.q, self.s[low:high], self.k, self.group, *self._groups[c], a, b)
 
-            by_nodes(chunk, chunks, self.n * self.s.size)
-            self._groups = parts
+            by_nodes(chunk, chunks, (b - a) * self.group * self.s.size)
+            self._group_ready[a:b] = True
         return self._groups
 
     def across_one(self, f: int, j: int, t: int) -> float:

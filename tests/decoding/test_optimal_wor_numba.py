@@ -170,11 +170,12 @@ def test_ranges_multiplied_out_from_groups_give_the_runs_masses():
     broken = Grouped(q, 4)
     for GE_chunk, _ in broken._group_polynomials():  # the ranks 40..47, at every node
         GE_chunk[5] *= 1 + 1e-7
-    got = broken.across_cuts(0, 100, 140, 149)
-    whole = np.empty(149)
-    compiled.run_masses(masses.q, masses.s, masses.w, masses._above, *masses._prefix(0), 0, 149, 4, whole, 1024,
+    got = broken.across_cuts(17, 100, 140, 149)  # [17, 100) from the groups (a run from rank 0 takes the prefix)
+    whole = np.empty(132)
+    compiled.run_masses(masses.q, masses.s, masses.w, masses._above, *masses._prefix(17), 17, 149, 4, whole, 1024,
                         compiled.NO_TABLE, compiled.NO_TABLE, 0)
-    assert not np.allclose(got, whole[99:140], rtol=RANGE_AGREEMENT, atol=0)
+    assert np.allclose(Grouped(q, 4).across_cuts(17, 100, 140, 149), whole[82:123], rtol=RANGE_AGREEMENT, atol=0)
+    assert not np.allclose(got, whole[82:123], rtol=RANGE_AGREEMENT, atol=0)
 
 
 #: How closely a range multiplied out from groups agrees with the same ranks added one by one
@@ -301,3 +302,31 @@ def test_the_nesting_estimate_counts_the_square_of_each_run_of_flux():
     masses.max_nesting_seconds = 0.5 * seconds
     with pytest.raises(NotApplicableError, match="runs of up to 3 ranks"):
         masses.water_levels(list(flux), 0, 9, [0.0] * 11, 2.2e-16)
+
+
+def test_a_stretch_computes_only_the_groups_its_ranges_take():
+    """A span of a run read alone computes the groups of ranks inside ``(high, t]`` of each
+    stretch read (and inside ``[f, low)`` where the run starts above rank 0; from rank 0 that
+    range is the prefix), and no others; the masses are those of a whole pass over the run (the
+    test above)."""
+    q = _row(3, 150, 2.0)
+    stretches = []
+
+    class Recorded(compiled.CompiledClockSetMasses):
+        group, eager_ranks, run_block = 8, 0, 8
+
+        def _stretch(self, f, low, high, t):
+            stretches.append((f, low, high, t))
+            return super()._stretch(f, low, high, t)
+
+    def inside(lo, hi):
+        return set(range(-(-lo // 8), hi // 8))
+
+    for f, t in [(0, 149), (20, 130)]:
+        stretches.clear()
+        masses = Recorded(q, 4)
+        masses.across_cuts(f, 60, 70, t)
+        expected = set().union(*(inside(high + 1, end + 1) | (inside(start, low) if start > 0 else set())
+                                 for start, low, high, end in stretches))
+        assert stretches and set(np.flatnonzero(masses._group_ready).tolist()) == expected
+        assert len(expected) < masses._group_ready.size - 2
