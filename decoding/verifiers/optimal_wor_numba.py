@@ -563,9 +563,10 @@ class CompiledClockSetMasses(ClockSetMasses):
         group, k, block = self.group, self.k, self.run_block
         groups = self._groups_for([(high + 1, t + 1)] + ([(f, low)] if f > 0 else []))
         lower = [array.copy() for array in self._prefix(low)] if f == 0 else None
+        chunks = node_chunks(self.s.size)  # the chunks of _summed_by_nodes
 
         def stretch(q, s, w, above, E0f, D0f, out, c):
-            low_node, high_node = node_chunks(self.s.size)[c]
+            low_node, high_node = chunks[c]
             if lower is None:
                 EL, DL = np.empty((s.size, k)), np.empty((s.size, k))
                 range_group(q, s, *groups[c], group, f, low, k, EL, DL)
@@ -590,8 +591,9 @@ class CompiledClockSetMasses(ClockSetMasses):
         """Per chunk of nodes, ``(GE, GD)`` of the :attr:`group` of ranks, with every group that
         lies whole inside one of the rank ranges ``[lo, hi)`` computed (what :func:`range_group`
         reads of them; the arrays are made when a stretch first needs them, and a row whose walks
-        read no run longer than :attr:`eager_ranks` never does). The missing groups of each range
-        in one :func:`group_pass`, shared among threads by chunks of nodes."""
+        read no run longer than :attr:`eager_ranks` never does). Each range's groups from its first
+        missing one to its last in one :func:`group_pass` (a group computed again gets the same
+        values), shared among threads by chunks of nodes."""
         chunks, count = node_chunks(self.s.size), (self.n + self.group - 1) // self.group
         if self._groups is None:
             self._groups = [(np.empty((count, high - low, self.k)), np.empty((count, high - low, self.k)))

@@ -208,13 +208,13 @@ def _passes(flux, masses, window: tuple[int, int], low: int, high: int, u, margi
         lo = low + 1
         fluxes = flux[lo:high + 1] * (1 + margin)
         candidates = np.flatnonzero(fluxes <= u * masses.highest_in(lo, high, c) * (1 + LOWER_SLACK))
-        read_to = -1  # the last index read exactly
-        for i in candidates:
-            if i <= read_to:
-                continue
+        at = 0
+        while at < candidates.size:  # a block of cuts from each candidate not yet read
+            i = int(candidates[at])
             read_to = min(high - lo, i + WIDEN_FIRST - 1)
             if np.any(fluxes[i:read_to + 1] <= u * _across_cuts(flux, masses, b, lo + i, lo + read_to, c)):
                 return True
+            at = int(np.searchsorted(candidates, read_to, side="right"))
         return False
     lo, size = low + 1, WIDEN_FIRST
     while lo <= high:
@@ -386,8 +386,8 @@ def walk_decision(flux, masses, ranks: list, u, margin=0, windows: int | None = 
     bound of its span goes down without reading an interval mass."""
     descending = sorted(range(len(ranks)), key=lambda i: -ranks[i])
     top, chosen = ranks[descending[0]], descending[0]
-    run, bound, reached = None, None, top  # the bound (i) over the cuts (reached, top]
-    cheap, exact_to = None, top  # with cheap bounds: their least over (reached, top]; bound is over (exact_to, top]
+    run, bound, cheap = None, None, None  # the bounds (i) over (exact_to, top], the cheap ones over (reached, top]
+    reached, exact_to = top, top  # the lowest member reached; the cuts above exact_to have exact bounds read
     for lower in descending[1:]:
         low = ranks[lower]
         if not _carries(flux, low + 1, reached):
@@ -399,7 +399,7 @@ def walk_decision(flux, masses, ranks: list, u, margin=0, windows: int | None = 
             if u < cheap:
                 chosen = lower
                 continue
-        below = span_lower_bound(flux, masses, run, low, reached if cheap is None else exact_to, margin)
+        below = span_lower_bound(flux, masses, run, low, exact_to, margin)
         bound, reached, exact_to = below if bound is None else min(bound, below), low, low
         verdict = _decided(flux, masses, run, low, top, u, bound, margin, windows)
         if verdict is None:

@@ -45,6 +45,8 @@ forward and a backward pass over its ranks. Memory: the tables of ``e^{-q s}`` a
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..draft_laws import MAX_ENUMERATED_TUPLES
@@ -177,12 +179,15 @@ class ClockSetMasses:
         those). From the suffix sums of ``sigma``, summed from the top (each within ``n eps`` of
         itself, relative: ``sigma >= 0``), with that rounding allowed for: the difference of two
         suffixes plus ``4 (n + 1) eps`` of the larger."""
-        suffix = getattr(self, "_sigma_suffix", None)
-        if suffix is None:
-            suffix = self._sigma_suffix = np.concatenate([np.cumsum(np.asarray(self.sigma, dtype=np.float64)[::-1])[::-1],
-                                                          [0.0]])
+        suffix = self._sigma_suffix
         above_j = suffix[lo:hi + 1]
         return (above_j - suffix[t + 1]) + 4 * (self.n + 1) * np.finfo(np.float64).eps * above_j
+
+    @functools.cached_property
+    def _sigma_suffix(self) -> np.ndarray:
+        """``[n + 1]``: ``sum(sigma[a:])`` at every rank ``a``, summed from the top (made when
+        :meth:`highest_in` is first asked)."""
+        return np.concatenate([np.cumsum(np.asarray(self.sigma, dtype=np.float64)[::-1])[::-1], [0.0]])
 
     def _run_masses(self, f: int, t: int) -> np.ndarray:
         """``across(f, j, t)`` for ``j = f + 1..t``: ``(E, D)`` of ``[f, j)`` by a forward pass
