@@ -46,8 +46,9 @@ _compiled = numba.njit(cache=True, nogil=True, error_model="numpy")
 
 #: Nodes per chunk of the passes that :func:`by_nodes` shares among threads (and of the sums
 #: over nodes, :func:`_across`): a fixed cut, so the values do not depend on the threads. 16
-#: gives a row of 270-420 nodes 17-27 chunks, enough for 16 threads (48, until 2026-11-27, gave
-#: 6-9: 1.6-1.7x slower at 16 threads, no faster at 2; docs/optimal-verifier.md, section 9).
+#: gives a row of a few hundred nodes a few dozen chunks, enough for 16 threads (48, until
+#: 2026-11-27, gave a handful: 1.6-1.7x slower at 16 threads, no faster at 2;
+#: docs/optimal-verifier.md, section 9).
 NODE_CHUNK = 16
 
 
