@@ -123,25 +123,59 @@ def prefix_pass(q, s, w, above, k, every, E0, D0, sigma):
     """One pass up the ranks: ``E0[c], D0[c]`` ``[N, k]``, the count polynomials of the ranks
     ``[0, c * every)``, and ``sigma[a]``, the probability that rank ``a`` is the highest
     drafted: ``a`` rings ``k``-th with ``k - 1`` of ``[0, a)`` before, or it rang before and
-    one of ``[0, a)`` rings ``k``-th, and nothing above ``a`` has rung."""
+    one of ``[0, a)`` rings ``k``-th, and nothing above ``a`` has rung. The polynomials are held
+    degree by degree (``[k, N]``, so a rank's update runs along the nodes, :func:`_add_rank_by_degree`)
+    and the nodes past :func:`live_prefix_nodes` are left: the same float operations on the
+    same values as :func:`_add_rank` node by node, so the same prefixes and ``sigma``."""
     n, nodes = q.shape[0], s.shape[0]
-    E, D = np.empty((nodes, k)), np.empty((nodes, k))
+    E, D = np.zeros((k, nodes)), np.zeros((k, nodes))
+    E[0, :] = 1.0
     none, some = np.empty(nodes), np.empty(nodes)
-    _empty_group(E, D)
     for a in range(n):
         if a % every == 0:
-            E0[a // every], D0[a // every] = E, D
+            E0[a // every], D0[a // every] = E.T, D.T
         _clock(q[a], s, nodes, none, some)
         total = 0.0
         for i in range(nodes):
             if above[a] * s[i] > 745.2:  # e^{-q(above a) s} is 0 in float64 here and beyond
                 break
-            member = q[a] * none[i] * E[i, k - 1] + some[i] * D[i, k - 2]
+            member = q[a] * none[i] * E[k - 1, i] + some[i] * D[k - 2, i]
             total += member * np.exp(-above[a] * s[i]) * w[i]
         sigma[a] = total
-        _add_rank(E, D, none, some, q[a], E, D, k)
+        _add_rank_by_degree(E, D, none, some, q[a], k, nodes)
+        nodes = live_prefix_nodes(E, D, nodes)
     if n % every == 0:
-        E0[n // every], D0[n // every] = E, D
+        E0[n // every], D0[n // every] = E.T, D.T
+
+
+@_compiled
+def _add_rank_by_degree(E, D, none, some, q, k, nodes):
+    """:func:`_add_rank` in place on polynomials held degree by degree (``[k, N]``), at the
+    first ``nodes`` nodes: each coefficient by the same float operations in the same order."""
+    for d in range(k - 1, 0, -1):  # downward: degree d - 1 is read before it is written
+        for i in range(nodes):
+            a, b = none[i], some[i]
+            D[d, i] = D[d, i] * a + (q * a) * E[d, i] + D[d - 1, i] * b
+            E[d, i] = E[d, i] * a + E[d - 1, i] * b
+    for i in range(nodes):
+        a = none[i]
+        D[0, i] = D[0, i] * a + (q * a) * E[0, i]
+        E[0, i] = E[0, i] * a
+
+
+@_compiled
+def live_prefix_nodes(E, D, nodes):
+    """How many of the first ``nodes`` nodes lead up to the last where the group's ``(E, D)``
+    (``[k, N]``) has a coefficient other than 0. Past it every coefficient is exactly 0, and
+    stays so as ranks are added (each new coefficient is formed from old ones times finite
+    factors, so 0 begets 0), and every integrand that multiplies them is 0 there: a pass up the
+    ranks skips those nodes without changing a value."""
+    while nodes > 0:
+        for d in range(E.shape[0]):
+            if E[d, nodes - 1] != 0.0 or D[d, nodes - 1] != 0.0:
+                return nodes
+        nodes -= 1
+    return nodes
 
 
 @_compiled

@@ -106,6 +106,34 @@ def test_checkpointed_prefixes_are_the_one_pass_values_bit_for_bit(every):
         assert np.array_equal(E, one._E0[f]) and np.array_equal(D, one._D0[f])
 
 
+def _rebuilt_checkpoints(masses) -> tuple[np.ndarray, np.ndarray]:
+    """The checkpointed prefixes rebuilt rank by rank at every node (:func:`compiled.prefix_at`
+    from the empty group, node by node, no node left out)."""
+    n, every = masses.n, masses.checkpoint
+    pairs = [compiled.prefix_at(masses.q, masses.s, masses._E0[:1], masses._D0[:1], n + 1, c * every, masses.k)
+             for c in range(masses._E0.shape[0])]
+    return np.stack([E for E, _ in pairs]), np.stack([D for _, D in pairs])
+
+
+def test_the_prefix_pass_leaves_only_nodes_whose_polynomials_are_zero(monkeypatch):
+    """Past the last node where a prefix's ``(E, D)`` has a coefficient other than 0 the pass
+    stops updating (:func:`compiled.live_prefix_nodes`): on a row whose three likeliest draft
+    tokens come first it does stop (the last prefix is 0 at the top nodes), and its checkpoints
+    are to the bit those rebuilt rank by rank at every node, its ``sigma`` the reference's; a
+    pass that leaves one node more is caught by the same comparison."""
+    q = np.concatenate([[0.3, 0.25, 0.2], np.full(37, 0.25 / 37)])
+    masses = EveryFourRanks(q, 3)
+    assert np.all(masses._E0[-1, -1] == 0.0) and np.all(masses._D0[-1, -1] == 0.0)
+    E, D = _rebuilt_checkpoints(masses)
+    assert np.array_equal(masses._E0, E) and np.array_equal(masses._D0, D)
+    assert _relative(ClockSetMasses(q, 3).sigma, masses.sigma) <= AGREEMENT
+    original = compiled.live_prefix_nodes
+    monkeypatch.setattr(compiled, "live_prefix_nodes", lambda E, D, nodes: max(0, original(E, D, nodes) - 1))
+    E0, D0, sigma = np.empty_like(masses._E0), np.empty_like(masses._D0), np.empty(masses.n)
+    compiled.prefix_pass.py_func(masses.q, masses.s, masses.w, masses._above, 3, 4, E0, D0, sigma)
+    assert not (np.array_equal(E0, E) and np.array_equal(D0, D))
+
+
 def test_a_run_in_blocks_gives_the_same_masses():
     """A run's masses rebuilt block by block (the products of ``block`` ranks at a time) are
     the one block's to the bit, for blocks that divide the run and blocks that do not, and so are
