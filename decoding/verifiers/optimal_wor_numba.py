@@ -119,33 +119,47 @@ def _empty_group(E, D):
 
 
 @_compiled
-def prefix_pass(q, s, w, above, k, every, E0, D0, sigma):
-    """One pass up the ranks: ``E0[c], D0[c]`` ``[N, k]``, the count polynomials of the ranks
-    ``[0, c * every)``, and ``sigma[a]``, the probability that rank ``a`` is the highest
-    drafted: ``a`` rings ``k``-th with ``k - 1`` of ``[0, a)`` before, or it rang before and
-    one of ``[0, a)`` rings ``k``-th, and nothing above ``a`` has rung. The polynomials are held
-    degree by degree (``[k, N]``, so a rank's update runs along the nodes, :func:`_add_rank_by_degree`)
-    and the nodes past :func:`live_prefix_nodes` are left: the same float operations on the
-    same values as :func:`_add_rank` node by node, so the same prefixes and ``sigma``."""
-    n, nodes = q.shape[0], s.shape[0]
+def prefix_pass(q, s, w, above, k, every, chunks, E0, D0, parts):
+    """One pass up the ranks at the nodes of the chunks ``chunks`` (increasing indices of chunks
+    of :data:`NODE_CHUNK` nodes): ``E0[c], D0[c]`` ``[N, k]`` at those nodes, the count
+    polynomials of the ranks ``[0, c * every)``, and ``parts[chunk, a]``, each chunk's part of
+    ``sigma[a]`` (its nodes' terms added in their order), the probability that rank ``a`` is the
+    highest drafted: ``a`` rings ``k``-th with ``k - 1`` of ``[0, a)`` before, or it rang before
+    and one of ``[0, a)`` rings ``k``-th, and nothing above ``a`` has rung. The polynomials are
+    held degree by degree (``[k, nodes]``, so a rank's update runs along the nodes,
+    :func:`_add_rank_by_degree`) and the nodes past :func:`live_prefix_nodes` are left: the same
+    float operations on the same values as :func:`_add_rank` node by node, so the same prefixes
+    and parts whichever chunks one pass takes (:meth:`CompiledClockSetMasses._prefix_pass`)."""
+    index = np.empty(chunks.shape[0] * NODE_CHUNK, np.int64)  # the nodes, in order
+    nodes = 0
+    for chunk in chunks:
+        for node in range(chunk * NODE_CHUNK, min((chunk + 1) * NODE_CHUNK, s.shape[0])):
+            index[nodes] = node
+            nodes += 1
+    s, w, index = s[index[:nodes]], w[index[:nodes]], index[:nodes]
+    n, live = q.shape[0], nodes
     E, D = np.zeros((k, nodes)), np.zeros((k, nodes))
     E[0, :] = 1.0
     none, some = np.empty(nodes), np.empty(nodes)
-    for a in range(n):
+    for a in range(n + 1):
         if a % every == 0:
-            E0[a // every], D0[a // every] = E.T, D.T
-        _clock(q[a], s, nodes, none, some)
-        total = 0.0
-        for i in range(nodes):
+            for i in range(nodes):
+                for d in range(k):
+                    E0[a // every, index[i], d], D0[a // every, index[i], d] = E[d, i], D[d, i]
+        if a == n:
+            break
+        _clock(q[a], s, live, none, some)
+        total, current = 0.0, 0  # the part of the chunk chunks[current]
+        for i in range(live):
             if above[a] * s[i] > 745.2:  # e^{-q(above a) s} is 0 in float64 here and beyond
                 break
+            if i // NODE_CHUNK != current:
+                parts[chunks[current], a], total, current = total, 0.0, i // NODE_CHUNK
             member = q[a] * none[i] * E[k - 1, i] + some[i] * D[k - 2, i]
             total += member * np.exp(-above[a] * s[i]) * w[i]
-        sigma[a] = total
-        _add_rank_by_degree(E, D, none, some, q[a], k, nodes)
-        nodes = live_prefix_nodes(E, D, nodes)
-    if n % every == 0:
-        E0[n // every], D0[n // every] = E.T, D.T
+        parts[chunks[current], a] = total  # (0 where no node was taken, as parts starts)
+        _add_rank_by_degree(E, D, none, some, q[a], k, live)
+        live = live_prefix_nodes(E, D, live)
 
 
 @_compiled
@@ -205,14 +219,15 @@ def advance_prefix(q, s, E0, D0, every, f, k, E, D, at):
 
 
 @_compiled
-def _live_nodes(decay):
-    """How many nodes lead up to the last with ``decay > 0``: past it ``e^{-q(above t) s}``
-    underflows to 0, so a node's term adds exactly 0 to the integral and is skipped (skipping
-    it changes no sum)."""
+def _live_nodes(decay, E0f, D0f):
+    """How many nodes lead up to the last with ``decay > 0`` where the prefix ``(E0f, D0f)``
+    (``[N, k]``) is not 0 (:func:`live_prefix_nodes`): past it ``e^{-q(above t) s}`` underflows
+    to 0, or every term of the integrand has a factor of the prefix, so a node's term adds
+    exactly 0 to the integral and is skipped (skipping it changes no sum)."""
     nodes = decay.shape[0]
     while nodes > 0 and decay[nodes - 1] == 0.0:
         nodes -= 1
-    return nodes
+    return live_prefix_nodes(E0f.T, D0f.T, nodes)
 
 
 #: The ranks of a run whose products below each cut :func:`run_masses` keeps at once (its
@@ -237,7 +252,7 @@ def run_masses(q, s, w, above, E0f, D0f, f, t, k, out, block, table_none, table_
     the ranks ``offset..``, :func:`clock_table`) where they hold a rank, else computed
     (:data:`NO_TABLE`), the same values either way."""
     decay = np.exp(-above[t] * s) * w
-    nodes = _live_nodes(decay)
+    nodes = _live_nodes(decay, E0f, D0f)
     E, D, E2, D2 = np.empty((nodes, k)), np.empty((nodes, k)), np.empty((nodes, k)), np.empty((nodes, k))
     _empty_group(E, D)  # the group [f, f)
     _empty_group(E2, D2)  # the group [t + 1, t]
@@ -353,7 +368,7 @@ def stretch_masses(q, s, w, above, E0f, D0f, EL, DL, GE, GD, group, low, high, t
     pass over the run forms them, so the masses agree with :func:`run_masses` to a few units of
     roundoff, not to the bit."""
     decay = np.exp(-above[t] * s) * w
-    nodes = _live_nodes(decay)
+    nodes = _live_nodes(decay, E0f, D0f)
     E, D, E2, D2 = EL[:nodes].copy(), DL[:nodes].copy(), np.empty((nodes, k)), np.empty((nodes, k))
     range_group(q, s, GE, GD, group, high + 1, t + 1, k, E2, D2)
     _cuts_between(q, s, E, D, E2, D2, E0f, D0f, decay, k, low, high, out, block, NO_TABLE, NO_TABLE, 0)
@@ -399,7 +414,7 @@ def lowest_law(q, s, w, above, E0f, D0f, f, t, k, out):
     or it rang before and one of those rings ``k``-th; ``(E0f, D0f)`` the prefix ``[0, f)``).
     No clock of ``[f, c)`` by ``s``: the product of their ``e^{-q s}``, formed upward."""
     decay = np.exp(-above[t] * s) * w
-    nodes = _live_nodes(decay)
+    nodes = _live_nodes(decay, E0f, D0f)
     none, some = np.empty(nodes), np.empty(nodes)
     gap = np.empty((t - f + 1, nodes))  # gap[c - f]: no arrival in [f, c) by s
     gap[0] = 1.0
@@ -540,23 +555,19 @@ class CompiledClockSetMasses(ClockSetMasses):
         return 2 * (n // cls.checkpoint + 1 + n // cls.group + 1) * nodes * k
 
     def _prefix_pass(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """:func:`prefix_pass` by chunks of nodes (:func:`by_nodes`), ``sigma`` the sum of the
-        chunks' parts in their order."""
+        """:func:`prefix_pass` over each thread's chunks of nodes (:func:`by_node_parts`), ``sigma``
+        the sum of the chunks' parts in their order."""
         every, k, checkpoints = self.checkpoint, self.k, self.n // self.checkpoint + 1
         E0, D0 = np.empty((checkpoints, self.s.size, k)), np.empty((checkpoints, self.s.size, k))
         chunks = node_chunks(self.s.size)
-        parts = np.empty((len(chunks), self.n))
+        parts = np.zeros((len(chunks), self.n))
         self._groups = None  # per chunk of nodes: (GE, GD) [groups, nodes, k], when first needed
 
-        def chunk(c: int, low: int, high: int) -> None:
-            E, D = np.empty((checkpoints, high - low, k)), np.empty((checkpoints, high - low, k))
-            prefix_pass(self.q, self.s[low:high], self.w[low:high], self._above, k, every, E, D, parts[c])
-            E0[:, low:high], D0[:, low:high] = E, D
+        def run(taken: np.ndarray) -> None:  # a thread's chunks in one pass up the ranks
+            prefix_pass(self.q, self.s, self.w, self._above, k, every, taken, E0, D0, parts)
 
-        by_nodes(chunk, chunks, self.n * self.s.size)
-        sigma = parts[0].copy()
-        for part in parts[1:]:
-            sigma += part
+        by_node_parts(run, chunks, self.n * self.s.size)
+        sigma = _in_order(parts)
         self._last = [np.empty_like(E0[0]), np.empty_like(D0[0]), self.n + 1]  # the prefix [0, at) last asked for
         self._lazy = Kept(self.RUN_FLOATS_KEPT)  # (f, t) -> _LazyRun
         return E0, D0, sigma
@@ -733,20 +744,32 @@ def node_chunks(nodes: int) -> list[tuple[int, int]]:
     return [(low, min(low + NODE_CHUNK, nodes)) for low in range(0, nodes, NODE_CHUNK)]
 
 
-def by_nodes(chunk, chunks: list[tuple[int, int]], work: int) -> None:
-    """``chunk(c, low, high)`` for every chunk of nodes, shared among threads
+def by_node_parts(run, chunks: list[tuple[int, int]], work: int) -> None:
+    """``run(taken)`` for each thread's share of the chunks of nodes (``taken``, the int64
+    indices ``part, part + parts, ...``), shared among threads
     (:func:`decoding.verifiers.base.share_rows`: the compiled passes release the GIL) where the
-    pass covers at least :data:`SHARED_FROM` rank-nodes (``work``). Every node's polynomials
-    are its own, so a pass by chunks computes each node's values as the whole pass does."""
+    pass covers at least :data:`SHARED_FROM` rank-nodes (``work``), else all in one call. Every
+    node's polynomials are its own, so a pass over any set of chunks computes each node's values
+    as the whole pass does."""
 
-    def run(part: int, parts: int) -> None:
-        for c in range(part, len(chunks), parts):
-            chunk(c, *chunks[c])
+    def part_run(part: int, parts: int) -> None:
+        run(np.arange(part, len(chunks), parts, dtype=np.int64))
 
     if work < SHARED_FROM:
-        run(0, 1)
+        part_run(0, 1)
     else:
-        share_rows(run, len(chunks))
+        share_rows(part_run, len(chunks))
+
+
+def by_nodes(chunk, chunks: list[tuple[int, int]], work: int) -> None:
+    """``chunk(c, low, high)`` for every chunk of nodes, a thread's share one chunk after another
+    (:func:`by_node_parts`)."""
+
+    def run(taken: np.ndarray) -> None:
+        for c in taken:
+            chunk(int(c), *chunks[c])
+
+    by_node_parts(run, chunks, work)
 
 
 class _LazyRun:
@@ -789,5 +812,5 @@ class _LazyRun:
         return view
 
 
-__all__ = ["CompiledClockSetMasses", "NODE_CHUNK", "RUN_BLOCK", "advance_prefix", "NO_TABLE", "by_nodes", "clock_table", "group_pass", "lowest_law", "node_chunks", "prefix_at", "prefix_pass", "range_group", "run_masses",
+__all__ = ["CompiledClockSetMasses", "NODE_CHUNK", "RUN_BLOCK", "advance_prefix", "NO_TABLE", "by_node_parts", "by_nodes", "clock_table", "group_pass", "lowest_law", "node_chunks", "prefix_at", "prefix_pass", "range_group", "run_masses",
            "stretch_masses", "water_levels"]

@@ -127,11 +127,30 @@ def test_the_prefix_pass_leaves_only_nodes_whose_polynomials_are_zero(monkeypatc
     E, D = _rebuilt_checkpoints(masses)
     assert np.array_equal(masses._E0, E) and np.array_equal(masses._D0, D)
     assert _relative(ClockSetMasses(q, 3).sigma, masses.sigma) <= AGREEMENT
-    original = compiled.live_prefix_nodes
+    original, chunks = compiled.live_prefix_nodes, np.arange(len(compiled.node_chunks(masses.s.size)))
     monkeypatch.setattr(compiled, "live_prefix_nodes", lambda E, D, nodes: max(0, original(E, D, nodes) - 1))
-    E0, D0, sigma = np.empty_like(masses._E0), np.empty_like(masses._D0), np.empty(masses.n)
-    compiled.prefix_pass.py_func(masses.q, masses.s, masses.w, masses._above, 3, 4, E0, D0, sigma)
+    E0, D0, parts = np.empty_like(masses._E0), np.empty_like(masses._D0), np.zeros((len(chunks), masses.n))
+    compiled.prefix_pass.py_func(masses.q, masses.s, masses.w, masses._above, 3, 4, chunks, E0, D0, parts)
     assert not (np.array_equal(E0, E) and np.array_equal(D0, D))
+
+
+def test_one_pass_over_many_chunks_gives_each_chunks_values():
+    """The prefix pass over every chunk of nodes at once, over every other chunk, and over each
+    chunk alone (as threads share them) gives the same checkpoints and per-chunk parts of
+    ``sigma`` to the bit."""
+    q = _row(4, 200, 2.0)
+    masses = EveryFourRanks(q, 5)
+    count = len(compiled.node_chunks(masses.s.size))
+    assert count > 3
+    results = []
+    for sets in ([np.arange(count)], [np.arange(0, count, 2), np.arange(1, count, 2)], [np.array([c]) for c in range(count)]):
+        E0, D0, parts = np.zeros_like(masses._E0), np.zeros_like(masses._D0), np.zeros((count, masses.n))
+        for chunks in sets:
+            compiled.prefix_pass(masses.q, masses.s, masses.w, masses._above, 5, 4, chunks.astype(np.int64), E0, D0, parts)
+        results.append((E0, D0, parts))
+    for E0, D0, parts in results[1:]:
+        assert all(np.array_equal(a, b) for a, b in zip((E0, D0, parts), results[0]))
+    assert np.array_equal(results[0][0], masses._E0) and np.array_equal(compiled._in_order(results[0][2]), masses.sigma)
 
 
 def test_a_run_in_blocks_gives_the_same_masses():
