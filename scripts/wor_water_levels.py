@@ -65,7 +65,9 @@ every size but the first has more than 1,000 draft tuples, the verifier's clock 
 largest relative error of every ``sigma`` and interval mass against the enumerated law on 40
 random rows (5-8 tokens, ``k = 3..5``, ``q`` over 9 decades), and for ``k = 3..32`` against the
 step 0.04 on 6 rows of 40 tokens each (``q`` over 3 and 12 decades; ``sigma`` and the masses of
-two runs), beside the step the module takes:
+two runs), beside the step the module takes; and the quadrature's lower end
+(:func:`otm.rules.wor_clock_masses.lower_end`) against one at ``1e-10 / k``, at the module's
+step, on the same kind of rows for ``k = 3..32`` (the nodes each takes):
 
     python scripts/wor_water_levels.py --quadrature
 """
@@ -309,13 +311,14 @@ def quadrature(seed: int = 1) -> None:
     from otm.draft_laws import without_replacement_law
     from otm.rules import wor_clock_masses as clock
 
-    def masses_at(step: float, q: np.ndarray, k: int):
-        saved = clock.quadrature_step
+    def masses_at(step: float, q: np.ndarray, k: int, lower_end=None):
+        saved = clock.quadrature_step, clock.lower_end
         clock.quadrature_step = lambda _: step
+        clock.lower_end = lower_end or clock.lower_end
         try:
             return clock.ClockSetMasses(q, k)
         finally:
-            clock.quadrature_step = saved
+            clock.quadrature_step, clock.lower_end = saved
 
     def relative(a: float, b: float) -> float:
         return abs(a - b) / b if b > 0 else abs(a)
@@ -368,6 +371,23 @@ def quadrature(seed: int = 1) -> None:
                 worst[step] = max(worst[step], max(errors))
         print(f"| {k} | {clock.quadrature_step(k):.3f} | " + " | ".join(f"{v:.1e}" for v in worst.values()) + " |",
               flush=True)
+    print("the lower end against one at 1e-10 / k (the module's step; 6 rows of 40 tokens per k, q over 3 and 12 "
+          "decades):")
+    print("| k | lower end | nodes (at 1e-10 / k) | largest relative error |")
+    print("|---|---|---|---|")
+    for k in (3, 4, 5, 6, 8, 12, 16, 24, 32):
+        worst, nodes = 0.0, ""
+        for trial in range(6):
+            q = 10.0 ** rng.uniform(-12 if trial % 2 else -3, 0, 40)
+            q /= q.sum()
+            step = clock.quadrature_step(k)
+            reference, masses = masses_at(step, q, k, lambda k: 1e-10 / k), masses_at(step, q, k)
+            nodes = nodes or f"{masses.s.size} ({reference.s.size})"
+            cuts = [(f, j, 39) for f in (0, 10) for j in range(f + 1, 40)]
+            errors = [relative(a, b) for a, b in zip(masses.sigma, reference.sigma) if b > 0]
+            errors += [relative(masses.across(*cut), reference.across(*cut)) for cut in cuts if reference.across(*cut) > 0]
+            worst = max(worst, max(errors))
+        print(f"| {k} | {clock.lower_end(k):.2g} | {nodes} | {worst:.1e} |", flush=True)
 
 
 def main(argv=None) -> None:

@@ -23,8 +23,15 @@ the law of the lowest member of a run, which certifies the levels
 (:func:`realised_selection`).
 
 Quadrature: the trapezoid rule in ``log s`` with step :func:`quadrature_step` from
-``1e-4 / k`` to ``90 / min q`` (every term decays at least like the density of one clock,
-``e^{-q_min s}``; below the lower end it is ``O(s^k)``). In ``y = log s`` every integrand is
+:func:`lower_end` to ``90 / min q`` (every term decays at least like the density of one clock,
+``e^{-q_min s}``). Below ``s <= 1`` every integrand is ``O(s^(k-1))`` relative to its size at
+``s = 1`` (a set's ``k`` members each rang by ``s``, each with probability ``1 - e^{-q s} <= q s``,
+and the total rate is 1, so the growth stops only past ``s = 1``): the part of a mass below the
+lower end is about ``s^k`` of it (up to factors of ``k``, which the measurement bounds), and ``lower_end(k) = (1e-4 / 3)^(3 / k)`` makes that part
+the same at every ``k`` as at ``k = 3``, whose lower end ``1e-4 / k`` was the end for every
+``k`` until 2026-11-27 (8 drafts: 0.021 instead of ``1.25e-5``, 46 nodes fewer; measured
+against an end at ``1e-10 / k``: ``python scripts/wor_water_levels.py --quadrature``,
+docs/optimal-verifier.md, section 8). In ``y = log s`` every integrand is
 analytic in a strip around the real axis (each factor ``e^{-q e^y}``, ``1 - e^{-q e^y}``,
 ``q e^y e^{-q e^y}`` is entire and bounded in every strip ``|Im y| <= d < pi / 2``), so the
 rule's error falls like ``exp(-a / h)`` with the step ``h``; as for :mod:`otm.formulations.wor_all_in`, ``a`` falls
@@ -71,10 +78,20 @@ def quadrature_step(k: int) -> float:
     return BASE_STEP * min(1.0, float(np.sqrt(8.0 / k)))
 
 
+#: The quadrature's lower end at ``k = 3`` drafts, ``1e-4 / 3`` (:func:`lower_end`).
+LOWER_END_AT_3 = 1e-4 / 3
+
+
+def lower_end(k: int) -> float:
+    """The quadrature's lower end in ``s`` for ``k`` drafts: ``LOWER_END_AT_3^(3 / k)``, where
+    ``s^k``, about the part of a mass below it (module docstring), is what it is at ``k = 3``."""
+    return LOWER_END_AT_3 ** (3.0 / k)
+
+
 def quadrature_nodes(q_ranked: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """``(s, weights)``: the trapezoid rule in ``log s`` of the module docstring."""
     step = quadrature_step(k)
-    low, high = np.log(1e-4 / k), np.log(90.0 / float(q_ranked.min()))
+    low, high = np.log(lower_end(k)), np.log(90.0 / float(q_ranked.min()))
     s = np.exp(np.arange(low, high + step, step))
     return s, step * s
 
@@ -292,5 +309,5 @@ def realised_selection(masses: ClockSetMasses, levels: list) -> np.ndarray:
     return realised
 
 
-__all__ = ["BASE_STEP", "CHECKPOINT", "ClockSetMasses", "MAX_TABLE_FLOATS", "built_set_masses", "clock_set_masses", "node_count", "quadrature_nodes", "quadrature_step",
+__all__ = ["BASE_STEP", "CHECKPOINT", "ClockSetMasses", "LOWER_END_AT_3", "MAX_TABLE_FLOATS", "built_set_masses", "clock_set_masses", "lower_end", "node_count", "quadrature_nodes", "quadrature_step",
            "realised_selection"]

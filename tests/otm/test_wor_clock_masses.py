@@ -72,6 +72,28 @@ def test_a_coarse_quadrature_is_caught(monkeypatch):
     assert relative(clock.ClockSetMasses(q, 3).sigma[3], sigma_3) > CLOCK_TOLERANCE
 
 
+@pytest.mark.parametrize("k", [4, 8, 16])
+def test_the_lower_end_leaves_out_no_mass_that_counts(monkeypatch, k):
+    """Every ``sigma`` and interval mass with the quadrature from :func:`clock.lower_end` is
+    the one from ``1e-10 / k`` (the same step) within the tolerance, on a row over 12 decades;
+    with the lower end at ``k``, inside the integrands' mass (the ``k``-th arrival takes a time
+    of ``k`` or more: the total rate is 1), the comparison fails."""
+    q = 10.0 ** np.random.default_rng(k).uniform(-12, 0, 30)
+    q /= q.sum()
+    masses = clock.ClockSetMasses(q, k)
+    monkeypatch.setattr(clock, "lower_end", lambda k: 1e-10 / k)
+    far = clock.ClockSetMasses(q, k)
+    assert far.s.size > masses.s.size
+
+    def largest_difference(a, b) -> float:
+        cuts = [(f, j, 29) for f in (0, 7) for j in range(f + 1, 30)]
+        return max([relative(x, y) for x, y in zip(a.sigma, b.sigma)] + [relative(a.across(*c), b.across(*c)) for c in cuts])
+
+    assert largest_difference(masses, far) <= CLOCK_TOLERANCE
+    monkeypatch.setattr(clock, "lower_end", lambda k: float(k))
+    assert largest_difference(clock.ClockSetMasses(q, k), far) > CLOCK_TOLERANCE
+
+
 @settings(max_examples=15, deadline=None)
 @given(st.integers(0, 10_000), st.integers(3, 4))
 def test_the_levels_are_the_enumerated_construction_and_certified(seed, k):
