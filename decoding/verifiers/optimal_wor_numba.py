@@ -314,12 +314,15 @@ def group_pass(q, s, k, group, GE, GD, first, last):
     :func:`range_group` multiplies out any range."""
     nodes = s.shape[0]
     none, some = np.empty(nodes), np.empty(nodes)
+    live = nodes
     for a in range(first * group, min(q.shape[0], last * group)):
         g = a // group
         if a % group == 0:
             _empty_group(GE[g], GD[g])
-        _clock(q[a], s, nodes, none, some)
-        _add_rank(GE[g], GD[g], none, some, q[a], GE[g], GD[g], k)
+            live = nodes
+        _clock(q[a], s, live, none, some)
+        _add_rank(GE[g, :live], GD[g, :live], none, some, q[a], GE[g, :live], GD[g, :live], k)
+        live = live_prefix_nodes(GE[g].T, GD[g].T, live)  # the nodes past it stay 0
 
 
 @_compiled
@@ -347,14 +350,17 @@ def range_group(q, s, GE, GD, group, lo, hi, k, E, D):
     r = lo
     while r < hi and r % group != 0:
         _clock(q[r], s, nodes, none, some)
-        _add_rank(E, D, none, some, q[r], E, D, k)
+        _add_rank(E[:nodes], D[:nodes], none, some, q[r], E[:nodes], D[:nodes], k)
+        nodes = live_prefix_nodes(E.T, D.T, nodes)  # the nodes past it stay 0
         r += 1
     while r + group <= hi:
-        _merge(E, D, GE[r // group, :nodes], GD[r // group, :nodes], k)
+        _merge(E[:nodes], D[:nodes], GE[r // group, :nodes], GD[r // group, :nodes], k)
+        nodes = live_prefix_nodes(E.T, D.T, nodes)
         r += group
     while r < hi:
         _clock(q[r], s, nodes, none, some)
-        _add_rank(E, D, none, some, q[r], E, D, k)
+        _add_rank(E[:nodes], D[:nodes], none, some, q[r], E[:nodes], D[:nodes], k)
+        nodes = live_prefix_nodes(E.T, D.T, nodes)
         r += 1
 
 
@@ -369,8 +375,11 @@ def stretch_masses(q, s, w, above, E0f, D0f, EL, DL, GE, GD, group, low, high, t
     roundoff, not to the bit."""
     decay = np.exp(-above[t] * s) * w
     nodes = _live_nodes(decay, E0f, D0f)
-    E, D, E2, D2 = EL[:nodes].copy(), DL[:nodes].copy(), np.empty((nodes, k)), np.empty((nodes, k))
+    E2, D2 = np.empty((nodes, k)), np.empty((nodes, k))
     range_group(q, s, GE, GD, group, high + 1, t + 1, k, E2, D2)
+    # where [f, low) or [high + 1, t] is 0, so is [f, j) or [j, t] at every cut: its terms are 0
+    nodes = live_prefix_nodes(EL.T, DL.T, live_prefix_nodes(E2.T, D2.T, nodes))
+    E, D, E2, D2 = EL[:nodes].copy(), DL[:nodes].copy(), E2[:nodes].copy(), D2[:nodes].copy()
     _cuts_between(q, s, E, D, E2, D2, E0f, D0f, decay, k, low, high, out, block, NO_TABLE, NO_TABLE, 0)
 
 

@@ -225,6 +225,64 @@ def test_ranges_multiplied_out_from_groups_give_the_runs_masses():
     assert not np.allclose(got, whole[82:123], rtol=RANGE_AGREEMENT, atol=0)
 
 
+def _range_at_every_node(masses, GE, GD, group: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """``range_group``'s float operations in its order, at every node (no node left out)."""
+    nodes = masses.s.size
+    E, D = _empty(nodes), np.zeros((nodes, 4))
+    none, some = np.empty(nodes), np.empty(nodes)
+    r = lo
+    while r < hi:
+        if r % group == 0 and r + group <= hi:
+            compiled._merge(E, D, GE[r // group], GD[r // group], 4)
+            r += group
+            continue
+        compiled._clock(masses.q[r], masses.s, nodes, none, some)
+        compiled._add_rank(E, D, none, some, masses.q[r], E, D, 4)
+        r += 1
+    return E, D
+
+
+def test_groups_ranges_and_spans_leave_only_nodes_that_are_zero(monkeypatch):
+    """Past the last node where a group of ranks, a range or a span's end group has a coefficient
+    other than 0, ``group_pass``, ``range_group`` and ``stretch_masses`` stop (0 begets 0, and
+    every term of a span's integrand has a factor of each end): on a row whose groups of 8 ranks
+    are 0 at the top nodes, each gives to the bit what the same float operations give at every
+    node; a group pass that leaves one node more is caught."""
+    q = _row(3, 150, 2.0)
+    q[75] = 1e-15  # nodes up to 1e17: there every other token has rung
+    q /= q.sum()
+    masses = type("Grouped", (compiled.CompiledClockSetMasses,), {"group": 8, "eager_ranks": 0})(q, 4)
+    nodes, count = masses.s.size, 150 // 8 + 1
+    GE, GD = np.empty((count, nodes, 4)), np.empty((count, nodes, 4))
+    compiled.group_pass(masses.q, masses.s, 4, 8, GE, GD, 0, count)
+    assert np.all(GE[:, -1] == 0.0) and np.all(GD[:, -1] == 0.0)
+    for g in range(count):
+        E, D = _added(masses, 8 * g, min(8 * g + 8, 150))
+        assert np.array_equal(GE[g], E) and np.array_equal(GD[g], D)
+    for lo, hi in [(0, 150), (3, 5), (8, 16), (5, 140), (17, 17), (149, 150)]:
+        E, D = np.empty((nodes, 4)), np.empty((nodes, 4))
+        compiled.range_group(masses.q, masses.s, GE, GD, 8, lo, hi, 4, E, D)
+        E1, D1 = _range_at_every_node(masses, GE, GD, 8, lo, hi)
+        assert np.array_equal(E, E1) and np.array_equal(D, D1)
+    for f, low, high, t in [(0, 40, 60, 149), (17, 30, 31, 140), (20, 100, 140, 149)]:
+        E0f, D0f = (array.copy() for array in masses._prefix(f))
+        EL, DL = _range_at_every_node(masses, GE, GD, 8, f, low)
+        got = np.empty(high - low)
+        compiled.stretch_masses(masses.q, masses.s, masses.w, masses._above, E0f, D0f, EL, DL, GE, GD, 8, low, high, t,
+                                4, got, 256)
+        decay = np.exp(-masses._above[t] * masses.s) * masses.w
+        E2, D2 = _range_at_every_node(masses, GE, GD, 8, high + 1, t + 1)
+        at_every_node = np.empty(high - low)
+        compiled._cuts_between(masses.q, masses.s, EL, DL, E2, D2, E0f, D0f, decay, 4, low, high, at_every_node, 256,
+                               compiled.NO_TABLE, compiled.NO_TABLE, 0)
+        assert np.array_equal(got, at_every_node)
+    original = compiled.live_prefix_nodes
+    monkeypatch.setattr(compiled, "live_prefix_nodes", lambda E, D, nodes: max(0, original(E, D, nodes) - 1))
+    broken_E, broken_D = np.empty_like(GE), np.empty_like(GD)
+    compiled.group_pass.py_func(masses.q, masses.s, 4, 8, broken_E, broken_D, 0, count)
+    assert not (np.array_equal(broken_E, GE) and np.array_equal(broken_D, GD))
+
+
 #: How closely a range multiplied out from groups agrees with the same ranks added one by one
 #: (measured: a few 1e-15 relative; the products are taken in another order) ...
 RANGE_AGREEMENT = 1e-13
