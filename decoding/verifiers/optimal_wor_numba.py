@@ -502,6 +502,27 @@ def water_levels(q, s, w, above, E0, D0, every, k, flux, lo, hi, levels, floor, 
     return 0
 
 
+@_compiled
+def minimal_flux(ps, sigma, m, unit):
+    """``[n + 1]``: :func:`otm.rules.optimal_pair_wor._minimal_flux` on float64 rows, its float
+    operations in its order (``max(0, v)`` as ``v`` where ``v > 0``, else 0), so the same flux
+    to the bit: from the top of the ranks down to the cut ``m`` and from the bottom up to it,
+    0 on the cut, and a flux of at most ``8 unit`` dropped."""
+    n = ps.shape[0]
+    flux = np.zeros(n + 1)
+    for a in range(n - 1, m - 1, -1):
+        value = flux[a + 1] - (ps[a] - sigma[a])
+        flux[a] = value if value > 0.0 else 0.0
+    for a in range(m):
+        value = flux[a] + (ps[a] - sigma[a])
+        flux[a + 1] = value if value > 0.0 else 0.0
+    flux[m] = 0.0
+    for a in range(n + 1):
+        if flux[a] <= 8 * unit:
+            flux[a] = 0.0
+    return flux
+
+
 class CompiledClockSetMasses(ClockSetMasses):
     """:class:`otm.rules.wor_clock_masses.ClockSetMasses` with its prefix tables, ``sigma``, run
     masses and lowest-member laws compiled (module docstring; the set-up and the cache of
@@ -580,6 +601,12 @@ class CompiledClockSetMasses(ClockSetMasses):
         self._last = [np.empty_like(E0[0]), np.empty_like(D0[0]), self.n + 1]  # the prefix [0, at) last asked for
         self._lazy = Kept(self.RUN_FLOATS_KEPT)  # (f, t) -> _LazyRun
         return E0, D0, sigma
+
+    def minimal_flux(self, ps: np.ndarray, m: int, unit: float) -> list:
+        """The minimal flux of :func:`otm.rules.optimal_pair_wor.flux_setup` from ``p`` by rank
+        and this row's ``sigma``, compiled (:func:`minimal_flux`; the same values as its Python
+        walks), as the list the construction keeps."""
+        return minimal_flux(ps, self.sigma, m, unit).tolist()
 
     def _tables(self) -> tuple:
         return self.q, self.s, self.w, self._above, self._E0, self._D0, self.checkpoint
@@ -821,5 +848,5 @@ class _LazyRun:
         return view
 
 
-__all__ = ["CompiledClockSetMasses", "NODE_CHUNK", "RUN_BLOCK", "advance_prefix", "NO_TABLE", "by_node_parts", "by_nodes", "clock_table", "group_pass", "lowest_law", "node_chunks", "prefix_at", "prefix_pass", "range_group", "run_masses",
+__all__ = ["CompiledClockSetMasses", "NODE_CHUNK", "RUN_BLOCK", "advance_prefix", "NO_TABLE", "by_node_parts", "by_nodes", "clock_table", "group_pass", "lowest_law", "minimal_flux", "node_chunks", "prefix_at", "prefix_pass", "range_group", "run_masses",
            "stretch_masses", "water_levels"]

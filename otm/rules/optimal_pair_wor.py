@@ -246,7 +246,9 @@ class FluxSetup:
 def flux_setup(p, q, order: np.ndarray, masses_of) -> FluxSetup:
     """Ranks, cut, minimal flux and selection law ``x`` of the construction (module
     docstring), in the inputs' number type, from the masses ``masses_of`` gives
-    (:func:`water_level_parameters`); no levels."""
+    (:func:`water_level_parameters`); no levels. On float rows, masses that offer
+    ``minimal_flux(p by rank, cut, unit)`` (the compiled clock masses) walk the flux themselves,
+    by the float operations of :func:`_minimal_flux` on their own ``sigma``."""
     n = support_size(q)
     order = order[:n]
     floats = _float_array(p)  # the same float operations in numpy, on Python floats in the loops
@@ -255,7 +257,10 @@ def flux_setup(p, q, order: np.ndarray, masses_of) -> FluxSetup:
     masses, sigma = masses_of(qs, zero)
     m = _optimal_cut(ps, sigma, zero, floats)
     unit = _rounding_unit(zero)
-    flux = _minimal_flux(ps, sigma, m, zero, unit)
+    if floats and hasattr(masses, "minimal_flux"):  # compiled: the same float operations
+        flux = masses.minimal_flux(np.asarray(p, dtype=np.float64)[order], m, unit)
+    else:
+        flux = _minimal_flux(ps, sigma, m, zero, unit)
     selection = zeros_like(p)
     if floats:  # sigma_a + F(a + 1) - F(a), as below
         selection[order] = (np.asarray(sigma, dtype=np.float64) + flux[1:]) - np.asarray(flux[:-1])

@@ -16,7 +16,7 @@ from decoding.verifiers import optimal_wor_numba as compiled
 from otm.errors import NotApplicableError
 from otm.formulations.prefix_scan import ratio_order
 from otm.rules import optimal_pair_wor, optimal_wor
-from otm.rules.wor_clock_masses import ClockSetMasses, clock_set_masses
+from otm.rules.wor_clock_masses import ClockSetMasses, built_set_masses, clock_set_masses
 
 #: Relative agreement of the compiled values with the reference's (the same terms summed in
 #: another order: measured 1.6e-15 at most while writing the module).
@@ -281,6 +281,43 @@ def test_groups_ranges_and_spans_leave_only_nodes_that_are_zero(monkeypatch):
     broken_E, broken_D = np.empty_like(GE), np.empty_like(GD)
     compiled.group_pass.py_func(masses.q, masses.s, 4, 8, broken_E, broken_D, 0, count)
     assert not (np.array_equal(broken_E, GE) and np.array_equal(broken_D, GD))
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(5, 300), kind=st.sampled_from(["softmax", "equal", "one_hot", "sharp"]))
+def test_the_compiled_flux_is_the_python_walks_to_the_bit(seed, n, kind):
+    """``flux_setup`` with the compiled masses walks the flux in compiled code
+    (:func:`compiled.minimal_flux`): the same flux, cut and ``x`` to the bit as the Python walks
+    on the same ``p`` and ``sigma`` (masses without the compiled walk), on softmax rows, ``p =
+    q``, one-hot ``p`` and sharp rows."""
+    rng = np.random.default_rng(seed)
+    q = _row(seed, n, 2.0 if kind == "sharp" else 1.0)
+    p = {"equal": q.copy(), "one_hot": np.eye(n)[rng.integers(n)]}.get(kind, _row(seed + 1, n, 2.0 if kind == "sharp" else 1.0))
+    order = ratio_order(p, q)
+    masses = compiled.CompiledClockSetMasses(q[order] / q[order].sum(), 3)
+    compiled_setup = optimal_pair_wor.flux_setup(p, q, order, built_set_masses(masses))
+    walked = optimal_pair_wor.flux_setup(p, q, order, built_set_masses(_WithoutCompiledFlux(masses)))
+    assert compiled_setup.cut == walked.cut and compiled_setup.flux == walked.flux
+    assert np.array_equal(compiled_setup.selection, walked.selection)
+
+
+def test_the_compiled_flux_comparison_sees_one_ulp():
+    """The comparison above resolves a single unit in the last place: ``p`` at the lowest rank
+    moved by one ulp gives another flux."""
+    q, p = _row(7, 60), _row(8, 60)
+    order = ratio_order(p, q)
+    masses = compiled.CompiledClockSetMasses(q[order] / q[order].sum(), 3)
+    moved = p.copy()
+    moved[order[0]] = np.nextafter(moved[order[0]], 1.0)
+    walked = optimal_pair_wor.flux_setup(p, q, order, built_set_masses(_WithoutCompiledFlux(masses)))
+    assert optimal_pair_wor.flux_setup(moved, q, order, built_set_masses(masses)).flux != walked.flux
+
+
+class _WithoutCompiledFlux:
+    """Compiled masses seen without their compiled walk (``flux_setup`` then walks in Python)."""
+
+    def __init__(self, masses):
+        self.sigma = masses.sigma
 
 
 #: How closely a range multiplied out from groups agrees with the same ranks added one by one
