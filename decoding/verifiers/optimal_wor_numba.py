@@ -15,6 +15,11 @@ and the levels that come out are certified as the reference's are: by the select
 realise, through :meth:`CompiledClockSetMasses.lowest_law`
 (:func:`otm.rules.wor_clock_masses.realised_selection`).
 
+Every pass leaves the nodes past the last where its group's polynomials are not exactly 0
+(:func:`live_prefix_nodes`: 0 stays 0 as ranks are added, and every term there has a factor of
+them), so the upper nodes, there for the rarest tokens' sets, cost little once the tokens of
+sizable ``q`` have rung; the same values to the bit.
+
 Memory: no tables of ``e^{-q s}`` (:func:`_clock` computes them where a pass needs them; the
 nesting keeps those of its own ranks, :func:`clock_table`), the prefixes at every 64th rank, and
 a run's products 256 ranks at a time, so a whole real vocabulary fits (docs/optimal-verifier.md,
