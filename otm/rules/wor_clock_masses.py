@@ -24,14 +24,15 @@ the law of the lowest member of a run, which certifies the levels
 
 Quadrature: the trapezoid rule in ``log s`` with step :func:`quadrature_step` from
 :func:`lower_end` to ``90 / min q`` (every term decays at least like the density of one clock,
-``e^{-q_min s}``). Below ``s <= 1`` every integrand is ``O(s^(k-1))`` relative to its size at
-``s = 1`` (a set's ``k`` members each rang by ``s``, each with probability ``1 - e^{-q s} <= q s``,
-and the total rate is 1, so the growth stops only past ``s = 1``): the part of a mass below the
-lower end is about ``s^k`` of it (up to factors of ``k``, which the measurement bounds), and ``lower_end(k) = (1e-4 / 3)^(3 / k)`` makes that part
-the same at every ``k`` as at ``k = 3``, whose lower end ``1e-4 / k`` was the end for every
-``k`` until 2026-11-27 (8 drafts: 0.021 instead of ``1.25e-5``, 46 nodes fewer; measured
-against an end at ``1e-10 / k``: ``python scripts/wor_water_levels.py --quadrature``,
-docs/optimal-verifier.md, section 8). In ``y = log s`` every integrand is
+``e^{-q_min s}``). For ``s <= 1`` every integrand is ``O(s^(k-1))`` relative to its size at
+``s = 1`` (a set's ``k`` members each rang by ``s``, each with probability ``1 - e^{-q s}``, at
+most ``s / (1 - 1/e)`` times its value at ``s = 1``, and the total rate is 1): the part of a
+mass below the lower end is about ``s^k`` of it (up to factors of ``k``, which the measurement
+bounds), and ``lower_end(k) = (1e-4 / 3)^(3 / k)`` makes that part the same at every ``k`` as at
+``k = 3``, whose lower end ``1e-4 / k`` was the end for every ``k`` until 2026-11-27 (8 drafts:
+0.021 instead of ``1.25e-5``, 46 nodes fewer; measured against an end at ``1e-10 / k``:
+``python scripts/wor_water_levels.py --quadrature``, docs/optimal-verifier.md, section 8). In
+``y = log s`` every integrand is
 analytic in a strip around the real axis (each factor ``e^{-q e^y}``, ``1 - e^{-q e^y}``,
 ``q e^y e^{-q e^y}`` is entire and bounded in every strip ``|Im y| <= d < pi / 2``), so the
 rule's error falls like ``exp(-a / h)`` with the step ``h``; as for :mod:`otm.formulations.wor_all_in`, ``a`` falls
