@@ -83,14 +83,14 @@ def compile_seconds(device: torch.device) -> float:
 def caveat(widest: int, top_p: float) -> str | None:
     """What ``otm decode`` says before it starts (the optional hook of
     :mod:`decoding.verifiers.protocol`): with three or more drafts at a node and no top-p, the
-    rows are whole real vocabularies, where a row takes seconds and the walks that the bounds
-    leave open (about one in ten at ``k = 3`` on the Qwen pair, one in five at ``k = 8``) are
-    refused (docs/optimal-verifier.md, section 8)."""
+    rows are whole real vocabularies, where a row takes a fraction of a second and the walks that
+    the bounds leave open (about one in ten at ``k = 3`` on the Qwen pair, one in five at ``k =
+    8``) are refused (docs/optimal-verifier.md, section 8)."""
     if widest < 3 or top_p < 1.0:
         return None
-    return ("with 3 or more drafts at a node and no --top-p, the optimal_wor verifier takes about 1-5 s per row at "
+    return ("with 3 or more drafts at a node and no --top-p, the optimal_wor verifier takes about 0.2-1 s per row at "
             "a real vocabulary and refuses the rows whose walk its bounds leave open (about 1 in 10 at k = 3, 1 in 5 "
-            "at k = 8 on the Qwen pair), ending the decode; with --top-p 0.99 it took about 1.5x rrs_wor's time")
+            "at k = 8 on the Qwen pair), ending the decode; with --top-p 0.99 it took 0.9-1.5x rrs_wor's time")
 
 
 def uniforms_per_row(k: int) -> int:

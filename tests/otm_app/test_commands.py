@@ -61,7 +61,7 @@ def test_decode_says_when_the_pair_verifier_compiles(monkeypatch, capsys):
 
 def test_decode_says_what_optimal_wor_costs_without_top_p(capsys):
     """The verifier's ``caveat`` hook: with three drafts at a node and no top-p, ``otm decode
-    --rule optimal_wor`` says before it starts that rows take seconds and open walks are
+    --rule optimal_wor`` says before it starts what rows take and that open walks are
     refused; with top-p, or two drafts per node, it says nothing of the kind."""
     args = DecodeConfig(pair="tiny", rule="optimal_wor", tree="kary:3,1", temperature=1.0, top_p=None,
                         max_new_tokens=2, prompt="1,2,3", prompts=None, seed=0, record=None, json=True)
