@@ -29,8 +29,10 @@ time and what came back (the drawn token, or the typed refusal's class and first
 ``--precision`` measures what the bounds read at the real vocabulary (whole rows, ``V =
 151,936``, float64 softmax at ``--temperature``): the flux the verifier's float64 set-up
 computes against the flux in exact rationals from the same ``p`` and ``sigma`` (summation
-rounding), and the flux and the interval masses of the longest run at the quadrature's step
-against those at half the step (quadrature error), largest absolute and relative differences
+rounding), the flux and the interval masses of the longest run at the quadrature's step
+against those at half the step (quadrature error), and the flux against the flux from a
+quadrature that starts at ``1e-10 / k`` (:func:`otm.rules.wor_clock_masses.lower_end`'s
+truncation, with the rounding of the other nodes' sums), largest absolute and relative differences
 (relative over the cuts whose flux or mass is above ``1e-12``), beside the verifier's relative
 margin (:data:`decoding.verifiers.optimal_wor.BOUND_MARGIN`):
 
@@ -173,9 +175,10 @@ def precision(directory: str, positions: int, ks: list[int], temperature: float)
     warm_compiled_code()
     print(f"relative margin of the bounds' decisions: {verifier.BOUND_MARGIN:g}")
     print("| text | position | k | nodes | cuts with flux | flux: float64 vs rationals, abs / rel | flux: step vs "
-          "half step, abs / rel | longest run | its masses (50 cuts): step vs half step, abs / rel |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    step = wor_clock_masses.BASE_STEP
+          "half step, abs / rel | flux: lower end vs 1e-10 / k, abs / rel | longest run | its masses (50 cuts): step "
+          "vs half step, abs / rel |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    step, lower_end = wor_clock_masses.BASE_STEP, wor_clock_masses.lower_end
     for text, position, p, q in Corpus(directory).spaced_rows(positions, temperature):
         for k in ks:
             setup = clock_flux_setup(p, q, k, clock_masses=CompiledClockSetMasses)
@@ -184,21 +187,27 @@ def precision(directory: str, positions: int, ks: list[int], temperature: float)
                 fine = clock_flux_setup(p, q, k, clock_masses=CompiledClockSetMasses)
             finally:
                 wor_clock_masses.BASE_STEP = step
+            wor_clock_masses.lower_end = lambda k: 1e-10 / k
+            try:
+                wide = clock_flux_setup(p, q, k, clock_masses=CompiledClockSetMasses)
+            finally:
+                wor_clock_masses.lower_end = lower_end
             exact_p = np.empty(len(p), dtype=object)
             exact_p[:] = [Fraction(float(v)) for v in p]
             exact = flux_setup(exact_p, q, setup.order, lambda qs, zero: (None, [Fraction(float(v)) for v in setup.masses.sigma]))
             flux, exact_flux = np.asarray(setup.flux, dtype=np.float64), np.asarray([float(v) for v in exact.flux])
-            if exact.cut != setup.cut or fine.cut != setup.cut:
-                print(f"  cuts differ: float64 {setup.cut}, rationals {exact.cut}, half step {fine.cut}", file=sys.stderr)
+            if exact.cut != setup.cut or fine.cut != setup.cut or wide.cut != setup.cut:
+                print(f"  cuts differ: float64 {setup.cut}, rationals {exact.cut}, half step {fine.cut}, "
+                      f"lower end 1e-10 / k {wide.cut}", file=sys.stderr)
             runs = flux_runs(flux, 0, len(flux) - 2)
             f, t = (int(v) for v in runs[np.argmax(runs[:, 1] - runs[:, 0])]) if len(runs) else (0, 0)
             cuts = np.unique(np.linspace(f + 1, t, 50).astype(int)) if t > f else np.array([], dtype=int)
             masses = [np.asarray([m.across_one(f, int(j), t) for j in cuts]) for m in (setup.masses, fine.masses)]
             rounding, quadrature = differences(flux, exact_flux), differences(flux, np.asarray(fine.flux, dtype=np.float64))
-            mass = differences(*masses)
+            mass, end = differences(*masses), differences(flux, np.asarray(wide.flux, dtype=np.float64))
             print(f"| {text} | {position} | {k} | {setup.masses.s.size} | {int((flux > 0).sum()):,} | "
-                  f"{rounding[0]:.1e} / {rounding[1]:.1e} | {quadrature[0]:.1e} / {quadrature[1]:.1e} | {t - f:,} ranks | "
-                  f"{mass[0]:.1e} / {mass[1]:.1e} |", flush=True)
+                  f"{rounding[0]:.1e} / {rounding[1]:.1e} | {quadrature[0]:.1e} / {quadrature[1]:.1e} | "
+                  f"{end[0]:.1e} / {end[1]:.1e} | {t - f:,} ranks | {mass[0]:.1e} / {mass[1]:.1e} |", flush=True)
 
 
 def main(argv=None) -> None:
