@@ -134,6 +134,25 @@ def test_the_prefix_pass_leaves_only_nodes_whose_polynomials_are_zero(monkeypatc
     assert not (np.array_equal(E0, E) and np.array_equal(D0, D))
 
 
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(8, 120), k=st.integers(3, 6), decades=st.sampled_from([2, 6, 12, 15]))
+def test_every_pass_that_leaves_zero_nodes_gives_the_values_at_every_node(seed, n, k, decades):
+    """On rows whose ``q`` spans 2 to 15 decades (the more decades, the more upper nodes become
+    0), the prefix pass's checkpoints and every group of ranks are to the bit what the same float
+    operations give at every node."""
+    q = 10.0 ** np.random.default_rng(seed).uniform(-decades, 0, n)
+    q /= q.sum()
+    masses = type("Grouped", (EveryFourRanks,), {"group": 8})(q, k)
+    E, D = _rebuilt_checkpoints(masses)
+    assert np.array_equal(masses._E0, E) and np.array_equal(masses._D0, D)
+    count = (n + 7) // 8
+    GE, GD = np.empty((count, masses.s.size, k)), np.empty((count, masses.s.size, k))
+    compiled.group_pass(masses.q, masses.s, k, 8, GE, GD, 0, count)
+    for g in range(count):
+        E1, D1 = _added(masses, 8 * g, min(8 * g + 8, n), k)
+        assert np.array_equal(GE[g], E1) and np.array_equal(GD[g], D1)
+
+
 def test_one_pass_over_many_chunks_gives_each_chunks_values():
     """The prefix pass over every chunk of nodes at once, over every other chunk, and over each
     chunk alone (as threads share them) gives the same checkpoints and per-chunk parts of
@@ -329,19 +348,19 @@ RANGE_AGREEMENT = 1e-13
 SUBNORMAL = 1e-300
 
 
-def _empty(nodes: int) -> np.ndarray:
-    group = np.zeros((nodes, 4))
+def _empty(nodes: int, k: int = 4) -> np.ndarray:
+    group = np.zeros((nodes, k))
     group[:, 0] = 1.0
     return group
 
 
-def _added(masses, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+def _added(masses, lo: int, hi: int, k: int = 4) -> tuple[np.ndarray, np.ndarray]:
     """The polynomials of the ranks ``[lo, hi)`` added one by one (as the passes add them)."""
-    E, D = _empty(masses.s.size), np.zeros((masses.s.size, 4))
+    E, D = _empty(masses.s.size, k), np.zeros((masses.s.size, k))
     none, some = np.empty(masses.s.size), np.empty(masses.s.size)
     for r in range(lo, hi):
         compiled._clock(masses.q[r], masses.s, masses.s.size, none, some)
-        compiled._add_rank(E, D, none, some, masses.q[r], E, D, 4)
+        compiled._add_rank(E, D, none, some, masses.q[r], E, D, k)
     return E, D
 
 
