@@ -138,13 +138,8 @@ def prefix_pass(q, s, w, above, k, every, chunks, E0, D0, parts):
     :func:`_add_rank_by_degree`) and the nodes past :func:`live_prefix_nodes` are left: the same
     float operations on the same values as :func:`_add_rank` node by node, so the same prefixes
     and parts whichever chunks one pass takes (:meth:`CompiledClockSetMasses._prefix_pass`)."""
-    index = np.empty(chunks.shape[0] * NODE_CHUNK, np.int64)  # the nodes, in order
-    nodes = 0
-    for chunk in chunks:
-        for node in range(chunk * NODE_CHUNK, min((chunk + 1) * NODE_CHUNK, s.shape[0])):
-            index[nodes] = node
-            nodes += 1
-    s, w, index = s[index[:nodes]], w[index[:nodes]], index[:nodes]
+    index = chunk_nodes(chunks, s.shape[0])
+    s, w, nodes = s[index], w[index], index.shape[0]
     n, live = q.shape[0], nodes
     E, D = np.zeros((k, nodes)), np.zeros((k, nodes))
     E[0, :] = 1.0
@@ -168,6 +163,19 @@ def prefix_pass(q, s, w, above, k, every, chunks, E0, D0, parts):
         parts[chunks[current], a] = total  # (0 where no node was taken, as parts starts)
         _add_rank_by_degree(E, D, none, some, q[a], k, live)
         live = live_prefix_nodes(E, D, live)
+
+
+@_compiled
+def chunk_nodes(chunks, total):
+    """The nodes of the chunks ``chunks`` (increasing indices of chunks of :data:`NODE_CHUNK` of
+    ``total`` nodes), in order."""
+    index = np.empty(chunks.shape[0] * NODE_CHUNK, np.int64)
+    nodes = 0
+    for chunk in chunks:
+        for node in range(chunk * NODE_CHUNK, min((chunk + 1) * NODE_CHUNK, total)):
+            index[nodes] = node
+            nodes += 1
+    return index[:nodes]
 
 
 @_compiled
@@ -316,21 +324,27 @@ def _block_backward(q, s, none, some, E2, D2, lower_A, lower_B, decay, k, low, h
 
 
 @_compiled
-def group_pass(q, s, k, group, GE, GD, first, last):
-    """``GE[g], GD[g]`` ``[N, k]`` for the groups ``first <= g < last``: the count polynomials
-    of the ranks ``[g group, (g + 1) group)`` alone, one pass up their ranks, from which
-    :func:`range_group` multiplies out any range."""
-    nodes = s.shape[0]
+def group_pass(q, s, k, group, GE, GD, first, last, chunks):
+    """``GE[g], GD[g]`` ``[N, k]`` for the groups ``first <= g < last`` at the nodes of the chunks
+    ``chunks`` (as :func:`prefix_pass` takes them): the count polynomials of the ranks ``[g group,
+    (g + 1) group)`` alone, one pass up their ranks, from which :func:`range_group` multiplies out
+    any range. Degree by degree, leaving the nodes where the group is 0, as :func:`prefix_pass`:
+    the same values as :func:`_add_rank` node by node."""
+    index = chunk_nodes(chunks, s.shape[0])
+    s, nodes = s[index], index.shape[0]
+    E, D = np.empty((k, nodes)), np.empty((k, nodes))
     none, some = np.empty(nodes), np.empty(nodes)
-    live = nodes
-    for a in range(first * group, min(q.shape[0], last * group)):
-        g = a // group
-        if a % group == 0:
-            _empty_group(GE[g], GD[g])
-            live = nodes
-        _clock(q[a], s, live, none, some)
-        _add_rank(GE[g, :live], GD[g, :live], none, some, q[a], GE[g, :live], GD[g, :live], k)
-        live = live_prefix_nodes(GE[g].T, GD[g].T, live)  # the nodes past it stay 0
+    for g in range(first, min(last, (q.shape[0] + group - 1) // group)):
+        E[:, :], D[:, :] = 0.0, 0.0
+        E[0, :] = 1.0
+        live = nodes
+        for a in range(g * group, min(q.shape[0], (g + 1) * group)):
+            _clock(q[a], s, live, none, some)
+            _add_rank_by_degree(E, D, none, some, q[a], k, live)
+            live = live_prefix_nodes(E, D, live)  # the nodes past it stay 0
+        for i in range(nodes):
+            for d in range(k):
+                GE[g, index[i], d], GD[g, index[i], d] = E[d, i], D[d, i]
 
 
 @_compiled
@@ -683,11 +697,12 @@ class CompiledClockSetMasses(ClockSetMasses):
         reads of them; the arrays are made when a stretch first needs them, and a row whose walks
         read no run longer than :attr:`eager_ranks` never does). Each range's groups from its first
         missing one to its last in one :func:`group_pass` (a group computed again gets the same
-        values), shared among threads by chunks of nodes."""
+        values), shared among threads by chunks of nodes (each thread's chunks in one pass; the
+        groups are kept for every node at once, and handed out as each chunk's view)."""
         chunks, count = node_chunks(self.s.size), (self.n + self.group - 1) // self.group
         if self._groups is None:
-            self._groups = [(np.empty((count, high - low, self.k)), np.empty((count, high - low, self.k)))
-                            for low, high in chunks]
+            self._group_arrays = (np.empty((count, self.s.size, self.k)), np.empty((count, self.s.size, self.k)))
+            self._groups = [tuple(array[:, low:high] for array in self._group_arrays) for low, high in chunks]
             self._group_ready = np.zeros(count, dtype=bool)
         for lo, hi in ranges:
             first, last = -(-lo // self.group), hi // self.group  # the groups inside [lo, hi)
@@ -696,10 +711,10 @@ class CompiledClockSetMasses(ClockSetMasses):
                 continue
             a, b = first + int(missing[0]), first + int(missing[-1]) + 1
 
-            def chunk(c: int, low: int, high: int, a=a, b=b) -> None:
-                group_pass(self.q, self.s[low:high], self.k, self.group, *self._groups[c], a, b)
+            def run(taken: np.ndarray, a=a, b=b) -> None:  # a thread's chunks in one pass
+                group_pass(self.q, self.s, self.k, self.group, *self._group_arrays, a, b, taken)
 
-            by_nodes(chunk, chunks, (b - a) * self.group * self.s.size)
+            by_node_parts(run, chunks, (b - a) * self.group * self.s.size)
             self._group_ready[a:b] = True
         return self._groups
 
@@ -856,5 +871,5 @@ class _LazyRun:
         return view
 
 
-__all__ = ["CompiledClockSetMasses", "NODE_CHUNK", "RUN_BLOCK", "advance_prefix", "NO_TABLE", "by_node_parts", "by_nodes", "clock_table", "group_pass", "lowest_law", "minimal_flux", "node_chunks", "prefix_at", "prefix_pass", "range_group", "run_masses",
+__all__ = ["CompiledClockSetMasses", "NODE_CHUNK", "RUN_BLOCK", "advance_prefix", "NO_TABLE", "by_node_parts", "by_nodes", "chunk_nodes", "clock_table", "group_pass", "lowest_law", "minimal_flux", "node_chunks", "prefix_at", "prefix_pass", "range_group", "run_masses",
            "stretch_masses", "water_levels"]

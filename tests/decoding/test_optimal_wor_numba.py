@@ -106,6 +106,10 @@ def test_checkpointed_prefixes_are_the_one_pass_values_bit_for_bit(every):
         assert np.array_equal(E, one._E0[f]) and np.array_equal(D, one._D0[f])
 
 
+def _every_chunk(masses) -> np.ndarray:
+    return np.arange(len(compiled.node_chunks(masses.s.size)), dtype=np.int64)
+
+
 def _rebuilt_checkpoints(masses) -> tuple[np.ndarray, np.ndarray]:
     """The checkpointed prefixes rebuilt rank by rank at every node (:func:`compiled.prefix_at`
     from the empty group, node by node, no node left out)."""
@@ -127,7 +131,7 @@ def test_the_prefix_pass_leaves_only_nodes_whose_polynomials_are_zero(monkeypatc
     E, D = _rebuilt_checkpoints(masses)
     assert np.array_equal(masses._E0, E) and np.array_equal(masses._D0, D)
     assert _relative(ClockSetMasses(q, 3).sigma, masses.sigma) <= AGREEMENT
-    original, chunks = compiled.live_prefix_nodes, np.arange(len(compiled.node_chunks(masses.s.size)))
+    original, chunks = compiled.live_prefix_nodes, _every_chunk(masses)
     monkeypatch.setattr(compiled, "live_prefix_nodes", lambda E, D, nodes: max(0, original(E, D, nodes) - 1))
     E0, D0, parts = np.empty_like(masses._E0), np.empty_like(masses._D0), np.zeros((len(chunks), masses.n))
     compiled.prefix_pass.py_func(masses.q, masses.s, masses.w, masses._above, 3, 4, chunks, E0, D0, parts)
@@ -147,7 +151,7 @@ def test_every_pass_that_leaves_zero_nodes_gives_the_values_at_every_node(seed, 
     assert np.array_equal(masses._E0, E) and np.array_equal(masses._D0, D)
     count = (n + 7) // 8
     GE, GD = np.empty((count, masses.s.size, k)), np.empty((count, masses.s.size, k))
-    compiled.group_pass(masses.q, masses.s, k, 8, GE, GD, 0, count)
+    compiled.group_pass(masses.q, masses.s, k, 8, GE, GD, 0, count, _every_chunk(masses))
     for g in range(count):
         E1, D1 = _added(masses, 8 * g, min(8 * g + 8, n), k)
         assert np.array_equal(GE[g], E1) and np.array_equal(GD[g], D1)
@@ -273,7 +277,7 @@ def test_groups_ranges_and_spans_leave_only_nodes_that_are_zero(monkeypatch):
     masses = type("Grouped", (compiled.CompiledClockSetMasses,), {"group": 8, "eager_ranks": 0})(q, 4)
     nodes, count = masses.s.size, 150 // 8 + 1
     GE, GD = np.empty((count, nodes, 4)), np.empty((count, nodes, 4))
-    compiled.group_pass(masses.q, masses.s, 4, 8, GE, GD, 0, count)
+    compiled.group_pass(masses.q, masses.s, 4, 8, GE, GD, 0, count, _every_chunk(masses))
     assert np.all(GE[:, -1] == 0.0) and np.all(GD[:, -1] == 0.0)
     for g in range(count):
         E, D = _added(masses, 8 * g, min(8 * g + 8, 150))
@@ -298,7 +302,7 @@ def test_groups_ranges_and_spans_leave_only_nodes_that_are_zero(monkeypatch):
     original = compiled.live_prefix_nodes
     monkeypatch.setattr(compiled, "live_prefix_nodes", lambda E, D, nodes: max(0, original(E, D, nodes) - 1))
     broken_E, broken_D = np.empty_like(GE), np.empty_like(GD)
-    compiled.group_pass.py_func(masses.q, masses.s, 4, 8, broken_E, broken_D, 0, count)
+    compiled.group_pass.py_func(masses.q, masses.s, 4, 8, broken_E, broken_D, 0, count, _every_chunk(masses))
     assert not (np.array_equal(broken_E, GE) and np.array_equal(broken_D, GD))
 
 
