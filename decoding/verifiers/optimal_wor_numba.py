@@ -59,6 +59,14 @@ _compiled = numba.njit(cache=True, nogil=True, error_model="numpy")
 #: docs/optimal-verifier.md, section 9).
 NODE_CHUNK = 16
 
+#: Nodes per chunk of a span's masses and of a lowest-member law shared among threads
+#: (:meth:`CompiledClockSetMasses._summed_by_nodes`; each such chunk is summed by chunks of
+#: :data:`NODE_CHUNK` inside, :func:`_across`): a fixed cut, so the values do not depend on the
+#: threads, and four times the nodes per call of :data:`NODE_CHUNK`, since each call pays its
+#: per-rank cost once (a span's passes cannot take a thread's chunks in one pass as the prefix
+#: pass does: they sum over nodes per cut).
+SPAN_CHUNK = 64
+
 
 @_compiled
 def _clock(q, s, nodes, none, some):
@@ -423,8 +431,9 @@ def _products_below(E, D, E0f, D0f, k, A, B):
 @_compiled
 def _across(A, B, E2, D2, decay, k):
     """The integral of ``[x^(k-1)] (A N2 + B D2)`` (``(E2, D2)`` the group ``[j, t]``), summed
-    by chunks of :data:`NODE_CHUNK` nodes, the chunks' sums added in their order: what the
-    passes shared among threads by chunks (:func:`by_nodes`) add up to, to the bit."""
+    by chunks of :data:`NODE_CHUNK` nodes, the chunks' sums added in their order (a fixed order
+    over the nodes of a call, whatever the threads; a span's chunks of :data:`SPAN_CHUNK` are then
+    added in theirs, :meth:`CompiledClockSetMasses._summed_by_nodes`)."""
     total, chunk = 0.0, 0.0
     for i in range(A.shape[0]):
         value = B[i, k - 1] * D2[i, 0]
@@ -613,7 +622,7 @@ class CompiledClockSetMasses(ClockSetMasses):
         E0, D0 = np.empty((checkpoints, self.s.size, k)), np.empty((checkpoints, self.s.size, k))
         chunks = node_chunks(self.s.size)
         parts = np.zeros((len(chunks), self.n))
-        self._groups = None  # per chunk of nodes: (GE, GD) [groups, nodes, k], when first needed
+        self._groups = None  # (GE, GD) [groups, nodes, k], when first needed
 
         def run(taken: np.ndarray) -> None:  # a thread's chunks in one pass up the ranks
             prefix_pass(self.q, self.s, self.w, self._above, k, every, taken, E0, D0, parts)
@@ -665,18 +674,19 @@ class CompiledClockSetMasses(ClockSetMasses):
         of the prefix, :func:`advance_prefix`), and ``[high + 1, t]`` from the groups, computing
         only the groups these ranges take whole (:meth:`_groups_for`)."""
         group, k, block = self.group, self.k, self.run_block
-        groups = self._groups_for([(high + 1, t + 1)] + ([(f, low)] if f > 0 else []))
+        GE, GD = self._groups_for([(high + 1, t + 1)] + ([(f, low)] if f > 0 else []))
         lower = [array.copy() for array in self._prefix(low)] if f == 0 else None
-        chunks = node_chunks(self.s.size)  # the chunks of _summed_by_nodes
+        chunks = node_chunks(self.s.size, SPAN_CHUNK)  # the chunks of _summed_by_nodes
 
         def stretch(q, s, w, above, E0f, D0f, out, c):
             low_node, high_node = chunks[c]
+            GE_c, GD_c = GE[:, low_node:high_node], GD[:, low_node:high_node]
             if lower is None:
                 EL, DL = np.empty((s.size, k)), np.empty((s.size, k))
-                range_group(q, s, *groups[c], group, f, low, k, EL, DL)
+                range_group(q, s, GE_c, GD_c, group, f, low, k, EL, DL)
             else:
                 EL, DL = lower[0][low_node:high_node], lower[1][low_node:high_node]
-            stretch_masses(q, s, w, above, E0f, D0f, EL, DL, *groups[c], group, low, high, t, k, out, block)
+            stretch_masses(q, s, w, above, E0f, D0f, EL, DL, GE_c, GD_c, group, low, high, t, k, out, block)
 
         return self._summed_by_nodes(stretch, f, high - low, high - low + 2 * group)
 
@@ -686,23 +696,21 @@ class CompiledClockSetMasses(ClockSetMasses):
         run = _LazyRun(self, f, t)
         return self._lazy.put((f, t), run, run.floats)
 
-    def _group_polynomials(self) -> list:
-        """Per chunk of nodes, ``(GE, GD)`` ``[groups, nodes, k]`` of every :attr:`group` of ranks
-        (:func:`group_pass`), every group computed."""
+    def _group_polynomials(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(GE, GD)`` ``[groups, nodes, k]`` of every :attr:`group` of ranks (:func:`group_pass`),
+        every group computed."""
         return self._groups_for([(0, self.n)])
 
-    def _groups_for(self, ranges: list[tuple[int, int]]) -> list:
-        """Per chunk of nodes, ``(GE, GD)`` of the :attr:`group` of ranks, with every group that
+    def _groups_for(self, ranges: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+        """``(GE, GD)`` ``[groups, nodes, k]`` of the :attr:`group` of ranks, with every group that
         lies whole inside one of the rank ranges ``[lo, hi)`` computed (what :func:`range_group`
         reads of them; the arrays are made when a stretch first needs them, and a row whose walks
         read no run longer than :attr:`eager_ranks` never does). Each range's groups from its first
         missing one to its last in one :func:`group_pass` (a group computed again gets the same
-        values), shared among threads by chunks of nodes (each thread's chunks in one pass; the
-        groups are kept for every node at once, and handed out as each chunk's view)."""
+        values), shared among threads by chunks of nodes (each thread's chunks in one pass)."""
         chunks, count = node_chunks(self.s.size), (self.n + self.group - 1) // self.group
         if self._groups is None:
-            self._group_arrays = (np.empty((count, self.s.size, self.k)), np.empty((count, self.s.size, self.k)))
-            self._groups = [tuple(array[:, low:high] for array in self._group_arrays) for low, high in chunks]
+            self._groups = (np.empty((count, self.s.size, self.k)), np.empty((count, self.s.size, self.k)))
             self._group_ready = np.zeros(count, dtype=bool)
         for lo, hi in ranges:
             first, last = -(-lo // self.group), hi // self.group  # the groups inside [lo, hi)
@@ -712,7 +720,7 @@ class CompiledClockSetMasses(ClockSetMasses):
             a, b = first + int(missing[0]), first + int(missing[-1]) + 1
 
             def run(taken: np.ndarray, a=a, b=b) -> None:  # a thread's chunks in one pass
-                group_pass(self.q, self.s, self.k, self.group, *self._group_arrays, a, b, taken)
+                group_pass(self.q, self.s, self.k, self.group, *self._groups, a, b, taken)
 
             by_node_parts(run, chunks, (b - a) * self.group * self.s.size)
             self._group_ready[a:b] = True
@@ -737,13 +745,13 @@ class CompiledClockSetMasses(ClockSetMasses):
         return self._summed_by_nodes(law, f, t - f + 1, t - f + 1)
 
     def _summed_by_nodes(self, kernel, f: int, size: int, ranks: int) -> np.ndarray:
-        """``[size]``: ``kernel(q, s, w, above, E0f, D0f, out, c)`` on each chunk ``c`` of nodes
-        (their slices of ``s``, ``w`` and the prefix ``[0, f)``; ``out`` ``[size]``, the chunk's part),
-        shared among threads over ``ranks`` ranks (:func:`by_nodes`), the parts added in order
-        (:func:`_in_order`, as :func:`_across` adds them)."""
+        """``[size]``: ``kernel(q, s, w, above, E0f, D0f, out, c)`` on each chunk ``c`` of
+        :data:`SPAN_CHUNK` nodes (their slices of ``s``, ``w`` and the prefix ``[0, f)``; ``out``
+        ``[size]``, the chunk's part), shared among threads over ``ranks`` ranks (:func:`by_nodes`),
+        the parts added in order (:func:`_in_order`)."""
         q, s, w, above = self._tables()[:4]
         E0f, D0f = self._prefix(f)
-        chunks = node_chunks(s.size)
+        chunks = node_chunks(s.size, SPAN_CHUNK)
         parts = np.zeros((len(chunks), size))
 
         def chunk(c: int, low: int, high: int) -> None:
@@ -798,9 +806,9 @@ def _in_order(parts: np.ndarray) -> np.ndarray:
     return total
 
 
-def node_chunks(nodes: int) -> list[tuple[int, int]]:
-    """The chunks ``[low, high)`` of :data:`NODE_CHUNK` nodes of ``nodes``."""
-    return [(low, min(low + NODE_CHUNK, nodes)) for low in range(0, nodes, NODE_CHUNK)]
+def node_chunks(nodes: int, size: int = NODE_CHUNK) -> list[tuple[int, int]]:
+    """The chunks ``[low, high)`` of ``size`` nodes of ``nodes``."""
+    return [(low, min(low + size, nodes)) for low in range(0, nodes, size)]
 
 
 def by_node_parts(run, chunks: list[tuple[int, int]], work: int) -> None:
@@ -871,5 +879,5 @@ class _LazyRun:
         return view
 
 
-__all__ = ["CompiledClockSetMasses", "NODE_CHUNK", "RUN_BLOCK", "advance_prefix", "NO_TABLE", "by_node_parts", "by_nodes", "chunk_nodes", "clock_table", "group_pass", "lowest_law", "minimal_flux", "node_chunks", "prefix_at", "prefix_pass", "range_group", "run_masses",
+__all__ = ["CompiledClockSetMasses", "NODE_CHUNK", "RUN_BLOCK", "SPAN_CHUNK", "advance_prefix", "NO_TABLE", "by_node_parts", "by_nodes", "chunk_nodes", "clock_table", "group_pass", "lowest_law", "minimal_flux", "node_chunks", "prefix_at", "prefix_pass", "range_group", "run_masses",
            "stretch_masses", "water_levels"]
