@@ -52,8 +52,9 @@ from .kept import Kept
 
 _compiled = numba.njit(cache=True, nogil=True, error_model="numpy")
 
-#: Nodes per chunk of the passes that :func:`by_nodes` shares among threads (and of the sums
-#: over nodes, :func:`_across`): a fixed cut, so the values do not depend on the threads. 16
+#: Nodes per chunk of the passes up the ranks shared among threads (the prefix pass and the
+#: groups of ranks, a thread's chunks in one pass, :func:`by_node_parts`; and of the sums over
+#: nodes, :func:`_across`): a fixed cut, so the values do not depend on the threads. 16
 #: gives a row of a few hundred nodes a few dozen chunks, enough for 16 threads (48, until
 #: 2026-11-27, gave a handful: 1.6-1.7x slower at 16 threads, no faster at 2;
 #: docs/optimal-verifier.md, section 9).
@@ -64,7 +65,8 @@ NODE_CHUNK = 16
 #: :data:`NODE_CHUNK` inside, :func:`_across`): a fixed cut, so the values do not depend on the
 #: threads, and four times the nodes per call of :data:`NODE_CHUNK`, since each call pays its
 #: per-rank cost once (a span's passes cannot take a thread's chunks in one pass as the prefix
-#: pass does: they sum over nodes per cut).
+#: pass does: they sum over nodes per cut). On whole Qwen rows 1.1-1.6x faster per decision than
+#: chunks of 16, with the groups in one pass (docs/optimal-verifier.md, section 8, "again").
 SPAN_CHUNK = 64
 
 
