@@ -65,7 +65,7 @@ NODE_CHUNK = 16
 #: :data:`NODE_CHUNK` inside, :func:`_across`): a fixed cut, so the values do not depend on the
 #: threads, and four times the nodes per call of :data:`NODE_CHUNK`, since each call pays its
 #: per-rank cost once (a span's passes cannot take a thread's chunks in one pass as the prefix
-#: pass does: they sum over nodes per cut). On whole Qwen rows 1.1-1.6x faster per decision than
+#: pass does: they sum over nodes per cut). On whole Qwen rows 1.1-1.7x faster per decision than
 #: chunks of 16, with the groups in one pass (docs/optimal-verifier.md, section 8, "again").
 SPAN_CHUNK = 64
 
