@@ -411,7 +411,7 @@ def stretch_masses(q, s, w, above, E0f, D0f, EL, DL, GE, GD, group, low, high, t
     range_group(q, s, GE, GD, group, high + 1, t + 1, k, E2, D2)
     # where [f, low) or [high + 1, t] is 0, so is [f, j) or [j, t] at every cut: its terms are 0
     nodes = live_prefix_nodes(EL.T, DL.T, live_prefix_nodes(E2.T, D2.T, nodes))
-    E, D, E2, D2 = EL[:nodes].copy(), DL[:nodes].copy(), E2[:nodes].copy(), D2[:nodes].copy()
+    E, D, E2, D2 = EL[:nodes].copy(), DL[:nodes].copy(), E2[:nodes], D2[:nodes]  # (E2, D2 are this call's own)
     _cuts_between(q, s, E, D, E2, D2, E0f, D0f, decay, k, low, high, out, block, NO_TABLE, NO_TABLE, 0)
 
 
