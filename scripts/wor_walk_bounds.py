@@ -44,6 +44,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 
@@ -178,20 +179,13 @@ def precision(directory: str, positions: int, ks: list[int], temperature: float)
           "half step, abs / rel | flux: lower end vs 1e-10 / k, abs / rel | longest run | its masses (50 cuts): step "
           "vs half step, abs / rel |")
     print("|---|---|---|---|---|---|---|---|---|---|")
-    step, lower_end = wor_clock_masses.BASE_STEP, wor_clock_masses.lower_end
     for text, position, p, q in Corpus(directory).spaced_rows(positions, temperature):
         for k in ks:
             setup = clock_flux_setup(p, q, k, clock_masses=CompiledClockSetMasses)
-            wor_clock_masses.BASE_STEP = step / 2
-            try:
+            with mock.patch.object(wor_clock_masses, "BASE_STEP", wor_clock_masses.BASE_STEP / 2):
                 fine = clock_flux_setup(p, q, k, clock_masses=CompiledClockSetMasses)
-            finally:
-                wor_clock_masses.BASE_STEP = step
-            wor_clock_masses.lower_end = lambda k: 1e-10 / k
-            try:
+            with mock.patch.object(wor_clock_masses, "lower_end", lambda k: 1e-10 / k):
                 wide = clock_flux_setup(p, q, k, clock_masses=CompiledClockSetMasses)
-            finally:
-                wor_clock_masses.lower_end = lower_end
             exact_p = np.empty(len(p), dtype=object)
             exact_p[:] = [Fraction(float(v)) for v in p]
             exact = flux_setup(exact_p, q, setup.order, lambda qs, zero: (None, [Fraction(float(v)) for v in setup.masses.sigma]))

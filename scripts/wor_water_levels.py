@@ -77,6 +77,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 
@@ -312,13 +313,9 @@ def quadrature(seed: int = 1) -> None:
     from otm.rules import wor_clock_masses as clock
 
     def masses_at(step: float, q: np.ndarray, k: int, lower_end=None):
-        saved = clock.quadrature_step, clock.lower_end
-        clock.quadrature_step = lambda _: step
-        clock.lower_end = lower_end or clock.lower_end
-        try:
+        with mock.patch.object(clock, "quadrature_step", lambda _: step), \
+                mock.patch.object(clock, "lower_end", lower_end or clock.lower_end):
             return clock.ClockSetMasses(q, k)
-        finally:
-            clock.quadrature_step, clock.lower_end = saved
 
     def relative(a: float, b: float) -> float:
         return abs(a - b) / b if b > 0 else abs(a)
