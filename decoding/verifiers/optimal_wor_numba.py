@@ -60,6 +60,14 @@ _compiled = numba.njit(cache=True, nogil=True, error_model="numpy")
 #: docs/optimal-verifier.md, section 9).
 NODE_CHUNK = 16
 
+#: The prefix pass takes ``e^{-q(above a) s}`` from an exponential at every this many ranks and
+#: from the rank before, divided by ``e^{-q_a s}``, in between (:func:`prefix_pass`): one
+#: division instead of an exponential per rank and node, at most 63 quotients from an
+#: exponential, each of a rounding or two (``sigma`` moved by at most 8e-15 relative on whole
+#: Qwen rows; docs/optimal-verifier.md, section 8, "The set-up's exponentials"). A fixed rank,
+#: not the checkpoints', so the values do not depend on those.
+DECAY_ANCHOR = 64
+
 #: Nodes per chunk of a span's masses and of a lowest-member law shared among threads
 #: (:meth:`CompiledClockSetMasses._summed_by_nodes`; each such chunk is summed by chunks of
 #: :data:`NODE_CHUNK` inside, :func:`_across`): a fixed cut, so the values do not depend on the
@@ -70,14 +78,31 @@ NODE_CHUNK = 16
 SPAN_CHUNK = 64
 
 
+#: Below this ``q s`` (``2^-10``) :func:`_clock` takes ``e^{-q s} - 1`` from its Taylor series to
+#: ``z^5``: the first term left out is ``z^6 / 720``, below ``1.2e-18`` of the value there, so the
+#: sum is as accurate as ``expm1`` (a rounding or two), and it is a few multiplications in a loop
+#: the compiler vectorises instead of a call per node. On real rows most ranks and nodes are there
+#: (the tail's ``q`` is ``1e-12``-``1e-5``).
+TAYLOR_BELOW = 2.0 ** -10
+
+
 @_compiled
 def _clock(q, s, nodes, none, some):
     """``none[i] = e^{-q s_i}`` (no arrival by ``s_i``) and ``some[i] = 1 - e^{-q s_i}`` for the
     first ``nodes`` nodes: computed where a pass needs them, so no table of ``n`` by ``N`` is
-    kept (the same function of the same inputs, so every pass gets the same values). One
-    exponential per node, each value to a rounding or two: ``expm1`` while ``q s < ln 2`` (where
-    ``1 - e^{-q s}`` would cancel), and ``1 - none`` beyond (``none < 1/2``: no cancellation)."""
-    for i in range(nodes):
+    kept (the same function of the same inputs, so every pass gets the same values). Each value
+    to a rounding or two: ``e^{-q s} - 1`` from its Taylor series while ``q s <``
+    :data:`TAYLOR_BELOW`, by ``expm1`` while ``q s < ln 2`` (where ``1 - e^{-q s}`` would cancel),
+    and ``1 - none`` beyond (``none < 1/2``: no cancellation). The nodes come in increasing
+    order, so the Taylor nodes lead (a node out of order would take ``expm1``, as accurate)."""
+    lead = 0
+    while lead < nodes and q * s[lead] < TAYLOR_BELOW:
+        lead += 1
+    for i in range(lead):
+        z = q * s[i]
+        small = -z * (1.0 - z * (0.5 - z * (1.0 / 6.0 - z * (1.0 / 24.0 - z * (1.0 / 120.0)))))
+        none[i], some[i] = 1.0 + small, -small
+    for i in range(lead, nodes):
         z = q * s[i]
         if z < 0.6931471805599453:
             small = np.expm1(-z)
@@ -122,10 +147,24 @@ def _add_rank(E, D, none, some, q, out_E, out_D, k):
         a, b = none[i], some[i]
         qa = q * a
         for d in range(k - 1, 0, -1):  # downward: index d - 1 is read before it is written
-            out_D[i, d] = D[i, d] * a + qa * E[i, d] + D[i, d - 1] * b
-            out_E[i, d] = E[i, d] * a + E[i, d - 1] * b
-        out_D[i, 0] = D[i, 0] * a + qa * E[i, 0]
-        out_E[i, 0] = E[i, 0] * a
+            out_D[i, d] = _normal(D[i, d] * a + qa * E[i, d] + D[i, d - 1] * b)
+            out_E[i, d] = _normal(E[i, d] * a + E[i, d - 1] * b)
+        out_D[i, 0] = _normal(D[i, 0] * a + qa * E[i, 0])
+        out_E[i, 0] = _normal(E[i, 0] * a)
+
+
+#: The least normal float64. A coefficient below it has lost relative precision already (a
+#: subnormal float keeps fewer bits), and every operation on subnormals is many times slower
+#: than on normal floats: the passes that add ranks set it to 0 (:func:`_normal`), which is 0
+#: from then on, so the node is left once all its coefficients are (:func:`live_prefix_nodes`).
+SMALLEST_NORMAL = 2.2250738585072014e-308
+
+
+@_compiled
+def _normal(x):
+    """``x`` (a coefficient, ``>= 0``), or 0 below :data:`SMALLEST_NORMAL` (an absolute change
+    of less than ``2.3e-308``)."""
+    return x if x >= SMALLEST_NORMAL else 0.0
 
 
 @_compiled
@@ -147,13 +186,17 @@ def prefix_pass(q, s, w, above, k, every, chunks, E0, D0, parts):
     held degree by degree (``[k, nodes]``, so a rank's update runs along the nodes,
     :func:`_add_rank_by_degree`) and the nodes past :func:`live_prefix_nodes` are left: the same
     float operations on the same values as :func:`_add_rank` node by node, so the same prefixes
-    and parts whichever chunks one pass takes (:meth:`CompiledClockSetMasses._prefix_pass`)."""
+    and parts whichever chunks one pass takes (:meth:`CompiledClockSetMasses._prefix_pass`).
+    ``e^{-q(above a) s}`` is the one before it divided by ``e^{-q_a s}`` (the rank leaves the
+    mass above), and an exponential at every :data:`DECAY_ANCHOR`-th rank and wherever it is
+    below ``1e-250``, so the quotients never run longer than that and never divide by 0."""
     index = chunk_nodes(chunks, s.shape[0])
     s, w, nodes = s[index], w[index], index.shape[0]
     n, live = q.shape[0], nodes
     E, D = np.zeros((k, nodes)), np.zeros((k, nodes))
     E[0, :] = 1.0
     none, some = np.empty(nodes), np.empty(nodes)
+    decay = np.zeros(nodes)  # e^{-q(above a) s}; 0: not yet computed
     for a in range(n + 1):
         if a % every == 0:
             for i in range(nodes):
@@ -162,17 +205,30 @@ def prefix_pass(q, s, w, above, k, every, chunks, E0, D0, parts):
         if a == n:
             break
         _clock(q[a], s, live, none, some)
+        exact = a % DECAY_ANCHOR == 0
         total, current = 0.0, 0  # the part of the chunk chunks[current]
         for i in range(live):
             if above[a] * s[i] > 745.2:  # e^{-q(above a) s} is 0 in float64 here and beyond
                 break
             if i // NODE_CHUNK != current:
                 parts[chunks[current], a], total, current = total, 0.0, i // NODE_CHUNK
+            decay[i] = _decay(decay[i], none[i], above[a], s[i], exact)
             member = q[a] * none[i] * E[k - 1, i] + some[i] * D[k - 2, i]
-            total += member * np.exp(-above[a] * s[i]) * w[i]
+            total += member * decay[i] * w[i]
         parts[chunks[current], a] = total  # (0 where no node was taken, as parts starts)
         _add_rank_by_degree(E, D, none, some, q[a], k, live)
         live = live_prefix_nodes(E, D, live)
+
+
+@_compiled
+def _decay(before, none, above, s, exact):
+    """``e^{-above s}`` at a rank, from ``before``, its value at the rank below (0 where not yet
+    computed), divided by the rank's own ``none = e^{-q s}``; an exponential where ``exact`` or
+    where ``before < 1e-250`` (so ``none >= before > 0``: no division by 0, and a value that
+    underflowed below is computed afresh)."""
+    if exact or before < 1e-250:
+        return np.exp(-above * s)
+    return before / none
 
 
 @_compiled
@@ -195,12 +251,12 @@ def _add_rank_by_degree(E, D, none, some, q, k, nodes):
     for d in range(k - 1, 0, -1):  # downward: degree d - 1 is read before it is written
         for i in range(nodes):
             a, b = none[i], some[i]
-            D[d, i] = D[d, i] * a + (q * a) * E[d, i] + D[d - 1, i] * b
-            E[d, i] = E[d, i] * a + E[d - 1, i] * b
+            D[d, i] = _normal(D[d, i] * a + (q * a) * E[d, i] + D[d - 1, i] * b)
+            E[d, i] = _normal(E[d, i] * a + E[d - 1, i] * b)
     for i in range(nodes):
         a = none[i]
-        D[0, i] = D[0, i] * a + (q * a) * E[0, i]
-        E[0, i] = E[0, i] * a
+        D[0, i] = _normal(D[0, i] * a + (q * a) * E[0, i])
+        E[0, i] = _normal(E[0, i] * a)
 
 
 @_compiled

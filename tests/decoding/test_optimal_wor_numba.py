@@ -494,3 +494,91 @@ def test_a_stretch_computes_only_the_groups_its_ranges_take():
                                  for start, low, high, end in stretches))
         assert stretches and set(np.flatnonzero(masses._group_ready).tolist()) == expected
         assert len(expected) < masses._group_ready.size - 2
+
+
+def _clock_error(none: np.ndarray, some: np.ndarray, z: np.ndarray) -> float:
+    """The largest relative error of ``(none, some)`` against ``e^{-z}`` and ``1 - e^{-z}`` in
+    40-digit arithmetic."""
+    import mpmath
+
+    with mpmath.workdps(40):
+        exact = [(mpmath.exp(-mpmath.mpf(float(v))), -mpmath.expm1(-mpmath.mpf(float(v)))) for v in z]
+        return max(float(abs(mpmath.mpf(float(got)) / want - 1)) for pair in zip(zip(none, some), exact)
+                   for got, want in zip(*pair))
+
+
+#: ``_clock``'s values to a rounding or two of ``e^{-z}`` and ``1 - e^{-z}`` (2 units: 2^-52).
+CLOCK_ERROR = 2.0 ** -52
+
+
+def test_the_clock_is_exact_to_two_roundings_on_either_side_of_its_taylor_nodes():
+    """``_clock`` takes ``e^{-z} - 1`` from its Taylor series below ``TAYLOR_BELOW``, ``expm1``
+    and ``exp`` above: every value within two units of the exact ones, from ``z = 1e-30`` to
+    ``z = 40``, the Taylor nodes leading; a series cut after ``z^2`` misses the same bound."""
+    s = np.geomspace(1e-30, 40.0, 2_000)
+    none, some = np.empty(s.size), np.empty(s.size)
+    compiled._clock(1.0, s, s.size, none, some)
+    taylor = s < compiled.TAYLOR_BELOW
+    assert 500 < np.count_nonzero(taylor) < s.size
+    assert _clock_error(none, some, s) <= CLOCK_ERROR
+    cut = -s[taylor] * (1.0 - 0.5 * s[taylor])  # the series to z^2 only
+    assert _clock_error(1.0 + cut, -cut, s[taylor]) > CLOCK_ERROR
+
+
+def _sigma_by_one_pass(masses) -> np.ndarray:
+    """``sigma`` from :func:`compiled.prefix_pass` run as Python over every chunk (so module
+    attributes patched by a test take effect)."""
+    chunks = _every_chunk(masses)
+    E0, D0, parts = np.empty_like(masses._E0), np.empty_like(masses._D0), np.zeros((len(chunks), masses.n))
+    compiled.prefix_pass.py_func(masses.q, masses.s, masses.w, masses._above, masses.k, masses.checkpoint, chunks,
+                                 E0, D0, parts)
+    return compiled._in_order(parts)
+
+
+@settings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(130, 300), k=st.integers(3, 6), decades=st.sampled_from([2, 6, 15]))
+def test_sigma_with_the_decay_by_quotients_is_the_references(seed, n, k, decades):
+    """The prefix pass takes ``e^{-q(above a) s}`` from the rank before, divided by ``e^{-q_a s}``,
+    between exponentials at every ``DECAY_ANCHOR``-th rank (and where it fell below ``1e-250``):
+    on rows of 130-300 ranks whose ``q`` spans 2-15 decades, ``sigma`` is the reference's (an
+    exponential at every rank and node) within :data:`AGREEMENT`."""
+    q = 10.0 ** np.random.default_rng(seed).uniform(-decades, 0, n)
+    q /= q.sum()
+    assert _relative(ClockSetMasses(q, k).sigma, compiled.CompiledClockSetMasses(q, k).sigma) <= AGREEMENT
+
+
+def test_a_decay_left_undivided_is_caught_and_unanchored_quotients_agree(monkeypatch):
+    """Run as Python, the pass gives the compiled ``sigma``; with no exponential after the first
+    rank (``DECAY_ANCHOR`` past the row) it still agrees with the reference, and with the decay
+    kept from the rank before, not divided, it does not."""
+    q = _row(6, 140, 2.0)
+    masses = EveryFourRanks(q, 4)
+    reference = ClockSetMasses(q, 4).sigma
+    assert _relative(masses.sigma, _sigma_by_one_pass(masses)) <= AGREEMENT
+    monkeypatch.setattr(compiled, "DECAY_ANCHOR", 10 ** 9)
+    assert _relative(reference, _sigma_by_one_pass(masses)) <= AGREEMENT
+    decay = compiled._decay
+    monkeypatch.setattr(compiled, "_decay", lambda before, none, above, s, exact:
+                        before if before > 0 else decay(before, none, above, s, exact))
+    assert _relative(reference, _sigma_by_one_pass(masses)) > 1e-6
+
+
+def _subnormal(values: np.ndarray) -> int:
+    return int(np.count_nonzero((values > 0) & (values < compiled.SMALLEST_NORMAL)))
+
+
+def test_the_passes_adding_ranks_leave_no_subnormal_coefficient(monkeypatch):
+    """Coefficients below the least normal float are set to 0 as ranks are added: on a row whose
+    ``q`` spans 15 decades no checkpoint holds a subnormal coefficient, and ``sigma`` is the
+    reference's; the same pass as Python with the rank added unflushed leaves some."""
+    q = 10.0 ** np.random.default_rng(11).uniform(-15, 0, 200)
+    q /= q.sum()
+    masses = EveryFourRanks(q, 3)
+    assert _subnormal(masses._E0) + _subnormal(masses._D0) == 0
+    assert _relative(ClockSetMasses(q, 3).sigma, masses.sigma) <= AGREEMENT
+    monkeypatch.setattr(compiled, "_normal", lambda x: x)
+    monkeypatch.setattr(compiled, "_add_rank_by_degree", compiled._add_rank_by_degree.py_func)
+    chunks = _every_chunk(masses)
+    E0, D0, parts = np.empty_like(masses._E0), np.empty_like(masses._D0), np.zeros((len(chunks), masses.n))
+    compiled.prefix_pass.py_func(masses.q, masses.s, masses.w, masses._above, 3, 4, chunks, E0, D0, parts)
+    assert _subnormal(E0) + _subnormal(D0) > 0
