@@ -88,7 +88,7 @@ def caveat(widest: int, top_p: float) -> str | None:
     8``) are refused (docs/optimal-verifier.md, section 8)."""
     if widest < 3 or top_p < 1.0:
         return None
-    return ("with 3 or more drafts at a node and no --top-p, the optimal_wor verifier takes about 0.2-1 s per row at "
+    return ("with 3 or more drafts at a node and no --top-p, the optimal_wor verifier takes about 0.1-0.5 s per row at "
             "a real vocabulary and refuses the rows whose walk its bounds leave open (about 1 in 10 at k = 3, 1 in 5 "
             "at k = 8 on the Qwen pair), ending the decode; with --top-p 0.99 it took 0.9-1.5x rrs_wor's time")
 

@@ -9,7 +9,10 @@ same positive integrands, the same rounding floor of the nesting
 (``REMAINDER_FLOOR unit (raised + 1) F(j)``, :data:`otm.rules.optimal_pair_wor.REMAINDER_FLOOR`).
 What changes is the order of some float additions (a
 node's terms of degree ``k - 1`` are summed directly instead of through truncated products,
-the integral is a loop instead of a BLAS dot product), so the values agree with the
+the integral is a loop instead of a BLAS dot product) and how some factors are formed
+(``e^{-q s} - 1`` by its Taylor series where ``q s`` is small, :func:`_clock`; the prefix pass's
+``e^{-q(above a) s}`` by quotients between exponentials, :func:`prefix_pass`; subnormal
+coefficients set to 0 as ranks are added, :func:`_normal`), so the values agree with the
 reference's to a few units of roundoff, not bit for bit (tests/decoding/test_optimal_wor_numba.py),
 and the levels that come out are certified as the reference's are: by the selection law they
 realise, through :meth:`CompiledClockSetMasses.lowest_law`
@@ -860,7 +863,7 @@ def _in_order(parts: np.ndarray) -> np.ndarray:
     """The chunks' parts (first axis) added in their order, from 0, as :func:`_across` adds them."""
     total = np.zeros(parts.shape[1:])
     for part in parts:
-        total = total + part
+        total += part  # (in place: the same additions, no array per chunk)
     return total
 
 
