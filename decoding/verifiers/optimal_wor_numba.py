@@ -66,8 +66,8 @@ NODE_CHUNK = 16
 #: The prefix pass takes ``e^{-q(above a) s}`` from an exponential at every this many ranks and
 #: from the rank before, divided by ``e^{-q_a s}``, in between (:func:`prefix_pass`): one
 #: division instead of an exponential per rank and node, at most 63 quotients from an
-#: exponential, each of a rounding or two (``sigma`` moved by at most 8e-15 relative on whole
-#: Qwen rows; docs/optimal-verifier.md, section 8, "The set-up's exponentials"). A fixed rank,
+#: exponential, each of a rounding or two (the flux's and masses' precision on whole Qwen rows
+#: as before: docs/optimal-verifier.md, section 8, "The set-up's exponentials"). A fixed rank,
 #: not the checkpoints', so the values do not depend on those.
 DECAY_ANCHOR = 64
 
@@ -83,9 +83,9 @@ SPAN_CHUNK = 64
 
 #: Below this ``q s`` (``2^-10``) :func:`_clock` takes ``e^{-q s} - 1`` from its Taylor series to
 #: ``z^5``: the first term left out is ``z^6 / 720``, below ``1.2e-18`` of the value there, so the
-#: sum is as accurate as ``expm1`` (a rounding or two), and it is a few multiplications in a loop
-#: the compiler vectorises instead of a call per node. On real rows most ranks and nodes are there
-#: (the tail's ``q`` is ``1e-12``-``1e-5``).
+#: sum is as accurate as ``expm1`` (a rounding or two), and it is a few multiplications instead
+#: of a library call per node. The tail tokens of a real row, most of its ranks, are there at
+#: the lower nodes.
 TAYLOR_BELOW = 2.0 ** -10
 
 
