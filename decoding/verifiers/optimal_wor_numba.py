@@ -694,11 +694,11 @@ class CompiledClockSetMasses(ClockSetMasses):
         self._lazy = Kept(self.RUN_FLOATS_KEPT)  # (f, t) -> _LazyRun
         return E0, D0, sigma
 
-    def minimal_flux(self, ps: np.ndarray, m: int, unit: float) -> list:
+    def minimal_flux(self, ps: np.ndarray, m: int, unit: float) -> np.ndarray:
         """The minimal flux of :func:`otm.rules.optimal_pair_wor.flux_setup` from ``p`` by rank
         and this row's ``sigma``, compiled (:func:`minimal_flux`; the same values as its Python
-        walks), as the list the construction keeps."""
-        return minimal_flux(ps, self.sigma, m, unit).tolist()
+        walks), ``[n + 1]`` float64."""
+        return minimal_flux(ps, self.sigma, m, unit)
 
     def _tables(self) -> tuple:
         return self.q, self.s, self.w, self._above, self._E0, self._D0, self.checkpoint

@@ -235,7 +235,7 @@ class FluxSetup:
     order: np.ndarray  # [n]
     rank: np.ndarray  # [V]
     cut: int
-    flux: list  # [n + 1]
+    flux: list | np.ndarray  # [n + 1]; a float64 array where compiled masses walked it
     masses: object
     target: np.ndarray  # [V]
     selection: np.ndarray  # [V]
@@ -253,12 +253,17 @@ def flux_setup(p, q, order: np.ndarray, masses_of) -> FluxSetup:
     order = order[:n]
     floats = _float_array(p)  # the same float operations in numpy, on Python floats in the loops
     zero = 0.0 if floats else p[0] * 0
-    ps, qs = (values[order].tolist() for values in (p, q)) if floats else ([p[t] for t in order], [q[t] for t in order])
+    if floats:  # p by rank as float64 (exactly), for numpy; lists only where loops read them
+        ps, qs = np.asarray(p, dtype=np.float64)[order], q[order].tolist()
+    else:
+        ps, qs = [p[t] for t in order], [q[t] for t in order]
     masses, sigma = masses_of(qs, zero)
     m = _optimal_cut(ps, sigma, zero, floats)
     unit = _rounding_unit(zero)
     if floats and hasattr(masses, "minimal_flux"):  # compiled: the same float operations
-        flux = masses.minimal_flux(np.asarray(p, dtype=np.float64)[order], m, unit)
+        flux = masses.minimal_flux(ps, m, unit)
+    elif floats:  # the Python walks on Python floats
+        flux = _minimal_flux(ps.tolist(), np.asarray(sigma, dtype=np.float64).tolist(), m, zero, unit)
     else:
         flux = _minimal_flux(ps, sigma, m, zero, unit)
     selection = zeros_like(p)

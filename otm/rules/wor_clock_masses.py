@@ -287,7 +287,7 @@ def built_set_masses(masses: ClockSetMasses):
 
     def masses_of(qs: list, zero):
         if isinstance(zero, float):  # the floats themselves (sigma >= 0, so 0.0 + v is v)
-            return masses, np.asarray(masses.sigma, dtype=np.float64).tolist()
+            return masses, np.asarray(masses.sigma, dtype=np.float64)
         return masses, [zero + float(v) for v in masses.sigma]
 
     return masses_of
