@@ -106,7 +106,8 @@ def ratio_order(p, q, stable: bool = True) -> np.ndarray:
     ``stable`` breaks ties by lower token id (a stable sort); ``False`` uses numpy's
     default (faster) sort, enough wherever ties do not matter (the float i.i.d. scan
     sorts ``p / q`` itself, letting ``q = 0`` give ``inf`` or ``nan``, both sorted last).
-    Works for float arrays (one ``np.argsort``) and exact Fraction arrays (always stable).
+    Works for float arrays (numpy's default sort, then the ties by id: :func:`_ids_within_ties`)
+    and exact Fraction arrays (always stable).
     """
     if np.asarray(q).dtype == object:
         key = [(1, Fraction(0)) if qi == 0 else (0, Fraction(pi) / qi) for pi, qi in zip(p, q)]
@@ -122,7 +123,7 @@ def _ids_within_ties(keys: np.ndarray, order: np.ndarray) -> np.ndarray:
     id: the stable argsort, as one more argsort of unique int64 keys, ``run * n + id``. Real
     rows have many tied ratios (bfloat16 logits); numpy's stable sort of floats is a timsort,
     its default sort of floats and of int64 is vectorised (measured in the set-up of
-    docs/optimal-verifier.md, section 8, "The set-up's exponentials")."""
+    docs/optimal-verifier.md, section 8, "And the Python around it")."""
     if order.size < 2:
         return order
     ranked = keys[order]
