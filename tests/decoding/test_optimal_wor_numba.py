@@ -110,6 +110,16 @@ def _every_chunk(masses) -> np.ndarray:
     return np.arange(len(compiled.node_chunks(masses.s.size)), dtype=np.int64)
 
 
+def _python_pass(masses) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(E0, D0, parts)`` of :func:`compiled.prefix_pass` run as Python over every chunk of
+    ``masses`` (so module attributes patched by a test take effect)."""
+    chunks = _every_chunk(masses)
+    E0, D0, parts = np.empty_like(masses._E0), np.empty_like(masses._D0), np.zeros((len(chunks), masses.n))
+    compiled.prefix_pass.py_func(masses.q, masses.s, masses.w, masses._above, masses.k, masses.checkpoint, chunks,
+                                 E0, D0, parts)
+    return E0, D0, parts
+
+
 def _rebuilt_checkpoints(masses) -> tuple[np.ndarray, np.ndarray]:
     """The checkpointed prefixes rebuilt rank by rank at every node (:func:`compiled.prefix_at`
     from the empty group, node by node, no node left out)."""
@@ -131,10 +141,9 @@ def test_the_prefix_pass_leaves_only_nodes_whose_polynomials_are_zero(monkeypatc
     E, D = _rebuilt_checkpoints(masses)
     assert np.array_equal(masses._E0, E) and np.array_equal(masses._D0, D)
     assert _relative(ClockSetMasses(q, 3).sigma, masses.sigma) <= AGREEMENT
-    original, chunks = compiled.live_prefix_nodes, _every_chunk(masses)
+    original = compiled.live_prefix_nodes
     monkeypatch.setattr(compiled, "live_prefix_nodes", lambda E, D, nodes: max(0, original(E, D, nodes) - 1))
-    E0, D0, parts = np.empty_like(masses._E0), np.empty_like(masses._D0), np.zeros((len(chunks), masses.n))
-    compiled.prefix_pass.py_func(masses.q, masses.s, masses.w, masses._above, 3, 4, chunks, E0, D0, parts)
+    E0, D0, _ = _python_pass(masses)
     assert not (np.array_equal(E0, E) and np.array_equal(D0, D))
 
 
@@ -527,13 +536,8 @@ def test_the_clock_is_exact_to_two_roundings_on_either_side_of_its_taylor_nodes(
 
 
 def _sigma_by_one_pass(masses) -> np.ndarray:
-    """``sigma`` from :func:`compiled.prefix_pass` run as Python over every chunk (so module
-    attributes patched by a test take effect)."""
-    chunks = _every_chunk(masses)
-    E0, D0, parts = np.empty_like(masses._E0), np.empty_like(masses._D0), np.zeros((len(chunks), masses.n))
-    compiled.prefix_pass.py_func(masses.q, masses.s, masses.w, masses._above, masses.k, masses.checkpoint, chunks,
-                                 E0, D0, parts)
-    return compiled._in_order(parts)
+    """``sigma`` from :func:`_python_pass`."""
+    return compiled._in_order(_python_pass(masses)[2])
 
 
 @settings(max_examples=10, deadline=None)
@@ -579,7 +583,5 @@ def test_the_passes_adding_ranks_leave_no_subnormal_coefficient(monkeypatch):
     assert _relative(ClockSetMasses(q, 3).sigma, masses.sigma) <= AGREEMENT
     monkeypatch.setattr(compiled, "_normal", lambda x: x)
     monkeypatch.setattr(compiled, "_add_rank_by_degree", compiled._add_rank_by_degree.py_func)
-    chunks = _every_chunk(masses)
-    E0, D0, parts = np.empty_like(masses._E0), np.empty_like(masses._D0), np.zeros((len(chunks), masses.n))
-    compiled.prefix_pass.py_func(masses.q, masses.s, masses.w, masses._above, 3, 4, chunks, E0, D0, parts)
+    E0, D0, _ = _python_pass(masses)
     assert _subnormal(E0) + _subnormal(D0) > 0
