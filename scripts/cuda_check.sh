@@ -9,7 +9,8 @@
 #    and bfloat16 (tests/decoding/test_verifiers_exactness.py::test_cuda_follows_the_law) and
 #    the optimal_pair_wor verifier's outputs on their device, and the CUDA graphs of the optimal
 #    verifiers' full path (draw for draw the eager path's; tests/decoding/test_cuda_graphs.py),
-#    and the bring-your-own-verifier entry point on CUDA tensors;
+#    and the bring-your-own-verifier entry point on CUDA tensors, and optimal_wor's set-up scan
+#    as CUDA kernels against the compiled pass (tests/decoding/test_optimal_wor_cuda.py);
 # 2. `otm decode --device cuda` with every rule of the registry on the tiny random model pair
 #    (binary:3 trees, one chain for a rule of one draft, the ensemble rules without a tree, the
 #    sequence verifiers on their own trees), float32 and bfloat16: each must exit 0;
@@ -35,7 +36,7 @@ stage() {  # stage NAME SECONDS COMMAND...: run, log to $out/NAME.log, remember 
 python3 -c "import torch, numba, numpy; print('torch', torch.__version__, '| numba', numba.__version__, '| numpy', numpy.__version__, '|', torch.cuda.get_device_name() if torch.cuda.is_available() else 'no CUDA device')"
 stage cuda_tests 180 python3 -m pytest -q -p no:cacheprovider -k cuda \
     tests/decoding/test_verifiers_exactness.py tests/decoding/test_verifier_optimal_pair_wor.py tests/decoding/test_cuda_graphs.py \
-    tests/decoding/test_own_verifier.py
+    tests/decoding/test_own_verifier.py tests/decoding/test_optimal_wor_cuda.py
 
 decode_all() {  # one process: `otm decode` for every rule and dtype, exit 1 if any failed
     python3 - <<'PY'

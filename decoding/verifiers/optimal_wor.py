@@ -16,8 +16,9 @@ from the clock integral compiled with the whole nesting
 (:class:`decoding.verifiers.optimal_wor_numba.CompiledClockSetMasses`, which keeps no tables
 of ``e^{-q s}``, so any vocabulary; its nesting within a minute where the runs of flux span up
 to about 2,000 ranks). On that path each distinct row of a call is first set up without the
-levels (:func:`row_setup`: cut, flux, ``x``, the compiled set masses; 0.5-1.2 s for a whole
-row at ``V = 151,936`` on two cores), and the walk of each of its drafted sets is decided from Lemma 9's
+levels (:func:`row_setup`: cut, flux, ``x``, the compiled set masses; 0.1-0.3 s for a whole
+row at ``V = 151,936`` on two cores; rows on a GPU take the set masses' pass up the ranks there,
+:mod:`decoding.verifiers.optimal_wor_torch`), and the walk of each of its drafted sets is decided from Lemma 9's
 bounds where they settle it (:func:`otm.rules.water_level_bounds.walk_decision`;
 docs/optimal-verifier.md, section 8, "k drafts: the walk from bounds" and "k drafts at the real
 vocabulary": 89% of the drafted sets at ``k = 3`` and 81% at ``k = 8`` on whole Qwen rows); only
@@ -138,7 +139,7 @@ def walk(levels: list, ranks: list, u: float) -> int:
     return chosen
 
 
-def row_setup(p: np.ndarray, q: np.ndarray, k: int) -> FluxSetup | None:
+def row_setup(p: np.ndarray, q: np.ndarray, k: int, device: torch.device | None = None) -> FluxSetup | None:
     """The cut, flux, ``x`` and compiled clock masses of one normalised row on the clock path
     (:func:`otm.rules.optimal_wor.clock_flux_setup`), what :func:`verify_row` decides the walk
     from before it builds levels; ``None`` for a row off that path (``k = 2``, few draft
@@ -146,14 +147,17 @@ def row_setup(p: np.ndarray, q: np.ndarray, k: int) -> FluxSetup | None:
     levels' path then enumerates the row or refuses it). Its flux is a float64 array, which
     :func:`~otm.rules.water_level_bounds.walk_decision` reads a span at a time. The last rows
     set up are kept while their tables hold at most :data:`SETUP_FLOATS_KEPT` floats in all, for
-    calls that repeat a row."""
-    key = (p.tobytes(), q.tobytes(), k)
+    calls that repeat a row. ``device``: where the rows came from; on a GPU the pass up the ranks
+    runs there (:func:`~decoding.verifiers.optimal_wor_numba.masses_on`, within roundoff of the
+    CPU's pass), and the rest on the CPU."""
+    on_gpu = device is not None and device.type != "cpu"
+    key = (p.tobytes(), q.tobytes(), k, str(device) if on_gpu else "cpu")
     if key in _SETUPS:
         return _SETUPS.get(key)
-    from .optimal_wor_numba import CompiledClockSetMasses  # numba only where a row is verified
+    from .optimal_wor_numba import CompiledClockSetMasses, masses_on  # numba only where a row is verified
 
     try:
-        setup = clock_flux_setup(p, q, k, clock_masses=CompiledClockSetMasses)
+        setup = clock_flux_setup(p, q, k, clock_masses=masses_on(str(device)) if on_gpu else CompiledClockSetMasses)
     except NotApplicableError:
         setup = None
     if setup is not None:  # the bounds read the flux a span at a time (walk_decision)
@@ -251,7 +255,7 @@ def verify(
     results: list = [None] * len(drafts)
     for members in rows.values():
         p_row, q_row = p_rows[members[0]], q_rows[members[0]]
-        setup = row_setup(p_row, q_row, len(drafts[0]))
+        setup = row_setup(p_row, q_row, len(drafts[0]), target_probs.device)
         order = functools.cache(lambda p_row=p_row, q_row=q_row: optimal_pair_wor.full_ratio_order(p_row, q_row))
         for r in members:  # the equal rows share the residual's sort, made at the first residual
             results[r] = verify_row(p_rows[r], q_rows[r], tuple(drafts[r]), u[r], setup, order)

@@ -43,6 +43,8 @@ a minute are refused); measured in docs/optimal-verifier.md, section 8
 """
 from __future__ import annotations
 
+import functools
+
 import numba
 import numpy as np
 
@@ -676,23 +678,33 @@ class CompiledClockSetMasses(ClockSetMasses):
         :data:`RUN_BLOCK` ranks of products at a time besides."""
         return 2 * (n // cls.checkpoint + 1 + n // cls.group + 1) * nodes * k
 
+    #: The torch device whose blocked scan makes the pass up the ranks and every group of ranks at
+    #: once (:mod:`decoding.verifiers.optimal_wor_torch`; the class of :func:`masses_on`), or
+    #: ``None``: the compiled pass on the CPU, the groups as the walks first read them.
+    scan_device = None
+
     def _prefix_pass(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """:func:`prefix_pass` over each thread's chunks of nodes (:func:`by_node_parts`), ``sigma``
-        the sum of the chunks' parts in their order."""
+        the sum of the chunks' parts in their order; or, on a :attr:`scan_device`, the scan of
+        :mod:`decoding.verifiers.optimal_wor_torch`, with the groups of ranks."""
+        self._groups = None  # (GE, GD) [groups, nodes, k], when first needed
+        self._last = [np.empty((self.s.size, self.k)), np.empty((self.s.size, self.k)), self.n + 1]  # the prefix [0, at) last asked for
+        self._lazy = Kept(self.RUN_FLOATS_KEPT)  # (f, t) -> _LazyRun
+        if self.scan_device is not None:
+            E0, D0, sigma, GE, GD = _device_scan(self.scan_device)(self.q, self.s, self.w, self._above, self.k,
+                                                                   self.checkpoint, self.group, self.scan_device)
+            self._groups, self._group_ready = (GE, GD), np.ones(GE.shape[0], dtype=bool)
+            return E0, D0, sigma
         every, k, checkpoints = self.checkpoint, self.k, self.n // self.checkpoint + 1
         E0, D0 = np.empty((checkpoints, self.s.size, k)), np.empty((checkpoints, self.s.size, k))
         chunks = node_chunks(self.s.size)
         parts = np.zeros((len(chunks), self.n))
-        self._groups = None  # (GE, GD) [groups, nodes, k], when first needed
 
         def run(taken: np.ndarray) -> None:  # a thread's chunks in one pass up the ranks
             prefix_pass(self.q, self.s, self.w, self._above, k, every, taken, E0, D0, parts)
 
         by_node_parts(run, chunks, self.n * self.s.size)
-        sigma = _in_order(parts)
-        self._last = [np.empty_like(E0[0]), np.empty_like(D0[0]), self.n + 1]  # the prefix [0, at) last asked for
-        self._lazy = Kept(self.RUN_FLOATS_KEPT)  # (f, t) -> _LazyRun
-        return E0, D0, sigma
+        return E0, D0, _in_order(parts)
 
     def minimal_flux(self, ps: np.ndarray, m: int, unit: float) -> np.ndarray:
         """The minimal flux of :func:`otm.rules.optimal_pair_wor.flux_setup` from ``p`` by rank
@@ -859,6 +871,29 @@ class CompiledClockSetMasses(ClockSetMasses):
 SHARED_FROM = 50_000
 
 
+def _device_scan(device: str):
+    """The scan of a :attr:`CompiledClockSetMasses.scan_device`: the CUDA kernels
+    (:mod:`decoding.verifiers.optimal_wor_cuda`) on a CUDA device, the torch scan
+    (:mod:`decoding.verifiers.optimal_wor_torch`, their reference) elsewhere."""
+    if device.startswith("cuda"):
+        from .optimal_wor_cuda import scan
+    else:
+        from .optimal_wor_torch import scan
+    return scan
+
+
+@functools.cache
+def masses_on(device: str) -> type[CompiledClockSetMasses]:
+    """:class:`CompiledClockSetMasses` whose pass up the ranks runs as a scan on the torch device
+    ``device`` (``"cuda"``, ``"cuda:1"``, ``"cpu"``; :attr:`~CompiledClockSetMasses.scan_device`):
+    ``sigma``, the checkpoints and every group of ranks at once, within roundoff of the compiled
+    pass (:func:`_device_scan`: CUDA kernels on a GPU, the torch scan elsewhere); the rest of the
+    set-up and the walks run on the CPU as before. What
+    :func:`decoding.verifiers.optimal_wor.row_setup` takes for rows on a GPU."""
+    return type(CompiledClockSetMasses.__name__, (CompiledClockSetMasses,),
+                {"scan_device": device, "__doc__": masses_on.__doc__, "__module__": __name__})
+
+
 def _in_order(parts: np.ndarray) -> np.ndarray:
     """The chunks' parts (first axis) added in their order, from 0, as :func:`_across` adds them."""
     total = np.zeros(parts.shape[1:])
@@ -940,5 +975,5 @@ class _LazyRun:
         return view
 
 
-__all__ = ["CompiledClockSetMasses", "NODE_CHUNK", "RUN_BLOCK", "SPAN_CHUNK", "advance_prefix", "NO_TABLE", "by_node_parts", "by_nodes", "chunk_nodes", "clock_table", "group_pass", "lowest_law", "minimal_flux", "node_chunks", "prefix_at", "prefix_pass", "range_group", "run_masses",
+__all__ = ["CompiledClockSetMasses", "NODE_CHUNK", "RUN_BLOCK", "SPAN_CHUNK", "advance_prefix", "NO_TABLE", "by_node_parts", "by_nodes", "chunk_nodes", "clock_table", "group_pass", "lowest_law", "masses_on", "minimal_flux", "node_chunks", "prefix_at", "prefix_pass", "range_group", "run_masses",
            "stretch_masses", "water_levels"]

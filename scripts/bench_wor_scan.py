@@ -1,0 +1,125 @@
+"""The set-up of ``optimal_wor`` on whole real rows with its pass up the ranks compiled on the CPU
+and as a scan on a torch device, side by side in one run.
+
+Evidence behind docs/optimal-verifier.md, section 8 ("The set-up's pass on a GPU"). Per row
+(``--positions`` rows of an ``otm corpus`` directory, softmax at temperature 1 over the whole
+vocabulary) and ``k`` in ``--ks``: the time of the verifier's set-up (cut, flux, ``x`` and set
+masses: :func:`otm.rules.optimal_wor.clock_flux_setup`) with
+:class:`~decoding.verifiers.optimal_wor_numba.CompiledClockSetMasses` and with
+:func:`~decoding.verifiers.optimal_wor_numba.masses_on` ``(--device)``; then the walks of
+``--draws`` drafted sets from Lemma 9's bounds on each set-up (the first walk apart: on the
+compiled set-up it computes the groups of ranks that the scan makes at once), how many of the
+walks both decide the same way (all must), and the largest difference of the two fluxes; then
+the pass alone, three ways on the same ranks: the compiled pass on the CPU (without the groups),
+the torch scan on ``--device`` (:mod:`decoding.verifiers.optimal_wor_torch`) and the kernels'
+scan where ``--device`` is a CUDA device (:mod:`decoding.verifiers.optimal_wor_cuda`), each with
+its outputs brought to the CPU. One thread for torch and numba unless ``--threads``:
+
+    python scripts/bench_wor_scan.py --corpus DIR --positions 4 --ks 3,8 --device cuda
+
+On a machine without the device the scan runs on the CPU's torch (``--device cpu``: slow, a
+check of the script, not a timing).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import numpy as np
+import torch
+
+from otm.rules.optimal_wor import clock_flux_setup
+from otm.rules.water_level_bounds import walk_decision
+
+
+def _timed_setup(p, q, k, masses, device: str):
+    began = time.perf_counter()
+    setup = clock_flux_setup(p, q, k, clock_masses=masses)
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    return setup, time.perf_counter() - began
+
+
+def _walks(setup, sets, uniforms, margin, windows) -> tuple[list, float, float]:
+    """The decisions, the first walk's seconds and the mean of the others' in ms."""
+    flux = np.asarray(setup.flux, dtype=np.float64)
+    verdicts, times = [], []
+    for drafted, u in zip(sets, uniforms):
+        began = time.perf_counter()
+        verdicts.append(walk_decision(flux, setup.masses, [int(setup.rank[t]) for t in drafted], u, margin=margin,
+                                      windows=windows))
+        times.append(time.perf_counter() - began)
+    return verdicts, times[0], 1000 * float(np.mean(times[1:])) if len(times) > 1 else float("nan")
+
+
+def _pass_alone(masses, device: str) -> str:
+    """The pass over ``masses``' ranks three ways (module docstring), in ms."""
+    from decoding.verifiers import optimal_wor_cuda, optimal_wor_torch
+
+    began = time.perf_counter()
+    masses._prefix_pass()
+    times = [time.perf_counter() - began]
+    scans = [optimal_wor_torch.scan] + ([optimal_wor_cuda.scan] if device.startswith("cuda") else [])
+    for scan in scans:
+        began = time.perf_counter()
+        scan(masses.q, masses.s, masses.w, masses._above, masses.k, masses.checkpoint, masses.group, device)
+        times.append(time.perf_counter() - began)
+    return " / ".join(f"{1000 * seconds:.1f}" for seconds in times) + ("" if len(times) == 3 else " / -")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--corpus", required=True, help="an `otm corpus` directory")
+    parser.add_argument("--positions", type=int, default=4)
+    parser.add_argument("--ks", default="3,8")
+    parser.add_argument("--draws", type=int, default=30, help="drafted sets per row and k")
+    parser.add_argument("--device", default="cuda", help="the scan's torch device")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    from decoding.verifiers import optimal_wor as verifier
+    from decoding.verifiers.optimal_wor_numba import CompiledClockSetMasses, masses_on
+    from otm.corpus import Corpus
+
+    torch.set_num_threads(args.threads)  # also the compiled passes' threads (decoding.verifiers.base.row_parts)
+    ks = [int(k) for k in args.ks.split(",")]
+    print(f"{args.positions} whole rows x {len(ks)} k, two set-ups each (about a second each; the first call also "
+          f"compiles or loads numba's code and starts {args.device})", file=sys.stderr, flush=True)
+    scanned = masses_on(args.device)
+    warm = np.exp(np.linspace(0.0, 3.0, 300))  # compile, load and start the device before timing
+    for masses in (CompiledClockSetMasses, scanned):
+        clock_flux_setup(warm[::-1] / warm.sum(), warm / warm.sum(), 3, clock_masses=masses)
+    _pass_alone(CompiledClockSetMasses(warm / warm.sum(), 3), args.device)
+    device_name = torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu"
+    print(f"torch {torch.__version__}, {args.threads} thread(s), scan on {args.device} ({device_name}), "
+          f"{args.draws} drafted sets per row and k")
+    print("| text | position | k | ranks | nodes | set-up, compiled pass (s) | set-up, scan (s) | first walk (s): "
+          "compiled / scan | ms per later walk: compiled / scan | same decisions | largest flux difference "
+          "| pass alone (ms): compiled / torch scan / kernels |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    rng = np.random.default_rng(args.seed)
+    rows = Corpus(args.corpus).spaced_rows(args.positions, 1.0)
+    for done, (text, position, p, q) in enumerate(rows, 1):
+        for k in ks:
+            sets = [rng.choice(len(q), k, replace=False, p=q) for _ in range(args.draws)]
+            uniforms = rng.random(args.draws)
+            compiled, compiled_seconds = _timed_setup(p, q, k, CompiledClockSetMasses, args.device)
+            on_device, device_seconds = _timed_setup(p, q, k, scanned, args.device)
+            if compiled is None or on_device is None:
+                print(f"| {text} | {position} | {k} | - | - | off the clock path | | | | | |", flush=True)
+                continue
+            walks = [_walks(setup, sets, uniforms, verifier.BOUND_MARGIN, verifier.BOUND_WINDOWS)
+                     for setup in (compiled, on_device)]
+            same = sum(a == b for a, b in zip(walks[0][0], walks[1][0]))
+            differ = float(np.max(np.abs(np.asarray(compiled.flux) - np.asarray(on_device.flux))))
+            print(f"| {text} | {position} | {k} | {len(compiled.order):,} | {compiled.masses.s.size} | "
+                  f"{compiled_seconds:.3f} | {device_seconds:.3f} | {walks[0][1]:.3f} / {walks[1][1]:.3f} | "
+                  f"{walks[0][2]:.1f} / {walks[1][2]:.1f} | {same} of {args.draws} | {differ:.1e} | "
+                  f"{_pass_alone(compiled.masses, args.device)} |", flush=True)
+        print(f"  {done}/{len(rows)} rows", file=sys.stderr, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""The CUDA kernels of decoding.verifiers.optimal_wor_cuda against their reference, the torch scan
+of decoding.verifiers.optimal_wor_torch: the same checkpoints, sigma and groups of ranks within
+roundoff, through numba's CUDA simulator on any machine (a subprocess: the simulator is chosen
+when numba is first imported) and on a CUDA device where there is one; a kernel whose blocks'
+prefixes leave the products out is caught by the same comparison."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from decoding.verifiers import optimal_wor
+from decoding.verifiers.optimal_wor_numba import CompiledClockSetMasses
+
+from .test_optimal_wor_torch import SCAN_AGREEMENT, _ranks, _scan_disagreement
+
+#: What the subprocess runs under the simulator: the kernels' scan and the torch scan of small
+#: rows, printing the largest relative difference of their outputs; with ``broken``, the kernel
+#: of the blocks' prefixes replaced by one that writes each block's own product.
+SIMULATED = r"""
+import sys
+import numpy as np
+from numba import cuda
+from decoding.verifiers import optimal_wor_cuda, optimal_wor_torch
+from decoding.verifiers.optimal_wor_numba import CompiledClockSetMasses
+
+if sys.argv[1] == "broken":
+    @cuda.jit
+    def own_block_only(BE, BD, k, PE, PD):
+        i = cuda.grid(1)
+        if i >= BE.shape[1]:
+            return
+        for c in range(BE.shape[0] + 1):
+            for d in range(k):
+                PE[c, i, d] = BE[c - 1, i, d] if c > 0 else float(d == 0)
+                PD[c, i, d] = BD[c - 1, i, d] if c > 0 else 0.0
+    optimal_wor_cuda.block_prefixes = own_block_only
+
+worst = 0.0
+for seed, n, k, group in ((1, 200, 3, 128), (2, 70, 5, 64), (3, 129, 2, 128)):
+    rng = np.random.default_rng(seed)
+    q = 10.0 ** rng.uniform(-9, 0, n)
+    masses = CompiledClockSetMasses(q / q.sum(), k)
+    args = (masses.q, masses.s, masses.w, masses._above, k, 64, group, "cpu")
+    for got, want in zip(optimal_wor_cuda.scan(*args), optimal_wor_torch.scan(*args)):
+        assert got.shape == want.shape
+        differ = np.abs(got - want)
+        worst = max(worst, float(np.max(np.where(differ <= 1e-290, 0.0, differ / np.maximum(np.abs(want), 1e-290)))))
+print(worst)
+"""
+
+
+def _simulated(variant: str) -> float:
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", PYTHONPATH=str(root))
+    done = subprocess.run([sys.executable, "-c", SIMULATED, variant], env=env, capture_output=True, text=True,
+                          timeout=300, cwd=root)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return float(done.stdout.strip().splitlines()[-1])
+
+
+def test_the_kernels_are_the_torch_scan_under_the_simulator():
+    assert _simulated("kernels") <= SCAN_AGREEMENT
+
+
+def test_kernels_without_the_prefix_products_are_caught_under_the_simulator():
+    assert _simulated("broken") > 1e-3
+
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+
+
+@needs_cuda
+@pytest.mark.parametrize("n, k", [(5000, 3), (5000, 8), (151_936, 4), (3000, 16), (700, 20)])
+def test_cuda_kernels_are_the_compiled_pass(n, k):
+    """On the GPU (``k = 20``: past the kernels' local arrays, the torch scan on the device)."""
+    from decoding.verifiers import optimal_wor_cuda
+
+    masses = CompiledClockSetMasses(_ranks(n + k, n, 12.0), k)
+    scanned = optimal_wor_cuda.scan(masses.q, masses.s, masses.w, masses._above, k, masses.checkpoint,
+                                    masses.group, "cuda")
+    assert _scan_disagreement(masses, scanned) <= SCAN_AGREEMENT
+
+
+@needs_cuda
+def test_cuda_rows_are_set_up_by_the_kernels():
+    rng = np.random.default_rng(8)
+    p, q = rng.dirichlet(np.full(3000, 0.3)), rng.dirichlet(np.full(3000, 0.3))
+    setup = optimal_wor.row_setup(p, q, 4, torch.device("cuda"))
+    assert setup.masses.scan_device == "cuda"
+    on_cpu = optimal_wor.row_setup(p, q, 4)
+    assert setup.cut == on_cpu.cut
+    np.testing.assert_allclose(np.asarray(setup.flux), np.asarray(on_cpu.flux), rtol=0, atol=1e-14)
