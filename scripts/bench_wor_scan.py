@@ -87,10 +87,13 @@ def main(argv=None) -> int:
     print(f"{args.positions} whole rows x {len(ks)} k, two set-ups each (about a second each; the first call also "
           f"compiles or loads numba's code and starts {args.device})", file=sys.stderr, flush=True)
     scanned = masses_on(args.device)
+    began = time.perf_counter()
     warm = np.exp(np.linspace(0.0, 3.0, 300))  # compile, load and start the device before timing
     for masses in (CompiledClockSetMasses, scanned):
         clock_flux_setup(warm[::-1] / warm.sum(), warm / warm.sum(), 3, clock_masses=masses)
     _pass_alone(CompiledClockSetMasses(warm / warm.sum(), 3), args.device)
+    print(f"warm-up (compiling or loading the code, starting the device): {time.perf_counter() - began:.1f} s",
+          file=sys.stderr, flush=True)
     device_name = torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu"
     print(f"torch {torch.__version__}, {args.threads} thread(s), scan on {args.device} ({device_name}), "
           f"{args.draws} drafted sets per row and k")

@@ -17,9 +17,17 @@ range), so the values agree with the torch scan's and the compiled pass's within
 (tests/decoding/test_optimal_wor_cuda.py: on a CUDA device, and through numba's CUDA simulator
 on the CPU). ``k`` up to :data:`MAX_K` (the threads' local arrays); :func:`scan` takes the torch
 scan beyond.
+
+numba's CUDA target (the ``numba-cuda`` package on a GPU machine) registers ``np.row_stack`` when
+it first compiles a kernel, and NumPy 2.5 removed that alias of ``np.vstack``: numba-cuda 0.30.4,
+the newest, fails there with ``AttributeError`` (NVIDIA/numba-cuda issue 907, not to be fixed:
+the package is in maintenance mode; numba itself guards the name since 0.67). So the launches
+run inside :func:`_with_row_stack`, which gives NumPy the alias back while they run where it
+lacks it, and takes it away after.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numba
@@ -150,6 +158,20 @@ def group_products(BE, BD, per_group, k, GE, GD):
         GE[g, i, d], GD[g, i, d] = E[d], D[d]
 
 
+@contextlib.contextmanager
+def _with_row_stack():
+    """``np.row_stack`` (``np.vstack``) while the block runs, where NumPy has none (module
+    docstring)."""
+    if hasattr(np, "row_stack"):
+        yield
+        return
+    np.row_stack = np.vstack
+    try:
+        yield
+    finally:
+        del np.row_stack
+
+
 def _launch(kernel, threads: int, device: torch.device, *args) -> None:
     """``kernel`` over ``threads`` threads on ``device``'s current torch stream (tensors passed as
     CUDA arrays; under numba's CUDA simulator, CPU tensors as numpy views)."""
@@ -159,7 +181,8 @@ def _launch(kernel, threads: int, device: torch.device, *args) -> None:
         return
     arrays = [cuda.as_cuda_array(a) if isinstance(a, torch.Tensor) else a for a in args]
     stream = cuda.external_stream(torch.cuda.current_stream(device).cuda_stream)
-    kernel[-(-threads // THREADS), THREADS, stream](*arrays)
+    with _with_row_stack():
+        kernel[-(-threads // THREADS), THREADS, stream](*arrays)
 
 
 def scan(q: np.ndarray, s: np.ndarray, w: np.ndarray, above: np.ndarray, k: int, every: int, group: int,

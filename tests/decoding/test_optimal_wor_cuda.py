@@ -96,3 +96,19 @@ def test_cuda_rows_are_set_up_by_the_kernels():
     on_cpu = optimal_wor.row_setup(p, q, 4)
     assert setup.cut == on_cpu.cut
     np.testing.assert_allclose(np.asarray(setup.flux), np.asarray(on_cpu.flux), rtol=0, atol=1e-14)
+
+
+def test_row_stack_is_lent_to_numpy_only_while_kernels_launch(monkeypatch):
+    """NumPy 2.5 has no ``row_stack``, which numba-cuda's first compile looks up: the alias is
+    there inside the block and gone after; a NumPy that has it keeps its own."""
+    from decoding.verifiers.optimal_wor_cuda import _with_row_stack
+
+    monkeypatch.delattr(np, "row_stack", raising=False)
+    with _with_row_stack():
+        assert np.row_stack is np.vstack
+    assert not hasattr(np, "row_stack")
+    own = object()
+    monkeypatch.setattr(np, "row_stack", own, raising=False)
+    with _with_row_stack():
+        assert np.row_stack is own
+    assert np.row_stack is own
