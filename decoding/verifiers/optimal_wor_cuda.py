@@ -1,22 +1,25 @@
-"""The blocked scan of :mod:`decoding.verifiers.optimal_wor_torch` as CUDA kernels: the same four
-steps (each block's product, the blocks' prefixes, ``sigma`` from each block's prefix, the groups
-of ranks), with the polynomials of one block at one node held by one GPU thread for the whole
-block instead of written to memory at every rank.
+"""The blocked scan of :mod:`decoding.verifiers.optimal_wor_torch` as CUDA kernels (numba): the
+same steps (each block's product, the blocks' prefixes, ``sigma`` from each block's prefix, the
+groups of ranks), with the polynomials of one block at one node held by one GPU thread for the
+whole block instead of written to memory at every rank.
 
 Why: the torch scan's steps 1 and 3 are ``2 every`` rounds of elementwise kernels over
 ``[blocks, N, k]`` arrays, memory-bound (every round reads and writes every block's polynomials
-at every node); here each thread keeps its ``(E, D)`` in local arrays over its ``every`` ranks and
-reads only ``q`` of its ranks, so steps 1 and 3 read ``O(n)`` floats and write the checkpoints,
-the groups and ``sigma``'s terms. Step 2 is one thread per node, block after block (``O(C k^2)``
-each, ``C`` blocks), step 4 one thread per group and node. ``sigma`` sums each rank's terms over
-the nodes with ``torch.sum`` (deterministic: the same values at every call; no atomics).
+at every node); here each thread keeps its ``(E, D)`` over its ``every`` ranks and reads only
+``q`` of its ranks, so steps 1 and 3 read ``O(n)`` floats and write the checkpoints, the groups
+and ``sigma``'s terms. The kernels are compiled for each ``k`` (:func:`kernels`: ``k`` a constant
+of their code, so the loops over degrees unroll and the polynomials stay in registers). The
+blocks' prefixes take two levels, so no thread walks all ``C`` blocks: the groups of ``group /
+every`` blocks (step 4, one thread per group and node), their prefixes (one thread per node,
+group after group), and each group's blocks from its prefix (one thread per group and node).
+``sigma`` sums each rank's terms over the nodes with ``torch.sum`` (deterministic: the same
+values at every call; no atomics).
 
 Each thread runs the compiled pass's arithmetic on its block (``e^{-q s} - 1`` by ``expm1``
 below ``ln 2``, as :func:`decoding.verifiers.optimal_wor_numba._clock` does beyond its Taylor
 range), so the values agree with the torch scan's and the compiled pass's within roundoff
 (tests/decoding/test_optimal_wor_cuda.py: on a CUDA device, and through numba's CUDA simulator
-on the CPU). ``k`` up to :data:`MAX_K` (the threads' local arrays); :func:`scan` takes the torch
-scan beyond.
+on the CPU). ``k`` up to :data:`MAX_K`; :func:`scan` takes the torch scan beyond.
 
 numba's CUDA target (the ``numba-cuda`` package on a GPU machine) registers ``np.row_stack`` when
 it first compiles a kernel, and NumPy 2.5 removed that alias of ``np.vstack``: numba-cuda 0.30.4,
@@ -28,7 +31,9 @@ lacks it, and takes it away after.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
+from types import SimpleNamespace
 
 import numba
 import numpy as np
@@ -37,125 +42,133 @@ from numba import cuda
 
 from . import optimal_wor_torch
 
-#: The largest ``k`` whose polynomials the kernels hold in a thread's local arrays.
+#: The largest ``k`` the kernels are compiled for (each ``k`` its own code, a few seconds).
 MAX_K = 16
 
 #: Threads per CUDA block of every kernel.
 THREADS = 128
 
-_kernel = cuda.jit(cache=not numba.config.ENABLE_CUDASIM)
-_device = cuda.jit(device=True)
 
+@functools.cache
+def kernels(k: int) -> SimpleNamespace:
+    """The kernels for ``k`` drafts (module docstring), compiled at their first launch."""
+    device, underflow = cuda.jit(device=True), optimal_wor_torch.EXP_UNDERFLOW
 
-@_device
-def _add_rank(E, D, q, s, k):
-    """``(E, D) := (E, D) (a + b z, q a)``, ``a = e^{-q s}``, ``b = 1 - a``; returns ``(a, b)``."""
-    z = q * s
-    if z < 0.6931471805599453:
-        small = math.expm1(-z)
-        a, b = 1.0 + small, -small
-    else:
-        a = math.exp(-z)
-        b = 1.0 - a
-    qa = q * a
-    for d in range(k - 1, 0, -1):  # downward: degree d - 1 is read before it is written
-        D[d] = D[d] * a + qa * E[d] + D[d - 1] * b
-        E[d] = E[d] * a + E[d - 1] * b
-    D[0] = D[0] * a + qa * E[0]
-    E[0] = E[0] * a
-    return a, b
+    @device
+    def add_rank(E, D, q, s):
+        """``(E, D) := (E, D) (a + b z, q a)``, ``a = e^{-q s}``, ``b = 1 - a``; returns ``(a, b)``."""
+        z = q * s
+        if z < 0.6931471805599453:
+            small = math.expm1(-z)
+            a, b = 1.0 + small, -small
+        else:
+            a = math.exp(-z)
+            b = 1.0 - a
+        qa = q * a
+        for d in range(k - 1, 0, -1):  # downward: degree d - 1 is read before it is written
+            D[d] = D[d] * a + qa * E[d] + D[d - 1] * b
+            E[d] = E[d] * a + E[d - 1] * b
+        D[0] = D[0] * a + qa * E[0]
+        E[0] = E[0] * a
+        return a, b
 
+    @device
+    def times(E, D, F, G):
+        """``(E, D) := (E F, D F + E G)``, truncated (downward: the lower degrees are read before
+        they are written)."""
+        for d in range(k - 1, -1, -1):
+            e_value, d_value = 0.0, 0.0
+            for e in range(d + 1):
+                e_value += E[e] * F[d - e]
+                d_value += D[e] * F[d - e] + E[e] * G[d - e]
+            E[d], D[d] = e_value, d_value
 
-@_device
-def _times_into(E, D, F, G, k, out_E, out_D):
-    """``(out_E, out_D) := (E F, D F + E G)``, truncated at ``k`` coefficients."""
-    for d in range(k):
-        e_value, d_value = 0.0, 0.0
-        for e in range(d + 1):
-            e_value += E[e] * F[d - e]
-            d_value += D[e] * F[d - e] + E[e] * G[d - e]
-        out_E[d], out_D[d] = e_value, d_value
-
-
-@_device
-def _load_one(E, D, k):
-    for d in range(k):
-        E[d], D[d] = 0.0, 0.0
-    E[0] = 1.0
-
-
-@_kernel
-def block_products(q, s, every, k, BE, BD):
-    """``BE[c, i], BD[c, i]``: the ranks ``[c every, (c + 1) every)`` at node ``i``."""
-    t = cuda.grid(1)
-    nodes = s.shape[0]
-    if t >= BE.shape[0] * nodes:
-        return
-    c, i = t // nodes, t % nodes
-    E, D = cuda.local.array(MAX_K, numba.float64), cuda.local.array(MAX_K, numba.float64)
-    _load_one(E, D, k)
-    for r in range(c * every, min((c + 1) * every, q.shape[0])):
-        _add_rank(E, D, q[r], s[i], k)
-    for d in range(k):
-        BE[c, i, d], BD[c, i, d] = E[d], D[d]
-
-
-@_kernel
-def block_prefixes(BE, BD, k, PE, PD):
-    """``PE[c, i], PD[c, i]``: the blocks ``[0, c)`` at node ``i``, ``c = 0..C``; one thread per
-    node."""
-    i = cuda.grid(1)
-    if i >= BE.shape[1]:
-        return
-    E, D = cuda.local.array(MAX_K, numba.float64), cuda.local.array(MAX_K, numba.float64)
-    E2, D2 = cuda.local.array(MAX_K, numba.float64), cuda.local.array(MAX_K, numba.float64)
-    _load_one(E, D, k)
-    for c in range(BE.shape[0] + 1):
+    @device
+    def one(E, D):
         for d in range(k):
-            PE[c, i, d], PD[c, i, d] = E[d], D[d]
-        if c < BE.shape[0]:
-            _times_into(E, D, BE[c, i], BD[c, i], k, E2, D2)
-            for d in range(k):
-                E[d], D[d] = E2[d], D2[d]
+            E[d], D[d] = 0.0, 0.0
+        E[0] = 1.0
 
-
-@_kernel
-def sigma_terms(q, above, s, w, every, k, PE, PD, terms):
-    """``terms[r, i]``: node ``i``'s term of ``sigma_r`` (module docstring of
-    :mod:`decoding.verifiers.optimal_wor_torch`, step 3), from block ``c``'s prefix ``PE[c, i]``."""
-    t = cuda.grid(1)
-    nodes = s.shape[0]
-    if t >= (PE.shape[0] - 1) * nodes:
-        return
-    c, i = t // nodes, t % nodes
-    E, D = cuda.local.array(MAX_K, numba.float64), cuda.local.array(MAX_K, numba.float64)
-    for d in range(k):
-        E[d], D[d] = PE[c, i, d], PD[c, i, d]
-    for r in range(c * every, min((c + 1) * every, q.shape[0])):
-        top_E, top_D = E[k - 1], D[k - 2]
-        a, b = _add_rank(E, D, q[r], s[i], k)
-        exponent = above[r] * s[i]
-        decay = 0.0 if exponent > 745.2 else math.exp(-exponent)
-        terms[r, i] = (q[r] * a * top_E + b * top_D) * decay * w[i]
-
-
-@_kernel
-def group_products(BE, BD, per_group, k, GE, GD):
-    """``GE[g, i], GD[g, i]``: the blocks ``[g per_group, (g + 1) per_group)`` at node ``i``."""
-    t = cuda.grid(1)
-    nodes = BE.shape[1]
-    if t >= GE.shape[0] * nodes:
-        return
-    g, i = t // nodes, t % nodes
-    E, D = cuda.local.array(MAX_K, numba.float64), cuda.local.array(MAX_K, numba.float64)
-    E2, D2 = cuda.local.array(MAX_K, numba.float64), cuda.local.array(MAX_K, numba.float64)
-    _load_one(E, D, k)
-    for c in range(g * per_group, min((g + 1) * per_group, BE.shape[0])):
-        _times_into(E, D, BE[c, i], BD[c, i], k, E2, D2)
+    @device
+    def store(E, D, OE, OD, at, i):
         for d in range(k):
-            E[d], D[d] = E2[d], D2[d]
-    for d in range(k):
-        GE[g, i, d], GD[g, i, d] = E[d], D[d]
+            OE[at, i, d], OD[at, i, d] = E[d], D[d]
+
+    @cuda.jit
+    def block_products(q, s, every, BE, BD):
+        """``BE[c, i], BD[c, i]``: the ranks ``[c every, (c + 1) every)`` at node ``i``."""
+        t, nodes = cuda.grid(1), s.shape[0]
+        if t >= BE.shape[0] * nodes:
+            return
+        c, i = t // nodes, t % nodes
+        E, D = cuda.local.array(k, numba.float64), cuda.local.array(k, numba.float64)
+        one(E, D)
+        for r in range(c * every, min((c + 1) * every, q.shape[0])):
+            add_rank(E, D, q[r], s[i])
+        store(E, D, BE, BD, c, i)
+
+    @cuda.jit
+    def group_products(BE, BD, per_group, GE, GD):
+        """``GE[g, i], GD[g, i]``: the blocks ``[g per_group, (g + 1) per_group)`` at node ``i``."""
+        t, nodes = cuda.grid(1), BE.shape[1]
+        if t >= GE.shape[0] * nodes:
+            return
+        g, i = t // nodes, t % nodes
+        E, D = cuda.local.array(k, numba.float64), cuda.local.array(k, numba.float64)
+        one(E, D)
+        for c in range(g * per_group, min((g + 1) * per_group, BE.shape[0])):
+            times(E, D, BE[c, i], BD[c, i])
+        store(E, D, GE, GD, g, i)
+
+    @cuda.jit
+    def group_prefixes(GE, GD, PG, PGD):
+        """``PG[g, i], PGD[g, i]``: the groups ``[0, g)`` at node ``i``, ``g = 0..groups``; one
+        thread per node."""
+        i = cuda.grid(1)
+        if i >= GE.shape[1]:
+            return
+        E, D = cuda.local.array(k, numba.float64), cuda.local.array(k, numba.float64)
+        one(E, D)
+        for g in range(GE.shape[0] + 1):
+            store(E, D, PG, PGD, g, i)
+            if g < GE.shape[0]:
+                times(E, D, GE[g, i], GD[g, i])
+
+    @cuda.jit
+    def block_prefixes(BE, BD, PG, PGD, per_group, PE, PD):
+        """``PE[c, i], PD[c, i]``: the blocks ``[0, c)`` at node ``i`` for ``c < C``, from the
+        prefix of ``c``'s group and its group's blocks below ``c``."""
+        t, nodes = cuda.grid(1), BE.shape[1]
+        if t >= (PG.shape[0] - 1) * nodes:
+            return
+        g, i = t // nodes, t % nodes
+        E, D = cuda.local.array(k, numba.float64), cuda.local.array(k, numba.float64)
+        for d in range(k):
+            E[d], D[d] = PG[g, i, d], PGD[g, i, d]
+        for c in range(g * per_group, min((g + 1) * per_group, BE.shape[0])):
+            store(E, D, PE, PD, c, i)
+            times(E, D, BE[c, i], BD[c, i])
+
+    @cuda.jit
+    def sigma_terms(q, above, s, w, every, PE, PD, terms):
+        """``terms[r, i]``: node ``i``'s term of ``sigma_r`` (step 3 of
+        :mod:`decoding.verifiers.optimal_wor_torch`), from block ``c``'s prefix ``PE[c, i]``."""
+        t, nodes = cuda.grid(1), s.shape[0]
+        if t >= (PE.shape[0] - 1) * nodes:
+            return
+        c, i = t // nodes, t % nodes
+        E, D = cuda.local.array(k, numba.float64), cuda.local.array(k, numba.float64)
+        for d in range(k):
+            E[d], D[d] = PE[c, i, d], PD[c, i, d]
+        for r in range(c * every, min((c + 1) * every, q.shape[0])):
+            top_E, top_D = E[k - 1], D[k - 2]
+            a, b = add_rank(E, D, q[r], s[i])
+            exponent = above[r] * s[i]
+            decay = 0.0 if exponent > underflow else math.exp(-exponent)
+            terms[r, i] = (q[r] * a * top_E + b * top_D) * decay * w[i]
+
+    return SimpleNamespace(block_products=block_products, group_products=group_products,
+                           group_prefixes=group_prefixes, block_prefixes=block_prefixes, sigma_terms=sigma_terms)
 
 
 @contextlib.contextmanager
@@ -193,7 +206,7 @@ def scan(q: np.ndarray, s: np.ndarray, w: np.ndarray, above: np.ndarray, k: int,
         return optimal_wor_torch.scan(q, s, w, above, k, every, group, device)
     if k < 2 or every < 1 or group % every:
         raise ValueError(f"scan needs k >= 2 and group a multiple of every; got k={k}, every={every}, group={group}")
-    device = torch.device(device)
+    device, run = torch.device(device), kernels(k)
     n, nodes, blocks = q.size, s.size, -(-q.size // every)
     groups, per_group = -(-n // group), group // every
 
@@ -204,16 +217,19 @@ def scan(q: np.ndarray, s: np.ndarray, w: np.ndarray, above: np.ndarray, k: int,
         return torch.empty(shape, dtype=torch.float64, device=device)
 
     q_t, above_t, s_t, w_t = put(q), put(above), put(s), put(w)
-    BE, BD, PE, PD = new(blocks, nodes, k), new(blocks, nodes, k), new(blocks + 1, nodes, k), new(blocks + 1, nodes, k)
-    GE, GD, terms = new(groups, nodes, k), new(groups, nodes, k), new(n, nodes)
-    _launch(block_products, blocks * nodes, device, q_t, s_t, every, k, BE, BD)
-    _launch(block_prefixes, nodes, device, BE, BD, k, PE, PD)
-    _launch(sigma_terms, blocks * nodes, device, q_t, above_t, s_t, w_t, every, k, PE, PD, terms)
-    _launch(group_products, groups * nodes, device, BE, BD, per_group, k, GE, GD)
+    BE, BD, GE, GD = new(blocks, nodes, k), new(blocks, nodes, k), new(groups, nodes, k), new(groups, nodes, k)
+    PG, PGD, PE, PD = new(groups + 1, nodes, k), new(groups + 1, nodes, k), new(blocks + 1, nodes, k), new(blocks + 1, nodes, k)
+    terms = new(n, nodes)
+    _launch(run.block_products, blocks * nodes, device, q_t, s_t, every, BE, BD)
+    _launch(run.group_products, groups * nodes, device, BE, BD, per_group, GE, GD)
+    _launch(run.group_prefixes, nodes, device, GE, GD, PG, PGD)
+    _launch(run.block_prefixes, groups * nodes, device, BE, BD, PG, PGD, per_group, PE, PD)
+    PE[blocks], PD[blocks] = PG[groups], PGD[groups]  # every block below: the last checkpoint where n % every == 0
+    _launch(run.sigma_terms, blocks * nodes, device, q_t, above_t, s_t, w_t, every, PE, PD, terms)
     checkpoints = n // every + 1
     flushed = optimal_wor_torch.flushed
     return (flushed(PE[:checkpoints]), flushed(PD[:checkpoints]), np.ascontiguousarray(terms.sum(dim=1).cpu().numpy()),
             flushed(GE), flushed(GD))
 
 
-__all__ = ["MAX_K", "THREADS", "block_prefixes", "block_products", "group_products", "scan", "sigma_terms"]
+__all__ = ["MAX_K", "THREADS", "kernels", "scan"]
