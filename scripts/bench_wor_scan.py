@@ -19,6 +19,14 @@ its outputs brought to the CPU. One thread for torch and numba unless ``--thread
 
 On a machine without the device the scan runs on the CPU's torch (``--device cpu``: slow, a
 check of the script, not a timing).
+
+``--precision`` measures instead how close the pass's products come to a wider one: per row and
+``k``, the last checkpoint (the prefix polynomials of every rank but the last block's) at four
+nodes from the compiled pass and from the scan on ``--device``, against the same pass in 80-bit
+floats (``np.longdouble``, the clocks from the same float64 ``q`` and ``s``), largest relative
+difference over the coefficients above ``1e-250`` (a few seconds per row and ``k``):
+
+    python scripts/bench_wor_scan.py --corpus DIR --positions 4 --ks 3,8 --device cpu --precision
 """
 from __future__ import annotations
 
@@ -68,6 +76,49 @@ def _pass_alone(masses, device: str) -> str:
     return " / ".join(f"{1000 * seconds:.1f}" for seconds in times) + ("" if len(times) == 3 else " / -")
 
 
+def _wide_checkpoint(masses, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(E, D)`` of the ranks below the last checkpoint at ``nodes``, in ``np.longdouble``."""
+    k, last = masses.k, (masses.n // masses.checkpoint) * masses.checkpoint
+    s, q = masses.s[nodes].astype(np.longdouble), masses.q.astype(np.longdouble)
+    E, D = np.zeros((nodes.size, k), dtype=np.longdouble), np.zeros((nodes.size, k), dtype=np.longdouble)
+    E[:, 0] = 1
+    for r in range(last):
+        a, b = np.exp(-q[r] * s), -np.expm1(-q[r] * s)
+        lower_E, lower_D = E[:, :-1].copy(), D[:, :-1].copy()
+        D = D * a[:, None] + E * (q[r] * a)[:, None]
+        D[:, 1:] += lower_D * b[:, None]
+        E = E * a[:, None]
+        E[:, 1:] += lower_E * b[:, None]
+    return E, D
+
+
+def precision(rows, ks: list[int], device: str) -> None:
+    """The ``--precision`` table (module docstring)."""
+    from decoding.verifiers.optimal_wor_numba import CompiledClockSetMasses, _device_scan
+    from otm.formulations.prefix_scan import ratio_order
+
+    print(f"last checkpoint against an 80-bit pass, largest relative difference (scan on {device})")
+    print("| text | position | k | ranks | nodes compared | compiled pass, E / D | scan, E / D |")
+    print("|---|---|---|---|---|---|---|")
+    for text, position, p, q in rows:
+        q_ranked = q[ratio_order(p, q)]
+        q_ranked = q_ranked[q_ranked > 0]
+        for k in ks:
+            masses = CompiledClockSetMasses(q_ranked, k)
+            nodes = np.unique(np.linspace(0, masses.s.size // 2, 4).astype(int))
+            E0, D0 = _device_scan(device)(masses.q, masses.s, masses.w, masses._above, k, masses.checkpoint,
+                                          masses.group, device)[:2]
+            wide = _wide_checkpoint(masses, nodes)
+            cells = []
+            for ours in ((masses._E0, masses._D0), (E0, D0)):
+                worst = []
+                for got, want in zip(ours, wide):
+                    got, big = got[-1][nodes].astype(np.longdouble), np.abs(want) > 1e-250
+                    worst.append(float(np.max(np.abs(got - want)[big] / np.abs(want)[big])))
+                cells.append(" / ".join(f"{x:.1e}" for x in worst))
+            print(f"| {text} | {position} | {k} | {masses.n:,} | {nodes.size} | {cells[0]} | {cells[1]} |", flush=True)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", required=True, help="an `otm corpus` directory")
@@ -77,6 +128,7 @@ def main(argv=None) -> int:
     parser.add_argument("--device", default="cuda", help="the scan's torch device")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--precision", action="store_true", help="the products against an 80-bit pass instead")
     args = parser.parse_args(argv)
     from decoding.verifiers import optimal_wor as verifier
     from decoding.verifiers.optimal_wor_numba import CompiledClockSetMasses, masses_on
@@ -84,6 +136,11 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(args.threads)  # also the compiled passes' threads (decoding.verifiers.base.row_parts)
     ks = [int(k) for k in args.ks.split(",")]
+    if args.precision:
+        print(f"{args.positions} whole rows x {len(ks)} k: an 80-bit pass over each row's ranks, a few seconds each",
+              file=sys.stderr, flush=True)
+        precision(Corpus(args.corpus).spaced_rows(args.positions, 1.0), ks, args.device)
+        return 0
     print(f"{args.positions} whole rows x {len(ks)} k, two set-ups each (about a second each; the first call also "
           f"compiles or loads numba's code and starts {args.device})", file=sys.stderr, flush=True)
     scanned = masses_on(args.device)

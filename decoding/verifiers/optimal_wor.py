@@ -73,12 +73,16 @@ def compile_seconds(device: torch.device) -> float:
     compile :mod:`decoding.verifiers.optimal_pair_wor`'s code (its
     :func:`~decoding.verifiers.optimal_pair_wor.compile_seconds`), more drafts the compiled clock
     integral (:mod:`decoding.verifiers.optimal_wor_numba`, 5 s measured cold on the 2-core
-    development VM); 0 for what numba's cache already holds. Read by ``otm decode``."""
+    development VM); 0 for what numba's cache already holds. On a CUDA device the set-up's kernels
+    (:mod:`decoding.verifiers.optimal_wor_cuda`) compile besides, at the first row of each ``k``
+    and in every process: about 1 s each on the H200 machine (docs/optimal-verifier.md, section 8,
+    "The set-up's pass on a GPU"). Read by ``otm decode``."""
     from .optimal_numba import is_cached
     from .optimal_wor_numba import lowest_law, water_levels
 
     clock = 0.0 if is_cached(water_levels) and is_cached(lowest_law) else 5.0
-    return optimal_pair_wor.compile_seconds(device) + clock
+    kernels = 1.0 if device.type == "cuda" else 0.0
+    return optimal_pair_wor.compile_seconds(device) + clock + kernels
 
 
 def caveat(widest: int, top_p: float) -> str | None:
@@ -219,7 +223,10 @@ def verify_row(p: np.ndarray, q: np.ndarray, drafts: tuple, uniforms: np.ndarray
 
 #: Relative margin of the walk's decisions from bounds (as the pair verifier's,
 #: :data:`decoding.verifiers.optimal_pair_wor_numba.BOUND_MARGIN`): the set masses and ``sigma``
-#: of the clock integral are accurate to a few ``1e-14`` relative.
+#: of the clock integral are accurate to a few ``1e-14`` relative on rows of thousands of tokens
+#: and to about ``1e-11`` on whole rows of the real vocabulary, where the products of 151,665
+#: clocks near 1 carry their roundings (docs/optimal-verifier.md, section 8, "The set-up's pass on
+#: a GPU").
 BOUND_MARGIN = 1e-9
 
 #: At most this many windows in the walk's integral test (iii)

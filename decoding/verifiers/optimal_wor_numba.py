@@ -873,9 +873,12 @@ SHARED_FROM = 50_000
 
 def _device_scan(device: str):
     """The scan of a :attr:`CompiledClockSetMasses.scan_device`: the CUDA kernels
-    (:mod:`decoding.verifiers.optimal_wor_cuda`) on a CUDA device, the torch scan
-    (:mod:`decoding.verifiers.optimal_wor_torch`, their reference) elsewhere."""
-    if device.startswith("cuda"):
+    (:mod:`decoding.verifiers.optimal_wor_cuda`) on a CUDA device where numba's CUDA target sees
+    one, the torch scan (:mod:`decoding.verifiers.optimal_wor_torch`, their reference: the same
+    values within roundoff, slower) elsewhere."""
+    from numba import cuda
+
+    if device.startswith("cuda") and cuda.is_available():
         from .optimal_wor_cuda import scan
     else:
         from .optimal_wor_torch import scan

@@ -460,8 +460,9 @@ def test_the_verifier_announces_no_compiling_once_the_clock_path_ran():
     p, q = (np.exp(np.linspace(0, shift, 12)) for shift in (2.0, -1.0))  # 1,320 triples: the compiled path
     params = optimal_wor.wor_parameters(p / p.sum(), q / q.sum(), 3, clock_masses=compiled.CompiledClockSetMasses)
     assert "clock integral" in params.arithmetic
-    cpu = torch.device("cpu")
+    cpu, gpu = torch.device("cpu"), torch.device("cuda")
     assert verifier.compile_seconds(cpu) == optimal_pair_wor.compile_seconds(cpu)
+    assert verifier.compile_seconds(gpu) == optimal_pair_wor.compile_seconds(gpu) + 1.0  # the set-up's CUDA kernels
 
 
 def test_the_nesting_estimate_counts_the_square_of_each_run_of_flux():
