@@ -17,8 +17,8 @@ from the clock integral compiled with the whole nesting
 of ``e^{-q s}``, so any vocabulary; its nesting within a minute where the runs of flux span up
 to about 2,000 ranks). On that path each distinct row of a call is first set up without the
 levels (:func:`row_setup`: cut, flux, ``x``, the compiled set masses; 0.1-0.3 s for a whole
-row at ``V = 151,936`` on two cores; rows on a GPU take the set masses' pass up the ranks there,
-:mod:`decoding.verifiers.optimal_wor_torch`), and the walk of each of its drafted sets is decided from Lemma 9's
+row at ``V = 151,936`` on two cores; rows on a CUDA device take the set masses' pass up the ranks
+there, as kernels, :mod:`decoding.verifiers.optimal_wor_cuda`), and the walk of each of its drafted sets is decided from Lemma 9's
 bounds where they settle it (:func:`otm.rules.water_level_bounds.walk_decision`;
 docs/optimal-verifier.md, section 8, "k drafts: the walk from bounds" and "k drafts at the real
 vocabulary": 89% of the drafted sets at ``k = 3`` and 81% at ``k = 8`` on whole Qwen rows); only
@@ -151,10 +151,10 @@ def row_setup(p: np.ndarray, q: np.ndarray, k: int, device: torch.device | None 
     levels' path then enumerates the row or refuses it). Its flux is a float64 array, which
     :func:`~otm.rules.water_level_bounds.walk_decision` reads a span at a time. The last rows
     set up are kept while their tables hold at most :data:`SETUP_FLOATS_KEPT` floats in all, for
-    calls that repeat a row. ``device``: where the rows came from; on a GPU the pass up the ranks
-    runs there (:func:`~decoding.verifiers.optimal_wor_numba.masses_on`, within roundoff of the
-    CPU's pass), and the rest on the CPU."""
-    on_gpu = device is not None and device.type != "cpu"
+    calls that repeat a row. ``device``: where the rows came from; on a CUDA device the pass up the
+    ranks runs there (:func:`~decoding.verifiers.optimal_wor_numba.masses_on`, within roundoff of
+    the CPU's pass), and the rest on the CPU."""
+    on_gpu = device is not None and device.type == "cuda"
     key = (p.tobytes(), q.tobytes(), k, str(device) if on_gpu else "cpu")
     if key in _SETUPS:
         return _SETUPS.get(key)

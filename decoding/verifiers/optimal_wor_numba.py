@@ -679,14 +679,14 @@ class CompiledClockSetMasses(ClockSetMasses):
         return 2 * (n // cls.checkpoint + 1 + n // cls.group + 1) * nodes * k
 
     #: The torch device whose blocked scan makes the pass up the ranks and every group of ranks at
-    #: once (:mod:`decoding.verifiers.optimal_wor_torch`; the class of :func:`masses_on`), or
-    #: ``None``: the compiled pass on the CPU, the groups as the walks first read them.
+    #: once (:func:`_device_scan`; the class of :func:`masses_on`), or ``None``: the compiled pass
+    #: on the CPU, the groups as the walks first read them.
     scan_device = None
 
     def _prefix_pass(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """:func:`prefix_pass` over each thread's chunks of nodes (:func:`by_node_parts`), ``sigma``
-        the sum of the chunks' parts in their order; or, on a :attr:`scan_device`, the scan of
-        :mod:`decoding.verifiers.optimal_wor_torch`, with the groups of ranks."""
+        the sum of the chunks' parts in their order; or, on a :attr:`scan_device`, its scan
+        (:func:`_device_scan`), with the groups of ranks."""
         self._groups = None  # (GE, GD) [groups, nodes, k], when first needed
         self._last = [np.empty((self.s.size, self.k)), np.empty((self.s.size, self.k)), self.n + 1]  # the prefix [0, at) last asked for
         self._lazy = Kept(self.RUN_FLOATS_KEPT)  # (f, t) -> _LazyRun

@@ -1,8 +1,13 @@
 """The set-up's pass up the ranks of ``optimal_wor`` on a torch device: ``sigma``, the
 checkpointed prefixes and the groups of ranks of
-:class:`~decoding.verifiers.optimal_wor_numba.CompiledClockSetMasses` by a blocked scan, for the
-rows a decode holds on a GPU (:func:`scan`; the masses class that takes it,
-:func:`decoding.verifiers.optimal_wor_numba.masses_on`).
+:class:`~decoding.verifiers.optimal_wor_numba.CompiledClockSetMasses` by a blocked scan
+(:func:`scan`; the masses class that takes it,
+:func:`decoding.verifiers.optimal_wor_numba.masses_on`). It is the plain reference of the CUDA
+kernels (:mod:`decoding.verifiers.optimal_wor_cuda`, the same steps with each thread's
+polynomials kept in registers), and their stand-in on a device where numba's CUDA target is
+missing: as torch operations its steps 1 and 3 are bound by memory traffic, no faster on an H200
+than the compiled pass on 16 CPU cores (docs/optimal-verifier.md, section 8, "The set-up's pass
+on a GPU").
 
 **The products as a scan (our derivation).** At a quadrature node ``s`` a group ``G`` of ranks has
 the count polynomials, truncated at degree ``k - 1``,
@@ -29,8 +34,8 @@ is this product). Prefix products are then a scan, in any bracketing:
 
 Every coefficient is a sum of products of non-negative numbers, so every bracketing gives it
 to a few roundings relative: the values are the compiled pass's within roundoff, not to the bit
-(tests/decoding/test_optimal_wor_torch.py holds them within ``1e-12`` relative and fails on a scan
-that takes inclusive prefixes). Coefficients below the least normal float64 are set to 0 in
+(tests/decoding/test_optimal_wor_torch.py holds them within ``1e-12`` relative, and fails on a scan
+without its prefix products or with a product that drops its cross term). Coefficients below the least normal float64 are set to 0 in
 what is returned, as the compiled pass sets them, so the CPU passes that read the checkpoints
 leave the same dead nodes. Work ``O(n N k)`` for 1 and 3 and ``O(C log C N k^2)`` for 2 (``C``
 blocks), in about ``20 every + 3 k log2 C`` kernel launches; memory six ``[n, N]`` float64
