@@ -81,7 +81,7 @@ needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA d
 @needs_cuda
 @pytest.mark.parametrize("n, k", [(5000, 3), (5000, 8), (151_936, 4), (3000, 16), (700, 20)])
 def test_cuda_kernels_are_the_compiled_pass(n, k):
-    """On the GPU (``k = 20``: past the kernels' local arrays, the torch scan on the device)."""
+    """On the GPU (``k = 20``: past ``MAX_K``, the torch scan on the device)."""
     from decoding.verifiers import optimal_wor_cuda
 
     masses = CompiledClockSetMasses(_ranks(n + k, n, 12.0), k)
