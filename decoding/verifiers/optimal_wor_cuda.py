@@ -94,6 +94,14 @@ def kernels(k: int) -> SimpleNamespace:
         for d in range(k):
             OE[at, i, d], OD[at, i, d] = E[d], D[d]
 
+    @device
+    def prefixes(E, D, UE, UD, first, last, i, PE, PD):
+        """``PE[c, i], PD[c, i]`` := ``(E, D)`` times the units ``[first, c)`` at node ``i``, for
+        ``first <= c < last``; ``(E, D)`` ends as the product through unit ``last - 1``."""
+        for c in range(first, last):
+            store(E, D, PE, PD, c, i)
+            times(E, D, UE[c, i], UD[c, i])
+
     @cuda.jit
     def block_products(q, s, every, BE, BD):
         """``BE[c, i], BD[c, i]``: the ranks ``[c every, (c + 1) every)`` at node ``i``."""
@@ -129,10 +137,8 @@ def kernels(k: int) -> SimpleNamespace:
             return
         E, D = cuda.local.array(k, numba.float64), cuda.local.array(k, numba.float64)
         one(E, D)
-        for g in range(GE.shape[0] + 1):
-            store(E, D, PG, PGD, g, i)
-            if g < GE.shape[0]:
-                times(E, D, GE[g, i], GD[g, i])
+        prefixes(E, D, GE, GD, 0, GE.shape[0], i, PG, PGD)
+        store(E, D, PG, PGD, GE.shape[0], i)
 
     @cuda.jit
     def block_prefixes(BE, BD, PG, PGD, per_group, PE, PD):
@@ -145,9 +151,7 @@ def kernels(k: int) -> SimpleNamespace:
         E, D = cuda.local.array(k, numba.float64), cuda.local.array(k, numba.float64)
         for d in range(k):
             E[d], D[d] = PG[g, i, d], PGD[g, i, d]
-        for c in range(g * per_group, min((g + 1) * per_group, BE.shape[0])):
-            store(E, D, PE, PD, c, i)
-            times(E, D, BE[c, i], BD[c, i])
+        prefixes(E, D, BE, BD, g * per_group, min((g + 1) * per_group, BE.shape[0]), i, PE, PD)
 
     @cuda.jit
     def sigma_terms(q, above, s, w, every, PE, PD, terms):
@@ -204,8 +208,7 @@ def scan(q: np.ndarray, s: np.ndarray, w: np.ndarray, above: np.ndarray, k: int,
     same outputs, as CPU arrays; the torch scan where ``k >`` :data:`MAX_K`."""
     if k > MAX_K:
         return optimal_wor_torch.scan(q, s, w, above, k, every, group, device)
-    if k < 2 or every < 1 or group % every:
-        raise ValueError(f"scan needs k >= 2 and group a multiple of every; got k={k}, every={every}, group={group}")
+    optimal_wor_torch.check_arguments(k, every, group)
     device, run = torch.device(device), kernels(k)
     n, nodes, blocks = q.size, s.size, -(-q.size // every)
     groups, per_group = -(-n // group), group // every

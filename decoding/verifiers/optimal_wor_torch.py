@@ -97,6 +97,12 @@ def flushed(x: torch.Tensor) -> np.ndarray:
     return np.ascontiguousarray(torch.where(x < SMALLEST_NORMAL, 0.0, x).cpu().numpy())
 
 
+def check_arguments(k: int, every: int, group: int) -> None:
+    """A scan's ``k``, block and group sizes, or :class:`ValueError` (both scans call it)."""
+    if k < 2 or every < 1 or group % every:
+        raise ValueError(f"scan needs k >= 2 and group a multiple of every; got k={k}, every={every}, group={group}")
+
+
 def scan(q: np.ndarray, s: np.ndarray, w: np.ndarray, above: np.ndarray, k: int, every: int, group: int,
          device: torch.device | str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``(E0, D0, sigma, GE, GD)`` of the ranks ``q`` ``[n]`` (float64, by rank) at the nodes ``s``
@@ -104,8 +110,7 @@ def scan(q: np.ndarray, s: np.ndarray, w: np.ndarray, above: np.ndarray, k: int,
     ``device`` (module docstring) and returned as CPU arrays: ``E0, D0`` ``[n // every + 1, N, k]``
     the prefixes ``[0, c every)``, ``sigma`` ``[n]``, ``GE, GD`` ``[ceil(n / group), N, k]`` the
     groups ``[g group, (g + 1) group)``; ``group`` a multiple of ``every``."""
-    if k < 2 or every < 1 or group % every:
-        raise ValueError(f"scan needs k >= 2 and group a multiple of every; got k={k}, every={every}, group={group}")
+    check_arguments(k, every, group)
     device = torch.device(device)
     n, nodes = q.size, s.size
     blocks = -(-n // every)
@@ -153,4 +158,4 @@ def scan(q: np.ndarray, s: np.ndarray, w: np.ndarray, above: np.ndarray, k: int,
             np.ascontiguousarray(sigma.reshape(-1)[:n].cpu().numpy()), flushed(GE), flushed(GD))
 
 
-__all__ = ["EXP_UNDERFLOW", "flushed", "inclusive_products", "scan"]
+__all__ = ["EXP_UNDERFLOW", "check_arguments", "flushed", "inclusive_products", "scan"]
