@@ -683,10 +683,18 @@ class CompiledClockSetMasses(ClockSetMasses):
     #: on the CPU, the groups as the walks first read them.
     scan_device = None
 
+    #: The pass up the ranks on the CPU takes each block's small clocks at a few Chebyshev points
+    #: (:func:`decoding.verifiers.optimal_wor_chebyshev.prefix_pass_chebyshev`, one thread; 2-3x
+    #: faster than the node-by-node pass on two threads on whole rows of the real vocabulary,
+    #: docs/optimal-verifier.md, section 8, "The set-up's pass at Chebyshev points"); ``False``:
+    #: :func:`prefix_pass`, node by node, its reference, shared among threads.
+    prefix_at_points = True
+
     def _prefix_pass(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """:func:`prefix_pass` over each thread's chunks of nodes (:func:`by_node_parts`), ``sigma``
-        the sum of the chunks' parts in their order; or, on a :attr:`scan_device`, its scan
-        (:func:`_device_scan`), with the groups of ranks."""
+        """:func:`~decoding.verifiers.optimal_wor_chebyshev.prefix_pass_chebyshev` where
+        :attr:`prefix_at_points`, else :func:`prefix_pass` over each thread's chunks of nodes
+        (:func:`by_node_parts`), ``sigma`` the sum of the chunks' parts in their order; or, on a
+        :attr:`scan_device`, its scan (:func:`_device_scan`), with the groups of ranks."""
         self._groups = None  # (GE, GD) [groups, nodes, k], when first needed
         self._last = [np.empty((self.s.size, self.k)), np.empty((self.s.size, self.k)), self.n + 1]  # the prefix [0, at) last asked for
         self._lazy = Kept(self.RUN_FLOATS_KEPT)  # (f, t) -> _LazyRun
@@ -695,6 +703,10 @@ class CompiledClockSetMasses(ClockSetMasses):
                                                                    self.checkpoint, self.group, self.scan_device)
             self._groups, self._group_ready = (GE, GD), np.ones(GE.shape[0], dtype=bool)
             return E0, D0, sigma
+        if self.prefix_at_points:
+            from .optimal_wor_chebyshev import prefix_pass_chebyshev  # (it imports this module's helpers)
+
+            return prefix_pass_chebyshev(self.q, self.s, self.w, self._above, self.k, self.checkpoint)
         every, k, checkpoints = self.checkpoint, self.k, self.n // self.checkpoint + 1
         E0, D0 = np.empty((checkpoints, self.s.size, k)), np.empty((checkpoints, self.s.size, k))
         chunks = node_chunks(self.s.size)

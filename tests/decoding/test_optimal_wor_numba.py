@@ -56,7 +56,16 @@ def test_the_compiled_masses_are_the_references(seed, n, k, spread):
     assert _largest_disagreement(_row(seed, n, spread), k) <= AGREEMENT
 
 
-class EveryFourRanks(compiled.CompiledClockSetMasses):
+class NodeByNode(compiled.CompiledClockSetMasses):
+    """The pass up the ranks node by node (:func:`compiled.prefix_pass`, shared among threads by
+    chunks of nodes), the reference of the default pass at Chebyshev points
+    (tests/decoding/test_optimal_wor_chebyshev.py): the tests of that pass's own properties take
+    it."""
+
+    prefix_at_points = False
+
+
+class EveryFourRanks(NodeByNode):
     """Prefixes kept at every 4th rank, so that a row of 12 has checkpoints inside it."""
 
     checkpoint = 4
@@ -89,21 +98,24 @@ def _prefix(masses, f: int):
 def test_checkpointed_prefixes_are_the_one_pass_values_bit_for_bit(every):
     """A prefix rebuilt from the checkpoint below it repeats the one pass's float operations:
     the same ``(E, D)`` to the bit as a prefix kept at every rank, at every rank, for the
-    reference and the compiled masses; and the same ``sigma``."""
+    reference and the compiled node-by-node pass; and the same ``sigma``. The nesting's route (from
+    the last prefix asked for) gives the route from the checkpoint below to the bit, for those
+    checkpoints and for the checkpoints of the pass at Chebyshev points."""
     q = _row(2, 150, 2.0)
-    for cls in (ClockSetMasses, compiled.CompiledClockSetMasses):
+    for cls in (ClockSetMasses, NodeByNode):
         one = type("EveryRank", (cls,), {"checkpoint": 1})(q, 4)
         masses = type("Checkpointed", (cls,), {"checkpoint": every})(q, 4)
         assert np.array_equal(masses.sigma, one.sigma) and masses._E0.shape[0] == 150 // every + 1
         for f in range(151):
             E, D = _prefix(masses, f)
             assert np.array_equal(E, one._E0[f]) and np.array_equal(D, one._D0[f])
-    masses = type("Checkpointed", (compiled.CompiledClockSetMasses,), {"checkpoint": every})(q, 4)
-    one = type("EveryRank", (compiled.CompiledClockSetMasses,), {"checkpoint": 1})(q, 4)
-    E, D, at = np.empty_like(one._E0[0]), np.empty_like(one._D0[0]), 151  # the nesting's route: from the last prefix
-    for f in np.random.default_rng(0).integers(0, 151, size=300):  # up and down, near and far
-        at = compiled.advance_prefix(masses.q, masses.s, masses._E0, masses._D0, every, int(f), 4, E, D, at)
-        assert np.array_equal(E, one._E0[f]) and np.array_equal(D, one._D0[f])
+    for cls in (NodeByNode, compiled.CompiledClockSetMasses):  # and from checkpoints at Chebyshev points
+        masses = type("Checkpointed", (cls,), {"checkpoint": every})(q, 4)
+        E, D, at = np.empty_like(masses._E0[0]), np.empty_like(masses._D0[0]), 151  # the nesting's route: from the last prefix
+        for f in np.random.default_rng(0).integers(0, 151, size=300):  # up and down, near and far
+            at = compiled.advance_prefix(masses.q, masses.s, masses._E0, masses._D0, every, int(f), 4, E, D, at)
+            E1, D1 = _prefix(masses, int(f))
+            assert np.array_equal(E, E1) and np.array_equal(D, D1)
 
 
 def _every_chunk(masses) -> np.ndarray:
@@ -387,7 +399,7 @@ def test_passes_shared_among_threads_give_the_same_values(monkeypatch):
     import torch
 
     q = _row(5, 150, 2.0)
-    serial = type("Lazy", (compiled.CompiledClockSetMasses,), {"eager_ranks": 0})
+    serial = type("Lazy", (NodeByNode,), {"eager_ranks": 0})
     alone = serial(q, 4)
     masses_alone = [alone.across(0, j, 149) for j in range(1, 150)]
     seen = set()

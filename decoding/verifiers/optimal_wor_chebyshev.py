@@ -1,0 +1,240 @@
+"""The set-up's pass up the ranks of ``optimal_wor`` on the CPU, with the small clocks of a block
+of ranks multiplied out at a few Chebyshev points and interpolated to the quadrature nodes:
+``sigma`` and the checkpointed prefixes of
+:class:`~decoding.verifiers.optimal_wor_numba.CompiledClockSetMasses`, the values of
+:func:`~decoding.verifiers.optimal_wor_numba.prefix_pass` (its reference) within roundoff
+(tests/decoding/test_optimal_wor_chebyshev.py), in a fraction of its rank-by-node work.
+
+**Why it pays.** On a whole row of the real vocabulary nearly every rank is a tail token whose
+clock has barely moved at most nodes: ``q s < 2^-6`` at 93% of the (block of 64 ranks, live
+node) pairs of a random softmax row of 151,936 tokens. The compiled pass still updates ``k``
+coefficients of two polynomials at every rank and each of about a hundred live nodes. As a
+function of ``s`` below ``2^-6 / kappa`` (``kappa`` the block's largest ``q``), a block's products
+are so smooth that a dozen points carry them: the work per rank no longer grows with the nodes.
+
+**The identity (our derivation; docs/optimal-verifier.md, section 8, "The set-up's pass at
+Chebyshev points").** Take a block of ranks ``[b, e)``, its prefix ``(E_b, D_b)`` (the ranks ``[0,
+b)``), ``T_b = q([b, n))`` and, for ``a`` in the block, ``c_r = e^{q_r s} - 1``, ``F_a = prod_{b <= r <
+a} (1 + c_r z)`` and ``G_a = sum_{b <= r < a} q_r prod_{r' != r} (1 + c_r' z)`` (truncated at degree
+``k - 1``; ``F_{a+1} = F_a (1 + c_a z)``, ``G_{a+1} = G_a (1 + c_a z) + q_a F_a``). Since ``a_r + b_r
+z = e^{-q_r s} (1 + c_r z)``, the prefix ``[0, a)`` is ``E = e^{-S s} E_b F_a`` and ``D = e^{-S s}
+(D_b F_a + E_b G_a)`` with ``S = q([b, a))``, and the term of ``sigma_a`` at a node,
+``e^{-q(above a) s} (q_a e^{-q_a s} [z^{k-1}] E + (1 - e^{-q_a s}) [z^{k-2}] D)``, is
+
+    e^{-T_b s} [z^{k-1}] (D_b dF_a + E_b dG_a),   dF_a = c_a z F_a,  dG_a = c_a z G_a + q_a F_a,
+
+(the exponentials combine, ``q(above a) + q_a + S = T_b``), the increments ``F_{a+1} - F_a`` and
+``G_{a+1} - G_a``. Every term is non-negative.
+
+**The interpolation.** With ``u = kappa s``, ``[z^d]`` of ``F``, ``G`` and their increments is
+``u^d h(u)``, ``h`` a power series with non-negative coefficients (a sum of products of ``d`` of the
+``c_r``, each ``(q_r / kappa) u`` times ``1 + O(u)``). The pass computes ``F``, ``G`` and the
+increments exactly, rank by rank, at ``P`` Chebyshev points ``u_p`` of ``[0, tau]`` (the first
+kind), and takes them at the block's *interpolated nodes*, those with ``kappa s_i < tau``, from
+the polynomial of degree ``P - 1`` through ``h(u_p)`` (barycentric weights ``L_p(u_i)``). So
+``sigma_a`` gets ``sum_d sum_p dX_a[d](u_p) Lambda_X[d, p]`` from those nodes, with the block's
+weights ``Lambda_D[d, p] = sum_i w_i e^{-T_b s_i} [z^{k-1-d}] D_b(s_i) (u_i / u_p)^d L_p(u_i)``
+(likewise ``E``), ``O(k P)`` per rank instead of ``O(k N)``; after the block the prefix at those
+nodes is ``e^{-S_B s} (E_b F_e, D_b F_e + E_b G_e)`` with ``F_e``, ``G_e`` interpolated.
+
+**Error.** Interpolation is exact for polynomials of degree below ``P``, so its error is at most
+``1 + Lambda_P`` (the Lebesgue constant, ``<= 1 + (2 / pi) log(P + 1)`` at Chebyshev points) times
+the largest tail of ``h`` past ``u^{P-1}`` on ``[0, tau]``. For ``x = (q_r / kappa) u <= tau`` and
+``lambda >= 1``, ``c_r(lambda u) <= lambda e^{(lambda - 1) tau} c_r(u)``, so that tail is at most
+``lambda^{-P} e^{d (lambda - 1) tau}`` of ``h``, which at ``lambda = P / (d tau)`` is ``(e d tau /
+P)^P``; and ``h(tau) <= e^{d tau} h(u)``. :func:`chebyshev_points` takes the least ``P`` that puts
+``(1 + Lambda_P) e^{d tau} (e d tau / P)^P`` below ``2^-60`` at ``d = k - 1`` (``P = 10`` at ``k = 3``,
+``13`` at ``k = 8``, for :data:`INTERPOLATE_BELOW` ``= 2^-6``): far below a rounding. The clocks
+``c_r(u_p)`` come from the Taylor series of ``e^x - 1`` to enough terms (the first left
+out below ``2^-60`` of the sum for ``x <= tau``, :func:`taylor_terms`).
+
+**The other nodes.** Where ``kappa s >= tau``, the block's ranks are added one by one as in
+:func:`~decoding.verifiers.optimal_wor_numba.prefix_pass` (its clocks, the decay by quotients from
+an exponential at the block's first rank, its flushing of subnormal coefficients), and a block
+with fewer than :data:`INTERPOLATE_FROM` interpolated nodes takes that route at every node.
+"""
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+from .optimal_wor_numba import _add_rank_by_degree, _clock, _decay, _normal, live_prefix_nodes
+
+#: The interpolated nodes of a block are those where ``kappa s`` (``kappa`` the block's largest
+#: ``q``) is below this (``tau`` of the module docstring): 93% of the (block, live node) pairs of
+#: a random softmax row of 151,936 tokens at ``k = 3`` (80% at ``2^-10``, 97% at ``2^-4``, where
+#: more points are needed).
+INTERPOLATE_BELOW = 2.0 ** -6
+
+#: A block takes its ranks through the points where it has at least this many interpolated
+#: nodes; below, the points' work per rank (``O(k P)``) exceeds adding the ranks node by node.
+INTERPOLATE_FROM = 8
+
+#: The error bounds of the module docstring are met below this: far below a float64 rounding
+#: (``2^-53``).
+TRUNCATION = 2.0 ** -60
+
+
+_compiled = numba.njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "nsz"})
+
+
+def chebyshev_points(k: int, below: float = INTERPOLATE_BELOW) -> int:
+    """The least ``P`` with ``(1 + Lambda_P) e^{d tau} (e d tau / P)^P <= 2^-60``, ``d = k - 1``,
+    ``Lambda_P <= 1 + (2 / pi) log(P + 1)`` (module docstring)."""
+    degree, points = max(k - 1, 1), 1
+    while ((2.0 + 2.0 / math.pi * math.log(points + 1)) * math.exp(degree * below)
+           * (math.e * degree * below / points) ** points > TRUNCATION):
+        points += 1
+    return points
+
+
+def taylor_terms(below: float = INTERPOLATE_BELOW) -> int:
+    """Terms of the Taylor series of ``e^x - 1`` that the points take (``x <= tau``): the first
+    left out, ``x^{n+1} / (n+1)!``, is below ``2^-60`` of ``x``."""
+    return next(n for n in range(1, 60) if below ** n / math.factorial(n + 1) < TRUNCATION)
+
+
+def prefix_pass_chebyshev(q: np.ndarray, s: np.ndarray, w: np.ndarray, above: np.ndarray, k: int, every: int,
+                          below: float = INTERPOLATE_BELOW,
+                          interpolate_from: int = INTERPOLATE_FROM) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(E0, D0, sigma)``: the checkpoints ``[n // every + 1, N, k]`` (the count polynomials of the
+    ranks ``[0, c every)``) and ``sigma [n]``, the values of
+    :func:`~decoding.verifiers.optimal_wor_numba.prefix_pass` within roundoff, through the points
+    of the module docstring at each block's nodes where ``kappa s < below`` (every node the
+    reference's way with ``interpolate_from`` above the nodes)."""
+    n, nodes, points = q.shape[0], s.shape[0], chebyshev_points(k, below)
+    angles = (2.0 * np.arange(points) + 1.0) * np.pi / (2.0 * points)
+    at = below * (1.0 - np.cos(angles)) / 2.0  # Chebyshev points of the first kind on [0, below]
+    weights = np.sin(angles) * (-1.0) ** np.arange(points)  # their barycentric weights
+    taylor = 1.0 / np.array([math.factorial(m) for m in range(1, taylor_terms(below) + 1)])  # x^m / m!, m = 1..
+    E0, D0 = np.empty((n // every + 1, nodes, k)), np.empty((n // every + 1, nodes, k))
+    sigma = np.zeros(n)
+    _pass(q, s, w, above, k, every, below, at, weights, taylor, interpolate_from, E0, D0, sigma)
+    return E0, D0, sigma
+
+
+@_compiled
+def _lagrange(u, at, weights, out):
+    """``out[p] = L_p(u)``, the Lagrange basis of the points ``at`` at ``u`` (barycentric)."""
+    total = 0.0
+    for p in range(at.shape[0]):
+        if u == at[p]:
+            out[:] = 0.0
+            out[p] = 1.0
+            return
+        out[p] = weights[p] / (u - at[p])
+        total += out[p]
+    for p in range(at.shape[0]):
+        out[p] /= total
+
+
+@_compiled
+def _pass(q, s, w, above, k, every, below, at, weights, taylor, interpolate_from, E0, D0, sigma):
+    """:func:`prefix_pass_chebyshev` into ``E0, D0, sigma``."""
+    n, nodes, points = q.shape[0], s.shape[0], at.shape[0]
+    E, D = np.zeros((k, nodes)), np.zeros((k, nodes))  # the prefix [0, b), degree by degree
+    E[0, :] = 1.0
+    F, G = np.zeros((k, points)), np.zeros((k, points))  # [z^d] F_a, G_a at the points
+    weight_E, weight_D = np.zeros((k, points)), np.zeros((k, points))  # Lambda_E, Lambda_D
+    basis = np.zeros((nodes, points))  # L_p(u_i) at the block's interpolated nodes
+    clock, scaled, ratio = np.zeros(points), np.zeros(points), np.zeros(points)
+    none, some, decay = np.empty(nodes), np.empty(nodes), np.zeros(nodes)
+    new_E, new_D, value_F, value_G = np.empty(k), np.empty(k), np.empty(k), np.empty(k)
+    live = nodes
+    for c in range(n // every + 1):
+        b = c * every
+        for i in range(nodes):
+            for d in range(k):
+                E0[c, i, d], D0[c, i, d] = E[d, i], D[d, i]
+        if b >= n:
+            break
+        end = min(b + every, n)
+        kappa, total = 0.0, 0.0
+        for r in range(b, end):
+            kappa = max(kappa, q[r])
+            total += q[r]
+        tail = above[b] + q[b]  # T_b: the rate of the ranks b and above
+        split = 0  # the interpolated nodes [0, split), the others [split, live)
+        while split < live and kappa * s[split] < below:
+            split += 1
+        if split < interpolate_from:
+            split = 0
+        if split > 0:
+            weight_E[:, :], weight_D[:, :] = 0.0, 0.0
+            for i in range(split):
+                u = kappa * s[i]
+                _lagrange(u, at, weights, basis[i])
+                factor = w[i] * np.exp(-tail * s[i])
+                if factor == 0.0:  # (the basis is still needed for the block's product)
+                    continue
+                for p in range(points):
+                    scaled[p], ratio[p] = factor * basis[i, p], u / at[p]
+                for d in range(k):  # (u_i / u_p)^d by products
+                    for p in range(points):
+                        weight_E[d, p] += scaled[p] * E[k - 1 - d, i]
+                        weight_D[d, p] += scaled[p] * D[k - 1 - d, i]
+                        scaled[p] *= ratio[p]
+            F[:, :], G[:, :] = 0.0, 0.0
+            F[0, :] = 1.0
+        E_rest, D_rest, s_rest = E[:, split:live], D[:, split:live], s[split:live]
+        decay[:] = 0.0  # (0: an exponential at the first rank that reaches the node)
+        for a in range(b, end):
+            part = 0.0
+            if split > 0:
+                rate = q[a] / kappa
+                for p in range(points):  # c_a = e^{x} - 1 at the points, x = q_a u_p / kappa
+                    x = rate * at[p]
+                    series = 0.0
+                    for m in range(taylor.shape[0] - 1, -1, -1):
+                        series = series * x + taylor[m]
+                    clock[p] = series * x
+                for d in range(k - 1, 0, -1):  # downward: degree d - 1 is read before it is written
+                    for p in range(points):
+                        step_F = clock[p] * F[d - 1, p]
+                        step_G = clock[p] * G[d - 1, p] + q[a] * F[d, p]
+                        part += step_F * weight_D[d, p] + step_G * weight_E[d, p]
+                        F[d, p] += step_F
+                        G[d, p] += step_G
+                for p in range(points):
+                    step_G = q[a] * F[0, p]
+                    part += step_G * weight_E[0, p]
+                    G[0, p] += step_G
+            rest = live - split
+            if rest > 0:
+                _clock(q[a], s_rest, rest, none, some)
+                for i in range(rest):
+                    node = split + i
+                    if above[a] * s[node] > 745.2:  # e^{-q(above a) s} is 0 in float64 here and beyond
+                        break
+                    decay[i] = _decay(decay[i], none[i], above[a], s[node], False)
+                    member = q[a] * none[i] * E_rest[k - 1, i] + some[i] * D_rest[k - 2, i]
+                    part += member * decay[i] * w[node]
+                _add_rank_by_degree(E_rest, D_rest, none, some, q[a], k, rest)
+            sigma[a] = part
+        for i in range(split):  # the block's product at its interpolated nodes
+            u = kappa * s[i]
+            for p in range(points):
+                scaled[p], ratio[p] = basis[i, p], u / at[p]
+            for d in range(k):
+                f, g = 0.0, 0.0
+                for p in range(points):
+                    f += scaled[p] * F[d, p]
+                    g += scaled[p] * G[d, p]
+                    scaled[p] *= ratio[p]
+                value_F[d], value_G[d] = f, g
+            factor = np.exp(-total * s[i])
+            for t in range(k):
+                e_t, d_t = 0.0, 0.0
+                for d in range(t + 1):
+                    e_t += E[t - d, i] * value_F[d]
+                    d_t += D[t - d, i] * value_F[d] + E[t - d, i] * value_G[d]
+                new_E[t], new_D[t] = e_t * factor, d_t * factor
+            for t in range(k):
+                E[t, i], D[t, i] = _normal(new_E[t]), _normal(new_D[t])
+        live = live_prefix_nodes(E, D, live)
+
+
+__all__ = ["INTERPOLATE_BELOW", "INTERPOLATE_FROM", "TRUNCATION", "chebyshev_points",
+           "prefix_pass_chebyshev", "taylor_terms"]

@@ -1,0 +1,155 @@
+"""The pass up the ranks at Chebyshev points (decoding.verifiers.optimal_wor_chebyshev, the CPU
+default of the compiled clock masses) against its reference, the node-by-node pass
+(decoding.verifiers.optimal_wor_numba.prefix_pass): the same checkpoints and sigma within
+roundoff on rows of 40 to 151,936 ranks, hypothesis rows and degenerate rows, with both of its
+routes (interpolated and node-by-node nodes) taken; the same walks through the verifier; and
+too few points, or a Taylor series cut short, is caught by the same comparison."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from decoding.verifiers import optimal_wor, optimal_wor_chebyshev
+from decoding.verifiers.optimal_wor_numba import CompiledClockSetMasses
+from otm.rules.optimal_wor import clock_flux_setup
+
+from .test_optimal_wor_numba import NodeByNode
+
+#: Relative agreement with the node-by-node pass: the same non-negative terms, a block's small
+#: clocks multiplied at the points and interpolated (error below ``2^-60`` by the module's
+#: bound) instead of rank by rank at each node (measured while writing the module: sigma within
+#: 3e-15 and the checkpoints within 2e-14 on rows of up to 5,000 ranks; on whole rows of 151,936
+#: ranks the checkpoints within 6e-13, the node-by-node pass's own roundoff over 151,936
+#: factors, docs/optimal-verifier.md, section 8).
+AGREEMENT = 1e-12
+
+#: Whole rows: the node-by-node pass's products carry about ``1e-12`` of roundoff there.
+WHOLE_ROW_AGREEMENT = 1e-11
+
+#: Below this, two coefficients both count as 0 (the passes set subnormals to 0 at different
+#: steps).
+TINY = 1e-290
+
+
+def _ranks(seed: int, n: int, decades: float) -> np.ndarray:
+    q = 10.0 ** np.random.default_rng(seed).uniform(-decades, 0.0, n)
+    return q / q.sum()
+
+
+def _disagreement(q: np.ndarray, k: int, **options) -> float:
+    """The largest relative difference of the checkpoints and sigma at Chebyshev points (with
+    ``options``) from the node-by-node pass's."""
+    reference = NodeByNode(q, k)
+    got = optimal_wor_chebyshev.prefix_pass_chebyshev(reference.q, reference.s, reference.w, reference._above, k,
+                                                     reference.checkpoint, **options)
+    worst = 0.0
+    for mine, theirs in zip(got, (reference._E0, reference._D0, reference.sigma)):
+        assert mine.shape == theirs.shape
+        differ = np.abs(mine - theirs)
+        worst = max(worst, float(np.max(np.where(differ <= TINY, 0.0, differ / np.maximum(np.abs(theirs), TINY)),
+                                        initial=0.0)))
+    return worst
+
+
+def _both_routes(q: np.ndarray, k: int) -> tuple[int, int]:
+    """``(interpolated, by node)``: (block, node) pairs of the row's quadrature that each route
+    takes where the row's prefix reaches the node with ``e^{-q(above) s} > 0``, counted from the
+    row alone (not from the pass)."""
+    masses = NodeByNode(q, k)
+    interpolated = by_node = 0
+    for b in range(0, masses.n, masses.checkpoint):
+        kappa = masses.q[b:b + masses.checkpoint].max()
+        reached = masses._above[b] * masses.s <= 745.2
+        small = kappa * masses.s < optimal_wor_chebyshev.INTERPOLATE_BELOW
+        if small.sum() >= optimal_wor_chebyshev.INTERPOLATE_FROM:
+            interpolated += int((small & reached).sum())
+            by_node += int((~small & reached).sum())
+        else:
+            by_node += int(reached.sum())
+    return interpolated, by_node
+
+
+@pytest.mark.parametrize("n", [40, 64, 65, 700, 3000])
+@pytest.mark.parametrize("k", [2, 3, 5, 8, 16])
+def test_the_pass_at_points_is_the_node_by_node_pass(n, k):
+    q = _ranks(n * 10 + k, n, 12.0)
+    interpolated, by_node = _both_routes(q, k)
+    assert by_node > 0 and (interpolated > 0 or n < 100)
+    assert _disagreement(q, k) <= AGREEMENT
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(2, 400), k=st.integers(2, 8),
+       kind=st.sampled_from(["decades", "equal", "dominant", "tiny", "softmax"]))
+def test_the_pass_at_points_is_the_node_by_node_pass_on_random_rows(seed, n, k, kind):
+    """Rows over 1 to 15 decades, equal ``q``, one token of most of the mass, ``q`` down to
+    ``1e-14``, and softmax rows."""
+    rng = np.random.default_rng(seed)
+    q = {"decades": lambda: _ranks(seed, n, rng.choice([1.0, 6.0, 15.0])),
+         "equal": lambda: np.full(n, 1.0 / n),
+         "dominant": lambda: np.concatenate([[0.99], np.full(n - 1, 0.01 / max(n - 1, 1))])[:n],
+         "tiny": lambda: np.concatenate([[1.0], np.full(n - 1, 1e-14)])[:n],
+         "softmax": lambda: np.exp(3.0 * rng.normal(size=n))}[kind]()
+    assert _disagreement(q / q.sum(), k) <= AGREEMENT
+
+
+@pytest.mark.parametrize("k", [3, 8])
+def test_the_pass_at_points_on_a_whole_row(k):
+    """A random softmax row of the Qwen vocabulary (151,936 tokens, the benchmark's kind of row),
+    where most (block, node) pairs are interpolated."""
+    rng = np.random.default_rng(k)
+    logits = 2.5 * rng.normal(size=151_936) + 1.5 * rng.normal(size=151_936)
+    q = np.exp(logits - logits.max())
+    interpolated, by_node = _both_routes(q / q.sum(), k)
+    assert interpolated > 3 * by_node > 0
+    assert _disagreement(q / q.sum(), k) <= WHOLE_ROW_AGREEMENT
+
+
+def test_too_few_points_are_caught(monkeypatch):
+    """Three points instead of the bound's ten: the interpolation misses by far more than
+    roundoff."""
+    q = _ranks(7, 700, 12.0)
+    assert _disagreement(q, 3) <= AGREEMENT
+    monkeypatch.setattr(optimal_wor_chebyshev, "chebyshev_points", lambda k, below: 3)
+    assert _disagreement(q, 3) > 1e-9
+
+
+def test_a_taylor_series_cut_short_is_caught(monkeypatch):
+    """The clocks at the points from ``x + x^2 / 2`` alone."""
+    q = _ranks(8, 700, 12.0)
+    monkeypatch.setattr(optimal_wor_chebyshev, "taylor_terms", lambda below: 2)
+    assert _disagreement(q, 3) > 1e-9
+
+
+def test_the_bounds_choose_enough_points_and_terms():
+    """The module's bounds, evaluated: each count the least that meets ``2^-60``."""
+    tau, bound = optimal_wor_chebyshev.INTERPOLATE_BELOW, optimal_wor_chebyshev.TRUNCATION
+
+    def interpolation_error(points: int, degree: int) -> float:
+        lebesgue = 1.0 + 2.0 / math.pi * math.log(points + 1)
+        return (1.0 + lebesgue) * math.exp(degree * tau) * (math.e * degree * tau / points) ** points
+
+    for k in (2, 3, 5, 8, 16, 32):
+        points, degree = optimal_wor_chebyshev.chebyshev_points(k), max(k - 1, 1)
+        assert interpolation_error(points, degree) <= bound < interpolation_error(points - 1, degree)
+    terms = optimal_wor_chebyshev.taylor_terms()
+    assert tau ** terms / math.factorial(terms + 1) < bound <= tau ** (terms - 1) / math.factorial(terms)
+
+
+@pytest.mark.parametrize("k", [3, 8])
+def test_the_verifier_walks_the_same_at_points(k):
+    """A row of 3,000 tokens set up with the pass at points and node by node: the same cut, flux
+    and ``x`` within roundoff, and the same outputs for 30 drafted sets and uniforms."""
+    rng = np.random.default_rng(k)
+    p, q = rng.dirichlet(np.full(3000, 0.3)), rng.dirichlet(np.full(3000, 0.3))
+    at_points, by_node = (clock_flux_setup(p, q, k, clock_masses=masses) for masses in (CompiledClockSetMasses, NodeByNode))
+    assert at_points.cut == by_node.cut
+    np.testing.assert_allclose(np.asarray(at_points.flux), np.asarray(by_node.flux), rtol=0, atol=1e-14)
+    np.testing.assert_allclose(np.asarray(at_points.selection), np.asarray(by_node.selection), rtol=0, atol=1e-14)
+    for _ in range(30):
+        drafts, u = tuple(int(t) for t in rng.choice(3000, k, replace=False, p=q)), rng.random(3)
+        assert optimal_wor.verify_row(p, q, drafts, u, at_points) == optimal_wor.verify_row(p, q, drafts, u, by_node)
