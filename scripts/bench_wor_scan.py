@@ -10,10 +10,12 @@ masses: :func:`otm.rules.optimal_wor.clock_flux_setup`) with
 ``--draws`` drafted sets from Lemma 9's bounds on each set-up (the first walk apart: on the
 compiled set-up it computes the groups of ranks that the scan makes at once), how many of the
 walks both decide the same way (all must), and the largest difference of the two fluxes; then
-the pass alone, three ways on the same ranks: the compiled pass on the CPU (without the groups),
-the torch scan on ``--device`` (:mod:`decoding.verifiers.optimal_wor_torch`) and the kernels'
-scan where ``--device`` is a CUDA device (:mod:`decoding.verifiers.optimal_wor_cuda`), each with
-its outputs brought to the CPU. One thread for torch and numba unless ``--threads``:
+the pass alone, four ways on the same ranks: the compiled pass on the CPU node by node
+(:func:`~decoding.verifiers.optimal_wor_numba.prefix_pass`, without the groups) and at Chebyshev
+points (:mod:`decoding.verifiers.optimal_wor_chebyshev`, the CPU's default since 2026-11-27), the
+torch scan on ``--device`` (:mod:`decoding.verifiers.optimal_wor_torch`) and the kernels' scan
+where ``--device`` is a CUDA device (:mod:`decoding.verifiers.optimal_wor_cuda`), each with its
+outputs brought to the CPU. One thread for torch and numba unless ``--threads``:
 
     python scripts/bench_wor_scan.py --corpus DIR --positions 4 --ks 3,8 --device cuda
 
@@ -22,7 +24,8 @@ check of the script, not a timing).
 
 ``--precision`` measures instead how close the pass's products come to a wider one: per row and
 ``k``, the last checkpoint (the prefix polynomials of every rank but the last block's) at four
-nodes from the compiled pass and from the scan on ``--device``, against the same pass in 80-bit
+nodes from the compiled pass (node by node and at Chebyshev points) and from the scan on
+``--device``, against the same pass in 80-bit
 floats (``np.longdouble``, the clocks from the same float64 ``q`` and ``s``), largest relative
 difference over the coefficients above ``1e-250`` (a few seconds per row and ``k``):
 
@@ -61,18 +64,22 @@ def _walks(setup, sets, uniforms, margin, windows) -> tuple[list, float, float]:
 
 
 def _pass_alone(masses, device: str) -> str:
-    """The pass over ``masses``' ranks three ways (module docstring), in ms."""
+    """The pass over ``masses``' ranks four ways (module docstring), in ms."""
     from decoding.verifiers import optimal_wor_cuda, optimal_wor_torch
 
-    began = time.perf_counter()
-    masses._prefix_pass()
-    times = [time.perf_counter() - began]
+    times = []
+    for at_points in (False, True):  # node by node, then at Chebyshev points (the CPU's default)
+        masses.prefix_at_points = at_points
+        began = time.perf_counter()
+        masses._prefix_pass()
+        times.append(time.perf_counter() - began)
+    del masses.prefix_at_points  # (the class's again)
     scans = [optimal_wor_torch.scan] + ([optimal_wor_cuda.scan] if device.startswith("cuda") else [])
     for scan in scans:
         began = time.perf_counter()
         scan(masses.q, masses.s, masses.w, masses._above, masses.k, masses.checkpoint, masses.group, device)
         times.append(time.perf_counter() - began)
-    return " / ".join(f"{1000 * seconds:.1f}" for seconds in times) + ("" if len(times) == 3 else " / -")
+    return " / ".join(f"{1000 * seconds:.1f}" for seconds in times) + ("" if len(times) == 4 else " / -")
 
 
 def _wide_checkpoint(masses, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -97,8 +104,9 @@ def precision(rows, ks: list[int], device: str) -> None:
     from otm.formulations.prefix_scan import ratio_order
 
     print(f"last checkpoint against an 80-bit pass, largest relative difference (scan on {device})")
-    print("| text | position | k | ranks | nodes compared | compiled pass, E / D | scan, E / D |")
-    print("|---|---|---|---|---|---|---|")
+    print("| text | position | k | ranks | nodes compared | compiled pass node by node, E / D | at points, E / D "
+          "| scan, E / D |")
+    print("|---|---|---|---|---|---|---|---|")
     for text, position, p, q in rows:
         q_ranked = q[ratio_order(p, q)]
         q_ranked = q_ranked[q_ranked > 0]
@@ -108,14 +116,15 @@ def precision(rows, ks: list[int], device: str) -> None:
             E0, D0 = _device_scan(device)(masses.q, masses.s, masses.w, masses._above, k, masses.checkpoint,
                                           masses.group, device)[:2]
             wide = _wide_checkpoint(masses, nodes)
+            by_node = type("NodeByNode", (CompiledClockSetMasses,), {"prefix_at_points": False})(q_ranked, k)
             cells = []
-            for ours in ((masses._E0, masses._D0), (E0, D0)):
+            for ours in ((by_node._E0, by_node._D0), (masses._E0, masses._D0), (E0, D0)):
                 worst = []
                 for got, want in zip(ours, wide):
                     got, big = got[-1][nodes].astype(np.longdouble), np.abs(want) > 1e-250
                     worst.append(float(np.max(np.abs(got - want)[big] / np.abs(want)[big])))
                 cells.append(" / ".join(f"{x:.1e}" for x in worst))
-            print(f"| {text} | {position} | {k} | {masses.n:,} | {nodes.size} | {cells[0]} | {cells[1]} |", flush=True)
+            print(f"| {text} | {position} | {k} | {masses.n:,} | {nodes.size} | {' | '.join(cells)} |", flush=True)
 
 
 def main(argv=None) -> int:
@@ -155,7 +164,7 @@ def main(argv=None) -> int:
           f"{args.draws} drafted sets per row and k")
     print("| text | position | k | ranks | nodes | set-up, compiled pass (s) | set-up, scan (s) | first walk (s): "
           "compiled / scan | ms per later walk: compiled / scan | same decisions | largest flux difference "
-          "| pass alone (ms): compiled / torch scan / kernels |")
+          "| pass alone (ms): node by node / at points / torch scan / kernels |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     rng = np.random.default_rng(args.seed)
     rows = Corpus(args.corpus).spaced_rows(args.positions, 1.0)

@@ -420,6 +420,12 @@ def row_parts(rows: int) -> int:
     return max(1, min(torch.get_num_threads(), rows, os.cpu_count() or 1))
 
 
+def sharing_threads(rows: int) -> int:
+    """How many threads :func:`share_rows` runs ``rows`` on: :func:`row_parts`, or 1 when called
+    from one of its pool's own threads (a share within a share runs in the calling thread)."""
+    return 1 if threading.current_thread().name.startswith(_POOL_PREFIX) else row_parts(rows)
+
+
 def share_rows(run: Callable[[int, int], None], rows: int) -> None:
     """``run(part, parts)`` for every ``part < parts``, ``parts =`` :func:`row_parts`: part 0
     in the calling thread, the others on a pool of threads. For compiled per-row code that
@@ -429,7 +435,7 @@ def share_rows(run: Callable[[int, int], None], rows: int) -> None:
     threads (a share within a share, as the clock masses' chunks of nodes within rows), every
     part runs in the calling thread: a pool thread never waits on the pool."""
     parts = row_parts(rows)
-    if threading.current_thread().name.startswith(_POOL_PREFIX):
+    if sharing_threads(rows) == 1:
         for part in range(parts):
             run(part, parts)
         return

@@ -44,7 +44,7 @@ the largest tail of ``h`` past ``u^{P-1}`` on ``[0, tau]``. For ``x = (q_r / kap
 ``lambda^{-P} e^{d (lambda - 1) tau}`` of ``h``, which at ``lambda = P / (d tau)`` is ``(e d tau /
 P)^P``; and ``h(tau) <= e^{d tau} h(u)``. :func:`chebyshev_points` takes the least ``P`` that puts
 ``(1 + Lambda_P) e^{d tau} (e d tau / P)^P`` below ``2^-60`` at ``d = k - 1`` (``P = 10`` at ``k = 3``,
-``13`` at ``k = 8``, for :data:`INTERPOLATE_BELOW` ``= 2^-6``): far below a rounding. The clocks
+``12`` at ``k = 8``, for :data:`INTERPOLATE_BELOW` ``= 2^-6``): far below a rounding. The clocks
 ``c_r(u_p)`` come from the Taylor series of ``e^x - 1`` to enough terms (the first left
 out below ``2^-60`` of the sum for ``x <= tau``, :func:`taylor_terms`).
 

@@ -52,7 +52,7 @@ from otm.rules.optimal_pair_wor import REMAINDER_FLOOR, flux_runs
 from otm.errors import NotApplicableError
 from otm.rules.wor_clock_masses import ClockSetMasses
 
-from .base import share_rows
+from .base import share_rows, sharing_threads
 from .kept import Kept
 
 _compiled = numba.njit(cache=True, nogil=True, error_model="numpy")
@@ -683,16 +683,33 @@ class CompiledClockSetMasses(ClockSetMasses):
     #: on the CPU, the groups as the walks first read them.
     scan_device = None
 
-    #: The pass up the ranks on the CPU takes each block's small clocks at a few Chebyshev points
-    #: (:func:`decoding.verifiers.optimal_wor_chebyshev.prefix_pass_chebyshev`, one thread; 2-3x
-    #: faster than the node-by-node pass on two threads on whole rows of the real vocabulary,
-    #: docs/optimal-verifier.md, section 8, "The set-up's pass at Chebyshev points"); ``False``:
-    #: :func:`prefix_pass`, node by node, its reference, shared among threads.
-    prefix_at_points = True
+    #: The pass up the ranks on the CPU: ``True``, each block's small clocks at a few Chebyshev
+    #: points (:func:`decoding.verifiers.optimal_wor_chebyshev.prefix_pass_chebyshev`, one
+    #: thread); ``False``, :func:`prefix_pass`, node by node, its reference, shared among threads
+    #: by chunks of nodes; ``None``, the first where the node-by-node pass would run on fewer
+    #: than :attr:`points_below_threads` threads (:meth:`pass_at_points`). The two give the same
+    #: values within roundoff, not to the bit (docs/optimal-verifier.md, section 8, "The set-up's
+    #: pass at Chebyshev points").
+    prefix_at_points = None
+
+    #: On whole rows of the real vocabulary the pass at points is 2.2-3.1x faster than the
+    #: node-by-node pass on one thread at ``k = 3`` and 1.4-2.7x at ``k = 8``; on the H200 machine's
+    #: 16 cores the node-by-node pass on 4 threads took about as long as the pass at points, and
+    #: on 8 and 16 threads 1.2-2.2x less (``python scripts/bench_wor_scan.py --threads 1, 4, 8,
+    #: 16``, 2026-11-27).
+    points_below_threads = 4
+
+    def pass_at_points(self) -> bool:
+        """Whether the CPU's pass up the ranks takes the points (:attr:`prefix_at_points`)."""
+        if self.prefix_at_points is not None:
+            return self.prefix_at_points
+        if self.n * self.s.size < SHARED_FROM:
+            return True
+        return sharing_threads(len(node_chunks(self.s.size))) < self.points_below_threads
 
     def _prefix_pass(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """:func:`~decoding.verifiers.optimal_wor_chebyshev.prefix_pass_chebyshev` where
-        :attr:`prefix_at_points`, else :func:`prefix_pass` over each thread's chunks of nodes
+        :meth:`pass_at_points`, else :func:`prefix_pass` over each thread's chunks of nodes
         (:func:`by_node_parts`), ``sigma`` the sum of the chunks' parts in their order; or, on a
         :attr:`scan_device`, its scan (:func:`_device_scan`), with the groups of ranks."""
         self._groups = None  # (GE, GD) [groups, nodes, k], when first needed
@@ -703,7 +720,7 @@ class CompiledClockSetMasses(ClockSetMasses):
                                                                    self.checkpoint, self.group, self.scan_device)
             self._groups, self._group_ready = (GE, GD), np.ones(GE.shape[0], dtype=bool)
             return E0, D0, sigma
-        if self.prefix_at_points:
+        if self.pass_at_points():
             from .optimal_wor_chebyshev import prefix_pass_chebyshev  # (it imports this module's helpers)
 
             return prefix_pass_chebyshev(self.q, self.s, self.w, self._above, self.k, self.checkpoint)

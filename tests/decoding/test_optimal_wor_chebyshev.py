@@ -153,3 +153,30 @@ def test_the_verifier_walks_the_same_at_points(k):
     for _ in range(30):
         drafts, u = tuple(int(t) for t in rng.choice(3000, k, replace=False, p=q)), rng.random(3)
         assert optimal_wor.verify_row(p, q, drafts, u, at_points) == optimal_wor.verify_row(p, q, drafts, u, by_node)
+
+
+def test_the_pass_at_points_runs_where_the_node_pass_has_few_threads(monkeypatch):
+    """By default the pass at points runs where the node-by-node pass would share its chunks
+    among fewer than 4 threads (on one or two, or from a pool thread, where a share runs in the
+    calling thread, or on a small row), and the node-by-node pass from 4 threads on; and the
+    choice is what runs."""
+    import os
+    import threading
+
+    import torch
+
+    from decoding.verifiers import base
+
+    q = _ranks(9, 3000, 12.0)
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    ran = []
+    original = optimal_wor_chebyshev.prefix_pass_chebyshev
+    monkeypatch.setattr(optimal_wor_chebyshev, "prefix_pass_chebyshev", lambda *a, **kw: ran.append("points") or original(*a, **kw))
+    for threads, at_points in ((1, True), (2, True), (3, True), (4, False), (16, False)):
+        monkeypatch.setattr(torch, "get_num_threads", lambda threads=threads: threads)
+        masses = CompiledClockSetMasses(q, 3)
+        assert masses.pass_at_points() is at_points and ran.count("points") == int(at_points)
+        ran.clear()
+    assert CompiledClockSetMasses(q[:40] / q[:40].sum(), 3).pass_at_points()  # a small row: one thread
+    monkeypatch.setattr(threading.current_thread(), "name", base._POOL_PREFIX + "_0")  # as a pool thread is named
+    assert base.sharing_threads(100) == 1 and CompiledClockSetMasses(q, 3).pass_at_points()  # within a share
