@@ -16,9 +16,10 @@ from the clock integral compiled with the whole nesting
 (:class:`decoding.verifiers.optimal_wor_numba.CompiledClockSetMasses`, which keeps no tables
 of ``e^{-q s}``, so any vocabulary; its nesting within a minute where the runs of flux span up
 to about 2,000 ranks). On that path each distinct row of a call is first set up without the
-levels (:func:`row_setup`: cut, flux, ``x``, the compiled set masses; 0.1-0.3 s for a whole
-row at ``V = 151,936`` on two cores; rows on a CUDA device take the set masses' pass up the ranks
-there, as kernels, :mod:`decoding.verifiers.optimal_wor_cuda`), and the walk of each of its drafted sets is decided from Lemma 9's
+levels (:func:`row_setup`: cut, flux, ``x``, the compiled set masses; 0.1-0.4 s for a whole
+row at ``V = 151,936`` on two cores, the pass up the ranks at Chebyshev points,
+:mod:`decoding.verifiers.optimal_wor_chebyshev`; rows on a CUDA device take that pass there, as
+kernels, :mod:`decoding.verifiers.optimal_wor_cuda`), and the walk of each of its drafted sets is decided from Lemma 9's
 bounds where they settle it (:func:`otm.rules.water_level_bounds.walk_decision`;
 docs/optimal-verifier.md, section 8, "k drafts: the walk from bounds" and "k drafts at the real
 vocabulary": 89% of the drafted sets at ``k = 3`` and 81% at ``k = 8`` on whole Qwen rows); only
