@@ -13,11 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from decoding.verifiers import optimal_wor, optimal_wor_chebyshev
+from decoding.verifiers import optimal_wor_chebyshev
 from decoding.verifiers.optimal_wor_numba import CompiledClockSetMasses
-from otm.rules.optimal_wor import clock_flux_setup
 
 from .test_optimal_wor_numba import NodeByNode
+from .test_optimal_wor_torch import assert_same_walks
 
 #: Relative agreement with the node-by-node pass: the same non-negative terms, a block's small
 #: clocks multiplied at the points and interpolated (error below ``2^-60`` by the module's
@@ -142,18 +142,8 @@ def test_the_bounds_choose_enough_points_and_terms():
 
 @pytest.mark.parametrize("k", [3, 8])
 def test_the_verifier_walks_the_same_at_points(k):
-    """A row of 3,000 tokens set up with the pass at points and node by node: the same cut, flux
-    and ``x`` within roundoff, and the same outputs for 30 drafted sets and uniforms."""
-    rng = np.random.default_rng(k)
-    p, q = rng.dirichlet(np.full(3000, 0.3)), rng.dirichlet(np.full(3000, 0.3))
-    at_points, by_node = (clock_flux_setup(p, q, k, clock_masses=masses) for masses in (CompiledClockSetMasses, NodeByNode))
-    assert at_points.cut == by_node.cut
-    np.testing.assert_allclose(np.asarray(at_points.flux), np.asarray(by_node.flux), rtol=0, atol=1e-14)
-    np.testing.assert_allclose(np.asarray(at_points.selection), np.asarray(by_node.selection), rtol=0, atol=1e-14)
-    for _ in range(30):
-        drafts, u = tuple(int(t) for t in rng.choice(3000, k, replace=False, p=q)), rng.random(3)
-        assert optimal_wor.verify_row(p, q, drafts, u, at_points) == optimal_wor.verify_row(p, q, drafts, u, by_node)
-
+    """The pass at points and node by node (:func:`assert_same_walks`)."""
+    assert_same_walks(k, type("AtPoints", (CompiledClockSetMasses,), {"prefix_at_points": True}), NodeByNode)
 
 def test_the_pass_at_points_runs_where_the_node_pass_has_few_threads(monkeypatch):
     """By default the pass at points runs where the node-by-node pass would share its chunks

@@ -114,16 +114,21 @@ def test_scan_refuses_groups_across_blocks():
         optimal_wor_torch.scan(masses.q, masses.s, masses.w, masses._above, 3, 64, 100, "cpu")
 
 
-@pytest.mark.parametrize("k", [3, 8])
-def test_the_verifier_walks_the_same_on_scanned_masses(k):
-    """A row of 3,000 tokens set up by the compiled pass and by the scan: the same cut, flux and
-    ``x`` within roundoff, and the same outputs for 30 drafted sets and uniforms."""
+def assert_same_walks(k: int, first, second) -> None:
+    """A row of 3,000 tokens set up with the masses classes ``first`` and ``second``: the same cut,
+    flux and ``x`` within roundoff, and the same outputs for 30 drafted sets and uniforms."""
     rng = np.random.default_rng(k)
     p, q = rng.dirichlet(np.full(3000, 0.3)), rng.dirichlet(np.full(3000, 0.3))
-    compiled, scanned = (clock_flux_setup(p, q, k, clock_masses=masses) for masses in (CompiledClockSetMasses, masses_on("cpu")))
-    assert compiled.cut == scanned.cut
-    np.testing.assert_allclose(np.asarray(scanned.flux), np.asarray(compiled.flux), rtol=0, atol=1e-14)
-    np.testing.assert_allclose(np.asarray(scanned.selection), np.asarray(compiled.selection), rtol=0, atol=1e-14)
+    one, other = (clock_flux_setup(p, q, k, clock_masses=masses) for masses in (first, second))
+    assert one.cut == other.cut
+    np.testing.assert_allclose(np.asarray(other.flux), np.asarray(one.flux), rtol=0, atol=1e-14)
+    np.testing.assert_allclose(np.asarray(other.selection), np.asarray(one.selection), rtol=0, atol=1e-14)
     for _ in range(30):
         drafts, u = tuple(int(t) for t in rng.choice(3000, k, replace=False, p=q)), rng.random(3)
-        assert optimal_wor.verify_row(p, q, drafts, u, scanned) == optimal_wor.verify_row(p, q, drafts, u, compiled)
+        assert optimal_wor.verify_row(p, q, drafts, u, other) == optimal_wor.verify_row(p, q, drafts, u, one)
+
+
+@pytest.mark.parametrize("k", [3, 8])
+def test_the_verifier_walks_the_same_on_scanned_masses(k):
+    """The compiled pass and the scan (:func:`assert_same_walks`)."""
+    assert_same_walks(k, CompiledClockSetMasses, masses_on("cpu"))
