@@ -175,10 +175,10 @@ def row_setup(p: np.ndarray, q: np.ndarray, k: int, device: torch.device | None 
 #: tokens at ``k = 8`` and up to 450 nodes, about 19 million floats with its groups of ranks, so
 #: the calls that repeat a row, as a certification's chunks of the same row do, set it up once),
 #: and each at most ``CompiledClockSetMasses.RUN_FLOATS_KEPT`` floats of its bounds' runs besides.
-#: Two such rows (48 million, until 2026-11-27) kept so much memory that every fresh row's arrays
-#: were new memory, whose first touch is slow on the development VM: about 0.16-0.18 s per fresh
-#: row at ``k = 3`` from the fifth row of a run on, against 0.085-0.10 s with one row kept
-#: (docs/optimal-verifier.md, section 8, "The set-up's pass at Chebyshev points").
+#: Two such rows until 2026-11-27 (48 million): nothing needs them, and on the development VM
+#: memory that the machine has not used lately costs about as much to touch as a whole row's pass
+#: (``python scripts/wor_fresh_rows.py``; docs/optimal-verifier.md, section 8, "The set-up's pass
+#: at Chebyshev points"), so a lower peak meets it less often.
 SETUP_FLOATS_KEPT = 20_000_000
 
 #: ``(p bytes, q bytes, k) ->`` the set-up (or ``None``) of the last rows set up, weighed by their

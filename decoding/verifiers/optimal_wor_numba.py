@@ -692,8 +692,8 @@ class CompiledClockSetMasses(ClockSetMasses):
     #: pass at Chebyshev points").
     prefix_at_points = None
 
-    #: On whole rows of the real vocabulary the pass at points is 2.2-3.1x faster than the
-    #: node-by-node pass on one thread at ``k = 3`` and 1.4-2.7x at ``k = 8``; on the H200 machine's
+    #: On whole rows of the real vocabulary the pass at points is 2.1-3.1x faster than the
+    #: node-by-node pass on one thread at ``k = 3`` and 1.5-2.7x at ``k = 8``; on the H200 machine's
     #: 16 cores the node-by-node pass on 4 threads took about as long as the pass at points, and
     #: on 8 and 16 threads 1.2-2.2x less (``python scripts/bench_wor_scan.py --threads 1, 4, 8,
     #: 16``, 2026-11-27).

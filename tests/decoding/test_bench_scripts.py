@@ -2,7 +2,8 @@
 scripts/certify_optimal_verifier.py (tiny models, ``--pair tiny --quick``),
 scripts/pair_wor_verifier_at_scale.py and scripts/pair_wor_undecided_pairs.py (a synthetic corpus),
 scripts/profile_optimal_rows.py (four synthetic rows), scripts/bench_optimal_verifier.py
-(small random rows, on the CPU) and scripts/profile_optimal_cuda.py (refuses without CUDA)."""
+(small random rows, on the CPU), scripts/profile_optimal_cuda.py (refuses without CUDA) and
+scripts/wor_fresh_rows.py (two whole rows)."""
 from __future__ import annotations
 
 import json
@@ -26,6 +27,7 @@ import pair_wor_undecided_pairs  # noqa: E402
 import pair_wor_verifier_at_scale  # noqa: E402
 import profile_optimal_cuda  # noqa: E402
 import profile_optimal_rows  # noqa: E402
+import wor_fresh_rows  # noqa: E402
 
 from otm.corpus import CorpusWriter  # noqa: E402
 
@@ -144,3 +146,15 @@ def test_bench_optimal_verifier_on_small_rows(tmp_path):
 def test_profile_optimal_cuda_refuses_without_cuda():
     with pytest.raises(SystemExit, match="needs a CUDA device"):
         profile_optimal_cuda.main([])
+
+
+def test_wor_fresh_rows_times_every_row(capsys):
+    """A process per budget, one time per fresh row; and the same row ten times, kept and
+    dropped."""
+    assert wor_fresh_rows.main(["--rows", "2", "--kept-floats", "0,20000000"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 2 and all(len(line.split("seconds per fresh row ")[1].split()) == 2 for line in lines)
+    assert wor_fresh_rows.main(["--same-row", "--k", "3"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert [line.split(",")[2].split(":")[0].strip() for line in lines] == ["results dropped", "results kept"]
+    assert all(len(line.split(": ")[1].split()) == 10 for line in lines)

@@ -352,7 +352,8 @@ def test_a_whole_real_vocabulary_row_is_answered_or_refused_by_type():
 def test_a_whole_real_row_at_eight_drafts_is_kept_set_up():
     """The set-ups kept hold a whole row of the real vocabulary at ``k = 8`` and 450 nodes (more
     than the Qwen rows need), so calls that repeat a row (a certification's chunks of one row) set
-    it up once; and not two, whose memory slows the first touch of every fresh row's arrays."""
+    it up once; and not two, which nothing needs (a lower peak meets the development VM's slow first
+    touch of memory less often: scripts/wor_fresh_rows.py)."""
     from decoding.verifiers.optimal_wor_numba import CompiledClockSetMasses
 
     whole = CompiledClockSetMasses.table_floats(151_936, 450, 8)

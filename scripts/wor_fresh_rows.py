@@ -1,0 +1,97 @@
+"""What memory the process has not touched before costs ``optimal_wor``'s set-ups: the evidence
+behind :data:`decoding.verifiers.optimal_wor.SETUP_FLOATS_KEPT` (docs/optimal-verifier.md,
+section 8, "The set-up's pass at Chebyshev points").
+
+Per kept budget in ``--kept-floats`` (default: the module's and twice it), in a process of its
+own (the effect depends on how much memory the process has held): ``--rows`` fresh random whole
+rows (the benchmark's softmax rows, ``V = 151,936``) set up one after another at ``--k`` by
+:func:`decoding.verifiers.optimal_wor.row_setup`, with that budget of set-ups kept, as a decode
+keeps them; the seconds of each set-up. Then ``--same-row``: the pass at Chebyshev points over one
+row ten times, each result kept, and ten times, each dropped before the next (71 MB of checkpoints
+per result at ``k = 8``). One thread:
+
+    python scripts/wor_fresh_rows.py [--rows 9] [--k 3] [--kept-floats 20000000,40000000] [--same-row]
+"""
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+
+import numpy as np
+import torch
+
+
+def _rows(count: int, k: int, kept: int) -> list[float]:
+    """Seconds of each fresh row's set-up with ``kept`` floats of set-ups kept."""
+    from bench_optimal_verifier import QWEN_VOCAB, softmax_rows
+    from decoding.verifiers import optimal_wor
+    from decoding.verifiers.kept import Kept
+
+    optimal_wor._SETUPS = Kept(kept)
+    p, q = (rows.double() / rows.double().sum(1, keepdim=True) for rows in softmax_rows(count + 1, QWEN_VOCAB, torch.float32))
+    optimal_wor.row_setup(p[count].numpy(), q[count].numpy(), k)  # load the compiled code first
+    seconds = []
+    for r in range(count):
+        began = time.perf_counter()
+        optimal_wor.row_setup(p[r].numpy(), q[r].numpy(), k)
+        seconds.append(time.perf_counter() - began)
+    return seconds
+
+
+def _same_row(k: int) -> dict[str, list[float]]:
+    """Seconds of the pass at points over one row ten times, results kept and dropped."""
+    from bench_optimal_verifier import QWEN_VOCAB, softmax_rows
+    from decoding.verifiers.optimal_wor_chebyshev import prefix_pass_chebyshev
+    from otm.formulations.prefix_scan import ratio_order
+    from otm.rules.wor_clock_masses import quadrature_nodes
+
+    p, q = (rows[0].double().numpy() for rows in softmax_rows(1, QWEN_VOCAB, torch.float32))
+    ranked = q[ratio_order(p / p.sum(), q / q.sum())] / q.sum()
+    s, w = quadrature_nodes(ranked, k)
+    above = np.concatenate([np.cumsum(ranked[::-1])[::-1][1:], [0.0]])
+    prefix_pass_chebyshev(ranked, s, w, above, k, 64)  # load the compiled code first
+    times: dict[str, list[float]] = {}
+    for mode in ("dropped", "kept"):
+        held, times[mode] = [], []
+        for _ in range(10):
+            began = time.perf_counter()
+            result = prefix_pass_chebyshev(ranked, s, w, above, k, 64)
+            times[mode].append(time.perf_counter() - began)
+            if mode == "kept":
+                held.append(result)
+            del result
+    return times
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=9)
+    parser.add_argument("--k", type=int, default=3)
+    parser.add_argument("--kept-floats", default=None, help="comma-separated budgets (default: the module's and twice it)")
+    parser.add_argument("--same-row", action="store_true")
+    parser.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)  # the child process's budget
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    if args.one is not None:
+        print(" ".join(f"{x:.3f}" for x in _rows(args.rows, args.k, args.one)))
+        return 0
+    if args.same_row:
+        for mode, seconds in _same_row(args.k).items():
+            print(f"k = {args.k}, the same row ten times, results {mode}: " + " ".join(f"{x:.3f}" for x in seconds))
+        return 0
+    from decoding.verifiers.optimal_wor import SETUP_FLOATS_KEPT
+
+    budgets = [int(x) for x in args.kept_floats.split(",")] if args.kept_floats else [SETUP_FLOATS_KEPT, 2 * SETUP_FLOATS_KEPT]
+    print(f"{args.rows} fresh rows at k = {args.k} per budget, a process each (about {args.rows * 0.3:.0f} s each)",
+          file=sys.stderr, flush=True)
+    for kept in budgets:
+        out = subprocess.run([sys.executable, __file__, "--rows", str(args.rows), "--k", str(args.k), "--one", str(kept)],
+                             capture_output=True, text=True, check=True).stdout.strip()
+        print(f"k = {args.k}, {kept:,} floats of set-ups kept: seconds per fresh row {out}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
