@@ -74,16 +74,19 @@ def compile_seconds(device: torch.device) -> float:
     compile :mod:`decoding.verifiers.optimal_pair_wor`'s code (its
     :func:`~decoding.verifiers.optimal_pair_wor.compile_seconds`), more drafts the compiled clock
     integral (:mod:`decoding.verifiers.optimal_wor_numba`, 5 s measured cold on the 2-core
-    development VM); 0 for what numba's cache already holds. On a CUDA device the set-up's kernels
+    development VM) and its pass at Chebyshev points (:mod:`decoding.verifiers.optimal_wor_chebyshev`,
+    3 s); 0 for what numba's cache already holds. On a CUDA device the set-up's kernels
     (:mod:`decoding.verifiers.optimal_wor_cuda`) compile besides, at the first row of each ``k``
     and in every process: about 1 s each on the H200 machine (docs/optimal-verifier.md, section 8,
     "The set-up's pass on a GPU"). Read by ``otm decode``."""
     from .optimal_numba import is_cached
+    from .optimal_wor_chebyshev import _pass as pass_at_points
     from .optimal_wor_numba import lowest_law, water_levels
 
     clock = 0.0 if is_cached(water_levels) and is_cached(lowest_law) else 5.0
+    points = 0.0 if is_cached(pass_at_points) else 3.0
     kernels = 1.0 if device.type == "cuda" else 0.0
-    return optimal_pair_wor.compile_seconds(device) + clock + kernels
+    return optimal_pair_wor.compile_seconds(device) + clock + points + kernels
 
 
 def caveat(widest: int, top_p: float) -> str | None:

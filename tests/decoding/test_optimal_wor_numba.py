@@ -463,10 +463,12 @@ def test_a_cut_with_flux_and_no_mass_is_a_typed_refusal():
     assert masses.water_levels(flux, 0, 9, levels, 2.2e-16) is False
 
 
-def test_the_verifier_announces_no_compiling_once_the_clock_path_ran():
+def test_the_verifier_announces_no_compiling_once_the_clock_path_ran(monkeypatch):
+    """Nothing to compile once the clock path ran (its pass at points included); and 3 s more
+    announced while the pass at points is not in numba's cache."""
     import torch
 
-    from decoding.verifiers import optimal_pair_wor
+    from decoding.verifiers import optimal_numba, optimal_pair_wor, optimal_wor_chebyshev
     from decoding.verifiers import optimal_wor as verifier
 
     p, q = (np.exp(np.linspace(0, shift, 12)) for shift in (2.0, -1.0))  # 1,320 triples: the compiled path
@@ -475,6 +477,9 @@ def test_the_verifier_announces_no_compiling_once_the_clock_path_ran():
     cpu, gpu = torch.device("cpu"), torch.device("cuda")
     assert verifier.compile_seconds(cpu) == optimal_pair_wor.compile_seconds(cpu)
     assert verifier.compile_seconds(gpu) == optimal_pair_wor.compile_seconds(gpu) + 1.0  # the set-up's CUDA kernels
+    cached = optimal_numba.is_cached
+    monkeypatch.setattr(optimal_numba, "is_cached", lambda f: f is not optimal_wor_chebyshev._pass and cached(f))
+    assert verifier.compile_seconds(cpu) == optimal_pair_wor.compile_seconds(cpu) + 3.0
 
 
 def test_the_nesting_estimate_counts_the_square_of_each_run_of_flux():
