@@ -60,7 +60,7 @@ import math
 import numba
 import numpy as np
 
-from .optimal_wor_numba import _add_rank_by_degree, _clock, _decay, _normal, live_prefix_nodes
+from .optimal_wor_numba import _add_rank_by_degree, _clock, _merge, _normal, live_prefix_nodes, rank_terms
 
 #: The interpolated nodes of a block are those where ``kappa s`` (``kappa`` the block's largest
 #: ``q``) is below this (``tau`` of the module docstring): 93% of the (block, live node) pairs of
@@ -139,9 +139,9 @@ def _pass(q, s, w, above, k, every, below, at, weights, taylor, interpolate_from
     F, G = np.zeros((k, points)), np.zeros((k, points))  # [z^d] F_a, G_a at the points
     weight_E, weight_D = np.zeros((k, points)), np.zeros((k, points))  # Lambda_E, Lambda_D
     basis = np.zeros((nodes, points))  # L_p(u_i) at the block's interpolated nodes
-    clock, scaled, ratio = np.zeros(points), np.zeros(points), np.zeros(points)
+    clock, powers = np.zeros(points), np.zeros((k, points))
     none, some, decay = np.empty(nodes), np.empty(nodes), np.zeros(nodes)
-    new_E, new_D, value_F, value_G = np.empty(k), np.empty(k), np.empty(k), np.empty(k)
+    value_F, value_G = np.empty((nodes, k)), np.empty((nodes, k))  # F_e, G_e e^{-S_B s} at those nodes
     live = nodes
     for c in range(n // every + 1):
         b = c * every
@@ -169,16 +169,14 @@ def _pass(q, s, w, above, k, every, below, at, weights, taylor, interpolate_from
                 factor = w[i] * np.exp(-tail * s[i])
                 if factor == 0.0:  # (the basis is still needed for the block's product)
                     continue
-                for p in range(points):
-                    scaled[p], ratio[p] = factor * basis[i, p], u / at[p]
-                for d in range(k):  # (u_i / u_p)^d by products
+                _basis_powers(factor, u, at, basis[i], powers)
+                for d in range(k):
                     for p in range(points):
-                        weight_E[d, p] += scaled[p] * E[k - 1 - d, i]
-                        weight_D[d, p] += scaled[p] * D[k - 1 - d, i]
-                        scaled[p] *= ratio[p]
+                        weight_E[d, p] += powers[d, p] * E[k - 1 - d, i]
+                        weight_D[d, p] += powers[d, p] * D[k - 1 - d, i]
             F[:, :], G[:, :] = 0.0, 0.0
             F[0, :] = 1.0
-        E_rest, D_rest, s_rest = E[:, split:live], D[:, split:live], s[split:live]
+        E_rest, D_rest, s_rest, w_rest = E[:, split:live], D[:, split:live], s[split:live], w[split:live]
         decay[:] = 0.0  # (0: an exponential at the first rank that reaches the node)
         for a in range(b, end):
             part = 0.0
@@ -204,36 +202,35 @@ def _pass(q, s, w, above, k, every, below, at, weights, taylor, interpolate_from
             rest = live - split
             if rest > 0:
                 _clock(q[a], s_rest, rest, none, some)
-                for i in range(rest):
-                    node = split + i
-                    if above[a] * s[node] > 745.2:  # e^{-q(above a) s} is 0 in float64 here and beyond
-                        break
-                    decay[i] = _decay(decay[i], none[i], above[a], s[node], False)
-                    member = q[a] * none[i] * E_rest[k - 1, i] + some[i] * D_rest[k - 2, i]
-                    part += member * decay[i] * w[node]
+                part += rank_terms(q[a], above[a], s_rest, w_rest, E_rest, D_rest, none, some, decay, 0, rest, False, k)[0]
                 _add_rank_by_degree(E_rest, D_rest, none, some, q[a], k, rest)
             sigma[a] = part
-        for i in range(split):  # the block's product at its interpolated nodes
-            u = kappa * s[i]
-            for p in range(points):
-                scaled[p], ratio[p] = basis[i, p], u / at[p]
+        for i in range(split):  # the block's (F_e, G_e) at its interpolated nodes, times e^{-S_B s}
+            _basis_powers(np.exp(-total * s[i]), kappa * s[i], at, basis[i], powers)
             for d in range(k):
                 f, g = 0.0, 0.0
                 for p in range(points):
-                    f += scaled[p] * F[d, p]
-                    g += scaled[p] * G[d, p]
-                    scaled[p] *= ratio[p]
-                value_F[d], value_G[d] = f, g
-            factor = np.exp(-total * s[i])
+                    f += powers[d, p] * F[d, p]
+                    g += powers[d, p] * G[d, p]
+                value_F[i, d], value_G[i, d] = f, g
+        if split > 0:  # the prefix there: its union with the block's product
+            _merge(E[:, :split].T, D[:, :split].T, value_F[:split], value_G[:split], k)
             for t in range(k):
-                e_t, d_t = 0.0, 0.0
-                for d in range(t + 1):
-                    e_t += E[t - d, i] * value_F[d]
-                    d_t += D[t - d, i] * value_F[d] + E[t - d, i] * value_G[d]
-                new_E[t], new_D[t] = e_t * factor, d_t * factor
-            for t in range(k):
-                E[t, i], D[t, i] = _normal(new_E[t]), _normal(new_D[t])
+                for i in range(split):
+                    E[t, i], D[t, i] = _normal(E[t, i]), _normal(D[t, i])
         live = live_prefix_nodes(E, D, live)
+
+
+@_compiled
+def _basis_powers(factor, u, at, basis, out):
+    """``out[d, p] = factor L_p(u) (u / u_p)^d`` for ``d < out.shape[0]`` (``basis[p] = L_p(u)``):
+    what the interpolated ``[z^d]`` coefficients, ``u^d h(u)``, take from ``h(u_p) = [z^d](u_p) /
+    u_p^d``."""
+    for p in range(at.shape[0]):
+        out[0, p] = factor * basis[p]
+    for d in range(1, out.shape[0]):
+        for p in range(at.shape[0]):
+            out[d, p] = out[d - 1, p] * (u / at[p])
 
 
 __all__ = ["INTERPOLATE_BELOW", "INTERPOLATE_FROM", "TRUNCATION", "chebyshev_points",

@@ -211,18 +211,32 @@ def prefix_pass(q, s, w, above, k, every, chunks, E0, D0, parts):
             break
         _clock(q[a], s, live, none, some)
         exact = a % DECAY_ANCHOR == 0
-        total, current = 0.0, 0  # the part of the chunk chunks[current]
-        for i in range(live):
-            if above[a] * s[i] > 745.2:  # e^{-q(above a) s} is 0 in float64 here and beyond
+        for low in range(0, live, NODE_CHUNK):  # each chunk's part (0 where no node was taken, as parts starts)
+            high = min(low + NODE_CHUNK, live)
+            parts[chunks[low // NODE_CHUNK], a], reached = rank_terms(q[a], above[a], s, w, E, D, none, some, decay,
+                                                                      low, high, exact, k)
+            if reached < high:
                 break
-            if i // NODE_CHUNK != current:
-                parts[chunks[current], a], total, current = total, 0.0, i // NODE_CHUNK
-            decay[i] = _decay(decay[i], none[i], above[a], s[i], exact)
-            member = q[a] * none[i] * E[k - 1, i] + some[i] * D[k - 2, i]
-            total += member * decay[i] * w[i]
-        parts[chunks[current], a] = total  # (0 where no node was taken, as parts starts)
         _add_rank_by_degree(E, D, none, some, q[a], k, live)
         live = live_prefix_nodes(E, D, live)
+
+
+@_compiled
+def rank_terms(q, above, s, w, E, D, none, some, decay, low, high, exact, k):
+    """``(part, reached)``: the terms of ``sigma_a`` at the nodes ``low..high - 1`` added in order,
+    ``w_i e^{-q(above a) s_i} (q_a e^{-q_a s_i} [z^{k-1}] E + (1 - e^{-q_a s_i}) [z^{k-2}] D)`` with
+    ``(E, D)`` the prefix ``[0, a)`` (``[k, N]``, degree by degree) and the decay by :func:`_decay`
+    (``exact``: by an exponential); ``reached`` the node where ``e^{-q(above a) s}`` is 0 in float64,
+    here and beyond (``high`` where none is). The node-by-node pass and the pass at Chebyshev points'
+    other nodes both call it."""
+    part = 0.0
+    for i in range(low, high):
+        if above * s[i] > 745.2:
+            return part, i
+        decay[i] = _decay(decay[i], none[i], above, s[i], exact)
+        member = q * none[i] * E[k - 1, i] + some[i] * D[k - 2, i]
+        part += member * decay[i] * w[i]
+    return part, high
 
 
 @_compiled
