@@ -37,8 +37,8 @@ weights ``Lambda_D[d, p] = sum_i w_i e^{-T_b s_i} [z^{k-1-d}] D_b(s_i) (u_i / u_
 (likewise ``E``), ``O(k P)`` per rank instead of ``O(k N)``; after the block the prefix at those
 nodes is ``e^{-S_B s} (E_b F_e, D_b F_e + E_b G_e)`` with ``F_e``, ``G_e`` interpolated. The weights
 take ``u_p^{-d}`` out of the sum over nodes (``u_i^d`` stays in it), so a (block, node) pair costs
-one barycentric basis and ``O(k P)`` multiply-adds, no division per ``(d, p)``: 1.2-1.4x faster a
-pass on whole rows, with ``sigma`` as close to an 80-bit pass as before
+one barycentric basis and ``O(k P)`` multiply-adds, no division per ``(d, p)``: about 1.3x faster
+a pass on whole rows (1.0-1.7x), with ``sigma`` as close to an 80-bit pass as before
 (docs/optimal-verifier.md, section 8, "The set-up's pass at Chebyshev points").
 
 **Error.** Interpolation is exact for polynomials of degree below ``P``, so its error is at most

@@ -143,7 +143,7 @@ def test_the_bounds_choose_enough_points_and_terms():
 #: ``sigma`` of the pass at points within this of an 80-bit pass, relative (measured while folding
 #: ``u_p^-d`` out of the weights' sum over nodes: at most 3.0e-15 on rows of 2,000 ranks, as
 #: before the fold; interpolating at a geometric grid of ``u`` instead of each node's own ``kappa
-#: s_i``, tried and dropped, was at 1e-13 on whole rows).
+#: s_i``, tried and dropped, was up to 9e-14 on a whole row).
 WIDE_AGREEMENT = 2e-14
 
 
