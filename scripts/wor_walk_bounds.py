@@ -37,6 +37,16 @@ truncation, with the rounding of the other nodes' sums), largest absolute and re
 margin (:data:`decoding.verifiers.optimal_wor.BOUND_MARGIN`):
 
     python scripts/wor_walk_bounds.py --corpus DIR --positions 4 --ks 3,8 --precision
+
+``--gaps`` lists instead, on the same rows and drafted sets as the table, the walks the bounds
+leave open: the step where they do (the span from the highest member down to the member not
+settled, and its first run), the bound (i) there, the uniform ``u``, an upper level ``v`` at which
+(ii)/(iii) prove the span's least level at most ``v`` (by bisection on ``[u, 1]``: the tests are
+not monotone in ``v``, so this is one such level, not the least; "none" where they prove nothing
+even at 1), and, where the nesting's estimate is at most ``--levels-limit`` seconds, the span's
+least level ``M`` itself, which must lie between the two:
+
+    python scripts/wor_walk_bounds.py --corpus DIR --positions 4 --top 151936 --ks 3,8 --draws 30 --gaps
 """
 from __future__ import annotations
 
@@ -51,7 +61,7 @@ import numpy as np
 from otm.errors import NotApplicableError
 from otm.rules.optimal_pair_wor import FluxSetup
 from otm.rules.optimal_wor import clock_flux_setup, wor_parameters
-from otm.rules.water_level_bounds import walk_decision
+from otm.rules.water_level_bounds import first_run, span_at_most, span_decision, span_lower_bound, walk_decision
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from wor_pair_rules import likeliest  # noqa: E402
@@ -119,6 +129,79 @@ def row_table(directory: str, positions: int, ks: list[int], draws: int, top: in
         print(f"  {done}/{len(rows)} rows", file=sys.stderr, flush=True)
     for k, (decided, drawn, wrong) in totals.items():
         print(f"k = {k}: {decided} of {drawn} drafted sets decided by the bounds, {wrong} against the levels")
+
+
+def _open_step(flux, masses, ranks: list[int], u: float, margin, windows) -> tuple[int, int]:
+    """``(low, high)``: the span of the walk's first step that :func:`span_decision` leaves open
+    (the walk of ``walk_decision``, member by member; the walk must be one it leaves open)."""
+    descending = sorted(ranks, reverse=True)
+    for low in descending[1:]:
+        verdict = span_decision(flux, masses, low, descending[0], u, margin, windows)
+        if verdict is None:
+            return low, descending[0]
+        if not verdict:
+            break
+    raise ValueError(f"the walk of ranks {ranks} at u = {u} is decided")
+
+
+def _proved_at_most(flux, masses, run, low: int, high: int, u: float, margin, windows, steps: int = 20) -> float | None:
+    """A level ``v`` in ``(u, 1]`` at which (ii)/(iii) prove the span's least level at most ``v``
+    (bisection between the last ``v`` they did not prove and the last they did), or ``None``."""
+    if not span_at_most(flux, masses, run, low, high, 1.0, margin, windows):
+        return None
+    below, above = u, 1.0
+    for _ in range(steps):
+        middle = (below + above) / 2
+        below, above = (below, middle) if span_at_most(flux, masses, run, low, high, middle, margin, windows) else (middle, above)
+    return above
+
+
+def gaps_table(directory: str, positions: int, ks: list[int], draws: int, top: int, top_p: float | None,
+               temperature: float, levels_limit: float, seed: int) -> None:
+    """The walks the bounds leave open (module docstring, ``--gaps``): the same rows and drafted
+    sets as :func:`row_table` (the same seed draws them in the same order)."""
+    from decoding.verifiers import optimal_wor as verifier
+    from decoding.verifiers.optimal_wor_numba import CompiledClockSetMasses
+    from otm.corpus import Corpus
+
+    warm_compiled_code()
+    rng = np.random.default_rng(seed)
+    rows = Corpus(directory).spaced_rows(positions, temperature, top_p)
+    margin, windows = verifier.BOUND_MARGIN, verifier.BOUND_WINDOWS
+    print(f"{len(rows)} corpus rows at temperature {temperature}; {draws} drafted sets per row and k; the walks the "
+          "bounds leave open")
+    print("| text | position | k | span (ranks) | its first run | bound (i) | u | proved at most | least level M |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for done, (text, position, p, q) in enumerate(rows, 1):
+        if top_p is None:
+            p, q = likeliest(p, q, top)
+        for k in ks:
+            try:
+                setup = clock_flux_setup(p, q, k, clock_masses=CompiledClockSetMasses)
+            except NotApplicableError:
+                setup = None
+            if not isinstance(setup, FluxSetup):
+                continue
+            n, masses = len(setup.order), setup.masses
+            flux = np.asarray(setup.flux, dtype=np.float64)
+            sets = [rng.choice(len(q), k, replace=False, p=q) for _ in range(draws)]
+            uniforms = rng.random(draws)
+            estimate = sum(masses.nesting_seconds(flux, lo, hi)[0] for lo, hi in ((setup.cut, n - 1), (0, setup.cut - 1)))
+            levels = None
+            for drafted, u in zip(sets, uniforms):
+                ranks = [int(setup.rank[t]) for t in drafted]
+                if walk_decision(flux, masses, ranks, u, margin=margin, windows=windows) is not None:
+                    continue
+                low, high = _open_step(flux, masses, ranks, u, margin, windows)
+                run = first_run(flux, low, high)
+                bound = span_lower_bound(flux, masses, run, low, high, margin)
+                at_most = _proved_at_most(flux, masses, run, low, high, u, margin, windows)
+                if levels is None and estimate <= levels_limit:
+                    levels = [float(v) for v in wor_parameters(p, q, k, clock_masses=CompiledClockSetMasses).levels]
+                level = f"{min(levels[low + 1:high + 1]):.4f}" if levels is not None else "-"
+                print(f"| {text} | {position} | {k} | [{low:,}, {high:,}] | [{run[0]:,}, {run[1]:,}] | {bound:.4f} | {u:.4f} "
+                      f"| {'none' if at_most is None else f'{at_most:.4f}'} | {level} |", flush=True)
+        print(f"  {done}/{len(rows)} rows", file=sys.stderr, flush=True)
 
 
 def real_inputs(directory: str, positions: int, ks: list[int]) -> None:
@@ -220,6 +303,7 @@ def main(argv=None) -> None:
                         help="whole rows at the real vocabulary through the verifier instead")
     parser.add_argument("--precision", action="store_true",
                         help="the flux and masses the bounds read at the real vocabulary, against rationals and half the step")
+    parser.add_argument("--gaps", action="store_true", help="the walks the bounds leave open, and how far apart the bounds are")
     args = parser.parse_args(argv)
     if args.precision:
         print(f"whole rows at V = 151,936: about {4 * args.positions * len(args.ks.split(','))} s", file=sys.stderr, flush=True)
@@ -228,6 +312,12 @@ def main(argv=None) -> None:
     if args.real_inputs:
         print("whole rows at V = 151,936 through the verifier: up to a few seconds per case", file=sys.stderr, flush=True)
         real_inputs(args.corpus, args.positions, [int(k) for k in args.ks.split(",")])
+        return
+    if args.gaps:
+        print(f"about {args.positions * len(args.ks.split(','))} set-ups, each up to a few seconds, and about a second "
+              "for each walk the bounds leave open", file=sys.stderr, flush=True)
+        gaps_table(args.corpus, args.positions, [int(k) for k in args.ks.split(",")], args.draws, args.top, args.top_p,
+                   args.temperature, args.levels_limit, args.seed)
         return
     print(f"about {args.positions * len(args.ks.split(','))} set-ups, each up to a few seconds, and the full levels "
           f"where estimated under {args.levels_limit:g} s", file=sys.stderr, flush=True)

@@ -2,8 +2,9 @@
 scripts/certify_optimal_verifier.py (tiny models, ``--pair tiny --quick``),
 scripts/pair_wor_verifier_at_scale.py and scripts/pair_wor_undecided_pairs.py (a synthetic corpus),
 scripts/profile_optimal_rows.py (four synthetic rows), scripts/bench_optimal_verifier.py
-(small random rows, on the CPU), scripts/profile_optimal_cuda.py (refuses without CUDA) and
-scripts/wor_fresh_rows.py (two whole rows)."""
+(small random rows, on the CPU), scripts/profile_optimal_cuda.py (refuses without CUDA),
+scripts/wor_fresh_rows.py (two whole rows) and scripts/wor_walk_bounds.py --gaps (a synthetic
+corpus)."""
 from __future__ import annotations
 
 import json
@@ -158,3 +159,31 @@ def test_wor_fresh_rows_times_every_row(capsys):
     lines = capsys.readouterr().out.strip().splitlines()
     assert [line.split(",")[2].split(":")[0].strip() for line in lines] == ["results dropped", "results kept"]
     assert all(len(line.split(": ")[1].split()) == 10 for line in lines)
+
+
+def test_wor_walk_bounds_gaps_hold_the_least_level(tmp_path, capsys, monkeypatch):
+    """``--gaps`` on a small synthetic corpus: some walks are left open, and for each the least
+    level of its open step, from the full levels, lies between the bound (i) and the level that
+    (ii)/(iii) prove, with the walk's ``u`` above the bound (i) (else the bounds decide it); with
+    the printed bound (i) doubled, some row breaks this."""
+    import wor_walk_bounds
+
+    rng = np.random.default_rng(4)
+    with CorpusWriter(tmp_path / "corpus", 80, shard_size=4, source="test") as writer:
+        target = 3 * rng.normal(size=(4, 80))
+        writer.add("synthetic", target, target + rng.normal(size=(4, 80)))
+
+    def rows() -> list:
+        wor_walk_bounds.main(["--corpus", str(tmp_path / "corpus"), "--positions", "3", "--top", "80", "--ks", "3",
+                              "--draws", "150", "--gaps", "--levels-limit", "60"])
+        cells = [[c.strip() for c in line.strip("|").split("|")] for line in capsys.readouterr().out.splitlines()]
+        return [[float(row[5]), float(row[6]), row[7], float(row[8])] for row in cells if row[0] == "synthetic"]
+
+    def holds(bound, u, at_most, level) -> bool:  # (4 decimals printed)
+        return bound <= u and bound <= level + 1e-4 and (at_most == "none" or level <= float(at_most) + 1e-4)
+
+    found = rows()
+    assert len(found) >= 3 and all(holds(*row) for row in found)
+    bound = wor_walk_bounds.span_lower_bound
+    monkeypatch.setattr(wor_walk_bounds, "span_lower_bound", lambda *args, **kwargs: 2 * bound(*args, **kwargs))
+    assert not all(holds(*row) for row in rows())
