@@ -82,20 +82,27 @@ def _pass_alone(masses, device: str) -> str:
     return " / ".join(f"{1000 * seconds:.1f}" for seconds in times) + ("" if len(times) == 4 else " / -")
 
 
-def _wide_checkpoint(masses, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(E, D)`` of the ranks below the last checkpoint at ``nodes``, in ``np.longdouble``."""
-    k, last = masses.k, (masses.n // masses.checkpoint) * masses.checkpoint
-    s, q = masses.s[nodes].astype(np.longdouble), masses.q.astype(np.longdouble)
-    E, D = np.zeros((nodes.size, k), dtype=np.longdouble), np.zeros((nodes.size, k), dtype=np.longdouble)
+def wide_pass(masses, nodes: np.ndarray, ranks: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(E, D, sigma)`` in ``np.longdouble`` (the clocks from the same float64 ``q`` and ``s``):
+    the count polynomials of the ranks ``[0, ranks)`` (all by default) at ``nodes``, and ``sigma`` of
+    those ranks summed over the terms of ``nodes`` (the whole ``sigma`` where ``nodes`` are all),
+    node by node, the recursion of the compiled passes. ``--precision`` compares the passes'
+    checkpoints with it; tests/decoding/test_optimal_wor_chebyshev.py their ``sigma``."""
+    k, wide = masses.k, np.longdouble
+    s, w = masses.s[nodes].astype(wide), masses.w[nodes].astype(wide)
+    q, above = masses.q.astype(wide), masses._above.astype(wide)
+    E, D = np.zeros((nodes.size, k), dtype=wide), np.zeros((nodes.size, k), dtype=wide)
     E[:, 0] = 1
-    for r in range(last):
+    sigma = np.zeros(masses.n if ranks is None else ranks, dtype=wide)
+    for r in range(sigma.size):
         a, b = np.exp(-q[r] * s), -np.expm1(-q[r] * s)
+        sigma[r] = np.sum(w * np.exp(-above[r] * s) * (q[r] * a * E[:, k - 1] + b * D[:, k - 2]))
         lower_E, lower_D = E[:, :-1].copy(), D[:, :-1].copy()
         D = D * a[:, None] + E * (q[r] * a)[:, None]
         D[:, 1:] += lower_D * b[:, None]
         E = E * a[:, None]
         E[:, 1:] += lower_E * b[:, None]
-    return E, D
+    return E, D, sigma
 
 
 def precision(rows, ks: list[int], device: str) -> None:
@@ -115,7 +122,7 @@ def precision(rows, ks: list[int], device: str) -> None:
             nodes = np.unique(np.linspace(0, masses.s.size // 2, 4).astype(int))
             E0, D0 = _device_scan(device)(masses.q, masses.s, masses.w, masses._above, k, masses.checkpoint,
                                           masses.group, device)[:2]
-            wide = _wide_checkpoint(masses, nodes)
+            wide = wide_pass(masses, nodes, (masses.n // masses.checkpoint) * masses.checkpoint)[:2]  # the last checkpoint
             by_node = type("NodeByNode", (CompiledClockSetMasses,), {"prefix_at_points": False})(q_ranked, k)
             cells = []
             for ours in ((by_node._E0, by_node._D0), (masses._E0, masses._D0), (E0, D0)):

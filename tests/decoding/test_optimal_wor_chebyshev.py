@@ -7,6 +7,8 @@ too few points, or a Taylor series cut short, is caught by the same comparison."
 from __future__ import annotations
 
 import math
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,6 +20,9 @@ from decoding.verifiers.optimal_wor_numba import CompiledClockSetMasses
 
 from .test_optimal_wor_numba import NodeByNode
 from .test_optimal_wor_torch import assert_same_walks
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+from bench_wor_scan import wide_pass  # noqa: E402  (the 80-bit reference pass)
 
 #: Relative agreement with the node-by-node pass: the same non-negative terms, a block's small
 #: clocks multiplied at the points and interpolated (error below ``2^-60`` by the module's
@@ -147,26 +152,6 @@ def test_the_bounds_choose_enough_points_and_terms():
 WIDE_AGREEMENT = 2e-14
 
 
-def _wide_sigma(masses) -> np.ndarray:
-    """``sigma`` of ``masses``' row by the node-by-node recursion in ``np.longdouble`` (the clocks
-    from the same float64 ``q`` and ``s``)."""
-    wide = np.longdouble
-    s, w, q, above = (np.asarray(a, dtype=wide) for a in (masses.s, masses.w, masses.q, masses._above))
-    k = masses.k
-    E, D = np.zeros((s.size, k), dtype=wide), np.zeros((s.size, k), dtype=wide)
-    E[:, 0] = 1
-    sigma = np.zeros(masses.n, dtype=wide)
-    for r in range(masses.n):
-        none, some = np.exp(-q[r] * s), -np.expm1(-q[r] * s)
-        sigma[r] = np.sum(w * np.exp(-above[r] * s) * (q[r] * none * E[:, k - 1] + some * D[:, k - 2]))
-        lower_E, lower_D = E[:, :-1].copy(), D[:, :-1].copy()
-        D = D * none[:, None] + E * (q[r] * none)[:, None]
-        D[:, 1:] += lower_D * some[:, None]
-        E = E * none[:, None]
-        E[:, 1:] += lower_E * some[:, None]
-    return sigma
-
-
 def _wide_disagreement(sigma: np.ndarray, wide: np.ndarray) -> float:
     big = wide > 1e-250
     return float(np.max(np.abs(sigma.astype(np.longdouble) - wide)[big] / wide[big]))
@@ -182,7 +167,7 @@ def test_the_pass_at_points_is_as_close_to_a_wider_pass(k):
     masses = type("AtPoints", (CompiledClockSetMasses,), {"prefix_at_points": True})(q, k)
     interpolated, by_node = _both_routes(q, k)
     assert interpolated > 0 and by_node > 0
-    wide = _wide_sigma(masses)
+    wide = wide_pass(masses, np.arange(masses.s.size))[2]
     assert _wide_disagreement(masses.sigma, wide) <= WIDE_AGREEMENT
     off = masses.sigma * (1.0 + 1e-13 * np.random.default_rng(k).choice([-1.0, 1.0], masses.n))
     assert _wide_disagreement(off, wide) > WIDE_AGREEMENT
@@ -192,6 +177,7 @@ def test_the_pass_at_points_is_as_close_to_a_wider_pass(k):
 def test_the_verifier_walks_the_same_at_points(k):
     """The pass at points and node by node (:func:`assert_same_walks`)."""
     assert_same_walks(k, type("AtPoints", (CompiledClockSetMasses,), {"prefix_at_points": True}), NodeByNode)
+
 
 def test_the_pass_at_points_runs_where_the_node_pass_has_few_threads(monkeypatch):
     """By default the pass at points runs where the node-by-node pass would share its chunks
