@@ -68,6 +68,20 @@ from wor_pair_rules import likeliest  # noqa: E402
 from wor_water_levels import warm_compiled_code  # noqa: E402
 
 
+def _nesting_estimate(setup: FluxSetup, flux: np.ndarray) -> tuple[float, int]:
+    """``(seconds, longest run)``: the nesting's own estimate over both sides of the cut."""
+    n = len(setup.order)
+    sides = [setup.masses.nesting_seconds(flux, lo, hi) for lo, hi in ((setup.cut, n - 1), (0, setup.cut - 1))]
+    return sum(seconds for seconds, _ in sides), max(run for _, run in sides)
+
+
+def _drafted(rng: np.random.Generator, q: np.ndarray, k: int, draws: int) -> tuple[list, np.ndarray]:
+    """``draws`` drafted sets without replacement from ``q`` and a uniform each, in the order both
+    tables draw them (so ``--gaps`` meets the table's walks)."""
+    sets = [rng.choice(len(q), k, replace=False, p=q) for _ in range(draws)]
+    return sets, rng.random(draws)
+
+
 def row_table(directory: str, positions: int, ks: list[int], draws: int, top: int, top_p: float | None,
               temperature: float, levels_limit: float, seed: int) -> None:
     from decoding.verifiers import optimal_wor as verifier
@@ -99,10 +113,8 @@ def row_table(directory: str, positions: int, ks: list[int], draws: int, top: in
                 continue
             n = len(setup.order)
             flux = np.asarray(setup.flux, dtype=np.float64)  # as row_setup hands it to the walk: read in spans
-            sides = [setup.masses.nesting_seconds(flux, lo, hi) for lo, hi in ((setup.cut, n - 1), (0, setup.cut - 1))]
-            estimate, longest = sum(seconds for seconds, _ in sides), max(run for _, run in sides)
-            sets = [rng.choice(len(q), k, replace=False, p=q) for _ in range(draws)]
-            uniforms = rng.random(draws)
+            estimate, longest = _nesting_estimate(setup, flux)
+            sets, uniforms = _drafted(rng, q, k, draws)
             began = time.perf_counter()
             verdicts = [walk_decision(flux, setup.masses, [int(setup.rank[t]) for t in drafted], u,
                                       margin=verifier.BOUND_MARGIN, windows=verifier.BOUND_WINDOWS)
@@ -182,11 +194,9 @@ def gaps_table(directory: str, positions: int, ks: list[int], draws: int, top: i
                 setup = None
             if not isinstance(setup, FluxSetup):
                 continue
-            n, masses = len(setup.order), setup.masses
-            flux = np.asarray(setup.flux, dtype=np.float64)
-            sets = [rng.choice(len(q), k, replace=False, p=q) for _ in range(draws)]
-            uniforms = rng.random(draws)
-            estimate = sum(masses.nesting_seconds(flux, lo, hi)[0] for lo, hi in ((setup.cut, n - 1), (0, setup.cut - 1)))
+            masses, flux = setup.masses, np.asarray(setup.flux, dtype=np.float64)
+            sets, uniforms = _drafted(rng, q, k, draws)
+            estimate = _nesting_estimate(setup, flux)[0]
             levels = None
             for drafted, u in zip(sets, uniforms):
                 ranks = [int(setup.rank[t]) for t in drafted]
