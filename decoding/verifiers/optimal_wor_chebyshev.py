@@ -218,7 +218,9 @@ def _pass(q, s, w, above, k, every, below, at, weights, reciprocal, reciprocal_p
                 part += rank_terms(q[a], above[a], s_rest, w_rest, E_rest, D_rest, none, some, decay, 0, rest, False, k)[0]
                 _add_rank_by_degree(E_rest, D_rest, none, some, q[a], k, rest)
             sigma[a] = part
-        for i in range(split):  # the block's (F_e, G_e) at its interpolated nodes, times e^{-S_B s}
+        # the block's (F_e, G_e) at its interpolated nodes, times e^{-S_B s}: (u_i / u_p)^d by products here
+        # (taking u_p^-d out, as the weights do, put sigma 4x further from an 80-bit pass)
+        for i in range(split):
             _basis_powers(np.exp(-total * s[i]), kappa * s[i], reciprocal, basis[i], powers)
             for d in range(k):
                 f, g = 0.0, 0.0
