@@ -8,13 +8,22 @@ rows (the benchmark's softmax rows, ``V = 151,936``) set up one after another at
 :func:`decoding.verifiers.optimal_wor.row_setup`, with that budget of set-ups kept, as a decode
 keeps them; the seconds of each set-up. Then ``--same-row``: the pass at Chebyshev points over one
 row ten times, each result kept, and ten times, each dropped before the next (71 MB of checkpoints
-per result at ``k = 8``). One thread:
+per result at ``k = 8`` with a checkpoint at every 64th rank, 18 MB at every 256th). With ``--checkpoints``: per spacing of
+the prefix checkpoints (:attr:`~decoding.verifiers.optimal_wor_numba.CompiledClockSetMasses.checkpoint`;
+the pass at Chebyshev points multiplies out blocks of as many ranks), in a process of its own, the
+spacings taken in turn ``--rounds`` times: ``--rows`` fresh rows through the whole verifier
+(:func:`decoding.verifiers.optimal_wor.verify`, drafts drawn without replacement, the set-up and
+the walk), the median ms per answered row, the rows refused, and the median minor page faults per
+row (memory the process touched for the first time). One thread:
 
     python scripts/wor_fresh_rows.py [--rows 9] [--k 3] [--kept-floats 20000000,40000000] [--same-row]
+        [--checkpoints 64,256 --ks 3,8 --rounds 2]
 """
 from __future__ import annotations
 
 import argparse
+import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -37,6 +46,34 @@ def _rows(count: int, k: int, kept: int) -> list[float]:
         optimal_wor.row_setup(p[r].numpy(), q[r].numpy(), k)
         seconds.append(time.perf_counter() - began)
     return seconds
+
+
+def _verified(count: int, k: int, checkpoint: int) -> str:
+    """``median ms, refused, median page faults`` of ``count`` fresh rows through the verifier,
+    the checkpoints at every ``checkpoint``-th rank."""
+    from bench_optimal_verifier import QWEN_VOCAB, softmax_rows, warm_optimal_wor
+    from decoding.verifiers import optimal_wor, rrs_wor
+    from decoding.verifiers.optimal_wor_numba import CompiledClockSetMasses
+    from otm.errors import NotApplicableError
+
+    CompiledClockSetMasses.checkpoint = checkpoint
+    warm_optimal_wor(QWEN_VOCAB, torch.float32, torch.device("cpu"))
+    p, q = softmax_rows(count, QWEN_VOCAB, torch.float32)
+    drafts = rrs_wor.sample_drafts(q, k, torch.Generator().manual_seed(k))
+    times, faults, refused = [], [], 0
+    for r in range(count):
+        began, touched = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        try:
+            optimal_wor.verify(p[r:r + 1], q[r:r + 1, None].expand(1, k, -1), drafts[r:r + 1],
+                               torch.Generator().manual_seed(r))
+        except NotApplicableError:
+            refused += 1
+            continue
+        times.append(1e3 * (time.perf_counter() - began))
+        faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - touched)
+    if not times:
+        return f"- {refused} -"
+    return f"{statistics.median(times):.1f} {refused} {statistics.median(faults):.0f}"
 
 
 def _same_row(k: int) -> dict[str, list[float]]:
@@ -69,9 +106,18 @@ def main(argv=None) -> int:
     parser.add_argument("--k", type=int, default=3)
     parser.add_argument("--kept-floats", default=None, help="comma-separated budgets (default: the module's and twice it)")
     parser.add_argument("--same-row", action="store_true")
+    parser.add_argument("--checkpoints", default=None, help="comma-separated spacings of the prefix checkpoints")
+    parser.add_argument("--ks", default="3,8", help="with --checkpoints: the k to verify at")
+    parser.add_argument("--rounds", type=int, default=2, help="with --checkpoints: times each spacing is taken")
     parser.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)  # the child process's budget
+    parser.add_argument("--one-checkpoint", type=int, default=None, help=argparse.SUPPRESS)  # the child's spacing
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
+    if args.one_checkpoint is not None:
+        print(_verified(args.rows, args.k, args.one_checkpoint))
+        return 0
+    if args.checkpoints:
+        return _checkpoints(args)
     if args.one is not None:
         print(" ".join(f"{x:.3f}" for x in _rows(args.rows, args.k, args.one)))
         return 0
@@ -88,6 +134,23 @@ def main(argv=None) -> int:
         out = subprocess.run([sys.executable, __file__, "--rows", str(args.rows), "--k", str(args.k), "--one", str(kept)],
                              capture_output=True, text=True, check=True).stdout.strip()
         print(f"k = {args.k}, {kept:,} floats of set-ups kept: seconds per fresh row {out}", flush=True)
+    return 0
+
+
+def _checkpoints(args) -> int:
+    """The table of ``--checkpoints``: a process per (round, k, spacing)."""
+    spacings, ks = [int(x) for x in args.checkpoints.split(",")], [int(x) for x in args.ks.split(",")]
+    print(f"{args.rows} fresh rows per spacing, k and round, a process each ({len(spacings) * len(ks) * args.rounds} "
+          f"processes, about {args.rows * 0.2 + 3:.0f} s each)", file=sys.stderr, flush=True)
+    print("| round | k | checkpoint every | ms per fresh row (median) | rows refused | page faults per row (median) |")
+    print("|---|---|---|---|---|---|")
+    for round_ in range(1, args.rounds + 1):
+        for k in ks:
+            for spacing in spacings:
+                out = subprocess.run([sys.executable, __file__, "--rows", str(args.rows), "--k", str(k),
+                                      "--one-checkpoint", str(spacing)], capture_output=True, text=True, check=True)
+                ms, refused, faults = out.stdout.split()
+                print(f"| {round_} | {k} | {spacing} | {ms} | {refused} of {args.rows} | {faults} |", flush=True)
     return 0
 
 

@@ -175,9 +175,11 @@ def row_setup(p: np.ndarray, q: np.ndarray, k: int, device: torch.device | None 
 
 
 #: The set-ups kept hold at most this many floats of tables (160 MB: one whole row of 151,936
-#: tokens at ``k = 8`` and up to 450 nodes, about 19 million floats with its groups of ranks, so
-#: the calls that repeat a row, as a certification's chunks of the same row do, set it up once),
-#: and each at most ``CompiledClockSetMasses.RUN_FLOATS_KEPT`` floats of its bounds' runs besides.
+#: tokens at ``k = 8`` and up to 450 nodes set up on a GPU, about 19 million floats with its groups
+#: of ranks and its checkpoints at every 64th rank; three such rows set up on the CPU, whose
+#: checkpoints are at every 256th rank; so the calls that repeat a row, as a certification's chunks
+#: of the same row do, set it up once), and each at most ``CompiledClockSetMasses.RUN_FLOATS_KEPT``
+#: floats of its bounds' runs besides.
 #: Two such rows until 2026-11-27 (48 million): nothing needs them, and on the development VM
 #: memory that the machine has not used lately costs about as much to touch as a whole row's pass
 #: (``python scripts/wor_fresh_rows.py``; docs/optimal-verifier.md, section 8, "The set-up's pass

@@ -7,7 +7,10 @@ of ranks multiplied out at a few Chebyshev points and interpolated to the quadra
 
 **Why it pays.** On a whole row of the real vocabulary nearly every rank is a tail token whose
 clock has barely moved at most nodes: ``q s < 2^-6`` at 93% of the (block of 64 ranks, live
-node) pairs of a random softmax row of 151,936 tokens. The compiled pass still updates ``k``
+node) pairs of a random softmax row of 151,936 tokens, and at two thirds of them in the blocks of
+256 ranks the verifier takes (its checkpoints' spacing,
+:attr:`~decoding.verifiers.optimal_wor_numba.CompiledClockSetMasses.checkpoint`: fewer pairs, each
+cheaper per rank). The compiled pass still updates ``k``
 coefficients of two polynomials at every rank and each of about a hundred live nodes. As a
 function of ``s`` below ``2^-6 / kappa`` (``kappa`` the block's largest ``q``), a block's products
 are so smooth that a dozen points carry them: the work per rank no longer grows with the nodes.
@@ -69,7 +72,9 @@ from .optimal_wor_numba import _add_rank_by_degree, _clock, _merge, _normal, liv
 #: The interpolated nodes of a block are those where ``kappa s`` (``kappa`` the block's largest
 #: ``q``) is below this (``tau`` of the module docstring): 93% of the (block, live node) pairs of
 #: a random softmax row of 151,936 tokens at ``k = 3`` (80% at ``2^-10``, 97% at ``2^-4``, where
-#: more points are needed).
+#: more points are needed). In blocks of 256 ranks ``2^-7``, ``2^-5`` and ``2^-4`` were again no
+#: faster on the four whole Qwen rows of docs/optimal-verifier.md, section 8 (a loop over
+#: :func:`prefix_pass_chebyshev` with ``below``, 2026-11-28: within 0-10% of ``2^-6``, mostly slower).
 INTERPOLATE_BELOW = 2.0 ** -6
 
 #: A block takes its ranks through the points where it has at least this many interpolated

@@ -27,7 +27,7 @@ same values to the bit. (Leaving them inside a run's own passes as well gave the
 and no gain on rows cut to 1,000 tokens or on whole rows' spans, by a hand timing; not kept.)
 
 Memory: no tables of ``e^{-q s}`` (:func:`_clock` computes them where a pass needs them; the
-nesting keeps those of its own ranks, :func:`clock_table`), the prefixes at every 64th rank, and
+nesting keeps those of its own ranks, :func:`clock_table`), the prefixes at every 256th rank, and
 a run's products 256 ranks at a time, so a whole real vocabulary fits (docs/optimal-verifier.md,
 section 8, "k drafts at the real vocabulary"). Cost per run ``[f, t]`` of the nesting: a forward
 pass (the groups ``[f, j)`` at each block's start), and per block a forward pass with the
@@ -677,6 +677,19 @@ class CompiledClockSetMasses(ClockSetMasses):
     #: of it (the wide nesting asks every cut of every run); longer ones block by block.
     eager_ranks = 4096
 
+    #: The prefix polynomials are kept at every this many ranks (the numpy reference's
+    #: :data:`~otm.rules.wor_clock_masses.CHECKPOINT` is 64), and the pass at Chebyshev points
+    #: multiplies out blocks of as many ranks. On whole random rows of 151,936 tokens, one after
+    #: another as a decode meets them, a fresh row cost 67-74 ms at ``k = 3`` and 122-125 ms at
+    #: ``k = 8`` against 80-90 ms and 242-294 ms at 64 (``python scripts/bench_wor_checkpoint.py``,
+    #: 2026-11-28; 512 and 1,024 were no faster): the checkpoints, a quarter the floats (30 MB
+    #: instead of 120 at ``k = 8`` and 400 nodes), are fresh memory for every row, whose first
+    #: touch cost more than the pass itself at ``k = 8``. A walk rebuilds a prefix from the
+    #: checkpoint below it, up to 255 ranks node by node; its decisions cost what they did
+    #: (docs/optimal-verifier.md, section 8, "Checkpoints at every 256th rank"). The scan on a
+    #: device keeps 64 (:func:`masses_on`).
+    checkpoint = 256
+
     #: The ranks of each group whose polynomials are kept once a walk reads a long run
     #: (:func:`group_pass`), from which :func:`range_group` multiplies out a range: the walk's
     #: runs and windows cost the cuts read, not their length (:meth:`across_cuts`).
@@ -937,7 +950,15 @@ def masses_on(device: str) -> type[CompiledClockSetMasses]:
     set-up and the walks run on the CPU as before. What
     :func:`decoding.verifiers.optimal_wor.row_setup` takes for rows on a GPU."""
     return type(CompiledClockSetMasses.__name__, (CompiledClockSetMasses,),
-                {"scan_device": device, "__doc__": masses_on.__doc__, "__module__": __name__})
+                {"scan_device": device, "checkpoint": SCAN_CHECKPOINT, "__doc__": masses_on.__doc__,
+                 "__module__": __name__})
+
+
+#: The checkpoints' spacing of the scan on a device (:func:`masses_on`): its blocks of ranks, the
+#: spacing its kernels were measured and checked at on the H200 machine (docs/optimal-verifier.md,
+#: section 8, "The set-up's pass on a GPU"); the torch scan launches about ``20`` kernels per rank
+#: of it.
+SCAN_CHECKPOINT = 64
 
 
 def _in_order(parts: np.ndarray) -> np.ndarray:
@@ -1021,5 +1042,5 @@ class _LazyRun:
         return view
 
 
-__all__ = ["CompiledClockSetMasses", "NODE_CHUNK", "RUN_BLOCK", "SPAN_CHUNK", "advance_prefix", "NO_TABLE", "by_node_parts", "by_nodes", "chunk_nodes", "clock_table", "group_pass", "lowest_law", "masses_on", "minimal_flux", "node_chunks", "prefix_at", "prefix_pass", "range_group", "run_masses",
+__all__ = ["CompiledClockSetMasses", "NODE_CHUNK", "RUN_BLOCK", "SCAN_CHECKPOINT", "SPAN_CHUNK", "advance_prefix", "NO_TABLE", "by_node_parts", "by_nodes", "chunk_nodes", "clock_table", "group_pass", "lowest_law", "masses_on", "minimal_flux", "node_chunks", "prefix_at", "prefix_pass", "range_group", "run_masses",
            "stretch_masses", "water_levels"]

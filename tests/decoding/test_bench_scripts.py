@@ -161,6 +161,16 @@ def test_wor_fresh_rows_times_every_row(capsys):
     assert all(len(line.split(": ")[1].split()) == 10 for line in lines)
 
 
+def test_wor_fresh_rows_compares_checkpoint_spacings(capsys):
+    """``--checkpoints``: a row of the table per (round, k, spacing), each verifying the fresh
+    rows it names (a time, the rows refused, page faults)."""
+    assert wor_fresh_rows.main(["--checkpoints", "64,256", "--ks", "3", "--rows", "2", "--rounds", "1"]) == 0
+    rows = [line.split("|")[1:-1] for line in capsys.readouterr().out.strip().splitlines()[2:]]
+    assert [(r[1].strip(), r[2].strip()) for r in rows] == [("3", "64"), ("3", "256")]
+    for r in rows:
+        assert float(r[3]) > 0 and r[4].strip().endswith("of 2") and int(r[5]) >= 0
+
+
 def test_wor_walk_bounds_gaps_hold_the_least_level(tmp_path, capsys, monkeypatch):
     """``--gaps`` on a small synthetic corpus: some walks are left open, and for each the least
     level of its open step, from the full levels, lies between the bound (i) and the level that

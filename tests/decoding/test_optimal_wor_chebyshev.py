@@ -78,12 +78,12 @@ def _both_routes(q: np.ndarray, k: int) -> tuple[int, int]:
     return interpolated, by_node
 
 
-@pytest.mark.parametrize("n", [40, 64, 65, 700, 3000])
+@pytest.mark.parametrize("n", [40, 64, 65, 256, 257, 700, 3000])
 @pytest.mark.parametrize("k", [2, 3, 5, 8, 16])
 def test_the_pass_at_points_is_the_node_by_node_pass(n, k):
     q = _ranks(n * 10 + k, n, 12.0)
-    interpolated, by_node = _both_routes(q, k)
-    assert by_node > 0 and (interpolated > 0 or n < 100)
+    interpolated, by_node = _both_routes(q, k)  # (a row of one or two blocks over 12 decades may have none)
+    assert by_node > 0 and (interpolated > 0 or n <= 2 * CompiledClockSetMasses.checkpoint)
     assert _disagreement(q, k) <= AGREEMENT
 
 
@@ -110,7 +110,7 @@ def test_the_pass_at_points_on_a_whole_row(k):
     logits = 2.5 * rng.normal(size=151_936) + 1.5 * rng.normal(size=151_936)
     q = np.exp(logits - logits.max())
     interpolated, by_node = _both_routes(q / q.sum(), k)
-    assert interpolated > 3 * by_node > 0
+    assert interpolated > by_node > 0  # (two to one in blocks of 256 ranks, 93% in blocks of 64)
     assert _disagreement(q / q.sum(), k) <= WHOLE_ROW_AGREEMENT
 
 

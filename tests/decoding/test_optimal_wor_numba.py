@@ -94,7 +94,7 @@ def _prefix(masses, f: int):
     return masses._prefix(f)
 
 
-@pytest.mark.parametrize("every", [4, 64])
+@pytest.mark.parametrize("every", [4, 64, 256])
 def test_checkpointed_prefixes_are_the_one_pass_values_bit_for_bit(every):
     """A prefix rebuilt from the checkpoint below it repeats the one pass's float operations:
     the same ``(E, D)`` to the bit as a prefix kept at every rank, at every rank, for the
@@ -423,8 +423,10 @@ def test_passes_shared_among_threads_give_the_same_values(monkeypatch):
 @pytest.mark.parametrize("seed,n,k", [(0, 40, 3), (1, 60, 4), (2, 30, 6), (3, 80, 3)])
 def test_the_compiled_nesting_gives_the_references_levels(seed, n, k):
     """The whole float64 construction with the compiled masses and nesting, against the
-    reference's (Python nesting on the numpy masses): the same cut and flux, levels within
-    ``1e-6`` (a level is ``remaining / mass``, ill-conditioned at a cut whose last runs have
+    reference's (Python nesting on the numpy masses): the same cut (or, where ``alpha* = 1``, either
+    end: ``f(0) = f(n) = 1`` exactly, so rounding picks the end, and ``x = p`` and the flux are the
+    same from either; seed 3 gives the two ends since the pass at points took blocks of 256 ranks)
+    and flux, levels within ``1e-6`` (a level is ``remaining / mass``, ill-conditioned at a cut whose last runs have
     tiny mass: 2.3e-7 measured at one such cut, most agree to 1e-13), and both certified by
     the selection law their levels realise, which is what the verifier draws."""
     rng = np.random.default_rng(seed)
@@ -434,7 +436,9 @@ def test_the_compiled_nesting_gives_the_references_levels(seed, n, k):
     reference = optimal_pair_wor.water_level_parameters(p, q, order, clock_set_masses(k))
     fast = optimal_pair_wor.water_level_parameters(p, q, order, clock_set_masses(k, compiled.CompiledClockSetMasses))
     assert fast.arithmetic == reference.arithmetic == "float64"
-    assert fast.cut == reference.cut and np.max(np.abs(np.asarray(fast.flux) - np.asarray(reference.flux))) <= 1e-14
+    tied = {fast.cut, reference.cut} <= {0, n} and abs(reference.acceptance - 1.0) <= 1e-14
+    assert fast.cut == reference.cut or tied
+    assert np.max(np.abs(np.asarray(fast.flux) - np.asarray(reference.flux))) <= 1e-14
     assert max(reference.levels) > 0.3  # deep enough to exercise the nesting
     difference = np.abs(np.asarray(fast.levels) - np.asarray(reference.levels))
     assert difference.max() <= 1e-6 and np.median(difference) <= 1e-13

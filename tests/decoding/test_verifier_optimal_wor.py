@@ -351,13 +351,16 @@ def test_a_whole_real_vocabulary_row_is_answered_or_refused_by_type():
 
 def test_a_whole_real_row_at_eight_drafts_is_kept_set_up():
     """The set-ups kept hold a whole row of the real vocabulary at ``k = 8`` and 450 nodes (more
-    than the Qwen rows need), so calls that repeat a row (a certification's chunks of one row) set
-    it up once; and not two, which nothing needs (a lower peak meets the development VM's slow first
+    than the Qwen rows need) set up on a GPU (three set up on the CPU, whose checkpoints are
+    sparser), so calls that repeat a row (a certification's chunks of one row) set it up once; and
+    not two, which nothing needs (a lower peak meets the development VM's slow first
     touch of memory less often: scripts/wor_fresh_rows.py)."""
-    from decoding.verifiers.optimal_wor_numba import CompiledClockSetMasses
+    from decoding.verifiers.optimal_wor_numba import CompiledClockSetMasses, masses_on
 
-    whole = CompiledClockSetMasses.table_floats(151_936, 450, 8)
+    whole = masses_on("cuda").table_floats(151_936, 450, 8)  # checkpoints at every 64th rank
     assert whole <= verifier.SETUP_FLOATS_KEPT < 2 * whole
+    on_the_cpu = CompiledClockSetMasses.table_floats(151_936, 450, 8)  # at every 256th: a third of it
+    assert 3 * on_the_cpu <= verifier.SETUP_FLOATS_KEPT < 4 * on_the_cpu
 
 
 def test_cheap_bounds_decide_every_walk_as_the_exact_bounds_do():
