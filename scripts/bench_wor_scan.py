@@ -66,6 +66,7 @@ def _walks(setup, sets, uniforms, margin, windows) -> tuple[list, float, float]:
 def _pass_alone(masses, device: str) -> str:
     """The pass over ``masses``' ranks four ways (module docstring), in ms."""
     from decoding.verifiers import optimal_wor_cuda, optimal_wor_torch
+    from decoding.verifiers.optimal_wor_numba import SCAN_CHECKPOINT
 
     times = []
     for at_points in (False, True):  # node by node, then at Chebyshev points (the CPU's default)
@@ -75,9 +76,9 @@ def _pass_alone(masses, device: str) -> str:
         times.append(time.perf_counter() - began)
     del masses.prefix_at_points  # (the class's again)
     scans = [optimal_wor_torch.scan] + ([optimal_wor_cuda.scan] if device.startswith("cuda") else [])
-    for scan in scans:
+    for scan in scans:  # at the spacing a device's scan keeps (the CPU's pass keeps a wider one)
         began = time.perf_counter()
-        scan(masses.q, masses.s, masses.w, masses._above, masses.k, masses.checkpoint, masses.group, device)
+        scan(masses.q, masses.s, masses.w, masses._above, masses.k, SCAN_CHECKPOINT, masses.group, device)
         times.append(time.perf_counter() - began)
     return " / ".join(f"{1000 * seconds:.1f}" for seconds in times) + ("" if len(times) == 4 else " / -")
 
@@ -107,7 +108,7 @@ def wide_pass(masses, nodes: np.ndarray, ranks: int | None = None) -> tuple[np.n
 
 def precision(rows, ks: list[int], device: str) -> None:
     """The ``--precision`` table (module docstring)."""
-    from decoding.verifiers.optimal_wor_numba import CompiledClockSetMasses, _device_scan
+    from decoding.verifiers.optimal_wor_numba import SCAN_CHECKPOINT, CompiledClockSetMasses, _device_scan
     from otm.formulations.prefix_scan import ratio_order
 
     print(f"last checkpoint against an 80-bit pass, largest relative difference (scan on {device})")
@@ -120,14 +121,16 @@ def precision(rows, ks: list[int], device: str) -> None:
         for k in ks:
             masses = CompiledClockSetMasses(q_ranked, k)
             nodes = np.unique(np.linspace(0, masses.s.size // 2, 4).astype(int))
-            E0, D0 = _device_scan(device)(masses.q, masses.s, masses.w, masses._above, k, masses.checkpoint,
-                                          masses.group, device)[:2]
-            wide = wide_pass(masses, nodes, (masses.n // masses.checkpoint) * masses.checkpoint)[:2]  # the last checkpoint
+            E0, D0 = _device_scan(device)(masses.q, masses.s, masses.w, masses._above, k, SCAN_CHECKPOINT,
+                                          masses.group, device)[:2]  # at the spacing a device's scan keeps
+            wide = {every: wide_pass(masses, nodes, (masses.n // every) * every)[:2]  # each pass's last checkpoint
+                    for every in {masses.checkpoint, SCAN_CHECKPOINT}}
             by_node = type("NodeByNode", (CompiledClockSetMasses,), {"prefix_at_points": False})(q_ranked, k)
             cells = []
-            for ours in ((by_node._E0, by_node._D0), (masses._E0, masses._D0), (E0, D0)):
+            for ours, every in (((by_node._E0, by_node._D0), masses.checkpoint), ((masses._E0, masses._D0), masses.checkpoint),
+                                ((E0, D0), SCAN_CHECKPOINT)):
                 worst = []
-                for got, want in zip(ours, wide):
+                for got, want in zip(ours, wide[every]):
                     got, big = got[-1][nodes].astype(np.longdouble), np.abs(want) > 1e-250
                     worst.append(float(np.max(np.abs(got - want)[big] / np.abs(want)[big])))
                 cells.append(" / ".join(f"{x:.1e}" for x in worst))

@@ -197,3 +197,28 @@ def test_wor_walk_bounds_gaps_hold_the_least_level(tmp_path, capsys, monkeypatch
     bound = wor_walk_bounds.span_lower_bound
     monkeypatch.setattr(wor_walk_bounds, "span_lower_bound", lambda *args, **kwargs: 2 * bound(*args, **kwargs))
     assert not all(holds(*row) for row in rows())
+
+
+def test_bench_wor_scan_compares_the_passes(tmp_path, capsys):
+    """On a small synthetic corpus: the set-ups with the compiled pass and with the scan (the
+    torch scan on the CPU, at the spacing a device keeps) decide every walk alike, and each pass's
+    last checkpoint, at its own spacing, lies within ``1e-12`` of the 80-bit pass
+    (``--precision``; a checkpoint compared at another pass's rank misses by far more)."""
+    import bench_wor_scan
+
+    rng = np.random.default_rng(5)
+    with CorpusWriter(tmp_path / "corpus", 3000, shard_size=4, source="test") as writer:
+        target = 3 * rng.normal(size=(2, 3000))
+        writer.add("synthetic", target, target + rng.normal(size=(2, 3000)))
+    common = ["--corpus", str(tmp_path / "corpus"), "--positions", "1", "--ks", "3", "--device", "cpu"]
+
+    def cells() -> list:
+        lines = capsys.readouterr().out.splitlines()
+        return [[c.strip() for c in line.strip("|").split("|")] for line in lines if line.startswith("| synthetic")]
+
+    assert bench_wor_scan.main(common + ["--draws", "5"]) == 0
+    (row,) = cells()
+    assert row[9] == "5 of 5" and float(row[10]) <= 1e-12
+    assert bench_wor_scan.main(common + ["--precision"]) == 0
+    (row,) = cells()
+    assert all(float(x) <= 1e-12 for cell in row[5:8] for x in cell.split(" / "))

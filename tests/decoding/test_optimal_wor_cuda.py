@@ -15,9 +15,8 @@ import pytest
 import torch
 
 from decoding.verifiers import optimal_wor
-from decoding.verifiers.optimal_wor_numba import CompiledClockSetMasses
 
-from .test_optimal_wor_torch import SCAN_AGREEMENT, _ranks, _scan_disagreement
+from .test_optimal_wor_torch import SCAN_AGREEMENT, AtScanSpacing, _ranks, _scan_disagreement
 
 #: What the subprocess runs under the simulator: the kernels' scan and the torch scan of small
 #: rows, printing the largest relative difference of their outputs; with ``broken``, the kernel
@@ -84,7 +83,7 @@ def test_cuda_kernels_are_the_compiled_pass(n, k):
     """On the GPU (``k = 20``: past ``MAX_K``, the torch scan on the device)."""
     from decoding.verifiers import optimal_wor_cuda
 
-    masses = CompiledClockSetMasses(_ranks(n + k, n, 12.0), k)
+    masses = AtScanSpacing(_ranks(n + k, n, 12.0), k)
     scanned = optimal_wor_cuda.scan(masses.q, masses.s, masses.w, masses._above, k, masses.checkpoint,
                                     masses.group, "cuda")
     assert _scan_disagreement(masses, scanned) <= SCAN_AGREEMENT
