@@ -679,15 +679,17 @@ class CompiledClockSetMasses(ClockSetMasses):
 
     #: The prefix polynomials are kept at every this many ranks (the numpy reference's
     #: :data:`~otm.rules.wor_clock_masses.CHECKPOINT` is 64), and the pass at Chebyshev points
-    #: multiplies out blocks of as many ranks. On whole random rows of 151,936 tokens, one after
-    #: another as a decode meets them, a fresh row cost 67-74 ms at ``k = 3`` and 122-125 ms at
-    #: ``k = 8`` against 80-90 ms and 242-294 ms at 64 (``python scripts/bench_wor_checkpoint.py``,
-    #: 2026-11-28; 512 and 1,024 were no faster): the checkpoints, a quarter the floats (30 MB
-    #: instead of 120 at ``k = 8`` and 400 nodes), are fresh memory for every row, whose first
-    #: touch cost more than the pass itself at ``k = 8``. A walk rebuilds a prefix from the
-    #: checkpoint below it, up to 255 ranks node by node; its decisions cost what they did
-    #: (docs/optimal-verifier.md, section 8, "Checkpoints at every 256th rank"). The scan on a
-    #: device keeps 64 (:func:`masses_on`).
+    #: multiplies out blocks of as many ranks: its fixed work per block and node is paid a quarter
+    #: as often, and the checkpoints, fresh memory for every row, take a quarter of the floats (30
+    #: MB instead of 120 at ``k = 8`` and 400 nodes). On the whole Qwen rows the pass at points took
+    #: 37-56 ms at ``k = 3`` and 95-125 ms at ``k = 8``, against 59-70 ms and 115-148 ms at 64
+    #: (``python scripts/bench_wor_scan.py --corpus DIR --positions 4 --ks 3,8 --draws 5 --device
+    #: cpu``, the two trees one after the other, 2026-11-28), and fresh random rows through the
+    #: verifier 73-140 ms at ``k = 3..8`` against 98-313 ms (``python
+    #: scripts/bench_optimal_verifier.py --wor-rows 8``); 512 and 1,024 were no faster. A walk
+    #: rebuilds a prefix from the checkpoint below it, up to 255 ranks node by node; its decisions
+    #: cost what they did (docs/optimal-verifier.md, section 8, "Checkpoints at every 256th rank").
+    #: The scan on a device keeps 64 (:func:`masses_on`).
     checkpoint = 256
 
     #: The ranks of each group whose polynomials are kept once a walk reads a long run
