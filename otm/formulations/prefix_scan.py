@@ -127,7 +127,10 @@ def _ids_within_ties(keys: np.ndarray, order: np.ndarray) -> np.ndarray:
     if order.size < 2:
         return order
     ranked = keys[order]
-    run = np.concatenate(([0], np.cumsum(ranked[1:] != ranked[:-1])))
+    differ = ranked[1:] != ranked[:-1]
+    if differ.all():  # no ties: every sort gives this order
+        return order
+    run = np.concatenate(([0], np.cumsum(differ)))
     return order[np.argsort(run * len(order) + order)]
 
 
