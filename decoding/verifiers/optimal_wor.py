@@ -147,7 +147,8 @@ def walk(levels: list, ranks: list, u: float) -> int:
     return chosen
 
 
-def row_setup(p: np.ndarray, q: np.ndarray, k: int, device: torch.device | None = None) -> FluxSetup | None:
+def row_setup(p: np.ndarray, q: np.ndarray, k: int, device: torch.device | None = None,
+              row_key: tuple | None = None) -> FluxSetup | None:
     """The cut, flux, ``x`` and compiled clock masses of one normalised row on the clock path
     (:func:`otm.rules.optimal_wor.clock_flux_setup`), what :func:`verify_row` decides the walk
     from before it builds levels; ``None`` for a row off that path (``k = 2``, few draft
@@ -157,9 +158,11 @@ def row_setup(p: np.ndarray, q: np.ndarray, k: int, device: torch.device | None 
     set up are kept while their tables hold at most :data:`SETUP_FLOATS_KEPT` floats in all, for
     calls that repeat a row. ``device``: where the rows came from; on a CUDA device the pass up the
     ranks runs there (:func:`~decoding.verifiers.optimal_wor_numba.masses_on`, within roundoff of
-    the CPU's pass), and the rest on the CPU."""
+    the CPU's pass), and the rest on the CPU. ``row_key``: ``(p.tobytes(), q.tobytes())`` where the
+    caller has it (bytes keep their hash, so a row of the real vocabulary is hashed once, not at
+    every cache)."""
     on_gpu = device is not None and device.type == "cuda"
-    key = (p.tobytes(), q.tobytes(), k, str(device) if on_gpu else "cpu")
+    key = (*(row_key or _row_key(p, q)), k, str(device) if on_gpu else "cpu")
     if key in _SETUPS:
         return _SETUPS.get(key)
     from .optimal_wor_numba import CompiledClockSetMasses, masses_on  # numba only where a row is verified
@@ -191,21 +194,27 @@ SETUP_FLOATS_KEPT = 20_000_000
 _SETUPS = Kept(SETUP_FLOATS_KEPT)
 
 
+def _row_key(p: np.ndarray, q: np.ndarray) -> tuple[bytes, bytes]:
+    """The bytes of a row's ``p`` and ``q``: what the caches of set-ups and levels know it by."""
+    return p.tobytes(), q.tobytes()
+
+
 def verify_row(p: np.ndarray, q: np.ndarray, drafts: tuple, uniforms: np.ndarray,
-               setup: FluxSetup | None = None, order=None) -> tuple[int, int]:
+               setup: FluxSetup | None = None, order=None, row_key: tuple | None = None) -> tuple[int, int]:
     """``(token, accepted index)`` of one row (``p``, ``q`` ``[V]`` float64, normalised; ``-1``:
     the residual), ``k = len(drafts) >= 3``. With the row's :func:`row_setup`, unless its levels
     are already built, the walk is first decided from the flux and the set masses alone
     (:func:`otm.rules.water_level_bounds.walk_decision`, a decision taken only where it clears
     its threshold by the relative :data:`BOUND_MARGIN`), and the levels are built only where
     that leaves it open. ``order``: the residual's order, as
-    :func:`decoding.verifiers.optimal_pair_wor.checked_draw` takes it."""
+    :func:`decoding.verifiers.optimal_pair_wor.checked_draw` takes it; ``row_key`` as
+    :func:`row_setup` takes it."""
     k = len(drafts)
     support = int(np.count_nonzero(q > 0))
     if len(set(drafts)) < k or int((q[list(drafts)] > 0).sum()) < min(k, support):
         raise NotApplicableError(f"drafts {tuple(drafts)} cannot come from {k} draws without replacement from q "
                                  f"({support} tokens of positive probability)")
-    key = (p.tobytes(), q.tobytes(), k)
+    key = (*(row_key or _row_key(p, q)), k)
     if setup is not None and key not in _LEVELS:
         index = walk_decision(setup.flux, setup.masses, [int(setup.rank[t]) for t in drafts], float(uniforms[0]),
                               margin=BOUND_MARGIN, windows=BOUND_WINDOWS)
@@ -267,14 +276,14 @@ def verify(
     drafts, u = draft_tokens.cpu().tolist(), uniforms.to(torch.float64).cpu().numpy()
     rows: dict = {}  # the rows of the call by distinct (p, q): one set-up each
     for r in range(len(drafts)):
-        rows.setdefault((p_rows[r].tobytes(), q_rows[r].tobytes()), []).append(r)
+        rows.setdefault(_row_key(p_rows[r], q_rows[r]), []).append(r)
     results: list = [None] * len(drafts)
-    for members in rows.values():
+    for row_key, members in rows.items():
         p_row, q_row = p_rows[members[0]], q_rows[members[0]]
-        setup = row_setup(p_row, q_row, len(drafts[0]), target_probs.device)
+        setup = row_setup(p_row, q_row, len(drafts[0]), target_probs.device, row_key)
         order = functools.cache(lambda p_row=p_row, q_row=q_row: optimal_pair_wor.full_ratio_order(p_row, q_row))
         for r in members:  # the equal rows share the residual's sort, made at the first residual
-            results[r] = verify_row(p_rows[r], q_rows[r], tuple(drafts[r]), u[r], setup, order)
+            results[r] = verify_row(p_rows[r], q_rows[r], tuple(drafts[r]), u[r], setup, order, row_key)
     device = target_probs.device
     return VerifierOutput(tokens=torch.tensor([t for t, _ in results], dtype=torch.int64, device=device),
                           accepted_index=torch.tensor([i for _, i in results], dtype=torch.int64, device=device))
