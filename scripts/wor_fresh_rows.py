@@ -8,13 +8,15 @@ rows (the benchmark's softmax rows, ``V = 151,936``) set up one after another at
 :func:`decoding.verifiers.optimal_wor.row_setup`, with that budget of set-ups kept, as a decode
 keeps them; the seconds of each set-up. Then ``--same-row``: the pass at Chebyshev points over one
 row ten times, each result kept, and ten times, each dropped before the next (71 MB of checkpoints
-per result at ``k = 8`` with a checkpoint at every 64th rank, 18 MB at every 256th). With ``--checkpoints``: per spacing of
-the prefix checkpoints (:attr:`~decoding.verifiers.optimal_wor_numba.CompiledClockSetMasses.checkpoint`;
-the pass at Chebyshev points multiplies out blocks of as many ranks), in a process of its own, the
-spacings taken in turn ``--rounds`` times: ``--rows`` fresh rows through the whole verifier
+per result at ``k = 8`` with a checkpoint at every 64th rank, 18 MB at every 256th). With
+``--checkpoints``: per spacing of the prefix checkpoints
+(:attr:`~decoding.verifiers.optimal_wor_numba.CompiledClockSetMasses.checkpoint`; the pass at
+Chebyshev points multiplies out blocks of as many ranks), in a process of its own, the spacings
+taken in turn ``--rounds`` times: ``--rows`` fresh rows through the whole verifier
 (:func:`decoding.verifiers.optimal_wor.verify`, drafts drawn without replacement, the set-up and
 the walk), the median ms per answered row, the rows refused, and the median minor page faults per
-row (memory the process touched for the first time). One thread:
+row (memory the process touched for the first time; numpy asks for huge pages for large arrays,
+so the count understates what that memory costs). One thread:
 
     python scripts/wor_fresh_rows.py [--rows 9] [--k 3] [--kept-floats 20000000,40000000] [--same-row]
         [--checkpoints 64,256 --ks 3,8 --rounds 2]
