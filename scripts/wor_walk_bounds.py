@@ -61,7 +61,7 @@ import numpy as np
 from otm.errors import NotApplicableError
 from otm.rules.optimal_pair_wor import FluxSetup
 from otm.rules.optimal_wor import clock_flux_setup, wor_parameters
-from otm.rules.water_level_bounds import first_run, span_at_most, span_decision, span_lower_bound, walk_decision
+from otm.rules.water_level_bounds import first_run, span_at_most, span_lower_bound, walk_decision
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from wor_pair_rules import likeliest  # noqa: E402
@@ -82,6 +82,26 @@ def _drafted(rng: np.random.Generator, q: np.ndarray, k: int, draws: int) -> tup
     return sets, rng.random(draws)
 
 
+def _set_up_rows(rows: list, ks: list[int], top: int, top_p: float | None):
+    """Per corpus row (cut to its ``top`` likeliest tokens unless ``top_p`` cut it) and ``k`` in
+    ``ks``: ``(text, position, p, q, k, setup, seconds)``, ``setup`` the verifier's set-up
+    (:func:`clock_flux_setup` on the compiled masses, as ``row_setup`` makes it) or, for a row off
+    the clock path, why not, and the seconds it took; each row's progress on stderr."""
+    from decoding.verifiers.optimal_wor_numba import CompiledClockSetMasses
+
+    for done, (text, position, p, q) in enumerate(rows, 1):
+        if top_p is None:
+            p, q = likeliest(p, q, top)
+        for k in ks:
+            began = time.perf_counter()
+            try:
+                setup = clock_flux_setup(p, q, k, clock_masses=CompiledClockSetMasses) or "off the clock path"
+            except NotApplicableError:
+                setup = "past the clock integral's tables"
+            yield text, position, p, q, k, setup, time.perf_counter() - began
+        print(f"  {done}/{len(rows)} rows", file=sys.stderr, flush=True)
+
+
 def row_table(directory: str, positions: int, ks: list[int], draws: int, top: int, top_p: float | None,
               temperature: float, levels_limit: float, seed: int) -> None:
     from decoding.verifiers import optimal_wor as verifier
@@ -97,62 +117,50 @@ def row_table(directory: str, positions: int, ks: list[int], draws: int, top: in
           "| ms per decision | levels (s) | decisions against the levels |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     totals = {k: [0, 0, 0] for k in ks}  # decided, drawn, wrong
-    for done, (text, position, p, q) in enumerate(rows, 1):
-        if top_p is None:
-            p, q = likeliest(p, q, top)
-        for k in ks:
+    for text, position, p, q, k, setup, set_up in _set_up_rows(rows, ks, top, top_p):
+        if not isinstance(setup, FluxSetup):  # few tuples, at most k tokens with q > 0, or too many tokens
+            print(f"| {text} | {position} | {k} | {int(np.count_nonzero(q > 0)):,} | - | - | - | "
+                  f"{setup} | - | - | - |", flush=True)
+            continue
+        n = len(setup.order)
+        flux = np.asarray(setup.flux, dtype=np.float64)  # as row_setup hands it to the walk: read in spans
+        estimate, longest = _nesting_estimate(setup, flux)
+        sets, uniforms = _drafted(rng, q, k, draws)
+        began = time.perf_counter()
+        verdicts = [walk_decision(flux, setup.masses, [int(setup.rank[t]) for t in drafted], u,
+                                  margin=verifier.BOUND_MARGIN, windows=verifier.BOUND_WINDOWS)
+                    for drafted, u in zip(sets, uniforms)]
+        deciding = time.perf_counter() - began
+        decided = sum(v is not None for v in verdicts)
+        levels_seconds, wrong = "-", "-"
+        if estimate <= levels_limit:
             began = time.perf_counter()
             try:
-                setup = clock_flux_setup(p, q, k, clock_masses=CompiledClockSetMasses)  # the verifier's row_setup
-            except NotApplicableError:
-                setup = "past the clock integral's tables"
-            set_up = time.perf_counter() - began
-            if not isinstance(setup, FluxSetup):  # few tuples, at most k tokens with q > 0, or too many tokens
-                print(f"| {text} | {position} | {k} | {int(np.count_nonzero(q > 0)):,} | - | - | - | "
-                      f"{setup or 'off the clock path'} | - | - | - |", flush=True)
-                continue
-            n = len(setup.order)
-            flux = np.asarray(setup.flux, dtype=np.float64)  # as row_setup hands it to the walk: read in spans
-            estimate, longest = _nesting_estimate(setup, flux)
-            sets, uniforms = _drafted(rng, q, k, draws)
-            began = time.perf_counter()
-            verdicts = [walk_decision(flux, setup.masses, [int(setup.rank[t]) for t in drafted], u,
-                                      margin=verifier.BOUND_MARGIN, windows=verifier.BOUND_WINDOWS)
-                        for drafted, u in zip(sets, uniforms)]
-            deciding = time.perf_counter() - began
-            decided = sum(v is not None for v in verdicts)
-            levels_seconds, wrong = "-", "-"
-            if estimate <= levels_limit:
-                began = time.perf_counter()
-                try:
-                    params = wor_parameters(p, q, k, clock_masses=CompiledClockSetMasses)
-                    levels_seconds = f"{time.perf_counter() - began:.2f}"
-                    levels = [float(v) for v in params.levels]
-                    wrong = sum(v is not None and v != verifier.walk(levels, [int(params.rank[t]) for t in drafted], u)
-                                for v, drafted, u in zip(verdicts, sets, uniforms))
-                    totals[k][2] += wrong
-                except NotApplicableError as refusal:
-                    levels_seconds = "refused"
-                    print(f"  refused: {refusal}", file=sys.stderr, flush=True)
-            totals[k][0] += decided
-            totals[k][1] += draws
-            print(f"| {text} | {position} | {k} | {n:,} | {longest:,} | {estimate:.1f} | {set_up:.2f} | {decided} of {draws} "
-                  f"| {1000 * deciding / draws:.1f} | {levels_seconds} | {wrong} |", flush=True)
-        print(f"  {done}/{len(rows)} rows", file=sys.stderr, flush=True)
+                params = wor_parameters(p, q, k, clock_masses=CompiledClockSetMasses)
+                levels_seconds = f"{time.perf_counter() - began:.2f}"
+                levels = [float(v) for v in params.levels]
+                wrong = sum(v is not None and v != verifier.walk(levels, [int(params.rank[t]) for t in drafted], u)
+                            for v, drafted, u in zip(verdicts, sets, uniforms))
+                totals[k][2] += wrong
+            except NotApplicableError as refusal:
+                levels_seconds = "refused"
+                print(f"  refused: {refusal}", file=sys.stderr, flush=True)
+        totals[k][0] += decided
+        totals[k][1] += draws
+        print(f"| {text} | {position} | {k} | {n:,} | {longest:,} | {estimate:.1f} | {set_up:.2f} | {decided} of {draws} "
+              f"| {1000 * deciding / draws:.1f} | {levels_seconds} | {wrong} |", flush=True)
     for k, (decided, drawn, wrong) in totals.items():
         print(f"k = {k}: {decided} of {drawn} drafted sets decided by the bounds, {wrong} against the levels")
 
 
 def _open_step(flux, masses, ranks: list[int], u: float, margin, windows) -> tuple[int, int]:
-    """``(low, high)``: the span of the walk's first step that :func:`span_decision` leaves open
-    (the walk of ``walk_decision``, member by member; the walk must be one it leaves open)."""
+    """``(low, high)``: the span of the walk's first step that :func:`walk_decision` leaves open,
+    the step whose member, added to the ones above it, first leaves their walk open (the walk must
+    be one it leaves open)."""
     descending = sorted(ranks, reverse=True)
-    for low in descending[1:]:
-        verdict = span_decision(flux, masses, low, descending[0], u, margin, windows)
-        if verdict is None:
-            return low, descending[0]
-        if not verdict:
-            break
+    for count in range(2, len(descending) + 1):
+        if walk_decision(flux, masses, descending[:count], u, margin=margin, windows=windows) is None:
+            return descending[count - 1], descending[0]
     raise ValueError(f"the walk of ranks {ranks} at u = {u} is decided")
 
 
@@ -184,34 +192,26 @@ def gaps_table(directory: str, positions: int, ks: list[int], draws: int, top: i
           "bounds leave open")
     print("| text | position | k | span (ranks) | its first run | bound (i) | u | proved at most | least level M |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for done, (text, position, p, q) in enumerate(rows, 1):
-        if top_p is None:
-            p, q = likeliest(p, q, top)
-        for k in ks:
-            try:
-                setup = clock_flux_setup(p, q, k, clock_masses=CompiledClockSetMasses)
-            except NotApplicableError:
-                setup = None
-            if not isinstance(setup, FluxSetup):
+    for text, position, p, q, k, setup, _ in _set_up_rows(rows, ks, top, top_p):
+        if not isinstance(setup, FluxSetup):
+            continue
+        masses, flux = setup.masses, np.asarray(setup.flux, dtype=np.float64)
+        sets, uniforms = _drafted(rng, q, k, draws)
+        estimate = _nesting_estimate(setup, flux)[0]
+        levels = None
+        for drafted, u in zip(sets, uniforms):
+            ranks = [int(setup.rank[t]) for t in drafted]
+            if walk_decision(flux, masses, ranks, u, margin=margin, windows=windows) is not None:
                 continue
-            masses, flux = setup.masses, np.asarray(setup.flux, dtype=np.float64)
-            sets, uniforms = _drafted(rng, q, k, draws)
-            estimate = _nesting_estimate(setup, flux)[0]
-            levels = None
-            for drafted, u in zip(sets, uniforms):
-                ranks = [int(setup.rank[t]) for t in drafted]
-                if walk_decision(flux, masses, ranks, u, margin=margin, windows=windows) is not None:
-                    continue
-                low, high = _open_step(flux, masses, ranks, u, margin, windows)
-                run = first_run(flux, low, high)
-                bound = span_lower_bound(flux, masses, run, low, high, margin)
-                at_most = _proved_at_most(flux, masses, run, low, high, u, margin, windows)
-                if levels is None and estimate <= levels_limit:
-                    levels = [float(v) for v in wor_parameters(p, q, k, clock_masses=CompiledClockSetMasses).levels]
-                level = f"{min(levels[low + 1:high + 1]):.4f}" if levels is not None else "-"
-                print(f"| {text} | {position} | {k} | [{low:,}, {high:,}] | [{run[0]:,}, {run[1]:,}] | {bound:.4f} | {u:.4f} "
-                      f"| {'none' if at_most is None else f'{at_most:.4f}'} | {level} |", flush=True)
-        print(f"  {done}/{len(rows)} rows", file=sys.stderr, flush=True)
+            low, high = _open_step(flux, masses, ranks, u, margin, windows)
+            run = first_run(flux, low, high)
+            bound = span_lower_bound(flux, masses, run, low, high, margin)
+            at_most = _proved_at_most(flux, masses, run, low, high, u, margin, windows)
+            if levels is None and estimate <= levels_limit:
+                levels = [float(v) for v in wor_parameters(p, q, k, clock_masses=CompiledClockSetMasses).levels]
+            level = f"{min(levels[low + 1:high + 1]):.4f}" if levels is not None else "-"
+            print(f"| {text} | {position} | {k} | [{low:,}, {high:,}] | [{run[0]:,}, {run[1]:,}] | {bound:.4f} | {u:.4f} "
+                  f"| {'none' if at_most is None else f'{at_most:.4f}'} | {level} |", flush=True)
 
 
 def real_inputs(directory: str, positions: int, ks: list[int]) -> None:
