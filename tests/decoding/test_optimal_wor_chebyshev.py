@@ -110,7 +110,7 @@ def test_the_pass_at_points_on_a_whole_row(k):
     logits = 2.5 * rng.normal(size=151_936) + 1.5 * rng.normal(size=151_936)
     q = np.exp(logits - logits.max())
     interpolated, by_node = _both_routes(q / q.sum(), k)
-    assert interpolated > by_node > 0  # (two to one in blocks of 256 ranks, 93% in blocks of 64)
+    assert interpolated > 1.5 * by_node > 0  # (3.7 and 1.9 to one at k = 3 and 8, in blocks of 256 ranks)
     assert _disagreement(q / q.sum(), k) <= WHOLE_ROW_AGREEMENT
 
 
