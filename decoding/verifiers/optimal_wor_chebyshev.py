@@ -153,6 +153,7 @@ def _pass(q, s, w, above, k, every, below, at, weights, reciprocal, reciprocal_p
     weight_E, weight_D = np.zeros((k, points)), np.zeros((k, points))  # Lambda_E, Lambda_D
     basis = np.zeros((nodes, points))  # L_p(u_i) at the block's interpolated nodes
     clock, powers = np.zeros(points), np.zeros((k, points))  # powers: the block's product at a node
+    terms_at, terms = np.zeros(points), taylor.shape[0]  # a rank's terms of sigma by point, summed after its degrees
     none, some, decay = np.empty(nodes), np.empty(nodes), np.zeros(nodes)
     value_F, value_G = np.empty((nodes, k)), np.empty((nodes, k))  # F_e, G_e e^{-S_B s} at those nodes
     live = nodes
@@ -199,23 +200,24 @@ def _pass(q, s, w, above, k, every, below, at, weights, reciprocal, reciprocal_p
         for a in range(b, end):
             part = 0.0
             if split > 0:
-                rate = q[a] / kappa
+                rate, q_a = q[a] / kappa, q[a]
                 for p in range(points):  # c_a = e^{x} - 1 at the points, x = q_a u_p / kappa
                     x = rate * at[p]
-                    series = 0.0
-                    for m in range(taylor.shape[0] - 1, -1, -1):
+                    series = taylor[terms - 1]
+                    for m in range(terms - 2, -1, -1):
                         series = series * x + taylor[m]
                     clock[p] = series * x
+                    terms_at[p] = 0.0
                 for d in range(k - 1, 0, -1):  # downward: degree d - 1 is read before it is written
                     for p in range(points):
                         step_F = clock[p] * F[d - 1, p]
-                        step_G = clock[p] * G[d - 1, p] + q[a] * F[d, p]
-                        part += step_F * weight_D[d, p] + step_G * weight_E[d, p]
+                        step_G = clock[p] * G[d - 1, p] + q_a * F[d, p]
+                        terms_at[p] += step_F * weight_D[d, p] + step_G * weight_E[d, p]
                         F[d, p] += step_F
                         G[d, p] += step_G
                 for p in range(points):
-                    step_G = q[a] * F[0, p]
-                    part += step_G * weight_E[0, p]
+                    step_G = q_a * F[0, p]
+                    part += terms_at[p] + step_G * weight_E[0, p]
                     G[0, p] += step_G
             rest = live - split
             if rest > 0:
