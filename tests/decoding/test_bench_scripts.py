@@ -3,8 +3,8 @@ scripts/certify_optimal_verifier.py (tiny models, ``--pair tiny --quick``),
 scripts/pair_wor_verifier_at_scale.py and scripts/pair_wor_undecided_pairs.py (a synthetic corpus),
 scripts/profile_optimal_rows.py (four synthetic rows), scripts/bench_optimal_verifier.py
 (small random rows, on the CPU), scripts/profile_optimal_cuda.py (refuses without CUDA),
-scripts/wor_fresh_rows.py (two whole rows) and scripts/wor_walk_bounds.py --gaps (a synthetic
-corpus)."""
+scripts/wor_fresh_rows.py (two whole rows), scripts/wor_walk_bounds.py --gaps,
+scripts/bench_wor_scan.py and scripts/bench_wor_pass.py (a synthetic corpus)."""
 from __future__ import annotations
 
 import json
@@ -222,3 +222,25 @@ def test_bench_wor_scan_compares_the_passes(tmp_path, capsys):
     assert bench_wor_scan.main(common + ["--precision"]) == 0
     (row,) = cells()
     assert all(float(x) <= 1e-12 for cell in row[5:8] for x in cell.split(" / "))
+
+
+def test_bench_wor_pass_times_trees_side_by_side(tmp_path, capsys):
+    """On a small synthetic corpus, this repository's tree taken twice: one row of the table per
+    row and ``k``, with both trees' medians and their ratios; a directory that is not a checkout
+    is refused with exit status 2."""
+    import bench_wor_pass
+
+    rng = np.random.default_rng(6)
+    with CorpusWriter(tmp_path / "corpus", 3000, shard_size=4, source="test") as writer:
+        target = 3 * rng.normal(size=(2, 3000))
+        writer.add("synthetic", target, target + rng.normal(size=(2, 3000)))
+    tree = str(SCRIPTS.parent)
+    common = ["--corpus", str(tmp_path / "corpus"), "--positions", "1", "--ks", "3", "--rounds", "1"]
+    assert bench_wor_pass.main(common + ["--tree", tree, "--tree", tree]) == 0
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in capsys.readouterr().out.splitlines()
+            if line.startswith("| synthetic")]
+    assert len(rows) == 1 and rows[0][2] == "3" and len(rows[0]) == 3 + 2 + 2 + 1
+    assert all(float(cell) > 0 for cell in rows[0][3:7])
+    with pytest.raises(SystemExit) as refused:
+        bench_wor_pass.main(common + ["--tree", str(tmp_path)])
+    assert refused.value.code == 2

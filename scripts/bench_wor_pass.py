@@ -1,0 +1,105 @@
+"""The CPU's set-up of ``optimal_wor`` on whole real rows, and its pass up the ranks alone, timed on
+one or more source trees side by side in one run.
+
+Evidence behind docs/optimal-verifier.md, section 8 (the paragraphs on the pass at Chebyshev
+points). Per row (``--positions`` rows of an ``otm corpus`` directory, softmax at temperature 1
+over the whole vocabulary) and ``k`` in ``--ks``: the verifier's set-up (ratio order, set
+masses with their pass, cut, flux, ``x``: :func:`otm.rules.optimal_wor.clock_flux_setup` on
+:class:`~decoding.verifiers.optimal_wor_numba.CompiledClockSetMasses`) and
+the pass up the ranks alone as the CPU takes it
+(:meth:`~decoding.verifiers.optimal_wor_numba.CompiledClockSetMasses._prefix_pass`, at Chebyshev
+points on one thread), each the median of ``--rounds`` timings. With ``--tree`` given more than
+once, each tree (a checkout of this repository, for example ``git worktree add /tmp/before
+<commit>``) is imported in a process of its own, the trees taken in turn every round, so that
+drift of the machine falls on all of them alike; the last columns are the first tree's times over
+each other's. One thread:
+
+    python scripts/bench_wor_pass.py --corpus DIR --positions 4 --ks 3,8 --rounds 5 --tree /tmp/before --tree .
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+
+def _one_round(corpus: str, positions: int, ks: list[int]) -> dict:
+    """``{"text/position/k": [set-up s, pass s]}``: one timing of each, in this process's tree."""
+    import numpy as np
+    import torch
+
+    from decoding.verifiers.optimal_wor_numba import CompiledClockSetMasses
+    from otm.corpus import Corpus
+    from otm.rules.optimal_wor import clock_flux_setup
+
+    torch.set_num_threads(1)
+    warm = np.exp(np.linspace(0.0, 3.0, 300))
+    for k in ks:  # compile or load numba's code first
+        clock_flux_setup(warm[::-1] / warm.sum(), warm / warm.sum(), k, clock_masses=CompiledClockSetMasses)
+    times = {}
+    for text, position, p, q in Corpus(corpus).spaced_rows(positions, 1.0):
+        for k in ks:
+            began = time.perf_counter()
+            setup = clock_flux_setup(p, q, k, clock_masses=CompiledClockSetMasses)
+            seconds = time.perf_counter() - began
+            if setup is None:
+                continue
+            began = time.perf_counter()
+            setup.masses._prefix_pass()
+            times[f"{text}/{position}/{k}"] = [seconds, time.perf_counter() - began]
+    return times
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--corpus", required=True, help="an `otm corpus` directory")
+    parser.add_argument("--positions", type=int, default=4)
+    parser.add_argument("--ks", default="3,8")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--tree", action="append", default=None,
+                        help="a source tree to import (repeat to compare; default: this script's own)")
+    parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # a child: one round, as JSON
+    args = parser.parse_args(argv)
+    ks = [int(k) for k in args.ks.split(",")]
+    if args.one:
+        print(json.dumps(_one_round(args.corpus, args.positions, ks)))
+        return 0
+    trees = [os.path.abspath(tree) for tree in (args.tree or [os.path.join(os.path.dirname(__file__), os.pardir)])]
+    for tree in trees:
+        if not os.path.isdir(os.path.join(tree, "decoding")):
+            parser.error(f"--tree {tree}: not a checkout of this repository (no decoding/ in it)")
+    print(f"{args.rounds} rounds x {len(trees)} tree(s), a process each (about {5 + 0.5 * args.positions * len(ks):.0f} s "
+          "each)", file=sys.stderr, flush=True)
+    runs: list[list[dict]] = [[] for _ in trees]
+    for round_ in range(args.rounds):
+        for at, tree in enumerate(trees):
+            child = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", "--corpus", args.corpus,
+                                    "--positions", str(args.positions), "--ks", args.ks],
+                                   capture_output=True, text=True, cwd=tree,
+                                   env={**os.environ, "PYTHONPATH": tree, "OMP_NUM_THREADS": "1"})
+            if child.returncode != 0:
+                print(f"error: the round in {tree} failed: {child.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
+                return 2
+            runs[at].append(json.loads(child.stdout.strip().splitlines()[-1]))
+        print(f"  {round_ + 1}/{args.rounds} rounds", file=sys.stderr, flush=True)
+    header = ["text", "position", "k"] + [f"set-up (ms), tree {i + 1}" for i in range(len(trees))] \
+        + [f"pass (ms), tree {i + 1}" for i in range(len(trees))] \
+        + [f"tree 1 / tree {i + 1}: set-up, pass" for i in range(1, len(trees))]
+    print("trees: " + ", ".join(f"{i + 1} = {tree}" for i, tree in enumerate(trees)))
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for key in runs[0][0]:
+        medians = [[1000 * statistics.median(run[key][part] for run in tree_runs) for part in (0, 1)]
+                   for tree_runs in runs]
+        cells = key.split("/") + [f"{m[0]:.1f}" for m in medians] + [f"{m[1]:.1f}" for m in medians] \
+            + [f"{medians[0][0] / m[0]:.2f}x, {medians[0][1] / m[1]:.2f}x" for m in medians[1:]]
+        print("| " + " | ".join(cells) + " |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
