@@ -8,7 +8,9 @@ masses with their pass, cut, flux, ``x``: :func:`otm.rules.optimal_wor.clock_flu
 :class:`~decoding.verifiers.optimal_wor_numba.CompiledClockSetMasses`) and
 the pass up the ranks alone as the CPU takes it
 (:meth:`~decoding.verifiers.optimal_wor_numba.CompiledClockSetMasses._prefix_pass`, at Chebyshev
-points on one thread), each the median of ``--rounds`` timings. With ``--tree`` given more than
+points on one thread, timed after the set-up while its checkpoints are still held, so it pays for
+memory the set-up did not touch: the set-up is what a fresh row meets), each the median of
+``--rounds`` timings. With ``--tree`` given more than
 once, each tree (a checkout of this repository, for example ``git worktree add /tmp/before
 <commit>``) is imported in a process of its own, the trees taken in turn every round, so that
 drift of the machine falls on all of them alike; the last columns are the first tree's times over
@@ -82,7 +84,8 @@ def main(argv=None) -> int:
                                    capture_output=True, text=True, cwd=tree,
                                    env={**os.environ, "PYTHONPATH": tree, "OMP_NUM_THREADS": "1"})
             if child.returncode != 0:
-                print(f"error: the round in {tree} failed: {child.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
+                last = (child.stderr.strip().splitlines() or ["no message"])[-1]
+                print(f"error: the round in {tree} failed: {last}", file=sys.stderr)
                 return 2
             runs[at].append(json.loads(child.stdout.strip().splitlines()[-1]))
         print(f"  {round_ + 1}/{args.rounds} rounds", file=sys.stderr, flush=True)
