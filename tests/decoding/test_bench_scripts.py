@@ -33,6 +33,15 @@ import wor_fresh_rows  # noqa: E402
 from otm.corpus import CorpusWriter  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def _torch_threads_restored():
+    """The scripts' ``main`` set torch's thread count for their timings (one thread, or
+    ``--threads``); put it back, so the tests that run after them in this process keep theirs."""
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
 def test_bench_decoding_quick_tiny(tmp_path):
     out = tmp_path / "decoding.md"
     data = bench_decoding.main(["--pair", "tiny", "--quick", "--rules", "rrs,rrs_wor,spechub,greedy",
