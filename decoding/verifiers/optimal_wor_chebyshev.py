@@ -3,7 +3,10 @@ of ranks multiplied out at a few Chebyshev points and interpolated to the quadra
 ``sigma`` and the checkpointed prefixes of
 :class:`~decoding.verifiers.optimal_wor_numba.CompiledClockSetMasses`, the values of
 :func:`~decoding.verifiers.optimal_wor_numba.prefix_pass` (its reference) within roundoff
-(tests/decoding/test_optimal_wor_chebyshev.py), in a fraction of its rank-by-node work.
+(tests/decoding/test_optimal_wor_chebyshev.py), in a fraction of its rank-by-node work. The same
+for the groups of ranks a walk's long runs read (:func:`group_pass_chebyshev`: each group alone,
+as a block with no prefix below it; its reference
+:func:`~decoding.verifiers.optimal_wor_numba.group_pass`).
 
 **Why it pays.** On a whole row of the real vocabulary nearly every rank is a tail token whose
 clock has barely moved at most nodes: ``q s < 2^-6`` at 93% of the (block of 64 ranks, live
@@ -113,17 +116,38 @@ def prefix_pass_chebyshev(q: np.ndarray, s: np.ndarray, w: np.ndarray, above: np
     :func:`~decoding.verifiers.optimal_wor_numba.prefix_pass` within roundoff, through the points
     of the module docstring at each block's nodes where ``kappa s < below`` (every node the
     reference's way with ``interpolate_from`` above the nodes)."""
-    n, nodes, points = q.shape[0], s.shape[0], chebyshev_points(k, below)
-    angles = (2.0 * np.arange(points) + 1.0) * np.pi / (2.0 * points)
-    at = below * (1.0 - np.cos(angles)) / 2.0  # Chebyshev points of the first kind on [0, below]
-    weights = np.sin(angles) * (-1.0) ** np.arange(points)  # their barycentric weights
-    taylor = 1.0 / np.array([math.factorial(m) for m in range(1, taylor_terms(below) + 1)])  # x^m / m!, m = 1..
-    reciprocal = 1.0 / at
+    n, nodes = q.shape[0], s.shape[0]
+    at, weights, taylor, reciprocal = _points(k, below)
     E0, D0 = np.empty((n // every + 1, nodes, k)), np.empty((n // every + 1, nodes, k))
     sigma = np.zeros(n)
     _pass(q, s, w, above, k, every, below, at, weights, reciprocal, reciprocal ** np.arange(k)[:, None], taylor,
           interpolate_from, E0, D0, sigma)
     return E0, D0, sigma
+
+
+def group_pass_chebyshev(q: np.ndarray, s: np.ndarray, k: int, group: int, GE: np.ndarray, GD: np.ndarray,
+                         first: int, last: int, below: float = INTERPOLATE_BELOW,
+                         interpolate_from: int = INTERPOLATE_FROM) -> None:
+    """``GE[g], GD[g]`` ``[N, k]`` for the groups ``first <= g < last``: the count polynomials of
+    the ranks ``[g group, (g + 1) group)`` alone, the values of
+    :func:`~decoding.verifiers.optimal_wor_numba.group_pass` (its reference) within roundoff,
+    each group's product taken at the points and interpolated to the nodes where its largest
+    ``q`` times ``s`` is below ``below`` (a block of :func:`prefix_pass_chebyshev` with no prefix
+    below it and no ``sigma``: module docstring), node by node at the others."""
+    at, weights, taylor, reciprocal = _points(k, below)
+    _groups(q, s, k, group, GE, GD, first, last, below, at, weights, reciprocal, taylor, interpolate_from)
+
+
+def _points(k: int, below: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(at, weights, taylor, reciprocal)``: the Chebyshev points of the first kind on ``[0,
+    below]`` (:func:`chebyshev_points` of them), their barycentric weights, the Taylor
+    coefficients ``1 / m!`` of ``e^x - 1`` (:func:`taylor_terms`) and ``1 / at``."""
+    points = chebyshev_points(k, below)
+    angles = (2.0 * np.arange(points) + 1.0) * np.pi / (2.0 * points)
+    at = below * (1.0 - np.cos(angles)) / 2.0
+    weights = np.sin(angles) * (-1.0) ** np.arange(points)
+    taylor = 1.0 / np.array([math.factorial(m) for m in range(1, taylor_terms(below) + 1)])
+    return at, weights, taylor, 1.0 / at
 
 
 @_compiled
@@ -244,6 +268,64 @@ def _pass(q, s, w, above, k, every, below, at, weights, reciprocal, reciprocal_p
 
 
 @_compiled
+def _groups(q, s, k, group, GE, GD, first, last, below, at, weights, reciprocal, taylor, interpolate_from):
+    """:func:`group_pass_chebyshev` into ``GE``, ``GD``."""
+    nodes, points, terms = s.shape[0], at.shape[0], taylor.shape[0]
+    F, G = np.zeros((k, points)), np.zeros((k, points))  # [z^d] F_a, G_a at the points
+    basis, clock, powers = np.zeros(points), np.zeros(points), np.zeros((k, points))
+    E, D = np.zeros((k, nodes)), np.zeros((k, nodes))  # the group at the other nodes, degree by degree
+    none, some = np.empty(nodes), np.empty(nodes)
+    for g in range(first, min(last, (q.shape[0] + group - 1) // group)):
+        lo, hi = g * group, min(q.shape[0], (g + 1) * group)
+        kappa, total = 0.0, 0.0
+        for r in range(lo, hi):
+            kappa = max(kappa, q[r])
+            total += q[r]
+        split = 0  # the interpolated nodes [0, split), the others [split, nodes)
+        while split < nodes and kappa * s[split] < below:
+            split += 1
+        if split < interpolate_from:
+            split = 0
+        F[:, :], G[:, :] = 0.0, 0.0
+        F[0, :] = 1.0
+        E[:, split:], D[:, split:] = 0.0, 0.0
+        E[0, split:] = 1.0
+        E_rest, D_rest, s_rest = E[:, split:], D[:, split:], s[split:]
+        live = nodes - split
+        for a in range(lo, hi):
+            if split > 0:  # F, G at the points (the rank loop of _pass, without its terms of sigma)
+                rate, q_a = q[a] / kappa, q[a]
+                for p in range(points):
+                    x = rate * at[p]
+                    series = taylor[terms - 1]
+                    for m in range(terms - 2, -1, -1):
+                        series = series * x + taylor[m]
+                    clock[p] = series * x
+                for d in range(k - 1, 0, -1):
+                    for p in range(points):
+                        G[d, p] += clock[p] * G[d - 1, p] + q_a * F[d, p]
+                        F[d, p] += clock[p] * F[d - 1, p]
+                for p in range(points):
+                    G[0, p] += q_a * F[0, p]
+            if live > 0:
+                _clock(q[a], s_rest, live, none, some)
+                _add_rank_by_degree(E_rest, D_rest, none, some, q[a], k, live)
+                live = live_prefix_nodes(E_rest, D_rest, live)  # the nodes past it stay 0
+        for i in range(split):  # e^{-S s} (F_e, G_e) at the interpolated nodes, as _pass's block product
+            _lagrange(kappa * s[i], at, weights, basis)
+            _basis_powers(np.exp(-total * s[i]), kappa * s[i], reciprocal, basis, powers)
+            for d in range(k):
+                f, h = 0.0, 0.0
+                for p in range(points):
+                    f += powers[d, p] * F[d, p]
+                    h += powers[d, p] * G[d, p]
+                GE[g, i, d], GD[g, i, d] = _normal(f), _normal(h)
+        for i in range(split, nodes):
+            for d in range(k):
+                GE[g, i, d], GD[g, i, d] = E[d, i], D[d, i]
+
+
+@_compiled
 def _basis_powers(factor, u, reciprocal, basis, out):
     """``out[d, p] = factor L_p(u) (u / u_p)^d`` for ``d < out.shape[0]`` (``basis[p] = L_p(u)``,
     ``reciprocal[p] = 1 / u_p``): what the interpolated ``[z^d]`` coefficients, ``u^d h(u)``, take
@@ -255,5 +337,5 @@ def _basis_powers(factor, u, reciprocal, basis, out):
             out[d, p] = out[d - 1, p] * (u * reciprocal[p])
 
 
-__all__ = ["INTERPOLATE_BELOW", "INTERPOLATE_FROM", "TRUNCATION", "chebyshev_points",
+__all__ = ["INTERPOLATE_BELOW", "INTERPOLATE_FROM", "TRUNCATION", "chebyshev_points", "group_pass_chebyshev",
            "prefix_pass_chebyshev", "taylor_terms"]

@@ -837,8 +837,12 @@ class CompiledClockSetMasses(ClockSetMasses):
         lies whole inside one of the rank ranges ``[lo, hi)`` computed (what :func:`range_group`
         reads of them; the arrays are made when a stretch first needs them, and a row whose walks
         read no run longer than :attr:`eager_ranks` never does). Each range's groups from its first
-        missing one to its last in one :func:`group_pass` (a group computed again gets the same
-        values), shared among threads by chunks of nodes (each thread's chunks in one pass)."""
+        missing one to its last in one pass (a group computed again gets the same values): where
+        the pass up the ranks takes the points (:meth:`pass_at_points`), each group's product at
+        the Chebyshev points as a block of that pass
+        (:func:`decoding.verifiers.optimal_wor_chebyshev.group_pass_chebyshev`, one thread), else
+        :func:`group_pass`, node by node, shared among threads by chunks of nodes (each thread's
+        chunks in one pass)."""
         chunks, count = node_chunks(self.s.size), (self.n + self.group - 1) // self.group
         if self._groups is None:
             self._groups = (np.empty((count, self.s.size, self.k)), np.empty((count, self.s.size, self.k)))
@@ -849,6 +853,12 @@ class CompiledClockSetMasses(ClockSetMasses):
             if missing.size == 0:
                 continue
             a, b = first + int(missing[0]), first + int(missing[-1]) + 1
+            if self.pass_at_points():
+                from .optimal_wor_chebyshev import group_pass_chebyshev  # (it imports this module's helpers)
+
+                group_pass_chebyshev(self.q, self.s, self.k, self.group, *self._groups, a, b)
+                self._group_ready[a:b] = True
+                continue
 
             def run(taken: np.ndarray, a=a, b=b) -> None:  # a thread's chunks in one pass
                 group_pass(self.q, self.s, self.k, self.group, *self._groups, a, b, taken)

@@ -204,3 +204,80 @@ def test_the_pass_at_points_runs_where_the_node_pass_has_few_threads(monkeypatch
     assert CompiledClockSetMasses(q[:40] / q[:40].sum(), 3).pass_at_points()  # a small row: one thread
     monkeypatch.setattr(threading.current_thread(), "name", base._POOL_PREFIX + "_0")  # as a pool thread is named
     assert base.sharing_threads(100) == 1 and CompiledClockSetMasses(q, 3).pass_at_points()  # within a share
+
+
+def _group_disagreement(q: np.ndarray, k: int, group: int = 512) -> tuple[float, int, int]:
+    """The largest relative difference of every group's polynomials at points
+    (:func:`optimal_wor_chebyshev.group_pass_chebyshev`) from the node-by-node group pass's, and
+    the (group, node) pairs each route takes (interpolated: the group's largest ``q`` times ``s``
+    below ``INTERPOLATE_BELOW`` at enough nodes), counted from the row alone."""
+    from decoding.verifiers.optimal_wor_numba import group_pass, node_chunks
+
+    masses = NodeByNode(q, k)
+    groups, nodes = (masses.n + group - 1) // group, masses.s.size
+    want = (np.zeros((groups, nodes, k)), np.zeros((groups, nodes, k)))
+    got = (np.zeros((groups, nodes, k)), np.zeros((groups, nodes, k)))
+    group_pass(masses.q, masses.s, k, group, *want, 0, groups, np.arange(len(node_chunks(nodes)), dtype=np.int64))
+    optimal_wor_chebyshev.group_pass_chebyshev(masses.q, masses.s, k, group, *got, 0, groups)
+    worst = 0.0
+    for mine, theirs in zip(got, want):
+        differ = np.abs(mine - theirs)
+        worst = max(worst, float(np.max(np.where(differ <= TINY, 0.0, differ / np.maximum(np.abs(theirs), TINY)),
+                                        initial=0.0)))
+    interpolated = 0
+    for g in range(groups):
+        small = int(np.count_nonzero(masses.q[g * group:(g + 1) * group].max() * masses.s
+                                     < optimal_wor_chebyshev.INTERPOLATE_BELOW))
+        interpolated += small if small >= optimal_wor_chebyshev.INTERPOLATE_FROM else 0
+    return worst, interpolated, groups * nodes - interpolated
+
+
+@pytest.mark.parametrize("n", [40, 512, 513, 3000])
+@pytest.mark.parametrize("k", [2, 3, 5, 8])
+def test_the_groups_at_points_are_the_node_by_node_groups(n, k):
+    """Every group of 512 ranks (the masses' ``group``) alone, at points and node by node: the same
+    polynomials within :data:`AGREEMENT` on rows over 12 decades, with both routes taken where
+    the row has a whole group."""
+    worst, interpolated, by_node = _group_disagreement(_ranks(n * 7 + k, n, 12.0), k)
+    assert by_node > 0 and (interpolated > 0 or n < 512)
+    assert worst <= AGREEMENT
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(2, 1200), k=st.integers(2, 8), group=st.sampled_from([16, 64, 512]),
+       kind=st.sampled_from(["decades", "equal", "dominant", "softmax"]))
+def test_the_groups_at_points_are_the_node_by_node_groups_on_random_rows(seed, n, k, group, kind):
+    rng = np.random.default_rng(seed)
+    q = {"decades": lambda: _ranks(seed, n, rng.choice([1.0, 6.0, 15.0])),
+         "equal": lambda: np.full(n, 1.0 / n),
+         "dominant": lambda: np.concatenate([[0.99], np.full(n - 1, 0.01 / max(n - 1, 1))])[:n],
+         "softmax": lambda: np.exp(3.0 * rng.normal(size=n))}[kind]()
+    assert _group_disagreement(q / q.sum(), k, group)[0] <= AGREEMENT
+
+
+def test_groups_at_too_few_points_are_caught(monkeypatch):
+    """Three points instead of the bound's ten: the groups miss by far more than roundoff."""
+    q = _ranks(12, 3000, 12.0)
+    monkeypatch.setattr(optimal_wor_chebyshev, "chebyshev_points", lambda k, below: 3)
+    assert _group_disagreement(q, 3)[0] > 1e-9
+
+
+@pytest.mark.parametrize("at_points", [True, False])
+def test_the_masses_take_their_groups_where_they_take_their_pass(monkeypatch, at_points):
+    """The compiled masses compute the groups a long run reads at points where their pass runs at
+    points (:meth:`pass_at_points`), node by node elsewhere; the same interval masses either way
+    (the runs read through the groups: ``eager_ranks`` below their length)."""
+    from decoding.verifiers import optimal_wor_numba
+
+    q = _ranks(13, 3000, 12.0)
+    ran = []
+    for name in ("group_pass_chebyshev", "group_pass"):
+        module = optimal_wor_chebyshev if name == "group_pass_chebyshev" else optimal_wor_numba
+        original = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *a, _o=original, _n=name, **kw: ran.append(_n) or _o(*a, **kw))
+    masses = type("Chosen", (CompiledClockSetMasses,), {"prefix_at_points": at_points, "eager_ranks": 64})(q, 3)
+    values = [masses.across(f, j, t) for f, j, t in ((0, 1500, 2999), (100, 2000, 2900), (600, 700, 2500))]
+    assert set(ran) == {"group_pass_chebyshev" if at_points else "group_pass"}
+    reference = NodeByNode(q, 3)
+    for value, (f, j, t) in zip(values, ((0, 1500, 2999), (100, 2000, 2900), (600, 700, 2500))):
+        assert value == pytest.approx(reference.across(f, j, t), rel=AGREEMENT)
