@@ -1,5 +1,6 @@
-"""The CPU's set-up of ``optimal_wor`` on whole real rows, and its pass up the ranks alone, timed on
-one or more source trees side by side in one run.
+"""The CPU's set-up of ``optimal_wor`` on whole real rows, its pass up the ranks alone and the
+groups of ranks a walk's long runs read, timed on one or more source trees side by side in one
+run.
 
 Evidence behind docs/optimal-verifier.md, section 8 (the paragraphs on the pass at Chebyshev
 points). Per row (``--positions`` rows of an ``otm corpus`` directory, softmax at temperature 1
@@ -9,8 +10,10 @@ masses with their pass, cut, flux, ``x``: :func:`otm.rules.optimal_wor.clock_flu
 the pass up the ranks alone as the CPU takes it
 (:meth:`~decoding.verifiers.optimal_wor_numba.CompiledClockSetMasses._prefix_pass`, at Chebyshev
 points on one thread, timed after the set-up while its checkpoints are still held, so it pays for
-memory the set-up did not touch: the set-up is what a fresh row meets), each the median of
-``--rounds`` timings. With ``--tree`` given more than
+memory the set-up did not touch: the set-up is what a fresh row meets), and every group of ranks
+(:meth:`~decoding.verifiers.optimal_wor_numba.CompiledClockSetMasses._group_polynomials`: what the
+first walk that reads a long run computes of them, at most), each the median of ``--rounds``
+timings. With ``--tree`` given more than
 once, each tree (a checkout of this repository, for example ``git worktree add /tmp/before
 <commit>``) is imported in a process of its own, the trees taken in turn every round, so that
 drift of the machine falls on all of them alike; the last columns are the first tree's times over
@@ -30,7 +33,8 @@ import time
 
 
 def _one_round(corpus: str, positions: int, ks: list[int]) -> dict:
-    """``{"text/position/k": [set-up s, pass s]}``: one timing of each, in this process's tree."""
+    """``{"text/position/k": [set-up s, pass s, groups s]}``: one timing of each, in this process's
+    tree."""
     import numpy as np
     import torch
 
@@ -51,8 +55,11 @@ def _one_round(corpus: str, positions: int, ks: list[int]) -> dict:
             if setup is None:
                 continue
             began = time.perf_counter()
-            setup.masses._prefix_pass()
-            times[f"{text}/{position}/{k}"] = [seconds, time.perf_counter() - began]
+            setup.masses._prefix_pass()  # (which also drops the groups, if any were made)
+            passed = time.perf_counter() - began
+            began = time.perf_counter()
+            setup.masses._group_polynomials()
+            times[f"{text}/{position}/{k}"] = [seconds, passed, time.perf_counter() - began]
     return times
 
 
@@ -89,17 +96,17 @@ def main(argv=None) -> int:
                 return 2
             runs[at].append(json.loads(child.stdout.strip().splitlines()[-1]))
         print(f"  {round_ + 1}/{args.rounds} rounds", file=sys.stderr, flush=True)
-    header = ["text", "position", "k"] + [f"set-up (ms), tree {i + 1}" for i in range(len(trees))] \
-        + [f"pass (ms), tree {i + 1}" for i in range(len(trees))] \
-        + [f"tree 1 / tree {i + 1}: set-up, pass" for i in range(1, len(trees))]
+    parts = ("set-up", "pass", "groups")
+    header = ["text", "position", "k"] + [f"{part} (ms), tree {i + 1}" for part in parts for i in range(len(trees))] \
+        + [f"tree 1 / tree {i + 1}: set-up, pass, groups" for i in range(1, len(trees))]
     print("trees: " + ", ".join(f"{i + 1} = {tree}" for i, tree in enumerate(trees)))
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     for key in runs[0][0]:
-        medians = [[1000 * statistics.median(run[key][part] for run in tree_runs) for part in (0, 1)]
+        medians = [[1000 * statistics.median(run[key][part] for run in tree_runs) for part in range(len(parts))]
                    for tree_runs in runs]
-        cells = key.split("/") + [f"{m[0]:.1f}" for m in medians] + [f"{m[1]:.1f}" for m in medians] \
-            + [f"{medians[0][0] / m[0]:.2f}x, {medians[0][1] / m[1]:.2f}x" for m in medians[1:]]
+        cells = key.split("/") + [f"{m[part]:.1f}" for part in range(len(parts)) for m in medians] \
+            + [", ".join(f"{medians[0][part] / m[part]:.2f}x" for part in range(len(parts))) for m in medians[1:]]
         print("| " + " | ".join(cells) + " |", flush=True)
     return 0
 
