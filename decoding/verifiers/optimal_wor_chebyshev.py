@@ -293,7 +293,10 @@ def _groups(q, s, k, group, GE, GD, first, last, below, at, weights, reciprocal,
         E_rest, D_rest, s_rest = E[:, split:], D[:, split:], s[split:]
         live = nodes - split
         for a in range(lo, hi):
-            if split > 0:  # F, G at the points (the rank loop of _pass, without its terms of sigma)
+            # F, G at the points: the rank loop of _pass without its terms of sigma, and below its block's
+            # product at the nodes, written out here as there (the two as compiled helpers called from
+            # both made the pass at k = 3 10-30% slower on whole Qwen rows, bench_wor_pass, 2026-11-28)
+            if split > 0:
                 rate, q_a = q[a] / kappa, q[a]
                 for p in range(points):
                     x = rate * at[p]
