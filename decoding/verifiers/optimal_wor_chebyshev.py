@@ -295,7 +295,7 @@ def _groups(q, s, k, group, GE, GD, first, last, below, at, weights, reciprocal,
         for a in range(lo, hi):
             # F, G at the points: the rank loop of _pass without its terms of sigma, and below its block's
             # product at the nodes, written out here as there (the two as compiled helpers called from
-            # both made the pass at k = 3 10-30% slower on whole Qwen rows, bench_wor_pass, 2026-11-28)
+            # both made the pass at k = 3 take 1.1-1.5x as long on whole Qwen rows, bench_wor_pass, 2026-11-28)
             if split > 0:
                 rate, q_a = q[a] / kappa, q[a]
                 for p in range(points):
