@@ -275,6 +275,10 @@ def _groups(q, s, k, group, GE, GD, first, last, below, at, weights, reciprocal,
     basis, clock, powers = np.zeros(points), np.zeros(points), np.zeros((k, points))
     E, D = np.zeros((k, nodes)), np.zeros((k, nodes))  # the group at the other nodes, degree by degree
     none, some = np.empty(nodes), np.empty(nodes)
+    # A group's scale and split, its F, G at the points (the rank loop of _pass without its terms of
+    # sigma) and its product at the nodes are written out here as in _pass: the last two as compiled
+    # helpers called from both made the pass at k = 3 take 1.1-1.5x as long on whole Qwen rows, and
+    # the first about 1.02-1.05x (bench_wor_pass, 2026-11-28)
     for g in range(first, min(last, (q.shape[0] + group - 1) // group)):
         lo, hi = g * group, min(q.shape[0], (g + 1) * group)
         kappa, total = 0.0, 0.0
@@ -293,9 +297,6 @@ def _groups(q, s, k, group, GE, GD, first, last, below, at, weights, reciprocal,
         E_rest, D_rest, s_rest = E[:, split:], D[:, split:], s[split:]
         live = nodes - split
         for a in range(lo, hi):
-            # F, G at the points: the rank loop of _pass without its terms of sigma, and below its block's
-            # product at the nodes, written out here as there (the two as compiled helpers called from
-            # both made the pass at k = 3 take 1.1-1.5x as long on whole Qwen rows, bench_wor_pass, 2026-11-28)
             if split > 0:
                 rate, q_a = q[a] / kappa, q[a]
                 for p in range(points):
