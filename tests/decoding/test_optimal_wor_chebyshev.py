@@ -51,8 +51,14 @@ def _disagreement(q: np.ndarray, k: int, **options) -> float:
     reference = NodeByNode(q, k)
     got = optimal_wor_chebyshev.prefix_pass_chebyshev(reference.q, reference.s, reference.w, reference._above, k,
                                                      reference.checkpoint, **options)
+    return _worst(got, (reference._E0, reference._D0, reference.sigma))
+
+
+def _worst(got, want) -> float:
+    """The largest relative difference of the arrays ``got`` from ``want``, pair by pair (entries
+    both below :data:`TINY` count as equal)."""
     worst = 0.0
-    for mine, theirs in zip(got, (reference._E0, reference._D0, reference.sigma)):
+    for mine, theirs in zip(got, want, strict=True):
         assert mine.shape == theirs.shape
         differ = np.abs(mine - theirs)
         worst = max(worst, float(np.max(np.where(differ <= TINY, 0.0, differ / np.maximum(np.abs(theirs), TINY)),
@@ -93,13 +99,18 @@ def test_the_pass_at_points_is_the_node_by_node_pass(n, k):
 def test_the_pass_at_points_is_the_node_by_node_pass_on_random_rows(seed, n, k, kind):
     """Rows over 1 to 15 decades, equal ``q``, one token of most of the mass, ``q`` down to
     ``1e-14``, and softmax rows."""
-    rng = np.random.default_rng(seed)
-    q = {"decades": lambda: _ranks(seed, n, rng.choice([1.0, 6.0, 15.0])),
-         "equal": lambda: np.full(n, 1.0 / n),
-         "dominant": lambda: np.concatenate([[0.99], np.full(n - 1, 0.01 / max(n - 1, 1))])[:n],
-         "tiny": lambda: np.concatenate([[1.0], np.full(n - 1, 1e-14)])[:n],
-         "softmax": lambda: np.exp(3.0 * rng.normal(size=n))}[kind]()
+    q = _random_row(kind, seed, n)
     assert _disagreement(q / q.sum(), k) <= AGREEMENT
+
+
+def _random_row(kind: str, seed: int, n: int) -> np.ndarray:
+    """An unnormalised ``q`` of ``n`` tokens of the hypothesis tests' kinds."""
+    rng = np.random.default_rng(seed)
+    return {"decades": lambda: _ranks(seed, n, rng.choice([1.0, 6.0, 15.0])),
+            "equal": lambda: np.full(n, 1.0 / n),
+            "dominant": lambda: np.concatenate([[0.99], np.full(n - 1, 0.01 / max(n - 1, 1))])[:n],
+            "tiny": lambda: np.concatenate([[1.0], np.full(n - 1, 1e-14)])[:n],
+            "softmax": lambda: np.exp(3.0 * rng.normal(size=n))}[kind]()
 
 
 @pytest.mark.parametrize("k", [3, 8])
@@ -219,11 +230,7 @@ def _group_disagreement(q: np.ndarray, k: int, group: int = 512) -> tuple[float,
     got = (np.zeros((groups, nodes, k)), np.zeros((groups, nodes, k)))
     group_pass(masses.q, masses.s, k, group, *want, 0, groups, np.arange(len(node_chunks(nodes)), dtype=np.int64))
     optimal_wor_chebyshev.group_pass_chebyshev(masses.q, masses.s, k, group, *got, 0, groups)
-    worst = 0.0
-    for mine, theirs in zip(got, want):
-        differ = np.abs(mine - theirs)
-        worst = max(worst, float(np.max(np.where(differ <= TINY, 0.0, differ / np.maximum(np.abs(theirs), TINY)),
-                                        initial=0.0)))
+    worst = _worst(got, want)
     interpolated = 0
     for g in range(groups):
         small = int(np.count_nonzero(masses.q[g * group:(g + 1) * group].max() * masses.s
@@ -247,11 +254,7 @@ def test_the_groups_at_points_are_the_node_by_node_groups(n, k):
 @given(seed=st.integers(0, 10_000), n=st.integers(2, 1200), k=st.integers(2, 8), group=st.sampled_from([16, 64, 512]),
        kind=st.sampled_from(["decades", "equal", "dominant", "softmax"]))
 def test_the_groups_at_points_are_the_node_by_node_groups_on_random_rows(seed, n, k, group, kind):
-    rng = np.random.default_rng(seed)
-    q = {"decades": lambda: _ranks(seed, n, rng.choice([1.0, 6.0, 15.0])),
-         "equal": lambda: np.full(n, 1.0 / n),
-         "dominant": lambda: np.concatenate([[0.99], np.full(n - 1, 0.01 / max(n - 1, 1))])[:n],
-         "softmax": lambda: np.exp(3.0 * rng.normal(size=n))}[kind]()
+    q = _random_row(kind, seed, n)
     assert _group_disagreement(q / q.sum(), k, group)[0] <= AGREEMENT
 
 
