@@ -33,6 +33,16 @@ import wor_fresh_rows  # noqa: E402
 from otm.corpus import CorpusWriter  # noqa: E402
 
 
+def _synthetic_corpus(tmp_path, seed: int, rows: int, vocab: int, scale: float = 1.0, noise: float = 1.0) -> None:
+    """A corpus directory ``tmp_path / "corpus"`` of ``rows`` positions of one text over ``vocab``
+    tokens: target logits ``scale`` times standard normals, draft logits those plus ``noise`` times
+    standard normals (seeded)."""
+    rng = np.random.default_rng(seed)
+    with CorpusWriter(tmp_path / "corpus", vocab, shard_size=4, source="test") as writer:
+        target = scale * rng.normal(size=(rows, vocab))
+        writer.add("synthetic", target, target + noise * rng.normal(size=(rows, vocab)))
+
+
 @pytest.fixture(autouse=True)
 def _torch_threads_restored():
     """The scripts' ``main`` set torch's thread count for their timings (one thread, or
@@ -82,10 +92,7 @@ def test_bench_verifier_cost_quick_tiny(tmp_path):
 def test_certify_optimal_verifier_on_a_small_corpus(tmp_path):
     """Two positions of a synthetic corpus: every certification row is written, and the
     optimal verifier passes (it is lossless and attains its exact acceptance)."""
-    rng = np.random.default_rng(0)
-    with CorpusWriter(tmp_path / "corpus", 12, shard_size=4, source="test") as writer:
-        target = rng.normal(size=(6, 12))
-        writer.add("synthetic", target, target + 0.5 * rng.normal(size=(6, 12)))
+    _synthetic_corpus(tmp_path, seed=0, rows=6, vocab=12, noise=0.5)
     text = certify_optimal_verifier.main(["--corpus", str(tmp_path / "corpus"), "--positions", "2", "--ks", "2",
                                           "--samples", "2000", "--rules", "optimal", "--out", str(tmp_path / "out.md")])
     rows = [line for line in text.splitlines() if line.startswith("| synthetic")]
@@ -97,10 +104,7 @@ def test_certify_optimal_verifier_on_a_small_corpus(tmp_path):
 def test_pair_wor_verifier_at_scale_on_a_small_corpus(tmp_path):
     """Every position gets a row, and the float levels realise the selection law (checked in
     200-bit floats) to the figures the docs quote for real rows."""
-    rng = np.random.default_rng(1)
-    with CorpusWriter(tmp_path / "corpus", 40, shard_size=4, source="test") as writer:
-        target = 3 * rng.normal(size=(6, 40))
-        writer.add("synthetic", target, target + rng.normal(size=(6, 40)))
+    _synthetic_corpus(tmp_path, seed=1, rows=6, vocab=40, scale=3)
     text = pair_wor_verifier_at_scale.main(["--corpus", str(tmp_path / "corpus"), "--positions", "3", "--pairs", "2"])
     rows = [line.split(" | ") for line in text.splitlines() if line.startswith("| synthetic")]
     assert len(rows) == 3
@@ -110,10 +114,7 @@ def test_pair_wor_verifier_at_scale_on_a_small_corpus(tmp_path):
 def test_pair_wor_undecided_pairs_on_a_small_corpus(tmp_path):
     """Every position and temperature gets a row and the totals a line; the nesting's answers
     for the pairs the first-run bounds leave agree with the full nesting."""
-    rng = np.random.default_rng(2)
-    with CorpusWriter(tmp_path / "corpus", 60, shard_size=4, source="test") as writer:
-        target = 4 * rng.normal(size=(6, 60))
-        writer.add("synthetic", target, target + rng.normal(size=(6, 60)))
+    _synthetic_corpus(tmp_path, seed=2, rows=6, vocab=60, scale=4)
     text = pair_wor_undecided_pairs.main(["--corpus", str(tmp_path / "corpus"), "--positions", "3", "--checks", "200"])
     cells = [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines()]
     rows = [row for row in cells if row[1:2] == ["synthetic"]]
@@ -187,10 +188,7 @@ def test_wor_walk_bounds_gaps_hold_the_least_level(tmp_path, capsys, monkeypatch
     the printed bound (i) doubled, some row breaks this."""
     import wor_walk_bounds
 
-    rng = np.random.default_rng(4)
-    with CorpusWriter(tmp_path / "corpus", 80, shard_size=4, source="test") as writer:
-        target = 3 * rng.normal(size=(4, 80))
-        writer.add("synthetic", target, target + rng.normal(size=(4, 80)))
+    _synthetic_corpus(tmp_path, seed=4, rows=4, vocab=80, scale=3)
 
     def rows() -> list:
         wor_walk_bounds.main(["--corpus", str(tmp_path / "corpus"), "--positions", "3", "--top", "80", "--ks", "3",
@@ -215,10 +213,7 @@ def test_bench_wor_scan_compares_the_passes(tmp_path, capsys):
     (``--precision``; a checkpoint compared at another pass's rank misses by far more)."""
     import bench_wor_scan
 
-    rng = np.random.default_rng(5)
-    with CorpusWriter(tmp_path / "corpus", 3000, shard_size=4, source="test") as writer:
-        target = 3 * rng.normal(size=(2, 3000))
-        writer.add("synthetic", target, target + rng.normal(size=(2, 3000)))
+    _synthetic_corpus(tmp_path, seed=5, rows=2, vocab=3000, scale=3)
     common = ["--corpus", str(tmp_path / "corpus"), "--positions", "1", "--ks", "3", "--device", "cpu"]
 
     def cells() -> list:
@@ -239,10 +234,7 @@ def test_bench_wor_pass_times_trees_side_by_side(tmp_path, capsys):
     is refused with exit status 2."""
     import bench_wor_pass
 
-    rng = np.random.default_rng(6)
-    with CorpusWriter(tmp_path / "corpus", 3000, shard_size=4, source="test") as writer:
-        target = 3 * rng.normal(size=(2, 3000))
-        writer.add("synthetic", target, target + rng.normal(size=(2, 3000)))
+    _synthetic_corpus(tmp_path, seed=6, rows=2, vocab=3000, scale=3)
     tree = str(SCRIPTS.parent)
     common = ["--corpus", str(tmp_path / "corpus"), "--positions", "1", "--ks", "3", "--rounds", "1"]
     assert bench_wor_pass.main(common + ["--tree", tree, "--tree", tree]) == 0
