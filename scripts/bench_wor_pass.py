@@ -12,10 +12,14 @@ the pass up the ranks alone as the CPU takes it
 points on one thread, timed after the set-up while its checkpoints are still held, so it pays for
 memory the set-up did not touch: the set-up is what a fresh row meets), and every group of ranks
 (:meth:`~decoding.verifiers.optimal_wor_numba.CompiledClockSetMasses._group_polynomials`: what the
-first walk that reads a long run computes of them, at most), each the median of ``--rounds``
-timings. With ``--tree`` given more than
-once, each tree (a checkout of this repository, for example ``git worktree add /tmp/before
-<commit>``) is imported in a process of its own, the trees taken in turn every round, so that
+first walk that reads a long run computes of them, at most), and ``--walks`` walks of the
+verifier decided from the bounds on the row just set up (drafted sets without replacement from
+``q`` and a uniform each, seeded by row and ``k``: the same in every tree;
+:func:`otm.rules.water_level_bounds.walk_decision` with the verifier's margin and windows, as
+:func:`decoding.verifiers.optimal_wor.verify_row` takes them: what a decode pays after the set-up,
+the groups of ranks the walks read included), each the median of ``--rounds`` timings. With
+``--tree`` given more than once, each tree (a checkout of this repository, for example ``git
+worktree add /tmp/before <commit>``) is imported in a process of its own, the trees taken in turn every round, so that
 drift of the machine falls on all of them alike; the last columns are the first tree's times over
 each other's. One thread:
 
@@ -32,15 +36,17 @@ import sys
 import time
 
 
-def _one_round(corpus: str, positions: int, ks: list[int]) -> dict:
-    """``{"text/position/k": [set-up s, pass s, groups s]}``: one timing of each, in this process's
-    tree."""
+def _one_round(corpus: str, positions: int, ks: list[int], walks: int) -> dict:
+    """``{"text/position/k": [set-up s, pass s, groups s, walks s]}``: one timing of each, in this
+    process's tree."""
     import numpy as np
     import torch
 
+    from decoding.verifiers import optimal_wor
     from decoding.verifiers.optimal_wor_numba import CompiledClockSetMasses
     from otm.corpus import Corpus
     from otm.rules.optimal_wor import clock_flux_setup
+    from otm.rules.water_level_bounds import walk_decision
 
     torch.set_num_threads(1)
     warm = np.exp(np.linspace(0.0, 3.0, 300))
@@ -54,12 +60,21 @@ def _one_round(corpus: str, positions: int, ks: list[int]) -> dict:
             seconds = time.perf_counter() - began
             if setup is None:
                 continue
+            rng = np.random.default_rng([position, k])
+            drafted = [[int(setup.rank[t]) for t in rng.choice(len(q), k, replace=False, p=q / q.sum())]
+                       for _ in range(walks)]
+            flux = np.asarray(setup.flux, dtype=np.float64)  # as row_setup hands it to the walks
+            began = time.perf_counter()
+            for ranks, u in zip(drafted, rng.random(walks)):
+                walk_decision(flux, setup.masses, ranks, float(u), margin=optimal_wor.BOUND_MARGIN,
+                              windows=optimal_wor.BOUND_WINDOWS)
+            walked = time.perf_counter() - began
             began = time.perf_counter()
             setup.masses._prefix_pass()  # (which also drops the groups, if any were made)
             passed = time.perf_counter() - began
             began = time.perf_counter()
             setup.masses._group_polynomials()
-            times[f"{text}/{position}/{k}"] = [seconds, passed, time.perf_counter() - began]
+            times[f"{text}/{position}/{k}"] = [seconds, passed, time.perf_counter() - began, walked]
     return times
 
 
@@ -69,25 +84,26 @@ def main(argv=None) -> int:
     parser.add_argument("--positions", type=int, default=4)
     parser.add_argument("--ks", default="3,8")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--walks", type=int, default=10, help="walks decided per row and k after its set-up")
     parser.add_argument("--tree", action="append", default=None,
                         help="a source tree to import (repeat to compare; default: this script's own)")
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # a child: one round, as JSON
     args = parser.parse_args(argv)
     ks = [int(k) for k in args.ks.split(",")]
     if args.one:
-        print(json.dumps(_one_round(args.corpus, args.positions, ks)))
+        print(json.dumps(_one_round(args.corpus, args.positions, ks, args.walks)))
         return 0
     trees = [os.path.abspath(tree) for tree in (args.tree or [os.path.join(os.path.dirname(__file__), os.pardir)])]
     for tree in trees:
         if not os.path.isdir(os.path.join(tree, "decoding")):
             parser.error(f"--tree {tree}: not a checkout of this repository (no decoding/ in it)")
-    print(f"{args.rounds} rounds x {len(trees)} tree(s), a process each (about {5 + 0.5 * args.positions * len(ks):.0f} s "
+    print(f"{args.rounds} rounds x {len(trees)} tree(s), a process each (about {5 + (0.5 + 0.1 * args.walks) * args.positions * len(ks):.0f} s "
           "each)", file=sys.stderr, flush=True)
     runs: list[list[dict]] = [[] for _ in trees]
     for round_ in range(args.rounds):
         for at, tree in enumerate(trees):
             child = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", "--corpus", args.corpus,
-                                    "--positions", str(args.positions), "--ks", args.ks],
+                                    "--positions", str(args.positions), "--ks", args.ks, "--walks", str(args.walks)],
                                    capture_output=True, text=True, cwd=tree,
                                    env={**os.environ, "PYTHONPATH": tree, "OMP_NUM_THREADS": "1"})
             if child.returncode != 0:
@@ -96,9 +112,9 @@ def main(argv=None) -> int:
                 return 2
             runs[at].append(json.loads(child.stdout.strip().splitlines()[-1]))
         print(f"  {round_ + 1}/{args.rounds} rounds", file=sys.stderr, flush=True)
-    parts = ("set-up", "pass", "groups")
+    parts = ("set-up", "pass", "groups", f"{args.walks} walks")
     header = ["text", "position", "k"] + [f"{part} (ms), tree {i + 1}" for part in parts for i in range(len(trees))] \
-        + [f"tree 1 / tree {i + 1}: set-up, pass, groups" for i in range(1, len(trees))]
+        + [f"tree 1 / tree {i + 1}: " + ", ".join(parts) for i in range(1, len(trees))]
     print("trees: " + ", ".join(f"{i + 1} = {tree}" for i, tree in enumerate(trees)))
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))

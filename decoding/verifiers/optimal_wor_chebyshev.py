@@ -127,15 +127,19 @@ def prefix_pass_chebyshev(q: np.ndarray, s: np.ndarray, w: np.ndarray, above: np
 
 def group_pass_chebyshev(q: np.ndarray, s: np.ndarray, k: int, group: int, GE: np.ndarray, GD: np.ndarray,
                          first: int, last: int, below: float = INTERPOLATE_BELOW,
-                         interpolate_from: int = INTERPOLATE_FROM) -> None:
+                         interpolate_from: int = INTERPOLATE_FROM, nodes: tuple[int, int] | None = None) -> None:
     """``GE[g], GD[g]`` ``[N, k]`` for the groups ``first <= g < last``: the count polynomials of
     the ranks ``[g group, (g + 1) group)`` alone, the values of
     :func:`~decoding.verifiers.optimal_wor_numba.group_pass` (its reference) within roundoff,
     each group's product taken at the points and interpolated to the nodes where its largest
     ``q`` times ``s`` is below ``below`` (a block of :func:`prefix_pass_chebyshev` with no prefix
-    below it and no ``sigma``: module docstring), node by node at the others."""
+    below it and no ``sigma``: module docstring), node by node at the others. ``nodes``: only the
+    nodes ``[start, stop)`` are written (all by default), with the values the whole pass gives
+    them (which nodes are interpolated is decided over all of ``s``, and every node's value is its
+    own), so a walk that reads only the first nodes pays for those."""
     at, weights, taylor, reciprocal = _points(k, below)
-    _groups(q, s, k, group, GE, GD, first, last, below, at, weights, reciprocal, taylor, interpolate_from)
+    start, stop = nodes if nodes is not None else (0, s.shape[0])
+    _groups(q, s, k, group, GE, GD, first, last, below, at, weights, reciprocal, taylor, interpolate_from, start, stop)
 
 
 def _points(k: int, below: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -268,8 +272,8 @@ def _pass(q, s, w, above, k, every, below, at, weights, reciprocal, reciprocal_p
 
 
 @_compiled
-def _groups(q, s, k, group, GE, GD, first, last, below, at, weights, reciprocal, taylor, interpolate_from):
-    """:func:`group_pass_chebyshev` into ``GE``, ``GD``."""
+def _groups(q, s, k, group, GE, GD, first, last, below, at, weights, reciprocal, taylor, interpolate_from, start, stop):
+    """:func:`group_pass_chebyshev` into ``GE``, ``GD`` at the nodes ``[start, stop)``."""
     nodes, points, terms = s.shape[0], at.shape[0], taylor.shape[0]
     F, G = np.zeros((k, points)), np.zeros((k, points))  # [z^d] F_a, G_a at the points
     basis, clock, powers = np.zeros(points), np.zeros(points), np.zeros((k, points))
@@ -285,19 +289,21 @@ def _groups(q, s, k, group, GE, GD, first, last, below, at, weights, reciprocal,
         for r in range(lo, hi):
             kappa = max(kappa, q[r])
             total += q[r]
-        split = 0  # the interpolated nodes [0, split), the others [split, nodes)
+        split = 0  # the interpolated nodes [0, split), the others [split, nodes): over all nodes
         while split < nodes and kappa * s[split] < below:
             split += 1
         if split < interpolate_from:
             split = 0
+        inside = min(split, stop) > start  # some node asked for is interpolated
+        rest_from = max(split, start)  # the nodes asked for past the interpolated ones: [rest_from, stop)
         F[:, :], G[:, :] = 0.0, 0.0
         F[0, :] = 1.0
-        E[:, split:], D[:, split:] = 0.0, 0.0
-        E[0, split:] = 1.0
-        E_rest, D_rest, s_rest = E[:, split:], D[:, split:], s[split:]
-        live = nodes - split
+        E[:, rest_from:stop], D[:, rest_from:stop] = 0.0, 0.0
+        E[0, rest_from:stop] = 1.0
+        E_rest, D_rest, s_rest = E[:, rest_from:stop], D[:, rest_from:stop], s[rest_from:stop]
+        live = max(0, stop - rest_from)
         for a in range(lo, hi):
-            if split > 0:
+            if inside:
                 rate, q_a = q[a] / kappa, q[a]
                 for p in range(points):
                     x = rate * at[p]
@@ -315,7 +321,7 @@ def _groups(q, s, k, group, GE, GD, first, last, below, at, weights, reciprocal,
                 _clock(q[a], s_rest, live, none, some)
                 _add_rank_by_degree(E_rest, D_rest, none, some, q[a], k, live)
                 live = live_prefix_nodes(E_rest, D_rest, live)  # the nodes past it stay 0
-        for i in range(split):  # e^{-S s} (F_e, G_e) at the interpolated nodes, as _pass's block product
+        for i in range(start, min(split, stop)):  # e^{-S s} (F_e, G_e) at the interpolated nodes, as _pass's block product
             _lagrange(kappa * s[i], at, weights, basis)
             _basis_powers(np.exp(-total * s[i]), kappa * s[i], reciprocal, basis, powers)
             for d in range(k):
@@ -324,7 +330,7 @@ def _groups(q, s, k, group, GE, GD, first, last, below, at, weights, reciprocal,
                     f += powers[d, p] * F[d, p]
                     h += powers[d, p] * G[d, p]
                 GE[g, i, d], GD[g, i, d] = _normal(f), _normal(h)
-        for i in range(split, nodes):
+        for i in range(rest_from, stop):
             for d in range(k):
                 GE[g, i, d], GD[g, i, d] = E[d, i], D[d, i]
 

@@ -331,6 +331,14 @@ def _live_nodes(decay, E0f, D0f):
     return live_prefix_nodes(E0f.T, D0f.T, nodes)
 
 
+@_compiled
+def read_nodes(s, w, above_t, E0f, D0f):
+    """The nodes a run ``[f, t]``'s masses read (:func:`_live_nodes` of the decay
+    ``e^{-q(above t) s} w`` and the prefix ``(E0f, D0f)`` of ``[0, f)``, as
+    :func:`stretch_masses` forms them): past these every node adds exactly 0."""
+    return _live_nodes(np.exp(-above_t * s) * w, E0f, D0f)
+
+
 #: The ranks of a run whose products below each cut :func:`run_masses` keeps at once (its
 #: ``block``): the forward pass keeps only the groups at the start of each block of this many
 #: ranks, and the backward pass recomputes a block's products from there (so a run of ``10^5``
@@ -747,7 +755,7 @@ class CompiledClockSetMasses(ClockSetMasses):
         if self.scan_device is not None:
             E0, D0, sigma, GE, GD = _device_scan(self.scan_device)(self.q, self.s, self.w, self._above, self.k,
                                                                    self.checkpoint, self.group, self.scan_device)
-            self._groups, self._group_ready = (GE, GD), np.ones(GE.shape[0], dtype=bool)
+            self._groups, self._group_nodes = (GE, GD), np.full(GE.shape[0], self.s.size, dtype=np.int64)
             return E0, D0, sigma
         if self.pass_at_points():
             from .optimal_wor_chebyshev import prefix_pass_chebyshev  # (it imports this module's helpers)
@@ -803,14 +811,21 @@ class CompiledClockSetMasses(ClockSetMasses):
         """:func:`stretch_masses` by chunks of nodes (:meth:`_summed_by_nodes`): the range ``[f,
         low)`` from the groups of ranks, or from the prefix checkpoints where ``f = 0`` (a range
         of the prefix, :func:`advance_prefix`), and ``[high + 1, t]`` from the groups, computing
-        only the groups these ranges take whole (:meth:`_groups_for`)."""
+        only the groups these ranges take whole, at the nodes of the chunks the run reads
+        (:meth:`_groups_for`, :func:`read_nodes`); a chunk past them adds exactly 0 and is
+        skipped."""
         group, k, block = self.group, self.k, self.run_block
-        GE, GD = self._groups_for([(high + 1, t + 1)] + ([(f, low)] if f > 0 else []))
-        lower = [array.copy() for array in self._prefix(low)] if f == 0 else None
         chunks = node_chunks(self.s.size, SPAN_CHUNK)  # the chunks of _summed_by_nodes
+        q, s, w, above = self._tables()[:4]
+        live = read_nodes(s, w, above[t], *self._prefix(f))
+        read = min(s.size, -(-live // SPAN_CHUNK) * SPAN_CHUNK)  # to the end of the last chunk read
+        GE, GD = self._groups_for([(high + 1, t + 1)] + ([(f, low)] if f > 0 else []), read)
+        lower = [array.copy() for array in self._prefix(low)] if f == 0 else None
 
         def stretch(q, s, w, above, E0f, D0f, out, c):
             low_node, high_node = chunks[c]
+            if low_node >= live:  # no node of the chunk is live: stretch_masses would add 0 at each
+                return
             GE_c, GD_c = GE[:, low_node:high_node], GD[:, low_node:high_node]
             if lower is None:
                 EL, DL = np.empty((s.size, k)), np.empty((s.size, k))
@@ -832,39 +847,44 @@ class CompiledClockSetMasses(ClockSetMasses):
         every group computed."""
         return self._groups_for([(0, self.n)])
 
-    def _groups_for(self, ranges: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+    def _groups_for(self, ranges: list[tuple[int, int]], nodes: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """``(GE, GD)`` ``[groups, nodes, k]`` of the :attr:`group` of ranks, with every group that
-        lies whole inside one of the rank ranges ``[lo, hi)`` computed (what :func:`range_group`
-        reads of them; the arrays are made when a stretch first needs them, and a row whose walks
-        read no run longer than :attr:`eager_ranks` never does). Each range's groups from its first
-        missing one to its last in one pass (a group computed again gets the same values): where
-        the pass up the ranks takes the points (:meth:`pass_at_points`), each group's product at
-        the Chebyshev points as a block of that pass
-        (:func:`decoding.verifiers.optimal_wor_chebyshev.group_pass_chebyshev`, one thread), else
-        :func:`group_pass`, node by node, shared among threads by chunks of nodes (each thread's
-        chunks in one pass)."""
+        lies whole inside one of the rank ranges ``[lo, hi)`` computed at the first ``nodes`` nodes
+        (all by default; what :func:`range_group` reads of them, the run's live nodes,
+        :meth:`_stretch`; the arrays are made when a stretch first needs them, and a row whose
+        walks read no run longer than :attr:`eager_ranks` never does). Each range's groups from
+        its first missing one to its last in one pass, at the nodes from the fewest any of them
+        has up to ``nodes`` (a node computed again gets the same value, whatever the nodes asked
+        for: each node's polynomials are its own): where the pass up the ranks takes the points
+        (:meth:`pass_at_points`), each group's product at the Chebyshev points as a block of that
+        pass (:func:`decoding.verifiers.optimal_wor_chebyshev.group_pass_chebyshev`, one thread),
+        else :func:`group_pass`, node by node, shared among threads by chunks of nodes (each
+        thread's chunks in one pass)."""
         chunks, count = node_chunks(self.s.size), (self.n + self.group - 1) // self.group
+        nodes = self.s.size if nodes is None else nodes
         if self._groups is None:
             self._groups = (np.empty((count, self.s.size, self.k)), np.empty((count, self.s.size, self.k)))
-            self._group_ready = np.zeros(count, dtype=bool)
+            self._group_nodes = np.zeros(count, dtype=np.int64)  # each group's nodes [0, this) computed
         for lo, hi in ranges:
             first, last = -(-lo // self.group), hi // self.group  # the groups inside [lo, hi)
-            missing = np.flatnonzero(~self._group_ready[first:last])
+            missing = np.flatnonzero(self._group_nodes[first:last] < nodes)
             if missing.size == 0:
                 continue
             a, b = first + int(missing[0]), first + int(missing[-1]) + 1
+            start = int(self._group_nodes[a:b].min())
             if self.pass_at_points():
                 from .optimal_wor_chebyshev import group_pass_chebyshev  # (it imports this module's helpers)
 
-                group_pass_chebyshev(self.q, self.s, self.k, self.group, *self._groups, a, b)
-                self._group_ready[a:b] = True
+                group_pass_chebyshev(self.q, self.s, self.k, self.group, *self._groups, a, b, nodes=(start, nodes))
+                self._group_nodes[a:b] = np.maximum(self._group_nodes[a:b], nodes)
                 continue
+            from_chunk, to_chunk = start // NODE_CHUNK, -(-nodes // NODE_CHUNK)
 
             def run(taken: np.ndarray, a=a, b=b) -> None:  # a thread's chunks in one pass
-                group_pass(self.q, self.s, self.k, self.group, *self._groups, a, b, taken)
+                group_pass(self.q, self.s, self.k, self.group, *self._groups, a, b, taken + from_chunk)
 
-            by_node_parts(run, chunks, (b - a) * self.group * self.s.size)
-            self._group_ready[a:b] = True
+            by_node_parts(run, chunks[from_chunk:to_chunk], (b - a) * self.group * (nodes - start))
+            self._group_nodes[a:b] = np.maximum(self._group_nodes[a:b], min(self.s.size, to_chunk * NODE_CHUNK))
         return self._groups
 
     def across_one(self, f: int, j: int, t: int) -> float:

@@ -240,8 +240,8 @@ def test_bench_wor_pass_times_trees_side_by_side(tmp_path, capsys):
     assert bench_wor_pass.main(common + ["--tree", tree, "--tree", tree]) == 0
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in capsys.readouterr().out.splitlines()
             if line.startswith("| synthetic")]
-    assert len(rows) == 1 and rows[0][2] == "3" and len(rows[0]) == 3 + 3 * 2 + 1
-    assert all(float(cell) > 0 for cell in rows[0][3:9])
+    assert len(rows) == 1 and rows[0][2] == "3" and len(rows[0]) == 3 + 4 * 2 + 1
+    assert all(float(cell) >= 0 for cell in rows[0][3:11]) and all(float(cell) > 0 for cell in rows[0][3:9])
     with pytest.raises(SystemExit) as refused:
         bench_wor_pass.main(common + ["--tree", str(tmp_path)])
     assert refused.value.code == 2

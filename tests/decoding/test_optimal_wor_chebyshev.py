@@ -284,3 +284,33 @@ def test_the_masses_take_their_groups_where_they_take_their_pass(monkeypatch, at
     reference = NodeByNode(q, 3)
     for value, (f, j, t) in zip(values, ((0, 1500, 2999), (100, 2000, 2900), (600, 700, 2500))):
         assert value == pytest.approx(reference.across(f, j, t), rel=AGREEMENT)
+
+
+@pytest.mark.parametrize("k", [3, 8])
+def test_the_groups_at_points_by_ranges_of_nodes_are_those_of_the_whole_pass(k):
+    """Groups written node range by node range (``nodes=(start, stop)``, what a walk that reads
+    only the first nodes asks for) hold at those nodes the whole pass's values to the bit (which
+    nodes are interpolated is decided over every node), and the nodes outside the range are not
+    written; taking the split from the nodes asked for instead moves the values."""
+    q = _ranks(21 + k, 3000, 12.0)
+    masses = NodeByNode(q, k)
+    s, groups, nodes = masses.s, (masses.n + 511) // 512, masses.s.size
+    whole = (np.zeros((groups, nodes, k)), np.zeros((groups, nodes, k)))
+    optimal_wor_chebyshev.group_pass_chebyshev(masses.q, s, k, 512, *whole, 0, groups)
+    pieces = (np.full((groups, nodes, k), np.nan), np.full((groups, nodes, k), np.nan))
+    a, b = nodes // 3, (2 * nodes) // 3
+    optimal_wor_chebyshev.group_pass_chebyshev(masses.q, s, k, 512, *pieces, 0, groups, nodes=(0, a))
+    optimal_wor_chebyshev.group_pass_chebyshev(masses.q, s, k, 512, *pieces, 0, groups, nodes=(b, nodes))
+    for got, want in zip(pieces, whole):
+        np.testing.assert_array_equal(got[:, :a], want[:, :a])
+        np.testing.assert_array_equal(got[:, b:], want[:, b:])
+        assert np.isnan(got[:, a:b]).all()
+    optimal_wor_chebyshev.group_pass_chebyshev(masses.q, s, k, 512, *pieces, 0, groups, nodes=(a, b))
+    for got, want in zip(pieces, whole):
+        np.testing.assert_array_equal(got, want)
+    # the split taken from the nodes asked for (as if s began two nodes below group 0's split):
+    # those two nodes go node by node, not interpolated, and their values move
+    split = int(np.count_nonzero(masses.q[:512].max() * s < optimal_wor_chebyshev.INTERPOLATE_BELOW))
+    tail = (np.zeros((1, nodes - split + 2, k)), np.zeros((1, nodes - split + 2, k)))
+    optimal_wor_chebyshev.group_pass_chebyshev(masses.q, s[split - 2:], k, 512, *tail, 0, 1)
+    assert not np.array_equal(tail[0][0, :2], whole[0][0, split - 2:split])

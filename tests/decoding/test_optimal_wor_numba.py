@@ -524,8 +524,8 @@ def test_a_stretch_computes_only_the_groups_its_ranges_take():
         masses.across_cuts(f, 60, 70, t)
         expected = set().union(*(inside(high + 1, end + 1) | (inside(start, low) if start > 0 else set())
                                  for start, low, high, end in stretches))
-        assert stretches and set(np.flatnonzero(masses._group_ready).tolist()) == expected
-        assert len(expected) < masses._group_ready.size - 2
+        assert stretches and set(np.flatnonzero(masses._group_nodes > 0).tolist()) == expected
+        assert len(expected) < masses._group_nodes.size - 2
 
 
 def _clock_error(none: np.ndarray, some: np.ndarray, z: np.ndarray) -> float:
@@ -608,3 +608,27 @@ def test_the_passes_adding_ranks_leave_no_subnormal_coefficient(monkeypatch):
     monkeypatch.setattr(compiled, "_add_rank_by_degree", compiled._add_rank_by_degree.py_func)
     E0, D0, _ = _python_pass(masses)
     assert _subnormal(E0) + _subnormal(D0) > 0
+
+
+@pytest.mark.parametrize("at_points", [True, False])
+def test_a_stretch_computes_its_groups_only_at_the_nodes_its_run_reads(at_points):
+    """A run that ends below the top ranks reads only the nodes where ``e^{-q(above t) s}`` has not
+    underflowed (:func:`compiled.read_nodes`): its stretches compute the groups of ranks at those
+    nodes' chunks alone, and give the masses, to the bit, of masses whose every group was computed
+    at every node first; with the groups' nodes cut below what the run reads, the masses move."""
+    q = _row(5, 3000, 3.0)
+    kind = type("Chosen", (compiled.CompiledClockSetMasses,), {"prefix_at_points": at_points, "eager_ranks": 64})
+    f, lo, hi, t = 100, 1200, 1260, 2000  # above t: about a third of the mass
+    lazy, whole = kind(q, 3), kind(q, 3)
+    whole._group_polynomials()
+    got, want = lazy.across_cuts(f, lo, hi, t), whole.across_cuts(f, lo, hi, t)
+    computed = lazy._group_nodes[lazy._group_nodes > 0]
+    assert computed.size and computed.max() < lazy.s.size  # fewer nodes than the row has
+    _, s, w, above = lazy._tables()[:4]
+    live = compiled.read_nodes(s, w, above[t], *lazy._prefix(f))
+    assert live <= computed.min()
+    np.testing.assert_array_equal(got, want)
+    short = kind(q, 3)
+    original = short._groups_for
+    short._groups_for = lambda ranges, nodes=None: original(ranges, live // 2)
+    assert not (np.abs(short.across_cuts(f, lo, hi, t) - want) <= 1e-6 * want).all()
