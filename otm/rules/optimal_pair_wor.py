@@ -129,7 +129,8 @@ def water_level_parameters(p, q, order: np.ndarray, masses_of, widen=None, *,
     j, t)`` the mass of the draft sets inside ranks ``[f, t]`` whose highest member is at
     least ``j`` and whose highest member below ``j`` is at least ``f``
     (:func:`pair_masses` for two drafts without replacement, :mod:`otm.rules.optimal_wor`
-    for ``k``). ``order``: the ratio order, ``q = 0`` last; at least two tokens with
+    for ``k``; a ``masses_of`` with ``reads_q = False``, masses built already, is given ``qs =
+    None``). ``order``: the ratio order, ``q = 0`` last; at least two tokens with
     ``q > 0``. Float inputs: float64 first, and where that is not accurate enough (a level
     above ``1 + 9e-13``) :func:`wider_parameters` with ``widen``.
 
@@ -253,10 +254,11 @@ def flux_setup(p, q, order: np.ndarray, masses_of) -> FluxSetup:
     order = order[:n]
     floats = _float_array(p)  # the same float operations in numpy, on Python floats in the loops
     zero = 0.0 if floats else p[0] * 0
+    reads_q = getattr(masses_of, "reads_q", True)  # masses built already do not: a list of 151,936 floats is ~3 ms
     if floats:  # p by rank as float64 (exactly), for numpy; lists only where loops read them
-        ps, qs = np.asarray(p, dtype=np.float64)[order], q[order].tolist()
+        ps, qs = np.asarray(p, dtype=np.float64)[order], q[order].tolist() if reads_q else None
     else:
-        ps, qs = [p[t] for t in order], [q[t] for t in order]
+        ps, qs = [p[t] for t in order], [q[t] for t in order] if reads_q else None
     masses, sigma = masses_of(qs, zero)
     m = _optimal_cut(ps, sigma, zero, floats)
     unit = _rounding_unit(zero)

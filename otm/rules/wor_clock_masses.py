@@ -285,11 +285,12 @@ def built_set_masses(masses: ClockSetMasses):
     clock masses already built from the construction's ``q`` by rank (so that one build serves
     the float64 construction, its wide redo and the certificates)."""
 
-    def masses_of(qs: list, zero):
+    def masses_of(qs: list | None, zero):
         if isinstance(zero, float):  # the floats themselves (sigma >= 0, so 0.0 + v is v)
             return masses, np.asarray(masses.sigma, dtype=np.float64)
         return masses, [zero + float(v) for v in masses.sigma]
 
+    masses_of.reads_q = False  # built: flux_setup need not list q by rank for it
     return masses_of
 
 
