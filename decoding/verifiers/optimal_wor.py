@@ -199,6 +199,17 @@ def _row_key(p: np.ndarray, q: np.ndarray) -> tuple[bytes, bytes]:
     return p.tobytes(), q.tobytes()
 
 
+def residual_order(p: np.ndarray, q: np.ndarray, setup: FluxSetup | None) -> np.ndarray:
+    """``[V]`` the order the residual is drawn in,
+    :func:`decoding.verifiers.optimal_pair_wor.full_ratio_order`: from the row's set-up where it
+    has one (its ratio order of the ``q > 0``, :func:`otm.formulations.prefix_scan.ratio_order`,
+    the same float64 ``p / q`` ascending with ties by id, then the ``q = 0`` by id), which spares a
+    second sort of the row (about 10 ms at ``V = 151,936``), else sorted here."""
+    if setup is None:
+        return optimal_pair_wor.full_ratio_order(p, q)
+    return np.concatenate([np.asarray(setup.order, dtype=np.int64), np.flatnonzero(q == 0)])
+
+
 def verify_row(p: np.ndarray, q: np.ndarray, drafts: tuple, uniforms: np.ndarray,
                setup: FluxSetup | None = None, order=None, row_key: tuple | None = None) -> tuple[int, int]:
     """``(token, accepted index)`` of one row (``p``, ``q`` ``[V]`` float64, normalised; ``-1``:
@@ -281,7 +292,7 @@ def verify(
     for row_key, members in rows.items():
         p_row, q_row = p_rows[members[0]], q_rows[members[0]]
         setup = row_setup(p_row, q_row, len(drafts[0]), target_probs.device, row_key)
-        order = functools.cache(lambda p_row=p_row, q_row=q_row: optimal_pair_wor.full_ratio_order(p_row, q_row))
+        order = functools.cache(lambda p_row=p_row, q_row=q_row, setup=setup: residual_order(p_row, q_row, setup))
         for r in members:  # the equal rows share the residual's sort, made at the first residual
             results[r] = verify_row(p_rows[r], q_rows[r], tuple(drafts[r]), u[r], setup, order, row_key)
     device = target_probs.device
@@ -289,5 +300,5 @@ def verify(
                           accepted_index=torch.tensor([i for _, i in results], dtype=torch.int64, device=device))
 
 
-__all__ = ["BOUND_MARGIN", "BOUND_WINDOWS", "caveat", "compile_seconds", "draft_scheme", "row_setup", "sample_drafts", "uniforms_per_row", "verify",
-           "verify_row", "walk"]
+__all__ = ["BOUND_MARGIN", "BOUND_WINDOWS", "caveat", "compile_seconds", "draft_scheme", "residual_order", "row_setup",
+           "sample_drafts", "uniforms_per_row", "verify", "verify_row", "walk"]

@@ -9,7 +9,7 @@ from fractions import Fraction as F
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from decoding.verifiers import optimal_wor as verifier
@@ -82,9 +82,9 @@ def test_past_the_tuple_enumeration_it_draws_p_with_the_clock_masses():
     assert binomial_z_test(accepted, rows, float(optimum), ALPHA).passed
 
 
-def test_equal_rows_of_a_call_share_the_residuals_sort(monkeypatch):
-    """The rows of a call that repeat a row sort it once for their residuals, at the first
-    residual, and draw as rows verified one call each do."""
+def test_equal_rows_of_a_call_share_the_residuals_order(monkeypatch):
+    """The rows of a call that repeat a row make its residual order once, at the first residual,
+    from the row's set-up (no sort of the row), and draw as rows verified one call each do."""
     from decoding.verifiers import optimal_pair_wor
 
     V, k, rows = 150, 3, 40
@@ -93,11 +93,13 @@ def test_equal_rows_of_a_call_share_the_residuals_sort(monkeypatch):
     p /= p.sum()
     target, drafts_probs = torch.tensor(p).expand(rows, -1), torch.tensor(q).expand(rows, k, -1)
     tokens = verifier.sample_drafts(drafts_probs[:, 0], k, torch.Generator().manual_seed(1))
-    sorts = []
-    original = optimal_pair_wor.full_ratio_order
-    monkeypatch.setattr(optimal_pair_wor, "full_ratio_order", lambda *a: sorts.append(1) or original(*a))
+    orders, sorts = [], []
+    original, original_sort = verifier.residual_order, optimal_pair_wor.full_ratio_order
+    monkeypatch.setattr(verifier, "residual_order", lambda *a: orders.append(1) or original(*a))
+    monkeypatch.setattr(optimal_pair_wor, "full_ratio_order", lambda *a: sorts.append(1) or original_sort(*a))
     together = verifier.verify(target, drafts_probs, tokens, torch.Generator().manual_seed(2))
-    assert len(sorts) == 1 and int((together.accepted_index < 0).sum()) > 1  # several residuals, one sort
+    assert int((together.accepted_index < 0).sum()) > 1  # several residuals, one order, no sort
+    assert len(orders) == 1 and not sorts
     g = torch.Generator().manual_seed(2)
     uniforms = torch.rand(rows, verifier.uniforms_per_row(k), generator=g, dtype=torch.float64)
     alone = [verifier.verify_row(p, q, tuple(tokens[r].tolist()), uniforms[r].numpy()) for r in range(rows)]
@@ -410,3 +412,31 @@ def test_highest_in_bounds_every_interval_mass_above():
             assert np.all(upper >= across)
             tightest = min(tightest, float(np.min((upper - across) / upper)))
         assert tightest < 1e-9
+
+
+def _tied(values: np.ndarray) -> np.ndarray:
+    """``values`` rounded to 3 significant bits (many equal ratios, as bfloat16 rows have), renormalised."""
+    mantissa, exponent = np.frexp(values)
+    rounded = np.ldexp(np.round(mantissa * 8) / 8, exponent)
+    return rounded / rounded.sum()
+
+
+@settings(max_examples=30, deadline=None)
+@given(clock_rows(), st.booleans())
+def test_the_residual_order_from_the_set_up_is_the_rows_sort(row, tied):
+    """The residual order made from a row's set-up (its ratio order, then the ``q = 0`` by id) is
+    the verifier's sort of the row (:func:`full_ratio_order`) entry for entry, on rows with many
+    tied ratios and zeros in ``q`` too; the zeros taken in another order break it."""
+    from decoding.verifiers import optimal_pair_wor
+
+    p, q, k = row
+    if tied:
+        p, q = _tied(p), _tied(q)
+    setup = verifier.row_setup(p, q, k)
+    assume(setup is not None)
+    made = verifier.residual_order(p, q, setup)
+    np.testing.assert_array_equal(made, optimal_pair_wor.full_ratio_order(p, q))
+    zeros = np.flatnonzero(q == 0)
+    if zeros.size > 1:
+        broken = np.concatenate([setup.order, zeros[::-1]])
+        assert not np.array_equal(broken, made)
