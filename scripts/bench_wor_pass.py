@@ -19,9 +19,9 @@ verifier decided from the bounds on the row just set up (drafted sets without re
 :func:`decoding.verifiers.optimal_wor.verify_row` takes them: what a decode pays after the set-up,
 the groups of ranks the walks read included), each the median of ``--rounds`` timings. With
 ``--tree`` given more than once, each tree (a checkout of this repository, for example ``git
-worktree add /tmp/before <commit>``) is imported in a process of its own, the trees taken in turn every round, so that
-drift of the machine falls on all of them alike; the last columns are the first tree's times over
-each other's. One thread:
+worktree add /tmp/before <commit>``) is imported in a process of its own, the trees taken in
+turn every round, so that drift of the machine falls on all of them alike; the last columns are
+the first tree's times over each other's. One thread:
 
     python scripts/bench_wor_pass.py --corpus DIR --positions 4 --ks 3,8 --rounds 5 --tree /tmp/before --tree .
 """
@@ -97,8 +97,9 @@ def main(argv=None) -> int:
     for tree in trees:
         if not os.path.isdir(os.path.join(tree, "decoding")):
             parser.error(f"--tree {tree}: not a checkout of this repository (no decoding/ in it)")
-    print(f"{args.rounds} rounds x {len(trees)} tree(s), a process each (about {5 + (0.5 + 0.1 * args.walks) * args.positions * len(ks):.0f} s "
-          "each)", file=sys.stderr, flush=True)
+    seconds = 5 + (0.5 + 0.1 * args.walks) * args.positions * len(ks)
+    print(f"{args.rounds} rounds x {len(trees)} tree(s), a process each (about {seconds:.0f} s each)", file=sys.stderr,
+          flush=True)
     runs: list[list[dict]] = [[] for _ in trees]
     for round_ in range(args.rounds):
         for at, tree in enumerate(trees):
