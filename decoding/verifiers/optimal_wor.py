@@ -293,7 +293,7 @@ def verify(
         p_row, q_row = p_rows[members[0]], q_rows[members[0]]
         setup = row_setup(p_row, q_row, len(drafts[0]), target_probs.device, row_key)
         order = functools.cache(lambda p_row=p_row, q_row=q_row, setup=setup: residual_order(p_row, q_row, setup))
-        for r in members:  # the equal rows share the residual's sort, made at the first residual
+        for r in members:  # the equal rows share the residual's order, made at the first residual
             results[r] = verify_row(p_rows[r], q_rows[r], tuple(drafts[r]), u[r], setup, order, row_key)
     device = target_probs.device
     return VerifierOutput(tokens=torch.tensor([t for t, _ in results], dtype=torch.int64, device=device),
