@@ -70,6 +70,7 @@ import math
 import numba
 import numpy as np
 
+from .base import share_rows
 from .optimal_wor_numba import _add_rank_by_degree, _clock, _merge, _normal, live_prefix_nodes, rank_terms
 
 #: The interpolated nodes of a block are those where ``kappa s`` (``kappa`` the block's largest
@@ -109,19 +110,36 @@ def taylor_terms(below: float = INTERPOLATE_BELOW) -> int:
 
 
 def prefix_pass_chebyshev(q: np.ndarray, s: np.ndarray, w: np.ndarray, above: np.ndarray, k: int, every: int,
-                          below: float = INTERPOLATE_BELOW,
-                          interpolate_from: int = INTERPOLATE_FROM) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                          below: float = INTERPOLATE_BELOW, interpolate_from: int = INTERPOLATE_FROM,
+                          parts: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(E0, D0, sigma)``: the checkpoints ``[n // every + 1, N, k]`` (the count polynomials of the
     ranks ``[0, c every)``) and ``sigma [n]``, the values of
     :func:`~decoding.verifiers.optimal_wor_numba.prefix_pass` within roundoff, through the points
     of the module docstring at each block's nodes where ``kappa s < below`` (every node the
-    reference's way with ``interpolate_from`` above the nodes)."""
+    reference's way with ``interpolate_from`` above the nodes). ``parts > 1``: the nodes dealt
+    out among that many threads (:func:`decoding.verifiers.base.share_rows`), the nodes ``i, i +
+    parts, ...`` to part ``i``, each part a pass of its own over every rank (a node's polynomials
+    are its own; each part repeats the ranks' work at the points) and ``sigma`` the sum of the
+    parts' terms, added in the parts' order."""
     n, nodes = q.shape[0], s.shape[0]
     at, weights, taylor, reciprocal = _points(k, below)
     E0, D0 = np.empty((n // every + 1, nodes, k)), np.empty((n // every + 1, nodes, k))
-    sigma = np.zeros(n)
-    _pass(q, s, w, above, k, every, below, at, weights, reciprocal, reciprocal ** np.arange(k)[:, None], taylor,
-          interpolate_from, E0, D0, sigma)
+    sigmas = np.zeros((parts, n))
+
+    def run(part: int, count: int) -> None:
+        if count != parts:  # share_rows dealt the nodes otherwise than asked: not a pass of these parts
+            raise RuntimeError(f"the pass at points was asked for {parts} parts and given {count}")
+        _pass(q, s[part::parts], w[part::parts], above, k, every, below, at, weights, reciprocal,
+              reciprocal ** np.arange(k)[:, None], taylor, interpolate_from, E0[:, part::parts], D0[:, part::parts],
+              sigmas[part])
+
+    if parts == 1:
+        run(0, 1)
+    else:
+        share_rows(run, parts)
+    sigma = sigmas[0]
+    for part in range(1, parts):
+        sigma += sigmas[part]
     return E0, D0, sigma
 
 

@@ -760,7 +760,8 @@ class CompiledClockSetMasses(ClockSetMasses):
         if self.pass_at_points():
             from .optimal_wor_chebyshev import prefix_pass_chebyshev  # (it imports this module's helpers)
 
-            return prefix_pass_chebyshev(self.q, self.s, self.w, self._above, self.k, self.checkpoint)
+            parts = 1 if self.n * self.s.size < SHARED_FROM else sharing_threads(len(node_chunks(self.s.size)))
+            return prefix_pass_chebyshev(self.q, self.s, self.w, self._above, self.k, self.checkpoint, parts=parts)
         every, k, checkpoints = self.checkpoint, self.k, self.n // self.checkpoint + 1
         E0, D0 = np.empty((checkpoints, self.s.size, k)), np.empty((checkpoints, self.s.size, k))
         chunks = node_chunks(self.s.size)

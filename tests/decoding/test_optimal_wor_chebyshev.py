@@ -7,6 +7,7 @@ too few points, or a Taylor series cut short, is caught by the same comparison."
 from __future__ import annotations
 
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -125,6 +126,36 @@ def test_the_pass_at_points_on_a_whole_row(k):
     assert _disagreement(q / q.sum(), k) <= WHOLE_ROW_AGREEMENT
 
 
+@pytest.mark.parametrize("parts", [2, 3])
+@pytest.mark.parametrize("n,k", [(257, 3), (3000, 3), (3000, 8)])
+def test_the_pass_at_points_dealt_among_threads_is_the_node_by_node_pass(n, k, parts, monkeypatch):
+    """The nodes dealt out among threads (``parts``: node ``i`` to part ``i mod parts``, each part
+    a pass over every rank, ``sigma`` summed over the parts): the node-by-node pass's values
+    within :data:`AGREEMENT`; with a part's terms of ``sigma`` left out they are far off."""
+    import torch
+
+    monkeypatch.setattr(torch, "get_num_threads", lambda: parts)  # share_rows deals the parts out
+    monkeypatch.setattr(os, "cpu_count", lambda: parts)
+    q = _ranks(n * 3 + k, n, 12.0)
+    assert _disagreement(q, k, parts=parts) <= AGREEMENT
+    reference = NodeByNode(q, k)
+    E0, D0, sigma = optimal_wor_chebyshev.prefix_pass_chebyshev(reference.q, reference.s, reference.w,
+                                                                reference._above, k, reference.checkpoint)
+    alone = np.zeros_like(sigma)  # part 0's terms alone: the nodes 0, parts, 2 parts, ...
+    optimal_wor_chebyshev._pass(reference.q, reference.s[::parts], reference.w[::parts], reference._above, k,
+                                reference.checkpoint, *_pass_constants(k), E0[:, ::parts].copy(), D0[:, ::parts].copy(),
+                                alone)
+    assert _worst((alone,), (reference.sigma,)) > 1e-3
+
+
+def _pass_constants(k: int) -> tuple:
+    """The arguments of ``_pass`` between ``every`` and its outputs, as :func:`prefix_pass_chebyshev` makes them."""
+    below = optimal_wor_chebyshev.INTERPOLATE_BELOW
+    at, weights, taylor, reciprocal = optimal_wor_chebyshev._points(k, below)
+    return (below, at, weights, reciprocal, reciprocal ** np.arange(k)[:, None], taylor,
+            optimal_wor_chebyshev.INTERPOLATE_FROM)
+
+
 def test_too_few_points_are_caught(monkeypatch):
     """Three points instead of the bound's ten: the interpolation misses by far more than
     roundoff."""
@@ -193,9 +224,8 @@ def test_the_verifier_walks_the_same_at_points(k):
 def test_the_pass_at_points_runs_where_the_node_pass_has_few_threads(monkeypatch):
     """By default the pass at points runs where the node-by-node pass would share its chunks
     among fewer than 4 threads (on one or two, or from a pool thread, where a share runs in the
-    calling thread, or on a small row), and the node-by-node pass from 4 threads on; and the
-    choice is what runs."""
-    import os
+    calling thread, or on a small row), its nodes dealt out among those threads, and the
+    node-by-node pass from 4 threads on; and the choice is what runs."""
     import threading
 
     import torch
@@ -206,11 +236,12 @@ def test_the_pass_at_points_runs_where_the_node_pass_has_few_threads(monkeypatch
     monkeypatch.setattr(os, "cpu_count", lambda: 16)
     ran = []
     original = optimal_wor_chebyshev.prefix_pass_chebyshev
-    monkeypatch.setattr(optimal_wor_chebyshev, "prefix_pass_chebyshev", lambda *a, **kw: ran.append("points") or original(*a, **kw))
+    monkeypatch.setattr(optimal_wor_chebyshev, "prefix_pass_chebyshev",
+                        lambda *a, **kw: ran.append(("points", kw["parts"])) or original(*a, **kw))
     for threads, at_points in ((1, True), (2, True), (3, True), (4, False), (16, False)):
         monkeypatch.setattr(torch, "get_num_threads", lambda threads=threads: threads)
         masses = CompiledClockSetMasses(q, 3)
-        assert masses.pass_at_points() is at_points and ran.count("points") == int(at_points)
+        assert masses.pass_at_points() is at_points and ran == ([("points", threads)] if at_points else [])
         ran.clear()
     assert CompiledClockSetMasses(q[:40] / q[:40].sum(), 3).pass_at_points()  # a small row: one thread
     monkeypatch.setattr(threading.current_thread(), "name", base._POOL_PREFIX + "_0")  # as a pool thread is named
