@@ -721,8 +721,8 @@ class CompiledClockSetMasses(ClockSetMasses):
     scan_device = None
 
     #: The pass up the ranks on the CPU: ``True``, each block's small clocks at a few Chebyshev
-    #: points (:func:`decoding.verifiers.optimal_wor_chebyshev.prefix_pass_chebyshev`, one
-    #: thread); ``False``, :func:`prefix_pass`, node by node, its reference, shared among threads
+    #: points (:func:`decoding.verifiers.optimal_wor_chebyshev.prefix_pass_chebyshev`, its nodes
+    #: dealt out among the threads of a share, one part on a small row); ``False``, :func:`prefix_pass`, node by node, its reference, shared among threads
     #: by chunks of nodes; ``None``, the first where the node-by-node pass would run on fewer
     #: than :attr:`points_below_threads` threads (:meth:`pass_at_points`). The two give the same
     #: values within roundoff, not to the bit (docs/optimal-verifier.md, section 8, "The set-up's
@@ -733,7 +733,8 @@ class CompiledClockSetMasses(ClockSetMasses):
     #: node-by-node pass on one thread at ``k = 3`` and 1.5-2.7x at ``k = 8``; on the H200 machine's
     #: 16 cores the node-by-node pass on 4 threads took about as long as the pass at points, and
     #: on 8 and 16 threads 1.2-2.2x less (``python scripts/bench_wor_scan.py --threads 1, 4, 8,
-    #: 16``, 2026-11-27).
+    #: 16``, 2026-11-27), measured before the pass at points dealt its nodes among threads
+    #: (2026-11-28; 1.3-1.8x faster on two): from 4 threads on that is not measured yet.
     points_below_threads = 4
 
     def pass_at_points(self) -> bool:
