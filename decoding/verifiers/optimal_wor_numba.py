@@ -741,9 +741,12 @@ class CompiledClockSetMasses(ClockSetMasses):
         """Whether the CPU's pass up the ranks takes the points (:attr:`prefix_at_points`)."""
         if self.prefix_at_points is not None:
             return self.prefix_at_points
-        if self.n * self.s.size < SHARED_FROM:
-            return True
-        return sharing_threads(len(node_chunks(self.s.size))) < self.points_below_threads
+        return self._pass_threads() < self.points_below_threads
+
+    def _pass_threads(self) -> int:
+        """The threads the pass up the ranks is shared among: one on a small row (fewer than
+        :data:`SHARED_FROM` rank-nodes), else those of a share of its chunks of nodes."""
+        return 1 if self.n * self.s.size < SHARED_FROM else sharing_threads(len(node_chunks(self.s.size)))
 
     def _prefix_pass(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """:func:`~decoding.verifiers.optimal_wor_chebyshev.prefix_pass_chebyshev` where
@@ -761,8 +764,8 @@ class CompiledClockSetMasses(ClockSetMasses):
         if self.pass_at_points():
             from .optimal_wor_chebyshev import prefix_pass_chebyshev  # (it imports this module's helpers)
 
-            parts = 1 if self.n * self.s.size < SHARED_FROM else sharing_threads(len(node_chunks(self.s.size)))
-            return prefix_pass_chebyshev(self.q, self.s, self.w, self._above, self.k, self.checkpoint, parts=parts)
+            return prefix_pass_chebyshev(self.q, self.s, self.w, self._above, self.k, self.checkpoint,
+                                         parts=self._pass_threads())
         every, k, checkpoints = self.checkpoint, self.k, self.n // self.checkpoint + 1
         E0, D0 = np.empty((checkpoints, self.s.size, k)), np.empty((checkpoints, self.s.size, k))
         chunks = node_chunks(self.s.size)
