@@ -218,9 +218,10 @@ def verify_row(p: np.ndarray, q: np.ndarray, drafts: tuple, uniforms: np.ndarray
     (:func:`otm.rules.water_level_bounds.walk_decision`, a decision taken only where it clears
     its threshold by the relative :data:`BOUND_MARGIN`), and the levels are built only where
     that leaves it open. ``order``: the residual's order, as
-    :func:`decoding.verifiers.optimal_pair_wor.checked_draw` takes it; ``row_key`` as
-    :func:`row_setup` takes it."""
+    :func:`decoding.verifiers.optimal_pair_wor.checked_draw` takes it (by default
+    :func:`residual_order`, made at a residual); ``row_key`` as :func:`row_setup` takes it."""
     k = len(drafts)
+    order = order if order is not None else functools.partial(residual_order, p, q, setup)
     support = int(np.count_nonzero(q > 0))
     if len(set(drafts)) < k or int((q[list(drafts)] > 0).sum()) < min(k, support):
         raise NotApplicableError(f"drafts {tuple(drafts)} cannot come from {k} draws without replacement from q "
@@ -292,7 +293,7 @@ def verify(
     for row_key, members in rows.items():
         p_row, q_row = p_rows[members[0]], q_rows[members[0]]
         setup = row_setup(p_row, q_row, len(drafts[0]), target_probs.device, row_key)
-        order = functools.cache(lambda p_row=p_row, q_row=q_row, setup=setup: residual_order(p_row, q_row, setup))
+        order = functools.cache(functools.partial(residual_order, p_row, q_row, setup))
         for r in members:  # the equal rows share the residual's order, made at the first residual
             results[r] = verify_row(p_rows[r], q_rows[r], tuple(drafts[r]), u[r], setup, order, row_key)
     device = target_probs.device
