@@ -46,6 +46,18 @@ from otm.errors import InvalidDistributionError, NotApplicableError
 from otm.sequences.registry import SEQUENCE_RULES
 
 
+class DecodeStopped(NotApplicableError):
+    """A verifier refused a row part-way through :func:`speculative_decode` (a typed
+    :class:`otm.errors.NotApplicableError` of the verifier: for example ``optimal_wor``'s walk
+    that neither its bounds nor its nesting's time limit settle). The message is the
+    verifier's, with how far the decode got; ``tokens`` holds each row's new tokens up to
+    the refused step, so what was generated is not lost."""
+
+    def __init__(self, message: str, tokens: list[list[int]]):
+        super().__init__(message)
+        self.tokens = tokens
+
+
 def probs_from_logits(
     logits: torch.Tensor,  # [..., vocab]
     temperature: float,
@@ -287,10 +299,16 @@ def speculative_decode(
         target_calls += 1
         target_probs = probs_from_logits(logits, temperature, top_p)
         # 3. walk the tree
-        if isinstance(rules, SequenceRule):
-            walk = walk_sequence(tree, tokens, target_probs, draft_probs, rules, generator)
-        else:
-            walk = walk_tree(tree, tokens, target_probs, draft_probs, rules, generator, recorder=record)
+        try:
+            if isinstance(rules, SequenceRule):
+                walk = walk_sequence(tree, tokens, target_probs, draft_probs, rules, generator)
+            else:
+                walk = walk_tree(tree, tokens, target_probs, draft_probs, rules, generator, recorder=record)
+        except NotApplicableError as exc:
+            if bar is not None:
+                bar.close()
+            raise DecodeStopped(f"{exc} (the decode stopped there, after {sum(map(len, out))} new tokens in "
+                                f"{target_calls} target calls)", out) from exc
         attempts += walk.attempts
         accepts += walk.accepts
         target_cache.commit(walk.path_nodes)

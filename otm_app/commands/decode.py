@@ -137,7 +137,7 @@ def _say_before_starting(rule: str, device: torch.device, widest: int, top_p: fl
 
 def run_decode(args: DecodeConfig) -> dict:
     """Run ``otm decode`` (module docstring); writes ``--record`` if given."""
-    from decoding.runtime.loop import speculative_decode
+    from decoding.runtime.loop import DecodeStopped, speculative_decode
     from decoding.runtime.recording import Recorder
     from decoding.runtime.tree_walk import resolve_sequence_rule
     from decoding.runtime.trees import parse_tree
@@ -164,11 +164,15 @@ def run_decode(args: DecodeConfig) -> dict:
     eos = getattr(pair.tokenizer, "eos_token_id", None) if pair.tokenizer is not None else None
     results, outputs = [], []
     for text in texts:
-        result = speculative_decode(
-            pair, _encode(pair, text), rule.name, tree, temperature=args.temperature, top_p=top_p,
-            max_new_tokens=args.max_new_tokens, generator=generator, device=device, record=recorder,
-            progress=not args.json, eos_token_id=eos,
-        )
+        try:
+            result = speculative_decode(
+                pair, _encode(pair, text), rule.name, tree, temperature=args.temperature, top_p=top_p,
+                max_new_tokens=args.max_new_tokens, generator=generator, device=device, record=recorder,
+                progress=not args.json, eos_token_id=eos,
+            )
+        except DecodeStopped as exc:  # keep what was generated: the prompts before, and this one so far
+            exc.texts = outputs + [_decode_text(pair, exc.tokens[0])]
+            raise
         results.append(result)
         outputs.append(_decode_text(pair, result.tokens[0]))
     steps = [s for r in results for s in r.steps_tokens]
@@ -225,10 +229,25 @@ PRINTED_KEYS = ("rule", "tree", "pair", "tokens_generated", "target_calls", "blo
 
 
 def decode_command(config: DecodeConfig) -> int:
-    """``otm decode``: run, then print the summary (key per line, then the texts) or JSON."""
+    """``otm decode``: run, then print the summary (key per line, then the texts) or JSON. A
+    verifier that refuses a row part-way (:class:`decoding.runtime.loop.DecodeStopped`) still
+    gets the texts generated up to there printed (under ``--json``, as ``{"stopped": message,
+    "texts": [...]}``) before its one-line error and exit status 2."""
     import json
 
-    summary = run_decode(config)
+    from decoding.runtime.loop import DecodeStopped
+
+    try:
+        summary = run_decode(config)
+    except DecodeStopped as exc:
+        texts = getattr(exc, "texts", [])
+        if config.json:
+            print(json.dumps({"stopped": str(exc), "texts": texts}, indent=2, default=str))
+        else:
+            for text in texts:
+                print("-" * 60 + " (generated before the verifier stopped)")
+                print(text)
+        raise
     if config.json:
         print(json.dumps(summary, indent=2, default=str))
         return 0

@@ -198,3 +198,40 @@ def test_validate_prints_a_verdict_first(tmp_path, capsys):
     status, out, _ = run(capsys, "validate", str(record))
     assert status == 0
     assert out.splitlines()[0].startswith("PASS")
+
+
+def test_decode_keeps_what_it_generated_when_a_verifier_refuses(monkeypatch, capsys):
+    """A verifier's typed refusal part-way through a decode (as ``optimal_wor`` refuses a walk
+    that neither its bounds nor its nesting's time limit settle) is one error line and exit
+    status 2, and the tokens generated before it are printed, as text or under ``--json``;
+    a refusal at the first step prints no token."""
+    from decoding.runtime import loop
+    from otm.errors import NotApplicableError
+
+    original, calls = loop.walk_tree, []
+
+    def refuse_third(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise NotApplicableError("optimal_wor: this walk is left open")
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(loop, "walk_tree", refuse_third)
+    argv = ("decode", "--pair", "tiny", "--rule", "rrs", "--tree", "chains:2,2", "--max-new-tokens", "40",
+            "--prompt", "1,2,3")
+    status, out, err = run(capsys, *argv)
+    assert status == 2
+    (line,) = err.strip().splitlines()[-1:]
+    assert line.startswith("otm decode: error: optimal_wor: this walk is left open (the decode stopped there, after ")
+    made = int(line.split("after ")[1].split(" new tokens")[0])
+    assert 2 <= made <= 6  # two steps of at most two drafts and one more token each
+    assert "generated before the verifier stopped" in out
+    assert len(out.strip().splitlines()[-1].replace(",", " ").split()) == made  # the tiny pair prints ids
+    calls.clear()
+    status, out, _ = run(capsys, *argv, "--json")
+    assert status == 2
+    stopped = json.loads(out)
+    assert "left open" in stopped["stopped"] and len(stopped["texts"]) == 1
+    calls[:] = [1, 1]  # the next call, the first step, refuses
+    status, out, err = run(capsys, *argv)
+    assert status == 2 and "after 0 new tokens in 1 target calls" in err
