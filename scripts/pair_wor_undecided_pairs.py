@@ -3,7 +3,7 @@ there are and what the lazy nesting costs them (docs/optimal-verifier.md section
 open").
 
     .venv/bin/python scripts/pair_wor_undecided_pairs.py --corpus DIR [--positions 16]
-        [--temperatures 1.0,0.6] [--checks 1000] [--seed 0]
+        [--temperatures 1.0,0.6] [--checks 1000] [--seed 0] [--tally]
 
 ``DIR`` is an otm corpus (``otm corpus --pair qwen2.5-coder --out DIR``). For every position
 (evenly spaced) and temperature: the full compiled nesting of the row
@@ -13,8 +13,12 @@ same-side pairs with ``Y > 0``, those the first-run bounds
 (:func:`~decoding.verifiers.optimal_pair_wor_numba.yield_decision`) leave undecided go to
 :func:`~decoding.verifiers.optimal_pair_wor_numba.pair_yield` with ``decide = u``: its time
 (total ms over those pairs, one thread, the second of two calls), its lazy refreshes, and
-whether its answer ``u < bound`` agrees with ``u < Y`` of the full nesting. Prints one
-markdown table with the command, the machine and the wall time (a few minutes).
+whether its answer ``u < bound`` agrees with ``u < Y`` of the full nesting. With
+``--tally``, also where those refreshes fell and where the chain of runs emptied its cuts
+(:data:`~decoding.verifiers.optimal_pair_wor_numba.TALLY_BINS`: at an end of the run or
+inside it), the question on which a lazy nesting for three or more drafts turns
+(docs/optimal-verifier.md section 8, "Its pieces, in more detail"). Prints one markdown table
+with the command, the machine and the wall time (a few minutes).
 """
 from __future__ import annotations
 
@@ -27,7 +31,7 @@ from tqdm.auto import tqdm
 
 from certify_optimal_verifier import corpus_report
 from decoding.verifiers.optimal_pair_wor import UNIT, ratio_order
-from decoding.verifiers.optimal_pair_wor_numba import first_run, pair_yield, row_levels, yield_decision
+from decoding.verifiers.optimal_pair_wor_numba import TALLY_BINS, first_run, pair_yield, row_levels, yield_decision
 from pair_wor_verifier_at_scale import same_side_pairs
 from otm.corpus import Corpus
 
@@ -40,7 +44,7 @@ def undecided_pairs(p_ranked, q_ranked, levels, cut, checks, rng) -> list:
             if yield_decision(flux, *sums, *first_run(flux, low, high), low, high, u)[0] == 0]
 
 
-def row_report(p, q, checks, seed) -> dict:
+def row_report(p, q, checks, seed, tally=False) -> dict:
     order = ratio_order(p, q)
     p_r, q_r = p[order], q[order] / q[order].sum()
     n = len(order)
@@ -48,6 +52,7 @@ def row_report(p, q, checks, seed) -> dict:
     m = row_levels(p_r, q_r, UNIT, flux, levels, selection)[0]
     left = undecided_pairs(p_r, q_r, levels, m, checks, np.random.default_rng(seed))
     seconds, refreshes, wrong, below = 0.0, 0, 0, 0
+    where = np.zeros(len(TALLY_BINS), np.int64)
     for low, high, u, y in left:
         for _ in range(2):  # the second call is timed
             start = time.perf_counter()
@@ -57,7 +62,10 @@ def row_report(p, q, checks, seed) -> dict:
         refreshes += more
         wrong += (u < bound) != (u < y)
         below += y <= u
-    return {"left": len(left), "below": below, "ms": 1e3 * seconds, "refreshes": refreshes, "wrong": wrong}
+        if tally:  # a third, untimed call counts where the chain worked
+            pair_yield(p_r, q_r, UNIT, low, high, selection, u, where)
+    return {"left": len(left), "below": below, "ms": 1e3 * seconds, "refreshes": refreshes, "wrong": wrong,
+            "where": where}
 
 
 def main(argv=None) -> str:
@@ -67,6 +75,8 @@ def main(argv=None) -> str:
     parser.add_argument("--temperatures", default="1.0,0.6")
     parser.add_argument("--checks", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--tally", action="store_true",
+                        help="also count where the refreshes fell and where the chain of runs emptied its cuts")
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     row_levels(np.array([0.5, 0.5]), np.array([0.5, 0.5]), UNIT, *(np.empty(s) for s in (3, 3, 2)))  # load the compiled code
@@ -74,19 +84,21 @@ def main(argv=None) -> str:
     temperatures = [float(t) for t in args.temperatures.split(",")]
     print(f"{args.positions} positions x {len(temperatures)} temperatures: a few minutes", file=sys.stderr)
     start = time.perf_counter()
+    extra = TALLY_BINS if args.tally else ()
     lines = ["| T | text | position | pairs left by the first-run bounds | of which Y <= u | nesting (ms, all of them) | "
-             "refreshes | answers against the full nesting |", "|---|---|---|---|---|---|---|---|"]
-    totals = {"left": 0, "below": 0, "ms": 0.0, "refreshes": 0, "wrong": 0}
+             "refreshes | answers against the full nesting |" + "".join(f" {name} |" for name in extra),
+             "|---|---|---|---|---|---|---|---|" + "---|" * len(extra)]
+    totals = {"left": 0, "below": 0, "ms": 0.0, "refreshes": 0, "wrong": 0, "where": 0}
     for temperature in temperatures:
         for text, position, p, q in tqdm(corpus.spaced_rows(args.positions, temperature), desc=f"T = {temperature}",
                                          file=sys.stderr):
-            r = row_report(p, q, args.checks, args.seed + position)
+            r = row_report(p, q, args.checks, args.seed + position, args.tally)
             for key in totals:
-                totals[key] += r[key]
+                totals[key] = totals[key] + r[key]
             lines.append(f"| {temperature} | {text} | {position} | {r['left']} | {r['below']} | {r['ms']:.1f} | "
-                         f"{r['refreshes']} | {r['wrong']} |")
+                         f"{r['refreshes']} | {r['wrong']} |" + "".join(f" {v} |" for v in r["where"][:len(extra)]))
     lines.append(f"| all | | | {totals['left']} | {totals['below']} | {totals['ms']:.1f} | {totals['refreshes']} | "
-                 f"{totals['wrong']} |")
+                 f"{totals['wrong']} |" + "".join(f" {v} |" for v in np.asarray(totals["where"])[:len(extra)]))
     return corpus_report("pair_wor_undecided_pairs.py", argv, args.corpus, corpus, "undecided pairs",
                          time.perf_counter() - start, lines, args.out)
 

@@ -320,16 +320,37 @@ def _first_keys(flux, flux_lo, qt, qe, wt, we, f, t, unit, keys, base, remaining
         fresh[c] = run
 
 
+TALLY_BINS = ("refreshed at an end cut", "refreshed 2-16 ranks from an end", "refreshed 17-256 ranks from an end",
+              "refreshed farther in", "emptied at an end cut", "emptied at an inner cut")
+"""What :func:`pair_yield`'s ``tally`` counts, bin by bin: the lazy refreshes by how far the
+refreshed cut lies from its run's nearer end (1 rank: an end cut), and the cuts its chain of
+runs emptied at an end of their run (a peel) or inside it (a split)."""
+
+
+@_compiled
+def _tally_cut(tally, f, t, c, emptied):
+    """Counts cut ``c`` of run ``[f, t]`` in its bin of :data:`TALLY_BINS`: by its distance
+    from the run's nearer end (1 rank: an end cut), as a refresh or as the cut ``emptied``."""
+    d = min(c - f, t + 1 - c)
+    if emptied:
+        tally[4 if d == 1 else 5] += 1
+    else:
+        tally[0 if d == 1 else 1 if d <= 16 else 2 if d <= 256 else 3] += 1
+
+
 @_compiled
 def _least_cut(flux, flux_lo, qt, qe, wt, we, f, t, run, state, unit, keys, base, node_key, node_at, size, remaining,
-               rate, fresh):
+               rate, fresh, tally=None):
     """The cut of run ``[f, t]`` that empties first, refreshing stale keys lazily; returns
-    ``(cut, refreshes)`` (cut ``c`` at position ``c - base`` of ``keys`` and the tree)."""
+    ``(cut, refreshes)`` (cut ``c`` at position ``c - base`` of ``keys`` and the tree); a
+    ``tally`` counts the refreshes by distance from the run's ends (:data:`TALLY_BINS`)."""
     refreshes = 0
     while True:
         c = _tree_argmin(node_key, node_at, size, f + 1 - base, t - base) + base
         if fresh[c] == run:
             return c, refreshes
+        if tally is not None:
+            _tally_cut(tally, f, t, c, False)
         key, remaining[c], rate[c] = _key(flux, flux_lo, qt, qe, wt, we, f, t, c, state, unit)
         _tree_set(keys, node_key, node_at, size, c - base, key)
         fresh[c] = run
@@ -573,7 +594,7 @@ def _window_integral(flux, qt, qe, wt, we, f, t, low, high, j, u, blocks):
 
 
 @_compiled
-def pair_yield(p, q, unit, low, high, selection, decide=2.0):
+def pair_yield(p, q, unit, low, high, selection, decide=2.0, tally=None):
     """``Y``, the probability that the pair of ranks ``low < high`` selects ``low``, for
     one row (``p``, ``q`` as :func:`row_setup`; fills ``selection`` ``[n]``): 0 across the
     cut, else the least level between them, found by following only the runs that hold
@@ -585,7 +606,8 @@ def pair_yield(p, q, unit, low, high, selection, decide=2.0):
     itself when ``Y <= u``), the same answer far sooner. First :func:`yield_decision`, which
     settles 89-100% of the same-side pairs drawn on real rows without the nesting; else
     the runs are followed, and since the levels met never decrease and end at ``Y``, the
-    first one above ``u`` is returned."""
+    first one above ``u`` is returned. A ``tally`` (int64 ``[6]``) adds up where that chain
+    of runs refreshed and emptied its cuts (:data:`TALLY_BINS`)."""
     n = p.shape[0]
     flux, flux_lo = np.empty(n + 1), np.empty(n + 1)
     qt, qe, wt, we, m, alpha = row_setup(p, q, unit, flux, flux_lo, selection)
@@ -611,11 +633,13 @@ def pair_yield(p, q, unit, low, high, selection, decide=2.0):
     refreshes = 0
     while True:
         c, more = _least_cut(flux, flux_lo, qt, qe, wt, we, f, t, run, state, unit, keys, base, node_key, node_at, size,
-                             remaining, rate, fresh)
+                             remaining, rate, fresh, tally)
         refreshes += more
         level = min(max(keys[c - base], state[0]), 1.0)
         if low < c <= high or level > decide:
             return level, m, refreshes
+        if tally is not None:
+            _tally_cut(tally, f, t, c, True)
         _tree_set(keys, node_key, node_at, size, c - base, np.inf)
         f2, t2 = (c, t) if c <= low else (f, c - 1)
         _child(qt, qe, wt, we, f, t, f2, t2, level, state, out)

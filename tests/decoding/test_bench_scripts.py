@@ -124,6 +124,23 @@ def test_pair_wor_undecided_pairs_on_a_small_corpus(tmp_path):
     assert total[-1] == "0" and all(row[-1] == "0" for row in rows)
 
 
+def test_pair_wor_undecided_pairs_tally(tmp_path):
+    """With ``--tally`` the refreshes' bins add up to the refreshes, row by row and in all,
+    and the answers are the same."""
+    _synthetic_corpus(tmp_path, seed=2, rows=6, vocab=60, scale=4)
+    args = ["--corpus", str(tmp_path / "corpus"), "--positions", "3", "--checks", "200"]
+    plain = pair_wor_undecided_pairs.main(args)
+    text = pair_wor_undecided_pairs.main(args + ["--tally"])
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines()]
+    rows = [row for row in cells if row[1:2] == ["synthetic"] or row[0] == "all"]
+    assert len(rows) == 7
+    assert all(sum(int(v) for v in row[8:12]) == int(row[6]) for row in rows)
+    assert int(rows[-1][12]) + int(rows[-1][13]) > 0  # the chains emptied cuts
+    plain_rows = [line.split("|")[1:9] for line in plain.splitlines() if line.startswith(("| 1.0", "| 0.6", "| all"))]
+    assert [row[:5] + row[6:8] for row in plain_rows] == [
+        line.split("|")[1:6] + line.split("|")[7:9] for line in text.splitlines() if line.startswith(("| 1.0", "| 0.6", "| all"))]
+
+
 def test_profile_optimal_rows_on_synthetic_rows():
     """Every stage is timed for a k whose drafts give both kinds of row, and a full row
     takes at least one draw."""

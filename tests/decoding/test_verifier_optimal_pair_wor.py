@@ -108,6 +108,35 @@ def test_one_pair_along_its_runs_is_the_full_nesting(row, data):
     assert bound <= found if u < bound else found <= bound
 
 
+
+def test_the_tally_counts_every_refresh_and_every_cut_emptied():
+    """``pair_yield``'s tally changes nothing it returns, its refresh bins add up to the
+    refreshes it returns, and it counts one emptied cut per run the chain left; an end cut and
+    an inner one land in their own bins (a tally that binned by the distance from ``f`` only
+    would put the cut next to ``t`` far in)."""
+    rng = np.random.default_rng(3)
+    chains = 0
+    for _ in range(20):  # p near q: a long run of flux below the cut, the pair in its middle
+        q = rng.dirichlet(np.ones(60))
+        p = q * np.exp(0.2 * rng.normal(size=60))
+        _, p_r, q_r = _ranked(p / p.sum(), q)
+        n = len(p_r)
+        flux, flux_lo = np.empty(n + 1), np.empty(n + 1)
+        m = kernel.row_setup(p_r, q_r, UNIT, flux, flux_lo, np.empty(n))[4]
+        f, t = kernel.first_run(flux, 0, max(m - 1, 1))
+        low = (f + t) // 2
+        plain = kernel.pair_yield(p_r, q_r, UNIT, low, low + 1, np.empty(n))
+        tally = np.zeros(len(kernel.TALLY_BINS), np.int64)
+        assert kernel.pair_yield(p_r, q_r, UNIT, low, low + 1, np.empty(n), 2.0, tally) == plain
+        assert tally[:4].sum() == plain[2]
+        chains += tally[4:].sum() > 0
+    assert chains > 10  # pairs followed through more than one run (all 20 with this seed)
+    tally = np.zeros(len(kernel.TALLY_BINS), np.int64)
+    for c, emptied in ((11, False), (30, False), (13, False), (11, True), (12, True), (30, True)):
+        kernel._tally_cut(tally, 10, 30, c, emptied)  # run [10, 30]: cuts 11 and 30 are its ends
+    assert tally.tolist() == [2, 1, 0, 0, 2, 1]
+
+
 def _wrong_decisions(first_run) -> tuple[int, int]:
     """(wrong, settled): :func:`kernel.yield_decision`'s verdicts against the full nesting's
     ``Y`` on seeded rows, every same-side pair with ``Y > 0``, ``u`` on a grid; the first run
