@@ -240,11 +240,10 @@ def decode_command(config: DecodeConfig) -> int:
     try:
         summary = run_decode(config)
     except DecodeStopped as exc:
-        texts = getattr(exc, "texts", [])
         if config.json:
-            print(json.dumps({"stopped": str(exc), "texts": texts}, indent=2, default=str))
+            print(json.dumps({"stopped": str(exc), "texts": exc.texts}, indent=2, default=str))
         else:
-            for text in texts:
+            for text in exc.texts:
                 print("-" * 60 + " (generated before the verifier stopped)")
                 print(text)
         raise
