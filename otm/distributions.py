@@ -119,6 +119,19 @@ def as_exact_distribution(values, name: str = "p") -> np.ndarray:
     return np.array(fracs, dtype=object)
 
 
+def as_fractions(values: np.ndarray) -> np.ndarray:
+    """Float inputs as rationals (exactly), renormalised to sum to 1 (the zeros, most of a
+    truncated row at a real vocabulary, are not converted one by one): the exact instance a
+    float computation falls back to."""
+    floats = np.asarray(values, dtype=np.float64)
+    exact = np.full(floats.shape, Fraction(0), dtype=object)
+    nonzero = np.flatnonzero(floats)
+    parts = [Fraction(float(v)) for v in floats[nonzero]]
+    total = sum(parts)
+    exact[nonzero] = [v / total for v in parts]
+    return exact
+
+
 def as_distribution_pair(p, q) -> tuple[np.ndarray, np.ndarray]:
     """Validate the target ``p`` and draft ``q`` and check they share a vocabulary."""
     return check_same_vocabulary(as_distribution(p, "p (target)"), as_distribution(q, "q (draft)"))

@@ -73,11 +73,12 @@ import numpy as np
 
 from ..distributions import (
     as_distribution_pair,
+    as_fractions,
     as_exact_distribution,
     check_draft_count,
 )
 from ..draft_laws import without_replacement_law
-from ..errors import InvalidDraftCountError, ShapeMismatchError, UnknownNameError
+from ..errors import InvalidDraftCountError, NotApplicableError, ShapeMismatchError, UnknownNameError
 from ..solution import OTMSolution, cut_solution
 from .wor_all_in import (
     DraftPrefixes,
@@ -97,6 +98,11 @@ _TIE = 2.0**-50
 _PROBES = 16
 #: Without replacement: largest nodes x prefixes x k evaluated by one range recursion.
 _RANGE_BUDGET = 2**21
+#: Without replacement, in float: the largest relative truncation error of an evaluated
+#: prefix accepted from the clock integral. Past it (draft probabilities so small that the
+#: integral's time range, capped where float64 keeps it finite, cannot reach their clocks)
+#: the scan is redone in rationals from the same floats, or refused.
+_TRUNCATION_LIMIT = 1e-12
 
 
 
@@ -113,9 +119,25 @@ def ratio_order(p, q, stable: bool = True) -> np.ndarray:
         key = [(1, Fraction(0)) if qi == 0 else (0, Fraction(pi) / qi) for pi, qi in zip(p, q)]
         return np.array(sorted(range(len(key)), key=key.__getitem__), dtype=np.int64)
     positive = q > 0
-    ratio = np.divide(p, q, out=np.full(q.shape, np.inf), where=positive)
+    with np.errstate(over="ignore"):
+        ratio = np.divide(p, q, out=np.full(q.shape, np.inf), where=positive)
     order = np.argsort(ratio)
+    overflowed = positive & np.isinf(ratio)
+    if overflowed.any():
+        return _order_past_overflow(p, q, ratio, order, overflowed, stable)
     return _ids_within_ties(ratio, order) if stable else order
+
+
+def _order_past_overflow(p, q, ratio, order, overflowed, stable: bool) -> np.ndarray:
+    """:func:`ratio_order` where some ``p / q`` overflows float64 (``q`` below about
+    ``1e-308 p``, denormal draft probabilities): those tokens would tie with the ``q = 0``
+    sentinel, so they go after every finite ratio, among themselves by ``log p - log q``
+    (ties by id), and the ``q = 0`` tokens last, by id."""
+    finite = order[: int(np.isfinite(ratio).sum())]  # the argsort put every inf last
+    head = _ids_within_ties(ratio, finite) if stable else finite
+    big = np.flatnonzero(overflowed)
+    big = big[np.argsort(np.log(p[big]) - np.log(q[big]), kind="stable")]
+    return np.concatenate([head, big, np.flatnonzero(q == 0)])
 
 
 def _ids_within_ties(keys: np.ndarray, order: np.ndarray) -> np.ndarray:
@@ -182,10 +204,32 @@ def prefix_scan(p, q, k: int, sampling: str = "iid") -> OTMSolution:
     else:
         p_elsewhere = float(p[order[n:]].sum())  # target mass on tokens with q = 0
         gap, outside = _wor_cut_gaps(p_sorted, p_elsewhere, q_sorted / q_sorted.sum(), k, details)
+        if details["truncation_error_bound"] > _TRUNCATION_LIMIT:
+            return _wor_scan_in_rationals(p, q, k, details["truncation_error_bound"])
         m = int(np.argmin(gap))
         cut = 1.0 + gap
     details["prefix_length"] = m
     return cut_solution(cut[m], "prefix_scan", order[:m], cut[m], 1 - outside[m], exact=exact, details=details)
+
+
+def _wor_scan_in_rationals(p, q, k: int, truncation: float) -> OTMSolution:
+    """The scan without replacement redone in exact rationals from the float inputs (their
+    tuples enumerated), for rows whose draft probabilities are too small for the clock
+    integral's time range (its truncation bound ``truncation`` past ``_TRUNCATION_LIMIT``);
+    a row with more tuples than the enumeration takes is refused with a typed error."""
+    smallest = float(q[q > 0].min() / q.sum())
+    try:
+        exact = prefix_scan(as_fractions(p), as_fractions(q), k, "without_replacement")
+    except NotApplicableError as exc:
+        raise NotApplicableError(
+            f"prefix_scan without replacement: the smallest positive draft probability, {smallest:.3g}, is too small "
+            f"for the clock integral's time range in float64 (relative truncation error up to {truncation:.3g}), "
+            f"and the exact enumeration does not apply either ({exc}); set such entries of q to 0 or pass exact "
+            "Fractions of a smaller row") from None
+    details = dict(exact.details, truncation_error_bound=truncation, arithmetic="rationals from the floats (the clock integral's time range cannot "
+                   f"reach draft probabilities down to {smallest:.3g}; its truncation bound was {truncation:.3g})")
+    return cut_solution(float(exact.value), "prefix_scan", exact.cut, float(exact.cut_value), float(exact.all_in),
+                        exact=False, details=details)
 
 
 def _iid_float_scan(p, q, k: int) -> OTMSolution:
@@ -206,7 +250,7 @@ def iid_tail_sums(p, q) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     from the end: no cancellation when it is tiny). Every prefix is a valid cut, so all
     ``V + 1`` are scanned. Work arrays are reused in place: on a shared VM each freshly
     touched V-sized array costs about a millisecond of page faults (measured)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         outside_p = p / q  # [V] the ratios
     order = np.argsort(outside_p)
     backwards = order[::-1]

@@ -45,7 +45,9 @@ relative: ``R >= 1 - (1 - c)^k >= c``, so ``R`` keeps its relative accuracy even
   in ``H_m`` (one of them has not rung), giving ``<= c k e^{-q_(k) T} / q_(k)``;
   ``int_T c e^{-ct} P(Pois(t) < k) dt <= c k Q(k, T)``; and anyway the whole part is
   ``<= int_T c e^{-ct} dt = e^{-cT}``. ``t_hi(m)`` is the least ``T`` meeting either, capped
-  at ``_MAX_TIME`` (the bound is then reported as ``truncation_error_bound``). The k-th
+  at ``_MAX_TIME`` (the bound is then reported as ``truncation_error_bound``: draft
+  probabilities below about ``1e-290``; :func:`otm.formulations.prefix_scan.prefix_scan`
+  redoes a scan whose bound passes ``1e-12`` in rationals from the floats, or refuses it). The k-th
   largest ``q`` of every prefix comes from the order statistics of "Bounds" below.
 
 State at a prefix (:func:`_head_states`). At node ``t`` split ``H`` into small tokens
@@ -166,8 +168,9 @@ _SERIES_TERMS = 200
 #: Most prefixes x nodes x max(k, moments) floats in one work array of :func:`outside_at`
 #: (32 MB; prefixes beyond it are evaluated in further groups).
 _STATE_BUDGET = 2**22
-#: Largest time node (``t`` stays finite in float64 whatever ``q`` and ``c``).
-_MAX_TIME = 1e250
+#: Largest time node (``t`` stays finite in float64 whatever ``q`` and ``c``; 1e250 until
+#: 2026-11-28, which left draft probabilities below about 1e-248 to a silent truncation).
+_MAX_TIME = 1e300
 #: Largest ``(s_m - s_{m0}) t`` inside one block of the range recursion (``e^{2*200}`` fits).
 _BLOCK_EXPONENT = 200.0
 #: Most tokens in one block of the range recursion (speed only: keeps ``[G, block]`` in cache).

@@ -61,6 +61,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from ..distributions import as_fractions
 from ..draft_laws import MAX_ENUMERATED_TUPLES, greedy_order, without_replacement_law
 from ..errors import InvalidDraftCountError, NotApplicableError
 from ..formulations.prefix_scan import ratio_order
@@ -333,18 +334,6 @@ def _exact_parameters(p, q, order, n: int, k: int) -> PairParameters:
     if n <= k:
         return _deterministic_set(p, q, order, n, k)
     return water_level_parameters(p, q, order, set_masses(k))
-
-
-def as_fractions(values: np.ndarray) -> np.ndarray:
-    """Float inputs as rationals (exactly), renormalised to sum to 1 (the zeros, most of a
-    truncated row at a real vocabulary, are not converted one by one)."""
-    floats = np.asarray(values, dtype=np.float64)
-    exact = np.full(floats.shape, Fraction(0), dtype=object)
-    nonzero = np.flatnonzero(floats)
-    parts = [Fraction(float(v)) for v in floats[nonzero]]
-    total = sum(parts)
-    exact[nonzero] = [v / total for v in parts]
-    return exact
 
 
 def _deterministic_set(p, q, order, n: int, k: int) -> PairParameters:

@@ -48,3 +48,16 @@ def test_a_row_without_ties_keeps_the_first_sort():
     p, q = (np.exp(row) / np.exp(row).sum() for row in rng.normal(size=(2, 20_000)))
     assert np.unique(p / q).size == p.size
     assert np.array_equal(ratio_order(p, q), _stable_reference(p, q))
+
+
+def test_ratios_past_the_float64_range_stay_among_the_drafted_tokens(monkeypatch):
+    """Denormal draft probabilities (``p / q`` overflows to ``inf``): those tokens come after
+    every finite ratio, in the order of their true ratios, and before every ``q = 0`` token
+    even of lower id, whichever sort; with the overflow left to tie with the ``q = 0``
+    sentinel (the order before this was handled), a ``q = 0`` token of lower id slips in."""
+    p = np.array([0.3, 0.0, 0.1, 0.25, 0.2, 0.15])
+    q = np.array([0.0, 0.4, 5e-324, 0.6, 1e-320, 0.0])
+    for stable in (True, False):
+        assert ratio_order(p, q, stable).tolist() == [1, 3, 4, 2, 0, 5]  # 0.2 / 1e-320 < 0.1 / 5e-324
+    monkeypatch.setattr(prefix_scan, "_order_past_overflow", lambda p, q, ratio, order, overflowed, stable: order)
+    assert ratio_order(p, q).tolist()[:4] != [1, 3, 4, 2]

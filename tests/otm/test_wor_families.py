@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from otm.draft_laws import table_law, without_replacement_law
-from otm.errors import InvalidDraftCountError
+from otm.errors import InvalidDraftCountError, NotApplicableError
 from otm.formulations import prefix_scan as prefix_scan_module
 from otm.formulations.max_flow import solve_max_flow
 from otm.formulations.prefix_scan import prefix_scan, ratio_order
@@ -238,6 +238,37 @@ def test_a_loose_tie_tolerance_is_caught():
         assert abs(prefix_scan(p, q, 8, "without_replacement").value - expected) <= OPTIMUM_ACCURACY
         with mock.patch.object(prefix_scan_module, "_TIE", 1e-4):
             assert prefix_scan(p, q, 8, "without_replacement").value - expected > 1e3 * OPTIMUM_ACCURACY
+
+
+@pytest.mark.parametrize("tiny", [1e-250, 1e-288, 1e-299, 1e-305, 1e-310, 5e-324])
+def test_draft_probabilities_too_small_for_the_clocks(tiny):
+    """``q`` down to denormals, ``p`` all on one such token (``alpha*`` is then the chance that
+    it is drafted, 2/5): the clock integral covers ``q`` down to about 1e-290; below, its
+    truncation bound passes ``_TRUNCATION_LIMIT`` and the scan is redone in rationals from the
+    floats (said in ``details``); either way the optimum of the exact rationals. A ``q = 0``
+    token of lower id does not take the tiny token's place. With the limit ignored, the rows
+    from 1e-305 down come out wrong (1e-5 at 1e-305, 0 at 5e-324), as they did before the
+    limit (at 1e-299 the truncated integral happens to be right, its bound is not)."""
+    p = np.array([0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0])
+    q = np.array([0.0] + [tiny] * 5 + [1.0])
+    q = q / q.sum()
+    exact = prefix_scan(exact_vector(p), exact_vector(q), 3, "without_replacement").value
+    assert abs(exact - Fraction(2, 5)) < Fraction(1, 10**200)  # a tiny token drawn before the big one: 1e-250 at most
+    got = prefix_scan(p, q, 3, "without_replacement")
+    assert abs(got.value - 0.4) <= AGREEMENT_TOLERANCE
+    assert ("arithmetic" in got.details) == (tiny < 1e-290)
+    if tiny < 1e-300:
+        with mock.patch.object(prefix_scan_module, "_TRUNCATION_LIMIT", np.inf):
+            assert abs(prefix_scan(p, q, 3, "without_replacement").value - 0.4) > 1e3 * AGREEMENT_TOLERANCE
+
+
+def test_draft_probabilities_too_small_for_the_clocks_and_for_the_enumeration():
+    """The same tiny draft probabilities on a row too large to enumerate: a typed refusal that
+    names the smallest draft probability, not a wrong number."""
+    p, q = np.zeros(400), np.full(400, 1e-310)
+    p[3], q[-1] = 1.0, 1.0
+    with pytest.raises(NotApplicableError, match="smallest positive draft probability, 1e-310"):
+        prefix_scan(p, q / q.sum(), 3, "without_replacement")
 
 
 # --- the facts the branch and bound uses --------------------------------------------------
