@@ -312,6 +312,12 @@ def sample_iid(draft_probs: torch.Tensor, k: int, generator: torch.Generator | N
     return sample_weighted(draft_probs, u)
 
 
+#: The clocks of :func:`sample_without_replacement` ring at ``E / q`` times this: with
+#: ``E <= 40`` and ``q >= 5e-324`` the ring stays below 1e306, and with ``E >= 1e-17`` above
+#: float32's smallest normal (so every ring keeps its precision).
+RING_SCALE = 2.0**-64
+
+
 def sample_without_replacement(draft_probs: torch.Tensor, k: int, generator: torch.Generator | None) -> torch.Tensor:
     """``[batch, k]`` distinct drafts, each drawn from ``q`` (``draft_probs`` ``[batch, vocab]``)
     renormalised over the tokens not yet drawn (the law of
@@ -321,8 +327,11 @@ def sample_without_replacement(draft_probs: torch.Tensor, k: int, generator: tor
     Exponential clocks: token ``x`` rings at ``E_x / q(x)`` with ``E_x`` i.i.d. Exp(1);
     the order of the rings is exactly successive sampling without replacement (the first
     ring is ``x`` with probability ``q(x) / sum q`` and, by memorylessness, the remaining
-    clocks restart). Rings are capped at the largest finite float so that a positive ``q``
-    never ties with the ``q = 0`` tokens, which never ring and come after every positive
+    clocks restart). The rings are computed as ``(E_x 2^-64) / q(x)``, the same order and ties
+    (scaling by a power of 2 is exact), so that a denormal ``q`` (down to ``5e-324`` in float64)
+    does not overflow to a tie with the other tiny ones (float16 rows are ringed in float32,
+    whose range holds them); they are capped at the largest finite float so that a positive
+    ``q`` never ties with the ``q = 0`` tokens, which never ring and come after every positive
     one, in index order. ``k > vocab`` raises :class:`InvalidDraftCountError`.
     """
     check_probs_matrix(draft_probs, "draft_probs")
@@ -332,9 +341,11 @@ def sample_without_replacement(draft_probs: torch.Tensor, k: int, generator: tor
         raise InvalidDraftCountError(f"k={k} drafts without replacement from a vocabulary of {vocab} tokens")
     positive = draft_probs > 0
     u = torch.rand(draft_probs.shape, generator=generator, dtype=draft_probs.dtype, device=draft_probs.device)
-    exponential = -torch.log1p(-u)  # Exp(1), finite since u < 1
-    largest = torch.finfo(draft_probs.dtype).max
-    ring = torch.where(positive, (exponential / torch.where(positive, draft_probs, 1.0)).clamp(max=largest), torch.inf)
+    ringing = torch.float32 if draft_probs.dtype == torch.float16 else draft_probs.dtype
+    exponential = -torch.log1p(-u).to(ringing) * RING_SCALE  # Exp(1) 2^-64, finite since u < 1
+    largest = torch.finfo(ringing).max
+    ring = torch.where(positive, (exponential / torch.where(positive, draft_probs.to(ringing), 1.0)).clamp(max=largest),
+                       torch.inf)
     drawn = torch.topk(ring, k, dim=-1, largest=False, sorted=True).indices  # [batch, k]; first m are the draws
     index = torch.arange(vocab, device=draft_probs.device)
     zero_first = torch.topk(positive.long() * vocab + index, k, dim=-1, largest=False, sorted=True).indices  # [batch, k]

@@ -141,7 +141,8 @@ def accept_probability(target_mass, draft_mass):
     """``min(1, target / draft)`` for a token drawn with ``draft_mass > 0``."""
     if draft_mass <= 0:
         raise AssertionError("a drafted token has positive draft probability")
-    return min(1, target_mass / draft_mass)
+    with np.errstate(over="ignore"):  # a denormal draft mass: the ratio is inf, the chance 1
+        return min(1, target_mass / draft_mass)
 
 
 def canonical_output_law(p: np.ndarray, x: np.ndarray, draft_tuple, chances):
@@ -157,7 +158,8 @@ def canonical_output_law(p: np.ndarray, x: np.ndarray, draft_tuple, chances):
     accepted = p[:1].sum() * 0
     for token, chance in zip(draft_tuple, chances):
         z = int(token)
-        a = min(1, p[z] / x[z]) if x[z] > 0 else p[z] * 0
+        with np.errstate(over="ignore"):  # a denormal x: the ratio is inf, the chance 1
+            a = min(1, p[z] / x[z]) if x[z] > 0 else p[z] * 0
         out[z] = out[z] + chance * a
         accepted = accepted + chance * a
     return out + (1 - accepted) * residual_law, accepted

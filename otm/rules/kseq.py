@@ -94,7 +94,8 @@ def sorted_ratios_of(p: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarr
     """``(r, p_below, q_from)``: the drafted tokens' ratios ``p/q`` sorted, the ``p`` mass of
     the first ``j`` of them and the ``q`` mass from the ``j``-th on (float inputs)."""
     drafted = q > 0
-    ratio = p[drafted] / q[drafted]
+    with np.errstate(over="ignore"):  # a denormal q: ratio inf, sorted last
+        ratio = p[drafted] / q[drafted]
     order = np.argsort(ratio)
     p_below = np.concatenate([[0.0], np.cumsum(p[drafted][order])])
     q_from = np.concatenate([np.cumsum(q[drafted][order][::-1])[::-1], [0.0]])

@@ -55,6 +55,9 @@ INSTANCES = {
     "temperature_zero_same": (_one_hot(4), _one_hot(4)),
     "q_zero_where_p_positive": (_P, np.array([0.0, 0.5, 0.0, 0.3, 0.2, 0.0])),
     "disjoint": (np.array([0.6, 0.4, 0, 0, 0, 0]), np.array([0, 0, 0.1, 0.2, 0.3, 0.4])),
+    # p / q past the float64 range (denormal q), a q = 0 token of lower id: the ratio order
+    # must keep the tiny-q tokens among the drafted ones (otm.formulations.prefix_scan.ratio_order)
+    "denormal_q": (np.array([0.2, 0.1, 0.3, 0.1, 0.2, 0.1]), np.array([0.0, 5e-324, 1e-310, 0.5, 0.3, 0.2])),
 }
 
 #: rule -> the values of k tested.
@@ -301,3 +304,17 @@ def test_without_replacement_completes_an_exhausted_support():
     assert sorted(drafts[2].tolist()) == [0, 1, 2, 3]
     with pytest.raises(InvalidDraftCountError, match="vocabulary of 4"):
         get_verifier("rrs_wor").sample_drafts(q, 5, torch.Generator().manual_seed(0))
+
+
+def test_denormal_draft_probabilities_with_unscaled_clocks_fail(monkeypatch):
+    """The ``denormal_q`` instance at ``k = 4``: the fourth draft is the token of ``q = 1e-310``
+    (beside one of ``5e-324``) all but surely. With the clocks unscaled (``E / q``, as before
+    :data:`decoding.verifiers.base.RING_SCALE`) both rings overflow to a tie, the lower index
+    wins, and the drafts fail their law."""
+    from decoding.verifiers import base
+
+    p, q = INSTANCES["denormal_q"]
+    law = _exact("optimal_wor", p, q, 4)
+    monkeypatch.setattr(base, "RING_SCALE", 1.0)
+    tokens, out = _run(get_verifier("optimal_wor"), p, _draft_rows("optimal_wor", q, 4), 4, 2_000, 0)
+    assert not _law_checks(law, tokens, out)["drafts"].passed
