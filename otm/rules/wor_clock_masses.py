@@ -89,10 +89,19 @@ def lower_end(k: int) -> float:
     return LOWER_END_AT_3 ** (3.0 / k)
 
 
+#: The least ``q`` whose clock the quadrature's range waits for: its upper end is ``90 / max(min
+#: q, RINGING_FLOOR)``, at most ``9e301``, where float64 still holds ``s`` and its weight. A
+#: smaller ``q`` (denormal draft probabilities) is a clock the range does not wait for: what it
+#: leaves out is below that ``q`` in absolute terms, and the certificate of the levels (the law
+#: they realise, within ``1e-12`` of ``x`` in total) measures it.
+RINGING_FLOOR = 1e-300
+
+
 def quadrature_nodes(q_ranked: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(s, weights)``: the trapezoid rule in ``log s`` of the module docstring."""
+    """``(s, weights)``: the trapezoid rule in ``log s`` of the module docstring, up to ``90 /
+    max(min q, RINGING_FLOOR)``."""
     step = quadrature_step(k)
-    low, high = np.log(lower_end(k)), np.log(90.0 / float(q_ranked.min()))
+    low, high = np.log(lower_end(k)), np.log(90.0 / max(float(q_ranked.min()), RINGING_FLOOR))
     s = np.exp(np.arange(low, high + step, step))
     return s, step * s
 
@@ -311,5 +320,5 @@ def realised_selection(masses: ClockSetMasses, levels: list) -> np.ndarray:
     return realised
 
 
-__all__ = ["BASE_STEP", "CHECKPOINT", "ClockSetMasses", "LOWER_END_AT_3", "MAX_TABLE_FLOATS", "built_set_masses", "clock_set_masses", "lower_end", "node_count", "quadrature_nodes", "quadrature_step",
+__all__ = ["BASE_STEP", "CHECKPOINT", "ClockSetMasses", "LOWER_END_AT_3", "MAX_TABLE_FLOATS", "RINGING_FLOOR", "built_set_masses", "clock_set_masses", "lower_end", "node_count", "quadrature_nodes", "quadrature_step",
            "realised_selection"]

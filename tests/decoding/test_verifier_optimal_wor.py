@@ -440,3 +440,48 @@ def test_the_residual_order_from_the_set_up_is_the_rows_sort(row, tied):
     if zeros.size > 1:
         broken = np.concatenate([setup.order, zeros[::-1]])
         assert not np.array_equal(broken, made)
+
+
+def _denormal_row(seed: int = 0):
+    """300 tokens, ten of them with draft probabilities from 1e-300 down to 5e-324 and target
+    mass 0.05 each more, and one ``q = 0`` token: past the enumeration, so on the clock path."""
+    rng = np.random.default_rng(seed)
+    p, q = rng.dirichlet(np.ones(300)), rng.dirichlet(np.ones(300))
+    tiny = rng.choice(300, 10, replace=False)
+    q[tiny] = [1e-310, 5e-324, 1e-300, 1e-320, 1e-305, 1e-310, 2e-310, 3e-310, 1e-309, 1e-308]
+    p[tiny] += 0.05
+    q[0] = 0.0
+    return p / p.sum(), q / q.sum()
+
+
+@pytest.mark.parametrize("k", [3, 4])
+def test_denormal_draft_probabilities_follow_the_law(k):
+    """Draft probabilities down to denormals (``90 / q`` overflows float64): the clock
+    integral's range stops at ``RINGING_FLOOR`` and the rows still give ``p`` (chi-square) and
+    the optimum without replacement (z-test), with no overflow, invalid or division warning."""
+    p, q = _denormal_row()
+    rows = 20_000
+    g = torch.Generator().manual_seed(k)
+    target = torch.as_tensor(p).expand(rows, -1).contiguous()
+    draft_probs = torch.as_tensor(q).expand(rows, k, -1).contiguous()
+    tokens = verifier.sample_drafts(draft_probs[:, 0], k, g)
+    with np.errstate(over="raise", invalid="raise", divide="raise"):  # underflow is the denormals' own
+        out = verifier.verify(target, draft_probs, tokens, g)
+    y = out.tokens.numpy()
+    assert chi_square_test(np.bincount(y, minlength=300), p, ALPHA).passed
+    accepted = int((tokens.numpy() == y[:, None]).any(axis=1).sum())
+    assert binomial_z_test(accepted, rows, prefix_scan(p, q, k, "without_replacement").value, ALPHA).passed
+
+
+def test_denormal_draft_probabilities_without_the_floor_fail(monkeypatch):
+    """With the range waiting for the smallest clock, ``90 / 5e-324`` overflows and the row
+    cannot be set up (as before the floor)."""
+    from otm.rules import wor_clock_masses
+
+    monkeypatch.setattr(wor_clock_masses, "RINGING_FLOOR", 0.0)
+    p, q = _denormal_row(seed=1)  # a row the verifier has not set up (it keeps set-ups by row)
+    g = torch.Generator().manual_seed(0)
+    draft_probs = torch.as_tensor(q).expand(4, 3, -1).contiguous()
+    with pytest.raises(ValueError), np.errstate(all="ignore"):
+        verifier.verify(torch.as_tensor(p).expand(4, -1).contiguous(), draft_probs,
+                        verifier.sample_drafts(draft_probs[:, 0], 3, g), g)
