@@ -30,6 +30,8 @@ instance is an upper bound; ``verified_gap`` is their difference, at most
 """
 from __future__ import annotations
 
+from fractions import Fraction
+
 import networkx as nx
 import numpy as np
 
@@ -95,7 +97,7 @@ def solve_max_flow(p, law: DraftLaw, flow_func=None) -> OTMSolution:
     }
     cut_tokens = np.array(sorted(node[1] for node in result.cut[0] if isinstance(node, tuple) and node[0] == "token"),
                           dtype=np.int64)
-    flow_value = result.value * scale
+    flow_value = Fraction(result.value) if exact else result.value * scale  # an empty flow's value is the int 0
     cut_value = min_cut_value(p, law, cut_tokens)
     all_in = law.all_in_probability(cut_tokens)
     return cut_solution(flow_value, "max_flow", cut_tokens, cut_value, all_in, exact, plan=accepted,

@@ -288,3 +288,13 @@ def test_min_cut_value_of_a_wrong_set_is_not_the_flow():
     H = set(int(h) for h in solution.cut)
     other = [y for y in range(3) if y not in H]
     assert min_cut_value(p, law, other) > solution.acceptance + AGREEMENT_TOLERANCE
+
+
+def test_an_empty_flow_is_an_exact_zero():
+    """Disjoint supports in exact rationals: every formulation gives ``Fraction(0)``, the max
+    flow included (networkx's value of a flow on no edge is the int 0; found by a stress run of
+    the test above)."""
+    p = np.array([F(1), F(0)], dtype=object)
+    law = iid_law(np.array([F(0), F(1)], dtype=object), 1)
+    value = solve_max_flow(p, law).acceptance
+    assert value == 0 and isinstance(value, F)
