@@ -186,6 +186,22 @@ def test_fast_path_products_equal_the_reference(vocab, seed, k, scale):
     assert np.abs(fast - slow).max() <= AGREEMENT_TOLERANCE
 
 
+def test_a_path_that_draws_all_but_a_sliver_of_q(monkeypatch):
+    """Three tokens, the last with ``q = 1.5e-10``: after the first two draws ``1 - q(drawn)``
+    is that sliver, which the difference of floats gets 1e-6 wrong; the fast path sums what is
+    left instead and equals the reference (with the difference it is 5e-8 off)."""
+    from otm.rules import rrs_without_replacement
+
+    p = np.array([2.01883851e-04, 9.19378441e-01, 8.04196754e-02])
+    q = np.array([7.77571212e-04, 9.99222429e-01, 1.53786967e-10])
+    p, q = p / p.sum(), q / q.sum()
+    paths = np.array([[1, 0, 2]])
+    slow = path_rejection_products_reference(p, q, paths)
+    assert np.abs(path_rejection_products(p, q, paths) - slow).max() <= AGREEMENT_TOLERANCE
+    monkeypatch.setattr(rrs_without_replacement, "_CANCELLATION", 0.0)
+    assert np.abs(path_rejection_products(p, q, paths) - slow).max() > 10 * AGREEMENT_TOLERANCE
+
+
 def test_path_products_are_not_those_of_rrs_with_replacement():
     """The residual scalars c_i (the draft law renormalised after each draw) matter: averaged
     over the law, the products are RRSw's and not RRS's (a version without them)."""
