@@ -202,6 +202,17 @@ def test_a_path_that_draws_all_but_a_sliver_of_q(monkeypatch):
     assert np.abs(path_rejection_products(p, q, paths) - slow).max() > 10 * AGREEMENT_TOLERANCE
 
 
+def test_a_path_that_leaves_a_sliver_but_not_the_smallest_tokens():
+    """All but 5e-7 of ``q`` drawn, but not the three largest: what is left is summed over the
+    vocabulary (the tail sums of the sorted ``q`` hold only for the largest), and agrees with
+    the reference; the path that did draw the three largest takes the tail sums."""
+    p = np.array([0.1, 0.2, 0.3, 0.4])
+    q = np.array([0.6, 0.3999995, 3e-7, 2e-7])
+    paths = np.array([[0, 1, 3, 2], [0, 1, 2, 3]])
+    slow = path_rejection_products_reference(p, q, paths)
+    assert np.abs(path_rejection_products(p, q, paths) - slow).max() <= AGREEMENT_TOLERANCE
+
+
 def test_path_products_are_not_those_of_rrs_with_replacement():
     """The residual scalars c_i (the draft law renormalised after each draw) matter: averaged
     over the law, the products are RRSw's and not RRS's (a version without them)."""
