@@ -88,17 +88,17 @@ def main(argv=None) -> str:
     lines = ["| T | text | position | pairs left by the first-run bounds | of which Y <= u | nesting (ms, all of them) | "
              "refreshes | answers against the full nesting |" + "".join(f" {name} |" for name in extra),
              "|---|---|---|---|---|---|---|---|" + "---|" * len(extra)]
-    totals = {"left": 0, "below": 0, "ms": 0.0, "refreshes": 0, "wrong": 0, "where": 0}
+    totals = {"left": 0, "below": 0, "ms": 0.0, "refreshes": 0, "wrong": 0, "where": np.zeros(len(TALLY_BINS), np.int64)}
     for temperature in temperatures:
         for text, position, p, q in tqdm(corpus.spaced_rows(args.positions, temperature), desc=f"T = {temperature}",
                                          file=sys.stderr):
             r = row_report(p, q, args.checks, args.seed + position, args.tally)
             for key in totals:
-                totals[key] = totals[key] + r[key]
+                totals[key] += r[key]
             lines.append(f"| {temperature} | {text} | {position} | {r['left']} | {r['below']} | {r['ms']:.1f} | "
                          f"{r['refreshes']} | {r['wrong']} |" + "".join(f" {v} |" for v in r["where"][:len(extra)]))
     lines.append(f"| all | | | {totals['left']} | {totals['below']} | {totals['ms']:.1f} | {totals['refreshes']} | "
-                 f"{totals['wrong']} |" + "".join(f" {v} |" for v in np.asarray(totals["where"])[:len(extra)]))
+                 f"{totals['wrong']} |" + "".join(f" {v} |" for v in totals["where"][:len(extra)]))
     return corpus_report("pair_wor_undecided_pairs.py", argv, args.corpus, corpus, "undecided pairs",
                          time.perf_counter() - start, lines, args.out)
 

@@ -138,11 +138,11 @@ def residual(target: np.ndarray, draft: np.ndarray) -> np.ndarray:
 
 
 def accept_probability(target_mass, draft_mass):
-    """``min(1, target / draft)`` for a token drawn with ``draft_mass > 0``."""
+    """``min(1, target / draft)`` for a token drawn with ``draft_mass > 0`` (the division only
+    where it is below 1, so a denormal draft mass cannot overflow it)."""
     if draft_mass <= 0:
         raise AssertionError("a drafted token has positive draft probability")
-    with np.errstate(over="ignore"):  # a denormal draft mass: the ratio is inf, the chance 1
-        return min(1, target_mass / draft_mass)
+    return 1 if target_mass >= draft_mass else target_mass / draft_mass
 
 
 def canonical_output_law(p: np.ndarray, x: np.ndarray, draft_tuple, chances):
@@ -158,8 +158,7 @@ def canonical_output_law(p: np.ndarray, x: np.ndarray, draft_tuple, chances):
     accepted = p[:1].sum() * 0
     for token, chance in zip(draft_tuple, chances):
         z = int(token)
-        with np.errstate(over="ignore"):  # a denormal x: the ratio is inf, the chance 1
-            a = min(1, p[z] / x[z]) if x[z] > 0 else p[z] * 0
+        a = accept_probability(p[z], x[z]) if x[z] > 0 else p[z] * 0
         out[z] = out[z] + chance * a
         accepted = accepted + chance * a
     return out + (1 - accepted) * residual_law, accepted
