@@ -51,13 +51,15 @@ class DecodeStopped(NotApplicableError):
     :class:`otm.errors.NotApplicableError` of the verifier: for example ``optimal_wor``'s walk
     that neither its bounds nor its nesting's time limit settle). The message is the
     verifier's, with how far the decode got; ``tokens`` holds each row's new tokens up to
-    the refused step, so what was generated is not lost, and ``texts`` is for a caller that
-    turns them into text (``otm decode`` does, with the prompts decoded before)."""
+    the refused step, so what was generated is not lost; ``texts`` and ``record`` are for a
+    caller that turns them into text and saves the recording (``otm decode`` does, with the
+    prompts decoded before)."""
 
     def __init__(self, message: str, tokens: list[list[int]]):
         super().__init__(message)
         self.tokens = tokens
         self.texts: list = []
+        self.record: str | None = None
 
 
 def probs_from_logits(

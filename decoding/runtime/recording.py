@@ -12,7 +12,9 @@ key                shape, dtype     meaning
 ``meta``           0-d str          JSON: ``format`` (``"otm-decode-recording"``),
                                     ``version`` (1), ``rule``, ``tree``, ``temperature``,
                                     ``top_p``, ``vocab_size``, ``top_m``, ``full`` (``m = V``),
-                                    plus caller fields (``pair``, ``seed``, prompts, ...)
+                                    plus caller fields (``pair``, ``seed``, prompts, ...;
+                                    ``stopped``: a verifier's refusal that ended the
+                                    decode, the events being those before it)
 ``step``           [n] int64        decoding step (0-based)
 ``row``            [n] int64        batch row (prompt index)
 ``depth``          [n] int64        depth of the node whose children are verified (root 0)
@@ -89,6 +91,11 @@ class Recorder:
 
     def begin_step(self) -> None:
         self.step += 1
+
+    @property
+    def events(self) -> int:
+        """How many events have been recorded."""
+        return sum(len(c["step"]) for c in self._chunks)
 
     def add(
         self,

@@ -172,6 +172,9 @@ def run_decode(args: DecodeConfig) -> dict:
             )
         except DecodeStopped as exc:  # keep what was generated: the prompts before, and this one so far
             exc.texts = outputs + [_decode_text(pair, exc.tokens[0])]
+            if recorder is not None and recorder.events:  # and the verifications recorded up to the refusal
+                recorder.meta["stopped"] = str(exc)
+                exc.record = str(recorder.save(args.record))
             raise
         results.append(result)
         outputs.append(_decode_text(pair, result.tokens[0]))
@@ -232,7 +235,9 @@ def decode_command(config: DecodeConfig) -> int:
     """``otm decode``: run, then print the summary (key per line, then the texts) or JSON. A
     verifier that refuses a row part-way (:class:`decoding.runtime.loop.DecodeStopped`) still
     gets the texts generated up to there printed (under ``--json``, as ``{"stopped": message,
-    "texts": [...]}``) before its one-line error and exit status 2."""
+    "texts": [...]}``), and with ``--record`` the verifications made up to there saved (their
+    path printed, under ``"record"``; the refusal in the recording's ``meta["stopped"]``),
+    before its one-line error and exit status 2."""
     import json
 
     from decoding.runtime.loop import DecodeStopped
@@ -240,9 +245,12 @@ def decode_command(config: DecodeConfig) -> int:
     try:
         summary = run_decode(config)
     except DecodeStopped as exc:
+        kept = {"stopped": str(exc), "texts": exc.texts} | ({"record": exc.record} if exc.record else {})
         if config.json:
-            print(json.dumps({"stopped": str(exc), "texts": exc.texts}, indent=2, default=str))
+            print(json.dumps(kept, indent=2, default=str))
         else:
+            if exc.record:
+                print(f"{'record':<20}{exc.record} (the verifications before the verifier stopped)")
             for text in exc.texts:
                 print("-" * 60 + " (generated before the verifier stopped)")
                 print(text)

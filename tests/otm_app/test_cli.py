@@ -235,3 +235,38 @@ def test_decode_keeps_what_it_generated_when_a_verifier_refuses(monkeypatch, cap
     calls[:] = [1, 1]  # the next call, the first step, refuses
     status, out, err = run(capsys, *argv)
     assert status == 2 and "after 0 new tokens in 1 target calls" in err
+
+
+def test_a_stopped_decode_saves_its_recording(monkeypatch, tmp_path, capsys):
+    """With ``--record``, a decode that a verifier stops part-way saves the verifications made
+    before the refusal (the refusal in ``meta["stopped"]``) and says where; ``otm validate``
+    reads it. A refusal before any verification writes nothing."""
+    from decoding.runtime import loop
+    from decoding.runtime.recording import load_recording
+    from otm.errors import NotApplicableError
+
+    original, calls = loop.walk_tree, []
+
+    def refuse_third(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise NotApplicableError("optimal_wor: this walk is left open")
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(loop, "walk_tree", refuse_third)
+    record = tmp_path / "stopped.npz"
+    argv = ("decode", "--pair", "tiny", "--rule", "rrs", "--tree", "chains:2,2", "--max-new-tokens", "40",
+            "--prompt", "1,2,3", "--record", str(record))
+    status, out, _ = run(capsys, *argv, "--json")
+    assert status == 2
+    stopped = json.loads(out)
+    assert stopped["record"] == str(record)
+    recording = load_recording(record)
+    assert "left open" in recording.meta["stopped"]
+    assert set(recording.arrays["step"].tolist()) == {0, 1}  # the two steps before the refused one
+    status, out, _ = run(capsys, "validate", str(record))
+    assert status == 0 and out.splitlines()[0].startswith("PASS")
+    record.unlink()
+    calls[:] = [1, 1]  # the first step refuses: nothing recorded, nothing written
+    status, out, _ = run(capsys, *argv)
+    assert status == 2 and not record.exists() and "record" not in out.split("-" * 60)[0]
