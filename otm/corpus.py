@@ -34,6 +34,7 @@ import numpy as np
 
 from .distributions import logits_to_probs
 from .errors import InputFileError, ShapeMismatchError
+from .files import load_numpy
 
 FORMAT = "otm-corpus-1"
 MANIFEST = "corpus.json"
@@ -87,7 +88,7 @@ class Corpus:
         """The arrays of shard ``index``; :class:`InputFileError` when it is missing or damaged."""
         path = self.folder / self.shards[index].file
         try:
-            with np.load(path, allow_pickle=False) as data:
+            with load_numpy(path, "npz") as data:
                 arrays = {name: data[name] for name in ARRAYS}
         except (OSError, KeyError, ValueError) as exc:
             raise InputFileError(f"{path}: not a readable corpus shard: {exc}") from None

@@ -53,6 +53,7 @@ import numpy as np
 import torch
 
 from otm.errors import InputFileError, InvalidDistributionError
+from otm.files import load_numpy
 from otm.tolerances import SUM_TOLERANCE
 
 RECORDING_FORMAT = "otm-decode-recording"
@@ -189,7 +190,7 @@ def load_recording(path: str | Path) -> Recording:
     remainder that is negative or does not complete the kept mass to 1 (``SUM_TOLERANCE``).
     """
     try:
-        with np.load(Path(path), allow_pickle=False) as data:
+        with load_numpy(path, "npz") as data:
             if not hasattr(data, "files") or "meta" not in data:
                 raise InvalidDistributionError(f"{path}: not an otm decode recording (no 'meta')")
             meta = json.loads(str(data["meta"]))

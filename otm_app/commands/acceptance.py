@@ -21,6 +21,7 @@ import numpy as np
 from otm import rule_acceptance, solve_optimum
 from otm.distributions import as_distribution_pair, check_draft_count, logits_to_probs
 from otm.errors import InputFileError, NotApplicableError, OTMError
+from otm.files import load_numpy
 from otm.rules import estimated_seconds, rule_specs
 
 from ..configs import AcceptanceConfig
@@ -45,7 +46,7 @@ def read_vector(path: str, role: str) -> np.ndarray:
         raise InputFileError(f"{role}: no such file: {path}")
     try:
         if file.suffix == ".npy":
-            values = np.load(file, allow_pickle=False)
+            values = load_numpy(file, "npy")
         elif file.suffix == ".json":
             values = json.loads(file.read_text())
             if not isinstance(values, list):

@@ -270,3 +270,23 @@ def test_a_stopped_decode_saves_its_recording(monkeypatch, tmp_path, capsys):
     calls[:] = [1, 1]  # the first step refuses: nothing recorded, nothing written
     status, out, _ = run(capsys, *argv)
     assert status == 2 and not record.exists() and "record" not in out.split("-" * 60)[0]
+
+
+def test_files_of_the_wrong_kind_are_one_line_errors(tmp_path, capsys):
+    """A text file, or a NumPy file of the other kind, given as a vector or as a recording: one
+    error line that says what the file is, exit status 2 (a .npy given to ``otm validate`` was an
+    unexpected TypeError, a text file a message about pickles)."""
+    np.save(tmp_path / "p.npy", np.array([0.5, 0.5]))
+    with open(tmp_path / "z.npy", "wb") as handle:  # an archive under a .npy name
+        np.savez(handle, a=np.array([0.5, 0.5]))
+    (tmp_path / "text.npy").write_text("hello")
+    cases = [
+        (("acceptance", "--target", str(tmp_path / "text.npy"), "--draft", str(tmp_path / "p.npy")), "not a NumPy file"),
+        (("acceptance", "--target", str(tmp_path / "z.npy"), "--draft", str(tmp_path / "p.npy")), "an .npz archive, expected a .npy array"),
+        (("validate", str(tmp_path / "p.npy")), "a .npy array, expected an .npz archive"),
+        (("validate", str(tmp_path / "text.npy")), "not a NumPy file"),
+    ]
+    for argv, says in cases:
+        status, _, err = run(capsys, *argv)
+        (line,) = err.strip().splitlines()
+        assert status == 2 and says in line and "unexpected" not in line, line
