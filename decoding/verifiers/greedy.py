@@ -107,9 +107,10 @@ def _greedy(
     if rows.numel() == 0:
         return VerifierOutput(tokens=tokens, accepted_index=accepted_index)
     p_rows, fixed, z = take_rows(p, rows), fixed[rows], z[rows]
-    scale = torch.where(exhausted[rows], torch.zeros_like(rest[rows]), 1.0 / rest[rows])
-    q_rest = take_rows(q_rest, rows)  # our own copy
-    residual = torch.addcmul(p_rows, scale.unsqueeze(1), q_rest, value=-1.0, out=q_rest)  # p - q_R off F (p on F)
+    q_rest = take_rows(q_rest, rows)  # our own copy; all 0 on an exhausted row, whose rest is 1 here
+    # p - q_R off F (p on F); a division by q(R), not a product with 1 / q(R), which overflows
+    # where q(R) is denormal (a dominant top token: below about 1e-308, 1e-38 in float32)
+    residual = torch.addcdiv(p_rows, q_rest, rest[rows].unsqueeze(1), value=-1.0, out=q_rest)
     residual.scatter_(1, z.unsqueeze(1), (gather_tokens(p_rows, z) - q_rest_z[rows]).unsqueeze(1))
     y = sample_residual(residual.clamp_(min=0.0), p_rows, u[rows, 1])
     tokens[rows] = y

@@ -52,6 +52,8 @@ import numpy as np
 import torch
 
 from otm.errors import InvalidDistributionError, InvalidDraftCountError, NotApplicableError
+from otm.formulations import prefix_scan
+from otm.rules.optimal_pair_wor import with_representable_weights
 
 from .base import (
     VerifierOutput,
@@ -63,6 +65,7 @@ from .base import (
     verify_uniforms,
 )
 from .optimal import WORK_DTYPE, ratio_keys, stable_sort_rows
+from .optimal_numba import INF_KEY
 from .optimal_latent import token_order_sums
 
 draft_scheme = "without_replacement"
@@ -100,8 +103,14 @@ def full_ratio_order(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     """``[V]`` every token by ``p / q`` ascending, ties by id, the ``q = 0`` tokens last (by
     id): the optimal verifier's ratio keys (:func:`decoding.verifiers.optimal.ratio_keys`) in
     its stable row sort (:func:`decoding.verifiers.optimal.stable_sort_rows`). The residual
-    is drawn in this order."""
-    _, order = stable_sort_rows(ratio_keys(torch.from_numpy(p).unsqueeze(0), torch.from_numpy(q).unsqueeze(0)))
+    is drawn in this order. Where some ``p / q`` overflows float64 (a denormal ``q``), whose
+    key would tie with the ``q = 0`` tokens' and let one of lower id into the support, it is
+    :func:`otm.formulations.prefix_scan.ratio_order` (overflowed ratios after every finite one,
+    among themselves by ``log p - log q``; the same order on every other row)."""
+    keys = ratio_keys(torch.from_numpy(p).unsqueeze(0), torch.from_numpy(q).unsqueeze(0))
+    if bool(((keys == INF_KEY) & torch.from_numpy(q > 0).unsqueeze(0)).any()):
+        return prefix_scan.ratio_order(p, q)
+    _, order = stable_sort_rows(keys)
     return order[0].numpy()
 
 
@@ -132,6 +141,7 @@ def row_selection(p: np.ndarray, q: np.ndarray, drafts: tuple[int, int], u: floa
     from .optimal_pair_wor_numba import pair_yield  # numba only where a row is verified
 
     support = _check_drafts(q, drafts)
+    q = with_representable_weights(q)  # the same row unless a dominant token's complement is below 1e-289
     order = (full_ratio_order(p, q) if order is None else order)[:support]
     x = np.zeros_like(p)
     if support == 1:  # exhausted support: the q = 0 draft is selected with probability p of it
@@ -156,6 +166,7 @@ def verify_row(p: np.ndarray, q: np.ndarray, drafts: tuple[int, int], uniforms: 
     vocabulary measured, from 8 tokens on (``scripts/bench_optimal_verifier.py --vocabs``,
     docs/optimal-verifier.md section 9)."""
     support = _check_drafts(q, drafts)
+    q = with_representable_weights(q)  # the same row unless a dominant token's complement is below 1e-289
     if support >= 2:
         from .optimal_pair_wor_merged import BUCKETS, DRAWN, SIGN_MARGIN, merged_row
 

@@ -24,16 +24,17 @@ rejecting), where ``q_i`` is never materialised over the vocabulary. Off the dra
 yet drawn). So ``q_i`` is its *reduced law* on the ``k + 1`` cells ``x_1, .., x_k, rest``
 (:func:`reduced_conditional_laws`): ``norm(q(x_1), .., q(x_k), q(V minus D))`` with the
 cells of ``x_1..x_{i-1}`` set to 0, or the point mass on cell ``i`` when that has zero
-mass (exhausted support). Then ``p_i - q_i = p_i - scale_i * q_rest`` off ``D``
-(``q_rest`` = ``q`` with ``D`` set to 0, ``scale_i`` = rest cell / ``q(V minus D)``),
-corrected on the ``k`` cells of ``D`` by index. ``q(V minus D)`` is summed once per
+mass (exhausted support). Then ``p_i - q_i = p_i - q_rest / S_i`` off ``D``
+(``q_rest`` = ``q`` with ``D`` set to 0; a division, not a product with ``1 / S_i``, which
+overflows where the mass not yet drawn is denormal: a dominant first draft whose complement
+is below about ``1e-308``, or ``1e-38`` in float32), corrected on the ``k`` cells of ``D`` by index. ``q(V minus D)`` is summed once per
 row, over ``q_rest``, so it is exactly 0 when ``D`` covers the support (a subtraction
 ``1 - sum_j q(x_j)`` would leave a rounding residue and break the point-mass case).
 Step 1 uses ``q`` as given (``q_1 = q``), as the reference does.
 
 V-sized passes per row: those of :mod:`decoding.verifiers.rrs` (with ``r_i`` the
 fraction of rows rejected at steps ``1..i``: ``1 + 2 r_1 + 6 (r_1 + .. + r_{k-1}) +
-(r_2 + .. + r_k) + 4 r_k``, the subtraction ``p_i - scale_i q_rest`` in place of
+(r_2 + .. + r_k) + 4 r_k``, the subtraction ``p_i - q_rest / S_i`` in place of
 ``p_i - q_i``) plus ``r_1`` for the sum of ``q_rest``; the previous version built the
 ``k`` conditional laws of every row (``[batch, k, vocab]``, about ``6k`` passes) before
 the chain.
@@ -90,14 +91,13 @@ class _ConditionalLaws:
         self.q, self.draft_tokens = q, draft_tokens
         self.rest = torch.zeros(q.shape[0], dtype=q.dtype, device=q.device)  # q(V minus D), set at step 1
 
-    def _laws(self, i: int, rows: torch.Tensor) -> torch.Tensor:  # [n, k + 1]
-        cells = torch.cat([self.q.gather(1, self.draft_tokens)[rows], self.rest[rows].unsqueeze(1)], dim=1)
-        return reduced_conditional_laws(cells, i)
+    def _cells(self, rows: torch.Tensor) -> torch.Tensor:  # [n, k + 1]
+        return torch.cat([self.q.gather(1, self.draft_tokens)[rows], self.rest[rows].unsqueeze(1)], dim=1)
 
     def at_draft(self, i: int, rows: torch.Tensor) -> torch.Tensor:
         if i == 0:
             return self.q[rows, self.draft_tokens[rows, 0]]
-        return self._laws(i, rows)[:, i]
+        return reduced_conditional_laws(self._cells(rows), i)[:, i]
 
     def minus(self, i: int, rows: torch.Tensor, current: torch.Tensor) -> torch.Tensor:
         drafts = self.draft_tokens[rows]  # [n, k]
@@ -107,11 +107,11 @@ class _ConditionalLaws:
             on_drafts = self.q[rows.unsqueeze(1), drafts]
             out = torch.sub(current, q_rest, out=q_rest)
         else:
-            laws = self._laws(i, rows)
-            rest = self.rest[rows]
-            scale = torch.where(rest > 0, laws[:, -1] / torch.where(rest > 0, rest, torch.ones_like(rest)), 0.0)
-            on_drafts = laws[:, :-1]
-            out = torch.addcmul(current, scale.unsqueeze(1), q_rest, value=-1.0)
+            cells = self._cells(rows)
+            on_drafts = reduced_conditional_laws(cells, i)[:, :-1]
+            undrawn = cells[:, i:].sum(dim=-1)  # S_i; off D, q_i = q / S_i (q_rest is 0 where S_i is)
+            undrawn = torch.where(undrawn > 0, undrawn, torch.ones_like(undrawn))
+            out = torch.addcdiv(current, q_rest, undrawn.unsqueeze(1), value=-1.0)  # not q * (1 / S_i): overflows
         return out.scatter_(1, drafts, current.gather(1, drafts) - on_drafts)
 
 

@@ -147,7 +147,7 @@ def _spechub(
     rest = torch.where(one_hot, torch.ones_like(rest), rest)
     q_hub, y = q[rows, a], x2[rows]
     q_y = q[rows, y]
-    second_y = q_hub * q_y / rest
+    second_y = q_hub * (q_y / rest)  # q(y) <= 1 - q(a): no overflow where 1 - q(a) is denormal
     first_hub = hub_first[rows]
     accept_second = first_hub & ~one_hot & (u[rows, 0] * second_y < torch.clamp(p[rows, y] - q_y, min=0.0))
     tokens[rows[accept_second]] = y[accept_second]
@@ -167,8 +167,9 @@ def _spechub(
     total = d.sum(dim=-1)
     p1 = d.clamp_(min=0.0)  # p' (p(a) at the hub)
     leftover_first = torch.clamp(p1.sum(dim=-1) - total, min=0.0)  # M_2 = sum_{x != a} max(q - p, 0)
-    scale = torch.where(one_hot, torch.zeros_like(q_hub), q_hub / rest)  # Q(a, x) = scale * q(x), x != a
-    e = torch.addcmul(p1, scale.unsqueeze(1), q_off, value=-1.0, out=q_off)  # p' - Q(a, .) (p(a) at the hub)
+    # Q(a, x) = q(x) / (rest / q(a)), x != a (q_off is 0 on a one-hot row); not q(x) * (q(a) / rest),
+    # whose factor overflows where 1 - q(a) is denormal (below about 1e-308, 1e-38 in float32)
+    e = torch.addcdiv(p1, q_off, (rest / q_hub).unsqueeze(1), value=-1.0, out=q_off)  # p' - Q(a, .) (p(a) at the hub)
     total = e.sum(dim=-1)
     p2 = e.clamp_(min=0.0)  # p'' (p(a) at the hub, set below)
     leftover_second = torch.clamp(p2.sum(dim=-1) - total, min=0.0) + one_hot.to(p.dtype)  # M_1 (+1: the pair (a, a))

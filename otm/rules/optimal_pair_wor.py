@@ -112,9 +112,12 @@ def pair_parameters(p, q) -> PairParameters:
     Float inputs are computed in float64; where that is not accurate enough (a level found
     above ``1 + 1e-12``: levels within ``1e-8`` of 1 on pairs of tiny mass), the construction
     is redone with :data:`FALLBACK_BITS`-bit floats (mpmath) from the same inputs and rounded
-    back; ``arithmetic`` says which."""
+    back; ``arithmetic`` says which. A dominant draft token whose complement is below
+    :data:`COMPLEMENT_FLOOR` is built on :func:`with_representable_weights` of ``q``."""
     if len(p) < 2:
         raise InvalidDraftCountError(f"k=2 drafts without replacement from a vocabulary of {len(p)} tokens")
+    if _float_array(q):
+        q = with_representable_weights(np.asarray(q, dtype=np.float64))
     order = ratio_order(p, q)  # q = 0 last
     if support_size(q) == 1:
         return _exhausted_support(p, q, order, p[0] * 0)
@@ -189,6 +192,39 @@ REMAINDER_FLOOR = 2
 
 #: Precision of the fallback when float64 is not accurate enough.
 FALLBACK_BITS = 256
+
+#: The least mass of the other tokens beside a dominant draft token that float64 rows keep
+#: (:func:`with_representable_weights`): ``w = q / (1 - q)`` of the dominant token stays below
+#: about ``1e289``, and every product of it with a mass of the others below 1.
+COMPLEMENT_FLOOR = 2.0 ** -960
+
+
+def with_representable_weights(q: np.ndarray) -> np.ndarray:
+    """``q`` (float64, ``[V]``), or, where a token has ``q > 1/2`` and the others' mass ``eps``
+    is positive and below :data:`COMPLEMENT_FLOOR`, ``q`` with the others' entries multiplied by
+    the power of two that lifts ``eps`` to ``[COMPLEMENT_FLOOR, 2 COMPLEMENT_FLOOR)`` (exactly:
+    denormals included). Below that floor the dominant token's ``w = q / eps`` overflows float64
+    (from ``eps`` of about ``5e-309``), and with it every sum of ``w`` the construction takes.
+
+    Why the scaled row is the same problem to float64 precision (our derivation): with ``a`` the
+    dominant token, a drafted pair holds ``a`` but with probability of order ``eps^2`` (below
+    ``1e-578`` on both rows, 0 in float64), and the pair ``{a, c}`` has probability ``(q_c / eps)
+    (1 + O(eps))``: the same ``q_c / eps`` on both rows. So the two rows' pair laws differ by a
+    relative ``O(COMPLEMENT_FLOOR)``, about ``1e-289``, and the water levels built on the scaled
+    row (for its own ratio order) are a lossless optimal rule for a draft law within that total
+    variation of the row's own. Exact inputs never need it."""
+    if q.dtype != np.float64 or q.size < 2:
+        return q
+    big = int(np.argmax(q))
+    if q[big] <= 0.5:
+        return q
+    eps = float(np.sum(q[:big]) + np.sum(q[big + 1:]))
+    if not 0.0 < eps < COMPLEMENT_FLOOR:
+        return q
+    _, exponent = math.frexp(COMPLEMENT_FLOOR / eps)  # 2^(exponent - 1) <= floor / eps < 2^exponent
+    scaled = q * 2.0 ** exponent
+    scaled[big] = q[big]
+    return scaled
 
 
 class _NotARule(Exception):

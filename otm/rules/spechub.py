@@ -44,6 +44,7 @@ from .enumeration import (
     resolve_method,
     support_size,
     validate_one_q,
+    zeros_like,
 )
 
 
@@ -72,8 +73,9 @@ def kernel(p: np.ndarray, q: np.ndarray):
             return row, p[a]
 
         return single
-    share = q[a] / q[others].sum()  # q(a) / (1 - q(a)), summed over the others: no cancellation
-    second = q * share  # Q(a, x)
+    rest = q[others].sum()  # 1 - q(a), summed over the others: no cancellation
+    second = zeros_like(q)  # Q(a, x), x != a: q(x) / (1 - q(a)) <= 1 first (q(a) / (1 - q(a)) overflows
+    second[others] = q[others] / rest * q[a]  # where 1 - q(a) is denormal)
     first_left = p - np.minimum(p, q)  # p'(x) = max(p - q, 0)
     rejected_first = positive_part(q - p)  # Q'(x, a)
     rejected_second = positive_part(second - first_left)  # Q'(a, x)

@@ -58,7 +58,17 @@ INSTANCES = {
     # p / q past the float64 range (denormal q), a q = 0 token of lower id: the ratio order
     # must keep the tiny-q tokens among the drafted ones (otm.formulations.prefix_scan.ratio_order)
     "denormal_q": (np.array([0.2, 0.1, 0.3, 0.1, 0.2, 0.1]), np.array([0.0, 5e-324, 1e-310, 0.5, 0.3, 0.2])),
+    # a dominant draft token (q = 1 in float64) whose complement is denormal: q / (1 - q) and
+    # 1 / q(rest) overflow, and the p / q of its partners (every second draft without
+    # replacement) overflow too
+    "dominant_denormal_complement": (np.array([0.2, 0.1, 0.3, 0.1, 0.2, 0.1]),
+                                     np.array([0.0, 2e-313, 1.0, 3e-311, 4e-312, 0.0])),
 }
+
+#: The same in float32 rows (a top logit 90-100 nats above the rest, or 9-10 at T = 0.1): the
+#: complement is a float32 denormal; the law is that of the same values in float64.
+FLOAT32_DOMINANT = (np.array([0.2, 0.1, 0.3, 0.1, 0.2, 0.1]),
+                    np.array([0.0, 2e-42, 1.0, 3e-40, 4e-41, 0.0], dtype=np.float32).astype(np.float64))
 
 #: rule -> the values of k tested.
 DRAFT_COUNTS = {
@@ -145,6 +155,7 @@ def test_sampler_matches_exact_law(rule, instance, k):
     tokens, out = _run(get_verifier(rule), p, _draft_rows(rule, q, k), k, ROWS, _seed(rule, instance, k))
     assert out.tokens.dtype == torch.int64
     assert out.accepted_index.dtype == torch.int64
+    assert ((out.tokens >= 0) & (out.tokens < V)).all(), "token ids past the vocabulary"
     assert (torch.as_tensor(p)[out.tokens] > 0).all(), "a token of target probability 0 was output"
     accepted = out.accepted_index >= 0
     chosen = tokens.gather(1, out.accepted_index.clamp(min=0).unsqueeze(1)).squeeze(1)
@@ -176,6 +187,20 @@ def test_float32_inputs_follow_the_law(rule):
     tokens, out = _run(get_verifier(rule), p, _draft_rows(rule, q, k), k, ROWS, _seed(rule, "f32"), torch.float32)
     for name, result in _law_checks(law, tokens, out).items():
         assert result.passed, f"{rule} float32 {name}: {result.reason}"
+
+
+@pytest.mark.parametrize("rule", list(VERIFIERS))
+def test_float32_dominant_draft_with_a_denormal_complement_follows_the_law(rule):
+    """:data:`FLOAT32_DOMINANT` through every verifier in float32: ``1 / q(rest)`` overflowed
+    float32 in the without-replacement, SpecHub and greedy verifiers, whose residuals then drew
+    token ids past the vocabulary."""
+    k = DRAFT_COUNTS[rule][-1]
+    p, q = FLOAT32_DOMINANT
+    law = _exact(rule, p, q, k)
+    tokens, out = _run(get_verifier(rule), p, _draft_rows(rule, q, k), k, ROWS, _seed(rule, "f32 dominant"), torch.float32)
+    assert ((out.tokens >= 0) & (out.tokens < V)).all(), f"{rule}: token ids past the vocabulary"
+    for name, result in _law_checks(law, tokens, out).items():
+        assert result.passed, f"{rule} float32 dominant {name}: {result.reason}"
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")

@@ -280,3 +280,24 @@ def test_the_bitwise_set_up_comparison_sees_one_ulp():
     fast = rule.flux_setup(moved, q, order, rule.pair_masses)
     loops = rule.flux_setup(p.astype(object), q.astype(object), order, rule.pair_masses)
     assert not all(np.array_equal(a, b) for a, b in zip(_setup_arrays(fast), _setup_arrays(loops)))
+
+
+def test_representable_weights_scale_only_a_denormal_complement():
+    """``with_representable_weights``: ordinary rows come back as they are; a dominant token
+    whose complement is below ``COMPLEMENT_FLOOR`` keeps its ``q``, the others are multiplied by
+    one power of two (exactly, denormals included) that lifts their mass into
+    ``[COMPLEMENT_FLOOR, 2 COMPLEMENT_FLOOR)``; the result is a fixed point."""
+    from otm.rules.optimal_pair_wor import COMPLEMENT_FLOOR, with_representable_weights
+
+    ordinary = [np.array([0.2, 0.3, 0.5]), np.array([0.0, 1.0, 0.0]), np.array([1e-200, 1.0, 3e-200]),
+                np.array([0.2, 0.8], dtype=np.float32)]
+    for q in ordinary:
+        assert with_representable_weights(q) is q
+    q = np.array([0.0, 2e-313, 1.0, 3e-311, 5e-324, 0.0])
+    scaled = with_representable_weights(q)
+    others = np.array([1, 3, 4])
+    assert scaled[2] == 1.0 and scaled[0] == scaled[5] == 0.0
+    factor = scaled[others] / q[others]
+    assert len(set(factor.tolist())) == 1 and np.log2(factor[0]).is_integer()
+    assert COMPLEMENT_FLOOR <= scaled[others].sum() < 2 * COMPLEMENT_FLOOR
+    assert with_representable_weights(scaled) is scaled

@@ -119,6 +119,27 @@ def test_float_inputs_agree_with_exact_ones():
         assert same_distribution(float_law.output_distribution, exact_law.output_distribution.astype(float))
 
 
+@pytest.mark.parametrize("complement", [3.4e-311, 4.5e-309, 1e-300])
+def test_a_dominant_draft_with_a_denormal_complement(complement):
+    """A draft token of ``q = 1`` in float64 beside others whose mass is denormal (a logit gap
+    of about 710 nats): ``q / (1 - q)`` of that token overflows, which made SpecHub's kernel
+    NaN and the water-level pair rule (``optimal_pair_wor``, ``optimal_wor`` at ``k = 2``)
+    accept 0.805 where the optimum is 0.919, silently. Every rule's float law must be the law
+    in exact rationals of the same floats, within 1e-12."""
+    from otm.distributions import as_fractions
+
+    p = np.array([0.2, 0.1, 0.3, 0.1, 0.2, 0.1])
+    q = np.array([0.0, 0.06, 1.0, 0.88, 0.06, 0.0]) * complement
+    q[2] = 1.0
+    for rule in RULES:
+        if rule in LP_RULES + ENSEMBLE_RULES:
+            continue
+        for k in draft_counts(rule, q):
+            float_law, exact_law = rule_law(rule, p, q, k), rule_law(rule, as_fractions(p), as_fractions(q), k)
+            assert abs(float(exact_law.acceptance) - float(float_law.acceptance)) < 1e-12, (rule, k)
+            assert same_distribution(float_law.output_distribution, exact_law.output_distribution.astype(float)), (rule, k)
+
+
 def test_ensemble_outputs_r_not_p():
     p, q = exact(2, 1, 1), exact(1, 2, 5)
     for rule in ENSEMBLE_RULES:
