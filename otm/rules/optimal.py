@@ -58,7 +58,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..distributions import check_draft_count
+from ..distributions import as_fractions, check_draft_count
 from ..draft_laws import iid_law, without_replacement_law
 from ..errors import NotApplicableError, UnknownNameError
 from ..formulations.prefix_scan import ratio_order
@@ -380,6 +380,8 @@ def exact_law(p, q, k: int, sampling: str = "iid", *, method: str = "auto") -> R
     details = {"method": method, "cut": params.cut, "selection": params.selection, "draft_accepted": params.acceptance}
     if method == "closed_form":
         return RuleLaw(params.acceptance, p.copy(), None, details)
+    if not is_exact(p) and not kernel_is_probability(params):
+        return _law_in_rationals(p, q, k, sampling)
     law = iid_law(q, params.k) if sampling == "iid" else without_replacement_law(q, params.k)
     result = enumerated_rule_law(p, law, lambda draft_tuple: conditional_output_law(params, draft_tuple), details)
     if not is_exact(p):
@@ -387,6 +389,41 @@ def exact_law(p, q, k: int, sampling: str = "iid", *, method: str = "auto") -> R
     if result.details["draft_accepted"] != params.acceptance:
         raise AssertionError("the enumerated acceptance differs from sum min(p, x)")
     return result
+
+
+#: How far outside ``[0, 1]`` a float64 block law may round (:func:`kernel_is_probability`).
+KERNEL_TOLERANCE = 1e-9
+
+
+def kernel_is_probability(params: SelectionParameters) -> bool:
+    """Whether every rank's block law (:func:`block_distribution`) is a probability vector,
+    within :data:`KERNEL_TOLERANCE`. In exact arithmetic it always is. In float64 the cut, the
+    first minimiser of ``P_j - C_j^k``, can tie by rounding with the exact one when tokens of
+    ``p`` and ``q`` below a rounding of the prefix sums lie there (a token of ``q = 1e-30`` and
+    ``p = 0`` beside two of ``q = 1/2``); the construction then exchanges a rounding's worth of
+    mass between ranks whose densities differ by as little, and a block law comes out with
+    ``-1`` and ``2`` (``k = 2``) or infinities (``k = 1``, where the densities are equal: a NaN
+    law). The selection law ``x`` is right to rounding either way; the kernel is not."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for rank in np.flatnonzero(params.matched > 0):
+            for weight in block_distribution(params, int(rank)).values():
+                if not (np.isfinite(weight) and -KERNEL_TOLERANCE <= weight <= 1 + KERNEL_TOLERANCE):
+                    return False
+    return True
+
+
+def _law_in_rationals(p, q, k: int, sampling: str) -> RuleLaw:
+    """The enumerated law from the same floats in exact rationals, rounded back to float64
+    (``details["arithmetic"]`` says so): the float kernel was not a probability
+    (:func:`kernel_is_probability`)."""
+    exact = exact_law(as_fractions(p), as_fractions(q), k, sampling, method="enumeration")
+    details = dict(exact.details, arithmetic="exact rationals from the floats (the float64 kernel was not a probability)")
+    for key in ("selection", "accepted_per_token", "coupling"):
+        if key in details:
+            details[key] = np.asarray(details[key], dtype=np.float64)
+    details["draft_accepted"] = float(details["draft_accepted"])
+    law = iid_law(q, k) if sampling == "iid" else without_replacement_law(q, k)
+    return RuleLaw(float(exact.acceptance), np.asarray(exact.output_distribution, dtype=np.float64), law, details)
 
 
 def exact_law_latent(p, q, k: int, *, method: str = "auto") -> RuleLaw:
@@ -398,11 +435,13 @@ def exact_law_latent(p, q, k: int, *, method: str = "auto") -> RuleLaw:
 
 __all__ = [
     "exact_law_latent",
+    "KERNEL_TOLERANCE",
     "SAMPLINGS",
     "SelectionParameters",
     "block_distribution",
     "conditional_output_law",
     "exact_law",
+    "kernel_is_probability",
     "latent_iid_tuples",
     "selection_law",
     "selection_parameters",

@@ -271,3 +271,23 @@ def test_bad_inputs_raise_typed_errors():
         selection_parameters(p, np.stack([q, q]), 2)
     with pytest.raises(NotApplicableError, match="cut"):
         selection_parameters(p, q, 2, cut=7)
+
+
+@pytest.mark.parametrize("p, q", [([0.0, 0.0, 1.0], [0.5, 1e-30, 0.5]), ([1.0, 0.0, 0.0], [0.5, 0.5, 6.9e-88])])
+@pytest.mark.parametrize("rule", ["optimal", "optimal_latent"])
+def test_a_float_cut_tied_by_rounding_gives_the_exact_law(p, q, rule):
+    """A token of tiny ``p`` and ``q`` at the cut ties the float minimiser of ``P_j - C_j^k``
+    with the exact one; the float construction then exchanges a rounding's worth of mass
+    between ranks of (nearly) equal density, and its block laws are not probabilities: the
+    enumerated law was NaN at ``k = 1``. The check sees it, and the law comes from rationals."""
+    from otm.distributions import as_fractions
+    from otm.rules.optimal import kernel_is_probability
+
+    p, q = np.array(p), np.array(q)
+    assert not kernel_is_probability(selection_parameters(p, q, 1))
+    assert kernel_is_probability(selection_parameters(as_fractions(p), as_fractions(q), 1))
+    for k in (1, 2, 3):
+        float_law, exact = rule_law(rule, p, q, k), rule_law(rule, as_fractions(p), as_fractions(q), k)
+        assert np.isfinite(float_law.output_distribution).all()
+        assert abs(float_law.acceptance - float(exact.acceptance)) < 1e-12
+        assert np.abs(float_law.output_distribution - exact.output_distribution.astype(float)).max() < 1e-12
