@@ -59,6 +59,7 @@ from fractions import Fraction
 import mpmath
 import numpy as np
 
+from ..distributions import as_fractions
 from ..draft_laws import greedy_order, without_replacement_law
 from ..errors import InvalidDraftCountError, NotApplicableError
 from ..formulations.prefix_scan import ratio_order
@@ -112,8 +113,12 @@ def pair_parameters(p, q) -> PairParameters:
     Float inputs are computed in float64; where that is not accurate enough (a level found
     above ``1 + 1e-12``: levels within ``1e-8`` of 1 on pairs of tiny mass), the construction
     is redone with :data:`FALLBACK_BITS`-bit floats (mpmath) from the same inputs and rounded
-    back; ``arithmetic`` says which. A dominant draft token whose complement is below
-    :data:`COMPLEMENT_FLOOR` is built on :func:`with_representable_weights` of ``q``."""
+    back; ``arithmetic`` says which. Where those refuse too, a row of at most
+    :data:`RATIONAL_FALLBACK_SUPPORT` tokens of ``q > 0`` is built in exact rationals from the
+    floats: ranges of ``q`` some ``1e-290`` of the prefix below them (a dominant token beside
+    others of ``1e-281`` and ``1e-292``) are beyond any fixed float precision, and a level
+    that is exactly 1 there came out at ``1 + 6e-6``. A dominant draft token whose complement
+    is below :data:`COMPLEMENT_FLOOR` is built on :func:`with_representable_weights` of ``q``."""
     if len(p) < 2:
         raise InvalidDraftCountError(f"k=2 drafts without replacement from a vocabulary of {len(p)} tokens")
     if _float_array(q):
@@ -121,7 +126,12 @@ def pair_parameters(p, q) -> PairParameters:
     order = ratio_order(p, q)  # q = 0 last
     if support_size(q) == 1:
         return _exhausted_support(p, q, order, p[0] * 0)
-    return water_level_parameters(p, q, order, pair_masses)
+    try:
+        return water_level_parameters(p, q, order, pair_masses)
+    except WaterLevelRangeError:
+        if is_exact(p) or support_size(q) > RATIONAL_FALLBACK_SUPPORT:
+            raise
+    return wider_parameters(p, q, order, pair_masses, as_fractions, "float64 and 256-bit floats not accurate enough")
 
 
 def water_level_parameters(p, q, order: np.ndarray, masses_of, widen=None, *,
@@ -192,6 +202,11 @@ REMAINDER_FLOOR = 2
 
 #: Precision of the fallback when float64 is not accurate enough.
 FALLBACK_BITS = 256
+
+#: The largest support that :func:`pair_parameters` builds in exact rationals where float64
+#: and :data:`FALLBACK_BITS`-bit floats both refuse (``n (n - 1)`` ordered pairs, within the
+#: tuples :data:`otm.rules.enumeration.MAX_RULE_ENUMERATION` allows an exact construction).
+RATIONAL_FALLBACK_SUPPORT = 447
 
 #: The least mass of the other tokens beside a dominant draft token that float64 rows keep
 #: (:func:`with_representable_weights`): ``w = q / (1 - q)`` of the dominant token stays below
@@ -373,11 +388,16 @@ def pair_masses(qs: list, zero) -> tuple[_PairMass, list]:
 
 
 def _mass_of_others(qs: list, a: int):
-    """``1 - q_a``; in floats, for the one token that can have ``q > 1/2``, the sum of the
-    others (``1 - q_a`` near 0 would carry the rounding of ``q_a``, up to ``1e-13`` relative
-    at ``q_a = 0.9997``, into ``w_a`` and every ``sigma`` above it)."""
-    if isinstance(qs[a], float) and qs[a] > 0.5:
-        return math.fsum(qs[:a] + qs[a + 1:])
+    """``1 - q_a``; for the one token that can have ``q > 1/2``, the sum of the others, in
+    every number type (in floats ``1 - q_a`` near 0 would carry the rounding of ``q_a``, up to
+    ``1e-13`` relative at ``q_a = 0.9997``, into ``w_a`` and every ``sigma`` above it, and is 0
+    where ``q_a`` rounds to 1: so also in the wide floats that redo a float row, whose ``q_a``
+    is that same float; in exact rationals, whose rows sum to 1, it is the same number)."""
+    if qs[a] > 0.5:
+        others = qs[:a] + qs[a + 1:]
+        if isinstance(qs[a], float):
+            return math.fsum(others)
+        return mpmath.fsum(others) if isinstance(qs[a], mpmath.mpf) else sum(others, qs[a] * 0)
     return 1 - qs[a]
 
 

@@ -301,3 +301,25 @@ def test_representable_weights_scale_only_a_denormal_complement():
     assert len(set(factor.tolist())) == 1 and np.log2(factor[0]).is_integer()
     assert COMPLEMENT_FLOOR <= scaled[others].sum() < 2 * COMPLEMENT_FLOOR
     assert with_representable_weights(scaled) is scaled
+
+
+@pytest.mark.parametrize("row", [
+    [1.0, 2.4622637973173777e-281, 1.6242500805301916e-287, 3.802654036088219e-287, 1.9250976683366822e-292],
+    [0.9999999999622486, 3.761820780954047e-87, 3.775134544136581e-11, 7.781132240840048e-20],
+])
+def test_ranges_beyond_every_float_precision_are_built_in_rationals(row):
+    """``p = q`` with a dominant token and others 1e-281 .. 1e-292 of it: a range sum of ``q``
+    far up the ranks is beyond float64 and 256-bit floats alike, and a level that is exactly 1
+    came out at ``1 + 6e-6`` (refused; in 256-bit floats a ZeroDivisionError, ``1 - q`` of the
+    dominant token being 0). Small rows are built in rationals from the floats instead, and
+    give the exact law."""
+    from otm.distributions import as_fractions
+
+    p = np.array(row)
+    params = rule.pair_parameters(p, p.copy())
+    assert params.arithmetic.startswith("exact rationals")
+    from otm.rules import rule_law
+
+    law, exact = rule_law("optimal_pair_wor", p, p.copy(), 2), rule_law("optimal_pair_wor", as_fractions(p), as_fractions(p), 2)
+    assert abs(float(law.acceptance) - float(exact.acceptance)) < 1e-12
+    assert np.abs(np.asarray(law.output_distribution, dtype=float) - exact.output_distribution.astype(float)).max() < 1e-12
