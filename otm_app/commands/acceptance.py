@@ -20,7 +20,7 @@ import numpy as np
 
 from otm import rule_acceptance, solve_optimum
 from otm.distributions import as_distribution_pair, check_draft_count, logits_to_probs
-from otm.errors import InputFileError, NotApplicableError, OTMError
+from otm.errors import InputFileError, InvalidDraftCountError, NotApplicableError, OTMError
 from otm.files import load_numpy
 from otm.rules import estimated_seconds, rule_specs
 
@@ -75,6 +75,10 @@ def _to_probs(vector: np.ndarray, role: str, logits: bool, temperature: float | 
 
 def load_pair(config: AcceptanceConfig) -> tuple[np.ndarray, np.ndarray]:
     """``(p, q)`` from the config's example or files, validated together."""
+    if config.example and (config.target or config.draft):
+        raise OTMError("give --example NAME or --target FILE and --draft FILE, not both")
+    if not config.time_budget >= 0:
+        raise OTMError(f"--time-budget must be a number of seconds >= 0, got {config.time_budget}")
     if config.example:
         example = EXAMPLES[config.example]
         target, draft = np.asarray(example["target"], dtype=np.float64), np.asarray(example["draft"], dtype=np.float64)
@@ -96,7 +100,7 @@ def acceptance_summary(p, q, config: AcceptanceConfig, progress=None) -> dict:
         try:
             solution = solve_optimum(p, q, k, sampling=scheme, method=method)
             optimal[scheme], methods[scheme] = float(solution.value), solution.method
-        except NotApplicableError as exc:
+        except (NotApplicableError, InvalidDraftCountError) as exc:  # k distinct drafts from fewer tokens
             optimal[scheme], notes[f"optimal.{scheme}"] = None, str(exc)
     asked = config.rules is not None
     specs = rule_specs(names=config.rules) if asked else rule_specs(lossless=True)
@@ -116,7 +120,7 @@ def acceptance_summary(p, q, config: AcceptanceConfig, progress=None) -> dict:
             progress(f"rule {spec.name}: about {_duration(cost)} ...")
         try:
             rules[spec.name] = float(rule_acceptance(spec.name, p, q, k, **_closed_form_when_available(spec, k)))
-        except NotApplicableError as exc:
+        except (NotApplicableError, InvalidDraftCountError) as exc:
             rules[spec.name], notes[f"rules.{spec.name}"] = None, str(exc)
     return {"vocab_size": int(p.size), "k": k, "optimal": optimal, "optimal_method": methods,
             "rules": rules, "rule_draft_law": laws, "notes": notes}

@@ -290,3 +290,21 @@ def test_files_of_the_wrong_kind_are_one_line_errors(tmp_path, capsys):
         status, _, err = run(capsys, *argv)
         (line,) = err.strip().splitlines()
         assert status == 2 and says in line and "unexpected" not in line, line
+
+
+def test_acceptance_reports_what_k_allows_and_refuses_contradictory_flags(capsys):
+    """``-k`` above the vocabulary still has an i.i.d. optimum and i.i.d. rules: those are
+    printed, the without-replacement column and rules are n/a with a note (the whole command
+    used to stop at the first scheme that could not draw k distinct tokens). A negative time
+    budget and ``--example`` beside files are one-line errors."""
+    status, out, _ = run(capsys, "acceptance", "--example", "spechub-fig5", "-k", "4", "--json")
+    summary = json.loads(out)
+    assert status == 0
+    assert summary["optimal"]["iid"] == pytest.approx(1.0) and summary["optimal"]["without_replacement"] is None
+    assert "distinct drafts without replacement from a vocabulary of 3" in summary["notes"]["optimal.without_replacement"]
+    assert summary["rules"]["rrs"] is not None and summary["rules"]["rrs_wor"] is None
+    for argv, says in [(("--example", "spechub-fig5", "--time-budget", "-3"), "--time-budget must be"),
+                       (("--example", "spechub-fig5", "--target", "p.npy"), "not both")]:
+        status, _, err = run(capsys, "acceptance", *argv)
+        (line,) = err.strip().splitlines()
+        assert status == 2 and says in line
