@@ -25,6 +25,10 @@ class InvalidDraftCountError(OTMError, ValueError):
     only exists for one k)."""
 
 
+class InvalidArgumentError(OTMError, ValueError):
+    """A numeric argument outside its range (a number of tokens to generate below 1, ...)."""
+
+
 class UnknownNameError(OTMError, ValueError):
     """A method, rule, backend or sampling scheme name that does not exist."""
 

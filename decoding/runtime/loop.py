@@ -42,7 +42,7 @@ from decoding.runtime.tree_walk import (
 )
 from decoding.runtime.trees import Tree, parse_tree
 from decoding.verifiers.base import draw_uniforms, sample_weighted
-from otm.errors import InvalidDistributionError, NotApplicableError
+from otm.errors import InvalidArgumentError, InvalidDistributionError, NotApplicableError
 from otm.sequences.registry import SEQUENCE_RULES
 
 
@@ -246,6 +246,7 @@ def speculative_decode(
         eos_token_id: a row stops after emitting it.
         single_rule: verifier for nodes with one child (default ``"single"``; node-wise rules only).
     """
+    _check_max_new_tokens(max_new_tokens)
     start = time.perf_counter()
     draft_model, target_model = _models(pair_or_models)
     device = torch.device(device) if device is not None else next(target_model.parameters()).device
@@ -348,6 +349,12 @@ def speculative_decode(
     )
 
 
+def _check_max_new_tokens(max_new_tokens) -> None:
+    """A decode generates at least one token (``0`` used to generate one anyway)."""
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, (int, np.integer)) or max_new_tokens < 1:
+        raise InvalidArgumentError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
+
+
 def autoregressive_decode(
     model: torch.nn.Module,
     prompt_ids,
@@ -361,6 +368,7 @@ def autoregressive_decode(
 ) -> DecodeResult:
     """Plain autoregressive sampling from ``model`` (one forward per token), the reference
     law of :func:`speculative_decode`; same prompt handling, sampling law and cache."""
+    _check_max_new_tokens(max_new_tokens)
     start = time.perf_counter()
     device = torch.device(device) if device is not None else next(model.parameters()).device
     ids, valid = _prompt_batch(prompt_ids, device)

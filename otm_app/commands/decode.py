@@ -148,7 +148,11 @@ def run_decode(args: DecodeConfig) -> dict:
     dtype = DTYPES[args.dtype]
     texts = _prompt_texts(args)
     seed = int(args.seed)
-    top_p = args.top_p or 1.0
+    top_p = 1.0 if args.top_p is None else float(args.top_p)  # not `or`: --top-p 0 is an error, not "none"
+    if not 0 < top_p <= 1:
+        raise OTMError(f"--top-p must be in (0, 1] (1 = none), got {args.top_p}")
+    if args.max_new_tokens < 1:
+        raise OTMError(f"--max-new-tokens must be an integer >= 1, got {args.max_new_tokens}")
     if sequence is None and not rule.lossless:
         pair = load_named_pair(args.pair, device, dtype)
         return _run_ensemble(args, pair, texts, torch.Generator(device=device).manual_seed(seed), seed)

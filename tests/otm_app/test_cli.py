@@ -308,3 +308,20 @@ def test_acceptance_reports_what_k_allows_and_refuses_contradictory_flags(capsys
         status, _, err = run(capsys, "acceptance", *argv)
         (line,) = err.strip().splitlines()
         assert status == 2 and says in line
+
+
+def test_decode_refuses_an_empty_top_p_and_no_tokens(capsys):
+    """``--top-p 0`` meant "no top-p" (``0 or 1.0``), and ``--max-new-tokens 0`` (or negative)
+    generated one token: both are one-line errors now, before any model is loaded."""
+    from decoding.runtime.loop import autoregressive_decode, speculative_decode
+    from otm.errors import InvalidArgumentError
+
+    base = ("decode", "--pair", "tiny", "--rule", "rrs", "--prompt", "1,2,3")
+    for extra, says in [(("--top-p", "0"), "--top-p must be in (0, 1]"), (("--max-new-tokens", "0"), ">= 1, got 0"),
+                        (("--max-new-tokens", "-2"), ">= 1, got -2")]:
+        status, _, err = run(capsys, *base, *extra)
+        (line,) = err.strip().splitlines()
+        assert status == 2 and says in line
+    for decode in (speculative_decode, autoregressive_decode):
+        with pytest.raises(InvalidArgumentError, match="max_new_tokens must be an integer >= 1"):
+            decode(None, [1, 2], *(("rrs", "chain:2") if decode is speculative_decode else ()), max_new_tokens=0)
