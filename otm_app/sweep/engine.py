@@ -30,7 +30,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from otm.corpus import Corpus
-from otm.errors import InputFileError, OTMError
+from otm.errors import InputFileError, InvalidArgumentError, OTMError
 from otm.positions import check_computations
 
 from ..configs import SweepConfig
@@ -58,8 +58,28 @@ def fingerprint(settings: Settings, corpus: Corpus) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
+def check_config(config: SweepConfig) -> None:
+    """:class:`InvalidArgumentError` for a count or number out of its range (the command line
+    and Python callers alike), before the corpus is read or a worker starts: a negative worker
+    count hung the local cluster, ``positions_per_task = 0`` and a negative seed failed deep in
+    the planning with an untyped error, and top-p values above 1 ran a whole sweep."""
+    counts = {"workers": (config.workers, 0), "retries": (config.retries, 0),
+              "positions_per_task": (config.positions_per_task, 1), "mc_paths": (config.mc_paths, 1),
+              "seed": (config.seed, 0)}
+    for name, (value, least) in counts.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise InvalidArgumentError(f"--{name.replace('_', '-')} must be an integer >= {least}, got {value!r}")
+    if not config.time_budget >= 0:
+        raise InvalidArgumentError(f"--time-budget must be a number of seconds >= 0, got {config.time_budget!r}")
+    if not all(0 < v <= 1 for v in config.top_ps):
+        raise InvalidArgumentError(f"--top-ps must be in (0, 1] (1 = none), got {config.top_ps}")
+    if not all(0 < v < float("inf") for v in config.temperatures):
+        raise InvalidArgumentError(f"--temperatures must be positive and finite, got {config.temperatures}")
+
+
 def pending_tasks(config: SweepConfig) -> tuple[Corpus, Settings, list[Task], list[Task]]:
     """``(corpus, settings, all tasks, tasks still to run)``; writes or checks ``sweep.json``."""
+    check_config(config)
     corpus = Corpus(config.corpus)
     settings = settings_of(config)
     out = Path(config.out)

@@ -174,3 +174,23 @@ def test_local_workers_run_with_the_allocator_settings():
     finally:
         cluster.close()
     assert environ == {**{name: str(value) for name, value in engine.WORKER_MALLOC.items()}, "OMP_NUM_THREADS": "1"}
+
+
+@pytest.mark.parametrize("field, value, says", [
+    ("workers", -1, "--workers must be an integer >= 0"), ("retries", -1, "--retries must be an integer >= 0"),
+    ("positions_per_task", 0, "--positions-per-task must be an integer >= 1"), ("mc_paths", -5, "--mc-paths must be"),
+    ("seed", -3, "--seed must be an integer >= 0"), ("time_budget", -1.0, "--time-budget must be"),
+    ("top_ps", (2.0,), "--top-ps must be in (0, 1]"), ("temperatures", (0.0,), "--temperatures must be positive"),
+])
+def test_out_of_range_settings_are_typed_errors_before_anything_runs(tmp_path, field, value, says):
+    """A negative worker count hung the local cluster, ``positions_per_task = 0`` and a negative
+    seed failed deep in the planning with untyped errors, top-p 2 ran a whole sweep: each is an
+    :class:`InvalidArgumentError` now, before the corpus is read (this corpus does not exist)."""
+    from otm.errors import InvalidArgumentError
+    from otm_app.configs import SweepConfig
+    from otm_app.sweep.engine import run_sweep
+
+    config = dataclasses.replace(SweepConfig(corpus=str(tmp_path / "no-corpus"), out=str(tmp_path / "out")), **{field: value})
+    with pytest.raises(InvalidArgumentError, match=re.escape(says)):
+        run_sweep(config)
+    assert not (tmp_path / "out").exists()
