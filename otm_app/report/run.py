@@ -23,6 +23,7 @@ Entry point: :func:`run_report` ``(ReportConfig, theorem_rows) -> summary dict``
 """
 from __future__ import annotations
 
+import math
 import shlex
 import shutil
 import sys
@@ -81,7 +82,19 @@ def decoding_estimate(n_prompts: int, args: ReportConfig) -> str:
             f"{n_prompts} prompts x {args.max_new_tokens} tokens: {_minutes(seconds)} (--no-decode skips it)")
 
 
-def _check_config(args: ReportConfig) -> None:
+def check_config(args: ReportConfig) -> None:
+    """:class:`OTMError` for a setting out of its range, before anything runs (``otm report``
+    calls it before the theorem suite, so a bad flag does not wait a minute for its error)."""
+    for name, value in (("positions", args.positions), ("sweep_positions", args.sweep_positions),
+                        ("workers", args.workers), ("seed", args.seed)):
+        if value < 0:
+            raise OTMError(f"--{name.replace('_', '-')} must be >= 0, got {value}")
+    if not (args.decode_temperature >= 0 and math.isfinite(args.decode_temperature)):
+        raise OTMError(f"--decode-temperature must be a finite number >= 0 (0 = argmax), got {args.decode_temperature}")
+    if not args.no_decode and not args.no_models:
+        from decoding.runtime.trees import parse_tree
+
+        parse_tree(args.tree)
     if args.k_max < 1:
         raise OTMError(f"-k/--k-max must be >= 1, got {args.k_max}")
     lossless = [spec.name for spec in rule_specs(lossless=True)]
@@ -125,7 +138,7 @@ def run_report(args: ReportConfig, theorem_rows: list | None = None) -> dict:
         decoding.models.ModelPackageMissingError: the Qwen pair's wheels are missing (the
             message is extended with the ``--no-models`` hint).
     """
-    _check_config(args)
+    check_config(args)
     from otm_app.report.positions import PositionSettings, analyse_positions, optimum_vs_temperature, spaced_rows
     from otm_app.report.sources import decoding_prompts, resolve_texts, toy_texts
     from otm_app.report.write import write_figures, write_markdown

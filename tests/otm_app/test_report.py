@@ -318,3 +318,21 @@ def test_step_values_pair_the_verifiers_on_the_same_drafts():
     reference = StepValues("block", "iid")
     reference(tree, tokens, target.float().double(), draft.float().double())
     assert single.sequence == reference.sequence and single.baseline == reference.baseline
+
+
+@pytest.mark.parametrize("change, says", [
+    ({"max_new_tokens": 0}, "--max-new-tokens must be >= 1"), ({"positions": -1}, "--positions must be >= 0"),
+    ({"seed": -2}, "--seed must be >= 0"), ({"tree": "nonsense"}, "tree spec 'nonsense'"),
+    ({"decode_temperature": -1.0}, "--decode-temperature must be"),
+])
+def test_report_settings_are_checked_before_the_theorem_suite(monkeypatch, change, says):
+    """``otm report`` checks its settings before step 1 (the theorem suite, about a minute): a
+    ``--max-new-tokens 0`` used to get its error after it, and ``--positions -1`` or a negative
+    seed none at all."""
+    import dataclasses
+
+    from otm_app.commands import report as command
+
+    monkeypatch.setattr(command, "run_theorems", lambda **kwargs: pytest.fail("the theorem suite ran first"))
+    with pytest.raises(OTMError, match=re.escape(says)):
+        command.run_report_command(dataclasses.replace(ReportConfig(quiet=True), **change))
