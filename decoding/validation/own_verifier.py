@@ -221,6 +221,8 @@ def _run(verifier: VerifyFunction, p_t: torch.Tensor, q_t: torch.Tensor, drafts:
         y, index = out.tokens, out.accepted_index
         if ((y < 0) | (y >= vocab)).any():
             raise InvalidDistributionError(f"the verifier returned token ids outside range(vocab_size={vocab})")
+        if ((index < -1) | (index >= k)).any():
+            raise InvalidDistributionError(f"the verifier returned accepted_index outside -1..{k - 1} (k = {k} drafts)")
         hit = index >= 0
         pointed = x.gather(1, index.clamp(min=0).unsqueeze(1)).squeeze(1)
         mismatched += int((hit & (pointed != y)).sum())

@@ -67,6 +67,8 @@ def as_verifier_output(result, draft_tokens: torch.Tensor) -> VerifierOutput:  #
         raise ShapeMismatchError(
             f"a verifier must return a VerifierOutput or a tensor of tokens of shape [batch={rows}], got {got}"
         )
+    if tokens.is_floating_point() or tokens.is_complex() or tokens.dtype == torch.bool:
+        raise ShapeMismatchError(f"a verifier must return integer token ids, got dtype {tokens.dtype}")
     tokens = tokens.long()
     index = getattr(result, "accepted_index", None)
     if isinstance(index, torch.Tensor) and index.shape == (rows,):

@@ -14,8 +14,9 @@ from decoding.validation.own_verifier import (
 from decoding.validation.stats import DEFAULT_ALPHA
 from otm.optimum import optimal_acceptance
 from decoding.verifiers import get_verifier
+from decoding.verifiers.base import VerifierOutput
 from otm.distributions import logits_to_probs
-from otm.errors import NotApplicableError, ShapeMismatchError, UnknownNameError
+from otm.errors import InvalidDistributionError, NotApplicableError, ShapeMismatchError, UnknownNameError
 from otm.rules import rule_acceptance
 
 P = np.array([0.30, 0.25, 0.20, 0.10, 0.10, 0.05])
@@ -134,6 +135,18 @@ def test_bad_inputs_raise_typed_errors():
 
     with pytest.raises(ShapeMismatchError):
         validate_verifier(wrong_shape, "iid", P, Q, 2, samples=100)
+
+    def float_tokens(target_probs, draft_probs, draft_tokens, generator):  # truncated to ids before
+        return torch.full((target_probs.shape[0],), 0.7)
+
+    def index_past_k(target_probs, draft_probs, draft_tokens, generator):  # an untyped IndexError before
+        return VerifierOutput(draft_tokens[:, 0], torch.full((target_probs.shape[0],), 5))
+
+    for mode in ("enumeration", "sampling"):
+        with pytest.raises(ShapeMismatchError, match="integer token ids, got dtype torch.float32"):
+            validate_verifier(float_tokens, "iid", P, Q, 2, mode=mode, samples=100)
+        with pytest.raises(InvalidDistributionError, match=r"accepted_index outside -1..1 \(k = 2 drafts\)"):
+            validate_verifier(index_past_k, "iid", P, Q, 2, mode=mode, samples=100)
 
 
 def test_wilson_interval():
