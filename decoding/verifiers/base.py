@@ -11,7 +11,8 @@ Every rule module in :mod:`decoding.verifiers` exposes
 Randomness contract (what lets the plain-Python references in
 :mod:`decoding.verifiers.reference` reproduce a batched run draw for draw): ``verify``
 draws exactly one tensor ``torch.rand(batch, uniforms_per_row(k), generator=generator,
-dtype=target_probs.dtype, device=target_probs.device)`` (see :func:`draw_uniforms` and
+dtype=torch.float64, device=target_probs.device)`` (float64 whatever the rows' dtype:
+:data:`SAMPLING_DTYPE`; see :func:`draw_uniforms` and
 :func:`verify_uniforms`) and uses column ``j`` of row ``b`` for the ``j``-th random
 decision of row ``b``, as documented in each rule. Rows never share randomness, so the
 law of a row does not depend on the other rows.
@@ -120,10 +121,20 @@ def check_verify_inputs(
     return batch, k, vocab
 
 
+#: The dtype of every uniform and every sampling CDF, whatever the rows' dtype. A float32
+#: uniform is a multiple of ``2^-24`` and a float32 CDF drops every weight below half an ulp
+#: of the sum before it: on real float32 rows at ``V = 151,936`` (the 41,895 tokens below
+#: ``3e-8`` of a Qwen draft row, ``5e-4`` of its mass) the exponential clocks of
+#: :func:`sample_without_replacement` drew one of them first with probability ``2.9e-3``, and
+#: the inverse CDF's law was ``1.4e-3`` in total variation from the row's
+#: (docs/theory.md, section 4, "Sampling float32 rows").
+SAMPLING_DTYPE = torch.float64
+
+
 def draw_uniforms(generator: torch.Generator | None, batch: int, n: int, like: torch.Tensor) -> torch.Tensor:
-    """``[batch, n]`` uniforms in ``[0, 1)`` with the dtype and device of ``like`` (the one
-    random draw of a ``verify`` call; see the module docstring)."""
-    return torch.rand(batch, n, generator=generator, dtype=like.dtype, device=like.device)
+    """``[batch, n]`` uniforms in ``[0, 1)`` in :data:`SAMPLING_DTYPE` on the device of ``like``
+    (the one random draw of a ``verify`` call; see the module docstring)."""
+    return torch.rand(batch, n, generator=generator, dtype=SAMPLING_DTYPE, device=like.device)
 
 
 def verify_uniforms(
@@ -165,22 +176,24 @@ def with_fallback(weights: torch.Tensor, fallback: torch.Tensor) -> torch.Tensor
     return torch.where(empty, fallback, weights)
 
 
-def cumsum_rows(values: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-    """``values.cumsum(dim=-1)`` of ``[batch, vocab]`` ``values`` (into ``out`` when given, a
-    tensor of the same shape and dtype that does not overlap ``values``). On the CPU, for
+def cumsum_rows(values: torch.Tensor, out: torch.Tensor | None = None, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """``values.cumsum(dim=-1)`` of ``[batch, vocab]`` ``values``, summed in ``dtype`` (default
+    theirs; into ``out`` when given, a tensor of the same shape and of that dtype that does not
+    overlap ``values``). On the CPU, for
     arrays over :data:`SCAN_BYTES`, one row at a time: a fresh ``[rows, V]`` result pays its
     page faults, a row-sized temporary that the allocator reuses does not; smaller arrays
     (short rows, such as the optimal verifier's sorted path at small vocabularies) in one
     call, which spares the loop's per-call cost. Both add left to right, so the sums are the
     same bit for bit (``tests/decoding/test_verifiers_fast_paths.py``). Off the CPU, rows of at
     least ``2 * SCAN_BLOCK`` entries by :func:`blocked_cumsum`."""
+    dtype = values.dtype if dtype is None else dtype
     if values.device.type != "cpu" and values.ndim == 2 and values.shape[1] >= 2 * SCAN_BLOCK:
-        return blocked_cumsum(values, out)
+        return blocked_cumsum(values, out, dtype=dtype)
     if values.device.type != "cpu" or values.ndim != 2 or values.numel() * values.element_size() <= SCAN_BYTES:
-        return torch.cumsum(values, dim=-1, out=out) if out is not None else values.cumsum(dim=-1)
-    out = torch.empty_like(values) if out is None else out
+        return torch.cumsum(values, dim=-1, dtype=dtype, out=out) if out is not None else values.cumsum(dim=-1, dtype=dtype)
+    out = torch.empty(values.shape, dtype=dtype, device=values.device) if out is None else out
     for row in range(values.shape[0]):
-        torch.cumsum(values[row], dim=0, out=out[row])
+        torch.cumsum(values[row], dim=0, dtype=dtype, out=out[row])
     return out
 
 
@@ -202,7 +215,8 @@ def scan_block(n: int, target: int = SCAN_BLOCK) -> int:
     return min(near, key=lambda d: (abs(d - target), d)) if near else target
 
 
-def blocked_cumsum(values: torch.Tensor, out: torch.Tensor | None = None, block: int | None = None) -> torch.Tensor:
+def blocked_cumsum(values: torch.Tensor, out: torch.Tensor | None = None, block: int | None = None,
+                   dtype: torch.dtype | None = None) -> torch.Tensor:
     """``values.cumsum(dim=-1)`` of ``[batch, n]`` ``values`` (into ``out`` when given, as in
     :func:`cumsum_rows`) in two levels: each block of ``block`` entries (default
     :func:`scan_block`) of a row is scanned on its own, then the blocks' totals, then each
@@ -214,14 +228,15 @@ def blocked_cumsum(values: torch.Tensor, out: torch.Tensor | None = None, block:
     tests/decoding/test_verifiers_fast_paths.py)."""
     batch, n = values.shape
     block = scan_block(n) if block is None else block
-    out = torch.empty_like(values, memory_format=torch.contiguous_format) if out is None else out
+    dtype = values.dtype if dtype is None else dtype
+    out = torch.empty(values.shape, dtype=dtype, device=values.device) if out is None else out
     whole = n - n % block
     inner = out[:, :whole].unflatten(1, (whole // block, block))
-    torch.cumsum(values[:, :whole].unflatten(1, (whole // block, block)), dim=2, out=inner)
+    torch.cumsum(values[:, :whole].unflatten(1, (whole // block, block)), dim=2, dtype=dtype, out=inner)
     before = inner[:, :, -1].cumsum(dim=1)  # [batch, blocks] the totals up to each block
     inner[:, 1:] += before[:, :-1].unsqueeze(2)
     if whole < n:
-        torch.cumsum(values[:, whole:], dim=1, out=out[:, whole:])
+        torch.cumsum(values[:, whole:], dim=1, dtype=dtype, out=out[:, whole:])
         out[:, whole:] += before[:, -1:]
     return out
 
@@ -273,7 +288,7 @@ def sample_weighted(weights: torch.Tensor, uniforms: torch.Tensor) -> torch.Tens
     """
     squeeze = uniforms.ndim == 1
     u = uniforms.unsqueeze(1) if squeeze else uniforms
-    idx = inverse_cdf(cumsum_rows(weights), u)
+    idx = inverse_cdf(cumsum_rows(weights, dtype=SAMPLING_DTYPE), u)
     return idx.squeeze(1) if squeeze else idx
 
 
@@ -287,12 +302,12 @@ def sample_residual(
     by ``fallback`` (row ``fallback_rows[b]`` of it when given), as :func:`with_fallback`
     then :func:`sample_weighted`, without normalising (the inverse CDF scales by the
     total) and reading the fallback only for the rows that are empty."""
-    cdf = cumsum_rows(residual)
+    cdf = cumsum_rows(residual, dtype=SAMPLING_DTYPE)
     empty = cdf[:, -1] <= 0
     if bool(empty.any()):
         rows = empty.nonzero().squeeze(1)
         source = rows if fallback_rows is None else fallback_rows[rows]
-        cdf.index_copy_(0, rows, cumsum_rows(torch.index_select(fallback, 0, source)))
+        cdf.index_copy_(0, rows, cumsum_rows(torch.index_select(fallback, 0, source), dtype=SAMPLING_DTYPE))
     return inverse_cdf(cdf, uniforms.unsqueeze(1)).squeeze(1)
 
 
@@ -327,10 +342,12 @@ def sample_without_replacement(draft_probs: torch.Tensor, k: int, generator: tor
     Exponential clocks: token ``x`` rings at ``E_x / q(x)`` with ``E_x`` i.i.d. Exp(1);
     the order of the rings is exactly successive sampling without replacement (the first
     ring is ``x`` with probability ``q(x) / sum q`` and, by memorylessness, the remaining
-    clocks restart). The rings are computed as ``(E_x 2^-64) / q(x)``, the same order and ties
+    clocks restart). ``E_x`` comes from a float64 uniform (:data:`SAMPLING_DTYPE`: from a float32
+    one, every ``E`` below ``6e-8`` was 0, and every token of ``q`` below that rang first with
+    probability ``6e-8``). The rings are computed as ``(E_x 2^-64) / q(x)``, the same order and ties
     (scaling by a power of 2 is exact), so that a denormal ``q`` (down to ``5e-324`` in float64)
-    does not overflow to a tie with the other tiny ones (float16 rows are ringed in float32,
-    whose range holds them); they are capped at the largest finite float so that a positive
+    does not overflow to a tie with the other tiny ones (float16 and bfloat16 rows are ringed in
+    float32, whose range holds them); they are capped at the largest finite float so that a positive
     ``q`` never ties with the ``q = 0`` tokens, which never ring and come after every positive
     one, in index order. ``k > vocab`` raises :class:`InvalidDraftCountError`.
     """
@@ -340,8 +357,8 @@ def sample_without_replacement(draft_probs: torch.Tensor, k: int, generator: tor
     if k > vocab:
         raise InvalidDraftCountError(f"k={k} drafts without replacement from a vocabulary of {vocab} tokens")
     positive = draft_probs > 0
-    u = torch.rand(draft_probs.shape, generator=generator, dtype=draft_probs.dtype, device=draft_probs.device)
-    ringing = torch.float32 if draft_probs.dtype == torch.float16 else draft_probs.dtype
+    u = torch.rand(draft_probs.shape, generator=generator, dtype=SAMPLING_DTYPE, device=draft_probs.device)
+    ringing = torch.float32 if draft_probs.dtype in (torch.float16, torch.bfloat16) else draft_probs.dtype
     exponential = -torch.log1p(-u).to(ringing) * RING_SCALE  # Exp(1) 2^-64, finite since u < 1
     largest = torch.finfo(ringing).max
     ring = torch.where(positive, (exponential / torch.where(positive, draft_probs.to(ringing), 1.0)).clamp(max=largest),

@@ -344,11 +344,12 @@ def verify(
         draft not surely rejected (``u low q(x) >= p(x)``) is not surely accepted
         (``u high q(x) < p(x)``), or every draft is surely rejected (the residual needs
         ``g*``). Products in the order of :func:`_kseq`, so rounding keeps them monotone;
-        ``low`` rounded down and ``high`` rounded up to the dtype (as the factor the row is
-        then verified with), so the bracket still holds ``g*`` after rounding."""
+        ``low`` rounded down and ``high`` rounded up to the rows' dtype (that of the factor the
+        row is then verified with; the uniforms are float64), so the bracket still holds ``g*``
+        after rounding."""
         u, p_rows, q_rows = scaled_q[rows], p_x[rows], q_x[rows]
-        sure_reject = u * _rounded(low, u.dtype, up=False).unsqueeze(1) * q_rows >= p_rows
-        sure_accept = u * _rounded(high, u.dtype, up=True).unsqueeze(1) * q_rows < p_rows
+        sure_reject = u * _rounded(low, p_rows.dtype, up=False).unsqueeze(1) * q_rows >= p_rows
+        sure_accept = u * _rounded(high, p_rows.dtype, up=True).unsqueeze(1) * q_rows < p_rows
         open_test = ~sure_reject.all(dim=1)
         first_open = (~sure_reject).to(torch.uint8).argmax(dim=1)
         return ~open_test | ~sure_accept.gather(1, first_open.unsqueeze(1)).squeeze(1)
