@@ -200,11 +200,11 @@ def test_validate_prints_a_verdict_first(tmp_path, capsys):
     assert out.splitlines()[0].startswith("PASS")
 
 
-def test_decode_keeps_what_it_generated_when_a_verifier_refuses(monkeypatch, capsys):
-    """A verifier's typed refusal part-way through a decode (as ``optimal_wor`` refuses a walk
-    that neither its bounds nor its nesting's time limit settle) is one error line and exit
-    status 2, and the tokens generated before it are printed, as text or under ``--json``;
-    a refusal at the first step prints no token."""
+@pytest.fixture
+def refusing_third_walk(monkeypatch) -> list:
+    """The decode loop's tree walk raises a verifier's typed refusal at its third call (as
+    ``optimal_wor`` refuses a walk its bounds and its nesting's time limit leave open); the
+    list of calls made, which a test may set to move the refusal."""
     from decoding.runtime import loop
     from otm.errors import NotApplicableError
 
@@ -217,6 +217,15 @@ def test_decode_keeps_what_it_generated_when_a_verifier_refuses(monkeypatch, cap
         return original(*args, **kwargs)
 
     monkeypatch.setattr(loop, "walk_tree", refuse_third)
+    return calls
+
+
+def test_decode_keeps_what_it_generated_when_a_verifier_refuses(refusing_third_walk, capsys):
+    """A verifier's typed refusal part-way through a decode (as ``optimal_wor`` refuses a walk
+    that neither its bounds nor its nesting's time limit settle) is one error line and exit
+    status 2, and the tokens generated before it are printed, as text or under ``--json``;
+    a refusal at the first step prints no token."""
+    calls = refusing_third_walk
     argv = ("decode", "--pair", "tiny", "--rule", "rrs", "--tree", "chains:2,2", "--max-new-tokens", "40",
             "--prompt", "1,2,3")
     status, out, err = run(capsys, *argv)
@@ -237,23 +246,13 @@ def test_decode_keeps_what_it_generated_when_a_verifier_refuses(monkeypatch, cap
     assert status == 2 and "after 0 new tokens in 1 target calls" in err
 
 
-def test_a_stopped_decode_saves_its_recording(monkeypatch, tmp_path, capsys):
+def test_a_stopped_decode_saves_its_recording(refusing_third_walk, tmp_path, capsys):
     """With ``--record``, a decode that a verifier stops part-way saves the verifications made
     before the refusal (the refusal in ``meta["stopped"]``) and says where; ``otm validate``
     reads it. A refusal before any verification writes nothing."""
-    from decoding.runtime import loop
     from decoding.runtime.recording import load_recording
-    from otm.errors import NotApplicableError
 
-    original, calls = loop.walk_tree, []
-
-    def refuse_third(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == 3:
-            raise NotApplicableError("optimal_wor: this walk is left open")
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(loop, "walk_tree", refuse_third)
+    calls = refusing_third_walk
     record = tmp_path / "stopped.npz"
     argv = ("decode", "--pair", "tiny", "--rule", "rrs", "--tree", "chains:2,2", "--max-new-tokens", "40",
             "--prompt", "1,2,3", "--record", str(record))
