@@ -23,7 +23,7 @@ floating point too. A residual of zero mass (reached with probability 0) falls b
 
 Randomness contract (:func:`uniforms_per_row`, as :mod:`decoding.verifiers.base`):
 :func:`verify` draws exactly one ``torch.rand(batch, g + 2, generator=generator,
-dtype=target_probs.dtype, device=target_probs.device)``; column ``i`` (``0 <= i <= g``) is
+dtype=torch.float64, device=target_probs.device)`` (:data:`decoding.verifiers.base.SAMPLING_DTYPE`); column ``i`` (``0 <= i <= g``) is
 the coin ``eta_i``, column ``g + 1`` drives the emitted token (inverse CDF,
 :func:`decoding.verifiers.base.sample_residual`). Rows never share randomness.
 :func:`decoding.verifiers.reference_sequences.block` reproduces it row by row.

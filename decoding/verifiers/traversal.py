@@ -27,7 +27,7 @@ with ``alpha = 0``, never accepted in exact arithmetic) falls back to ``p(. | s)
 
 Randomness contract (:func:`uniforms_per_row`, as :mod:`decoding.verifiers.base`):
 :func:`verify` draws exactly one ``torch.rand(batch, n_nodes + 1, generator=generator,
-dtype=target_probs.dtype, device=target_probs.device)``; column ``j`` is the coin of node
+dtype=torch.float64, device=target_probs.device)`` (:data:`decoding.verifiers.base.SAMPLING_DTYPE`); column ``j`` is the coin of node
 ``j`` (node ``j`` is accepted when ``u_j < alpha_j`` at its leaf test), column ``n_nodes``
 drives the emitted token (inverse CDF, :func:`decoding.verifiers.base.sample_residual`).
 On a chain the coins are block verification's ``eta_0..eta_g`` in the same columns

@@ -262,3 +262,19 @@ def test_bench_wor_pass_times_trees_side_by_side(tmp_path, capsys):
     with pytest.raises(SystemExit) as refused:
         bench_wor_pass.main(common + ["--tree", str(tmp_path)])
     assert refused.value.code == 2
+
+
+def test_float32_sampling_measures_what_float32_arithmetic_loses(tmp_path, capsys):
+    """``scripts/float32_sampling.py`` on a synthetic corpus of peaked rows (most of 10,000
+    tokens below 3e-8): the float32 CDF's law is off the row's, the float64 one's is not, and the
+    float32 clocks draw the small tokens first far above their mass (the reproduced old sampler,
+    so the check fails if the script stops showing it)."""
+    import float32_sampling
+
+    _synthetic_corpus(tmp_path, seed=5, rows=2, vocab=10_000, scale=20)
+    float32_sampling.main(["--corpus", str(tmp_path / "corpus"), "--positions", "1", "--temperatures", "1",
+                           "--draws", "10000"])
+    (row,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| synthetic")]
+    band, mass, tv32, tv64, first32, first64 = row.strip("| ").split(" | ")[3:]
+    assert band == "no" and float(tv64) < 1e-12 < float(tv32)
+    assert float(first32) > 10 * float(mass) and float(first64) < 10 * float(mass) + 5e-3
