@@ -16,6 +16,9 @@ softmax, :func:`decoding.runtime.loop.probs_from_logits`), at the real vocabular
   sampler until 2026-11-28, reproduced here) and from :func:`decoding.verifiers.base.
   sample_without_replacement` (float64 uniforms); the row's own share is ``small mass``.
 
+Then, over ``--band-rows`` spaced rows, how many have a float32 denormal beside their top
+token at each temperature.
+
     python scripts/float32_sampling.py --corpus DIR --positions 4 --temperatures 1,0.6,0.1
 """
 from __future__ import annotations
@@ -72,6 +75,7 @@ def main(argv=None) -> None:
     parser.add_argument("--temperatures", default="1,0.6,0.1")
     parser.add_argument("--draws", type=int, default=10_000, help="first drafts per row and sampler")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--band-rows", type=int, default=128, help="spaced rows counted for the last lines")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     temperatures = [float(t) for t in args.temperatures.split(",")]
@@ -80,14 +84,11 @@ def main(argv=None) -> None:
     print("| text | position | T | band | small mass | TV f32 CDF | TV f64 CDF | first small, f32 clocks | first small, f64 clocks |")
     print("|---|---|---|---|---|---|---|---|---|")
     for done, (text, position, _, q64) in enumerate(rows, 1):
-        with np.errstate(divide="ignore"):  # a token of probability 0 has logit -inf
-            logits = torch.from_numpy(np.log(np.asarray(q64, dtype=np.float64))).float()  # up to a constant
+        logits = _logits(q64)
         for t in temperatures:
             q = probs_from_logits(logits.unsqueeze(0), t, dtype=torch.float32)[0]
             truth = q.double() / q.double().sum()
-            top = int(q.argmax())
-            rest = float(torch.cat([q[:top], q[top + 1:]]).double().sum())
-            band = 0 < rest < torch.finfo(torch.float32).tiny
+            band = _in_band(q)
             small = q < SMALL
             cells = [f"{float(truth[small].sum()):.2e}", f"{_tv(_cdf_law(q, torch.float32), truth):.1e}",
                      f"{_tv(_cdf_law(q, torch.float64), truth):.1e}",
@@ -95,6 +96,24 @@ def main(argv=None) -> None:
                      f"{first_small_share(q, small, args.draws, False, args.seed):.2e}"]
             print(f"| {text} | {position} | {t:g} | {'yes' if band else 'no'} | " + " | ".join(cells) + " |", flush=True)
         print(f"  {done}/{len(rows)} rows", file=sys.stderr, flush=True)
+    band_rows = Corpus(args.corpus).spaced_rows(args.band_rows, 1.0, None)
+    for t in temperatures:
+        count = sum(_in_band(probs_from_logits(_logits(q64).unsqueeze(0), t, dtype=torch.float32)[0])
+                    for _, _, _, q64 in band_rows)
+        print(f"T = {t:g}: {count} of {len(band_rows)} rows have a float32 denormal beside their top token")
+
+
+def _logits(q64) -> torch.Tensor:
+    """The row's logits up to a constant (a token of probability 0 has logit -inf)."""
+    with np.errstate(divide="ignore"):
+        return torch.from_numpy(np.log(np.asarray(q64, dtype=np.float64))).float()
+
+
+def _in_band(q: torch.Tensor) -> bool:
+    """Whether the mass beside the top token is a float32 denormal (positive, below 1.2e-38)."""
+    top = int(q.argmax())
+    rest = float(torch.cat([q[:top], q[top + 1:]]).double().sum())
+    return 0 < rest < torch.finfo(torch.float32).tiny
 
 
 if __name__ == "__main__":

@@ -274,7 +274,9 @@ def test_float32_sampling_measures_what_float32_arithmetic_loses(tmp_path, capsy
     _synthetic_corpus(tmp_path, seed=5, rows=2, vocab=10_000, scale=20)
     float32_sampling.main(["--corpus", str(tmp_path / "corpus"), "--positions", "1", "--temperatures", "1",
                            "--draws", "10000"])
-    (row,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| synthetic")]
+    out = capsys.readouterr().out
+    assert "T = 1: 0 of 2 rows have a float32 denormal beside their top token" in out
+    (row,) = [line for line in out.splitlines() if line.startswith("| synthetic")]
     band, mass, tv32, tv64, first32, first64 = row.strip("| ").split(" | ")[3:]
     assert band == "no" and float(tv64) < 1e-12 < float(tv32)
     assert float(first32) > 10 * float(mass) and float(first64) < 10 * float(mass) + 5e-3
