@@ -123,11 +123,11 @@ def check_verify_inputs(
 
 #: The dtype of every uniform and every sampling CDF, whatever the rows' dtype. A float32
 #: uniform is a multiple of ``2^-24`` and a float32 CDF drops every weight below half an ulp
-#: of the sum before it: on real float32 rows at ``V = 151,936`` (the 41,895 tokens below
-#: ``3e-8`` of a Qwen draft row, ``5e-4`` of its mass) the exponential clocks of
-#: :func:`sample_without_replacement` drew one of them first with probability ``2.9e-3``, and
-#: the inverse CDF's law was ``1.4e-3`` in total variation from the row's
-#: (docs/theory.md, section 4, "Sampling float32 rows").
+#: of the sum before it: on real float32 rows at ``V = 151,936`` (the tokens below ``3e-8`` of
+#: a Qwen draft row, ``5.0e-4`` of its mass at T = 1, ``1.7e-7`` at T = 0.1) the exponential
+#: clocks of :func:`sample_without_replacement` drew one of them first with probability
+#: ``2.1e-3`` and ``7.9e-3``, and the inverse CDF's law was ``1.4e-3`` in total variation from
+#: the row's (``scripts/float32_sampling.py``; docs/theory.md, section 4, "Sampling float32 rows").
 SAMPLING_DTYPE = torch.float64
 
 

@@ -633,8 +633,9 @@ def test_without_replacement_clocks_of_a_float32_row_follow_its_law():
     """15,000 float32 tokens of ``q = 1e-9`` beside 5,000 that share the rest: the small ones are
     drawn first at their rate, ``1.5e-5`` together (a binomial z-test on 20,000 rows). From
     float32 uniforms every exponential below ``6e-8`` was 0, so each of them rang first with
-    probability ``6e-8``: ``9e-4`` together, sixty times their mass (on a real Qwen draft row at
-    T = 1, the tokens below ``3e-8`` were drawn first six times as often as their mass)."""
+    probability ``6e-8``: ``9e-4`` together, sixty times their mass (on a real Qwen draft row,
+    the tokens below ``3e-8`` were drawn first with probability ``2.1e-3`` against their mass of
+    ``5.0e-4`` at T = 1, and ``7.9e-3`` against ``1.7e-7`` at T = 0.1)."""
     from decoding.validation.stats import binomial_z_test
 
     q = torch.cat([torch.full((5_000,), (1 - 1.5e-5) / 5_000), torch.full((15_000,), 1e-9)]).to(torch.float32)
