@@ -137,11 +137,12 @@ def row_selection(p: np.ndarray, q: np.ndarray, drafts: tuple[int, int], u: floa
     """For one row (``p``, ``q`` ``[V]`` float64, normalised), its distinct drafts and the
     uniform ``u``: the selection law ``x`` ``[V]`` and the index of the selected draft (the
     member of lower rank when ``u < Y``; the ``q = 0`` draft of an exhausted support when
-    ``u`` is below its ``p``). ``order``: :func:`full_ratio_order` of the row, if known."""
+    ``u`` is below its ``p``). ``order``: :func:`full_ratio_order` of the row, if known. ``q``
+    is taken as given: :func:`sorted_row` passes it through :func:`with_representable_weights`
+    first, before the ratio order, which depends on it."""
     from .optimal_pair_wor_numba import pair_yield  # numba only where a row is verified
 
     support = _check_drafts(q, drafts)
-    q = with_representable_weights(q)  # the same row unless a dominant token's complement is below 1e-289
     order = (full_ratio_order(p, q) if order is None else order)[:support]
     x = np.zeros_like(p)
     if support == 1:  # exhausted support: the q = 0 draft is selected with probability p of it
@@ -180,6 +181,7 @@ def verify_row(p: np.ndarray, q: np.ndarray, drafts: tuple[int, int], uniforms: 
 def sorted_row(p: np.ndarray, q: np.ndarray, drafts: tuple[int, int], uniforms: np.ndarray) -> tuple[int, int]:
     """:func:`verify_row` on the sorted row: one stable sort of the ratios, then the full
     construction of :func:`decoding.verifiers.optimal_pair_wor_numba.pair_yield`."""
+    q = with_representable_weights(q)  # the same row unless a dominant token's complement is below 1e-289
     order = full_ratio_order(p, q)
     x, index = row_selection(p, q, drafts, float(uniforms[0]), order)
     return checked_draw(p, q, x, drafts, index, uniforms, order)
