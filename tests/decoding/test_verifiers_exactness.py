@@ -179,28 +179,23 @@ def test_without_replacement_exhausted_support_matches_exact_law(rule, instance)
         assert result.passed, f"{rule}/{instance} {name}: {result.reason}"
 
 
-@pytest.mark.parametrize("rule", list(VERIFIERS))
-def test_float32_inputs_follow_the_law(rule):
-    k = DRAFT_COUNTS[rule][0]
-    p, q = INSTANCES["generic"]
-    law = _exact(rule, p, q, k)
-    tokens, out = _run(get_verifier(rule), p, _draft_rows(rule, q, k), k, ROWS, _seed(rule, "f32"), torch.float32)
-    for name, result in _law_checks(law, tokens, out).items():
-        assert result.passed, f"{rule} float32 {name}: {result.reason}"
+#: The float32 instances: ``(p, q)``, which of the rule's ``k`` (first or last) and the seed tag.
+FLOAT32_CASES = {"generic": (INSTANCES["generic"], 0, "f32"), "dominant": (FLOAT32_DOMINANT, -1, "f32 dominant")}
 
 
+@pytest.mark.parametrize("case", sorted(FLOAT32_CASES))
 @pytest.mark.parametrize("rule", list(VERIFIERS))
-def test_float32_dominant_draft_with_a_denormal_complement_follows_the_law(rule):
-    """:data:`FLOAT32_DOMINANT` through every verifier in float32: ``1 / q(rest)`` overflowed
-    float32 in the without-replacement, SpecHub and greedy verifiers, whose residuals then drew
-    token ids past the vocabulary."""
-    k = DRAFT_COUNTS[rule][-1]
-    p, q = FLOAT32_DOMINANT
+def test_float32_inputs_follow_the_law(rule, case):
+    """Every verifier on float32 rows: the generic instance, and :data:`FLOAT32_DOMINANT`, where
+    ``1 / q(rest)`` overflowed float32 in the without-replacement, SpecHub and greedy verifiers,
+    whose residuals then drew token ids past the vocabulary."""
+    (p, q), which, tag = FLOAT32_CASES[case]
+    k = DRAFT_COUNTS[rule][which]
     law = _exact(rule, p, q, k)
-    tokens, out = _run(get_verifier(rule), p, _draft_rows(rule, q, k), k, ROWS, _seed(rule, "f32 dominant"), torch.float32)
+    tokens, out = _run(get_verifier(rule), p, _draft_rows(rule, q, k), k, ROWS, _seed(rule, tag), torch.float32)
     assert ((out.tokens >= 0) & (out.tokens < V)).all(), f"{rule}: token ids past the vocabulary"
     for name, result in _law_checks(law, tokens, out).items():
-        assert result.passed, f"{rule} float32 dominant {name}: {result.reason}"
+        assert result.passed, f"{rule} float32 {case} {name}: {result.reason}"
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
