@@ -220,6 +220,7 @@ def importance_sampling_truncated(p, draft_probs, drafts, uniforms, s: int = DEF
     law = _truncated_law(tuple(map(float, p)), tuple(map(float, draft_probs[0])), k, s, alphabet_size)
     inside = law.details["alphabet"]
     stages = [stage["select_first"] for stage in law.details["stages"]]
+    stage_index = {int(token): i for i, token in enumerate(law.details["stages"][0]["tokens"])} if stages else {}
     selection = law.details["selection_law"]
     kept = sum(p[t] for t in range(len(p)) if inside[t])
     p_inner = [p[t] / kept if inside[t] else 0.0 for t in range(len(p))]
@@ -227,7 +228,7 @@ def importance_sampling_truncated(p, draft_probs, drafts, uniforms, s: int = DEF
     for m, x in enumerate(drafts):
         if not inside[x]:
             continue
-        if held is None or not (held == x or uniforms[m - 1] < stages[m - 1][held][x]):
+        if held is None or not (held == x or uniforms[m - 1] < stages[m - 1][stage_index[held]][stage_index[x]]):
             held, position = x, m
     accepted = False
     if held is not None:

@@ -115,8 +115,33 @@ def pair_stage(p, a, b, s: int, backend: str = "highs") -> dict:
     }
 
 
+def successive_stages(p_inner, q_inner, k: int, s: int, backend: str = "highs") -> list[dict]:
+    """The ``k - 1`` pair stages of Remark 3 on the inner target and draft (``[V]``, zero
+    outside ``Omega_0``), each run on the *stage tokens* ``T`` (the support of ``q_inner``):
+    every input of every stage lives there (a selected token was drafted), so a pair stage
+    over the whole vocabulary differs only in the rule on pairs of probability 0, and its
+    ``[V, V]`` rule would not fit in memory at ``V = 151,936``. The free tokens are the
+    first ``s`` of :func:`truncation_order` over the whole vocabulary; those in ``T`` are
+    the first of ``T`` in the same order (the order restricted to ``T``), so the stage
+    runs :func:`pair_stage` on ``T`` with that many free tokens.
+
+    Returns the stages of :func:`pair_stage` (``select_first`` ``[|T|, |T|]``, ``law``
+    ``[|T|]``), each with ``tokens``: the ids ``T``, ascending.
+    """
+    active = np.flatnonzero(q_inner > 0)
+    stages, previous = [], np.zeros_like(q_inner)
+    previous[active] = q_inner[active]
+    for _ in range(k - 1):
+        free = int((truncation_order(p_inner, previous, q_inner)[active] < s).sum())
+        stage = pair_stage(p_inner[active], previous[active], q_inner[active], free, backend)
+        stages.append({**stage, "tokens": active})
+        previous[active] = stage["law"]
+    return stages
+
+
 def _selection(law: DraftLaw, stages: list[dict], alphabet: np.ndarray):
     """Triplets ``(rows, tokens, probs)`` of the successive selection for every tuple."""
+    position = {int(token): i for i, token in enumerate(stages[0]["tokens"])} if stages else {}
     rows, tokens, probs = [], [], []
     for t, drafts in enumerate(law.tuples):
         current = {}  # token -> probability that the running selection Y holds it
@@ -129,7 +154,7 @@ def _selection(law: DraftLaw, stages: list[dict], alphabet: np.ndarray):
             select_first = stages[m - 1]["select_first"]
             updated = {x: 0.0}
             for y, pr in current.items():
-                keep = 1.0 if y == x else select_first[y, x]
+                keep = 1.0 if y == x else select_first[position[y], position[x]]
                 updated[y] = updated.get(y, 0.0) + pr * keep
                 updated[x] += pr * (1 - keep)
             current = updated
@@ -156,7 +181,7 @@ def exact_law(
     Returns:
         :class:`RuleLaw`: membership acceptance, output law (exactly ``p``), the i.i.d.
         draft law, and ``details`` with the per-stage ``stages`` (rule, law,
-        ``penalty_bound``), ``alphabet`` (``[V]`` bool), ``selection_law`` (true law of
+        ``penalty_bound``, on the stage tokens: :func:`successive_stages`), ``alphabet`` (``[V]`` bool), ``selection_law`` (true law of
         the selected token, mass < 1 when nothing may be selected) and
         ``selection_acceptance`` (``P(Y = Z)`` after the post-processing).
     """
@@ -175,10 +200,7 @@ def exact_law(
     p_inner = np.where(alphabet, p, 0.0) / kept_target
     q_kept = np.where(alphabet, q, 0.0)
     q_inner = q_kept / q_kept.sum() if q_kept.sum() > 0 else q_kept
-    stages, previous = [], q_inner
-    for _ in range(k - 1):
-        stages.append(pair_stage(p_inner, previous, q_inner, s, backend))
-        previous = stages[-1]["law"]
+    stages = successive_stages(p_inner, q_inner, k, s, backend)
     law = iid_law(q, k)
     rows, tokens, probs = _selection(law, stages, alphabet)
     inner = two_step_law_from_selection(p_inner, law, rows, tokens, probs)

@@ -153,16 +153,35 @@ def test_is_truncated_selection_law_equals_enumeration(k, s, alphabet_size):
     enumerated ``selection_law``; the pair rules equal otm's on the alphabet."""
     rng = np.random.default_rng(k + s)
     for _ in range(3):
-        p, q = rng.dirichlet(np.ones(V)), rng.dirichlet(np.ones(V))
-        law = rule_law("importance_sampling_truncated", p, q, k, s=s, alphabet_size=alphabet_size)
-        plan = importance_sampling_truncated.selection_plan(p, q, k, s, alphabet_size)
-        assert np.array_equal(plan.alphabet, np.flatnonzero(law.details["alphabet"]))
-        selection = law.details["selection_law"]
-        np.testing.assert_allclose(plan.selection_law, selection[plan.alphabet], atol=AGREEMENT_TOLERANCE)
-        assert np.all(selection[~law.details["alphabet"]] == 0)
-        for mine, stage in zip(plan.select_first, law.details["stages"]):
-            np.testing.assert_allclose(mine, stage["select_first"][np.ix_(plan.alphabet, plan.alphabet)],
-                                       atol=AGREEMENT_TOLERANCE)
+        _assert_plan_is_the_law(rng.dirichlet(np.ones(V)), rng.dirichlet(np.ones(V)), k, s, alphabet_size)
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_is_truncated_plan_is_the_law_at_the_real_vocabulary(k):
+    """V = 151,936 with the draft on 60 tokens (a top-k draft): the exact law runs its stages
+    on the draft's support, the plan on the alphabet with its free tokens counted over the
+    vocabulary (``free_count``); they agree."""
+    rng = np.random.default_rng(k)
+    vocab = 151_936
+    p = rng.dirichlet(np.full(vocab, 0.05))
+    q = np.zeros(vocab)
+    drafted = np.concatenate([np.argsort(-p)[:30], rng.choice(vocab, 30, replace=False)])
+    q[drafted] = rng.dirichlet(np.ones(drafted.size))
+    _assert_plan_is_the_law(p, q / q.sum(), k, 5, 40)
+
+
+def _assert_plan_is_the_law(p, q, k, s, alphabet_size):
+    law = rule_law("importance_sampling_truncated", p, q, k, s=s, alphabet_size=alphabet_size)
+    plan = importance_sampling_truncated.selection_plan(p, q, k, s, alphabet_size)
+    assert np.array_equal(plan.alphabet, np.flatnonzero(law.details["alphabet"]))
+    selection = law.details["selection_law"]
+    np.testing.assert_allclose(plan.selection_law, selection[plan.alphabet], atol=AGREEMENT_TOLERANCE)
+    assert np.all(selection[~law.details["alphabet"]] == 0)
+    np.testing.assert_allclose(law.output_distribution, p, rtol=0, atol=AGREEMENT_TOLERANCE)
+    for mine, stage in zip(plan.select_first, law.details["stages"], strict=True):
+        at = np.searchsorted(plan.alphabet, stage["tokens"])  # the stage tokens: q > 0 on the alphabet
+        assert np.array_equal(plan.alphabet[at], stage["tokens"])
+        np.testing.assert_allclose(mine[np.ix_(at, at)], stage["select_first"], atol=AGREEMENT_TOLERANCE)
 
 
 def test_a_broken_batched_sampler_disagrees_with_the_reference(monkeypatch):

@@ -142,6 +142,47 @@ def test_penalty_bound_check_can_fail():
     assert gap > wrong_bound + AGREEMENT_TOLERANCE
 
 
+def _stages_on_the_whole_vocabulary(p, q, k, s):
+    """The plain reference: every pair stage over all ``V`` tokens (a ``[V, V]`` rule)."""
+    stages, previous = [], q
+    for _ in range(k - 1):
+        stages.append(importance_sampling_truncated.pair_stage(p, previous, q, s))
+        previous = stages[-1]["law"]
+    return stages
+
+
+def _assert_same_stages(compact, whole):
+    for mine, full in zip(compact, whole, strict=True):
+        tokens = mine["tokens"]
+        assert np.array_equal(mine["select_first"], full["select_first"][np.ix_(tokens, tokens)])
+        np.testing.assert_allclose(mine["law"], full["law"][tokens], rtol=0, atol=AGREEMENT_TOLERANCE)
+        assert np.all(np.delete(full["law"], tokens) == 0)
+        for key in ("selection_acceptance", "penalty_bound"):
+            assert abs(mine[key] - full[key]) <= AGREEMENT_TOLERANCE
+
+
+@settings(max_examples=40)
+@given(pairs(max_vocab=7), st.integers(0, 7))
+def test_stages_on_the_draft_support_are_the_whole_vocabulary_stages(instance, s):
+    """The stages run on the support of q (what keeps the rule within memory at V = 151,936):
+    the same rule on every pair of positive probability, the same laws and bounds."""
+    p, q, k = instance
+    compact = importance_sampling_truncated.successive_stages(p, q, max(k, 2), s)
+    _assert_same_stages(compact, _stages_on_the_whole_vocabulary(p, q, max(k, 2), s))
+
+
+def test_the_stage_comparison_catches_free_tokens_counted_on_the_support_alone():
+    """Deliberately broken: the first s tokens of the support made free, where a token of
+    q = 0 and large p - q holds a free place of the whole vocabulary's order."""
+    p, q = np.array([0.5, 0.2, 0.2, 0.1]), np.array([0.0, 0.4, 0.3, 0.3])
+    tokens = np.flatnonzero(q > 0)
+    broken = [{**importance_sampling_truncated.pair_stage(p[tokens], q[tokens], q[tokens], 2), "tokens": tokens}]
+    whole = _stages_on_the_whole_vocabulary(p, q, 2, 2)
+    _assert_same_stages(importance_sampling_truncated.successive_stages(p, q, 2, 2), whole)
+    with pytest.raises(AssertionError):
+        _assert_same_stages(broken, whole)
+
+
 def test_single_draft_truncated_rule_is_speculative_sampling():
     p, q = np.array([0.2, 0.3, 0.5]), np.array([0.5, 0.3, 0.2])
     law = importance_sampling_truncated.exact_law(p, q, 1, alphabet_size=None)
@@ -163,7 +204,7 @@ def test_successive_stages_chain_the_selection_laws():
     law = importance_sampling_truncated.exact_law(p, q, 3, s=2, alphabet_size=None)
     stages = law.details["stages"]
     assert len(stages) == 2
-    assert np.abs(stages[-1]["law"] - law.details["selection_law"]).max() <= AGREEMENT_TOLERANCE
+    assert np.abs(stages[-1]["law"] - law.details["selection_law"][stages[-1]["tokens"]]).max() <= AGREEMENT_TOLERANCE
     assert abs(stages[-1]["law"].sum() - 1) <= AGREEMENT_TOLERANCE
 
 
