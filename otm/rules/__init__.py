@@ -11,7 +11,9 @@ e.g. for k-SEQ); enumerated laws also carry ``coupling`` (``[n, V]``, rows in
 Laws are exact: by enumerating the draft law and the rule's accept/residual path
 (:mod:`otm.rules.enumeration`) on small instances, or from a closed form where one exists
 (``method="closed_form"``; ``"auto"`` enumerates up to
-:data:`otm.rules.enumeration.AUTO_ENUMERATION_LIMIT` draft tuples). Exact Fraction inputs
+:data:`otm.rules.enumeration.AUTO_ENUMERATION_LIMIT` draft tuples whose ``[n, V]`` coupling
+has at most :data:`otm.rules.enumeration.AUTO_ENUMERATION_ENTRIES` entries; a coupling above
+:data:`otm.rules.enumeration.MAX_COUPLING_ENTRIES` is refused). Exact Fraction inputs
 give exact rational laws; float inputs give floats.
 
 The rules, their papers, draft laws and closed forms are listed once, in

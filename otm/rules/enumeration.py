@@ -40,9 +40,17 @@ METHODS = ("auto", "enumeration", "closed_form")
 #: Python loop over tuples: well under a second), and uses the closed form above it.
 AUTO_ENUMERATION_LIMIT = 5_000
 
+#: ... and when its coupling (``[tuples, V]``, one row of ``V`` entries per tuple) has at
+#: most this many entries: a few thousand tuples of a 151,936-token vocabulary are
+#: gigabytes and tens of seconds, where the closed form takes milliseconds.
+AUTO_ENUMERATION_ENTRIES = 2**20
+
 #: ``method="enumeration"`` refuses draft laws with more tuples than this (minutes of
 #: Python loops beyond it); such instances need the closed form.
 MAX_RULE_ENUMERATION = 200_000
+
+#: ... and a coupling of more entries than this (2 GiB of float64) rather than allocate it.
+MAX_COUPLING_ENTRIES = 2**28
 
 #: A Markov kernel row: ``tuple of k tokens -> ([V] law of Y, P(a draft was accepted))``.
 Kernel = Callable[[tuple], "tuple[np.ndarray, object]"]
@@ -210,6 +218,7 @@ def enumerate_law(target: np.ndarray, law: DraftLaw, kernel: Kernel) -> dict:
             f"the draft law has {n:,} tuples, above MAX_RULE_ENUMERATION={MAX_RULE_ENUMERATION:,}; "
             "use method='closed_form' where the rule has one, or a smaller vocabulary"
         )
+    check_coupling_size(n, target.size)
     exact = is_exact(target)
     coupling = np.empty((n, target.size), dtype=object) if exact else np.zeros((n, target.size))
     draft_accepted = Fraction(0) if exact else 0.0
@@ -246,29 +255,41 @@ def enumerated_rule_law(p: np.ndarray, draft_law: DraftLaw, kernel: Kernel, deta
     return RuleLaw(result["acceptance"], result["output"], draft_law, details)
 
 
-def resolve_method(method: str, n_tuples: int, has_closed_form: bool, rule: str) -> str:
+def resolve_method(method: str, n_tuples: int, has_closed_form: bool, rule: str, vocab_size: int) -> str:
     """Pick ``"enumeration"`` or ``"closed_form"`` for ``method`` (one of :data:`METHODS`).
 
-    ``"auto"`` enumerates up to :data:`AUTO_ENUMERATION_LIMIT` tuples and otherwise uses
-    the closed form; a rule without a closed form raises :class:`NotApplicableError`
-    above :data:`MAX_RULE_ENUMERATION`.
+    ``"auto"`` enumerates up to :data:`AUTO_ENUMERATION_LIMIT` tuples whose coupling over
+    ``vocab_size`` tokens has at most :data:`AUTO_ENUMERATION_ENTRIES` entries, and otherwise
+    uses the closed form; a rule without a closed form raises :class:`NotApplicableError`
+    above :data:`MAX_RULE_ENUMERATION` tuples or :data:`MAX_COUPLING_ENTRIES` entries.
     """
     if method not in METHODS:
         raise UnknownNameError(f"unknown method {method!r} for rule {rule!r}; choose one of {METHODS}")
     if method == "closed_form" and not has_closed_form:
         raise NotApplicableError(f"rule {rule!r} has no closed form; use method='enumeration'")
     if method == "auto":
-        if n_tuples <= AUTO_ENUMERATION_LIMIT or not has_closed_form:
-            method = "enumeration"
-        else:
-            method = "closed_form"
+        small = n_tuples <= AUTO_ENUMERATION_LIMIT and n_tuples * vocab_size <= AUTO_ENUMERATION_ENTRIES
+        method = "enumeration" if small or not has_closed_form else "closed_form"
     if method == "enumeration" and n_tuples > MAX_RULE_ENUMERATION:
         raise NotApplicableError(
             f"rule {rule!r} needs its draft law enumerated ({n_tuples:,} tuples, above "
             f"MAX_RULE_ENUMERATION={MAX_RULE_ENUMERATION:,})"
             + ("; use method='closed_form'" if has_closed_form else "; it has no closed form: use a smaller vocabulary or k")
         )
+    if method == "enumeration":
+        check_coupling_size(n_tuples, vocab_size, "; use method='closed_form'" if has_closed_form else "")
     return method
+
+
+def check_coupling_size(n_tuples: int, vocab_size: int, advice: str = "") -> None:
+    """:class:`NotApplicableError` when the coupling ``[n_tuples, vocab_size]`` of an
+    enumeration has more than :data:`MAX_COUPLING_ENTRIES` entries (before allocating it)."""
+    if n_tuples * vocab_size > MAX_COUPLING_ENTRIES:
+        raise NotApplicableError(
+            f"enumerating {n_tuples:,} draft tuples over {vocab_size:,} tokens needs a coupling of "
+            f"{n_tuples * vocab_size:.3g} entries, above MAX_COUPLING_ENTRIES={MAX_COUPLING_ENTRIES:,}"
+            + (advice or "; use a smaller vocabulary (top-k / top-p) or a rule with a closed form")
+        )
 
 
 def support_size(q: np.ndarray) -> int:

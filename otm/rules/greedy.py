@@ -55,7 +55,7 @@ def exact_law(p, q, k: int, *, method: str = "auto") -> RuleLaw:
     p, q = validate_one_q(p, q, "rule 'greedy' takes one draft distribution q ([V] vector)")
     membership = greedy_membership(q, k)  # refuses k > V
     n_tuples = max(support_size(q) - (k - 1), 1)
-    method = resolve_method(method, n_tuples, True, "greedy")
+    method = resolve_method(method, n_tuples, True, "greedy", len(p))
     fixed = [int(x) for x in greedy_order(q)[: k - 1]] if k <= MAX_LISTED_FIXED else None
     details = {"method": method, "fixed": fixed}
     if method == "closed_form":

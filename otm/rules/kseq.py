@@ -209,7 +209,7 @@ def exact_law(p, q, k: int, *, g=None, method: str = "auto") -> RuleLaw:
     b = beta(p, q, g)
     lower_bound = 1 - (1 - b) ** k
     n_tuples = count_iid(q, k)
-    method = resolve_method(method, n_tuples, True, "kseq")
+    method = resolve_method(method, n_tuples, True, "kseq", len(p))
     details = {"method": method, "g": g, "g_star": g_star, "beta": b, "lower_bound": lower_bound, "residual": final}
     if method == "closed_form":
         details["draft_accepted"] = lower_bound

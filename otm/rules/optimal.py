@@ -376,7 +376,7 @@ def exact_law(p, q, k: int, sampling: str = "iid", *, method: str = "auto") -> R
     params = selection_parameters(p, q, k, sampling)
     count = count_iid if sampling == "iid" else count_without_replacement
     n_tuples = count(q, params.k)
-    method = resolve_method(method, n_tuples, sampling == "iid", "optimal")
+    method = resolve_method(method, n_tuples, sampling == "iid", "optimal", len(p))
     details = {"method": method, "cut": params.cut, "selection": params.selection, "draft_accepted": params.acceptance}
     if method == "closed_form":
         return RuleLaw(params.acceptance, p.copy(), None, details)

@@ -694,7 +694,7 @@ def exact_law(p, q, k: int, *, method: str = "auto") -> RuleLaw:
         raise InvalidDraftCountError(f"rule 'optimal_pair_wor' is defined for k = 2 only, got k={k}")
     p, q = validate_one_q(p, q, "rule 'optimal_pair_wor' draws both drafts from one q ([V] vector)")
     params = pair_parameters(p, q)
-    method = resolve_method(method, count_without_replacement(q, 2), True, "optimal_pair_wor")
+    method = resolve_method(method, count_without_replacement(q, 2), True, "optimal_pair_wor", len(p))
     details = {"method": method, "cut": params.cut, "selection": params.selection, "levels": params.levels,
                "draft_accepted": params.acceptance, "arithmetic": params.arithmetic}
     if method == "closed_form":

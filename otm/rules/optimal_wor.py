@@ -403,7 +403,7 @@ def exact_law(p, q, k: int, *, method: str = "auto") -> RuleLaw:
         raise InvalidDraftCountError(f"rule 'optimal_wor' is defined for k >= 2, got k={k}")
     p, q = validate_one_q(p, q, "rule 'optimal_wor' draws every draft from one q ([V] vector)")
     params = wor_parameters(p, q, k)
-    method = resolve_method(method, count_without_replacement(q, k), True, "optimal_wor")
+    method = resolve_method(method, count_without_replacement(q, k), True, "optimal_wor", len(p))
     details = {"method": method, "cut": params.cut, "selection": params.selection, "levels": params.levels,
                "draft_accepted": params.acceptance, "arithmetic": params.arithmetic}
     if method == "closed_form":

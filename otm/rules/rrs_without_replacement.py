@@ -281,7 +281,7 @@ def exact_law(p, q, k: int, *, method: str = "auto") -> RuleLaw:
         raise InvalidDraftCountError(f"k={k} distinct drafts without replacement from a vocabulary of {p.size} tokens")
     if k <= 2 and int(np.count_nonzero(q)) < 2:
         method = "enumeration"  # one positive draft token: the exhausted-support law has one tuple
-    method = resolve_method(method, count_without_replacement(q, k), k <= 2, "rrs_wor")
+    method = resolve_method(method, count_without_replacement(q, k), k <= 2, "rrs_wor", len(p))
     if method == "closed_form":
         acceptance = np.minimum(p, q).sum() if k == 1 else closed_form_acceptance_k2(p, q)
         return RuleLaw(acceptance, p.copy(), None, {"method": method, "draft_accepted": acceptance})

@@ -119,7 +119,7 @@ def exact_law(p, q, k: int = 2, *, method: str = "auto") -> RuleLaw:
         raise InvalidDraftCountError(f"SpecHub is defined for k=2 drafts (SpecHub, Sun et al. 2024, §4), got k={k}")
     p, q = validate_one_q(p, q, "rule 'spechub' builds its draft pairs from one q ([V] vector)")
     n_tuples = max(2 * (support_size(q) - 1), 1)
-    method = resolve_method(method, n_tuples, True, "spechub")
+    method = resolve_method(method, n_tuples, True, "spechub", len(p))
     details = {"method": method, "hub": hub_token(q)}
     if method == "closed_form":
         acceptance = closed_form_acceptance(p, q)

@@ -91,7 +91,7 @@ def recursive_law(p, qs, law_builder, n_tuples: int, method: str, rule: str) -> 
     """The law of recursive rejection sampling of ``qs`` against ``p`` (shared by
     ``single``, ``rrs``, ``specinfer`` and the ensemble rules, which differ only in the
     draft law and the validation of their inputs)."""
-    method = resolve_method(method, n_tuples, True, rule)
+    method = resolve_method(method, n_tuples, True, rule, len(p))
     alphas = step_acceptances(p, qs)
     details = {"method": method, "step_acceptances": alphas}
     if method == "closed_form":

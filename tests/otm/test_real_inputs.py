@@ -147,6 +147,38 @@ def test_truncated_importance_sampling_refuses_mid_sized_vocabularies_before_all
     _refused_fast(lambda: otm.rule_acceptance("importance_sampling_truncated", p, p, 2), NotApplicableError, "MAX_RULE_SECONDS")
 
 
+def _draft_on_few_tokens(vocab: int, tokens: int):
+    """A full target and a draft on ``tokens`` tokens (a top-k draft), and the same pair with
+    every token of ``q = 0`` merged into one."""
+    p = logits_to_probs(_logits(5, vocab, 2.0).numpy(), 1.0)
+    drafted = np.argsort(-p, kind="stable")[:tokens]
+    q = np.zeros(vocab)
+    q[drafted] = np.linspace(1.0, 2.0, tokens) / np.linspace(1.0, 2.0, tokens).sum()
+    return p, q, np.append(p[drafted], 1 - p[drafted].sum()), np.append(q[drafted], 0.0)
+
+
+@pytest.mark.parametrize("rule", ["rrs", "kseq", "optimal"])
+def test_auto_takes_the_closed_form_where_the_coupling_would_be_large(rule):
+    """A draft on 5 of 151,936 tokens at k = 5 has 3,125 draft tuples, few enough to
+    enumerate, but their coupling has 475 million entries (3.8 GB, tens of seconds): ``auto``
+    takes the closed form, which agrees with the enumeration of the merged instance (these
+    rules' acceptance does not change when the tokens of q = 0 are merged)."""
+    p, q, p_merged, q_merged = _draft_on_few_tokens(QWEN_VOCAB, 5)
+    law = otm.rule_law(rule, p, q, 5)
+    assert law.details["method"] == "closed_form"
+    merged = otm.rule_law(rule, p_merged, q_merged, 5, method="enumeration")
+    assert abs(law.acceptance - merged.acceptance) <= AGREEMENT_TOLERANCE
+
+
+@pytest.mark.parametrize("rule, k, params", [("optimal_latent", 1, {}), ("rrs", 5, {"method": "enumeration"})])
+def test_an_enumeration_past_memory_is_refused_before_allocating(rule, k, params):
+    """The coupling of 151,936 tuples (or of 3,125 asked for by name) over 151,936 tokens
+    is refused with a typed error, not numpy's MemoryError."""
+    p, q, _, _ = _draft_on_few_tokens(QWEN_VOCAB, QWEN_VOCAB if k == 1 else 5)
+    with pytest.raises(NotApplicableError, match="MAX_COUPLING_ENTRIES"):
+        otm.rule_law(rule, p, q, k, **params)
+
+
 def test_huge_k_is_answered_or_refused_quickly_never_hangs():
     rng = np.random.default_rng(0)
     p, q = rng.dirichlet(np.ones(50)), rng.dirichlet(np.ones(50))
