@@ -14,8 +14,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..draft_laws import DraftLaw
+from ..errors import NotApplicableError
 from ..solution import OTMSolution
 from ._lp import LPBuilder, law_probs, lp_solution, solve_lp, target_for, zero
+
+#: The full LP is refused, before it is built, above this many variables ``pi(x, y)``
+#: (docs/benchmarks.md: a million took 4 s, and the time grows faster than the size).
+MAX_FULL_LP_VARIABLES = 2**22
 
 
 def solve_full_lp(p, law: DraftLaw, backend: str = "highs") -> OTMSolution:
@@ -23,7 +28,13 @@ def solve_full_lp(p, law: DraftLaw, backend: str = "highs") -> OTMSolution:
 
     Variables ``pi(x, y)`` for every tuple ``x`` of ``law`` and every token ``y`` with
     ``p(y) > 0`` (the column constraint forces ``pi(x, y) = 0`` when ``p(y) = 0``, so
-    those variables are dropped).
+    those variables are dropped). The tokens of ``p(y) > 0`` that lie in no tuple share one
+    column, of mass their total ``p``: their columns are interchangeable (objective 0 in
+    every row, one constraint each), so a plan on the shared column, split in proportion to
+    ``p``, is a plan of the same value on theirs, and summing theirs gives one on the shared
+    column. With a draft on a few tokens of a large vocabulary this is what keeps the LP
+    small: 151,933 columns of no objective left HiGHS degenerate for minutes. Above
+    :data:`MAX_FULL_LP_VARIABLES` variables it raises :class:`NotApplicableError`.
 
     Float robustness: in floating point ``sum p`` and ``sum Q`` differ by a few ulps, and
     with both marginals as equalities the LP is then infeasible (HiGHS reports it so for
@@ -50,27 +61,40 @@ def solve_full_lp(p, law: DraftLaw, backend: str = "highs") -> OTMSolution:
     p, exact = target_for(p, law, backend)
     Q = law_probs(law, exact)
     n, V = len(Q), law.vocab_size
-    targets = np.flatnonzero([v > 0 for v in p])  # columns kept
-    membership = np.zeros((n, V), dtype=bool)
-    membership[np.arange(n)[:, None], law.tuples] = True
-    index = np.arange(n * len(targets)).reshape(n, len(targets))  # variable of (t, targets[j])
-    rows_side = "eq" if sum(p) >= sum(Q) else "ub"
+    positive = np.array([v > 0 for v in p], dtype=bool)
+    in_tuples = np.zeros(V, dtype=bool)
+    in_tuples[law.tuples] = True
+    targets = np.flatnonzero(positive & in_tuples)  # one column each
+    rest = np.flatnonzero(positive & ~in_tuples)  # one shared column
+    masses = [p[y] for y in targets] + ([sum(p[rest])] if rest.size else [])
+    columns = len(masses)
+    if n * columns > MAX_FULL_LP_VARIABLES:
+        raise NotApplicableError(
+            f"the full LP would have {n:,} tuples x {columns:,} tokens = {n * columns:,} variables, above "
+            f"MAX_FULL_LP_VARIABLES={MAX_FULL_LP_VARIABLES:,}; use method='max_flow' or the closed form"
+        )
+    membership = np.zeros((n, columns), dtype=bool)
+    membership[:, : targets.size] = (law.tuples[:, :, None] == targets[None, None, :]).any(axis=1)
+    index = np.arange(n * columns).reshape(n, columns)  # variable of (t, column j)
+    rows_side = "eq" if sum(masses) >= sum(Q) else "ub"
     cols_side = "ub" if rows_side == "eq" else "eq"
     builder = LPBuilder(index.size, exact)
     for t in range(n):
-        builder.add(rows_side, index[t], [1] * len(targets), Q[t])
-    for j, y in enumerate(targets):
-        builder.add(cols_side, index[:, j], [1] * n, p[y])
-    lp = builder.build(membership[:, targets].ravel().astype(int))
+        builder.add(rows_side, index[t], [1] * columns, Q[t])
+    for j, mass in enumerate(masses):
+        builder.add(cols_side, index[:, j], [1] * n, mass)
+    lp = builder.build(membership.ravel().astype(int))
     result = solve_lp(lp, backend)
     plan = np.empty((n, V), dtype=object if exact else np.float64)
     plan[...] = zero(exact)
-    values = result.x.reshape(n, len(targets))
+    values = result.x.reshape(n, columns)
     if not exact:
         values = np.maximum(values, 0.0)  # solver noise below zero
-    plan[:, targets] = values
+    plan[:, targets] = values[:, : targets.size]
+    if rest.size:
+        plan[:, rest] = values[:, -1:] * (p[rest] / masses[-1])[None, :]
     accepted = {
-        (int(t), int(y)): plan[t, y] for t, y in zip(*np.nonzero(membership)) if plan[t, y] > 0
+        (int(t), int(targets[j])): plan[t, targets[j]] for t, j in zip(*np.nonzero(membership)) if plan[t, targets[j]] > 0
     }
     return lp_solution(p, law, "full_lp", lp, result, accepted, exact,
                        {"coupling": plan, "backend": result.backend, "relaxed_side": "tokens" if cols_side == "ub" else "tuples"})

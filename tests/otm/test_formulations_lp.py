@@ -254,6 +254,17 @@ def test_coupling_checker_rejects_broken_plans():
     assert not is_valid_coupling(plan[:, :2], p, law)  # wrong shape
 
 
+@settings(max_examples=25)
+@given(instances(exact=True, max_vocab=5, max_k=2))
+def test_full_lp_plan_is_a_coupling_in_rationals(instance):
+    """Also where the undrafted tokens share one column of the LP: split back in proportion
+    to p, the plan's columns are p exactly."""
+    p, law = instance
+    solution = solve_full_lp(p, law, backend="exact")
+    assert is_valid_coupling(solution.details["coupling"], p, law)
+    assert coupling_acceptance(solution.details["coupling"], law) == solution.acceptance
+
+
 def test_full_lp_plan_is_a_coupling():
     p, law = np.array([0.2, 0.3, 0.5]), without_replacement_law([0.5, 0.3, 0.2], 2)
     solution = solve_full_lp(p, law)

@@ -179,6 +179,29 @@ def test_an_enumeration_past_memory_is_refused_before_allocating(rule, k, params
         otm.rule_law(rule, p, q, k, **params)
 
 
+@pytest.mark.parametrize("method", ["full_lp", "canonical_lp", "simplified_lp", "max_flow"])
+def test_every_formulation_on_a_draft_of_few_tokens_at_the_real_vocabulary(method):
+    """q on 3 of 151,936 tokens, p on all of them: every formulation agrees with the closed
+    form and certifies it. The full LP shares one column among the 151,933 undrafted tokens
+    (it ran for minutes before), the canonical LP drops their t_y (their rows' tolerance
+    added up to a value 4.8e-6 above the min cut); the full plan still has p as its columns."""
+    p, q, _, _ = _draft_on_few_tokens(QWEN_VOCAB, 3)
+    solution = otm.solve_optimum(p, q, 2, method=method)
+    assert abs(solution.value - otm.optimal_acceptance(p, q, 2)) <= AGREEMENT_TOLERANCE
+    assert solution.verified_gap <= AGREEMENT_TOLERANCE
+    if method == "full_lp":
+        plan = solution.details["coupling"]
+        np.testing.assert_allclose(plan.sum(axis=0), p, rtol=0, atol=AGREEMENT_TOLERANCE)
+        np.testing.assert_allclose(plan.sum(axis=1), otm.iid_law(q, 2).probs, rtol=0, atol=AGREEMENT_TOLERANCE)
+
+
+def test_the_full_lp_past_its_size_is_refused_before_it_is_built():
+    """A million tuples over a thousand tokens: a billion variables, refused with a typed error."""
+    p = np.full(1000, 1 / 1000)
+    with pytest.raises(NotApplicableError, match="MAX_FULL_LP_VARIABLES"):
+        otm.solve_optimum(p, p, 2, method="full_lp")
+
+
 def test_huge_k_is_answered_or_refused_quickly_never_hangs():
     rng = np.random.default_rng(0)
     p, q = rng.dirichlet(np.ones(50)), rng.dirichlet(np.ones(50))
