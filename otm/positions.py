@@ -31,7 +31,7 @@ import numpy as np
 from .errors import InvalidDraftCountError, NotApplicableError
 from .formulations.closed_form import solve_closed_form
 from .formulations.prefix_scan import iid_optimum_for_ks
-from .rules import estimated_seconds, rule_acceptance, rule_spec
+from .rules import draft_support, estimated_seconds, rule_acceptance, rule_spec
 from .draft_laws import greedy_order
 from .rules.kseq import closed_form_membership, optimal_division_factor, residual_distribution, sorted_ratios_of
 from .rules.rrs_without_replacement import monte_carlo_acceptance
@@ -171,7 +171,7 @@ def _rule_cell(p, q, k: int, rule: str, time_budget: float) -> Cell:
         return Cell(rule, k, math.nan, method="not_applicable", note=f"defined for k in {spec.ks}")
     closed = spec.has_closed_form(k)
     if not closed:
-        cost = estimated_seconds(spec, int(np.count_nonzero(q)), k)
+        cost = estimated_seconds(spec, draft_support(q), k)
         if cost > time_budget:
             return Cell(rule, k, math.nan, method="skipped", note=f"exact law estimated at {cost:.3g} s (budget {time_budget:g} s)")
     try:
@@ -184,7 +184,7 @@ def _rule_cell(p, q, k: int, rule: str, time_budget: float) -> Cell:
 def _rrs_wor_cells(p, q, ks: list[int], rng: np.random.Generator, mc_paths: int, time_budget: float) -> list[Cell]:
     """Exact at ``k <= 2`` and wherever the enumeration fits the time budget; one set of
     Monte Carlo paths for every larger ``k``."""
-    support = int(np.count_nonzero(q))
+    support = draft_support(q)
     spec = rule_spec("rrs_wor")
     exact = [k for k in ks if k <= 2 or estimated_seconds(spec, support, k) <= time_budget]
     cells = {k: _rule_cell(p, q, k, "rrs_wor", time_budget) for k in exact}

@@ -29,7 +29,7 @@ import numpy as np
 from .distributions import as_distribution, check_draft_count, logits_to_probs
 from .errors import InvalidDraftCountError, NotApplicableError, ShapeMismatchError, UnknownNameError
 from .optimum import optimal_acceptance
-from .rules import estimated_seconds, rule_acceptance, rule_spec, rule_specs
+from .rules import draft_support, estimated_seconds, rule_acceptance, rule_spec, rule_specs
 from .tolerances import AGREEMENT_TOLERANCE
 
 #: Column names of the two optima.
@@ -200,10 +200,10 @@ def acceptance_point(p, q, k: int, rules: Sequence[str] = LOSSLESS_RULES, optima
         values[name], why = _attempt(lambda: optimal_acceptance(p, q, k, sampling=OPTIMUM_COLUMNS[name]))
         if why:
             notes[name] = why
-    vocab_size = len(p)
+    support = draft_support(q)
     for rule in rules:
         spec = rule_spec(rule)
-        cost = estimated_seconds(spec, vocab_size, k) if spec.allows(k) else 0.0
+        cost = estimated_seconds(spec, support, k) if spec.allows(k) else 0.0
         if cost > time_budget:
             values[rule], notes[rule] = float("nan"), f"skipped: its exact law would take about {cost:.3g} s (budget {time_budget:g} s)"
             continue

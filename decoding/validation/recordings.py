@@ -27,7 +27,7 @@ from scipy import stats
 
 from otm.optimum import optimal_acceptance
 from otm.errors import InvalidDraftCountError, NotApplicableError, OTMError, UnknownNameError
-from otm.rules import estimated_seconds, rule_acceptance, rule_spec
+from otm.rules import draft_support, estimated_seconds, rule_acceptance, rule_spec
 
 from decoding.runtime.recording import Recording
 from decoding.validation.stats import DEFAULT_ALPHA
@@ -230,7 +230,7 @@ def rule_bounds(rule: str, node: NodeInstance, k: int, own: Bounds) -> Bounds:
     if exact_ok:
         p, q = node.merged()
         try:
-            cost = estimated_seconds(spec, int(np.count_nonzero(q)), k)
+            cost = estimated_seconds(spec, draft_support(q), k)
             if cost > NODE_SECONDS_LIMIT:
                 raise NotApplicableError(f"the exact law of {rule} would take about {cost:.3g} s at this node")
             params = {"method": "closed_form"} if spec.has_closed_form(k) else {}

@@ -83,16 +83,25 @@ def _refuse_if_too_slow(spec: RuleSpec, q, k, method: str) -> None:
     if method != "enumeration" and spec.has_closed_form(int(k)):
         return
     try:
-        support = int(np.count_nonzero(np.asarray(q, dtype=np.float64) > 0)) if np.ndim(q) == 1 else max(np.shape(q))
+        support = draft_support(q)
     except (TypeError, ValueError):
         return  # malformed q: the rule's validation raises the right error
-    cost = estimated_seconds(spec, max(support, 1), int(k))
+    cost = estimated_seconds(spec, support, int(k))
     if cost > MAX_RULE_SECONDS:
         raise NotApplicableError(
             f"rule {spec.name!r} would need its draft law enumerated at k={k} over {support} draft tokens "
             f"(about {cost:.3g} s, above MAX_RULE_SECONDS={MAX_RULE_SECONDS:g}); it has no closed form there: "
             "use a smaller vocabulary (e.g. top-k/top-p), a smaller k, or a rule with a closed form"
         )
+
+
+def draft_support(q) -> int:
+    """The number of tokens a rule's draft tuples range over: those of ``q > 0`` (``[V]``),
+    or the vocabulary for per-draft laws (``[k, V]``); at least 1. What
+    :func:`estimated_seconds` takes as the vocabulary size, since an exact law enumerates
+    the tuples of the draft's support."""
+    support = int(np.count_nonzero(np.asarray(q, dtype=np.float64) > 0)) if np.ndim(q) == 1 else max(np.shape(q))
+    return max(support, 1)
 
 
 @functools.lru_cache(maxsize=None)
@@ -121,6 +130,7 @@ __all__ = [
     "RULE_SPECS",
     "RuleLaw",
     "RuleSpec",
+    "draft_support",
     "estimated_seconds",
     "rule_acceptance",
     "rule_function",

@@ -22,7 +22,7 @@ from otm import rule_acceptance, solve_optimum
 from otm.distributions import as_distribution_pair, check_draft_count, logits_to_probs
 from otm.errors import InputFileError, InvalidDraftCountError, NotApplicableError, OTMError
 from otm.files import load_numpy
-from otm.rules import estimated_seconds, rule_specs
+from otm.rules import draft_support, estimated_seconds, rule_specs
 
 from ..configs import AcceptanceConfig
 
@@ -110,7 +110,7 @@ def acceptance_summary(p, q, config: AcceptanceConfig, progress=None) -> dict:
         if not spec.allows(k):
             rules[spec.name], notes[f"rules.{spec.name}"] = None, f"defined for k in {spec.ks}, not k = {k}"
             continue
-        cost = estimated_seconds(spec, p.size, k)
+        cost = estimated_seconds(spec, draft_support(q), k)
         if cost > config.time_budget and not asked:
             rules[spec.name] = None
             notes[f"rules.{spec.name}"] = (f"skipped: its exact law would take about {_duration(cost)} here "
