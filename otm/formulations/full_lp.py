@@ -17,6 +17,7 @@ from ..draft_laws import DraftLaw
 from ..errors import NotApplicableError
 from ..solution import OTMSolution
 from ._lp import LPBuilder, law_probs, lp_solution, solve_lp, target_for, zero
+from .max_flow import check_flow_size
 
 #: The full LP is refused, before it is built, above this many variables ``pi(x, y)``
 #: (docs/benchmarks.md: a million took 4 s, and the time grows faster than the size).
@@ -58,6 +59,7 @@ def solve_full_lp(p, law: DraftLaw, backend: str = "highs") -> OTMSolution:
     >>> round(float(solve_full_lp([0.5, 0.5], iid_law([1.0, 0.0], 1)).acceptance), 9)
     0.5
     """
+    check_flow_size(law)  # the max flow certifies the value
     p, exact = target_for(p, law, backend)
     Q = law_probs(law, exact)
     n, V = len(Q), law.vocab_size

@@ -38,6 +38,7 @@ import numpy as np
 from solvers.max_flow import max_flow
 
 from ..draft_laws import DraftLaw
+from ..errors import NotApplicableError
 from ..solution import OTMSolution, cut_solution
 from ._lp import distinct_positions, law_probs, target_for
 
@@ -45,6 +46,12 @@ SOURCE, SINK = "source", "sink"
 
 #: Float capacities are floored to integer multiples of ``2**-FLOW_SCALE_BITS``.
 FLOW_SCALE_BITS = 64
+
+#: The network is refused, before it is built, for a law of more draft tuples than this:
+#: networkx's flow took 0.17 s at 1,024 tuples and 1.7 s at 4,096 (docs/benchmarks.md,
+#: table (b)), about ``n^1.7``, so some minutes here and hours at the 2 million tuples a law
+#: may enumerate. The LP formulations certify their values with this flow, so they stop here too.
+MAX_FLOW_TUPLES = 2**17
 
 
 def _capacity(value, exact: bool):
@@ -69,6 +76,17 @@ def flow_network(p, law: DraftLaw) -> nx.DiGraph:
     return G
 
 
+def check_flow_size(law: DraftLaw) -> None:
+    """:class:`NotApplicableError` for a law of more than :data:`MAX_FLOW_TUPLES` tuples
+    (called by the max flow and, before they solve anything, by the LPs it certifies)."""
+    if len(law.probs) > MAX_FLOW_TUPLES:
+        raise NotApplicableError(
+            f"the max flow over {len(law.probs):,} draft tuples (which also certifies the LPs) would take "
+            f"many minutes to hours (above MAX_FLOW_TUPLES={MAX_FLOW_TUPLES:,}); the closed form "
+            "(method='closed_form') covers i.i.d., without-replacement, hub and greedy drafts"
+        )
+
+
 def solve_max_flow(p, law: DraftLaw, flow_func=None) -> OTMSolution:
     """Optimal acceptance as a max flow (SpecHub, Sun et al. 2024, App. F, any k and any ``Q``).
 
@@ -87,6 +105,7 @@ def solve_max_flow(p, law: DraftLaw, flow_func=None) -> OTMSolution:
     >>> float(solve_max_flow([0.5, 0.5], iid_law([1.0, 0.0], 2)).acceptance)
     0.5
     """
+    check_flow_size(law)
     _, exact = target_for(p, law)
     result = max_flow(flow_network(p, law), SOURCE, SINK, flow_func=flow_func)
     scale = 1 if exact else 2.0**-FLOW_SCALE_BITS

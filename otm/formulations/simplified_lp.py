@@ -24,6 +24,7 @@ from ..draft_laws import DraftLaw
 from ..solution import OTMSolution
 from ..tolerances import FEASIBILITY_TOLERANCE
 from ._lp import LPBuilder, distinct_positions, law_probs, lp_solution, solve_lp, target_for, zero
+from .max_flow import check_flow_size
 
 
 def solve_simplified_lp(p, law: DraftLaw, backend: str = "highs") -> OTMSolution:
@@ -41,6 +42,7 @@ def solve_simplified_lp(p, law: DraftLaw, backend: str = "highs") -> OTMSolution
     >>> round(float(solve_simplified_lp([0.5, 0.5], iid_law([0.5, 0.5], 2)).acceptance), 9)
     1.0
     """
+    check_flow_size(law)  # the max flow certifies the value
     p, exact = target_for(p, law, backend)
     Q = law_probs(law, exact)
     rows, tokens = distinct_positions(law)

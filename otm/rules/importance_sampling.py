@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..distributions import as_distribution_pair, check_draft_count
+from ..distributions import as_distribution_pair, as_exact_distribution, check_draft_count, is_exact_input
 from ..draft_laws import DraftLaw, iid_law, without_replacement_law
 from ..errors import ShapeMismatchError
-from ..distributions import as_exact_distribution
 from ..formulations.canonical_lp import canonical_two_step_law, solve_canonical_lp
 from .base import RuleLaw
 
@@ -27,7 +26,7 @@ from .base import RuleLaw
 
 def target_and_draft(p, q) -> tuple[np.ndarray, np.ndarray]:
     """``(p, q)`` validated: exact Fraction arrays when both are object arrays, else float64."""
-    if np.asarray(p).dtype == object and np.asarray(q).dtype == object:
+    if is_exact_input(p) and is_exact_input(q):
         p, q = as_exact_distribution(p, "p (target)"), as_exact_distribution(q, "q (draft)")
         if p.size != q.size:
             raise ShapeMismatchError(f"p (target) has {p.size} tokens but q (draft) has {q.size}")

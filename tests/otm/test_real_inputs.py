@@ -57,6 +57,20 @@ def test_llm_vocabulary_softmax_in_every_dtype(dtype):
     assert 0 < float(otm.rule_acceptance("rrs", p, q, 4)) <= 1
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rule", list(otm.RULE_SPECS))
+def test_every_rule_takes_a_softmax_tensor_in_every_dtype(rule, dtype):
+    """A model's softmax as it comes (a torch tensor in its dtype) is a valid input of every
+    rule's exact law, the same law as the float64 numbers it holds (importance sampling read a
+    bfloat16 tensor through numpy, which has no bfloat16, and raised TypeError)."""
+    spec = otm.rule_spec(rule)
+    k = min(max(spec.ks[0], 2), spec.ks[1] or 2)
+    z = _logits(7, 6, 2.0)
+    p, q = torch.softmax(z.to(dtype), dim=-1), torch.softmax((0.5 * z).to(dtype), dim=-1)
+    as_float64 = [t.double().numpy() / t.double().sum().item() for t in (p, q)]
+    assert abs(otm.rule_acceptance(rule, p, q, k) - otm.rule_acceptance(rule, *as_float64, k)) <= AGREEMENT_TOLERANCE
+
+
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16", "float64"])
 def test_genuinely_unnormalised_vectors_are_still_refused(dtype):
     vocab = 1000
@@ -196,10 +210,21 @@ def test_every_formulation_on_a_draft_of_few_tokens_at_the_real_vocabulary(metho
 
 
 def test_the_full_lp_past_its_size_is_refused_before_it_is_built():
-    """A million tuples over a thousand tokens: a billion variables, refused with a typed error."""
-    p = np.full(1000, 1 / 1000)
+    """90,000 tuples over 300 tokens (few enough for the max flow): 27 million variables,
+    refused with a typed error."""
+    p = np.full(300, 1 / 300)
     with pytest.raises(NotApplicableError, match="MAX_FULL_LP_VARIABLES"):
         otm.solve_optimum(p, p, 2, method="full_lp")
+
+
+@pytest.mark.parametrize("method", ["max_flow", "simplified_lp", "canonical_lp", "full_lp"])
+def test_a_flow_over_hundreds_of_thousands_of_tuples_is_refused_before_it_starts(method):
+    """The hub law of a full row has 303,870 tuples: the max flow (and the LPs it certifies)
+    would run for hours; each is refused with a typed error that names the closed form."""
+    p = logits_to_probs(_logits(6, QWEN_VOCAB, 2.0).numpy(), 1.0)
+    with pytest.raises(NotApplicableError, match="MAX_FLOW_TUPLES.*closed_form"):
+        otm.solve_optimum(p, p, 2, sampling="hub", method=method)
+    assert otm.solve_optimum(p, p, 2, sampling="hub").value == pytest.approx(1.0, abs=AGREEMENT_TOLERANCE)
 
 
 def test_huge_k_is_answered_or_refused_quickly_never_hangs():
