@@ -273,7 +273,8 @@ def test_bad_inputs_raise_typed_errors():
         selection_parameters(p, q, 2, cut=7)
 
 
-@pytest.mark.parametrize("p, q", [([0.0, 0.0, 1.0], [0.5, 1e-30, 0.5]), ([1.0, 0.0, 0.0], [0.5, 0.5, 6.9e-88])])
+@pytest.mark.parametrize("p, q", [([0.0, 0.0, 1.0], [0.5, 1e-30, 0.5]), ([1.0, 0.0, 0.0], [0.5, 0.5, 6.9e-88]),
+                                  ([0.0, 0.0, 0.0, 1.0, 0.0], [0.0, 0.5, 1e-30, 0.5, 0.0])])
 @pytest.mark.parametrize("rule", ["optimal", "optimal_latent"])
 def test_a_float_cut_tied_by_rounding_gives_the_exact_law(p, q, rule):
     """A token of tiny ``p`` and ``q`` at the cut ties the float minimiser of ``P_j - C_j^k``
@@ -291,3 +292,5 @@ def test_a_float_cut_tied_by_rounding_gives_the_exact_law(p, q, rule):
         assert np.isfinite(float_law.output_distribution).all()
         assert abs(float_law.acceptance - float(exact.acceptance)) < 1e-12
         assert np.abs(float_law.output_distribution - exact.output_distribution.astype(float)).max() < 1e-12
+        for key in ("accepted_per_token", "coupling"):  # on every token, those of p = q = 0 included
+            assert np.abs(float_law.details[key] - exact.details[key].astype(float)).max() < 1e-12
