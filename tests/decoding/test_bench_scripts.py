@@ -280,3 +280,22 @@ def test_float32_sampling_measures_what_float32_arithmetic_loses(tmp_path, capsy
     band, mass, tv32, tv64, first32, first64 = row.strip("| ").split(" | ")[3:]
     assert band == "no" and float(tv64) < 1e-12 < float(tv32)
     assert float(first32) > 10 * float(mass) and float(first64) < 10 * float(mass) + 5e-3
+
+
+def test_real_scale_entry_points_answers_or_refuses_on_small_rows(capsys, monkeypatch):
+    """``scripts/real_scale_entry_points.py`` on rows of 30 tokens: every call answers or is
+    refused with a typed error; an entry point that raises an untyped error is flagged, and the
+    script exits 1."""
+    import real_scale_entry_points
+
+    assert real_scale_entry_points.main(["--vocab", "30", "--ks", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "| rule_acceptance[optimal] | 10 | 0 | 0 |" in out and "\n0 flagged calls" in out
+
+    def broken(p, q, k):
+        raise ValueError("not an OTMError")
+
+    monkeypatch.setattr(real_scale_entry_points, "entry_points", lambda methods: [("broken", broken)])
+    assert real_scale_entry_points.main(["--vocab", "30", "--ks", "2"]) == 1
+    assert "FLAGGED float32, T = 1, k = 2, broken: untyped ValueError" in capsys.readouterr().out
+
