@@ -227,6 +227,17 @@ def test_a_flow_over_hundreds_of_thousands_of_tuples_is_refused_before_it_starts
     assert otm.solve_optimum(p, p, 2, sampling="hub").value == pytest.approx(1.0, abs=AGREEMENT_TOLERANCE)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_rule_without_a_closed_form_refuses_a_whole_softmax_tensor_in_every_dtype(dtype):
+    """The cost check read q through numpy, which has no bfloat16: a bfloat16 row skipped it,
+    and the pair water levels nested over 151,936 tokens for hours instead of refusing."""
+    z = _logits(8, QWEN_VOCAB, 3.0)
+    p, q = torch.softmax(z.to(dtype), dim=-1), torch.softmax((z + _logits(9, QWEN_VOCAB, 1.0)).to(dtype), dim=-1)
+    assert otm.rules.draft_support(q) == int((q > 0).sum())
+    with pytest.raises(NotApplicableError, match="MAX_RULE_SECONDS"):
+        otm.rule_acceptance("optimal_pair_wor", p, q, 2)
+
+
 def test_huge_k_is_answered_or_refused_quickly_never_hangs():
     rng = np.random.default_rng(0)
     p, q = rng.dirichlet(np.ones(50)), rng.dirichlet(np.ones(50))
