@@ -35,6 +35,11 @@ from .errors import InvalidDistributionError, InvalidDraftCountError, NotApplica
 #: closed forms in :mod:`otm.formulations.closed_form`, which never enumerate.
 MAX_ENUMERATED_TUPLES = 2_000_000
 
+#: An enumeration's coupling (``[tuples, V]``, one row of ``V`` entries per draft tuple: the
+#: enumerated rule laws and the full LP's plan) is refused above this many entries (2 GiB of
+#: float64) rather than allocated.
+MAX_COUPLING_ENTRIES = 2**28
+
 
 @dataclass(frozen=True, eq=False)
 class DraftLaw:
@@ -416,3 +421,14 @@ def draft_law(sampling: str, q, k: int) -> DraftLaw:
     if sampling == "greedy":
         return greedy_law(q, k)
     raise UnknownNameError(f"unknown sampling scheme {sampling!r}; choose one of {SAMPLING_SCHEMES}")
+
+
+def check_coupling_size(n_tuples: int, vocab_size: int, advice: str = "") -> None:
+    """:class:`NotApplicableError` when the coupling ``[n_tuples, vocab_size]`` of an
+    enumeration has more than :data:`MAX_COUPLING_ENTRIES` entries (before allocating it)."""
+    if n_tuples * vocab_size > MAX_COUPLING_ENTRIES:
+        raise NotApplicableError(
+            f"enumerating {n_tuples:,} draft tuples over {vocab_size:,} tokens needs a coupling of "
+            f"{n_tuples * vocab_size:.3g} entries, above MAX_COUPLING_ENTRIES={MAX_COUPLING_ENTRIES:,}"
+            + (advice or "; use a smaller vocabulary (top-k / top-p) or a rule with a closed form")
+        )

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..draft_laws import DraftLaw
+from ..draft_laws import DraftLaw, check_coupling_size
 from ..errors import NotApplicableError
 from ..solution import OTMSolution
 from ._lp import LPBuilder, law_probs, lp_solution, solve_lp, target_for, zero
@@ -35,7 +35,8 @@ def solve_full_lp(p, law: DraftLaw, backend: str = "highs") -> OTMSolution:
     ``p``, is a plan of the same value on theirs, and summing theirs gives one on the shared
     column. With a draft on a few tokens of a large vocabulary this is what keeps the LP
     small: 151,933 columns of no objective left HiGHS degenerate for minutes. Above
-    :data:`MAX_FULL_LP_VARIABLES` variables it raises :class:`NotApplicableError`.
+    :data:`MAX_FULL_LP_VARIABLES` variables, or a plan ``[n_tuples, V]`` above
+    :data:`otm.draft_laws.MAX_COUPLING_ENTRIES` entries, it raises :class:`NotApplicableError`.
 
     Float robustness: in floating point ``sum p`` and ``sum Q`` differ by a few ulps, and
     with both marginals as equalities the LP is then infeasible (HiGHS reports it so for
@@ -75,6 +76,7 @@ def solve_full_lp(p, law: DraftLaw, backend: str = "highs") -> OTMSolution:
             f"the full LP would have {n:,} tuples x {columns:,} tokens = {n * columns:,} variables, above "
             f"MAX_FULL_LP_VARIABLES={MAX_FULL_LP_VARIABLES:,}; use method='max_flow' or the closed form"
         )
+    check_coupling_size(n, V, "; the full LP returns its whole plan: use method='max_flow' or the closed form")
     membership = np.zeros((n, columns), dtype=bool)
     membership[:, : targets.size] = (law.tuples[:, :, None] == targets[None, None, :]).any(axis=1)
     index = np.arange(n * columns).reshape(n, columns)  # variable of (t, column j)

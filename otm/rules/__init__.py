@@ -13,7 +13,7 @@ Laws are exact: by enumerating the draft law and the rule's accept/residual path
 (``method="closed_form"``; ``"auto"`` enumerates up to
 :data:`otm.rules.enumeration.AUTO_ENUMERATION_LIMIT` draft tuples whose ``[n, V]`` coupling
 has at most :data:`otm.rules.enumeration.AUTO_ENUMERATION_ENTRIES` entries; a coupling above
-:data:`otm.rules.enumeration.MAX_COUPLING_ENTRIES` is refused). Exact Fraction inputs
+:data:`otm.draft_laws.MAX_COUPLING_ENTRIES` is refused). Exact Fraction inputs
 give exact rational laws; float inputs give floats.
 
 The rules, their papers, draft laws and closed forms are listed once, in

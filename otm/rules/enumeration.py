@@ -28,7 +28,7 @@ from typing import Callable
 import numpy as np
 
 from ..distributions import as_distribution_pair, as_draft_distributions, check_draft_count, check_same_vocabulary, is_exact_input
-from ..draft_laws import DraftLaw
+from ..draft_laws import DraftLaw, check_coupling_size
 from ..errors import NotApplicableError, ShapeMismatchError, UnknownNameError
 from ..distributions import as_exact_distribution
 from .base import RuleLaw
@@ -49,8 +49,6 @@ AUTO_ENUMERATION_ENTRIES = 2**20
 #: Python loops beyond it); such instances need the closed form.
 MAX_RULE_ENUMERATION = 200_000
 
-#: ... and a coupling of more entries than this (2 GiB of float64) rather than allocate it.
-MAX_COUPLING_ENTRIES = 2**28
 
 #: A Markov kernel row: ``tuple of k tokens -> ([V] law of Y, P(a draft was accepted))``.
 Kernel = Callable[[tuple], "tuple[np.ndarray, object]"]
@@ -279,17 +277,6 @@ def resolve_method(method: str, n_tuples: int, has_closed_form: bool, rule: str,
     if method == "enumeration":
         check_coupling_size(n_tuples, vocab_size, "; use method='closed_form'" if has_closed_form else "")
     return method
-
-
-def check_coupling_size(n_tuples: int, vocab_size: int, advice: str = "") -> None:
-    """:class:`NotApplicableError` when the coupling ``[n_tuples, vocab_size]`` of an
-    enumeration has more than :data:`MAX_COUPLING_ENTRIES` entries (before allocating it)."""
-    if n_tuples * vocab_size > MAX_COUPLING_ENTRIES:
-        raise NotApplicableError(
-            f"enumerating {n_tuples:,} draft tuples over {vocab_size:,} tokens needs a coupling of "
-            f"{n_tuples * vocab_size:.3g} entries, above MAX_COUPLING_ENTRIES={MAX_COUPLING_ENTRIES:,}"
-            + (advice or "; use a smaller vocabulary (top-k / top-p) or a rule with a closed form")
-        )
 
 
 def support_size(q: np.ndarray) -> int:

@@ -209,6 +209,16 @@ def test_every_formulation_on_a_draft_of_few_tokens_at_the_real_vocabulary(metho
         np.testing.assert_allclose(plan.sum(axis=1), otm.iid_law(q, 2).probs, rtol=0, atol=AGREEMENT_TOLERANCE)
 
 
+def test_the_full_lp_whose_plan_passes_2_gib_is_refused_before_it_is_built():
+    """p and q on 5 disjoint tokens of 151,936 at k = 5: 3,125 tuples and one LP column, but the
+    returned plan [3125, 151936] is 3.8 GB (it took 13.5 s to fill)."""
+    p, q, _, _ = _draft_on_few_tokens(QWEN_VOCAB, 5)
+    target = np.zeros(QWEN_VOCAB)
+    target[np.argsort(p, kind="stable")[:5]] = 0.2
+    with pytest.raises(NotApplicableError, match="MAX_COUPLING_ENTRIES"):
+        otm.solve_optimum(target, q, 5, method="full_lp")
+
+
 def test_the_full_lp_past_its_size_is_refused_before_it_is_built():
     """90,000 tuples over 300 tokens (few enough for the max flow): 27 million variables,
     refused with a typed error."""
