@@ -22,7 +22,7 @@ def input_dtype(values) -> str:
     return name if name in DTYPE_EPSILON else "float64"
 
 
-def _as_float64(values, name: str) -> np.ndarray:
+def as_float64(values, name: str) -> np.ndarray:
     """``values`` as a float64 numpy array (torch tensors of any float dtype included);
     complex, string or object data is refused, never silently truncated."""
     if hasattr(values, "detach") and hasattr(values, "cpu"):  # a torch tensor, duck-typed
@@ -67,7 +67,7 @@ def as_distribution(values, name: str = "p") -> np.ndarray:
     [0.25, 0.75]
     """
     dtype = input_dtype(values)
-    arr = _as_float64(values, name)
+    arr = as_float64(values, name)
     if arr.ndim != 1:
         raise InvalidDistributionError(f"{name} must be a 1-D probability vector, got shape {arr.shape}")
     if arr.size == 0:
@@ -94,7 +94,7 @@ def normalisation_note(values, name: str = "p") -> dict:
     from 1 and the tolerance for it; ``renormalised`` is true when the sum was not exactly 1
     (the float64 copy was divided by it). For the ``details`` of results."""
     dtype = input_dtype(values)
-    arr = _as_float64(values, name)
+    arr = as_float64(values, name)
     total = float(arr.sum())
     return {"dtype": dtype, "sum_error": total - 1.0, "tolerance": sum_tolerance(dtype, max(arr.size, 1)),
             "renormalised": total != 1.0}
@@ -211,7 +211,7 @@ def logits_to_probs(
     >>> logits_to_probs([1.0, 3.0, 3.0], temperature=1e-300).tolist()
     [0.0, 0.5, 0.5]
     """
-    z = _as_float64(logits, name)
+    z = as_float64(logits, name)
     if z.ndim != 1 or z.size == 0:
         raise InvalidDistributionError(f"{name} must be a non-empty 1-D vector, got shape {z.shape}")
     if np.isnan(z).any() or np.isposinf(z).any():

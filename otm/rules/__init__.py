@@ -28,7 +28,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..distributions import _as_float64, normalisation_note
+from ..distributions import as_float64, normalisation_note
 from ..errors import NotApplicableError, UnknownNameError
 from .base import RuleLaw
 from .registry import ALIASES, RULE_SPECS, RULES, RuleSpec, estimated_seconds, rule_spec, rule_specs
@@ -100,7 +100,7 @@ def draft_support(q) -> int:
     or the vocabulary for per-draft laws (``[k, V]``); at least 1. What
     :func:`estimated_seconds` takes as the vocabulary size, since an exact law enumerates
     the tuples of the draft's support."""
-    values = _as_float64(q, "q (draft)")  # torch tensors too: numpy has no bfloat16
+    values = as_float64(q, "q (draft)")  # torch tensors too: numpy has no bfloat16
     support = int(np.count_nonzero(values > 0)) if values.ndim == 1 else max(values.shape)
     return max(support, 1)
 

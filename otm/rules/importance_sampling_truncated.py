@@ -129,8 +129,7 @@ def successive_stages(p_inner, q_inner, k: int, s: int, backend: str = "highs") 
     ``[|T|]``), each with ``tokens``: the ids ``T``, ascending.
     """
     active = np.flatnonzero(q_inner > 0)
-    stages, previous = [], np.zeros_like(q_inner)
-    previous[active] = q_inner[active]
+    stages, previous = [], q_inner.copy()  # the law of the running selection, over the vocabulary
     for _ in range(k - 1):
         free = int((truncation_order(p_inner, previous, q_inner)[active] < s).sum())
         stage = pair_stage(p_inner[active], previous[active], q_inner[active], free, backend)
