@@ -1,0 +1,92 @@
+"""scripts/wor_free_flux.py: the one-pass bottom-peeling chain against its slow reference, the law
+its levels realise against its flux (the certificate), the room ``1 - alpha*``, and the table."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from otm.formulations.prefix_scan import ratio_order
+from otm.rules.optimal_pair_wor import flux_setup
+from otm.rules.wor_clock_masses import ClockSetMasses, built_set_masses, realised_selection
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+
+import wor_free_flux  # noqa: E402
+
+from otm.corpus import CorpusWriter  # noqa: E402
+
+#: The pass and the reference add the same nonnegative terms in other orders (relative).
+CHAIN_AGREEMENT = 1e-9
+
+#: What the levels realise against the chain's flux (absolute, laws of total mass 1).
+REALISED_AGREEMENT = 1e-13
+
+
+def _row(seed: int, vocab: int = 60, k: int = 3):
+    """A random softmax row pair, its clock masses by rank, ``e = p - sigma`` by rank and the cut."""
+    rng = np.random.default_rng(seed)
+    logits = 2 * rng.normal(size=vocab)
+    p, q = np.exp(logits), np.exp(logits + rng.normal(size=vocab))
+    p, q = p / p.sum(), q / q.sum()
+    order = ratio_order(p, q)
+    masses = ClockSetMasses(q[order], k)
+    setup = flux_setup(p, q, order, built_set_masses(masses))
+    return masses, p[order] - np.asarray(masses.sigma), setup
+
+
+@pytest.mark.parametrize("seed,k", [(0, 3), (1, 4), (2, 3), (3, 5)])
+def test_chain_pass_is_the_chain_by_runs(seed, k):
+    masses, e, setup = _row(seed, k=k)
+    top = setup.cut - 1
+    fast, slow = wor_free_flux.chain_pass(masses.q, k, e, top), wor_free_flux.chain_by_runs(masses, e, top)
+    assert fast[2] == slow[2]
+    assert np.allclose(fast[0], slow[0], rtol=CHAIN_AGREEMENT, atol=0)
+    assert np.allclose(fast[1], slow[1], rtol=CHAIN_AGREEMENT, atol=1e-18)
+
+
+@pytest.mark.parametrize("seed", [0, 2, 4])
+def test_chain_levels_realise_the_chain_flux(seed):
+    """The levels ``L(j) = sum_{f < j} c_f`` on ``H`` (0 from the cut up) select by the walk with the
+    law ``sigma + F(a + 1) - F(a)`` on the ranks the chain has passed, computed by the lowest-member
+    laws alone; its largest raise doubled breaks it."""
+    masses, e, setup = _row(seed)
+    top = setup.cut - 1
+    c, F, failed = wor_free_flux.chain_pass(masses.q, 3, e, top)
+    passed = (failed or top + 1) - 1  # ranks 0..passed - 1 have both their cuts' flux
+    assert passed >= 3
+
+    def levels_of(raises):
+        levels = np.zeros(masses.n + 1)
+        levels[1:top + 1] = np.cumsum(raises)[:top]
+        return levels
+
+    expected = np.asarray(masses.sigma)[:passed] + F[1:passed + 1] - F[:passed]
+    realised = realised_selection(masses, levels_of(c).tolist())[:passed]
+    assert np.max(np.abs(realised - expected)) <= REALISED_AGREEMENT
+    broken = c.copy()
+    broken[int(np.argmax(c[:passed - 1]))] *= 2  # the largest raise (many are 0: the carried flux sufficed)
+    assert np.max(np.abs(realised_selection(masses, levels_of(broken).tolist())[:passed] - expected)) > 1e-6
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_room_is_one_minus_the_optimum(seed):
+    """``sum_H (sigma - p) = T_m - P_m = 1 - alpha*``, the slack each side of the cut can hold."""
+    masses, e, setup = _row(seed)
+    assert abs(-e[:setup.cut].sum() - (1 - float(setup.acceptance))) <= 1e-14
+
+
+def test_table_on_a_small_corpus(tmp_path, capsys):
+    rng = np.random.default_rng(5)
+    with CorpusWriter(tmp_path / "corpus", 200, shard_size=4, source="test") as writer:
+        target = rng.normal(size=(2, 200))
+        writer.add("synthetic", target, target + rng.normal(size=(2, 200)))
+    assert wor_free_flux.main(["--corpus", str(tmp_path / "corpus"), "--positions", "2", "--ks", "3"]) == 0
+    rows = [line.split("|")[1:-1] for line in capsys.readouterr().out.strip().splitlines()[2:]]
+    assert len(rows) == 2
+    for row in rows:
+        alpha, room = float(row[5]), float(row[6])  # printed to 6 decimals and 3 digits
+        assert room == pytest.approx(1 - alpha, rel=0.01, abs=1e-6)
+        assert row[7].strip() == "all" or " of " in row[7]
