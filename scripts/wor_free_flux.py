@@ -9,8 +9,10 @@ to ``1 - alpha*`` on each side of the cut, so its flux lies between the minimal 
 chain* carries the flux: levels that only grow up the ranks (the intervals ``[f, m - 1]``, ``f =
 0, 1, ...``, each raised by ``c_f >= 0``), with the flux at each cut chosen as small as the chain
 and ``x >= p`` allow. Such levels would cost one pass (:func:`chain_pass`), against the nesting's
-``O(len^2)``; the chain fails at the first cut whose forced flux exceeds ``F_min`` plus the room
-left. One thread; about 25 s per whole row and ``k = 3`` (a Python loop over the ranks):
+``O(len^2)``; the chain fails at the first cut where the flux it must carry would give the ranks
+below more slack than the room. One thread; about 25 s per whole row at ``k = 3`` and 40 s at ``k =
+8`` (a Python loop over the ranks; the polynomials of ``[j, m - 1]`` kept at every cut, 4.4 GB at
+``k = 8``):
 
     python scripts/wor_free_flux.py --corpus DIR [--positions 6] [--ks 3] [--temperature 1]
 """
@@ -55,16 +57,16 @@ def chain_pass(q_ranked: np.ndarray, k: int, e: np.ndarray, top: int) -> tuple[n
     pass: ``(c, F, failed)`` with ``c[f]`` the raise of the interval ``[f, top]``, ``F[j]`` the flux
     at cut ``j`` and ``failed`` the first cut it cannot carry (``None``: every cut).
 
-    At cut ``j`` the intervals ``[f, top]``, ``f < j - 1``, carry ``G(j) = sum_f c_f
-    across(f, j, top)`` already; the flux is ``F(j) = max(F(j - 1) + e_{j-1}, G(j))`` (the least
-    with ``x_{j-1} >= p_{j-1}``); it fails where the slack ``x - p`` it has given the ranks below ``j``
-    would exceed the room ``1 - alpha*`` (:func:`room_left`), and ``c_{j-1} = (F(j) - G(j)) / across(j - 1, j, top)``. The sums over ``f``
-    are kept as polynomials (the groups of :mod:`otm.rules.wor_clock_masses`: ``[0, f)``, ``[f, j)``
-    and ``[j, top]``, with ``N = E - E(0)``): ``A = sum_f c_f (D0 N1 + D1 E0)``, ``B = sum_f c_f E0
-    N1``, and ``e1 D0``, ``e1 E0`` with ``e1 = E1(0)``; adding rank ``r`` to every ``[f, j)``
-    (``phi = none + x some``, ``D_r = q_r none``) maps them by ``A <- phi A + x some (e1 D0) + D_r (B +
-    e1 E0)``, ``B <- phi B + x some (e1 E0)``, ``e1 <- none e1``, every term nonnegative, and
-    ``G(j) = int [x^(k-1)] (A N2 + B D2)``. Tested against :func:`chain_by_runs`."""
+    At cut ``j`` the intervals ``[f, top]``, ``f < j - 1``, carry ``G(j) = sum_f c_f across(f, j,
+    top)`` already; the flux is ``F(j) = max(F(j - 1) + e_{j-1}, G(j))`` (the least with ``x_{j-1} >=
+    p_{j-1}``) and ``c_{j-1} = (F(j) - G(j)) / across(j - 1, j, top)``; it fails where the slack ``x -
+    p`` it has given the ranks below ``j`` would exceed the room ``1 - alpha*`` (:func:`room_left`).
+    The sums over ``f`` are kept as polynomials (the groups of :mod:`otm.rules.wor_clock_masses`:
+    ``[0, f)``, ``[f, j)`` and ``[j, top]``, with ``N = E - E(0)``): ``A = sum_f c_f (D0 N1 + D1 E0)``,
+    ``B = sum_f c_f E0 N1``, and ``e1 D0``, ``e1 E0`` with ``e1 = E1(0)``; adding rank ``r`` to every
+    ``[f, j)`` (``phi = none + x some``, ``D_r = q_r none``) maps them by ``A <- phi A + x some (e1
+    D0) + D_r (B + e1 E0)``, ``B <- phi B + x some (e1 E0)``, ``e1 <- none e1``, every term
+    nonnegative, and ``G(j) = int [x^(k-1)] (A N2 + B D2)``. Tested against :func:`chain_by_runs`."""
     s, w = quadrature_nodes(q_ranked, k)
     nodes = s.size
     weight = w * np.exp(-q_ranked[top + 1:].sum() * s)  # no draft above top
