@@ -87,8 +87,8 @@ def spine_scans(steps: list, levels: np.ndarray, flux: np.ndarray, masses, windo
 
 def row_table(p: np.ndarray, q: np.ndarray, k: int, windows: list[int]) -> dict | None:
     """The spine of the longest run of flux below the cut (``steps``: one per distinct level of its
-    cuts), its peels and its scans per window;
-    ``None`` where no run is :data:`SHORTEST_RUN` ranks long."""
+    cuts), its peels and its scans per window; ``None`` where no run is :data:`SHORTEST_RUN` ranks
+    long."""
     from decoding.verifiers.optimal_wor_numba import CompiledClockSetMasses
     from otm.rules.optimal_pair_wor import flux_runs
     from otm.rules.optimal_wor import wor_parameters
