@@ -31,6 +31,7 @@ import numpy as np
 from ..distributions import as_float64, normalisation_note
 from ..errors import NotApplicableError, UnknownNameError
 from .base import RuleLaw
+from .enumeration import support_size
 from .registry import ALIASES, RULE_SPECS, RULES, RuleSpec, estimated_seconds, rule_spec, rule_specs
 
 #: Rules whose output law is not ``p`` (they verify against an ensemble ``r``).
@@ -101,8 +102,7 @@ def draft_support(q) -> int:
     :func:`estimated_seconds` takes as the vocabulary size, since an exact law enumerates
     the tuples of the draft's support."""
     values = as_float64(q, "q (draft)")  # torch tensors too: numpy has no bfloat16
-    support = int(np.count_nonzero(values > 0)) if values.ndim == 1 else max(values.shape)
-    return max(support, 1)
+    return max(support_size(values) if values.ndim == 1 else max(values.shape), 1)
 
 
 @functools.lru_cache(maxsize=None)
