@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from otm.rules.wor_clock_masses import quadrature_nodes
+from otm.rules.wor_clock_masses import quadrature_nodes, with_token
 
 
 def _times_rank(P: np.ndarray, none: np.ndarray, some: np.ndarray) -> np.ndarray:
@@ -45,11 +45,6 @@ def _top(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     """``[x^(k-1)] A B`` at every node."""
     k = A.shape[1]
     return sum(A[:, i] * B[:, k - 1 - i] for i in range(k))
-
-
-def _add(E: np.ndarray, D: np.ndarray, q: float, none: np.ndarray, some: np.ndarray):
-    """``(E, D)`` of a group with one token of draft probability ``q`` added."""
-    return _times_rank(E, none, some), _times_rank(D, none, some) + (q * none)[:, None] * E
 
 
 def chain_pass(q_ranked: np.ndarray, k: int, e: np.ndarray, top: int) -> tuple[np.ndarray, np.ndarray, int | None]:
@@ -79,7 +74,7 @@ def chain_pass(q_ranked: np.ndarray, k: int, e: np.ndarray, top: int) -> tuple[n
     E2[:, 0] = 1.0
     upper_E[top + 1], upper_D[top + 1] = E2, D2
     for r in range(top, 0, -1):
-        E2, D2 = _add(E2, D2, q_ranked[r], *factors(r))
+        E2, D2 = with_token(E2, D2, q_ranked[r], *factors(r))
         upper_E[r], upper_D[r] = E2, D2
     E0, D0 = np.zeros((nodes, k)), np.zeros((nodes, k))  # [0, f)
     E0[:, 0] = 1.0
@@ -104,7 +99,7 @@ def chain_pass(q_ranked: np.ndarray, k: int, e: np.ndarray, top: int) -> tuple[n
         c[r], F[j] = (flux - carried) / mass, flux
         A, B = A + c[r] * new_A, B + c[r] * new_B
         eD, eE = eD + c[r] * none[:, None] * D0, eE + c[r] * none[:, None] * E0
-        E0, D0 = _add(E0, D0, q_ranked[r], none, some)
+        E0, D0 = with_token(E0, D0, q_ranked[r], none, some)
     return c, F, None
 
 

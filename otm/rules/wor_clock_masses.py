@@ -174,11 +174,7 @@ class ClockSetMasses:
 
     def _add(self, E: np.ndarray, D: np.ndarray, r: int) -> tuple[np.ndarray, np.ndarray]:
         """``(E, D)`` of a group with rank ``r`` added (``[..., N, k]``)."""
-        none, some = self._none[r][:, None], self._some[r][:, None]
-        E_new, D_new = E * none, D * none + (self.q[r] * self._none[r])[:, None] * E
-        E_new[..., 1:] += E[..., :-1] * some
-        D_new[..., 1:] += D[..., :-1] * some
-        return E_new, D_new
+        return with_token(E, D, self.q[r], self._none[r], self._some[r])
 
     def _integral(self, top: int, coefficient: np.ndarray) -> np.ndarray:
         """``int e^{-q(ranks above top) s} coefficient ds`` over the last axis (nodes)."""
@@ -257,6 +253,17 @@ class ClockSetMasses:
         return out
 
 
+def with_token(E: np.ndarray, D: np.ndarray, q: float, none: np.ndarray, some: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(E, D)`` (``[..., N, k]``) of a group with one token of draft probability ``q`` added,
+    ``none = e^{-q s}`` and ``some = 1 - e^{-q s}`` at the nodes (``[N]``): ``E (none + x some)``
+    and ``D (none + x some) + q none E`` (module docstring), truncated at degree ``k - 1``."""
+    none_, some_ = none[:, None], some[:, None]
+    E_new, D_new = E * none_, D * none_ + (q * none)[:, None] * E
+    E_new[..., 1:] += E[..., :-1] * some_
+    D_new[..., 1:] += D[..., :-1] * some_
+    return E_new, D_new
+
+
 def _empty_group(nodes: int, k: int) -> tuple[np.ndarray, np.ndarray]:
     """``(E, D)`` of no token: ``E = 1``, ``D = 0``."""
     E = np.zeros((nodes, k))
@@ -321,4 +328,4 @@ def realised_selection(masses: ClockSetMasses, levels: list) -> np.ndarray:
 
 
 __all__ = ["BASE_STEP", "CHECKPOINT", "ClockSetMasses", "LOWER_END_AT_3", "MAX_TABLE_FLOATS", "RINGING_FLOOR", "built_set_masses", "clock_set_masses", "lower_end", "node_count", "quadrature_nodes", "quadrature_step",
-           "realised_selection"]
+           "realised_selection", "with_token"]
