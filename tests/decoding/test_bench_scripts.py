@@ -11,7 +11,6 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
@@ -30,17 +29,7 @@ import profile_optimal_cuda  # noqa: E402
 import profile_optimal_rows  # noqa: E402
 import wor_fresh_rows  # noqa: E402
 
-from otm.corpus import CorpusWriter  # noqa: E402
-
-
-def _synthetic_corpus(tmp_path, seed: int, rows: int, vocab: int, scale: float = 1.0, noise: float = 1.0) -> None:
-    """A corpus directory ``tmp_path / "corpus"`` of ``rows`` positions of one text over ``vocab``
-    tokens: target logits ``scale`` times standard normals, draft logits those plus ``noise`` times
-    standard normals (seeded)."""
-    rng = np.random.default_rng(seed)
-    with CorpusWriter(tmp_path / "corpus", vocab, shard_size=4, source="test") as writer:
-        target = scale * rng.normal(size=(rows, vocab))
-        writer.add("synthetic", target, target + noise * rng.normal(size=(rows, vocab)))
+from tests.decoding.corpus_support import synthetic_corpus  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -92,7 +81,7 @@ def test_bench_verifier_cost_quick_tiny(tmp_path):
 def test_certify_optimal_verifier_on_a_small_corpus(tmp_path):
     """Two positions of a synthetic corpus: every certification row is written, and the
     optimal verifier passes (it is lossless and attains its exact acceptance)."""
-    _synthetic_corpus(tmp_path, seed=0, rows=6, vocab=12, noise=0.5)
+    synthetic_corpus(tmp_path, seed=0, rows=6, vocab=12, noise=0.5)
     text = certify_optimal_verifier.main(["--corpus", str(tmp_path / "corpus"), "--positions", "2", "--ks", "2",
                                           "--samples", "2000", "--rules", "optimal", "--out", str(tmp_path / "out.md")])
     rows = [line for line in text.splitlines() if line.startswith("| synthetic")]
@@ -104,7 +93,7 @@ def test_certify_optimal_verifier_on_a_small_corpus(tmp_path):
 def test_pair_wor_verifier_at_scale_on_a_small_corpus(tmp_path):
     """Every position gets a row, and the float levels realise the selection law (checked in
     200-bit floats) to the figures the docs quote for real rows."""
-    _synthetic_corpus(tmp_path, seed=1, rows=6, vocab=40, scale=3)
+    synthetic_corpus(tmp_path, seed=1, rows=6, vocab=40, scale=3)
     text = pair_wor_verifier_at_scale.main(["--corpus", str(tmp_path / "corpus"), "--positions", "3", "--pairs", "2"])
     rows = [line.split(" | ") for line in text.splitlines() if line.startswith("| synthetic")]
     assert len(rows) == 3
@@ -114,7 +103,7 @@ def test_pair_wor_verifier_at_scale_on_a_small_corpus(tmp_path):
 def test_pair_wor_undecided_pairs_on_a_small_corpus(tmp_path):
     """Every position and temperature gets a row and the totals a line; the nesting's answers
     for the pairs the first-run bounds leave agree with the full nesting."""
-    _synthetic_corpus(tmp_path, seed=2, rows=6, vocab=60, scale=4)
+    synthetic_corpus(tmp_path, seed=2, rows=6, vocab=60, scale=4)
     text = pair_wor_undecided_pairs.main(["--corpus", str(tmp_path / "corpus"), "--positions", "3", "--checks", "200"])
     cells = [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines()]
     rows = [row for row in cells if row[1:2] == ["synthetic"]]
@@ -127,7 +116,7 @@ def test_pair_wor_undecided_pairs_on_a_small_corpus(tmp_path):
 def test_pair_wor_undecided_pairs_tally(tmp_path):
     """With ``--tally`` the refreshes' bins add up to the refreshes, row by row and in all,
     and the answers are the same."""
-    _synthetic_corpus(tmp_path, seed=2, rows=6, vocab=60, scale=4)
+    synthetic_corpus(tmp_path, seed=2, rows=6, vocab=60, scale=4)
     args = ["--corpus", str(tmp_path / "corpus"), "--positions", "3", "--checks", "200"]
     plain = pair_wor_undecided_pairs.main(args)
     text = pair_wor_undecided_pairs.main(args + ["--tally"])
@@ -205,7 +194,7 @@ def test_wor_walk_bounds_gaps_hold_the_least_level(tmp_path, capsys, monkeypatch
     the printed bound (i) doubled, some row breaks this."""
     import wor_walk_bounds
 
-    _synthetic_corpus(tmp_path, seed=4, rows=4, vocab=80, scale=3)
+    synthetic_corpus(tmp_path, seed=4, rows=4, vocab=80, scale=3)
 
     def rows() -> list:
         wor_walk_bounds.main(["--corpus", str(tmp_path / "corpus"), "--positions", "3", "--top", "80", "--ks", "3",
@@ -230,7 +219,7 @@ def test_bench_wor_scan_compares_the_passes(tmp_path, capsys):
     (``--precision``; a checkpoint compared at another pass's rank misses by far more)."""
     import bench_wor_scan
 
-    _synthetic_corpus(tmp_path, seed=5, rows=2, vocab=3000, scale=3)
+    synthetic_corpus(tmp_path, seed=5, rows=2, vocab=3000, scale=3)
     common = ["--corpus", str(tmp_path / "corpus"), "--positions", "1", "--ks", "3", "--device", "cpu"]
 
     def cells() -> list:
@@ -251,7 +240,7 @@ def test_bench_wor_pass_times_trees_side_by_side(tmp_path, capsys):
     is refused with exit status 2."""
     import bench_wor_pass
 
-    _synthetic_corpus(tmp_path, seed=6, rows=2, vocab=3000, scale=3)
+    synthetic_corpus(tmp_path, seed=6, rows=2, vocab=3000, scale=3)
     tree = str(SCRIPTS.parent)
     common = ["--corpus", str(tmp_path / "corpus"), "--positions", "1", "--ks", "3", "--rounds", "1"]
     assert bench_wor_pass.main(common + ["--tree", tree, "--tree", tree]) == 0
@@ -271,7 +260,7 @@ def test_float32_sampling_measures_what_float32_arithmetic_loses(tmp_path, capsy
     so the check fails if the script stops showing it)."""
     import float32_sampling
 
-    _synthetic_corpus(tmp_path, seed=5, rows=2, vocab=10_000, scale=20)
+    synthetic_corpus(tmp_path, seed=5, rows=2, vocab=10_000, scale=20)
     float32_sampling.main(["--corpus", str(tmp_path / "corpus"), "--positions", "1", "--temperatures", "1",
                            "--draws", "10000"])
     out = capsys.readouterr().out

@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
 import wor_nesting_spine  # noqa: E402
 
-from otm.corpus import CorpusWriter  # noqa: E402
+from tests.decoding.corpus_support import synthetic_corpus  # noqa: E402
 
 #: A scan's bound over the level its cut reaches, as flux relative to the cut's: float rounding of a
 #: difference of sums of a few hundred terms.
@@ -91,10 +91,7 @@ def test_scans_bound_the_levels_from_below():
 
 
 def test_table_on_a_small_corpus(tmp_path, capsys):
-    rng = np.random.default_rng(3)
-    with CorpusWriter(tmp_path / "corpus", 200, shard_size=4, source="test") as writer:
-        target = 2 * rng.normal(size=(2, 200))
-        writer.add("synthetic", target, target + rng.normal(size=(2, 200)))
+    synthetic_corpus(tmp_path, seed=3, rows=2, vocab=200, scale=2)
     assert wor_nesting_spine.main(["--corpus", str(tmp_path / "corpus"), "--positions", "2", "--top", "150",
                                    "--windows", "8"]) == 0
     rows = [line.split("|")[1:-1] for line in capsys.readouterr().out.strip().splitlines()[2:]]

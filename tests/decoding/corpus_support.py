@@ -1,0 +1,16 @@
+"""A synthetic ``otm corpus`` directory for the tests of the scripts that read one."""
+from __future__ import annotations
+
+import numpy as np
+
+from otm.corpus import CorpusWriter
+
+
+def synthetic_corpus(tmp_path, seed: int, rows: int, vocab: int, scale: float = 1.0, noise: float = 1.0) -> None:
+    """A corpus directory ``tmp_path / "corpus"`` of ``rows`` positions of one text over ``vocab``
+    tokens: target logits ``scale`` times standard normals, draft logits those plus ``noise`` times
+    standard normals (seeded)."""
+    rng = np.random.default_rng(seed)
+    with CorpusWriter(tmp_path / "corpus", vocab, shard_size=4, source="test") as writer:
+        target = scale * rng.normal(size=(rows, vocab))
+        writer.add("synthetic", target, target + noise * rng.normal(size=(rows, vocab)))
