@@ -85,10 +85,11 @@ def spine_scans(steps: list, levels: np.ndarray, flux: np.ndarray, masses, windo
     return scans, cost, excess
 
 
-def row_table(p: np.ndarray, q: np.ndarray, k: int, windows: list[int]) -> dict | None:
-    """The spine of the longest run of flux below the cut (``steps``: one per distinct level of its
-    cuts), its peels and its scans per window; ``None`` where no run is :data:`SHORTEST_RUN` ranks
-    long."""
+def longest_run(p: np.ndarray, q: np.ndarray, k: int, shortest: int) -> tuple | None:
+    """``(levels, flux, (f0, top), masses)``: the exact levels and minimal flux of
+    :func:`otm.rules.optimal_wor.wor_parameters` (on the compiled clock masses) as float arrays, the
+    longest run of flux below the cut and the row's clock masses by rank; ``None`` where no run is
+    ``shortest`` ranks long."""
     from decoding.verifiers.optimal_wor_numba import CompiledClockSetMasses
     from otm.rules.optimal_pair_wor import flux_runs
     from otm.rules.optimal_wor import wor_parameters
@@ -96,12 +97,22 @@ def row_table(p: np.ndarray, q: np.ndarray, k: int, windows: list[int]) -> dict 
     params = wor_parameters(p, q, k, clock_masses=CompiledClockSetMasses)
     levels = np.asarray([float(v) for v in params.levels])
     flux = np.asarray([float(v) for v in params.flux])
-    runs = [(int(f), int(t)) for f, t in flux_runs(flux, 0, params.cut - 1) if t - f >= SHORTEST_RUN]
+    runs = [(int(f), int(t)) for f, t in flux_runs(flux, 0, params.cut - 1) if t - f >= shortest]
     if not runs:
         return None
-    f0, top = max(runs, key=lambda run: run[1] - run[0])
     q_ranked = np.asarray(q, dtype=np.float64)[params.order]
     masses = CompiledClockSetMasses(q_ranked / q_ranked.sum(), k)  # the masses wor_parameters built
+    return levels, flux, max(runs, key=lambda run: run[1] - run[0]), masses
+
+
+def row_table(p: np.ndarray, q: np.ndarray, k: int, windows: list[int]) -> dict | None:
+    """The spine of the longest run of flux below the cut (``steps``: one per distinct level of its
+    cuts), its peels and its scans per window; ``None`` where no run is :data:`SHORTEST_RUN` ranks
+    long."""
+    found = longest_run(p, q, k, SHORTEST_RUN)
+    if found is None:
+        return None
+    levels, flux, (f0, top), masses = found
     steps = spine(levels, f0, top)
     scans = {w: spine_scans(steps, levels, flux, masses, w) for w in windows}
     return {"run": (f0, top), "steps": len(steps), "peels": peels(steps), "scans": scans}

@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
 import wor_nesting_spine  # noqa: E402
 
-from tests.decoding.corpus_support import synthetic_corpus  # noqa: E402
+from tests.decoding.corpus_support import HalvedMasses, synthetic_corpus  # noqa: E402
 
 #: A scan's bound over the level its cut reaches, as flux relative to the cut's: float rounding of a
 #: difference of sums of a few hundred terms.
@@ -58,16 +58,6 @@ def test_peels_of_a_known_nesting():
     assert wor_nesting_spine.peels(spine) == (3, 1, 2)
 
 
-class _Halved:
-    """Masses half the true ones: the bounds ``level + remaining / mass`` overshoot."""
-
-    def __init__(self, masses):
-        self.masses = masses
-
-    def across_cuts(self, f, lo, hi, t):
-        return self.masses.across_cuts(f, lo, hi, t) / 2
-
-
 def test_scans_bound_the_levels_from_below():
     from decoding.verifiers.optimal_wor_numba import CompiledClockSetMasses
     from otm.rules.optimal_wor import wor_parameters
@@ -86,7 +76,7 @@ def test_scans_bound_the_levels_from_below():
     q_ranked = q[params.order] / q[params.order].sum()
     f0, top = row["run"]
     steps = wor_nesting_spine.spine(levels, f0, top)
-    halved = _Halved(CompiledClockSetMasses(q_ranked, 3))
+    halved = HalvedMasses(CompiledClockSetMasses(q_ranked, 3))
     assert wor_nesting_spine.spine_scans(steps, levels, flux, halved, 8)[2] > 1e-3
 
 
