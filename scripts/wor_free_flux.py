@@ -47,10 +47,12 @@ def _top(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     return sum(A[:, i] * B[:, k - 1 - i] for i in range(k))
 
 
-def chain_pass(q_ranked: np.ndarray, k: int, e: np.ndarray, top: int) -> tuple[np.ndarray, np.ndarray, int | None]:
+def chain_pass(q_ranked: np.ndarray, k: int, e: np.ndarray, top: int, stop: bool = True) -> tuple[np.ndarray, np.ndarray, int | None]:
     """The bottom-peeling chain on the ranks ``0..top`` (``H``; ``e = p - sigma`` by rank), in one
     pass: ``(c, F, failed)`` with ``c[f]`` the raise of the interval ``[f, top]``, ``F[j]`` the flux
-    at cut ``j`` and ``failed`` the first cut it cannot carry (``None``: every cut).
+    at cut ``j`` and ``failed`` the first cut it cannot carry (``None``: every cut). With ``stop``
+    false it goes on past that cut with no more raises (``F(j) = G(j)``, the least flux it can
+    carry there): a complete rule, whose ``x`` falls short of ``p`` somewhere (:func:`chain_deficit`).
 
     At cut ``j`` the intervals ``[f, top]``, ``f < j - 1``, carry ``G(j) = sum_f c_f across(f, j,
     top)`` already; the flux is ``F(j) = max(F(j - 1) + e_{j-1}, G(j))`` (the least with ``x_{j-1} >=
@@ -80,7 +82,7 @@ def chain_pass(q_ranked: np.ndarray, k: int, e: np.ndarray, top: int) -> tuple[n
     E0[:, 0] = 1.0
     A, B, eD, eE = (np.zeros((nodes, k)) for _ in range(4))
     c, F = np.zeros(top + 1), np.zeros(top + 2)
-    left = room_left(e, top)
+    left, failed = room_left(e, top), None
     for j in range(1, top + 1):
         r = j - 1
         none, some = factors(r)
@@ -94,13 +96,26 @@ def chain_pass(q_ranked: np.ndarray, k: int, e: np.ndarray, top: int) -> tuple[n
         new_A, new_B = _times_x(D0, some) + Dr * E0, _times_x(E0, some)  # the interval [r, top] at cut j
         mass = float(weight @ (_top(new_A, N2) + _top(new_B, upper_D[j])))
         flux = max(F[j - 1] + e[r], carried)
-        if flux > left[j]:
-            return c, F, j
+        if failed is None and flux > left[j]:
+            if stop:
+                return c, F, j
+            failed = j
+        if failed is not None:
+            flux = carried
         c[r], F[j] = (flux - carried) / mass, flux
         A, B = A + c[r] * new_A, B + c[r] * new_B
         eD, eE = eD + c[r] * none[:, None] * D0, eE + c[r] * none[:, None] * E0
         E0, D0 = with_token(E0, D0, q_ranked[r], none, some)
-    return c, F, None
+    return c, F, failed
+
+
+def chain_deficit(p_ranked: np.ndarray, sigma: np.ndarray, F: np.ndarray, top: int) -> float:
+    """``sum_H (p - x)^+`` with ``x_a = sigma_a + F(a + 1) - F(a)`` on the ranks ``0..top`` and no flux
+    above ``top``: what a chain's levels lose against ``alpha*`` under the canonical check (Lemma
+    10, the other two terms being 0 for levels on ``H`` alone)."""
+    flux = np.concatenate([F[:top + 1], [0.0]])
+    x = sigma[:top + 1] + flux[1:] - flux[:-1]
+    return float(np.sum(np.maximum(p_ranked[:top + 1] - x, 0.0)))
 
 
 def room_left(e: np.ndarray, top: int) -> np.ndarray:
@@ -130,6 +145,7 @@ def chain_by_runs(masses, e: np.ndarray, top: int) -> tuple[np.ndarray, np.ndarr
 def row_summary(p: np.ndarray, q: np.ndarray, k: int) -> dict:
     """The room ``1 - alpha*`` of one row and the bottom-peeling chain's reach on its ``H``."""
     from decoding.verifiers.optimal_wor_numba import CompiledClockSetMasses
+    from otm.formulations.prefix_scan import iid_optimum_for_ks
     from otm.rules.optimal_wor import clock_flux_setup
 
     setup = clock_flux_setup(p, q, k, clock_masses=CompiledClockSetMasses)
@@ -138,8 +154,13 @@ def row_summary(p: np.ndarray, q: np.ndarray, k: int) -> dict:
     masses, m = setup.masses, setup.cut
     e = p[setup.order] - np.asarray(masses.sigma, dtype=np.float64)
     room = float(-e[:m].sum())  # sum over H of (sigma - p) = T_m - P_m = 1 - alpha*
-    failed = chain_pass(masses.q, k, e, m - 1)[2] if m > 1 else None
-    return {"n": len(setup.order), "m": m, "room": room, "alpha": float(setup.acceptance), "failed": failed}
+    out = {"n": len(setup.order), "m": m, "room": room, "alpha": float(setup.acceptance), "failed": None,
+           "deficit": 0.0, "largest level": 0.0, "latent gap": float(setup.acceptance) - float(iid_optimum_for_ks(p, q, [k])[0])}
+    if m > 1:
+        c, F, out["failed"] = chain_pass(masses.q, k, e, m - 1, stop=False)
+        out["deficit"] = chain_deficit(p[setup.order], np.asarray(masses.sigma, dtype=np.float64), F, m - 1)
+        out["largest level"] = float(np.cumsum(c).max())
+    return out
 
 
 def main(argv=None) -> int:
@@ -155,15 +176,19 @@ def main(argv=None) -> int:
     rows = Corpus(args.corpus).spaced_rows(args.positions, args.temperature)
     print(f"{len(rows)} whole rows at temperature {args.temperature}, k = {args.ks} "
           f"(about {25 * len(rows) * len(ks)} s)", file=sys.stderr, flush=True)
-    print("| text | position | k | tokens | cut m | alpha* | room 1 - alpha* | chain carries the cuts of H |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| text | position | k | tokens | cut m | alpha* | room 1 - alpha* | chain carries the cuts of H "
+          "| chain continued: alpha* - acceptance (largest level) | optimal_latent: alpha* - alpha*(iid) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for done, (text, position, p, q) in enumerate(rows, 1):
         for k in ks:
             began = time.perf_counter()
             row = row_summary(p, q, k)
             reach = "all" if row["failed"] is None else f"1..{row['failed'] - 1} of {row['m'] - 1}"
+            level = row["largest level"]
+            continued = (f"{row['deficit']:.1e} ({level:.3f})" if level <= 1
+                         else f"not a rule: a level of {level:.3f}")
             print(f"| {text} | {position} | {k} | {row['n']:,} | {row['m']:,} | {row['alpha']:.6f} | {row['room']:.2e} "
-                  f"| {reach} |", flush=True)
+                  f"| {reach} | {continued} | {row['latent gap']:.1e} |", flush=True)
             print(f"  {done}/{len(rows)} rows, k = {k}: {time.perf_counter() - began:.1f} s", file=sys.stderr, flush=True)
     return 0
 

@@ -71,6 +71,31 @@ def test_chain_levels_realise_the_chain_flux(seed):
     assert np.max(np.abs(realised_selection(masses, levels_of(broken).tolist())[:passed] - expected)) > 1e-6
 
 
+@pytest.mark.parametrize("seed", [0, 4, 7])
+def test_chain_continued_is_a_complete_rule(seed):
+    """Past the cut where the chain fails, ``stop=False`` raises nothing more: the same raises and
+    flux up to it, none after; its levels stay in ``[0, 1]`` and realise ``sigma + F(a + 1) - F(a)``
+    on every rank of ``H``, and :func:`chain_deficit` is what that law falls short of ``p``
+    (positive: the chain failed), the same as from the realised law."""
+    masses, e, setup = _row(seed)
+    top = setup.cut - 1
+    stopped = wor_free_flux.chain_pass(masses.q, 3, e, top)
+    c, F, failed = wor_free_flux.chain_pass(masses.q, 3, e, top, stop=False)
+    assert failed is not None and failed == stopped[2]
+    assert np.array_equal(c[:failed - 1], stopped[0][:failed - 1]) and np.array_equal(F[:failed], stopped[1][:failed])
+    assert np.all(c[failed - 1:] == 0) and 0 <= np.cumsum(c).max() <= 1
+    levels = np.zeros(masses.n + 1)
+    levels[1:top + 1] = np.cumsum(c)[:top]
+    realised = realised_selection(masses, levels.tolist())[:top + 1]
+    sigma = np.asarray(masses.sigma)[:top + 1]
+    flux = np.concatenate([F[:top + 1], [0.0]])
+    assert np.max(np.abs(realised - (sigma + flux[1:] - flux[:-1]))) <= REALISED_AGREEMENT
+    p_ranked = e[:top + 1] + sigma
+    deficit = wor_free_flux.chain_deficit(p_ranked, np.asarray(masses.sigma), F, top)
+    assert deficit > 1e-6
+    assert deficit == pytest.approx(float(np.sum(np.maximum(p_ranked - realised, 0))), rel=0, abs=10 * REALISED_AGREEMENT)
+
+
 @pytest.mark.parametrize("seed", [0, 1])
 def test_room_is_one_minus_the_optimum(seed):
     """``sum_H (sigma - p) = T_m - P_m = 1 - alpha*``, the slack each side of the cut can hold."""
@@ -87,3 +112,6 @@ def test_table_on_a_small_corpus(tmp_path, capsys):
         alpha, room = float(row[5]), float(row[6])  # printed to 6 decimals and 3 digits
         assert room == pytest.approx(1 - alpha, rel=0.01, abs=1e-6)
         assert row[7].strip() == "all" or " of " in row[7]
+        deficit, level = row[8].split()  # "1.2e-03 (0.456)"
+        assert float(deficit) >= 0 and 0 <= float(level.strip("()")) <= 1
+        assert float(row[9]) >= -1e-12  # the i.i.d. optimum is at most the one without replacement
