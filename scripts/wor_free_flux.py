@@ -10,9 +10,11 @@ chain* carries the flux: levels that only grow up the ranks (the intervals ``[f,
 0, 1, ...``, each raised by ``c_f >= 0``), with the flux at each cut chosen as small as the chain
 and ``x >= p`` allow. Such levels would cost one pass (:func:`chain_pass`), against the nesting's
 ``O(len^2)``; the chain fails at the first cut where the flux it must carry would give the ranks
-below more slack than the room. One thread; about 25 s per whole row at ``k = 3`` and 40 s at ``k =
-8`` (a Python loop over the ranks), and the polynomials of ``[j, m - 1]`` kept at every cut: 2.1-2.4
-GB at ``k = 3``, 4.9-5.5 GB at ``k = 8`` on whole Qwen rows:
+below more slack than the room. Continued past that cut with no more raises it is still a lossless
+rule (checked against its own law): the table gives what it loses against ``alpha*``, beside what
+``optimal_latent`` loses (``alpha*`` less the i.i.d. optimum). One thread; about 25 s per whole
+row at ``k = 3`` and 40 s at ``k = 8`` (a Python loop over the ranks), and the polynomials of ``[j,
+m - 1]`` kept at every cut: 2.1-2.4 GB at ``k = 3``, 4.9-5.5 GB at ``k = 8`` on whole Qwen rows:
 
     python scripts/wor_free_flux.py --corpus DIR [--positions 6] [--ks 3] [--temperature 1]
 """
