@@ -2,7 +2,7 @@
 levels without replacement (docs/optimal-verifier.md, section 8, "Bounds from bounds: the sandwich").
 
 Lemma 12 of that section: at a cut ``j`` of a run of flux ``R_0``, ``F(j) = integral_0^L(j)
-M_{R_s(j)}(j) ds`` (Lemma 9's identity) with ``W_s(j) <= R_s(j) <= V_s(j)`` for ``s < L(j)``, where
+M_{R_s(j)}(j) ds`` (Lemma 9's identity) with ``W_s(j) ⊆ R_s(j) ⊆ V_s(j)`` for ``s < L(j)``, where
 ``W_s(j)`` joins ``j`` to its neighbours through the other cuts whose *lower* bound exceeds ``s`` and
 ``V_s(j)`` through those whose *upper* bound does. So the level at which ``integral M_W`` reaches
 ``F(j)`` is an upper bound on ``L(j)`` (:func:`settled_level` on the lower bounds), the level at which
@@ -13,9 +13,10 @@ the upper bound 1 of Theorem 5.
 Per corpus row cut to its ``--top`` likeliest tokens and ``k`` in ``--ks``, on the longest run of
 flux below the cut: the exact levels (:func:`otm.rules.optimal_wor.wor_parameters`, compiled clock
 masses), the cuts whose bounds are still more than :data:`SETTLED` apart after some rounds, the
-rounds until none is, and the largest amount by which a bound passes its level (float rounding, or
-negative). Every mass of every interval of the run is computed once, ``O(len^3)`` floats, so rows of
-a few hundred tokens; about a minute a row at ``--top 150``:
+rounds until none is, and the largest failure of Lemma 12's inequalities at the exact levels, as
+flux relative to the cut's (float rounding, or negative; :func:`excess`). The masses of every
+interval of the run the rounds ask for are kept, up to ``O(len^3)`` floats, so rows of a few hundred
+tokens; a few seconds a row at ``--top 150``:
 
     python scripts/wor_level_sandwich.py --corpus DIR [--positions 4] [--top 150] [--ks 3]
 """
@@ -180,7 +181,7 @@ def main(argv=None) -> int:
     ks = [int(k) for k in args.ks.split(",")]
     rows = Corpus(args.corpus).spaced_rows(args.positions, args.temperature)
     print(f"{len(rows)} rows cut to {args.top} tokens, k = {args.ks}: the exact levels and every interval's "
-          "masses of the longest run, about a minute per row at 150 tokens", file=sys.stderr, flush=True)
+          "masses of the longest run, a few seconds per row at 150 tokens", file=sys.stderr, flush=True)
     print("| text | position | k | run (ranks) | " + " | ".join(f"unsettled after {r}" for r in REPORTED_ROUNDS)
           + " | rounds until settled | largest excess |")
     print("|---|---|---|---|" + "---|" * (len(REPORTED_ROUNDS) + 2))
