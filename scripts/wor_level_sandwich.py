@@ -22,7 +22,6 @@ tokens; a few seconds a row at ``--top 150``:
 """
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -31,8 +30,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from wor_nesting_spine import longest_run  # noqa: E402
-from wor_pair_rules import likeliest  # noqa: E402
+from wor_nesting_spine import corpus_parser, cut_rows, longest_run  # noqa: E402
 
 #: A cut is settled when its two bounds are within this much of each other.
 SETTLED = 1e-9
@@ -169,24 +167,15 @@ def row_table(p: np.ndarray, q: np.ndarray, k: int, rounds: int | None = None, m
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--corpus", required=True, help="an `otm corpus` directory")
-    parser.add_argument("--positions", type=int, default=4)
-    parser.add_argument("--top", type=int, default=150)
-    parser.add_argument("--ks", default="3")
-    parser.add_argument("--temperature", type=float, default=1.0)
-    args = parser.parse_args(argv)
-    from otm.corpus import Corpus
-
+    args = corpus_parser(__doc__.split("\n\n")[0], positions=4, top=150).parse_args(argv)
     ks = [int(k) for k in args.ks.split(",")]
-    rows = Corpus(args.corpus).spaced_rows(args.positions, args.temperature)
+    rows = cut_rows(args)
     print(f"{len(rows)} rows cut to {args.top} tokens, k = {args.ks}: the exact levels and every interval's "
           "masses of the longest run, a few seconds per row at 150 tokens", file=sys.stderr, flush=True)
     print("| text | position | k | run (ranks) | " + " | ".join(f"unsettled after {r}" for r in REPORTED_ROUNDS)
           + " | rounds until settled | largest excess |")
     print("|---|---|---|---|" + "---|" * (len(REPORTED_ROUNDS) + 2))
     for done, (text, position, p, q) in enumerate(rows, 1):
-        p, q = likeliest(p, q, args.top)
         for k in ks:
             began = time.perf_counter()
             row = row_table(p, q, k)

@@ -118,26 +118,40 @@ def row_table(p: np.ndarray, q: np.ndarray, k: int, windows: list[int]) -> dict 
     return {"run": (f0, top), "steps": len(steps), "peels": peels(steps), "scans": scans}
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def corpus_parser(description: str, positions: int, top: int) -> argparse.ArgumentParser:
+    """The arguments the scripts on the water levels of cut corpus rows share: ``--corpus`` (an ``otm
+    corpus`` directory), ``--positions``, ``--top`` (the tokens a row is cut to), ``--ks`` and
+    ``--temperature``, with these defaults."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--corpus", required=True, help="an `otm corpus` directory")
-    parser.add_argument("--positions", type=int, default=8)
-    parser.add_argument("--top", type=int, default=1000)
+    parser.add_argument("--positions", type=int, default=positions)
+    parser.add_argument("--top", type=int, default=top)
     parser.add_argument("--ks", default="3")
-    parser.add_argument("--windows", default="64,256")
     parser.add_argument("--temperature", type=float, default=1.0)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def cut_rows(args) -> list[tuple[str, int, np.ndarray, np.ndarray]]:
+    """``(text, position, p, q)`` at ``args.positions`` spaced positions of the corpus, each row cut to
+    its ``args.top`` likeliest tokens."""
     from otm.corpus import Corpus
 
-    ks, windows = [int(k) for k in args.ks.split(",")], [int(w) for w in args.windows.split(",")]
     rows = Corpus(args.corpus).spaced_rows(args.positions, args.temperature)
+    return [(text, position, *likeliest(p, q, args.top)) for text, position, p, q in rows]
+
+
+def main(argv=None) -> int:
+    parser = corpus_parser(__doc__.split("\n\n")[0], positions=8, top=1000)
+    parser.add_argument("--windows", default="64,256")
+    args = parser.parse_args(argv)
+    ks, windows = [int(k) for k in args.ks.split(",")], [int(w) for w in args.windows.split(",")]
+    rows = cut_rows(args)
     print(f"{len(rows)} rows cut to {args.top} tokens, k = {args.ks}: the exact nesting of each, tens of seconds "
           "per row at 1,000 tokens", file=sys.stderr, flush=True)
     print("| text | position | k | run | levels in the run | one-rank peels | block peels (largest) | "
           + " | ".join(f"scans at w = {w} (cost in runs)" for w in windows) + " | largest excess |")
     print("|---|---|---|---|---|---|---|" + "---|" * (len(windows) + 1))
     for done, (text, position, p, q) in enumerate(rows, 1):
-        p, q = likeliest(p, q, args.top)
         for k in ks:
             began = time.perf_counter()
             row = row_table(p, q, k, windows)

@@ -1,0 +1,181 @@
+"""The water levels without replacement by a nesting that raises each run only until one of its *end*
+cuts empties, and finds the inner cuts that emptied first when they become ends (docs/optimal-verifier.md,
+section 8, "A nesting that peels ends and backtracks").
+
+The nesting of Theorem 5 raises a run ``[f, t]`` by ``theta = min_j rem(j) / M(j)`` over all its inner
+cuts. This one takes the least over its two end cuts only, peels the ends that empty, and checks the
+cut each peel exposes: a remaining flux below zero there means that some inner cut emptied earlier.
+Then it finds the first level at which any inner cut of the run crossed zero (from the run's steps,
+which it keeps), undoes the steps after it, and splits the run there, as the nesting would have. The
+levels are the nesting's (proof in the docs); what it saves is that a step reads two cuts, not the
+whole run, and on real rows it needs few splits (the table).
+
+Per corpus row cut to its ``--top`` likeliest tokens and ``k`` in ``--ks``, on the longest run of flux
+below the cut: the steps per rank of the run (undone ones included), the splits, the steps undone,
+the most steps a split went back and how far from an end its cut lay, the cuts whose level equals the
+construction's within :data:`SAME_LEVEL`, and both sets of levels' certificates (the law they realise
+against ``x``). In this script a step still updates the remaining flux of the whole run (numpy), so it
+is ``O(len^2)``: the steps, not its time, are the measurement. Seconds a row at ``--top 1000``, minutes
+at 3,000:
+
+    python scripts/wor_end_peel.py --corpus DIR [--positions 8] [--top 1000] [--ks 3]
+"""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from wor_nesting_spine import corpus_parser, cut_rows, longest_run  # noqa: E402
+
+#: A remaining flux below ``-NEGATIVE`` times the cut's flux has crossed zero.
+NEGATIVE = 1e-12
+
+#: Crossings within this of the first (relative to the level) empty together.
+TIED = 1e-12
+
+#: Levels within this of the construction's count as the same.
+SAME_LEVEL = 1e-9
+
+
+class RunRows:
+    """``M_[f, t](j)`` at the cuts ``j = f + 1..t`` (``masses.across_cuts``), each run's kept."""
+
+    def __init__(self, masses):
+        self.masses, self.kept = masses, {}
+
+    def __call__(self, f: int, t: int) -> np.ndarray:
+        if (f, t) not in self.kept:
+            self.kept[f, t] = np.asarray(self.masses.across_cuts(f, f + 1, t, t), dtype=np.float64)
+        return self.kept[f, t]
+
+
+class CrossedBeforeRun(RuntimeError):
+    """A cut's remaining flux was already below zero when its run began: the split that began the run
+    was not the first (only possible through float rounding, :data:`TIED`)."""
+
+
+def end_peel(flux: np.ndarray, run: tuple[int, int], rows, check_exposed: bool = True) -> tuple[np.ndarray, dict]:
+    """``(levels, stats)``: the levels of the cuts of ``run`` (``[n + 1]``, NaN elsewhere) by peeling
+    ends (module docstring); ``check_exposed=False`` never looks at an exposed cut (a test's: then
+    only ends ever empty, which is not the nesting)."""
+    levels, carried = np.full(len(flux), np.nan), np.zeros(len(flux))
+    stats = {"steps": 0, "splits": 0, "undone": 0, "most back": 0, "deepest": 0}
+    todo = [(run[0], run[1], 0.0)]
+    while todo:
+        f, t, level = todo.pop()
+        log = []  # (f, t, theta, level before, cuts emptied)
+        while t > f:
+            mass = rows(f, t)
+            rem = flux[f + 1:t + 1] - carried[f + 1:t + 1]
+            low, high = rem[0] / mass[0], rem[-1] / mass[-1]
+            theta = max(0.0, min(low, high))
+            carried[f + 1:t + 1] += theta * mass
+            emptied = sorted({c for c, key in ((f + 1, low), (t, high)) if key <= theta})
+            log.append((f, t, theta, level, emptied))
+            stats["steps"] += 1
+            level += theta
+            levels[emptied] = level
+            f, t = (f + 1 if f + 1 in emptied else f), (t - 1 if t in emptied else t)
+            exposed = [c for c in {f + 1, t} if t > f and flux[c] - carried[c] < -NEGATIVE * flux[c]]
+            if check_exposed and exposed:
+                split = _first_crossing(flux, carried, rows, log, f, t)
+                if split is None:
+                    raise CrossedBeforeRun(f"cut {exposed[0]}: its remaining flux was below zero when its run began")
+                step, at, cuts = split
+                stats["most back"] = max(stats["most back"], len(log) - step)
+                stats["deepest"] = max(stats["deepest"], min(min(c - f, t + 1 - c) for c in cuts))
+                f, t, level = _undo(levels, carried, rows, log, step, stats)
+                carried[f + 1:t + 1] += (at - level) * rows(f, t)
+                stats["steps"] += 1
+                stats["splits"] += 1
+                levels[cuts] = at
+                ends = [f] + cuts + [t + 1]
+                todo.extend((a, b - 1, at) for a, b in zip(ends, ends[1:]))
+                break
+    return levels, stats
+
+
+def _first_crossing(flux, carried, rows, log, f: int, t: int) -> tuple[int, float, list[int]] | None:
+    """``(step, level, cuts)``: the first level at which a cut still inner (``f + 1..t``) crossed zero,
+    found by walking the run's steps back; ``None`` if none crossed within them."""
+    cuts = np.arange(f + 1, t + 1)
+    after, floor = flux[cuts] - carried[cuts], -NEGATIVE * flux[cuts]
+    first = None
+    for step in range(len(log) - 1, -1, -1):
+        sf, st, theta, before_level, _ = log[step]
+        mass = rows(sf, st)[cuts - sf - 1]
+        before = after + theta * mass
+        crossed = (after < floor) & (before >= floor)
+        if crossed.any():
+            at = before_level + before[crossed] / mass[crossed]
+            least = float(at.min())
+            if first is None or least <= first[1]:
+                first = (step, least, [int(c) for c in cuts[crossed][at <= least * (1 + TIED)]])
+        after = before
+    return first
+
+
+def _undo(levels, carried, rows, log, step: int, stats) -> tuple[int, int, float]:
+    """Undoes the run's steps from ``step`` on; returns the run and level before it."""
+    for f, t, theta, _, emptied in reversed(log[step:]):
+        carried[f + 1:t + 1] -= theta * rows(f, t)
+        levels[emptied] = np.nan
+        stats["undone"] += 1
+    f, t, _, level, _ = log[step]
+    del log[step:]
+    return f, t, level
+
+
+def row_table(p: np.ndarray, q: np.ndarray, k: int) -> dict | None:
+    """The end-peeling nesting on the longest run of flux below the cut, against the construction's
+    levels (``None`` where no run is 20 ranks long)."""
+    from otm.rules.wor_clock_masses import realised_selection
+
+    found = longest_run(p, q, k, 20)
+    if found is None:
+        return None
+    exact, flux, run, masses = found
+    peeled, stats = end_peel(flux, run, RunRows(masses))
+    cuts = slice(run[0] + 1, run[1] + 1)
+    mine = exact.copy()
+    mine[cuts] = np.minimum(peeled[cuts], 1.0)  # a float level above 1 is rounding (as the construction's)
+    sigma = np.asarray(masses.sigma, dtype=np.float64)
+    x = sigma + flux[1:len(sigma) + 1] - flux[:len(sigma)]
+    certificates = [float(np.max(np.abs(realised_selection(masses, levels.tolist()) - x))) for levels in (exact, mine)]
+    same = int(np.sum(np.abs(mine[cuts] - exact[cuts]) <= SAME_LEVEL))
+    return {"run": run, "stats": stats, "same": same, "certificates": certificates}
+
+
+def main(argv=None) -> int:
+    args = corpus_parser(__doc__.split("\n\n")[0], positions=8, top=1000).parse_args(argv)
+    ks = [int(k) for k in args.ks.split(",")]
+    rows = cut_rows(args)
+    print(f"{len(rows)} rows cut to {args.top} tokens, k = {args.ks}: the exact levels, then the end-peeling "
+          "nesting; seconds a row at 1,000 tokens, minutes at 3,000", file=sys.stderr, flush=True)
+    print("| text | position | k | run (ranks) | steps per rank | splits | steps undone | most steps back "
+          "| deepest split from an end | levels the same | certificate: construction / end-peeling |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for done, (text, position, p, q) in enumerate(rows, 1):
+        for k in ks:
+            began = time.perf_counter()
+            row = row_table(p, q, k)
+            if row is None:
+                print(f"| {text} | {position} | {k} | none of 20 ranks |" + " |" * 7)
+            else:
+                (f0, t0), stats = row["run"], row["stats"]
+                length = t0 - f0
+                built, peeled = row["certificates"]
+                print(f"| {text} | {position} | {k} | {length} | {stats['steps'] / length:.2f} | {stats['splits']} "
+                      f"| {stats['undone']} | {stats['most back']} | {stats['deepest']} | {row['same']} of {length} "
+                      f"| {built:.1e} / {peeled:.1e} |", flush=True)
+            print(f"  {done}/{len(rows)} rows, k = {k}: {time.perf_counter() - began:.1f} s", file=sys.stderr, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
