@@ -23,14 +23,13 @@ at 3,000:
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from wor_nesting_spine import corpus_parser, cut_rows, longest_run  # noqa: E402
+from wor_nesting_spine import corpus_parser, cut_rows, longest_run, print_rows  # noqa: E402
 
 #: A remaining flux below ``-NEGATIVE`` times the cut's flux has crossed zero.
 NEGATIVE = 1e-12
@@ -40,6 +39,9 @@ TIED = 1e-12
 
 #: Levels within this of the construction's count as the same.
 SAME_LEVEL = 1e-9
+
+#: Runs of flux shorter than this many ranks are left out.
+SHORTEST_RUN = 20
 
 
 class RunRows:
@@ -133,10 +135,10 @@ def _undo(levels, carried, rows, log, step: int, stats) -> tuple[int, int, float
 
 def row_table(p: np.ndarray, q: np.ndarray, k: int) -> dict | None:
     """The end-peeling nesting on the longest run of flux below the cut, against the construction's
-    levels (``None`` where no run is 20 ranks long)."""
+    levels (``None`` where no run is :data:`SHORTEST_RUN` ranks long)."""
     from otm.rules.wor_clock_masses import realised_selection
 
-    found = longest_run(p, q, k, 20)
+    found = longest_run(p, q, k, SHORTEST_RUN)
     if found is None:
         return None
     exact, flux, run, masses = found
@@ -157,23 +159,20 @@ def main(argv=None) -> int:
     rows = cut_rows(args)
     print(f"{len(rows)} rows cut to {args.top} tokens, k = {args.ks}: the exact levels, then the end-peeling "
           "nesting; seconds a row at 1,000 tokens, minutes at 3,000", file=sys.stderr, flush=True)
-    print("| text | position | k | run (ranks) | steps per rank | splits | steps undone | most steps back "
-          "| deepest split from an end | levels the same | certificate: construction / end-peeling |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for done, (text, position, p, q) in enumerate(rows, 1):
-        for k in ks:
-            began = time.perf_counter()
-            row = row_table(p, q, k)
-            if row is None:
-                print(f"| {text} | {position} | {k} | none of 20 ranks |" + " |" * 7)
-            else:
-                (f0, t0), stats = row["run"], row["stats"]
-                length = t0 - f0
-                built, peeled = row["certificates"]
-                print(f"| {text} | {position} | {k} | {length} | {stats['steps'] / length:.2f} | {stats['splits']} "
-                      f"| {stats['undone']} | {stats['most back']} | {stats['deepest']} | {row['same']} of {length} "
-                      f"| {built:.1e} / {peeled:.1e} |", flush=True)
-            print(f"  {done}/{len(rows)} rows, k = {k}: {time.perf_counter() - began:.1f} s", file=sys.stderr, flush=True)
+
+    def cells(p, q, k):
+        row = row_table(p, q, k)
+        if row is None:
+            return None
+        (f0, t0), stats = row["run"], row["stats"]
+        length = t0 - f0
+        built, peeled = row["certificates"]
+        return [str(length), f"{stats['steps'] / length:.2f}", str(stats["splits"]), str(stats["undone"]),
+                str(stats["most back"]), str(stats["deepest"]), f"{row['same']} of {length}", f"{built:.1e} / {peeled:.1e}"]
+
+    print_rows(rows, ks, ["run (ranks)", "steps per rank", "splits", "steps undone", "most steps back",
+                          "deepest split from an end", "levels the same", "certificate: construction / end-peeling"],
+               cells, SHORTEST_RUN)
     return 0
 
 

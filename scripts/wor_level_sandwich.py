@@ -23,14 +23,13 @@ tokens; a few seconds a row at ``--top 150``:
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from wor_nesting_spine import corpus_parser, cut_rows, longest_run  # noqa: E402
+from wor_nesting_spine import corpus_parser, cut_rows, longest_run, print_rows  # noqa: E402
 
 #: A cut is settled when its two bounds are within this much of each other.
 SETTLED = 1e-9
@@ -172,22 +171,17 @@ def main(argv=None) -> int:
     rows = cut_rows(args)
     print(f"{len(rows)} rows cut to {args.top} tokens, k = {args.ks}: the exact levels and every interval's "
           "masses of the longest run, a few seconds per row at 150 tokens", file=sys.stderr, flush=True)
-    print("| text | position | k | run (ranks) | " + " | ".join(f"unsettled after {r}" for r in REPORTED_ROUNDS)
-          + " | rounds until settled | largest excess |")
-    print("|---|---|---|---|" + "---|" * (len(REPORTED_ROUNDS) + 2))
-    for done, (text, position, p, q) in enumerate(rows, 1):
-        for k in ks:
-            began = time.perf_counter()
-            row = row_table(p, q, k)
-            if row is None:
-                print(f"| {text} | {position} | {k} | none of {SHORTEST_RUN} ranks |" + " |" * (len(REPORTED_ROUNDS) + 2))
-            else:
-                (f0, t0), unsettled = row["run"], row["unsettled"]
-                cells = [str(unsettled.get(r, 0)) for r in REPORTED_ROUNDS]
-                rounds = "-" if row["rounds"] is None else str(row["rounds"])
-                print(f"| {text} | {position} | {k} | {t0 - f0} | " + " | ".join(cells)
-                      + f" | {rounds} | {row['excess']:.1e} |", flush=True)
-            print(f"  {done}/{len(rows)} rows, k = {k}: {time.perf_counter() - began:.1f} s", file=sys.stderr, flush=True)
+
+    def cells(p, q, k):
+        row = row_table(p, q, k)
+        if row is None:
+            return None
+        (f0, t0), unsettled = row["run"], row["unsettled"]
+        return ([str(t0 - f0)] + [str(unsettled.get(r, 0)) for r in REPORTED_ROUNDS]
+                + ["-" if row["rounds"] is None else str(row["rounds"]), f"{row['excess']:.1e}"])
+
+    print_rows(rows, ks, ["run (ranks)", *(f"unsettled after {r}" for r in REPORTED_ROUNDS), "rounds until settled",
+                          "largest excess"], cells, SHORTEST_RUN)
     return 0
 
 

@@ -140,6 +140,22 @@ def cut_rows(args) -> list[tuple[str, int, np.ndarray, np.ndarray]]:
     return [(text, position, *likeliest(p, q, args.top)) for text, position, p, q in rows]
 
 
+def print_rows(rows: list, ks: list[int], header: list[str], cells, shortest: int) -> None:
+    """The markdown table of the scripts on cut corpus rows: the columns ``text | position | k`` and
+    ``header``, then per row of ``rows`` (:func:`cut_rows`) and ``k`` in ``ks`` the cells
+    ``cells(p, q, k)`` (strings), or ``None``, printed as no run of ``shortest`` ranks; each row's
+    time goes to standard error."""
+    print("| " + " | ".join(["text", "position", "k", *header]) + " |")
+    print("|" + "---|" * (3 + len(header)))
+    for done, (text, position, p, q) in enumerate(rows, 1):
+        for k in ks:
+            began = time.perf_counter()
+            found = cells(p, q, k)
+            line = f"none of {shortest} ranks |" + " |" * (len(header) - 1) if found is None else " | ".join(found) + " |"
+            print(f"| {text} | {position} | {k} | {line}", flush=True)
+            print(f"  {done}/{len(rows)} rows, k = {k}: {time.perf_counter() - began:.1f} s", file=sys.stderr, flush=True)
+
+
 def main(argv=None) -> int:
     parser = corpus_parser(__doc__.split("\n\n")[0], positions=8, top=1000)
     parser.add_argument("--windows", default="64,256")
@@ -148,23 +164,20 @@ def main(argv=None) -> int:
     rows = cut_rows(args)
     print(f"{len(rows)} rows cut to {args.top} tokens, k = {args.ks}: the exact nesting of each, tens of seconds "
           "per row at 1,000 tokens", file=sys.stderr, flush=True)
-    print("| text | position | k | run | levels in the run | one-rank peels | block peels (largest) | "
-          + " | ".join(f"scans at w = {w} (cost in runs)" for w in windows) + " | largest excess |")
-    print("|---|---|---|---|---|---|---|" + "---|" * (len(windows) + 1))
-    for done, (text, position, p, q) in enumerate(rows, 1):
-        for k in ks:
-            began = time.perf_counter()
-            row = row_table(p, q, k, windows)
-            if row is None:
-                print(f"| {text} | {position} | {k} | none of {SHORTEST_RUN} ranks |" + " |" * (4 + len(windows)))
-            else:
-                (f0, top), (ones, blocks, largest) = row["run"], row["peels"]
-                length = top - f0
-                cells = [f"{scans} ({cost / length:.1f})" for scans, cost, _ in (row["scans"][w] for w in windows)]
-                excess = max(excess for _, _, excess in row["scans"].values())
-                print(f"| {text} | {position} | {k} | [{f0}, {top}] | {row['steps']} | {ones} | {blocks} ({largest}) | "
-                      + " | ".join(cells) + (f" | {excess:.1e} |" if np.isfinite(excess) else " | no scan |"), flush=True)
-            print(f"  {done}/{len(rows)} rows, k = {k}: {time.perf_counter() - began:.1f} s", file=sys.stderr, flush=True)
+
+    def cells(p, q, k):
+        row = row_table(p, q, k, windows)
+        if row is None:
+            return None
+        (f0, top), (ones, blocks, largest) = row["run"], row["peels"]
+        length = top - f0
+        excess = max(excess for _, _, excess in row["scans"].values())
+        return ([f"[{f0}, {top}]", str(row["steps"]), str(ones), f"{blocks} ({largest})"]
+                + [f"{scans} ({cost / length:.1f})" for scans, cost, _ in (row["scans"][w] for w in windows)]
+                + [f"{excess:.1e}" if np.isfinite(excess) else "no scan"])
+
+    print_rows(rows, ks, ["run", "levels in the run", "one-rank peels", "block peels (largest)",
+                          *(f"scans at w = {w} (cost in runs)" for w in windows), "largest excess"], cells, SHORTEST_RUN)
     return 0
 
 
