@@ -1,5 +1,5 @@
-"""A synthetic ``otm corpus`` directory for the tests of the scripts that read one, and masses
-broken on purpose for their certificates."""
+"""A synthetic ``otm corpus`` directory for the tests of the scripts that read one, the rows of the
+markdown tables they print, and masses broken on purpose for their certificates."""
 from __future__ import annotations
 
 import numpy as np
@@ -15,6 +15,12 @@ def synthetic_corpus(tmp_path, seed: int, rows: int, vocab: int, scale: float = 
     with CorpusWriter(tmp_path / "corpus", vocab, shard_size=4, source="test") as writer:
         target = scale * rng.normal(size=(rows, vocab))
         writer.add("synthetic", target, target + noise * rng.normal(size=(rows, vocab)))
+
+
+def table_rows(printed: str) -> list[list[str]]:
+    """The body rows of the markdown table a script printed (after its header and separator lines),
+    each as its cells between the outer bars (unstripped)."""
+    return [line.split("|")[1:-1] for line in printed.strip().splitlines()[2:]]
 
 
 class HalvedMasses:

@@ -29,7 +29,7 @@ import profile_optimal_cuda  # noqa: E402
 import profile_optimal_rows  # noqa: E402
 import wor_fresh_rows  # noqa: E402
 
-from tests.decoding.corpus_support import synthetic_corpus  # noqa: E402
+from tests.decoding.corpus_support import synthetic_corpus, table_rows  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -181,7 +181,7 @@ def test_wor_fresh_rows_compares_checkpoint_spacings(capsys):
     """``--checkpoints``: a row of the table per (round, k, spacing), each verifying the fresh
     rows it names (a time, the rows refused, page faults)."""
     assert wor_fresh_rows.main(["--checkpoints", "64,256", "--ks", "3", "--rows", "2", "--rounds", "1"]) == 0
-    rows = [line.split("|")[1:-1] for line in capsys.readouterr().out.strip().splitlines()[2:]]
+    rows = table_rows(capsys.readouterr().out)
     assert [(r[1].strip(), r[2].strip()) for r in rows] == [("3", "64"), ("3", "256")]
     for r in rows:
         assert float(r[3]) > 0 and r[4].strip().endswith("of 2") and int(r[5]) >= 0

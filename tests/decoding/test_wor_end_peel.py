@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 import wor_end_peel  # noqa: E402
 from wor_nesting_spine import longest_run  # noqa: E402
 
-from tests.decoding.corpus_support import synthetic_corpus  # noqa: E402
+from tests.decoding.corpus_support import synthetic_corpus, table_rows  # noqa: E402
 
 #: The two nestings add the same float terms in other orders, on rows whose levels stay away from 1.
 LEVEL_AGREEMENT = 1e-9
@@ -62,7 +62,7 @@ def test_certificate_on_a_row():
 def test_table_on_a_small_corpus(tmp_path, capsys):
     synthetic_corpus(tmp_path, seed=3, rows=2, vocab=200, scale=2)
     assert wor_end_peel.main(["--corpus", str(tmp_path / "corpus"), "--positions", "2", "--top", "150"]) == 0
-    rows = [line.split("|")[1:-1] for line in capsys.readouterr().out.strip().splitlines()[2:]]
+    rows = table_rows(capsys.readouterr().out)
     assert len(rows) == 2
     for row in rows:
         if "none of" not in row[3]:

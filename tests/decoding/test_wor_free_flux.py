@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
 import wor_free_flux  # noqa: E402
 
-from tests.decoding.corpus_support import synthetic_corpus  # noqa: E402
+from tests.decoding.corpus_support import synthetic_corpus, table_rows  # noqa: E402
 
 #: The pass and the reference add the same nonnegative terms in other orders (relative).
 CHAIN_AGREEMENT = 1e-9
@@ -106,7 +106,7 @@ def test_room_is_one_minus_the_optimum(seed):
 def test_table_on_a_small_corpus(tmp_path, capsys):
     synthetic_corpus(tmp_path, seed=5, rows=2, vocab=200)
     assert wor_free_flux.main(["--corpus", str(tmp_path / "corpus"), "--positions", "2", "--ks", "3"]) == 0
-    rows = [line.split("|")[1:-1] for line in capsys.readouterr().out.strip().splitlines()[2:]]
+    rows = table_rows(capsys.readouterr().out)
     assert len(rows) == 2
     for row in rows:
         alpha, room = float(row[5]), float(row[6])  # printed to 6 decimals and 3 digits

@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
 import wor_level_sandwich  # noqa: E402
 
-from tests.decoding.corpus_support import HalvedMasses, synthetic_corpus  # noqa: E402
+from tests.decoding.corpus_support import HalvedMasses, synthetic_corpus, table_rows  # noqa: E402
 
 #: Lemma 12's inequalities at the exact levels, as flux relative to the cut's: float rounding of
 #: sums of a few hundred terms, on a row whose levels stay away from 1.
@@ -80,7 +80,7 @@ def test_halved_masses_break_the_bounds():
 def test_table_on_a_small_corpus(tmp_path, capsys):
     synthetic_corpus(tmp_path, seed=3, rows=2, vocab=200, scale=2)
     assert wor_level_sandwich.main(["--corpus", str(tmp_path / "corpus"), "--positions", "2", "--top", "100"]) == 0
-    rows = [line.split("|")[1:-1] for line in capsys.readouterr().out.strip().splitlines()[2:]]
+    rows = table_rows(capsys.readouterr().out)
     assert len(rows) == 2
     for row in rows:
         assert "none of" in row[3] or (row[-2].strip() != "-" and float(row[-1]) <= FLUX_ROUNDING)

@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
 import wor_nesting_spine  # noqa: E402
 
-from tests.decoding.corpus_support import HalvedMasses, synthetic_corpus  # noqa: E402
+from tests.decoding.corpus_support import HalvedMasses, synthetic_corpus, table_rows  # noqa: E402
 
 #: A scan's bound over the level its cut reaches, as flux relative to the cut's: float rounding of a
 #: difference of sums of a few hundred terms.
@@ -84,7 +84,7 @@ def test_table_on_a_small_corpus(tmp_path, capsys):
     synthetic_corpus(tmp_path, seed=3, rows=2, vocab=200, scale=2)
     assert wor_nesting_spine.main(["--corpus", str(tmp_path / "corpus"), "--positions", "2", "--top", "150",
                                    "--windows", "8"]) == 0
-    rows = [line.split("|")[1:-1] for line in capsys.readouterr().out.strip().splitlines()[2:]]
+    rows = table_rows(capsys.readouterr().out)
     assert len(rows) == 2
     for row in rows:
         assert "none of" in row[3] or row[-1].strip() == "no scan" or float(row[-1]) <= SCAN_ROUNDING
