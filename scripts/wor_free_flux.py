@@ -154,13 +154,14 @@ def row_summary(p: np.ndarray, q: np.ndarray, k: int) -> dict:
     if setup is None:
         raise ValueError("a row off the clock path (too few tokens with q > 0)")
     masses, m = setup.masses, setup.cut
-    e = p[setup.order] - np.asarray(masses.sigma, dtype=np.float64)
+    p_ranked, sigma = p[setup.order], np.asarray(masses.sigma, dtype=np.float64)
+    e = p_ranked - sigma
     room = float(-e[:m].sum())  # sum over H of (sigma - p) = T_m - P_m = 1 - alpha*
     out = {"n": len(setup.order), "m": m, "room": room, "alpha": float(setup.acceptance), "failed": None,
            "deficit": 0.0, "largest level": 0.0, "latent gap": float(setup.acceptance) - float(iid_optimum_for_ks(p, q, [k])[0])}
     if m > 1:
         c, F, out["failed"] = chain_pass(masses.q, k, e, m - 1, stop=False)
-        out["deficit"] = chain_deficit(p[setup.order], np.asarray(masses.sigma, dtype=np.float64), F, m - 1)
+        out["deficit"] = chain_deficit(p_ranked, sigma, F, m - 1)
         out["largest level"] = float(np.cumsum(c).max())
     return out
 
