@@ -29,7 +29,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from wor_nesting_spine import corpus_parser, cut_rows, longest_run, print_rows  # noqa: E402
+from wor_nesting_spine import RunMasses, corpus_parser, cut_rows, longest_run, print_rows  # noqa: E402
 
 #: A remaining flux below ``-NEGATIVE`` times the cut's flux has crossed zero.
 NEGATIVE = 1e-12
@@ -44,26 +44,14 @@ SAME_LEVEL = 1e-9
 SHORTEST_RUN = 20
 
 
-class RunRows:
-    """``M_[f, t](j)`` at the cuts ``j = f + 1..t`` (``masses.across_cuts``), each run's kept."""
-
-    def __init__(self, masses):
-        self.masses, self.kept = masses, {}
-
-    def __call__(self, f: int, t: int) -> np.ndarray:
-        if (f, t) not in self.kept:
-            self.kept[f, t] = np.asarray(self.masses.across_cuts(f, f + 1, t, t), dtype=np.float64)
-        return self.kept[f, t]
-
-
 class CrossedBeforeRun(RuntimeError):
     """A cut's remaining flux was already below zero when its run began: the split that began the run
     was not the first (only possible through float rounding, :data:`TIED`)."""
 
 
-def end_peel(flux: np.ndarray, run: tuple[int, int], rows, check_exposed: bool = True) -> tuple[np.ndarray, dict]:
+def end_peel(flux: np.ndarray, run: tuple[int, int], masses, check_exposed: bool = True) -> tuple[np.ndarray, dict]:
     """``(levels, stats)``: the levels of the cuts of ``run`` (``[n + 1]``, NaN elsewhere) by peeling
-    ends (module docstring); ``check_exposed=False`` never looks at an exposed cut (a test's: then
+    ends (module docstring), on ``masses`` (:class:`RunMasses`); ``check_exposed=False`` never looks at an exposed cut (a test's: then
     only ends ever empty, which is not the nesting)."""
     levels, carried = np.full(len(flux), np.nan), np.zeros(len(flux))
     stats = {"steps": 0, "splits": 0, "undone": 0, "most back": 0, "deepest": 0}
@@ -72,7 +60,7 @@ def end_peel(flux: np.ndarray, run: tuple[int, int], rows, check_exposed: bool =
         f, t, level = todo.pop()
         log = []  # (f, t, theta, level before, cuts emptied)
         while t > f:
-            mass = rows(f, t)
+            mass = masses.row(f, t)
             rem = flux[f + 1:t + 1] - carried[f + 1:t + 1]
             low, high = rem[0] / mass[0], rem[-1] / mass[-1]
             theta = max(0.0, min(low, high))
@@ -85,14 +73,14 @@ def end_peel(flux: np.ndarray, run: tuple[int, int], rows, check_exposed: bool =
             f, t = (f + 1 if f + 1 in emptied else f), (t - 1 if t in emptied else t)
             exposed = [c for c in {f + 1, t} if t > f and flux[c] - carried[c] < -NEGATIVE * flux[c]]
             if check_exposed and exposed:
-                split = _first_crossing(flux, carried, rows, log, f, t)
+                split = _first_crossing(flux, carried, masses, log, f, t)
                 if split is None:
                     raise CrossedBeforeRun(f"cut {exposed[0]}: its remaining flux was below zero when its run began")
                 step, at, cuts = split
                 stats["most back"] = max(stats["most back"], len(log) - step)
                 stats["deepest"] = max(stats["deepest"], min(min(c - f, t + 1 - c) for c in cuts))
-                f, t, level = _undo(levels, carried, rows, log, step, stats)
-                carried[f + 1:t + 1] += (at - level) * rows(f, t)
+                f, t, level = _undo(levels, carried, masses, log, step, stats)
+                carried[f + 1:t + 1] += (at - level) * masses.row(f, t)
                 stats["steps"] += 1
                 stats["splits"] += 1
                 levels[cuts] = at
@@ -102,7 +90,7 @@ def end_peel(flux: np.ndarray, run: tuple[int, int], rows, check_exposed: bool =
     return levels, stats
 
 
-def _first_crossing(flux, carried, rows, log, f: int, t: int) -> tuple[int, float, list[int]] | None:
+def _first_crossing(flux, carried, masses, log, f: int, t: int) -> tuple[int, float, list[int]] | None:
     """``(step, level, cuts)``: the first level at which a cut still inner (``f + 1..t``) crossed zero,
     found by walking the run's steps back; ``None`` if none crossed within them."""
     cuts = np.arange(f + 1, t + 1)
@@ -110,7 +98,7 @@ def _first_crossing(flux, carried, rows, log, f: int, t: int) -> tuple[int, floa
     first = None
     for step in range(len(log) - 1, -1, -1):
         sf, st, theta, before_level, _ = log[step]
-        mass = rows(sf, st)[cuts - sf - 1]
+        mass = masses.row(sf, st)[cuts - sf - 1]
         before = after + theta * mass
         crossed = (after < floor) & (before >= floor)
         if crossed.any():
@@ -122,10 +110,10 @@ def _first_crossing(flux, carried, rows, log, f: int, t: int) -> tuple[int, floa
     return first
 
 
-def _undo(levels, carried, rows, log, step: int, stats) -> tuple[int, int, float]:
+def _undo(levels, carried, masses, log, step: int, stats) -> tuple[int, int, float]:
     """Undoes the run's steps from ``step`` on; returns the run and level before it."""
     for f, t, theta, _, emptied in reversed(log[step:]):
-        carried[f + 1:t + 1] -= theta * rows(f, t)
+        carried[f + 1:t + 1] -= theta * masses.row(f, t)
         levels[emptied] = np.nan
         stats["undone"] += 1
     f, t, _, level, _ = log[step]
@@ -142,7 +130,7 @@ def row_table(p: np.ndarray, q: np.ndarray, k: int) -> dict | None:
     if found is None:
         return None
     exact, flux, run, masses = found
-    peeled, stats = end_peel(flux, run, RunRows(masses))
+    peeled, stats = end_peel(flux, run, RunMasses(masses))
     cuts = slice(run[0] + 1, run[1] + 1)
     mine = exact.copy()
     mine[cuts] = np.minimum(peeled[cuts], 1.0)  # a float level above 1 is rounding (as the construction's)

@@ -29,7 +29,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from wor_nesting_spine import corpus_parser, cut_rows, longest_run, print_rows  # noqa: E402
+from wor_nesting_spine import RunMasses, corpus_parser, cut_rows, longest_run, print_rows  # noqa: E402
 
 #: A cut is settled when its two bounds are within this much of each other.
 SETTLED = 1e-9
@@ -39,19 +39,6 @@ SHORTEST_RUN = 20
 
 #: The rounds after which the table counts the cuts not yet settled.
 REPORTED_ROUNDS = (1, 5, 10)
-
-
-class RunMasses:
-    """``across(f, j, t)`` for every interval ``[f, t]`` of a run, each interval's cuts computed once
-    (by ``masses.across_cuts``) and kept."""
-
-    def __init__(self, masses):
-        self.masses, self.kept = masses, {}
-
-    def across(self, f: int, j: int, t: int) -> float:
-        if (f, t) not in self.kept:
-            self.kept[f, t] = np.asarray(self.masses.across_cuts(f, f + 1, t, t), dtype=np.float64)
-        return float(self.kept[f, t][j - f - 1])
 
 
 def _records(known: np.ndarray, cuts) -> list[tuple[float, int]]:

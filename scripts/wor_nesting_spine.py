@@ -105,6 +105,22 @@ def longest_run(p: np.ndarray, q: np.ndarray, k: int, shortest: int) -> tuple | 
     return levels, flux, max(runs, key=lambda run: run[1] - run[0]), masses
 
 
+class RunMasses:
+    """A row's interval masses ``M_[f, t](j)`` (clock masses' ``across_cuts``), each interval's cuts
+    computed once and kept: :meth:`row` at the cuts ``f + 1..t``, :meth:`across` at one."""
+
+    def __init__(self, masses):
+        self.masses, self.kept = masses, {}
+
+    def row(self, f: int, t: int) -> np.ndarray:
+        if (f, t) not in self.kept:
+            self.kept[f, t] = np.asarray(self.masses.across_cuts(f, f + 1, t, t), dtype=np.float64)
+        return self.kept[f, t]
+
+    def across(self, f: int, j: int, t: int) -> float:
+        return float(self.row(f, t)[j - f - 1])
+
+
 def row_table(p: np.ndarray, q: np.ndarray, k: int, windows: list[int]) -> dict | None:
     """The spine of the longest run of flux below the cut (``steps``: one per distinct level of its
     cuts), its peels and its scans per window; ``None`` where no run is :data:`SHORTEST_RUN` ranks

@@ -38,12 +38,12 @@ def test_levels_are_the_nestings(k):
         if found is None:
             continue
         exact, flux, run, masses = found
-        rows = wor_end_peel.RunRows(masses)
-        levels, stats = wor_end_peel.end_peel(flux, run, rows)
+        run_masses = wor_end_peel.RunMasses(masses)
+        levels, stats = wor_end_peel.end_peel(flux, run, run_masses)
         cuts = slice(run[0] + 1, run[1] + 1)
         np.testing.assert_allclose(levels[cuts], exact[cuts], rtol=0, atol=LEVEL_AGREEMENT)
         splits += stats["splits"]
-        unchecked, _ = wor_end_peel.end_peel(flux, run, rows, check_exposed=False)
+        unchecked, _ = wor_end_peel.end_peel(flux, run, run_masses, check_exposed=False)
         differs += bool(np.max(np.abs(unchecked[cuts] - exact[cuts])) > 1e-6)
     assert splits > 0 and differs > 0
 
