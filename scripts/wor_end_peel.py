@@ -49,33 +49,40 @@ class CrossedBeforeRun(RuntimeError):
     was not the first (only possible through float rounding, :data:`TIED`)."""
 
 
-def end_peel(flux: np.ndarray, run: tuple[int, int], masses, check_exposed: bool = True) -> tuple[np.ndarray, dict]:
+class FluxEnds:
+    """The remaining flux at a run's two end cuts, ``flux - carried`` (what the levels carried over
+    every cut, kept by :func:`end_peel`), and the masses across them (:class:`RunMasses`)."""
+
+    def __init__(self, flux: np.ndarray, masses):
+        self.flux, self.masses = flux, masses
+
+    def ends(self, f: int, t: int, level: float, chain: list, carried: np.ndarray) -> tuple:
+        """``((rem, mass) at cut f + 1, (rem, mass) at cut t)`` of the run ``[f, t]`` at ``level``
+        (``chain``, the steps so far of the runs around it, is not needed here)."""
+        mass = self.masses.row(f, t)
+        return (self.flux[f + 1] - carried[f + 1], mass[0]), (self.flux[t] - carried[t], mass[-1])
+
+
+def end_peel(flux: np.ndarray, run: tuple[int, int], masses, check_exposed: bool = True, ends=None) -> tuple[np.ndarray, dict]:
     """``(levels, stats)``: the levels of the cuts of ``run`` (``[n + 1]``, NaN elsewhere) by peeling
-    ends (module docstring), on ``masses`` (:class:`RunMasses`); ``check_exposed=False`` never looks at an exposed cut (a test's: then
-    only ends ever empty, which is not the nesting)."""
+    ends (module docstring), on ``masses`` (:class:`RunMasses`); ``check_exposed=False`` never looks at
+    an exposed cut (a test's: then only ends ever empty, which is not the nesting). ``ends`` reads the
+    two end cuts (:class:`FluxEnds` by default; ``scripts/wor_end_keys.py`` reads them from one rank's
+    residual each) from the run, its level and the *chain*, every step so far of the runs that hold
+    it, as ``(f, t, theta, level before, cuts emptied)``."""
+    ends = ends or FluxEnds(flux, masses)
     levels, carried = np.full(len(flux), np.nan), np.zeros(len(flux))
     stats = {"steps": 0, "splits": 0, "undone": 0, "most back": 0, "deepest": 0}
-    todo = [(run[0], run[1], 0.0)]
+    todo = [(run[0], run[1], 0.0, [])]
     while todo:
-        f, t, level = todo.pop()
-        log = []  # (f, t, theta, level before, cuts emptied)
+        f, t, level, chain = todo.pop()
+        log = []  # this run's steps, (f, t, theta, level before, cuts emptied)
         while t > f:
-            mass = masses.row(f, t)
-            rem = flux[f + 1:t + 1] - carried[f + 1:t + 1]
-            low, high = rem[0] / mass[0], rem[-1] / mass[-1]
-            theta = max(0.0, min(low, high))
-            carried[f + 1:t + 1] += theta * mass
-            emptied = sorted({c for c, key in ((f + 1, low), (t, high)) if key <= theta})
-            log.append((f, t, theta, level, emptied))
-            stats["steps"] += 1
-            level += theta
-            levels[emptied] = level
-            f, t = (f + 1 if f + 1 in emptied else f), (t - 1 if t in emptied else t)
-            exposed = [c for c in {f + 1, t} if t > f and flux[c] - carried[c] < -NEGATIVE * flux[c]]
-            if check_exposed and exposed:
+            (rem_low, mass_low), (rem_high, mass_high) = ends.ends(f, t, level, chain + log, carried)
+            if check_exposed and log and (rem_low < -NEGATIVE * flux[f + 1] or rem_high < -NEGATIVE * flux[t]):
                 split = _first_crossing(flux, carried, masses, log, f, t)
                 if split is None:
-                    raise CrossedBeforeRun(f"cut {exposed[0]}: its remaining flux was below zero when its run began")
+                    raise CrossedBeforeRun(f"run [{f}, {t}]: an end's remaining flux was below zero when the run began")
                 step, at, cuts = split
                 stats["most back"] = max(stats["most back"], len(log) - step)
                 stats["deepest"] = max(stats["deepest"], min(min(c - f, t + 1 - c) for c in cuts))
@@ -84,9 +91,19 @@ def end_peel(flux: np.ndarray, run: tuple[int, int], masses, check_exposed: bool
                 stats["steps"] += 1
                 stats["splits"] += 1
                 levels[cuts] = at
-                ends = [f] + cuts + [t + 1]
-                todo.extend((a, b - 1, at) for a, b in zip(ends, ends[1:]))
+                held = chain + log + [(f, t, at - level, level, cuts)]
+                bounds = [f] + cuts + [t + 1]
+                todo.extend((a, b - 1, at, held) for a, b in zip(bounds, bounds[1:]))
                 break
+            low, high = rem_low / mass_low, rem_high / mass_high
+            theta = max(0.0, min(low, high))
+            carried[f + 1:t + 1] += theta * masses.row(f, t)
+            emptied = sorted({c for c, key in ((f + 1, low), (t, high)) if key <= theta})
+            log.append((f, t, theta, level, emptied))
+            stats["steps"] += 1
+            level += theta
+            levels[emptied] = level
+            f, t = (f + 1 if f + 1 in emptied else f), (t - 1 if t in emptied else t)
     return levels, stats
 
 
