@@ -81,51 +81,62 @@ class Clocks:
 
 
 class ProductQueue:
-    """``(E, D)`` of a range ``[lo, hi]`` with ranks removed at either end: a left stack of the
-    products ``[i, mid]`` and a right stack of ``[mid + 1, i]``; a stack that empties is rebuilt from
-    half of what is left (each rank is multiplied in ``O(1)`` times amortised), and nothing is ever
-    divided out (``e^{-q s}`` underflows at the late nodes)."""
+    """``(E, D)`` of a range ``[lo, hi]`` with ranks removed at either end and put back: the products
+    ``[i, mid]`` (a left stack) and ``[mid + 1, i]`` (a right one), built once around a middle rank
+    ``mid``; a range the products cover, with ranks on both sides of ``mid``, is read off them, any
+    other is rebuilt around its own middle (each rank is multiplied in ``O(1)`` times amortised while
+    ranks are removed, and nothing is ever divided out: ``e^{-q s}`` underflows at the late nodes)."""
 
     def __init__(self, clocks: Clocks):
-        self.clocks, self.lo, self.hi = clocks, 0, -1
-        self.left: list = []
-        self.right: list = []
+        self.clocks, self.lo, self.hi, self.mid = clocks, 0, -1, -1
+        self.left: list = []  # left[i]: [mid - i, mid]
+        self.right: list = []  # right[i]: [mid + 1, mid + 1 + i]
 
     def at(self, f: int, t: int) -> None:
-        """Holds ``[f, t]``: by removals where it lies inside the range held, else rebuilt."""
-        if not (self.lo <= f and t <= self.hi):
-            self._build(f, t)
-        while self.lo < f:
-            self.left.pop()
-            self.lo += 1
-            if not self.left and self.lo <= self.hi:
-                self._build(self.lo, self.hi)
-        while self.hi > t:
-            self.right.pop()
-            self.hi -= 1
-            if not self.right and self.lo <= self.hi:
-                self._build(self.lo, self.hi)
+        """Holds ``[f, t]`` (at least two ranks)."""
+        if not (self.mid - len(self.left) < f <= self.mid < t <= self.mid + len(self.right)):
+            self.build(f, t)
+        self.lo, self.hi = f, t
 
-    def _build(self, lo: int, hi: int) -> None:
-        self.lo, self.hi, mid = lo, hi, (lo + hi) // 2
+    def build(self, f: int, t: int) -> None:
+        """The products of ``[f, t]`` around its middle rank."""
+        self.lo, self.hi, self.mid = f, t, (f + t) // 2
         self.left, self.right = [], []
         group = self.clocks.empty()
-        for r in range(mid, lo - 1, -1):
+        for r in range(self.mid, f - 1, -1):
             group = self.clocks.grown(*group, r)
             self.left.append(group)
         group = self.clocks.empty()
-        for r in range(mid + 1, hi + 1):
+        for r in range(self.mid + 1, t + 1):
             group = self.clocks.grown(*group, r)
             self.right.append(group)
 
+    def range_of(self, a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(E, D)`` of ``[a, b]`` for ``lo <= a <= mid + 1`` and ``mid <= b <= hi``."""
+        low = self.left[self.mid - a] if a <= self.mid else None
+        high = self.right[b - self.mid - 1] if b > self.mid else None
+        if low is None or high is None:
+            return high if low is None else low
+        return self.clocks.joined(low, high)
+
+    def left_parts(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(E, D)`` stacked (``[hi - lo + 1, N, k]``) of ``(c, mid]`` for ``c = lo..hi`` (``hi <=
+        mid``; empty at ``mid``): with :meth:`right_part`, the products of ``(c, hi]``."""
+        empty = self.clocks.empty()
+        parts = [self.left[self.mid - c - 1] if c < self.mid else empty for c in range(lo, hi + 1)]
+        return np.stack([E for E, _ in parts]), np.stack([D for _, D in parts])
+
+    def right_part(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(E, D)`` of ``[mid + 1, hi]``."""
+        return self.right[self.hi - self.mid - 1]
+
     def without_first(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(E, D)`` of ``(lo, hi]`` (the range has at least two ranks)."""
-        right = self.right[-1] if self.right else self.clocks.empty()
-        return self.clocks.joined(self.left[-2], right) if len(self.left) > 1 else right
+        """``(E, D)`` of ``(lo, hi]``."""
+        return self.range_of(self.lo + 1, self.hi)
 
     def without_last(self) -> tuple[np.ndarray, np.ndarray]:
         """``(E, D)`` of ``[lo, hi)``."""
-        return self.clocks.joined(self.left[-1], self.right[-2]) if len(self.right) > 1 else self.left[-1]
+        return self.range_of(self.lo, self.hi - 1)
 
 
 class Residuals:
@@ -142,17 +153,23 @@ class Residuals:
         other.P = [P.copy() for P in self.P]
         return other
 
-    def moved(self, f: int, t: int) -> "Residuals":
-        """Peeled from ``(self.f, self.t)`` to ``(f, t)`` inside it: a rank peeled at the left joins
-        every ``g_A`` (no clock of it rings), one at the right every ``R_A``."""
+    def moved(self, f: int, t: int, right: tuple | None = None) -> "Residuals":
+        """Peeled from ``(self.f, self.t)`` to ``(f, t)`` inside it: the ranks peeled at the left join
+        every ``g_A`` (none of their clocks rings: one factor ``e^{-s q([self.f, f))}``), those at the
+        right every ``R_A``, rank by rank or, where ``right`` gives the ``(E, D)`` of ``(t,
+        self.t]``, at once."""
         clocks, (P1, P2, P3) = self.clocks, self.P
-        for r in range(self.f, f):
-            none = clocks.none(r)[:, None]
-            P1, P2, P3 = P1 * none, P2 * none, P3 * none
+        if f > self.f:
+            gap = np.exp(-clocks.q[self.f:f].sum() * clocks.s)[:, None]
+            P1, P2, P3 = P1 * gap, P2 * gap, P3 * gap
             clocks.work += 1
-        for r in range(self.t, t, -1):
-            P1, P3 = clocks.grown(P1, P3, r)
-            P2 = clocks.grown(P2, np.zeros_like(P2), r)[0]
+        if right is not None and t < self.t:
+            P1, P3 = clocks.joined((P1, P3), right)
+            P2 = clocks.product(P2, right[0], clocks.k)
+        else:
+            for r in range(self.t, t, -1):
+                P1, P3 = clocks.grown(P1, P3, r)
+                P2 = clocks.grown(P2, np.zeros_like(P2), r)[0]
         self.P, self.f, self.t = [P1, P2, P3], f, t
         return self
 
@@ -167,23 +184,58 @@ class Residuals:
         self.clocks.work += 1
         return self
 
-    def selected_at_right(self, f: int) -> float:
-        """``sum_A theta_A l^A_t`` at the run's right end ``t``: nothing of ``[f, t)`` rings (``c =
-        t``: the group beside it is ``L_A`` and ``R_A`` alone)."""
-        clocks, (P1, P2, P3), t, k = self.clocks, self.P, self.t, self.clocks.k
-        gap = np.exp(-clocks.q[f:t].sum() * clocks.s)
-        some = -np.expm1(-clocks.q[t] * clocks.s)
-        density = clocks.q[t] * clocks.none(t) * P1[:, k - 1] + some * (P2 + P3)[:, k - 2]
-        return float((gap * density) @ clocks.w)
+    def selected(self, c: int, rest: tuple | None) -> float:
+        """``sum_A theta_A l^A_c`` at a rank ``c`` of the run, ``rest`` the ``(E, D)`` of ``(c, t]``
+        (``None`` at ``c = t``)."""
+        E, D = rest if rest is not None else self.clocks.empty()
+        return float(self.selected_at(np.array([c]), E[None], D[None])[0])
 
-    def selected_at_left(self, rest: tuple) -> float:
-        """``sum_A theta_A l^A_f`` at the run's left end ``f``, ``rest`` the ``(E, D)`` of ``(f, t]``."""
-        clocks, (P1, P2, P3), f, k = self.clocks, self.P, self.f, self.clocks.k
-        E, D = rest
-        some = -np.expm1(-clocks.q[f] * clocks.s)
-        rings_last = clocks.coefficient(E, P1, k - 1)
-        rang_before = clocks.coefficient(E, P2 + P3, k - 2) + clocks.coefficient(D, P1, k - 2)
-        return float((clocks.q[f] * clocks.none(f) * rings_last + some * rang_before) @ clocks.w)
+    def selected_at(self, ranks: np.ndarray, E: np.ndarray, D: np.ndarray, right: tuple | None = None) -> np.ndarray:
+        """``sum_A theta_A l^A_c`` at the ``ranks`` ``c`` of the run: nothing of ``[f, c)`` rings, and
+        ``c`` rings ``k``-th with the others in ``L_A``, ``(c, t]`` or ``R_A``, or it rang before and one
+        of those rings ``k``-th. ``(E, D)`` (``[len(ranks), N, k]``) are the products of ``(c, t]``, or
+        of ``(c, b)`` where ``right`` is the ``(E, D)`` of ``[b, t]``, the same for every rank (taken
+        into the accumulators once)."""
+        clocks, k = self.clocks, self.clocks.k
+        P1, P23 = self.P[0], self.P[1] + self.P[2]
+        if right is not None:
+            B1 = clocks.product(right[0], P1, k)
+            B2 = clocks.product(right[0], P23, k) + clocks.product(right[1], P1, k)
+        else:
+            B1, B2 = P1, P23
+        below = np.concatenate([[0.0], np.cumsum(clocks.q[self.f:int(ranks.max())])])[ranks - self.f]
+        gap = np.exp(-np.outer(below, clocks.s))
+        q = clocks.q[ranks][:, None]
+        none, some = np.exp(-q * clocks.s), -np.expm1(-q * clocks.s)
+        rings_last = clocks.coefficient(E, B1, k - 1)
+        rang_before = clocks.coefficient(E, B2, k - 2) + clocks.coefficient(D, B1, k - 2)
+        return (gap * (q * none * rings_last + some * rang_before)) @ clocks.w
+
+
+def end_mass(clocks: Clocks, f: int, low: tuple, high: tuple, t: int) -> float:
+    """The mass across the cut between ``low = [f, j)`` and ``high = [j, t]`` of the run ``[f, t]``
+    (every draft at or below ``t``, one in each): ``[x^(k-1)] (D0 N1 N2 + D1 E0 N2 + D2 E0 N1)``,
+    ``[0, f)`` the group ``0`` (as :meth:`otm.rules.wor_clock_masses.ClockSetMasses.across`)."""
+    k = clocks.k
+    E0, D0 = clocks.prefix(f)
+    (E1, D1), (E2, D2) = low, high
+    N1, N2 = E1.copy(), E2.copy()
+    N1[:, 0] = N2[:, 0] = 0.0
+    integrand = (clocks.coefficient(clocks.product(D0, N1, k), N2, k - 1)
+                 + clocks.coefficient(clocks.product(D1, E0, k), N2, k - 1)
+                 + clocks.coefficient(clocks.product(D2, E0, k), N1, k - 1))
+    return float((integrand * np.exp(-clocks.masses._above[t] * clocks.s)) @ clocks.w)
+
+
+def end_remainders(residuals: Residuals, queue: ProductQueue, x: np.ndarray, sigma: np.ndarray, level: float) -> tuple:
+    """``((rem, mass) at cut f + 1, (rem, mass) at cut t)`` of the run ``[f, t]`` that ``residuals``
+    and ``queue`` hold, at ``level`` (Lemma 14)."""
+    clocks, f, t = residuals.clocks, residuals.f, residuals.t
+    above, below = queue.without_first(), queue.without_last()
+    y_f = x[f] - residuals.selected(f, above)
+    y_t = x[t] - residuals.selected(t, None)
+    return ((y_f - (1 - level) * sigma[f], end_mass(clocks, f, clocks.rank(f), above, t)),
+            ((1 - level) * sigma[t] - y_t, end_mass(clocks, f, below, clocks.rank(t), t)))
 
 
 class ResidualEnds:
@@ -218,29 +270,11 @@ class ResidualEnds:
 
     def ends(self, f: int, t: int, level: float, chain: list, carried: np.ndarray) -> tuple:
         """``((rem, mass) at cut f + 1, (rem, mass) at cut t)`` (Lemma 14)."""
-        residuals = self._residuals(chain, f, t)
         self.queue.at(f, t)
-        above, below = self.queue.without_first(), self.queue.without_last()
-        y_f = self.x[f] - residuals.selected_at_left(above)
-        y_t = self.x[t] - residuals.selected_at_right(f)
-        ends = ((y_f - (1 - level) * self.sigma[f], self._mass(f, self.clocks.rank(f), above, t)),
-                ((1 - level) * self.sigma[t] - y_t, self._mass(f, below, self.clocks.rank(t), t)))
+        ends = end_remainders(self._residuals(chain, f, t), self.queue, self.x, self.sigma, level)
         for (mine, _), (theirs, _), cut in zip(ends, self.beside.ends(f, t, level, chain, carried), (f + 1, t)):
             self.gap = max(self.gap, abs(mine - theirs) / self.flux[cut])
         return ends
-
-    def _mass(self, f: int, low: tuple, high: tuple, t: int) -> float:
-        """The mass across the cut between ``low = [f, j)`` and ``high = [j, t]`` of the run (every
-        draft at or below ``t``, one in each): ``[x^(k-1)] (D0 N1 N2 + D1 E0 N2 + D2 E0 N1)``."""
-        clocks, k = self.clocks, self.clocks.k
-        E0, D0 = clocks.prefix(f)
-        (E1, D1), (E2, D2) = low, high
-        N1, N2 = E1.copy(), E2.copy()
-        N1[:, 0] = N2[:, 0] = 0.0
-        integrand = (clocks.coefficient(clocks.product(D0, N1, k), N2, k - 1)
-                     + clocks.coefficient(clocks.product(D1, E0, k), N2, k - 1)
-                     + clocks.coefficient(clocks.product(D2, E0, k), N1, k - 1))
-        return float((integrand * np.exp(-clocks.masses._above[t] * clocks.s)) @ clocks.w)
 
 
 def row_table(p: np.ndarray, q: np.ndarray, k: int) -> dict | None:

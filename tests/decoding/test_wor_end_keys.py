@@ -88,7 +88,7 @@ def test_a_wrong_x_is_caught():
 @pytest.mark.parametrize("k", [3, 5])
 def test_accumulators_are_the_summed_lowest_laws(k):
     """Along a random chain of nested runs with random raises, what the accumulators say the steps
-    selected at each end of the last run equals the sum of ``theta`` times each run's lowest-member
+    selected at each end of the last run and at its middle rank equals the sum of ``theta`` times each run's lowest-member
     law there (the clock masses' own :meth:`lowest_law`)."""
     _, _, _, masses = _row(5, k, (40, 60))
     rng = np.random.default_rng(k)
@@ -104,9 +104,11 @@ def test_accumulators_are_the_summed_lowest_laws(k):
     residuals.moved(f, t)
     queue = wor_end_keys.ProductQueue(clocks)
     queue.at(f, t)
-    summed = {c: sum(theta * masses.lowest_law(a, b)[c - a] for a, b, theta in chain) for c in (f, t)}
-    assert residuals.selected_at_left(queue.without_first()) == pytest.approx(summed[f], rel=AGREEMENT)
-    assert residuals.selected_at_right(f) == pytest.approx(summed[t], rel=AGREEMENT)
+    inner = (f + t) // 2
+    summed = {c: sum(theta * masses.lowest_law(a, b)[c - a] for a, b, theta in chain) for c in (f, inner, t)}
+    assert residuals.selected(f, queue.without_first()) == pytest.approx(summed[f], rel=AGREEMENT)
+    assert residuals.selected(inner, queue.range_of(inner + 1, t)) == pytest.approx(summed[inner], rel=AGREEMENT)
+    assert residuals.selected(t, None) == pytest.approx(summed[t], rel=AGREEMENT)
     assert summed[f] > 0 and summed[t] > 0
 
 
