@@ -45,6 +45,10 @@ WINDOW = 256
 #: A run keeps its last this many steps (and their accumulators) to go back to.
 KEPT = 64
 
+#: A part takes the ranks between its right end and its run's into its accumulators one by one up
+#: to this many, at once (off the queue) beyond.
+RANK_BY_RANK = 512
+
 #: A progress line every this many steps (whole rows: about ``10^5`` steps).
 PROGRESS_STEPS = 10_000
 
@@ -79,7 +83,7 @@ class ResidualNesting:
             while t > f:
                 queue.at(f, t)
                 (rem_low, mass_low), (rem_high, mass_high) = end_remainders(state, queue, self.x, self.sigma, level)
-                if rem_low < -NEGATIVE * self.flux[f + 1] or rem_high < -NEGATIVE * self.flux[t]:
+                if rem_low < self._floor(f + 1) or rem_high < self._floor(t):
                     todo.extend(self._split(state, queue, log, steps, level))
                     break
                 low, high = rem_low / mass_low, rem_high / mass_high
@@ -100,6 +104,10 @@ class ResidualNesting:
                 f, t = (f + 1 if f + 1 in emptied else f), (t - 1 if t in emptied else t)
                 state.moved(f, t)
 
+    def _floor(self, cuts):
+        """A remaining flux below this has crossed zero: ``-NEGATIVE`` times the cut's flux."""
+        return -NEGATIVE * self.flux[cuts]
+
     def _leaves(self, left_over: float) -> None:
         self.stats["certificate"] = max(self.stats["certificate"], float(left_over))
 
@@ -108,15 +116,22 @@ class ResidualNesting:
         and returns its parts (the longest first, with the run's queue; the others with queues of
         their own, and popped first)."""
         f, t = state.f, state.t
-        windows = self._windows(f, t)
-        after = np.concatenate([self._remainders(state, queue, lo, hi, level) for lo, hi in windows])
-        cuts = np.concatenate([np.arange(lo, hi + 1) for lo, hi in windows])
-        floor = -NEGATIVE * self.flux[cuts]
+        if self.window is None:
+            cuts, after = np.arange(f + 1, t + 1), self._all_remainders(state, level)
+        else:
+            windows = self._windows(f, t)
+            after = np.concatenate([self._remainders(state, queue, lo, hi, level) for lo, hi in windows])
+            cuts = np.concatenate([np.arange(lo, hi + 1) for lo, hi in windows])
+        floor = self._floor(cuts)
         first = None
-        for back, (sf, st, theta, before_level, _, _) in enumerate(reversed(log), 1):
-            mass = np.concatenate([self.masses.across_cuts(sf, lo, hi, st) for lo, hi in windows])
-            before = after + theta * mass
-            crossed = (after < floor) & (before >= floor)
+        for back, (sf, st, theta, before_level, _, before_state) in enumerate(reversed(log), 1):
+            if self.window is None:
+                before = self._all_remainders(before_state, before_level)[cuts - sf - 1]
+                mass = (before - after) / theta if theta > 0 else np.zeros_like(before)
+            else:
+                mass = np.concatenate([self.masses.across_cuts(sf, lo, hi, st) for lo, hi in windows])
+                before = after + theta * mass
+            crossed = (after < floor) & (before >= floor) & (mass > 0)
             if crossed.any():
                 at = before_level + before[crossed] / mass[crossed]
                 least = float(at.min())
@@ -128,7 +143,7 @@ class ResidualNesting:
         else:
             if steps > len(log):
                 raise BeyondKeptSteps(f"run [{f}, {t}]: a split goes back beyond its {self.kept} kept steps")
-            raise CrossedBeforeRun(f"run [{f}, {t}]: a window cut was below zero when the run began")
+            raise CrossedBeforeRun(f"run [{f}, {t}]: a {'' if self.window is None else 'window '}cut was below zero when the run began")
         step, at, split_cuts = first
         self.stats["most back"] = max(self.stats["most back"], len(log) - step)
         self.stats["deepest"] = max(self.stats["deepest"], min(min(c - f, t + 1 - c) for c in split_cuts))
@@ -148,13 +163,29 @@ class ResidualNesting:
 
     def _above(self, queue: ProductQueue, f: int, b: int, t: int) -> tuple | None:
         """``(E, D)`` of ``(b, t]``, which a part ``[a, b]`` of the run ``[f, t]`` takes into its
-        accumulators: off the queue where it reaches and the part is short (the queue rebuilt first
-        where it does not reach that far), ``None`` (rank by rank) where it is short."""
-        if t - b <= 2 * self.window or b == t:
+        accumulators: off the queue (rebuilt around the run's middle first where it does not reach
+        that far), or ``None`` (rank by rank) where they are at most :data:`RANK_BY_RANK`."""
+        if t - b <= RANK_BY_RANK:
             return None
         if b + 1 > queue.mid + 1:
             queue.build(f, t)
         return queue.range_of(b + 1, t)
+
+    def _all_remainders(self, state: Residuals, level: float) -> np.ndarray:
+        """``rem(j)`` at every cut ``f + 1..t`` of the run ``state`` holds (``window=None``): ``d`` at
+        every rank by one compiled pass (:func:`decoding.verifiers.optimal_wor_numba.lowest_law`, the
+        lowest-member law of one run, with the accumulators in place of the prefix ``[0, f)`` and no
+        factor for the ranks above ``t``, which they hold), summed from the nearer end."""
+        from decoding.verifiers.optimal_wor_numba import lowest_law
+
+        f, t = state.f, state.t
+        P1, P2, P3 = state.P
+        selected = np.empty(t - f + 1)
+        lowest_law(self.clocks.q, self.clocks.s, self.clocks.w, np.zeros(self.masses.n), np.ascontiguousarray(P1),
+                   np.ascontiguousarray(P2 + P3), f, t, self.clocks.k, selected)
+        d = self.x[f:t + 1] - selected - (1 - level) * self.sigma[f:t + 1]
+        half = (t - f) // 2
+        return np.concatenate([np.cumsum(d)[:half], -np.cumsum(d[::-1])[::-1][1 + half:]])
 
     def _windows(self, f: int, t: int) -> list[tuple[int, int]]:
         """The cuts searched, as ranges: within :attr:`window` ranks of either end, or all."""
@@ -205,7 +236,7 @@ def whole_run(p: np.ndarray, q: np.ndarray, k: int) -> tuple | None:
     return (flux, max(runs, key=lambda run: run[1] - run[0]), setup.masses) if runs else None
 
 
-def row_table(p: np.ndarray, q: np.ndarray, k: int, top: int) -> dict | None:
+def row_table(p: np.ndarray, q: np.ndarray, k: int, top: int, window: int | None = WINDOW, kept: int = KEPT) -> dict | None:
     """The nesting on residuals of the longest run of flux below the cut: on the whole row
     (``top = 0``), or on the row cut to ``top`` tokens beside the construction's levels and its
     certificate (``None`` where no run is :data:`SHORTEST_RUN` ranks long)."""
@@ -221,7 +252,7 @@ def row_table(p: np.ndarray, q: np.ndarray, k: int, top: int) -> dict | None:
     def progress(steps: int, level: float) -> None:
         print(f"    {steps} steps of the run's {run[1] - run[0]} ranks, level {level:.4f}, {time.perf_counter() - began:.0f} s", file=sys.stderr, flush=True)
 
-    nesting = ResidualNesting(masses, flux, progress=progress if not top else None)
+    nesting = ResidualNesting(masses, flux, window, kept, progress if not top else None)
     out = {"n": masses.n, "run": run, "stats": nesting.stats}
     try:
         nesting.run(*run)
@@ -238,7 +269,10 @@ def row_table(p: np.ndarray, q: np.ndarray, k: int, top: int) -> dict | None:
 
 
 def main(argv=None) -> int:
-    args = corpus_parser(__doc__.split("\n\n")[0], positions=4, top=0).parse_args(argv)
+    parser = corpus_parser(__doc__.split("\n\n")[0], positions=4, top=0)
+    parser.add_argument("--window", type=int, default=WINDOW, help="cuts searched from either end for a split; 0: every cut")
+    parser.add_argument("--kept", type=int, default=KEPT, help="steps a run keeps to go back to")
+    args = parser.parse_args(argv)
     ks = [int(k) for k in args.ks.split(",")]
     if args.top:
         rows = cut_rows(args)
@@ -250,7 +284,7 @@ def main(argv=None) -> int:
           "on residuals, about a millisecond a step (a step per rank of the run)", file=sys.stderr, flush=True)
 
     def cells(p, q, k):
-        row = row_table(p, q, k, args.top)
+        row = row_table(p, q, k, args.top, args.window or None, args.kept)
         if row is None:
             return None
         (f0, t0), stats = row["run"], row["stats"]
