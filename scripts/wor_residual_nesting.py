@@ -236,23 +236,25 @@ def whole_run(p: np.ndarray, q: np.ndarray, k: int) -> tuple | None:
     return (flux, max(runs, key=lambda run: run[1] - run[0]), setup.masses) if runs else None
 
 
-def row_table(p: np.ndarray, q: np.ndarray, k: int, top: int, window: int | None = WINDOW, kept: int = KEPT) -> dict | None:
+def row_table(p: np.ndarray, q: np.ndarray, k: int, top: int, window: int | None = WINDOW, kept: int = KEPT,
+              construction: bool = True) -> dict | None:
     """The nesting on residuals of the longest run of flux below the cut: on the whole row
-    (``top = 0``), or on the row cut to ``top`` tokens beside the construction's levels and its
-    certificate (``None`` where no run is :data:`SHORTEST_RUN` ranks long)."""
+    (``top = 0``), or on the row cut to ``top`` tokens, beside the construction's levels and its
+    certificate where ``construction`` (``None`` where no run is :data:`SHORTEST_RUN` ranks long)."""
     from otm.rules.wor_clock_masses import realised_selection
     from wor_nesting_spine import longest_run
 
-    found = whole_run(p, q, k) if not top else longest_run(p, q, k, SHORTEST_RUN)
+    compared = bool(top) and construction
+    found = longest_run(p, q, k, SHORTEST_RUN) if compared else whole_run(p, q, k)
     if found is None:
         return None
-    exact, (flux, run, masses) = (None, found) if not top else (found[0], found[1:])
+    exact, (flux, run, masses) = (found[0], found[1:]) if compared else (None, found)
     began = time.perf_counter()
 
     def progress(steps: int, level: float) -> None:
         print(f"    {steps} steps of the run's {run[1] - run[0]} ranks, level {level:.4f}, {time.perf_counter() - began:.0f} s", file=sys.stderr, flush=True)
 
-    nesting = ResidualNesting(masses, flux, window, kept, progress if not top else None)
+    nesting = ResidualNesting(masses, flux, window, kept, progress if not compared else None)
     out = {"n": masses.n, "run": run, "stats": nesting.stats}
     try:
         nesting.run(*run)
@@ -272,6 +274,8 @@ def main(argv=None) -> int:
     parser = corpus_parser(__doc__.split("\n\n")[0], positions=4, top=0)
     parser.add_argument("--window", type=int, default=WINDOW, help="cuts searched from either end for a split; 0: every cut")
     parser.add_argument("--kept", type=int, default=KEPT, help="steps a run keeps to go back to")
+    parser.add_argument("--no-construction", action="store_true",
+                        help="rows cut to --top without the construction's levels beside (minutes a row beyond 3,000 tokens)")
     args = parser.parse_args(argv)
     ks = [int(k) for k in args.ks.split(",")]
     if args.top:
@@ -284,7 +288,7 @@ def main(argv=None) -> int:
           "on residuals, about a millisecond a step (a step per rank of the run)", file=sys.stderr, flush=True)
 
     def cells(p, q, k):
-        row = row_table(p, q, k, args.top, args.window or None, args.kept)
+        row = row_table(p, q, k, args.top, args.window or None, args.kept, not args.no_construction)
         if row is None:
             return None
         (f0, t0), stats = row["run"], row["stats"]
@@ -292,7 +296,7 @@ def main(argv=None) -> int:
         first = [str(row["n"]), str(length)]
         if "refused" in row:
             return first + [f"refused ({row['refused']})", "", "", "", "", "", f"{row['seconds']:.0f}"]
-        compared = f"{row['same']} of {length}, {row['realised']:.1e}" if "same" in row else "(whole row)"
+        compared = f"{row['same']} of {length}, {row['realised']:.1e}" if "same" in row else "(no construction)"
         return first + [f"{stats['steps'] / length:.2f}", str(stats["splits"]), f"{stats['most back']}",
                         str(stats["deepest"]), f"{stats['certificate']:.1e}", compared, f"{row['seconds']:.0f}"]
 
