@@ -13,16 +13,21 @@ zero. A first crossing deeper than the window would leave its cut below zero at 
 and every cut becomes an end before its run is done: so it is found, and the nesting stops with
 :class:`wor_end_peel.CrossedBeforeRun` instead of returning other levels (and with
 :class:`BeyondKeptSteps` where a split would go back past the ``--kept`` steps a run keeps).
+``--window 0`` searches every cut instead, by one compiled pass over the run per level walked back
+(``O(len N k)``, what a split then costs).
 
 Certificate, streamed: a rank leaves when a cut beside it empties, alone in its run, where it must
 select what is left of its residual, ``(1 - s) sigma_c``; the largest ``|d_c|`` at leaving is the
 largest gap between the law the levels realise and ``x`` (what
 :func:`otm.rules.wor_clock_masses.realised_selection` computes run by run). On rows cut to ``--top``
-tokens the construction's levels are compared too; ``--top 0`` takes whole rows (``V = 151,936`` on
-the Qwen pair), the longest run of flux below the cut. Minutes per whole row (numpy: about a
-millisecond per step, a step per rank):
+tokens the construction's levels are compared too (``--no-construction`` leaves them out, past a few
+thousand tokens); ``--top 0`` takes whole rows (``V = 151,936`` on the Qwen pair), the longest run
+of flux below the cut. A row cut to 3,000 tokens takes seconds; a whole row minutes to its end or its
+refusal (numpy, several milliseconds a step, a step per rank), with ``--window 0`` far longer (a
+pass over the run per split):
 
-    python scripts/wor_residual_nesting.py --corpus DIR [--positions 4] [--top 0] [--ks 3]
+    python scripts/wor_residual_nesting.py --corpus DIR [--positions 4] [--top 0] [--ks 3] [--window 256]
+        [--kept 64] [--no-construction]
 """
 from __future__ import annotations
 
@@ -293,15 +298,13 @@ def main(argv=None) -> int:
             return None
         (f0, t0), stats = row["run"], row["stats"]
         length = t0 - f0
-        first = [str(row["n"]), str(length)]
-        if "refused" in row:
-            return first + [f"refused ({row['refused']})", "", "", "", "", "", f"{row['seconds']:.0f}"]
+        outcome = f"refused ({row['refused']})" if "refused" in row else f"{stats['certificate']:.1e}"
         compared = f"{row['same']} of {length}, {row['realised']:.1e}" if "same" in row else "(no construction)"
-        return first + [f"{stats['steps'] / length:.2f}", str(stats["splits"]), f"{stats['most back']}",
-                        str(stats["deepest"]), f"{stats['certificate']:.1e}", compared, f"{row['seconds']:.0f}"]
+        return [str(row["n"]), str(length), f"{stats['steps'] / length:.2f}", str(stats["splits"]), f"{stats['most back']}",
+                str(stats["deepest"]), outcome, compared, f"{row['seconds']:.0f}"]
 
     print_rows(rows, ks, ["ranks", "run (ranks)", "steps per rank", "splits", "most steps back", "deepest split from an end",
-                          "certificate (largest left-over at leaving)", "levels the same, realised law", "seconds"],
+                          "certificate (largest left-over at leaving), or refused", "levels the same, realised law", "seconds"],
                cells, SHORTEST_RUN)
     return 0
 

@@ -124,7 +124,7 @@ def test_table(tmp_path, capsys, top):
     assert rows and any(cells[4].strip().isdigit() for cells in rows)
     for cells in rows:
         if cells[4].strip().isdigit():
-            assert "refused" not in cells[5]
+            assert "refused" not in cells[9]
             assert float(cells[9]) <= CERTIFIED
             if top != "0":
                 same, _, length = cells[10].split(",")[0].split()
