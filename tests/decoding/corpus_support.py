@@ -17,6 +17,19 @@ def synthetic_corpus(tmp_path, seed: int, rows: int, vocab: int, scale: float = 
         writer.add("synthetic", target, target + noise * rng.normal(size=(rows, vocab)))
 
 
+def random_run(seed: int, k: int, size: tuple[int, int] = (20, 80)):
+    """``scripts/wor_nesting_spine.longest_run`` (runs of at least 5 ranks) on a seeded random row of
+    ``size`` tokens: target logits twice standard normals, draft logits those plus standard normals
+    (the caller has put ``scripts/`` on the path)."""
+    from wor_nesting_spine import longest_run
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(*size))
+    logits = 2 * rng.normal(size=n)
+    p, q = np.exp(logits), np.exp(logits + rng.normal(size=n))
+    return longest_run(p / p.sum(), q / q.sum(), k, 5)
+
+
 def table_rows(printed: str) -> list[list[str]]:
     """The body rows of the markdown table a script printed (after its header and separator lines),
     each as its cells between the outer bars (unstripped)."""

@@ -16,9 +16,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
 import wor_end_keys  # noqa: E402
 from wor_end_peel import end_peel  # noqa: E402
-from wor_nesting_spine import RunMasses, longest_run  # noqa: E402
+from wor_nesting_spine import RunMasses  # noqa: E402
 
-from tests.decoding.corpus_support import synthetic_corpus, table_rows  # noqa: E402
+from tests.decoding.corpus_support import random_run, synthetic_corpus, table_rows  # noqa: E402
 
 #: Lemma 14's remaining flux against the flux bookkeeping's, relative to the cut's flux: the same
 #: quantity summed in other orders (measured at most ``1e-14`` on these rows).
@@ -27,13 +27,6 @@ SAME_REMAINDER = 1e-11
 #: Levels and laws computed along other float paths, on rows whose levels stay away from 1.
 AGREEMENT = 1e-9
 
-
-def _row(seed: int, k: int, size: tuple[int, int] = (20, 80)):
-    rng = np.random.default_rng(seed)
-    n = int(rng.integers(*size))
-    logits = 2 * rng.normal(size=n)
-    p, q = np.exp(logits), np.exp(logits + rng.normal(size=n))
-    return longest_run(p / p.sum(), q / q.sum(), k, 5)
 
 
 class _LevelZero(wor_end_keys.ResidualEnds):
@@ -49,7 +42,7 @@ def test_end_keys_are_the_flux_ones(k):
     with the construction's, and some rows split; read at level 0 instead, the ends disagree."""
     splits = 0
     for seed in range(30):
-        found = _row(seed, k)
+        found = random_run(seed, k)
         if found is None:
             continue
         exact, flux, run, masses = found
@@ -61,7 +54,7 @@ def test_end_keys_are_the_flux_ones(k):
         np.testing.assert_allclose(levels[cuts], exact[cuts], rtol=0, atol=AGREEMENT)
         splits += stats["splits"]
     assert splits > 0
-    exact, flux, run, masses = _row(0, k)
+    exact, flux, run, masses = random_run(0, k)
     broken = _LevelZero(masses, flux, RunMasses(masses))
     try:
         end_peel(flux, run, RunMasses(masses), ends=broken)
@@ -73,7 +66,7 @@ def test_end_keys_are_the_flux_ones(k):
 def test_a_wrong_x_is_caught():
     """``x`` raised at one rank inside the run by 1% of the run's largest flux: the ends no longer
     match the flux's."""
-    exact, flux, run, masses = _row(2, 3)
+    exact, flux, run, masses = random_run(2, 3)
     run_masses = RunMasses(masses)
     ends = wor_end_keys.ResidualEnds(masses, flux, run_masses)
     ends.x = ends.x.copy()
@@ -90,7 +83,7 @@ def test_accumulators_are_the_summed_lowest_laws(k):
     """Along a random chain of nested runs with random raises, what the accumulators say the steps
     selected at each end of the last run and at its middle rank equals the sum of ``theta`` times each run's lowest-member
     law there (the clock masses' own :meth:`lowest_law`)."""
-    _, _, _, masses = _row(5, k, (40, 60))
+    _, _, _, masses = random_run(5, k, (40, 60))
     rng = np.random.default_rng(k)
     clocks = wor_end_keys.Clocks(masses)
     f, t = 0, masses.n - 1
@@ -117,7 +110,7 @@ def test_accumulators_are_the_summed_lowest_laws(k):
 def test_queue_equals_fresh_products(removals, jump):
     """Removals at either end (``True``: the left), and a jump to a range outside the one held: the
     queue's ``(f, t]`` and ``[f, t)`` equal the products multiplied out afresh."""
-    _, _, _, masses = _row(3, 3, (60, 61))
+    _, _, _, masses = random_run(3, 3, (60, 61))
     clocks = wor_end_keys.Clocks(masses)
     queue = wor_end_keys.ProductQueue(clocks)
     f, t = 0, masses.n - 1

@@ -11,20 +11,12 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
 import wor_end_peel  # noqa: E402
-from wor_nesting_spine import longest_run  # noqa: E402
 
-from tests.decoding.corpus_support import synthetic_corpus, table_rows  # noqa: E402
+from tests.decoding.corpus_support import random_run, synthetic_corpus, table_rows  # noqa: E402
 
 #: The two nestings add the same float terms in other orders, on rows whose levels stay away from 1.
 LEVEL_AGREEMENT = 1e-9
 
-
-def _row(seed: int, k: int):
-    rng = np.random.default_rng(seed)
-    n = int(rng.integers(20, 80))
-    logits = 2 * rng.normal(size=n)
-    p, q = np.exp(logits), np.exp(logits + rng.normal(size=n))
-    return longest_run(p / p.sum(), q / q.sum(), k, 5)
 
 
 @pytest.mark.parametrize("k", [3, 4])
@@ -34,7 +26,7 @@ def test_levels_are_the_nestings(k):
     gets other levels."""
     splits, differs = 0, 0
     for seed in range(40):
-        found = _row(seed, k)
+        found = random_run(seed, k)
         if found is None:
             continue
         exact, flux, run, masses = found

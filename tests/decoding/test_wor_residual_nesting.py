@@ -13,10 +13,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
 import wor_residual_nesting  # noqa: E402
 from wor_end_peel import CrossedBeforeRun  # noqa: E402
-from wor_nesting_spine import longest_run  # noqa: E402
 
 from otm.rules.wor_clock_masses import realised_selection  # noqa: E402
-from tests.decoding.corpus_support import synthetic_corpus, table_rows  # noqa: E402
+from tests.decoding.corpus_support import random_run, synthetic_corpus, table_rows  # noqa: E402
 
 #: Levels computed along other float paths, on rows whose levels stay away from 1 (the full search
 #: interpolates its crossings: up to ``1.1e-10`` from the construction's on these rows).
@@ -25,13 +24,6 @@ AGREEMENT = 1e-9
 #: The realised law against ``x`` (as the construction's certificate).
 CERTIFIED = 1e-12
 
-
-def _row(seed: int, k: int, size: tuple[int, int] = (20, 80)):
-    rng = np.random.default_rng(seed)
-    n = int(rng.integers(*size))
-    logits = 2 * rng.normal(size=n)
-    p, q = np.exp(logits), np.exp(logits + rng.normal(size=n))
-    return longest_run(p / p.sum(), q / q.sum(), k, 5)
 
 
 def _realised_gap(masses, exact, run, levels, x) -> float:
@@ -49,7 +41,7 @@ def test_levels_and_certificate(k, window):
     rounding), and some rows split."""
     splits = 0
     for seed in range(30):
-        found = _row(seed, k)
+        found = random_run(seed, k)
         if found is None:
             continue
         exact, flux, run, masses = found
@@ -71,7 +63,7 @@ def test_narrow_windows_refuse_or_certify(window):
     realise ``x``: never other levels. Both happen."""
     outcomes = {"refused": 0, "certified": 0}
     for seed in range(25):
-        found = _row(seed, 3, (60, 120))
+        found = random_run(seed, 3, (60, 120))
         if found is None:
             continue
         exact, flux, run, masses = found
@@ -91,7 +83,7 @@ def test_narrow_windows_refuse_or_certify(window):
 def test_splits_beyond_the_kept_steps_are_refused():
     refused = 0
     for seed in range(30):
-        found = _row(seed, 3)
+        found = random_run(seed, 3)
         if found is None:
             continue
         _, flux, run, masses = found
@@ -105,7 +97,7 @@ def test_splits_beyond_the_kept_steps_are_refused():
 def test_a_wrong_x_is_caught():
     """``x`` raised at one rank inside the run by 1% of the run's largest flux: the nesting stops, or
     its certificate shows the gap."""
-    _, flux, run, masses = _row(2, 3)
+    _, flux, run, masses = random_run(2, 3)
     nesting = wor_residual_nesting.ResidualNesting(masses, flux)
     bump = 0.01 * flux[run[0]:run[1] + 1].max()
     nesting.x[(run[0] + run[1]) // 2] += bump
