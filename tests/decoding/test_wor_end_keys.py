@@ -28,7 +28,6 @@ SAME_REMAINDER = 1e-11
 AGREEMENT = 1e-9
 
 
-
 class _LevelZero(wor_end_keys.ResidualEnds):
     """Lemma 14 without its ``1 - s``: every run read as if at level 0."""
 

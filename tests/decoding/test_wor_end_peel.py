@@ -18,7 +18,6 @@ from tests.decoding.corpus_support import random_run, synthetic_corpus, table_ro
 LEVEL_AGREEMENT = 1e-9
 
 
-
 @pytest.mark.parametrize("k", [3, 4])
 def test_levels_are_the_nestings(k):
     """On 40 random rows per ``k``, every level of the longest run equals the construction's; some of

@@ -25,7 +25,6 @@ AGREEMENT = 1e-9
 CERTIFIED = 1e-12
 
 
-
 def _realised_gap(masses, exact, run, levels, x) -> float:
     cuts = slice(run[0] + 1, run[1] + 1)
     mine = exact.copy()
