@@ -19,7 +19,9 @@ and every cut becomes an end before its run is done: so it is found, and the nes
 Certificate, streamed: a rank leaves when a cut beside it empties, alone in its run, where it must
 select what is left of its residual, ``(1 - s) sigma_c``; the largest ``|d_c|`` at leaving is the
 largest gap between the law the levels realise and ``x`` (what
-:func:`otm.rules.wor_clock_masses.realised_selection` computes run by run). On rows cut to ``--top``
+:func:`otm.rules.wor_clock_masses.realised_selection` computes run by run). Beside it, the run's
+lowest-member law (the direct compiled pass) against ``sigma``, both totals of the run's mass: how
+far the quadrature alone keeps Lemma 14's total of ``d`` from zero. On rows cut to ``--top``
 tokens the construction's levels are compared too (``--no-construction`` leaves them out, past a few
 thousand tokens); ``--top 0`` takes whole rows (``V = 151,936`` on the Qwen pair), the longest run
 of flux below the cut. A row cut to 3,000 tokens takes seconds; a whole row minutes to its end or its
@@ -266,6 +268,8 @@ def row_table(p: np.ndarray, q: np.ndarray, k: int, top: int, window: int | None
     except (CrossedBeforeRun, BeyondKeptSteps) as refused:
         out["refused"] = f"{type(refused).__name__}: {refused}"
     out["seconds"] = time.perf_counter() - began
+    sigma = nesting.sigma[run[0]:run[1] + 1].sum()
+    out["lowest against sigma"] = abs(masses.lowest_law(*run).sum() - sigma) / sigma  # Lemma 14's total of d, by the direct law
     if exact is not None and "refused" not in out:
         cuts = slice(run[0] + 1, run[1] + 1)
         mine = exact.copy()
@@ -301,10 +305,11 @@ def main(argv=None) -> int:
         outcome = f"refused ({row['refused']})" if "refused" in row else f"{stats['certificate']:.1e}"
         compared = f"{row['same']} of {length}, {row['realised']:.1e}" if "same" in row else "(no construction)"
         return [str(row["n"]), str(length), f"{stats['steps'] / length:.2f}", str(stats["splits"]), f"{stats['most back']}",
-                str(stats["deepest"]), outcome, compared, f"{row['seconds']:.0f}"]
+                str(stats["deepest"]), outcome, compared, f"{row['lowest against sigma']:.1e}", f"{row['seconds']:.0f}"]
 
     print_rows(rows, ks, ["ranks", "run (ranks)", "steps per rank", "splits", "most steps back", "deepest split from an end",
-                          "certificate (largest left-over at leaving), or refused", "levels the same, realised law", "seconds"],
+                          "certificate (largest left-over at leaving), or refused", "levels the same, realised law",
+                          "the run's lowest-member law against sigma (relative)", "seconds"],
                cells, SHORTEST_RUN)
     return 0
 

@@ -116,7 +116,7 @@ def test_table(tmp_path, capsys, top):
     for cells in rows:
         if cells[4].strip().isdigit():
             assert "refused" not in cells[9]
-            assert float(cells[9]) <= CERTIFIED
+            assert float(cells[9]) <= CERTIFIED and float(cells[11]) <= 1e-13
             if top != "0":
                 same, _, length = cells[10].split(",")[0].split()
                 assert int(same) >= 0.9 * int(length) and float(cells[10].split(",")[1]) <= CERTIFIED
