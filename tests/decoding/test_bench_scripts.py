@@ -274,10 +274,11 @@ def test_float32_sampling_measures_what_float32_arithmetic_loses(tmp_path, capsy
 def test_real_scale_entry_points_answers_or_refuses_on_small_rows(capsys, monkeypatch):
     """``scripts/real_scale_entry_points.py`` on rows of 30 tokens: every call answers or is
     refused with a typed error; an entry point that raises an untyped error is flagged, and the
-    script exits 1."""
+    script exits 1. Its flag for slow calls is set out of reach: timing is not this test's to
+    assert (one call took 5.8 s, over the default 5 s, on a loaded machine on 2026-12-06)."""
     import real_scale_entry_points
 
-    assert real_scale_entry_points.main(["--vocab", "30", "--ks", "2"]) == 0
+    assert real_scale_entry_points.main(["--vocab", "30", "--ks", "2", "--slow", "600"]) == 0
     out = capsys.readouterr().out
     assert "| rule_acceptance[optimal] | 10 | 0 | 0 |" in out and "\n0 flagged calls" in out
 
