@@ -30,6 +30,14 @@ def random_run(seed: int, k: int, size: tuple[int, int] = (20, 80)):
     return longest_run(p / p.sum(), q / q.sum(), k, 5)
 
 
+def random_runs(k: int, seeds, size: tuple[int, int] = (20, 80)):
+    """:func:`random_run` at each of ``seeds``, those with a run of at least 5 ranks."""
+    for seed in seeds:
+        found = random_run(seed, k, size)
+        if found is not None:
+            yield found
+
+
 def table_rows(printed: str) -> list[list[str]]:
     """The body rows of the markdown table a script printed (after its header and separator lines),
     each as its cells between the outer bars (unstripped)."""

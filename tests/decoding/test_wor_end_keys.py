@@ -18,7 +18,7 @@ import wor_end_keys  # noqa: E402
 from wor_end_peel import end_peel  # noqa: E402
 from wor_nesting_spine import RunMasses  # noqa: E402
 
-from tests.decoding.corpus_support import random_run, synthetic_corpus, table_rows  # noqa: E402
+from tests.decoding.corpus_support import random_run, random_runs, synthetic_corpus, table_rows  # noqa: E402
 
 #: Lemma 14's remaining flux against the flux bookkeeping's, relative to the cut's flux: the same
 #: quantity summed in other orders (measured at most ``1e-14`` on these rows).
@@ -40,11 +40,7 @@ def test_end_keys_are_the_flux_ones(k):
     """On 30 random rows per ``k``, every step's two ends agree with the flux bookkeeping, the levels
     with the construction's, and some rows split; read at level 0 instead, the ends disagree."""
     splits = 0
-    for seed in range(30):
-        found = random_run(seed, k)
-        if found is None:
-            continue
-        exact, flux, run, masses = found
+    for exact, flux, run, masses in random_runs(k, range(30)):
         run_masses = RunMasses(masses)
         ends = wor_end_keys.ResidualEnds(masses, flux, run_masses)
         levels, stats = end_peel(flux, run, run_masses, ends=ends)

@@ -12,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
 import wor_end_peel  # noqa: E402
 
-from tests.decoding.corpus_support import random_run, synthetic_corpus, table_rows  # noqa: E402
+from tests.decoding.corpus_support import random_runs, synthetic_corpus, table_rows  # noqa: E402
 
 #: The two nestings add the same float terms in other orders, on rows whose levels stay away from 1.
 LEVEL_AGREEMENT = 1e-9
@@ -24,11 +24,7 @@ def test_levels_are_the_nestings(k):
     the rows need splits (an inner cut emptying first), and without the check of exposed cuts some row
     gets other levels."""
     splits, differs = 0, 0
-    for seed in range(40):
-        found = random_run(seed, k)
-        if found is None:
-            continue
-        exact, flux, run, masses = found
+    for exact, flux, run, masses in random_runs(k, range(40)):
         run_masses = wor_end_peel.RunMasses(masses)
         levels, stats = wor_end_peel.end_peel(flux, run, run_masses)
         cuts = slice(run[0] + 1, run[1] + 1)

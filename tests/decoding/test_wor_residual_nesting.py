@@ -15,7 +15,7 @@ import wor_residual_nesting  # noqa: E402
 from wor_end_peel import CrossedBeforeRun  # noqa: E402
 
 from otm.rules.wor_clock_masses import realised_selection  # noqa: E402
-from tests.decoding.corpus_support import random_run, synthetic_corpus, table_rows  # noqa: E402
+from tests.decoding.corpus_support import random_run, random_runs, synthetic_corpus, table_rows  # noqa: E402
 
 #: Levels computed along other float paths, on rows whose levels stay away from 1 (the full search
 #: interpolates its crossings: up to ``1.1e-10`` from the construction's on these rows).
@@ -39,11 +39,7 @@ def test_levels_and_certificate(k, window):
     levels are the construction's, the streamed certificate is the realised law's gap to ``x`` (both at
     rounding), and some rows split."""
     splits = 0
-    for seed in range(30):
-        found = random_run(seed, k)
-        if found is None:
-            continue
-        exact, flux, run, masses = found
+    for exact, flux, run, masses in random_runs(k, range(30)):
         nesting = wor_residual_nesting.ResidualNesting(masses, flux, window)
         nesting.run(*run)
         cuts = slice(run[0] + 1, run[1] + 1)
@@ -61,11 +57,7 @@ def test_narrow_windows_refuse_or_certify(window):
     queue's paths), each row either stops with :class:`CrossedBeforeRun` or returns levels that
     realise ``x``: never other levels. Both happen."""
     outcomes = {"refused": 0, "certified": 0}
-    for seed in range(25):
-        found = random_run(seed, 3, (60, 120))
-        if found is None:
-            continue
-        exact, flux, run, masses = found
+    for exact, flux, run, masses in random_runs(3, range(25), (60, 120)):
         nesting = wor_residual_nesting.ResidualNesting(masses, flux, window=window)
         try:
             nesting.run(*run)
@@ -81,11 +73,7 @@ def test_narrow_windows_refuse_or_certify(window):
 
 def test_splits_beyond_the_kept_steps_are_refused():
     refused = 0
-    for seed in range(30):
-        found = random_run(seed, 3)
-        if found is None:
-            continue
-        _, flux, run, masses = found
+    for _, flux, run, masses in random_runs(3, range(30)):
         try:
             wor_residual_nesting.ResidualNesting(masses, flux, kept=1).run(*run)
         except wor_residual_nesting.BeyondKeptSteps:
