@@ -36,7 +36,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from wor_end_peel import SAME_LEVEL, SHORTEST_RUN, FluxEnds, end_peel  # noqa: E402
-from wor_nesting_spine import RunMasses, corpus_parser, cut_rows, longest_run, print_rows  # noqa: E402
+from wor_nesting_spine import RunMasses, corpus_parser, cut_rows, longest_run, print_rows, selection_by_rank  # noqa: E402
 
 
 class Clocks:
@@ -248,8 +248,7 @@ class ResidualEnds:
 
     def __init__(self, masses, flux: np.ndarray, run_masses: RunMasses):
         self.clocks = Clocks(masses)
-        self.sigma = np.asarray(masses.sigma, dtype=np.float64)
-        self.x = self.sigma + flux[1:masses.n + 1] - flux[:masses.n]
+        self.sigma, self.x = selection_by_rank(masses, flux)
         self.flux, self.queue = flux, ProductQueue(self.clocks)
         self.beside = FluxEnds(flux, run_masses)
         self.kept: list = []  # (step, Residuals after it) along the last chain
@@ -268,11 +267,11 @@ class ResidualEnds:
             self.kept.append((step, state))
         return state.copy().moved(f, t)
 
-    def ends(self, f: int, t: int, level: float, chain: list, carried: np.ndarray) -> tuple:
+    def ends(self, f: int, t: int, level: float, chain: list, log: list, carried: np.ndarray) -> tuple:
         """``((rem, mass) at cut f + 1, (rem, mass) at cut t)`` (Lemma 14)."""
         self.queue.at(f, t)
-        ends = end_remainders(self._residuals(chain, f, t), self.queue, self.x, self.sigma, level)
-        for (mine, _), (theirs, _), cut in zip(ends, self.beside.ends(f, t, level, chain, carried), (f + 1, t)):
+        ends = end_remainders(self._residuals(chain + log, f, t), self.queue, self.x, self.sigma, level)
+        for (mine, _), (theirs, _), cut in zip(ends, self.beside.ends(f, t, level, chain, log, carried), (f + 1, t)):
             self.gap = max(self.gap, abs(mine - theirs) / self.flux[cut])
         return ends
 

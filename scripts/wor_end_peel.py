@@ -29,7 +29,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from wor_nesting_spine import RunMasses, corpus_parser, cut_rows, longest_run, print_rows  # noqa: E402
+from wor_nesting_spine import RunMasses, corpus_parser, cut_rows, longest_run, print_rows, selection_by_rank  # noqa: E402
 
 #: A remaining flux below ``-NEGATIVE`` times the cut's flux has crossed zero.
 NEGATIVE = 1e-12
@@ -56,9 +56,10 @@ class FluxEnds:
     def __init__(self, flux: np.ndarray, masses):
         self.flux, self.masses = flux, masses
 
-    def ends(self, f: int, t: int, level: float, chain: list, carried: np.ndarray) -> tuple:
+    def ends(self, f: int, t: int, level: float, chain: list, log: list, carried: np.ndarray) -> tuple:
         """``((rem, mass) at cut f + 1, (rem, mass) at cut t)`` of the run ``[f, t]`` at ``level``
-        (``chain``, the steps so far of the runs around it, is not needed here)."""
+        (``chain`` and ``log``, the steps so far of the runs around it and of this run, are not needed
+        here)."""
         mass = self.masses.row(f, t)
         return (self.flux[f + 1] - carried[f + 1], mass[0]), (self.flux[t] - carried[t], mass[-1])
 
@@ -69,7 +70,8 @@ def end_peel(flux: np.ndarray, run: tuple[int, int], masses, check_exposed: bool
     an exposed cut (a test's: then only ends ever empty, which is not the nesting). ``ends`` reads the
     two end cuts (:class:`FluxEnds` by default; ``scripts/wor_end_keys.py`` reads them from one rank's
     residual each) from the run, its level and the *chain*, every step so far of the runs that hold
-    it, as ``(f, t, theta, level before, cuts emptied)``."""
+    it, as ``(f, t, theta, level before, cuts emptied)``: those of the runs around it and the run's own
+    log, apart."""
     ends = ends or FluxEnds(flux, masses)
     levels, carried = np.full(len(flux), np.nan), np.zeros(len(flux))
     stats = {"steps": 0, "splits": 0, "undone": 0, "most back": 0, "deepest": 0}
@@ -78,7 +80,7 @@ def end_peel(flux: np.ndarray, run: tuple[int, int], masses, check_exposed: bool
         f, t, level, chain = todo.pop()
         log = []  # this run's steps, (f, t, theta, level before, cuts emptied)
         while t > f:
-            (rem_low, mass_low), (rem_high, mass_high) = ends.ends(f, t, level, chain + log, carried)
+            (rem_low, mass_low), (rem_high, mass_high) = ends.ends(f, t, level, chain, log, carried)
             if check_exposed and log and (rem_low < -NEGATIVE * flux[f + 1] or rem_high < -NEGATIVE * flux[t]):
                 split = _first_crossing(flux, carried, masses, log, f, t)
                 if split is None:
@@ -151,8 +153,7 @@ def row_table(p: np.ndarray, q: np.ndarray, k: int) -> dict | None:
     cuts = slice(run[0] + 1, run[1] + 1)
     mine = exact.copy()
     mine[cuts] = np.minimum(peeled[cuts], 1.0)  # a float level above 1 is rounding (as the construction's)
-    sigma = np.asarray(masses.sigma, dtype=np.float64)
-    x = sigma + flux[1:len(sigma) + 1] - flux[:len(sigma)]
+    x = selection_by_rank(masses, flux)[1]
     certificates = [float(np.max(np.abs(realised_selection(masses, levels.tolist()) - x))) for levels in (exact, mine)]
     same = int(np.sum(np.abs(mine[cuts] - exact[cuts]) <= SAME_LEVEL))
     return {"run": run, "stats": stats, "same": same, "certificates": certificates}

@@ -91,18 +91,33 @@ def longest_run(p: np.ndarray, q: np.ndarray, k: int, shortest: int) -> tuple | 
     longest run of flux below the cut and the row's clock masses by rank; ``None`` where no run is
     ``shortest`` ranks long."""
     from decoding.verifiers.optimal_wor_numba import CompiledClockSetMasses
-    from otm.rules.optimal_pair_wor import flux_runs
     from otm.rules.optimal_wor import wor_parameters
 
     params = wor_parameters(p, q, k, clock_masses=CompiledClockSetMasses)
     levels = np.asarray([float(v) for v in params.levels])
     flux = np.asarray([float(v) for v in params.flux])
-    runs = [(int(f), int(t)) for f, t in flux_runs(flux, 0, params.cut - 1) if t - f >= shortest]
-    if not runs:
+    run = longest_flux_run(flux, params.cut, shortest)
+    if run is None:
         return None
     q_ranked = np.asarray(q, dtype=np.float64)[params.order]
     masses = CompiledClockSetMasses(q_ranked / q_ranked.sum(), k)  # the masses wor_parameters built
-    return levels, flux, max(runs, key=lambda run: run[1] - run[0]), masses
+    return levels, flux, run, masses
+
+
+def longest_flux_run(flux: np.ndarray, cut: int, shortest: int) -> tuple[int, int] | None:
+    """The longest run of flux below the ``cut`` (``flux[n + 1]``), ``None`` where none is
+    ``shortest`` ranks long."""
+    from otm.rules.optimal_pair_wor import flux_runs
+
+    runs = [(int(f), int(t)) for f, t in flux_runs(flux, 0, cut - 1) if t - f >= shortest]
+    return max(runs, key=lambda run: run[1] - run[0]) if runs else None
+
+
+def selection_by_rank(masses, flux: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(sigma, x)`` by rank: the clock masses' ``sigma`` (rank ``a`` the highest draft) and the
+    selection law ``x_a = sigma_a + F(a + 1) - F(a)`` of the minimal ``flux`` ``F``."""
+    sigma = np.asarray(masses.sigma, dtype=np.float64)
+    return sigma, sigma + flux[1:len(sigma) + 1] - flux[:len(sigma)]
 
 
 class RunMasses:
@@ -149,11 +164,11 @@ def corpus_parser(description: str, positions: int, top: int) -> argparse.Argume
 
 def cut_rows(args) -> list[tuple[str, int, np.ndarray, np.ndarray]]:
     """``(text, position, p, q)`` at ``args.positions`` spaced positions of the corpus, each row cut to
-    its ``args.top`` likeliest tokens."""
+    its ``args.top`` likeliest tokens (whole where ``args.top`` is 0)."""
     from otm.corpus import Corpus
 
     rows = Corpus(args.corpus).spaced_rows(args.positions, args.temperature)
-    return [(text, position, *likeliest(p, q, args.top)) for text, position, p, q in rows]
+    return [(text, position, *(likeliest(p, q, args.top) if args.top else (p, q))) for text, position, p, q in rows]
 
 
 def print_rows(rows: list, ks: list[int], header: list[str], cells, shortest: int) -> None:

@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from wor_end_keys import Clocks, ProductQueue, Residuals, end_remainders  # noqa: E402
 from wor_end_peel import NEGATIVE, SAME_LEVEL, SHORTEST_RUN, TIED, CrossedBeforeRun  # noqa: E402
-from wor_nesting_spine import corpus_parser, cut_rows, print_rows  # noqa: E402
+from wor_nesting_spine import corpus_parser, cut_rows, longest_flux_run, print_rows, selection_by_rank  # noqa: E402
 
 #: Splits are searched among the cuts this many ranks from either end of the run.
 WINDOW = 256
@@ -71,8 +71,7 @@ class ResidualNesting:
     def __init__(self, masses, flux: np.ndarray, window: int = WINDOW, kept: int = KEPT, progress=None):
         self.masses, self.flux, self.window, self.kept, self.progress = masses, flux, window, kept, progress
         self.clocks = Clocks(masses)
-        self.sigma = np.asarray(masses.sigma, dtype=np.float64)
-        self.x = self.sigma + flux[1:masses.n + 1] - flux[:masses.n]
+        self.sigma, self.x = selection_by_rank(masses, flux)
         self.levels = np.full(len(flux), np.nan)
         self.stats = {"steps": 0, "splits": 0, "undone": 0, "most back": 0, "deepest": 0, "certificate": 0.0}
 
@@ -232,15 +231,14 @@ def whole_run(p: np.ndarray, q: np.ndarray, k: int) -> tuple | None:
     of :func:`otm.rules.optimal_wor.clock_flux_setup` and the longest run of flux below the cut;
     ``None`` where no run is :data:`SHORTEST_RUN` ranks long."""
     from decoding.verifiers.optimal_wor_numba import CompiledClockSetMasses
-    from otm.rules.optimal_pair_wor import flux_runs
     from otm.rules.optimal_wor import clock_flux_setup
 
     setup = clock_flux_setup(p, q, k, clock_masses=CompiledClockSetMasses)
     if setup is None:
         raise ValueError("a row off the clock path (too few tokens with q > 0)")
     flux = np.asarray(setup.flux, dtype=np.float64)
-    runs = [(int(f), int(t)) for f, t in flux_runs(flux, 0, setup.cut - 1) if t - f >= SHORTEST_RUN]
-    return (flux, max(runs, key=lambda run: run[1] - run[0]), setup.masses) if runs else None
+    run = longest_flux_run(flux, setup.cut, SHORTEST_RUN)
+    return None if run is None else (flux, run, setup.masses)
 
 
 def row_table(p: np.ndarray, q: np.ndarray, k: int, top: int, window: int | None = WINDOW, kept: int = KEPT,
@@ -287,12 +285,7 @@ def main(argv=None) -> int:
                         help="rows cut to --top without the construction's levels beside (minutes a row beyond 3,000 tokens)")
     args = parser.parse_args(argv)
     ks = [int(k) for k in args.ks.split(",")]
-    if args.top:
-        rows = cut_rows(args)
-    else:
-        from otm.corpus import Corpus
-
-        rows = Corpus(args.corpus).spaced_rows(args.positions, args.temperature)
+    rows = cut_rows(args)
     print(f"{len(rows)} rows{f' cut to {args.top} tokens' if args.top else ', whole'}, k = {args.ks}: the nesting "
           "on residuals, about a millisecond a step (a step per rank of the run)", file=sys.stderr, flush=True)
 

@@ -31,8 +31,8 @@ AGREEMENT = 1e-9
 class _LevelZero(wor_end_keys.ResidualEnds):
     """Lemma 14 without its ``1 - s``: every run read as if at level 0."""
 
-    def ends(self, f, t, level, chain, carried):
-        return super().ends(f, t, 0.0, chain, carried)
+    def ends(self, f, t, level, chain, log, carried):
+        return super().ends(f, t, 0.0, chain, log, carried)
 
 
 @pytest.mark.parametrize("k", [3, 4])
