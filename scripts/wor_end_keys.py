@@ -35,7 +35,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from wor_end_peel import SAME_LEVEL, SHORTEST_RUN, FluxEnds, end_peel  # noqa: E402
+from wor_end_peel import SHORTEST_RUN, FluxEnds, beside_construction, end_peel, realised_gap  # noqa: E402
 from wor_nesting_spine import RunMasses, corpus_parser, cut_rows, longest_run, print_rows, selection_by_rank  # noqa: E402
 
 
@@ -279,8 +279,6 @@ class ResidualEnds:
 def row_table(p: np.ndarray, q: np.ndarray, k: int) -> dict | None:
     """The end-peeling nesting with Lemma 14's ends on the longest run of flux below the cut, against
     the construction's levels (``None`` where no run is :data:`SHORTEST_RUN` ranks long)."""
-    from otm.rules.wor_clock_masses import realised_selection
-
     found = longest_run(p, q, k, SHORTEST_RUN)
     if found is None:
         return None
@@ -288,12 +286,9 @@ def row_table(p: np.ndarray, q: np.ndarray, k: int) -> dict | None:
     run_masses = RunMasses(masses)
     ends = ResidualEnds(masses, flux, run_masses)
     peeled, stats = end_peel(flux, run, run_masses, ends=ends)
-    cuts = slice(run[0] + 1, run[1] + 1)
-    mine = exact.copy()
-    mine[cuts] = np.minimum(peeled[cuts], 1.0)  # a float level above 1 is rounding (as the construction's)
-    certificates = [float(np.max(np.abs(realised_selection(masses, levels.tolist()) - ends.x))) for levels in (exact, mine)]
-    return {"run": run, "stats": stats, "gap": ends.gap, "work": ends.clocks.work,
-            "same": int(np.sum(np.abs(mine[cuts] - exact[cuts]) <= SAME_LEVEL)), "certificates": certificates}
+    mine, same = beside_construction(exact, peeled, run)
+    return {"run": run, "stats": stats, "gap": ends.gap, "work": ends.clocks.work, "same": same,
+            "certificates": [realised_gap(masses, levels, ends.x) for levels in (exact, mine)]}
 
 
 def main(argv=None) -> int:

@@ -143,20 +143,32 @@ def _undo(levels, carried, masses, log, step: int, stats) -> tuple[int, int, flo
 def row_table(p: np.ndarray, q: np.ndarray, k: int) -> dict | None:
     """The end-peeling nesting on the longest run of flux below the cut, against the construction's
     levels (``None`` where no run is :data:`SHORTEST_RUN` ranks long)."""
-    from otm.rules.wor_clock_masses import realised_selection
-
     found = longest_run(p, q, k, SHORTEST_RUN)
     if found is None:
         return None
     exact, flux, run, masses = found
     peeled, stats = end_peel(flux, run, RunMasses(masses))
+    mine, same = beside_construction(exact, peeled, run)
+    x = selection_by_rank(masses, flux)[1]
+    return {"run": run, "stats": stats, "same": same, "certificates": [realised_gap(masses, levels, x) for levels in (exact, mine)]}
+
+
+def beside_construction(exact: np.ndarray, levels: np.ndarray, run: tuple[int, int]) -> tuple[np.ndarray, int]:
+    """``(mine, same)``: the construction's levels ``exact`` with the cuts of ``run`` taken from
+    ``levels``, capped at 1 (a float level above 1 is rounding, as the construction's), and how many of
+    those cuts are within :data:`SAME_LEVEL` of the construction's."""
     cuts = slice(run[0] + 1, run[1] + 1)
     mine = exact.copy()
-    mine[cuts] = np.minimum(peeled[cuts], 1.0)  # a float level above 1 is rounding (as the construction's)
-    x = selection_by_rank(masses, flux)[1]
-    certificates = [float(np.max(np.abs(realised_selection(masses, levels.tolist()) - x))) for levels in (exact, mine)]
-    same = int(np.sum(np.abs(mine[cuts] - exact[cuts]) <= SAME_LEVEL))
-    return {"run": run, "stats": stats, "same": same, "certificates": certificates}
+    mine[cuts] = np.minimum(levels[cuts], 1.0)
+    return mine, int(np.sum(np.abs(mine[cuts] - exact[cuts]) <= SAME_LEVEL))
+
+
+def realised_gap(masses, levels: np.ndarray, x: np.ndarray) -> float:
+    """The certificate of ``levels``: the largest gap between the law they realise
+    (:func:`otm.rules.wor_clock_masses.realised_selection`) and ``x``."""
+    from otm.rules.wor_clock_masses import realised_selection
+
+    return float(np.max(np.abs(realised_selection(masses, levels.tolist()) - x)))
 
 
 def main(argv=None) -> int:

@@ -43,8 +43,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from wor_end_keys import Clocks, ProductQueue, Residuals, end_remainders  # noqa: E402
-from wor_end_peel import NEGATIVE, SAME_LEVEL, SHORTEST_RUN, TIED, CrossedBeforeRun  # noqa: E402
-from wor_nesting_spine import corpus_parser, cut_rows, longest_flux_run, print_rows, selection_by_rank  # noqa: E402
+from wor_end_peel import NEGATIVE, SHORTEST_RUN, TIED, CrossedBeforeRun, beside_construction, realised_gap  # noqa: E402
+from wor_nesting_spine import corpus_parser, cut_rows, longest_flux_run, longest_run, print_rows, selection_by_rank  # noqa: E402
 
 #: Splits are searched among the cuts this many ranks from either end of the run.
 WINDOW = 256
@@ -246,9 +246,6 @@ def row_table(p: np.ndarray, q: np.ndarray, k: int, top: int, window: int | None
     """The nesting on residuals of the longest run of flux below the cut: on the whole row
     (``top = 0``), or on the row cut to ``top`` tokens, beside the construction's levels and its
     certificate where ``construction`` (``None`` where no run is :data:`SHORTEST_RUN` ranks long)."""
-    from otm.rules.wor_clock_masses import realised_selection
-    from wor_nesting_spine import longest_run
-
     compared = bool(top) and construction
     found = longest_run(p, q, k, SHORTEST_RUN) if compared else whole_run(p, q, k)
     if found is None:
@@ -269,11 +266,8 @@ def row_table(p: np.ndarray, q: np.ndarray, k: int, top: int, window: int | None
     sigma = nesting.sigma[run[0]:run[1] + 1].sum()
     out["lowest against sigma"] = abs(masses.lowest_law(*run).sum() - sigma) / sigma  # Lemma 14's total of d, by the direct law
     if exact is not None and "refused" not in out:
-        cuts = slice(run[0] + 1, run[1] + 1)
-        mine = exact.copy()
-        mine[cuts] = np.minimum(nesting.levels[cuts], 1.0)  # a float level above 1 is rounding
-        out["same"] = int(np.sum(np.abs(mine[cuts] - exact[cuts]) <= SAME_LEVEL))
-        out["realised"] = float(np.max(np.abs(realised_selection(masses, mine.tolist()) - nesting.x)))
+        mine, out["same"] = beside_construction(exact, nesting.levels, run)
+        out["realised"] = realised_gap(masses, mine, nesting.x)
     return out
 
 

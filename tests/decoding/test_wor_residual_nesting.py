@@ -12,9 +12,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
 import wor_residual_nesting  # noqa: E402
-from wor_end_peel import CrossedBeforeRun  # noqa: E402
+from wor_end_peel import CrossedBeforeRun, beside_construction, realised_gap  # noqa: E402
 
-from otm.rules.wor_clock_masses import realised_selection  # noqa: E402
 from tests.decoding.corpus_support import random_run, random_runs, synthetic_corpus, table_rows  # noqa: E402
 
 #: Levels computed along other float paths, on rows whose levels stay away from 1 (the full search
@@ -26,10 +25,7 @@ CERTIFIED = 1e-12
 
 
 def _realised_gap(masses, exact, run, levels, x) -> float:
-    cuts = slice(run[0] + 1, run[1] + 1)
-    mine = exact.copy()
-    mine[cuts] = np.minimum(levels[cuts], 1.0)
-    return float(np.max(np.abs(realised_selection(masses, mine.tolist()) - x)))
+    return realised_gap(masses, beside_construction(exact, levels, run)[0], x)
 
 
 @pytest.mark.parametrize("k", [3, 4])
