@@ -1,7 +1,7 @@
 """A run's two end keys from one rank's residual each, with what every step before it left in three
 accumulated polynomials (docs/optimal-verifier.md, section 8, "End keys from one rank's residual").
 
-Lemma 14: while the nesting raises a run ``[f, t]`` at level ``s``, the remaining flux at its end cuts
+Lemma 15: while the nesting raises a run ``[f, t]`` at level ``s``, the remaining flux at its end cuts
 is ``rem(f + 1) = y_f - (1 - s) sigma_f`` and ``rem(t) = (1 - s) sigma_t - y_t``, where ``y = x -
 sum_A theta_A l^A`` is the residual: ``x`` less what every step ``A`` so far of the runs holding the
 rank selected there (``theta_A`` times the lowest-member law ``l^A`` of its run ``[f_A, t_A]``). So an
@@ -229,7 +229,7 @@ def end_mass(clocks: Clocks, f: int, low: tuple, high: tuple, t: int) -> float:
 
 def end_remainders(residuals: Residuals, queue: ProductQueue, x: np.ndarray, sigma: np.ndarray, level: float) -> tuple:
     """``((rem, mass) at cut f + 1, (rem, mass) at cut t)`` of the run ``[f, t]`` that ``residuals``
-    and ``queue`` hold, at ``level`` (Lemma 14)."""
+    and ``queue`` hold, at ``level`` (Lemma 15)."""
     clocks, f, t = residuals.clocks, residuals.f, residuals.t
     above, below = queue.without_first(), queue.without_last()
     y_f = x[f] - residuals.selected(f, above)
@@ -239,7 +239,7 @@ def end_remainders(residuals: Residuals, queue: ProductQueue, x: np.ndarray, sig
 
 
 class ResidualEnds:
-    """The ends of :func:`wor_end_peel.end_peel` by Lemma 14 (module docstring): the residual of the
+    """The ends of :func:`wor_end_peel.end_peel` by Lemma 15 (module docstring): the residual of the
     two end ranks from :class:`Residuals`, the end masses from the queue's ``(f, t]`` and ``[f, t)``.
     The accumulators after each step of the last chain are kept, so a chain that shares a prefix
     with it (the next step, a child after a split, an undo) starts from there. ``gap`` keeps, per
@@ -268,7 +268,7 @@ class ResidualEnds:
         return state.copy().moved(f, t)
 
     def ends(self, f: int, t: int, level: float, chain: list, log: list, carried: np.ndarray) -> tuple:
-        """``((rem, mass) at cut f + 1, (rem, mass) at cut t)`` (Lemma 14)."""
+        """``((rem, mass) at cut f + 1, (rem, mass) at cut t)`` (Lemma 15)."""
         self.queue.at(f, t)
         ends = end_remainders(self._residuals(chain + log, f, t), self.queue, self.x, self.sigma, level)
         for (mine, _), (theirs, _), cut in zip(ends, self.beside.ends(f, t, level, chain, log, carried), (f + 1, t)):
@@ -277,7 +277,7 @@ class ResidualEnds:
 
 
 def row_table(p: np.ndarray, q: np.ndarray, k: int) -> dict | None:
-    """The end-peeling nesting with Lemma 14's ends on the longest run of flux below the cut, against
+    """The end-peeling nesting with Lemma 15's ends on the longest run of flux below the cut, against
     the construction's levels (``None`` where no run is :data:`SHORTEST_RUN` ranks long)."""
     found = longest_run(p, q, k, SHORTEST_RUN)
     if found is None:
@@ -296,7 +296,7 @@ def main(argv=None) -> int:
     ks = [int(k) for k in args.ks.split(",")]
     rows = cut_rows(args)
     print(f"{len(rows)} rows cut to {args.top} tokens, k = {args.ks}: the exact levels, then the end-peeling "
-          "nesting with Lemma 14's ends; seconds a row at 1,000 tokens", file=sys.stderr, flush=True)
+          "nesting with Lemma 15's ends; seconds a row at 1,000 tokens", file=sys.stderr, flush=True)
 
     def cells(p, q, k):
         row = row_table(p, q, k)
@@ -308,7 +308,7 @@ def main(argv=None) -> int:
                 f"{built:.1e} / {keyed:.1e}", f"{row['work'] / row['stats']['steps']:.1f}"]
 
     print_rows(rows, ks, ["run (ranks)", "splits", "largest gap to the flux's ends", "levels the same",
-                          "certificate: construction / Lemma 14's ends", "products per step"], cells, SHORTEST_RUN)
+                          "certificate: construction / Lemma 15's ends", "products per step"], cells, SHORTEST_RUN)
     return 0
 
 

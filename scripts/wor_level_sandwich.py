@@ -1,7 +1,7 @@
 """Bounds on every water level from bounds on the others, iterated: how fast they close on the exact
 levels without replacement (docs/optimal-verifier.md, section 8, "Bounds from bounds: the sandwich").
 
-Lemma 12 of that section: at a cut ``j`` of a run of flux ``R_0``, ``F(j) = integral_0^L(j)
+Lemma 13 of that section: at a cut ``j`` of a run of flux ``R_0``, ``F(j) = integral_0^L(j)
 M_{R_s(j)}(j) ds`` (Lemma 9's identity) with ``W_s(j) ⊆ R_s(j) ⊆ V_s(j)`` for ``s < L(j)``, where
 ``W_s(j)`` joins ``j`` to its neighbours through the other cuts whose *lower* bound exceeds ``s`` and
 ``V_s(j)`` through those whose *upper* bound does. So the level at which ``integral M_W`` reaches
@@ -13,7 +13,7 @@ the upper bound 1 of Theorem 5.
 Per corpus row cut to its ``--top`` likeliest tokens and ``k`` in ``--ks``, on the longest run of
 flux below the cut: the exact levels (:func:`otm.rules.optimal_wor.wor_parameters`, compiled clock
 masses), the cuts whose bounds are still more than :data:`SETTLED` apart after some rounds, the
-rounds until none is, and the largest failure of Lemma 12's inequalities at the exact levels, as
+rounds until none is, and the largest failure of Lemma 13's inequalities at the exact levels, as
 flux relative to the cut's (float rounding, or negative; :func:`excess`). The masses of every
 interval of the run the rounds ask for are kept, up to ``O(len^3)`` floats, so rows of a few hundred
 tokens; a few seconds a row at ``--top 150``:
@@ -119,7 +119,7 @@ def sandwich(flux: np.ndarray, run: tuple[int, int], masses, rounds: int):
 
 def excess(flux: np.ndarray, levels: np.ndarray, lower: np.ndarray, upper: np.ndarray, run: tuple[int, int],
            masses) -> float:
-    """The largest failure of Lemma 12's two inequalities at the exact levels, as flux relative to
+    """The largest failure of Lemma 13's two inequalities at the exact levels, as flux relative to
     the cut's: ``integral_0^L(j) M_W(j) <= F(j)`` (windows from the lower bounds) and ``F(j) <=
     integral_0^L(j) M_V(j)`` (from the upper bounds); at most float rounding (or negative) while the
     bounds are bounds."""

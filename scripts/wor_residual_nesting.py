@@ -1,10 +1,10 @@
-"""The end-peeling nesting (Lemma 13) run on residuals alone, at the whole vocabulary: end keys by
-Lemma 14, splits searched in windows at the run's ends, and a wrong split caught rather than kept
+"""The end-peeling nesting (Lemma 14) run on residuals alone, at the whole vocabulary: end keys by
+Lemma 15, splits searched in windows at the run's ends, and a wrong split caught rather than kept
 (docs/optimal-verifier.md, section 8, "The nesting on residuals alone").
 
 ``scripts/wor_end_peel.py`` keeps the flux every step carried over every cut of its run, so each step
 costs the run's length. Here a step reads two ranks: the run's state is the three accumulated
-polynomials of ``scripts/wor_end_keys.py`` and its queue of products, and an end key is Lemma 14's.
+polynomials of ``scripts/wor_end_keys.py`` and its queue of products, and an end key is Lemma 15's.
 When an end's remaining flux is below zero (an inner cut emptied first), the split is searched among
 the cuts within ``--window`` ranks of either end: their remaining flux now, from the residuals
 (``rem(j) = sum_{c in [f, j)} d_c`` with ``d_c = y_c - (1 - s) sigma_c``, or minus the sum over
@@ -21,7 +21,7 @@ select what is left of its residual, ``(1 - s) sigma_c``; the largest ``|d_c|`` 
 largest gap between the law the levels realise and ``x`` (what
 :func:`otm.rules.wor_clock_masses.realised_selection` computes run by run). Beside it, the run's
 lowest-member law (the direct compiled pass) against ``sigma``, both totals of the run's mass: how
-far the quadrature alone keeps Lemma 14's total of ``d`` from zero. On rows cut to ``--top``
+far the quadrature alone keeps Lemma 15's total of ``d`` from zero. On rows cut to ``--top``
 tokens the construction's levels are compared too (``--no-construction`` leaves them out, past a few
 thousand tokens); ``--top 0`` takes whole rows (``V = 151,936`` on the Qwen pair), the longest run
 of flux below the cut. A row cut to 3,000 tokens takes seconds; a whole row minutes to its end or its
@@ -202,7 +202,7 @@ class ResidualNesting:
 
     def _remainders(self, state: Residuals, queue: ProductQueue, lo: int, hi: int, level: float) -> np.ndarray:
         """``rem(j)`` at the cuts ``lo..hi`` of the run: from the left end where ``lo = f + 1``
-        (``sum_{[f, j)} d``), else from the right (``-sum_{[j, t]} d``), ``d`` by Lemma 14."""
+        (``sum_{[f, j)} d``), else from the right (``-sum_{[j, t]} d``), ``d`` by Lemma 15."""
         f, t = state.f, state.t
         ranks = np.arange(f, hi) if lo == f + 1 else np.arange(lo, t + 1)
         d = self.x[ranks] - self._selected(state, queue, ranks) - (1 - level) * self.sigma[ranks]
@@ -264,7 +264,7 @@ def row_table(p: np.ndarray, q: np.ndarray, k: int, top: int, window: int | None
         out["refused"] = f"{type(refused).__name__}: {refused}"
     out["seconds"] = time.perf_counter() - began
     sigma = nesting.sigma[run[0]:run[1] + 1].sum()
-    out["lowest against sigma"] = abs(masses.lowest_law(*run).sum() - sigma) / sigma  # Lemma 14's total of d, by the direct law
+    out["lowest against sigma"] = abs(masses.lowest_law(*run).sum() - sigma) / sigma  # Lemma 15's total of d, by the direct law
     if exact is not None and "refused" not in out:
         mine, out["same"] = beside_construction(exact, nesting.levels, run)
         out["realised"] = realised_gap(masses, mine, nesting.x)

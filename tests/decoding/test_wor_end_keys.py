@@ -1,4 +1,4 @@
-"""scripts/wor_end_keys.py: Lemma 14's end keys (one rank's residual each) equal the flux bookkeeping's
+"""scripts/wor_end_keys.py: Lemma 15's end keys (one rank's residual each) equal the flux bookkeeping's
 at every step and give the construction's levels; the accumulated polynomials equal the sum of the
 steps' lowest-member laws; the queue of products equals the products made afresh; and a wrong level or
 a wrong ``x`` is caught."""
@@ -20,7 +20,7 @@ from wor_nesting_spine import RunMasses  # noqa: E402
 
 from tests.decoding.corpus_support import random_run, random_runs, synthetic_corpus, table_rows  # noqa: E402
 
-#: Lemma 14's remaining flux against the flux bookkeeping's, relative to the cut's flux: the same
+#: Lemma 15's remaining flux against the flux bookkeeping's, relative to the cut's flux: the same
 #: quantity summed in other orders (measured at most ``1e-14`` on these rows).
 SAME_REMAINDER = 1e-11
 
@@ -29,7 +29,7 @@ AGREEMENT = 1e-9
 
 
 class _LevelZero(wor_end_keys.ResidualEnds):
-    """Lemma 14 without its ``1 - s``: every run read as if at level 0."""
+    """Lemma 15 without its ``1 - s``: every run read as if at level 0."""
 
     def ends(self, f, t, level, chain, log, carried):
         return super().ends(f, t, 0.0, chain, log, carried)

@@ -1,4 +1,4 @@
-"""scripts/wor_level_sandwich.py: the windows against their definition, Lemma 12's bounds around the
+"""scripts/wor_level_sandwich.py: the windows against their definition, Lemma 13's bounds around the
 exact levels at every round until they meet them (and not with the masses halved), and the table."""
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import wor_level_sandwich  # noqa: E402
 
 from tests.decoding.corpus_support import HalvedMasses, synthetic_corpus, table_rows  # noqa: E402
 
-#: Lemma 12's inequalities at the exact levels, as flux relative to the cut's: float rounding of
+#: Lemma 13's inequalities at the exact levels, as flux relative to the cut's: float rounding of
 #: sums of a few hundred terms, on a row whose levels stay away from 1.
 FLUX_ROUNDING = 1e-12
 
