@@ -16,9 +16,10 @@ Per random instance (``wor_pair_rules.instance``: 4 to 8 tokens, every ``q >= 1e
 program solved by projected Newton steps (:func:`minimise`), and the rule's acceptance ``sum min(p,
 x(theta))`` over every draft set against ``alpha*`` (the prefix scan). With ``--no-priority`` the
 weights are used over each whole set, ``U`` and ``H`` members together: a broken ingredient, which the
-table shows short of ``alpha*``. About 15 s for 2,000 instances:
+table shows short of ``alpha*``. ``--sampling iid`` draws the drafts i.i.d. instead (the set of
+distinct drafts chooses), against ``alpha*(p, q^k)``. About 15 s for 2,000 instances:
 
-    python scripts/wor_softmax_rule.py [--instances 2000] [--seed 0] [--no-priority]
+    python scripts/wor_softmax_rule.py [--instances 2000] [--seed 0] [--no-priority] [--sampling iid]
 """
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from wor_pair_rules import instance  # noqa: E402
 
-from otm.draft_laws import without_replacement_law  # noqa: E402
+from otm.draft_laws import draft_law  # noqa: E402
 from otm.formulations.prefix_scan import prefix_scan  # noqa: E402
 
 #: Newton's method stops when the optimality conditions hold within this much (L1 over the tokens):
@@ -58,9 +59,10 @@ MAX_STEPS = 100
 SIGNS = {True: -1.0, False: 1.0, None: 0.0}
 
 
-def draft_sets(q: np.ndarray, k: int) -> dict:
-    """``{frozenset of token ids: P(S = set)}`` for ``k`` drafts without replacement, in float64."""
-    law = without_replacement_law(q, k)
+def draft_sets(q: np.ndarray, k: int, sampling: str = "without_replacement") -> dict:
+    """``{frozenset of token ids: P(S = set)}`` for ``k`` drafts (``sampling``: without replacement,
+    or ``"iid"``, the set of distinct drafts), in float64."""
+    law = draft_law(sampling, q, k)
     sets: dict = {}
     for tuple_, mass in zip(law.tuples, law.probs):
         key = frozenset(int(a) for a in tuple_)
@@ -161,14 +163,14 @@ def minimise(choices, linear: np.ndarray, tokens: np.ndarray, below=None) -> tup
     return theta, steps, kkt_residual(theta, law, linear, tokens, below)
 
 
-def softmax_rule(p: np.ndarray, q: np.ndarray, k: int) -> dict:
+def softmax_rule(p: np.ndarray, q: np.ndarray, k: int, sampling: str = "without_replacement") -> dict:
     """The softmax rule of one instance (module docstring): the optimum ``alpha``, the cut ``H``, the
     weights ``theta`` of both sides, the most Newton steps, the largest KKT residual, the share of
     tokens at their bound, and the draft sets."""
-    solution = prefix_scan(p, q, k, "without_replacement")
+    solution = prefix_scan(p, q, k, sampling)
     H = {int(a) for a in solution.cut}
     U = set(range(len(p))) - H
-    sets = draft_sets(q, k)
+    sets = draft_sets(q, k, sampling)
     theta = np.zeros(len(p))
     steps, residual, bound, counted = 0, 0.0, 0, 0
     for side, whole in ((U, False), (H, True)):
@@ -197,10 +199,10 @@ def selection_law(rule: dict, priority: bool = True) -> np.ndarray:
     return x
 
 
-def instance_row(p: np.ndarray, q: np.ndarray, k: int, priority: bool = True) -> dict:
+def instance_row(p: np.ndarray, q: np.ndarray, k: int, priority: bool = True, sampling: str = "without_replacement") -> dict:
     """One instance: the rule's acceptance (canonical check against its own law) against ``alpha*``,
     and the programs' steps, residual, weights' spread and share at the bound."""
-    rule = softmax_rule(p, q, k)
+    rule = softmax_rule(p, q, k, sampling)
     acceptance = float(np.minimum(p, selection_law(rule, priority)).sum())
     return {"V": len(p), "k": k, "alpha": rule["alpha"], "acceptance": acceptance, "gap": rule["alpha"] - acceptance,
             "steps": rule["steps"], "residual": rule["residual"], "spread": float(np.ptp(rule["theta"])),
@@ -234,10 +236,12 @@ def main(argv=None) -> int:
     parser.add_argument("--instances", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-priority", action="store_true", help="use the weights over whole sets (broken)")
+    parser.add_argument("--sampling", choices=["without_replacement", "iid"], default="without_replacement",
+                        help="the draft law (Lemma 16 holds for any)")
     args = parser.parse_args(argv)
     start, rows = time.time(), []
     for i, (p, q, k) in enumerate(instances(args.instances, args.seed)):
-        rows.append(instance_row(p, q, k, priority=not args.no_priority))
+        rows.append(instance_row(p, q, k, priority=not args.no_priority, sampling=args.sampling))
         if (i + 1) % 250 == 0:
             print(f"{i + 1} of {args.instances} instances, {time.time() - start:.0f} s", file=sys.stderr, flush=True)
     print(summary(rows))

@@ -94,6 +94,13 @@ def test_the_rule_attains_the_optimum(which):
     assert np.abs(law - by_sides).sum() <= 1e-14
 
 
+@pytest.mark.parametrize("which", range(10))
+def test_i_i_d_drafts_too(which):
+    """Lemma 16 holds for any draft law: the sets of distinct i.i.d. drafts, against ``alpha*(p, q^k)``."""
+    p, q, k = INSTANCES[which]
+    assert abs(wor_softmax_rule.instance_row(p, q, k, sampling="iid")["gap"]) <= OPTIMUM_TOLERANCE
+
+
 def test_without_the_priority_of_U_it_falls_short():
     gaps = [wor_softmax_rule.instance_row(p, q, k, priority=False)["gap"] for p, q, k in INSTANCES]
     assert max(gaps) > 1e-3
