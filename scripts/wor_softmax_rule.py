@@ -34,8 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from wor_pair_rules import instance  # noqa: E402
 
-from otm.draft_laws import draft_law  # noqa: E402
+from otm.draft_laws import iid_law, without_replacement_law  # noqa: E402
 from otm.formulations.prefix_scan import prefix_scan  # noqa: E402
+from otm.rules.optimal_wor import draft_sets  # noqa: E402
 
 #: Newton's method stops when the optimality conditions hold within this much (L1 over the tokens):
 #: the rounding of the law's sums, a few ``1e-16`` per token.
@@ -54,20 +55,12 @@ FLAT_FLOOR = 1e-13
 #: At most this many Newton steps per side.
 MAX_STEPS = 100
 
+#: The draft law of each ``--sampling``: without replacement, or i.i.d. (the set of distinct drafts).
+LAWS = {"without_replacement": without_replacement_law, "iid": iid_law}
+
 #: The sign constraint ``sign * theta >= 0`` on each side's weights: ``U`` (``below``: ``x <= p``)
 #: ``theta <= 0``, ``H`` ``theta >= 0``; ``None`` leaves them free.
 SIGNS = {True: -1.0, False: 1.0, None: 0.0}
-
-
-def draft_sets(q: np.ndarray, k: int, sampling: str = "without_replacement") -> dict:
-    """``{frozenset of token ids: P(S = set)}`` for ``k`` drafts (``sampling``: without replacement,
-    or ``"iid"``, the set of distinct drafts), in float64."""
-    law = draft_law(sampling, q, k)
-    sets: dict = {}
-    for tuple_, mass in zip(law.tuples, law.probs):
-        key = frozenset(int(a) for a in tuple_)
-        sets[key] = sets.get(key, 0.0) + float(mass)
-    return sets
 
 
 def side_choices(sets: dict, side: set, whole: bool) -> list[tuple[np.ndarray, float]]:
@@ -121,8 +114,9 @@ def minimise(choices, linear: np.ndarray, tokens: np.ndarray, below=None) -> tup
     over ``tokens``, under the sign constraint of ``below``. ``A`` is linear along a common shift of
     the weights, so one weight at the bound is held where none would be (the gauge), and with no
     weight at the bound the part of the gradient along the shift takes the weights to it; each step is
-    halved until the objective does not rise beyond its rounding. Free of constraints (``below=None``), ``A`` moves with a
-    constant only by ``sum Q_S``, so the first token's weight is held at 0."""
+    halved until the objective does not rise beyond its rounding. Free of constraints
+    (``below=None``), ``A`` moves with a constant only by ``sum Q_S``, so the first token's weight is
+    held at 0."""
     theta = np.zeros(len(linear))
     sign = SIGNS[below]
 
@@ -170,7 +164,7 @@ def softmax_rule(p: np.ndarray, q: np.ndarray, k: int, sampling: str = "without_
     solution = prefix_scan(p, q, k, sampling)
     H = {int(a) for a in solution.cut}
     U = set(range(len(p))) - H
-    sets = draft_sets(q, k, sampling)
+    sets = draft_sets(list(q), k, LAWS[sampling])
     theta = np.zeros(len(p))
     steps, residual, bound, counted = 0, 0.0, 0, 0
     for side, whole in ((U, False), (H, True)):
@@ -236,7 +230,7 @@ def main(argv=None) -> int:
     parser.add_argument("--instances", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-priority", action="store_true", help="use the weights over whole sets (broken)")
-    parser.add_argument("--sampling", choices=["without_replacement", "iid"], default="without_replacement",
+    parser.add_argument("--sampling", choices=list(LAWS), default="without_replacement",
                         help="the draft law (Lemma 16 holds for any)")
     args = parser.parse_args(argv)
     start, rows = time.time(), []

@@ -162,8 +162,9 @@ def set_masses(k: int, draft_law=without_replacement_law):
 def draft_sets(q_ranked: list, k: int, draft_law=without_replacement_law) -> dict:
     """``{frozenset of ranks: P(S = set)}`` for ``k`` draws from ``q_ranked`` (the ``q > 0`` by
     rank) under ``draft_law``, every ordered tuple merged into its set (exact rationals stay
-    exact)."""
-    law = draft_law(np.array(q_ranked, dtype=object), k)
+    exact; floats give float64 masses)."""
+    exact = any(isinstance(v, Fraction) for v in q_ranked)
+    law = draft_law(np.array(q_ranked, dtype=object if exact else np.float64), k)
     sets: dict = {}
     for ranks, mass in zip(law.tuples, law.probs):
         key = frozenset(int(r) for r in ranks)

@@ -43,7 +43,7 @@ def test_a_softmax_law_is_reached_again(which, seed):
     """Lemma 16 (a) on points known to lie inside ``P``: the law of random weights, fitted from zero
     with no constraint on the weights."""
     p, q, k = INSTANCES[which]
-    choices = wor_softmax_rule.side_choices(wor_softmax_rule.draft_sets(q, k), set(range(len(p))), whole=False)
+    choices = wor_softmax_rule.side_choices(wor_softmax_rule.draft_sets(list(q), k), set(range(len(p))), whole=False)
     theta = np.random.default_rng(seed).normal(scale=2.0, size=len(p))
     target, _ = wor_softmax_rule.softmax_law(theta, choices)
     fitted, _, residual = wor_softmax_rule.minimise(choices, target, np.arange(len(p)))
@@ -54,7 +54,7 @@ def test_a_softmax_law_is_reached_again(which, seed):
 def test_the_hessian_is_the_derivative_of_the_law():
     """The Newton step's Jacobian against central differences of the law."""
     p, q, k = INSTANCES[0]
-    choices = wor_softmax_rule.side_choices(wor_softmax_rule.draft_sets(q, k), set(range(len(p))), whole=False)
+    choices = wor_softmax_rule.side_choices(wor_softmax_rule.draft_sets(list(q), k), set(range(len(p))), whole=False)
     theta = np.random.default_rng(0).normal(size=len(p))
     _, hessian = wor_softmax_rule.softmax_law(theta, choices)
     step = 1e-6

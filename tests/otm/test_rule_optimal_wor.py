@@ -106,6 +106,18 @@ def test_two_drafts_from_sets_are_the_pair_rule(pair):
         assert rule.selection_law(pair_rule, draft) == optimal_pair_wor.selection_law(pair_rule, draft)
 
 
+@settings(max_examples=25, deadline=None)
+@given(exact_instances())
+def test_draft_sets_in_floats_are_the_exact_ones_rounded(instance):
+    """The float64 set masses of :func:`draft_sets` against the exact ones, both draft laws."""
+    _, q, k = instance
+    for law in (without_replacement_law, iid_law):
+        exact = rule.draft_sets(list(q), k, law)
+        floats = rule.draft_sets([float(v) for v in q], k, law)
+        assert exact.keys() == floats.keys()
+        assert all(isinstance(floats[s], float) and abs(floats[s] - float(exact[s])) <= 1e-15 for s in exact)
+
+
 def test_the_same_levels_reach_the_iid_optimum_on_iid_draft_sets():
     """The construction on the sets of ``k`` i.i.d. drafts attains the i.i.d. optimum (the
     evidence of ``scripts/wor_water_levels.py --law iid``; the rule 'optimal' is another
