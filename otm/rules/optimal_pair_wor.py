@@ -59,7 +59,7 @@ from fractions import Fraction
 import mpmath
 import numpy as np
 
-from ..distributions import as_fractions
+from ..distributions import as_fractions, check_draft_count
 from ..draft_laws import greedy_order, without_replacement_law
 from ..errors import InvalidDraftCountError, NotApplicableError
 from ..formulations.prefix_scan import ratio_order
@@ -690,7 +690,7 @@ def exact_law(p, q, k: int, *, method: str = "auto") -> RuleLaw:
     >>> round(float(law.acceptance), 12)        # i.i.d. drafts: 0.5 + 1 - 0.95^2 = 0.5975
     1.0
     """
-    if k != 2:
+    if check_draft_count(k) != 2:
         raise InvalidDraftCountError(f"rule 'optimal_pair_wor' is defined for k = 2 only, got k={k}")
     p, q = validate_one_q(p, q, "rule 'optimal_pair_wor' draws both drafts from one q ([V] vector)")
     params = pair_parameters(p, q)

@@ -61,7 +61,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..distributions import as_fractions
+from ..distributions import as_fractions, check_draft_count
 from ..draft_laws import MAX_ENUMERATED_TUPLES, greedy_order, without_replacement_law
 from ..errors import InvalidDraftCountError, NotApplicableError
 from ..formulations.prefix_scan import ratio_order
@@ -192,6 +192,7 @@ def wor_parameters(p, q, k: int, *, clock_masses=ClockSetMasses) -> PairParamete
     than ``k`` tokens with ``q > 0`` is the exhausted-support convention of
     :func:`otm.draft_laws.without_replacement_law` (no construction: in the inputs' own
     arithmetic, float64 for floats)."""
+    k = check_draft_count(k)
     if k > len(p):
         raise InvalidDraftCountError(f"k={k} drafts without replacement from a vocabulary of {len(p)} tokens")
     if k == 2:
@@ -400,7 +401,7 @@ def exact_law(p, q, k: int, *, method: str = "auto") -> RuleLaw:
     >>> round(float(law.acceptance), 12), round(float(prefix_scan(p, q, 3, "without_replacement").value), 12)
     (0.978571428571, 0.978571428571)
     """
-    if k < 2:
+    if check_draft_count(k) < 2:
         raise InvalidDraftCountError(f"rule 'optimal_wor' is defined for k >= 2, got k={k}")
     p, q = validate_one_q(p, q, "rule 'optimal_wor' draws every draft from one q ([V] vector)")
     params = wor_parameters(p, q, k)

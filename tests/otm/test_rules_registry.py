@@ -73,6 +73,15 @@ def test_allowed_k_in_the_registry_is_what_the_law_accepts(spec):
             rule_law(spec.name, p, q, low - 1)
 
 
+@pytest.mark.parametrize("spec", list(RULE_SPECS.values()), ids=lambda s: s.name)
+@pytest.mark.parametrize("k", [2.5, 2.0, True, "2", None])
+def test_every_rule_refuses_a_k_that_is_not_an_integer(spec, k):
+    """A non-integer ``k`` (a float, a bool, a string, nothing) is a typed error, never a TypeError
+    from deep inside a law."""
+    with pytest.raises(InvalidDraftCountError, match="integer"):
+        rule_law(spec.name, [0.5, 0.3, 0.2], [0.2, 0.3, 0.5], k)
+
+
 @pytest.mark.parametrize("spec", [s for s in RULE_SPECS.values() if s.closed_form], ids=lambda s: s.name)
 def test_closed_forms_in_the_registry_exist_and_agree_with_enumeration(spec):
     p, q = exact(1, 4, 2, 3), exact(3, 1, 1, 5)
