@@ -171,7 +171,7 @@ def softmax_rule(p: np.ndarray, q: np.ndarray, k: int, sampling: str = "without_
         choices = side_choices(sets, side, whole)
         if not choices:
             continue
-        tokens = np.array(sorted(set().union(*(set(members.tolist()) for members, _ in choices))))
+        tokens = np.unique(np.concatenate([members for members, _ in choices]))
         side_theta, side_steps, side_residual = minimise(choices, p, tokens, below=not whole)
         theta[tokens] = side_theta[tokens]
         steps, residual = max(steps, side_steps), max(residual, side_residual)
@@ -193,7 +193,8 @@ def selection_law(rule: dict, priority: bool = True) -> np.ndarray:
     return x
 
 
-def instance_row(p: np.ndarray, q: np.ndarray, k: int, priority: bool = True, sampling: str = "without_replacement") -> dict:
+def instance_row(p: np.ndarray, q: np.ndarray, k: int, priority: bool = True,
+                 sampling: str = "without_replacement") -> dict:
     """One instance: the rule's acceptance (canonical check against its own law) against ``alpha*``,
     and the programs' steps, residual, weights' spread and share at the bound."""
     rule = softmax_rule(p, q, k, sampling)

@@ -62,7 +62,8 @@ def test_the_hessian_is_the_derivative_of_the_law():
         up, down = theta.copy(), theta.copy()
         up[a] += step
         down[a] -= step
-        column = (wor_softmax_rule.softmax_law(up, choices)[0] - wor_softmax_rule.softmax_law(down, choices)[0]) / (2 * step)
+        law_up, law_down = wor_softmax_rule.softmax_law(up, choices)[0], wor_softmax_rule.softmax_law(down, choices)[0]
+        column = (law_up - law_down) / (2 * step)
         assert np.allclose(column, hessian[:, a], atol=1e-8)
 
 
