@@ -46,9 +46,10 @@ DEFAULT_SWEEP_TEMPERATURES = (0.3, 0.45, 0.6, 0.8, 1.0, 1.25, 1.5)
 
 #: Seconds of one core per analysed position and temperature for step 2's sweep with every
 #: default computation at ``k = 1..8`` and ``V = 151,936``, for the estimate printed before
-#: it: 1.1 measured with the workers' allocator settings (``otm_app.sweep.engine.WORKER_MALLOC``;
-#: 2.8-2.9 before them; docs/report.md, "Budget and measured wall time").
-SECONDS_PER_POSITION = 1.1
+#: it: 1.6 measured on 2026-12-06 with ``optimal_wor`` among the default columns (1.1 before it
+#: was one, with the workers' allocator settings, ``otm_app.sweep.engine.WORKER_MALLOC``; 2.8-2.9
+#: before them; docs/report.md, "Budget and measured wall time").
+SECONDS_PER_POSITION = 1.6
 
 #: Seconds per position and temperature of the optimum-vs-temperature sweep, in the main
 #: process after the Dask step: 28 s for 128 positions x 7 temperatures measured (docs/report.md,
