@@ -106,6 +106,11 @@ def test_two_drafts_from_sets_are_the_pair_rule(pair):
         assert rule.selection_law(pair_rule, draft) == optimal_pair_wor.selection_law(pair_rule, draft)
 
 
+#: A float64 set mass against the exact one: the rounding of a sum of up to ``k!`` products of ``k``
+#: factors (at most 1.1e-15 seen on 400 random rows of 4-6 tokens).
+SET_MASS_ROUNDING = 1e-14
+
+
 @settings(max_examples=25, deadline=None)
 @given(exact_instances())
 def test_draft_sets_in_floats_are_the_exact_ones_rounded(instance):
@@ -115,7 +120,7 @@ def test_draft_sets_in_floats_are_the_exact_ones_rounded(instance):
         exact = rule.draft_sets(list(q), k, law)
         floats = rule.draft_sets([float(v) for v in q], k, law)
         assert exact.keys() == floats.keys()
-        assert all(isinstance(floats[s], float) and abs(floats[s] - float(exact[s])) <= 1e-15 for s in exact)
+        assert all(isinstance(floats[s], float) and abs(floats[s] - float(exact[s])) <= SET_MASS_ROUNDING for s in exact)
 
 
 def test_the_same_levels_reach_the_iid_optimum_on_iid_draft_sets():
