@@ -124,7 +124,7 @@ def minimise(choices, linear: np.ndarray, tokens: np.ndarray, below=None) -> tup
         return log_partition(values, choices) - linear @ values
 
     law, hessian = softmax_law(theta, choices)
-    steps = 0
+    here, steps = objective(theta), 0
     while kkt_residual(theta, law, linear, tokens, below) > KKT_TOLERANCE and steps < MAX_STEPS:
         gradient = law - linear
         if sign:  # held at the bound: weights there whose gradient would push them further out
@@ -142,16 +142,17 @@ def minimise(choices, linear: np.ndarray, tokens: np.ndarray, below=None) -> tup
         if sign and limits.any() and np.abs(flat).sum() > FLAT_FLOOR:
             # no weight at the bound, and the objective falls linearly along -flat: go to the bound
             direction = flat * np.min(theta[free][limits] / flat[limits])
-        here, size = objective(theta), 1.0
+        size = 1.0
         while True:
             trial = theta.copy()
             trial[free] -= size * direction
             if sign:
                 trial = np.maximum(sign * trial, 0.0) * sign  # projected onto the constraint
-            if objective(trial) <= here + ROUNDING * (1.0 + abs(here)) or size < 1e-12:
+            value = objective(trial)
+            if value <= here + ROUNDING * (1.0 + abs(here)) or size < 1e-12:
                 break
             size /= 2
-        theta = trial
+        theta, here = trial, value
         law, hessian = softmax_law(theta, choices)
         steps += 1
     return theta, steps, kkt_residual(theta, law, linear, tokens, below)
