@@ -17,7 +17,6 @@ import argparse
 import statistics
 import time
 
-import highspy
 import numpy as np
 
 import solvers.highs as highs
@@ -43,9 +42,7 @@ def pair_stage_lps(instances: int, alphabet: int, free: int, seed: int = 0) -> l
 
 
 def fresh_solver():
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
-    return h
+    return highs.new_highs()
 
 
 def main(argv=None) -> dict:

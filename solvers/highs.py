@@ -15,6 +15,7 @@ verified the same way; one that fails is returned as ``NUMERICAL_ERROR``, never 
 """
 from __future__ import annotations
 
+import functools
 import threading
 
 import numpy as np
@@ -92,13 +93,32 @@ def _solver():
     solution and its basis, so every solve starts cold and returns what a new object returns
     (``tests/solvers/test_highs_reuse.py``). One per thread: a Dask worker's threads never
     share one."""
-    import highspy
-
     h = getattr(_THREAD, "highs", None)
     if h is None:
-        h = _THREAD.highs = highspy.Highs()
-        h.setOptionValue("output_flag", False)
+        h = _THREAD.highs = new_highs()
     return h
+
+
+def new_highs():
+    """A new ``highspy.Highs`` object that never writes to the console.
+
+    ``Highs()`` prints a two-line banner on the process's C-level stdout while it is
+    constructed (its ``enableCallbacks`` runs before any option can be set), which would
+    break every ``--json`` output and fill notebooks and Dask workers' logs. The subclass
+    turns ``output_flag`` off first, inside construction."""
+    return _silent_highs_class()()
+
+
+@functools.cache
+def _silent_highs_class():
+    import highspy
+
+    class SilentHighs(highspy.Highs):
+        def enableCallbacks(self):
+            self.silent()
+            super().enableCallbacks()
+
+    return SilentHighs
 
 
 def _run(data: FloatData, presolve: str, time_limit: float | None, solver_tolerance: float):
