@@ -55,6 +55,10 @@ def run_checks(paper: str | None = None, instances: int | None = None, seed: int
 
     ``progress(message)`` is called before and after each check (the CLI prints to stderr).
     """
+    from otm.errors import InvalidArgumentError
+
+    if instances is not None and (isinstance(instances, bool) or int(instances) != instances or instances < 1):
+        raise InvalidArgumentError(f"instances must be an integer >= 1 (random instances per check), got {instances!r}")
     instances = DEFAULT_INSTANCES if instances is None else int(instances)
     checks = registry(paper)
     results = []

@@ -32,6 +32,13 @@ def theorems_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+#: The paper tables ``otm reproduce`` knows: ``{name: what it is}``.
+TABLES = {
+    "spechub-table4": "SpecHub (Sun et al. 2024), Table 4: acceptance of RRS, RRS without replacement, the OTM "
+                      "optima and SpecHub on App. E's toy pairs (V = 50, k = 2), 30 entries with standard errors",
+}
+
+
 def run_table4(pairs: int = 100, seed: int = 0, rrsw_method: str = "exact", reading: str = "stated") -> dict:
     """Reproduce SpecHub (Sun et al. 2024), Table 4 (see :mod:`proofs.table4`); ``reading`` picks how App. E
     is read (``"stated"`` or ``"gaussian_logits"``, see docs/theorems.md)."""

@@ -44,6 +44,17 @@ PAPER_TABLE4 = {
 #: A standard error below this means every pair gave the same value (float noise only).
 ZERO_SPREAD = 1e-12
 
+#: An entry agrees with the paper when it is within this many standard errors of it (a
+#: correct reproduction exceeds 3 s.e. in about 1 entry of 370 by chance).
+Z_AGREEMENT = 3.0
+
+#: Half a unit of the paper's last printed digit (it prints 4 decimals): an entry whose every
+#: pair gave the same value agrees when it is this close to the paper's number.
+PAPER_ROUNDING = 5e-5
+
+#: The reading under which the table reproduces (docs/theorems.md, "Discrepancies and findings").
+REPRODUCING_READING = "gaussian_logits"
+
 #: How App. E's recipe can be read (:func:`toy_pair`; docs/theorems.md compares them).
 READINGS = ("stated", "gaussian_logits", "probability_mix", "temperature_times")
 
@@ -137,10 +148,40 @@ def reproduce_table4(pairs: int = 100, seed: int = 0, rrsw_method: str = "exact"
                 z = (mean - paper) / se if se > ZERO_SPREAD else None  # every pair equal (e.g. all 1): no z
                 methods[name] = {"mean": mean, "se": se, "paper": paper, "z": z}
             cells.append({"T": temperature, "lam": lam, "methods": methods})
-    return {
+    result = {
         "recipe": "SpecHub (Sun et al. 2024), App. E: V=50, u ~ U(0,1)^V, p = softmax(u_p/T), q = softmax((lam u_p + (1-lam) u_q)/T), k = 2",
         "pairs": pairs, "seed": seed, "rrsw_method": rrsw_method, "reading": reading, "cells": cells,
     }
+    result["verdict"] = reproduction_verdict(result)
+    return result
+
+
+def _agrees(entry: dict) -> bool:
+    if entry["z"] is None:  # every pair gave the same value: compare to the printed digits
+        return abs(entry["mean"] - entry["paper"]) <= PAPER_ROUNDING
+    return abs(entry["z"]) <= Z_AGREEMENT
+
+
+def reproduction_verdict(result: dict) -> dict:
+    """Whether the table reproduces: ``{"entries", "agree", "reproduces", "largest_z",
+    "note"}``. An entry agrees when it is within :data:`Z_AGREEMENT` standard errors of the
+    paper's number (or, when every pair gave the same value, within the paper's rounding);
+    the note says which reading reproduces when this one does not."""
+    entries = [cell["methods"][m] for cell in result["cells"] for m in METHODS]
+    agree = sum(_agrees(e) for e in entries)
+    zs = [abs(e["z"]) for e in entries if e["z"] is not None]
+    largest = max(zs) if zs else None
+    reproduces = agree == len(entries)
+    if reproduces:
+        note = f"reproduces: all {len(entries)} entries within {Z_AGREEMENT:g} s.e. of the paper"
+    else:
+        note = (f"does not reproduce: {len(entries) - agree} of {len(entries)} entries are more than "
+                f"{Z_AGREEMENT:g} s.e. from the paper (largest |z| = {largest:.1f})")
+        if result["reading"] != REPRODUCING_READING:
+            note += (f". The reading that reproduces is --reading {REPRODUCING_READING}: the same formulas with "
+                     "standard-normal logits, which App. E's 'uniform' logits most likely are "
+                     "(docs/theorems.md, 'Discrepancies and findings', item 1)")
+    return {"entries": len(entries), "agree": agree, "reproduces": reproduces, "largest_z": largest, "note": note}
 
 
 def table4_text(result: dict) -> str:
@@ -159,4 +200,5 @@ def table4_text(result: dict) -> str:
             z = "" if e["z"] is None else f"{e['z']:+.1f}"
             entries.append(f"{e['mean']:.4f}+-{e['se']:.4f} [{e['paper']:.4f}] {z:>5}")
         lines.append(f"{cell['T']:>5} {cell['lam']:>4} | " + " | ".join(f"{x:24}" for x in entries))
+    lines.append(result["verdict"]["note"])
     return "\n".join(lines)

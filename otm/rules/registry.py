@@ -231,10 +231,10 @@ def estimated_seconds(spec: RuleSpec, vocab_size: int, k: int) -> float:
     if spec.has_closed_form(k):
         return 0.0
     per_tuple = spec.seconds_per_lp_tuple or ENUMERATION_SECONDS_PER_TUPLE
+    if k * math.log10(max(vocab_size, 2)) > 300 or (spec.latent_paths and k * math.log10(k) > 300):
+        return math.inf  # more tuples (or latent paths) than a float holds
     if spec.latent_paths:
         per_tuple = max(per_tuple, LATENT_SECONDS_PER_PATH * float(k) ** k)
-    if k * math.log10(max(vocab_size, 2)) > 300:  # more tuples than a float holds
-        return math.inf
     tuples = math.perm(vocab_size, k) if spec.draft_scheme == "without_replacement" else vocab_size**k
     return float(tuples) * per_tuple
 

@@ -113,11 +113,11 @@ def acceptance_summary(p, q, config: AcceptanceConfig, progress=None) -> dict:
         cost = estimated_seconds(spec, draft_support(q), k)
         if cost > config.time_budget and not asked:
             rules[spec.name] = None
-            notes[f"rules.{spec.name}"] = (f"skipped: its exact law would take about {_duration(cost)} here "
+            notes[f"rules.{spec.name}"] = (f"skipped: its exact law would take {_duration(cost)} here "
                                            f"(over the {config.time_budget:g} s budget); ask with --rules {spec.name}")
             continue
         if cost > 1.0 and progress is not None:
-            progress(f"rule {spec.name}: about {_duration(cost)} ...")
+            progress(f"rule {spec.name}: {_duration(cost)} ...")
         try:
             rules[spec.name] = float(rule_acceptance(spec.name, p, q, k, **_closed_form_when_available(spec, k)))
         except (NotApplicableError, InvalidDraftCountError) as exc:
@@ -131,12 +131,13 @@ def _closed_form_when_available(spec, k: int) -> dict:
 
 
 def _duration(seconds: float) -> str:
-    if not math.isfinite(seconds):
+    """``"about 3.2 min"``; "longer than the age of the universe" past a float's range."""
+    if not math.isfinite(seconds) or seconds > 4.4e17:
         return "longer than the age of the universe"
     for unit, size in (("years", 3.15e7), ("days", 86400.0), ("hours", 3600.0), ("min", 60.0)):
         if seconds >= size:
-            return f"{seconds / size:.3g} {unit}"
-    return f"{seconds:.2g} s"
+            return f"about {seconds / size:.3g} {unit}"
+    return f"about {seconds:.2g} s"
 
 
 def format_summary(summary: dict) -> str:
