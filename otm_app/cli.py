@@ -152,16 +152,17 @@ def _add_theorems(sub) -> None:
 
 
 def _add_reproduce(sub) -> None:
-    from proofs.table4 import READINGS
+    from proofs.table4 import READINGS, REPRODUCING_READING
 
     d = ReproduceConfig
     rep = sub.add_parser("reproduce", help="reproduce a paper table next to the paper's numbers",
                          formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    rep.add_argument("table", choices=("spechub-table4",))
+    rep.add_argument("table", choices=("spechub-table4", "list"), help="the table to reproduce; list: the tables and readings")
     rep.add_argument("--pairs", type=int, default=d.pairs, help="random pairs per cell")
     rep.add_argument("--seed", type=int, default=d.seed)
     rep.add_argument("--reading", default=d.reading, choices=READINGS,
-                     help="how the paper's recipe is read (docs/theorems.md)")
+                     help=f"how the paper's recipe is read; the table reproduces under {REPRODUCING_READING} "
+                          "(docs/theorems.md)")
     rep.add_argument("--json", action="store_true")
     rep.set_defaults(command_config=ReproduceConfig, run="otm_app.commands.theorems:run_reproduce_command")
 
