@@ -49,7 +49,7 @@ Randomness (``uniforms_per_row(k) = 2k + 3``): columns ``0..k-1`` are ``u1`` of 
 position, ``k..2k-1`` its ``u2``, ``2k`` the tie-break ``u3``, ``2k+1`` the acceptance
 ``u4``, ``2k+2`` the residual draw or the holder ``u5``. Work per row on the full path:
 one stable sort of ``V`` keys (the int64 bit patterns of the float64 ratios, which sort like
-the ratios; one row at a time on the CPU, :func:`stable_sort_rows`), about twenty O(V)
+the ratios; one row at a time on the CPU at long rows, :func:`stable_sort_rows`), about twenty O(V)
 passes, and six binary searches per draft position (two for its rank in the sorted keys,
 :func:`sorted_ranks`); a row of identical drafts whose acceptance is certain: the two sums
 of :mod:`decoding.verifiers.optimal_lazy` and no sort. On the CPU the rows go one per
@@ -165,17 +165,27 @@ class RowParameters:
     draft_mass: torch.Tensor  # [batch, 1]
 
 
+#: From this vocabulary on, :func:`stable_sort_rows` sorts CPU rows one at a time; below it,
+#: the whole batch in one call, whose per-row cost is far below the fixed cost of a call per
+#: row on short rows (the two cross between 1,024 and 2,048 tokens).
+SORT_ROW_BY_ROW_VOCAB = 2048
+
+
 def stable_sort_rows(keys: torch.Tensor, scratch: Scratch | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """``torch.sort(keys, dim=-1, stable=True)`` of int64 ``keys`` ``[batch, vocab]``: the sorted
-    keys and the order (in ``scratch`` buffers when given). On the CPU one row at a time: torch
-    sorts a single contiguous int64 row by radix sort and a batch with a comparison sort,
-    about 4x slower per row at ``V = 151,936`` (docs/optimal-verifier.md section 9). A stable
-    sort has one result, so both give the same order."""
+    keys and the order (in ``scratch`` buffers when given). On the CPU from
+    :data:`SORT_ROW_BY_ROW_VOCAB` tokens on, one row at a time: torch sorts a single contiguous
+    int64 row by radix sort and a batch with a comparison sort, about 4x slower per row at
+    ``V = 151,936`` (docs/optimal-verifier.md section 9). A stable sort has one result, so both
+    give the same order."""
     if keys.device.type != "cpu":
         return torch.sort(keys, dim=-1, stable=True)
     scratch = Scratch() if scratch is None else scratch
     values = scratch.take("sorted_keys", keys.shape, keys.dtype, keys.device)
     order = scratch.take("order", keys.shape, torch.int64, keys.device)
+    if keys.shape[1] < SORT_ROW_BY_ROW_VOCAB:
+        torch.sort(keys, dim=-1, stable=True, out=(values, order))
+        return values, order
     for row in range(keys.shape[0]):
         torch.sort(keys[row], stable=True, out=(values[row], order[row]))
     return values, order
@@ -284,19 +294,19 @@ def ratio_keys(p_tokens: torch.Tensor, q_tokens: torch.Tensor) -> torch.Tensor:
 
 def sorted_ranks(params: RowParameters, tokens: torch.Tensor, token_keys: torch.Tensor) -> torch.Tensor:
     """``[batch, m]`` rank of each of ``tokens`` (keys ``token_keys``, :func:`ratio_keys`), the
-    same as :func:`token_ranks` without its V-sized inverse permutation: the tokens whose key
-    is smaller, found by binary search in the sorted keys, plus, in a block of equal keys
-    (where the stable sort keeps token ids ascending), the tokens of the block with a smaller id.
-    Off the CPU by :func:`token_ranks` (one scatter, no host synchronisation; the same ranks),
-    so that a CUDA graph can hold the full path (:func:`verify_tuples`)."""
-    if params.order.device.type != "cpu":  # the ties' loop would wait for the device
+    same as :func:`token_ranks`: where no token of a row shares its key with another (one
+    binary search gives its rank, the number of smaller keys), without the V-sized inverse
+    permutation; the rows where one does (``p = q``, tokens with ``p = 0`` or ``q = 0``, equal
+    masses: common) by :func:`token_ranks`, all at once. Off the CPU every row by
+    :func:`token_ranks` (one scatter, no host synchronisation; the same ranks), so that a CUDA
+    graph can hold the full path (:func:`verify_tuples`)."""
+    if params.order.device.type != "cpu":  # selecting the tied rows would wait for the device
         return token_ranks(params.order, tokens)
-    first = torch.searchsorted(params.keys, token_keys, right=False)
+    ranks = torch.searchsorted(params.keys, token_keys, right=False)
     last = torch.searchsorted(params.keys, token_keys, right=True)
-    ranks = first.clone()
-    for row, j in (last - first > 1).nonzero().tolist():  # ties: rare
-        block = params.order[row, first[row, j] : last[row, j]]
-        ranks[row, j] += int((block < tokens[row, j]).sum())
+    tied = (last - ranks > 1).any(dim=1).nonzero().squeeze(1)
+    if tied.numel():
+        ranks[tied] = token_ranks(params.order[tied], tokens[tied])
     return ranks
 
 
