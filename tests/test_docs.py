@@ -1,9 +1,12 @@
-"""The docs point at code that exists: every dotted name under one of the packages in
-docs/*.md and README.md resolves, and the rule table of docs/theory.md lists every rule
-of the registry with its modules."""
+"""The docs point at code and files that exist: every dotted name under one of the
+packages in docs/*.md and README.md resolves, every repository path they name
+(``otm/rules/rrs.py``, ``scripts/bench_optimum.py``, ``docs/theory.md``, ...) and every
+relative link target exists, and the rule table of docs/theory.md lists every rule of the
+registry with its modules."""
 from __future__ import annotations
 
 import importlib
+import itertools
 import re
 from pathlib import Path
 
@@ -15,6 +18,31 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md"]
 PACKAGES = ("otm", "solvers", "decoding", "proofs", "otm_app")
 DOTTED = re.compile(r"`((?:%s)(?:\.[A-Za-z_][A-Za-z0-9_]*)+)" % "|".join(PACKAGES))
+#: The top-level folders of the repository whose paths the docs name.
+FOLDERS = PACKAGES + ("scripts", "docs", "notebooks", "tests", "research")
+#: A path from the repository root, anywhere in the text: not preceded by a path or word
+#: character (so ``https://host/docs/x`` and ``decoding/docs/x`` are not taken), ending
+#: on a word character, ``*`` (a glob), ``/`` (a folder) or ``}`` (``x_{a,b}.md``, both
+#: ``x_a.md`` and ``x_b.md``).
+REPO_PATH = re.compile(r"(?<![\w./~-])((?:%s)/(?:(?:[\w./*-]|\{[\w.,-]+\})*[\w*/}])?)" % "|".join(FOLDERS))
+BRACES = re.compile(r"\{([\w.,-]+)\}")
+#: The target of a markdown link or image to a file (``[text](theory.md#anchor)``),
+#: relative to the document; not ``M_[f,t](j)`` in a formula.
+LINK = re.compile(r"\]\(([\w./-]+\.\w+)(?:#[\w-]*)?\)")
+
+
+def missing_paths(text: str, base: Path) -> list[str]:
+    """The repository paths named in ``text`` and the relative link targets (from the
+    folder ``base``) that do not exist; a path with ``*`` must match at least one file."""
+    missing = []
+    for named in sorted(set(REPO_PATH.findall(text))):
+        pieces = BRACES.split(named)  # text, choices, text, ...
+        for choice in itertools.product(*(piece.split(",") if i % 2 else [piece] for i, piece in enumerate(pieces))):
+            path = "".join(choice)
+            if not (any(ROOT.glob(path)) if "*" in path else (ROOT / path).exists()):
+                missing.append(path)
+    missing += [target for target in sorted(set(LINK.findall(text))) if not (base / target).exists()]
+    return missing
 
 
 def resolves(dotted: str) -> bool:
@@ -39,6 +67,25 @@ def test_every_dotted_name_in_the_docs_resolves(doc):
     names = sorted(set(DOTTED.findall(doc.read_text())))
     missing = [name for name in names if not resolves(name)]
     assert missing == [], f"{doc.name} names code that does not exist: {missing}"
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
+def test_every_path_in_the_docs_exists(doc):
+    missing = missing_paths(doc.read_text(), doc.parent)
+    assert missing == [], f"{doc.name} names files that do not exist: {missing}"
+
+
+def test_the_path_check_catches_a_stale_path():
+    docs = ROOT / "docs"
+    assert missing_paths("see `otm/rules/rrs.py`, docs/theory.md section 4 and [x](theory.md#top).", docs) == []
+    assert missing_paths("tests/otm/test_*.py, the folder decoding/verifiers/ and https://x.org/docs/none.md", docs) == []
+    assert missing_paths("Code: `decoding/ensemble_laws.py`.", docs) == ["decoding/ensemble_laws.py"]
+    assert missing_paths("(scripts/never_was.py, section 2)", docs) == ["scripts/never_was.py"]
+    assert missing_paths("tests/otm/test_never_*.py", docs) == ["tests/otm/test_never_*.py"]
+    assert missing_paths("`otm/rules/{rrs,kseq}.py`", docs) == []
+    assert missing_paths("`otm/rules/{rrs,never_was}.py`", docs) == ["otm/rules/never_was.py"]
+    assert missing_paths("![plot](figures/never_was.png)", docs) == ["figures/never_was.png"]
+    assert missing_paths("`M_[f,t](j)` and [SpecHub](https://arxiv.org/abs/2411.05289)", docs) == []
 
 
 def test_the_name_check_catches_a_stale_name():
