@@ -30,11 +30,14 @@ Spec strings (:func:`parse_tree`; whitespace is ignored):
     A nested list: a node is the list of its children, a leaf is ``[]``. The root is the
     outer list. ``[[[],[]],[[]]]`` = ``branching:2;2,1``.
 
-Sizes are limited by :data:`MAX_TREE_NODES` (a tree is one target forward).
+Sizes are limited by :data:`MAX_TREE_NODES` (a tree is one target forward): every syntax
+counts its draft nodes from the spec alone, with Python integers and stopping as soon as
+the count passes the limit, and refuses a larger tree before building anything.
 """
 from __future__ import annotations
 
-import json
+import itertools
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -45,6 +48,10 @@ from otm.errors import OTMError
 
 #: Largest number of draft nodes a spec may expand to (one target forward holds them all).
 MAX_TREE_NODES = 4096
+
+
+#: Longest spec quoted whole in an error message (a longer one is shown by its two ends).
+SHOWN_SPEC_CHARS = 80
 
 
 class InvalidTreeSpecError(OTMError, ValueError):
@@ -58,7 +65,8 @@ class Tree:
 
     Attributes:
         parent: ``[n_nodes]`` int64, ``parent[0] = -1``.
-        spec: the spec string it was built from (for reports).
+        spec: the spec string it was built from (for reports); for a tree built from its
+            ``parent`` array, its nested-list spec.
     """
 
     parent: np.ndarray  # [n_nodes]
@@ -73,6 +81,8 @@ class Tree:
         if np.any(np.diff(parent[1:]) < 0):
             raise InvalidTreeSpecError("nodes must be in breadth-first order (parents non-decreasing)")
         object.__setattr__(self, "parent", parent)
+        if not self.spec:
+            object.__setattr__(self, "spec", self.nested_spec())
 
     @property
     def n_nodes(self) -> int:
@@ -135,48 +145,115 @@ class Tree:
         return root_position + self.depth
 
     def nested(self) -> list:
-        """The tree as a nested list (the ``[[...]]`` spec syntax)."""
-        def build(node):
-            return [build(c) for c in self.children(node)]
-        return build(0)
+        """The tree as a nested list (the ``[[...]]`` spec syntax), built without recursion
+        (children come after their parent, in creation order)."""
+        lists = [[] for _ in range(self.n_nodes)]
+        for node in range(1, self.n_nodes):
+            lists[self.parent[node]].append(lists[node])
+        return lists[0]
+
+    def nested_spec(self) -> str:
+        """The tree as a nested-list spec string, e.g. ``"[[[]],[]]"`` (:func:`parse_tree`
+        reads it back), built from the leaves up without recursion."""
+        parts: list[list[str]] = [[] for _ in range(self.n_nodes)]
+        for node in range(self.n_nodes - 1, -1, -1):
+            text = "[" + ",".join(reversed(parts[node])) + "]"
+            if node == 0:
+                return text
+            parts[self.parent[node]].append(text)
 
     def __repr__(self) -> str:
-        return f"Tree({self.spec or self.nested()!r}, drafts={self.n_drafts}, depth={self.max_depth})"
+        return f"Tree({self.spec!r}, drafts={self.n_drafts}, depth={self.max_depth})"
+
+
+def _shown(spec: str) -> str:
+    """``spec`` quoted for an error message, its middle elided past :data:`SHOWN_SPEC_CHARS`."""
+    if len(spec) <= SHOWN_SPEC_CHARS:
+        return repr(spec)
+    half = SHOWN_SPEC_CHARS // 2
+    return repr(f"{spec[:half]}...{spec[-half:]}") + f" ({len(spec)} characters)"
+
+
+def _check_size(n_drafts: int, spec: str) -> None:
+    """:class:`InvalidTreeSpecError` when ``n_drafts`` exceeds :data:`MAX_TREE_NODES`."""
+    if n_drafts > MAX_TREE_NODES:
+        raise InvalidTreeSpecError(
+            f"tree spec {_shown(spec)} has more than MAX_TREE_NODES={MAX_TREE_NODES} draft nodes "
+            "(one target forward holds them all): use a narrower or shallower tree"
+        )
+
+
+def _uniform_levels_size(widths: Iterable[int]) -> int:
+    """Draft nodes of the tree whose nodes at depth ``i - 1`` all have ``widths[i - 1]``
+    children (``widths >= 1``), counted only until the count passes :data:`MAX_TREE_NODES`:
+    every level adds a node or more, so at most ``MAX_TREE_NODES + 1`` widths are read
+    and no product grows past ``MAX_TREE_NODES`` times one width."""
+    n_drafts, level = 0, 1
+    for width in widths:
+        level *= width
+        n_drafts += level
+        if n_drafts > MAX_TREE_NODES:
+            break
+    return n_drafts
 
 
 def _from_branching(levels: list[list[int]], spec: str) -> Tree:
     """Tree from per-level child counts (the ``branching:`` syntax)."""
+    if any(count < 0 for counts in levels for count in counts):
+        raise InvalidTreeSpecError(f"tree spec {_shown(spec)}: child counts must be >= 0")
+    _check_size(sum(sum(counts) for counts in levels), spec)
     parent = [-1]
     frontier = [0]
     for depth, counts in enumerate(levels):
         if len(counts) > len(frontier):
             raise InvalidTreeSpecError(
-                f"tree spec {spec!r}: level {depth} lists {len(counts)} child counts but only "
+                f"tree spec {_shown(spec)}: level {depth} lists {len(counts)} child counts but only "
                 f"{len(frontier)} nodes exist at depth {depth}"
             )
         nxt = []
         for node, count in zip(frontier, counts):
-            if count < 0:
-                raise InvalidTreeSpecError(f"tree spec {spec!r}: negative child count {count}")
             for _ in range(count):
                 parent.append(node)
                 nxt.append(len(parent) - 1)
-            if len(parent) - 1 > MAX_TREE_NODES:
-                raise InvalidTreeSpecError(f"tree spec {spec!r} has more than MAX_TREE_NODES={MAX_TREE_NODES} drafts")
         frontier = nxt
     if len(parent) == 1:
-        raise InvalidTreeSpecError(f"tree spec {spec!r} has no draft node")
+        raise InvalidTreeSpecError(f"tree spec {_shown(spec)} has no draft node")
     return Tree(np.asarray(parent), spec)
 
 
-def _from_nested(nested, spec: str) -> Tree:
-    if not isinstance(nested, list):
-        raise InvalidTreeSpecError(f"tree spec {spec!r}: a node must be a list of its children")
+def _parse_nested(text: str, spec: str) -> list:
+    """The nested-list syntax (``text`` without whitespace) as nested Python lists, read
+    character by character: no recursion (``json.loads`` recurses once per level and fails
+    on deep chains), and a tree with more than :data:`MAX_TREE_NODES` drafts is refused
+    as soon as its node count passes it."""
+    root, stack, previous, n_nodes = None, [], "", 0
+    for position, char in enumerate(text):
+        if char == "[" and (previous == "" or (stack and previous in "[,")):
+            n_nodes += 1
+            _check_size(n_nodes - 1, spec)
+            node: list = []
+            if stack:
+                stack[-1].append(node)
+            else:
+                root = node
+            stack.append(node)
+        elif char == "]" and stack and previous in "[]":
+            stack.pop()
+        elif not (char == "," and stack and previous == "]"):
+            raise InvalidTreeSpecError(
+                f"tree spec {_shown(spec)}: unexpected {char!r} at character {position}; a node is the list of "
+                "its children, a leaf is [], e.g. [[[],[]],[[]]]"
+            )
+        previous = char
+    if root is None or stack:
+        raise InvalidTreeSpecError(f"tree spec {_shown(spec)}: unbalanced brackets; a node is the list of its children, "
+                                   "a leaf is [], e.g. [[[],[]],[[]]]")
+    return root
+
+
+def _from_nested(nested: list, spec: str) -> Tree:
     levels, frontier = [], [nested]
     while frontier:
-        for node in frontier:
-            if not isinstance(node, list):
-                raise InvalidTreeSpecError(f"tree spec {spec!r}: a node must be a list of its children, got {node!r}")
         levels.append([len(node) for node in frontier])
         frontier = [child for node in frontier for child in node]
     return _from_branching(levels, spec)
@@ -186,28 +263,31 @@ def _ints(text: str, spec: str, n: int | None = None) -> list[int]:
     try:
         values = [int(v) for v in text.split(",") if v != ""]
     except ValueError:
-        raise InvalidTreeSpecError(f"tree spec {spec!r}: expected comma-separated integers, got {text!r}") from None
+        raise InvalidTreeSpecError(f"tree spec {_shown(spec)}: expected comma-separated integers, got {_shown(text)}") from None
     if n is not None and len(values) != n:
-        raise InvalidTreeSpecError(f"tree spec {spec!r}: expected {n} integers, got {len(values)}")
+        raise InvalidTreeSpecError(f"tree spec {_shown(spec)}: expected {n} integers, got {len(values)}")
     return values
 
 
 def _positive(values: list[int], spec: str) -> list[int]:
     if not values or any(v < 1 for v in values):
-        raise InvalidTreeSpecError(f"tree spec {spec!r}: widths and depths must be integers >= 1")
+        raise InvalidTreeSpecError(f"tree spec {_shown(spec)}: widths and depths must be integers >= 1")
     return values
 
 
 def chains_tree(k: int, depth: int, spec: str | None = None) -> Tree:
     """``k`` chains of ``depth`` draft tokens sharing the root (SpecTr §7)."""
-    k, depth = _positive([k, depth], spec or f"chains:{k},{depth}")
-    return _from_branching([[k]] + [[1] * k] * (depth - 1), spec or f"chains:{k},{depth}")
+    spec = spec or f"chains:{k},{depth}"
+    k, depth = _positive([k, depth], spec)
+    _check_size(k * depth, spec)
+    return _from_branching([[k]] + [[1] * k] * (depth - 1), spec)
 
 
 def prefix_tree(widths: list[int], spec: str | None = None) -> Tree:
     """SpecTr (Sun et al. 2023), Alg. 5: every node at depth ``i - 1`` gets ``widths[i-1]`` children."""
     spec = spec or "prefix:" + ",".join(map(str, widths))
     widths = _positive(list(widths), spec)
+    _check_size(_uniform_levels_size(widths), spec)
     levels, n = [], 1
     for w in widths:
         levels.append([w] * n)
@@ -217,7 +297,10 @@ def prefix_tree(widths: list[int], spec: str | None = None) -> Tree:
 
 def kary_tree(k: int, depth: int, spec: str | None = None) -> Tree:
     """The full ``k``-ary tree of ``depth`` levels of drafts."""
-    return prefix_tree([k] * depth, spec or f"kary:{k},{depth}")
+    spec = spec or f"kary:{k},{depth}"
+    k, depth = _positive([k, depth], spec)
+    _check_size(_uniform_levels_size(itertools.repeat(k, min(depth, MAX_TREE_NODES + 1))), spec)  # depth may be a bignum
+    return prefix_tree([k] * depth, spec)
 
 
 def parse_tree(spec: str | Tree) -> Tree:
@@ -236,14 +319,10 @@ def parse_tree(spec: str | Tree) -> Tree:
     if text.startswith("json:"):
         text = text[len("json:"):]
     if text.startswith("["):
-        try:
-            nested = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise InvalidTreeSpecError(f"tree spec {spec!r} is not valid JSON: {err}") from None
-        return _from_nested(nested, spec)
+        return _from_nested(_parse_nested(text, spec), spec)
     kind, sep, args = text.partition(":")
     if not sep:
-        raise InvalidTreeSpecError(f"tree spec {spec!r} must look like KIND:ARGS, e.g. 'binary:3' or 'chains:4,3'")
+        raise InvalidTreeSpecError(f"tree spec {_shown(spec)} must look like KIND:ARGS, e.g. 'binary:3' or 'chains:4,3'")
     kind = kind.lower()
     if kind == "chains":
         return chains_tree(*_ints(args, spec, 2), spec=spec)
@@ -258,6 +337,6 @@ def parse_tree(spec: str | Tree) -> Tree:
     if kind == "branching":
         return _from_branching([_ints(group, spec) for group in args.split(";")], spec)
     raise UnknownNameError(
-        f"unknown tree kind {kind!r} in {spec!r}; use chains:K,D, chain:D, kary:K,D, binary:D, "
+        f"unknown tree kind {_shown(kind)} in {_shown(spec)}; use chains:K,D, chain:D, kary:K,D, binary:D, "
         "ternary:D, prefix:k1,..,kL, branching:A;B;..., or a nested list [[...]]"
     )

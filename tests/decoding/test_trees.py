@@ -1,4 +1,6 @@
 """Tree specs (decoding.runtime.trees): shapes of every syntax, masks, positions, errors."""
+import tracemalloc
+
 import numpy as np
 import pytest
 
@@ -65,3 +67,62 @@ def test_unknown_kind_and_size_limit():
         parse_tree(f"kary:{MAX_TREE_NODES},2")
     with pytest.raises(InvalidTreeSpecError):
         Tree(np.array([-1, 0, 2]))  # parent after child
+
+
+#: Memory a refused spec may allocate: the refusal is arithmetic on the spec, before any
+#: node list or array exists (building the refused trees below would take megabytes).
+REFUSAL_MEMORY_BYTES = 1 << 20
+
+
+@pytest.mark.parametrize("spec", [
+    "chain:1000000", "chains:1000,1000", "kary:2,20", "binary:20", "ternary:13", "prefix:" + ",".join(["2"] * 20),
+    "branching:1000000", "branching:1;1000000", "[" + ",".join(["[]"] * 100_000) + "]",
+    "kary:1,1000000000000000000000", "kary:100000000000000000000,2", "chain:1000000000",
+])
+def test_too_large_specs_are_refused_before_anything_is_built(spec):
+    tracemalloc.start()
+    try:
+        with pytest.raises(InvalidTreeSpecError, match="MAX_TREE_NODES"):
+            parse_tree(spec)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < REFUSAL_MEMORY_BYTES
+
+
+def test_the_largest_trees_parse():
+    assert parse_tree(f"chain:{MAX_TREE_NODES}").n_drafts == MAX_TREE_NODES
+    assert parse_tree(f"chains:{MAX_TREE_NODES},1").n_drafts == MAX_TREE_NODES
+    assert parse_tree("kary:2,11").n_drafts == 2**12 - 2
+    for spec in (f"chain:{MAX_TREE_NODES + 1}", "kary:2,12", f"branching:{MAX_TREE_NODES + 1}"):
+        with pytest.raises(InvalidTreeSpecError, match="MAX_TREE_NODES"):
+            parse_tree(spec)
+
+
+def test_deep_trees_in_every_syntax_and_their_nested_forms():
+    depth = 3000  # deeper than Python's recursion limit
+    chain = parse_tree(f"chain:{depth}")
+    nested = "[" * (depth + 1) + "]" * (depth + 1)
+    assert parse_tree(nested).parent.tolist() == chain.parent.tolist()
+    assert chain.nested_spec() == nested
+    unnamed = Tree(chain.parent)
+    assert unnamed.spec == nested  # a tree built from its parents is named by its nested spec
+    assert f"drafts={depth}" in repr(unnamed)
+    lists, levels = chain.nested(), 0
+    while lists:
+        lists, levels = lists[0], levels + 1
+    assert levels == depth
+
+
+@pytest.mark.parametrize("spec", ["[[],]", "[,[]]", "[[]][]", "[[][]]", "[]]", "json:[[],[1]]"])
+def test_malformed_nested_specs(spec):
+    with pytest.raises(InvalidTreeSpecError, match="a leaf is"):
+        parse_tree(spec)
+
+
+def test_a_long_spec_is_shown_shortened():
+    spec = "branching:" + ";".join(["1"] * 2000) + ";x"
+    with pytest.raises(InvalidTreeSpecError) as err:
+        parse_tree(spec)
+    assert len(str(err.value)) < 400
+    assert f"({len(spec)} characters)" in str(err.value)
