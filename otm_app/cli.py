@@ -167,30 +167,59 @@ def _add_reproduce(sub) -> None:
     rep.set_defaults(command_config=ReproduceConfig, run="otm_app.commands.theorems:run_reproduce_command")
 
 
+#: The Qwen pair's memory need, said by the help of the commands that load it.
+QWEN_MEMORY = "Memory: every step with --pair qwen2.5-coder takes about 9 GB in float32 and about 21 GB in float64."
+
+
+def _top_m(text: str) -> int | None:
+    """``--record-top-m``: an integer >= 1, or ``full`` (whole rows: ``None``)."""
+    if text == "full":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1 or 'full', got {text!r}")
+    return value
+
+
 def _add_decode(sub) -> None:
     d = DecodeConfig
     dec = sub.add_parser("decode", help="speculative decoding with a rule and a draft tree",
+                         description="Speculative decoding of prompts with a model pair, a rule and a draft tree; "
+                         "--record writes every verification for `otm validate` (docs/validate.md). " + QWEN_MEMORY,
                          formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     dec.add_argument("--rule", type=_rule_name(rule_specs(verifier=True) + rule_specs(lossless=False), tuple(SEQUENCE_RULES)),
                      default=d.rule,
                      help="selection rule: " + ", ".join(s.name for s in rule_specs(verifier=True) + rule_specs(lossless=False))
                      + "; or a sequence verifier: block (a chain, default chain:4), traversal (any tree)")
-    dec.add_argument("--pair", default=d.pair, help="qwen2.5-coder | tiny | DRAFT,TARGET (local paths)")
+    dec.add_argument("--pair", default=d.pair, help="qwen2.5-coder (the embedded pair) | tiny (two random 8-token models, "
+                     "no tokenizer: prompts are token ids like 1,2,3; for tests) | DRAFT,TARGET (local paths)")
     dec.add_argument("--tree", default=d.tree, help="draft tree: chains:K,D, binary:D, ternary:D, kary:K,D, prefix:k1,..., "
                      "branching:A;B;.. (default: chains:2,4, two draft chains of 4 tokens; not for the ensemble rules)")
     dec.add_argument("--lam", type=float, default=d.lam, help="ensemble_weighted: r = lam q + (1 - lam) p")
     dec.add_argument("--mu", type=float, default=d.mu, help="ensemble_contrastive: r ~ p q^(-mu)")
     dec.add_argument("--gammas", default=d.gammas, help="ensemble proposal lengths, draft,target (default 1)")
-    dec.add_argument("--temperature", type=float, default=d.temperature)
-    dec.add_argument("--top-p", type=float, default=d.top_p)
-    dec.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens)
+    dec.add_argument("--temperature", type=float, default=d.temperature,
+                     help="sampling temperature of both models (0 = argmax)")
+    dec.add_argument("--top-p", type=float, default=d.top_p,
+                     help="nucleus sampling for both models: keep the most likely tokens up to this mass, in (0, 1] "
+                     "(unset or 1: none)")
+    dec.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens,
+                     help="tokens generated per prompt (the last step's extra tokens are cut)")
     dec.add_argument("--prompt", help="the prompt (required unless --prompts)")
     dec.add_argument("--prompts", help="a file with one prompt per line (instead of --prompt)")
-    dec.add_argument("--seed", type=int, default=d.seed)
-    dec.add_argument("--record", help="write a recording (.npz) for `otm validate`")
+    dec.add_argument("--seed", type=int, default=d.seed, help="seed of every random draw (drafts and verification)")
+    dec.add_argument("--record", help="write a recording (.npz) of every verification for `otm validate`")
+    dec.add_argument("--record-top-m", type=_top_m, default=d.record_top_m,
+                     help="most likely tokens of p and of q kept per verification (a sparse law, e.g. a --top-p "
+                     "nucleus, is kept whole: exact validation), or 'full' for whole rows: exact validation "
+                     "everywhere, 24 bytes per token and verification (3.6 MB at the Qwen vocabulary)")
     dec.add_argument("--device", default=d.device, help="cpu, cuda, cuda:1, ...")
-    dec.add_argument("--dtype", default=d.dtype, choices=("float32", "float64", "bfloat16", "float16"))
-    dec.add_argument("--json", action="store_true")
+    dec.add_argument("--dtype", default=d.dtype, choices=("float32", "float64", "bfloat16", "float16"),
+                     help="dtype the models run in (the sampling laws are float32 for the half-precision dtypes)")
+    dec.add_argument("--json", action="store_true", help="print the summary as JSON (keys: docs/validate.md)")
     dec.set_defaults(command_config=DecodeConfig, run="otm_app.commands.decode:decode_command")
 
 
@@ -263,7 +292,15 @@ def _add_corpus(sub) -> None:
 
 
 def _add_validate(sub) -> None:
-    val = sub.add_parser("validate", help="per-node gap between a recording's rule and the OTM optimum, with a PASS/FAIL verdict",
+    val = sub.add_parser("validate", help="per-node gap between a recording's rule and the OTM optimum, with a verdict",
+                         description="Per tree node of a recording: the rule's exact acceptance, the OTM optimum for its "
+                         "draft law and the recorded acceptance (docs/validate.md). Loads no model: its memory is the "
+                         "recording's (small at the default top-64; 3.6 MB per verification for a whole-row recording "
+                         "of the Qwen pair).",
+                         epilog="exit status: 0 PASS (every rule checked on exactly computed nodes, nothing failed); "
+                         "1 FAIL (a rule beats its own law's optimum, or the recorded acceptance differs from the exact "
+                         "rates); 2 an error (unreadable or inconsistent recording); 3 NOT CHECKED (nothing failed, but "
+                         "some rule had no node with exact values, e.g. a top-m recording without --top-p)",
                          formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     val.add_argument("recording", help="a .npz recording written by `otm decode --record FILE`")
     val.add_argument("--json", action="store_true", help="print the summary as JSON")

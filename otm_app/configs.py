@@ -89,6 +89,7 @@ class DecodeConfig(_FromMapping):
     prompts: str | None = None
     seed: int = 0
     record: str | None = None
+    record_top_m: int | None = 64  # decoding.runtime.recording.DEFAULT_TOP_M; None: whole rows
     device: str = "cpu"
     dtype: str = "float32"
     json: bool = False

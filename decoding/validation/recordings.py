@@ -14,12 +14,13 @@ node, its ``k`` drafts, the target ``p`` and the draft ``q`` at that node):
 
 Truncated recordings (top-``m`` masses plus a checked remainder) give intervals
 ``[lo, hi]`` that contain the true values (``lo == hi`` when exact); the bounds and their
-proofs are in docs/theory.md, section 7. :func:`verdict` is the PASS/FAIL of
-``otm validate``. Tail masses at most :data:`TAIL_NEGLIGIBLE` count as 0.
+proofs are in docs/theory.md, section 7. :func:`verdict` is the PASS / FAIL / NOT CHECKED
+of ``otm validate``. Tail masses at most :data:`TAIL_NEGLIGIBLE` count as 0.
 """
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -358,12 +359,26 @@ def _acceptance_z_test(exact: list[NodeResult], alpha: float) -> dict | None:
     return {"z": z, "p_value": p_value, "alpha": alpha, "passed": p_value >= alpha}
 
 
-def verdict(nodes: list[NodeResult], by_rule: dict) -> dict:
-    """PASS when (1) no node's rule acceptance exceeds its own law's optimum (by more than
-    :data:`TAIL_NEGLIGIBLE`: a lossless rule never beats it, so an excess is a bug in the
-    rule or in the optimum) and (2) every rule's recorded acceptance agrees with its exact
-    per-node rates (the z-test of :func:`summarise`); FAIL otherwise, with the reasons."""
-    reasons = []
+#: The verdicts of :func:`verdict`.
+PASS, FAIL, NOT_CHECKED = "pass", "fail", "not_checked"
+
+
+def verdict(nodes: list[NodeResult], by_rule: dict, skipped: dict | None = None) -> dict:
+    """What a recording's validation found, and what it could not check.
+
+    A node is *checked* when its rule's acceptance and its own law's optimum are both exact
+    (``n_exact`` of :func:`summarise`); on the other nodes they are bounds, which contain each
+    other by construction, so those nodes test nothing. Two checks run on the checked nodes:
+    no rule beats its own law's optimum (by more than :data:`TAIL_NEGLIGIBLE`: a lossless
+    rule never does, so an excess is a bug in the rule or in the optimum), and every rule's
+    recorded acceptance agrees with its exact per-node rates (the z-test of :func:`summarise`).
+
+    Returns ``status``: :data:`FAIL` when a check fails (``reasons`` says which);
+    :data:`NOT_CHECKED` when nothing failed but some rule (or the whole recording) has no
+    checked node; :data:`PASS` otherwise. ``passed`` is ``status == PASS``; ``checked`` says
+    what was checked, ``unchecked`` what was not and why.
+    """
+    reasons, unchecked = [], []
     above = [n for n in nodes if n.rule.lo > n.optimum.hi + TAIL_NEGLIGIBLE]
     if above:
         worst = max(above, key=lambda n: n.rule.lo - n.optimum.hi)
@@ -374,9 +389,20 @@ def verdict(nodes: list[NodeResult], by_rule: dict) -> dict:
         if test is not None and not test["passed"]:
             reasons.append(f"{rule}: recorded acceptance differs from the exact rates (z = {test['z']:.2f}, "
                            f"p = {test['p_value']:.2g} < alpha = {test['alpha']:g})")
+    n_exact = sum(group["n_exact"] for group in by_rule.values())
+    per_rule = ", ".join(f"{rule} {group['n_exact']}/{group['n_nodes']}" for rule, group in by_rule.items())
+    checked = f"{n_exact} of {len(nodes)} verification nodes checked exactly" + (f" ({per_rule})" if per_rule else "")
+    bounded = [n for n in nodes if not (n.rule.exact and n.optimum.exact)]
+    if bounded:
+        notes = Counter(n.rule.note or n.optimum.note for n in bounded)
+        unchecked.append(f"{len(bounded)} node(s) only bounded ({notes.most_common(1)[0][0]})")
+    unchecked += [f"{rule}: no node checked exactly" for rule, group in by_rule.items() if group["n_exact"] == 0]
+    if skipped:
+        unchecked.append(f"{len(skipped)} node(s) skipped ({next(iter(skipped.values()))})")
     if not nodes:
-        reasons.append("no node could be validated")
-    return {"passed": not reasons, "reasons": reasons}
+        unchecked.append("no verification node could be validated")
+    status = FAIL if reasons else NOT_CHECKED if not nodes or any(g["n_exact"] == 0 for g in by_rule.values()) else PASS
+    return {"status": status, "passed": status == PASS, "reasons": reasons, "checked": checked, "unchecked": unchecked}
 
 
 @dataclass(frozen=True)
@@ -420,9 +446,10 @@ def validate_recording(recording: Recording, alpha: float = DEFAULT_ALPHA, progr
         for depth in sorted({n.depth for n in group}):
             by_depth[f"{rule}/{depth}"] = summarise([n for n in group if n.depth == depth], alpha)
     summary = {
-        "verdict": verdict(nodes, by_rule),
+        "verdict": verdict(nodes, by_rule, skipped),
         "rule": recording.meta.get("rule"), "tree": recording.meta.get("tree"),
         "full": bool(recording.meta.get("full")), "top_m": recording.meta.get("top_m"),
+        "sparse_limit": recording.meta.get("sparse_limit"),
         "vocab_size": recording.meta.get("vocab_size"), "events": int(len(k)),
         "bonus_events": int((k == 0).sum()), "validated": len(nodes), "skipped": len(skipped),
         "by_rule": by_rule, "by_depth": by_depth,
@@ -432,8 +459,11 @@ def validate_recording(recording: Recording, alpha: float = DEFAULT_ALPHA, progr
 
 __all__ = [
     "Bounds",
+    "FAIL",
+    "NOT_CHECKED",
     "NodeInstance",
     "NodeResult",
+    "PASS",
     "SCHEMES",
     "TAIL_NEGLIGIBLE",
     "ValidationResult",

@@ -1,12 +1,17 @@
 """``otm decode``: speculative decoding of prompts with a model pair, a rule and a tree.
 
 ``otm decode --pair qwen2.5-coder|tiny|DRAFT,TARGET --rule R --tree SPEC --temperature T
-[--top-p P] --max-new-tokens N --prompt TEXT|--prompts FILE [--seed S] [--record FILE] [--json]``
+[--top-p P] --max-new-tokens N --prompt TEXT|--prompts FILE [--seed S] [--record FILE
+[--record-top-m M|full]] [--json]``
 
 :func:`run_decode` takes a :class:`otm_app.configs.DecodeConfig` and returns the summary
 dict that ``--json`` prints (:meth:`decoding.runtime.loop.DecodeResult.summary` plus ``pair``,
-``temperature``, ``top_p``, ``seed``, ``prompts``, ``texts``). Prompts are decoded one at a
-time (batch 1, as in deployment); the counts are summed and the rates averaged over steps.
+``temperature``, ``top_p``, ``seed``, ``prompts``, ``texts``, ``tokens_per_target_call``;
+docs/validate.md lists the keys). Prompts are decoded one at a time (batch 1, as in
+deployment); the counts are summed. ``block_efficiency`` is the mean over steps of the
+tokens a step produces (accepted drafts + 1), counted before the cut at
+``--max-new-tokens``; ``tokens_per_target_call`` is ``tokens_generated / target_calls``,
+after it (the last step of a prompt can produce more tokens than are kept).
 
 ``--rule ensemble_weighted|ensemble_contrastive`` runs the Speculative Ensemble instead
 (Speculative Ensemble, Fu et al. 2025, :func:`decoding.ensemble.speculative_ensemble_decode`: the draft and target
@@ -30,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from otm.errors import OTMError
+from otm.errors import InputFileError, OTMError
 from otm.rules import rule_spec
 from otm.sequences.registry import SEQUENCE_RULES
 
@@ -42,6 +47,10 @@ DEFAULT_TREE = "chains:2,4"
 
 #: The draft tree of a chain verifier (``--rule block``) when ``--tree`` is not given.
 DEFAULT_CHAIN = "chain:4"
+
+#: The most a recording may hold in memory (``--record-top-m full`` keeps 24 bytes per token
+#: and event: about 3.6 MB per event at the Qwen pair's 151,936 tokens).
+RECORDING_BYTES_LIMIT = 2 * 2**30
 
 #: dtype names accepted by ``--dtype``.
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -89,9 +98,12 @@ def _prompt_texts(args: DecodeConfig) -> list[str]:
     if prompt is not None:
         return [prompt]
     path = Path(prompts)
-    if not path.exists():
-        raise OTMError(f"no such prompts file: {prompts}")
-    texts = [line for line in path.read_text().splitlines() if line.strip()]
+    if not path.is_file():
+        raise InputFileError(f"no such prompts file: {prompts}")
+    try:
+        texts = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputFileError(f"--prompts {prompts}: not a readable UTF-8 text file ({exc})") from None
     if not texts:
         raise OTMError(f"{prompts}: no prompt (one per non-empty line)")
     return texts
@@ -153,7 +165,12 @@ def run_decode(args: DecodeConfig) -> dict:
         raise OTMError(f"--top-p must be in (0, 1] (1 = none), got {args.top_p}")
     if args.max_new_tokens < 1:
         raise OTMError(f"--max-new-tokens must be an integer >= 1, got {args.max_new_tokens}")
+    if args.record and not Path(args.record).absolute().parent.is_dir():
+        raise InputFileError(f"--record {args.record}: no such folder {Path(args.record).absolute().parent}")
     if sequence is None and not rule.lossless:
+        if args.record:
+            raise OTMError(f"--record does not apply to --rule {rule.name}: the speculative ensemble verifies against "
+                           "r = E(q, p), not p, so there is no OTM gap to validate")
         pair = load_named_pair(args.pair, device, dtype)
         return _run_ensemble(args, pair, texts, torch.Generator(device=device).manual_seed(seed), seed)
     tree_spec = args.tree or (DEFAULT_CHAIN if sequence is not None and sequence.tree_shape == "chain" else DEFAULT_TREE)
@@ -163,8 +180,11 @@ def run_decode(args: DecodeConfig) -> dict:
     _say_before_starting(rule.name, device, int(tree.n_children.max()), top_p)
     pair = load_named_pair(args.pair, device, dtype)
     generator = torch.Generator(device=device).manual_seed(seed)
-    recorder = Recorder(rule=rule.name, tree=tree_spec, temperature=args.temperature, top_p=top_p,
-                        pair=pair.name, seed=seed) if args.record else None
+    recorder = None
+    if args.record:
+        _check_recording_size(args, tree, len(texts), pair.vocab_size)
+        recorder = Recorder(top_m=args.record_top_m, rule=rule.name, tree=tree_spec, temperature=args.temperature,
+                            top_p=top_p, pair=pair.name, seed=seed)
     eos = getattr(pair.tokenizer, "eos_token_id", None) if pair.tokenizer is not None else None
     results, outputs = [], []
     for text in texts:
@@ -192,6 +212,7 @@ def run_decode(args: DecodeConfig) -> dict:
         target_calls=sum(r.target_calls for r in results),
         draft_calls=sum(r.draft_calls for r in results),
         block_efficiency=float(np.mean(steps)),
+        tokens_per_target_call=sum(r.tokens_generated for r in results) / sum(r.target_calls for r in results),
         acceptance_by_depth=[None if n == 0 else a / n for a, n in zip(accepts, attempts)],
         wall_seconds=sum(r.wall_seconds for r in results),
         texts=outputs,
@@ -199,6 +220,19 @@ def run_decode(args: DecodeConfig) -> dict:
     if recorder is not None:
         summary["record"] = str(recorder.save(args.record))
     return summary
+
+
+def _check_recording_size(args: DecodeConfig, tree, prompts: int, vocab: int) -> None:
+    """Refuse a recording of whole rows that could exceed :data:`RECORDING_BYTES_LIMIT`: at most
+    ``max_depth + 1`` events per step and at least one token per step, 24 bytes per token."""
+    if args.record_top_m is not None and args.record_top_m < vocab:
+        return
+    events = prompts * args.max_new_tokens * (tree.max_depth + 1)
+    size = events * 24 * vocab
+    if size > RECORDING_BYTES_LIMIT:
+        raise OTMError(f"--record-top-m full: up to {events} events of {vocab} tokens could take {size / 2**30:.1f} GiB, "
+                       f"more than {RECORDING_BYTES_LIMIT / 2**30:.0f} GiB; use fewer --max-new-tokens or prompts, "
+                       "or --top-p below 1 with the default --record-top-m")
 
 
 def _run_ensemble(args: DecodeConfig, pair, texts: list[str], generator, seed: int) -> dict:
@@ -231,8 +265,15 @@ def _run_ensemble(args: DecodeConfig, pair, texts: list[str], generator, seed: i
 
 
 #: Summary keys printed by ``otm decode`` without ``--json``, in order.
-PRINTED_KEYS = ("rule", "tree", "pair", "tokens_generated", "target_calls", "block_efficiency",
+PRINTED_KEYS = ("rule", "tree", "pair", "tokens_generated", "target_calls", "block_efficiency", "tokens_per_target_call",
                 "acceptance_by_depth", "model_calls", "tokens_per_call", "acceptance_rate", "wall_seconds", "record")
+
+#: What the plain-text output adds after a key's value (docs/validate.md).
+KEY_NOTES = {
+    "block_efficiency": "(mean over steps of accepted drafts + 1, before the cut at --max-new-tokens)",
+    "tokens_per_target_call": "(tokens_generated / target_calls)",
+    "acceptance_by_depth": "(per draft depth 1..D: verifications there that accepted a draft)",
+}
 
 
 def decode_command(config: DecodeConfig) -> int:
@@ -254,7 +295,7 @@ def decode_command(config: DecodeConfig) -> int:
             print(json.dumps(kept, indent=2, default=str))
         else:
             if exc.record:
-                print(f"{'record':<20}{exc.record} (the verifications before the verifier stopped)")
+                print(f"{'record':<24}{exc.record} (the verifications before the verifier stopped)")
             for text in exc.texts:
                 print("-" * 60 + " (generated before the verifier stopped)")
                 print(text)
@@ -264,7 +305,7 @@ def decode_command(config: DecodeConfig) -> int:
         return 0
     for key in PRINTED_KEYS:
         if key in summary:
-            print(f"{key:<20}{summary[key]}")
+            print(f"{key:<24}{summary[key]}" + (f" {KEY_NOTES[key]}" if key in KEY_NOTES else ""))
     for text in summary.get("texts", []):
         print("-" * 60)
         print(text)

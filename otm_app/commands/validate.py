@@ -9,8 +9,10 @@ per rule and depth; with ``--json`` it prints the summary as JSON. ``--out DIR``
 (per-node gap to the rule's own law's optimum and to the best law) and
 ``achieved_vs_optimal.png`` (the rule's exact acceptance against the optimum, per node,
 with the bounds of truncated recordings as error bars). The first line printed is the
-verdict, ``PASS`` or ``FAIL`` with the reasons (:func:`decoding.validation.recordings.verdict`);
-the exit status is 1 on ``FAIL``.
+verdict (:func:`decoding.validation.recordings.verdict`): ``PASS``, ``FAIL`` with the reasons,
+or ``NOT CHECKED`` when some rule has no node whose values are exact (a top-m recording with
+positive tails); it says what was checked and what was not. Exit status
+(:data:`EXIT_STATUS`): 0 pass, 1 fail, 3 not checked (2 is an error, as for every command).
 """
 from __future__ import annotations
 
@@ -19,11 +21,21 @@ from pathlib import Path
 
 import numpy as np
 
-from decoding.runtime.recording import load_recording
-from decoding.validation.recordings import ValidationResult, validate_recording
+from decoding.runtime.recording import SPARSE_LIMIT, load_recording
+from decoding.validation.recordings import FAIL, NOT_CHECKED, PASS, ValidationResult, validate_recording
 from otm.errors import InputFileError
 
 from ..configs import ValidateConfig
+
+#: ``otm validate``'s exit status per verdict (2 stays the one-line error of every command).
+EXIT_STATUS = {PASS: 0, FAIL: 1, NOT_CHECKED: 3}
+
+#: What the first line calls each verdict.
+VERDICT_WORDS = {PASS: "PASS", FAIL: "FAIL", NOT_CHECKED: "NOT CHECKED"}
+
+#: Printed under a NOT CHECKED verdict of a top-m recording: how to record exact laws.
+EXACT_RECORDING_HINT = ("a top-m recording is exact only where a law's merged tail is 0: decode with --top-p below 1 "
+                        f"(the recorder keeps a nucleus of up to {SPARSE_LIMIT} tokens whole) or with --record-top-m full")
 
 
 def run_validate(args: ValidateConfig) -> dict:
@@ -33,12 +45,18 @@ def run_validate(args: ValidateConfig) -> dict:
         raise InputFileError(f"no such recording: {path}")
     result = validate_recording(load_recording(path), progress=args.progress and not args.json)
     summary = dict(result.summary, recording=str(path))
+    if summary["verdict"]["status"] == NOT_CHECKED and not summary["full"] and result.nodes:
+        summary["verdict"]["unchecked"].append(EXACT_RECORDING_HINT)
     if args.out:
         out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
         json_file = out / "validation.json"
-        json_file.write_text(json.dumps(dict(result.as_dict(), summary=summary), indent=1, default=_jsonable))
-        summary.update(out=str(out), json_file=str(json_file), figures=[str(f) for f in plot_validation(result, out)])
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            json_file.write_text(json.dumps(dict(result.as_dict(), summary=summary), indent=1, default=_jsonable))
+            figures = [str(f) for f in plot_validation(result, out)]
+        except OSError as exc:
+            raise InputFileError(f"--out {out}: cannot write there: {exc}") from None
+        summary.update(out=str(out), json_file=str(json_file), figures=figures)
     if args.json:
         print(json.dumps(summary, indent=1, default=_jsonable))
     else:
@@ -47,8 +65,8 @@ def run_validate(args: ValidateConfig) -> dict:
 
 
 def validate_command(args: ValidateConfig) -> int:
-    """``otm validate``: exit status 0 on PASS, 1 on FAIL."""
-    return 0 if run_validate(args)["verdict"]["passed"] else 1
+    """``otm validate``: exit status 0 on PASS, 1 on FAIL, 3 on NOT CHECKED (:data:`EXIT_STATUS`)."""
+    return EXIT_STATUS[run_validate(args)["verdict"]["status"]]
 
 
 def _jsonable(value):
@@ -63,14 +81,26 @@ def _fmt(value, se=None) -> str:
     return f"{value:.4f}" + (f" ± {se:.4f}" if se is not None else "")
 
 
+def _kept(summary: dict) -> str:
+    """What the recording keeps of each law (docs/validate.md)."""
+    if summary["full"]:
+        return "whole distributions"
+    sparse = f", laws of at most {summary['sparse_limit']} tokens whole" if summary.get("sparse_limit") else ""
+    return f"top-{summary['top_m']} tokens of p and of q{sparse}"
+
+
 def format_summary(summary: dict) -> str:
     """A plain-text table: one line per rule and per rule/depth."""
     verdict = summary["verdict"]
+    found = "; ".join(verdict["reasons"]) if verdict["reasons"] else (
+        "no rule beats its own law's optimum and the recorded acceptance matches the exact laws"
+        if verdict["status"] == PASS else "nothing failed, but not every rule could be checked")
     lines = [
-        ("PASS" if verdict["passed"] else "FAIL") + ": " + ("; ".join(verdict["reasons"]) if verdict["reasons"] else
-                                                          "no rule beats its optimum, recorded acceptance matches the exact laws"),
+        f"{VERDICT_WORDS[verdict['status']]}: {found}",
+        f"checked: {verdict['checked']}",
+        *(f"not checked: {line}" for line in verdict["unchecked"]),
         f"recording {summary.get('recording', '')}: rule {summary['rule']}, tree {summary['tree']}, "
-        f"{'full' if summary['full'] else 'top-' + str(summary['top_m'])} distributions, "
+        f"{_kept(summary)}, "
         f"{summary['validated']} nodes validated, {summary['skipped']} skipped, {summary['bonus_events']} bonus draws",
         f"{'group':<16}{'nodes':>6}{'exact':>6}  {'rule acceptance':<18}{'optimum (own law)':<18}"
         f"{'gap':<18}{'gap to best law':<18}{'gap bounds':<18}{'empirical':<18}",
@@ -144,4 +174,4 @@ def plot_validation(result: ValidationResult, out: Path) -> list[Path]:
     return files
 
 
-__all__ = ["format_summary", "plot_validation", "run_validate", "validate_command"]
+__all__ = ["EXIT_STATUS", "format_summary", "plot_validation", "run_validate", "validate_command"]

@@ -38,8 +38,10 @@ def pair():
     return build_tiny_pair(vocab_size=8, seed=1, dtype=torch.float64)
 
 
-def _record(pair, path, rule, tree, top_m, top_p=1.0, tokens=12, seed=3):
-    recorder = Recorder(top_m=top_m, rule=rule, tree=tree)
+def _record(pair, path, rule, tree, top_m, top_p=1.0, tokens=12, seed=3, sparse_limit=0):
+    """A recording of a decode of the tiny pair; ``sparse_limit=0``: every 8-token law is cut
+    to the top-``top_m`` tokens (else the recorder keeps small supports whole)."""
+    recorder = Recorder(top_m=top_m, rule=rule, tree=tree, sparse_limit=sparse_limit)
     speculative_decode(pair, [[1, 2], [3]], rule, tree, top_p=top_p, max_new_tokens=tokens,
                        generator=torch.Generator().manual_seed(seed), record=recorder, progress=False)
     return load_recording(recorder.save(path))
