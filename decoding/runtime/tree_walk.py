@@ -124,12 +124,17 @@ class WalkResult:
     accepts: np.ndarray
 
 
-def _path_table(tree: Tree) -> np.ndarray:  # [n_nodes, max_depth]
-    table = np.full((tree.n_nodes, max(tree.max_depth, 1)), -1, dtype=np.int64)
-    for node in range(1, tree.n_nodes):
-        path = tree.path(node)[1:]
-        table[node, : len(path)] = path
-    return table
+def _path_nodes(tree: Tree, node: torch.Tensor) -> torch.Tensor:  # [batch] -> [batch, max(max_depth, 1)]
+    """The draft nodes from the root to ``node`` (root excluded, ``node`` included),
+    root-first and ``-1`` padded: one climb of the tree for all rows at once, a few
+    operations on ``[batch]`` arrays per level."""
+    current = node.cpu().numpy()
+    table = np.full((len(current), max(tree.max_depth, 1)), -1, dtype=np.int64)
+    for depth in range(tree.max_depth, 0, -1):
+        here = tree.depth[current] == depth
+        table[here, depth - 1] = current[here]
+        current = np.where(here, tree.parent[current], current)
+    return torch.as_tensor(table, device=node.device)
 
 
 def walk_tree(
@@ -195,8 +200,8 @@ def walk_tree(
         active = next_active
         if not bool(running.any()):
             break
-    path_nodes = torch.as_tensor(_path_table(tree), device=device)[last]
-    return WalkResult(path_nodes, (path_nodes >= 0).sum(dim=1), final, attempts, accepts)
+    path = _path_nodes(tree, last)
+    return WalkResult(path, (path >= 0).sum(dim=1), final, attempts, accepts)
 
 
 @dataclass(frozen=True)
@@ -284,13 +289,12 @@ def walk_sequence(
         out = rule.verifier.verify(tree, tokens, target_probs, draft_probs, generator, rule.scheme)
         node = out.accepted_node
     device = target_probs.device
-    path_nodes = torch.as_tensor(_path_table(tree), device=device)[node]
+    path = _path_nodes(tree, node)
     n_accepted = torch.as_tensor(tree.depth, device=device)[node]
-    with_root = torch.cat([torch.zeros_like(path_nodes[:, :1]), path_nodes.clamp(min=0)], dim=1)
+    with_root = torch.cat([torch.zeros_like(path[:, :1]), path.clamp(min=0)], dim=1)
     has_children = torch.as_tensor(tree.n_children > 0, device=device)
-    attempts = np.zeros(max(tree.max_depth, 1), dtype=np.int64)
-    accepts = np.zeros_like(attempts)
-    for d in range(tree.max_depth):
-        attempts[d] = int(((n_accepted >= d) & has_children[with_root[:, d]]).sum())
-        accepts[d] = int((n_accepted >= d + 1).sum())
-    return WalkResult(path_nodes, n_accepted, out.tokens, attempts, accepts)
+    levels = torch.arange(max(tree.max_depth, 1), device=device)  # d = 0..max_depth-1
+    reached = n_accepted.unsqueeze(1) >= levels  # [batch, max_depth]: the path reaches depth d
+    attempts = (reached & has_children[with_root[:, :-1]]).sum(dim=0).cpu().numpy()
+    accepts = (n_accepted.unsqueeze(1) > levels).sum(dim=0).cpu().numpy()
+    return WalkResult(path, n_accepted, out.tokens, attempts, accepts)

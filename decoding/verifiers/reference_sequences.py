@@ -18,6 +18,8 @@ from collections.abc import Callable
 
 import torch
 
+from otm.sequences import trampoline
+
 
 def _inverse_cdf(weights: list[float], u: float) -> int:
     """The token ``t`` with ``cdf[t-1] <= u * total < cdf[t]`` (a rounding overshoot goes to
@@ -79,10 +81,13 @@ def traversal(parent, tokens, p_rows, q_rows, uniforms, scheme: str = "without_r
     ``[n + 1]``: the coin of each node, then the emitted token's; ``scheme``: how siblings
     were drawn, ``"iid"`` or ``"without_replacement"``."""
     n = len(parent)
-    children = {node: [c for c in range(n) if parent[c] == node] for node in range(n)}
+    children: list[list[int]] = [[] for _ in range(n)]
+    for node in range(1, n):
+        children[parent[node]].append(node)
 
     def visit(node: int, alpha: float):
-        """The accepted ``(node, emission law)`` in this subtree, or ``None``."""
+        """The accepted ``(node, emission law)`` in this subtree, or ``None`` (a
+        :mod:`otm.sequences.trampoline` step: deep chains need no Python recursion)."""
         target = list(p_rows[node])
         remaining = list(q_rows[node])
         for child in children[node]:
@@ -94,7 +99,7 @@ def traversal(parent, tokens, p_rows, q_rows, uniforms, scheme: str = "without_r
             else:  # without replacement past the support of q: x is the fixed next token
                 proposal = [1.0 if t == x else 0.0 for t in range(len(remaining))]
             scaled = alpha * target[x]
-            found = visit(child, 1.0 if scaled >= proposal[x] else scaled / proposal[x])
+            found = yield visit(child, 1.0 if scaled >= proposal[x] else scaled / proposal[x])
             if found is not None:
                 return found
             excess_part = _positive_part([alpha * a - b for a, b in zip(target, proposal)])
@@ -107,7 +112,7 @@ def traversal(parent, tokens, p_rows, q_rows, uniforms, scheme: str = "without_r
             return node, target
         return None
 
-    found = visit(0, 1.0)
+    found = trampoline.run(visit(0, 1.0))
     assert found is not None, "the root accepts surely (its weight stays 1)"
     node, law = found
     return node, _sample(law, p_rows[node], uniforms[n])

@@ -34,9 +34,10 @@ On a chain the coins are block verification's ``eta_0..eta_g`` in the same colum
 (:mod:`decoding.verifiers.block`), and both give the same output draw for draw.
 :func:`decoding.verifiers.reference_sequences.traversal` reproduces it row by row.
 
-Cost: a loop over the tree's nodes (trees are small); each node's work is a few passes
-over ``[batch, vocab]``, for every row at once (rows already accepted are computed and
-ignored).
+Cost: a loop over the tree's nodes, depth first without recursion
+(:mod:`otm.sequences.trampoline`, so chains of any depth work); each node's work is a few
+passes over ``[batch, vocab]``, for every row at once (rows already accepted are computed
+and ignored).
 
 Expected accepted lengths given the drafted tree (:func:`expected_accepted`), for
 measuring the gain over node-wise verification without coin noise (docs/sequences.md,
@@ -52,6 +53,7 @@ import numpy as np
 import torch
 
 from otm.errors import InvalidDistributionError, ShapeMismatchError, UnknownNameError
+from otm.sequences import trampoline
 
 from .base import draw_uniforms, gather_tokens, normalise, sample_iid, sample_residual, sample_without_replacement
 from .block import capped_ratio
@@ -165,6 +167,14 @@ class _SiblingScan:
             self.remaining = self.remaining.scatter(1, token.unsqueeze(1), 0.0)
 
 
+def _children_lists(parent: np.ndarray) -> list[list[int]]:  # parent: [n_nodes]
+    """The children of every node, in node order (one pass over ``parent``)."""
+    children: list[list[int]] = [[] for _ in parent]
+    for node, up in enumerate(parent.tolist()[1:], start=1):
+        children[up].append(node)
+    return children
+
+
 def check_tree_inputs(
     parent: np.ndarray,  # [n_nodes]
     draft_tokens: torch.Tensor,  # [batch, n_nodes]
@@ -202,23 +212,24 @@ def verify_with_uniforms(
     parent = np.asarray(tree.parent)
     batch, n_nodes, _ = check_tree_inputs(parent, draft_tokens, target_probs, draft_probs)
     without_replacement = check_scheme(scheme) == "without_replacement"
-    children = [np.flatnonzero(parent == node).tolist() for node in range(n_nodes)]
+    children = _children_lists(parent)
     done = torch.zeros(batch, dtype=torch.bool, device=target_probs.device)
     accepted_node = torch.zeros(batch, dtype=torch.int64, device=target_probs.device)
     emit = torch.zeros_like(target_probs[:, 0])
 
-    def visit(node: int, alpha: torch.Tensor) -> None:
+    def visit(node: int, alpha: torch.Tensor):
+        """The module docstring's ``visit(s, a)``, a :mod:`otm.sequences.trampoline` step."""
         nonlocal done, accepted_node, emit
         scan = _SiblingScan(alpha, target_probs[:, node], draft_probs[:, node], without_replacement)
         for child in children[node]:
-            visit(child, scan.weight(draft_tokens[:, child]))
+            yield visit(child, scan.weight(draft_tokens[:, child]))
             scan.reject(draft_tokens[:, child])
         accept = ~done & (uniforms[:, node] < scan.alpha)
         accepted_node = torch.where(accept, node, accepted_node)
         emit = torch.where(accept.unsqueeze(1), scan.target, emit)
         done = done | accept
 
-    visit(0, torch.ones(batch, dtype=target_probs.dtype, device=target_probs.device))
+    trampoline.run(visit(0, torch.ones(batch, dtype=target_probs.dtype, device=target_probs.device)))
     fallback = target_probs[torch.arange(batch, device=target_probs.device), accepted_node]
     tokens = sample_residual(emit, fallback, uniforms[:, n_nodes])
     return TraversalOutput(accepted_node=accepted_node, tokens=tokens)
@@ -276,23 +287,24 @@ def expected_accepted(
     parent = np.asarray(tree.parent)
     batch, n_nodes, _ = check_tree_inputs(parent, draft_tokens, target_probs, draft_probs)
     without_replacement = check_scheme(scheme) == "without_replacement"
-    children = [np.flatnonzero(parent == node).tolist() for node in range(n_nodes)]
+    children = _children_lists(parent)
     total = torch.zeros(batch, dtype=target_probs.dtype, device=target_probs.device)
 
-    def visit(node: int, alpha: torch.Tensor, reach: torch.Tensor) -> None:
+    def visit(node: int, alpha: torch.Tensor, reach: torch.Tensor):
+        """A :mod:`otm.sequences.trampoline` step."""
         nonlocal total
         scan = _SiblingScan(alpha, target_probs[:, node], draft_probs[:, node], without_replacement)
         for child in children[node]:
             weight = scan.weight(draft_tokens[:, child])
             total = total + reach * weight
             if nodewise:
-                visit(child, torch.ones_like(weight), reach * weight)
+                yield visit(child, torch.ones_like(weight), reach * weight)
             else:
-                visit(child, weight, reach)
+                yield visit(child, weight, reach)
             reach = reach * (1 - weight)
             scan.reject(draft_tokens[:, child])
 
     ones = torch.ones(batch, dtype=target_probs.dtype, device=target_probs.device)
-    visit(0, ones, ones)
+    trampoline.run(visit(0, ones, ones))
     return total
 

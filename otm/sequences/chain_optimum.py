@@ -34,21 +34,18 @@ def optimal_through_masses(model: SequenceModel, g: int) -> dict:
     draft-prefix model, ``A*(s y) = min(Q(s y), A*(s) p(y | s))``."""
     g = check_block_length(g)
     model.require_length(g + 1, f"a block of g={g} drafts")
-    masses = {(): model.one()}
-    frontier = {(): model.one()}
+    masses = {}
+    frontier = {(): (model.one(), model.one())}  # s -> (A*(s), Q(s)), Q carried along the prefix
     for _ in range(g):
         nxt = {}
-        for s, a_s in frontier.items():
-            p = model.target(s)
-            q_s = model.draft_prob(s)
-            q = model.draft(s)
+        for s, (a_s, q_s) in frontier.items():
+            p, q = model.target(s), model.draft(s)
             for y in range(model.vocab_size):
                 a = min(q_s * q[y], a_s * p[y])
                 if a:
-                    nxt[s + (y,)] = a
-        masses.update(nxt)
+                    nxt[s + (y,)] = (a, q_s * q[y])
+                    masses[s + (y,)] = a
         frontier = nxt
-    del masses[()]
     return masses
 
 
@@ -78,7 +75,15 @@ def any_output_optimum(model: SequenceModel, g: int):
     g = check_block_length(g)
     model.require_length(g, f"a block of g={g} drafts")
     value = model.zero()
-    for n in range(1, g + 1):
-        for u in model.sequences(n):
-            value += min(model.target_prob(u), model.draft_prob(u))
+    frontier = {(): (model.one(), model.one())}  # u -> (P(u), Q(u)); u with both 0 adds nothing below
+    for _ in range(g):
+        nxt = {}
+        for s, (p_s, q_s) in frontier.items():
+            p, q = model.target(s), model.draft(s)
+            for y in range(model.vocab_size):
+                p_u, q_u = p_s * p[y], q_s * q[y]
+                value += min(p_u, q_u)
+                if p_u or q_u:
+                    nxt[s + (y,)] = (p_u, q_u)
+        frontier = nxt
     return value

@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 from ..draft_laws import SAMPLING_SCHEMES, DraftLaw, draft_law
 from ..errors import UnknownNameError
+from . import trampoline
 from .model import SequenceModel, check_block_length
 
 
@@ -72,7 +73,8 @@ def path_set_law(model: SequenceModel, depth: int, k: int, draft="without_replac
     laws = node_draft_laws(model, depth, k, draft)
     cache: dict = {}
 
-    def subtree(s: tuple) -> dict:
+    def subtree(s: tuple):
+        """The path-set law of the subtree at ``s`` (a :mod:`otm.sequences.trampoline` step)."""
         if len(s) == depth:
             return {frozenset(): model.one()}
         if s not in cache:
@@ -82,13 +84,14 @@ def path_set_law(model: SequenceModel, depth: int, k: int, draft="without_replac
                 sets = {frozenset(): prob}
                 for c in row:
                     child = s + (c,)
-                    sets = _union_product(sets, {t | {child}: m for t, m in subtree(child).items()})
+                    below = yield subtree(child)
+                    sets = _union_product(sets, {t | {child}: m for t, m in below.items()})
                 for t, m in sets.items():
                     out[t] = out.get(t, 0) + m
             cache[s] = out
         return cache[s]
 
-    return subtree(())
+    return trampoline.run(subtree(()))
 
 
 def _union_product(left: dict, right: dict) -> dict:

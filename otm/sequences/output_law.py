@@ -92,19 +92,16 @@ def extended_law(model: SequenceModel, law: OutputLaw, horizon: int) -> dict:
         raise InvalidDistributionError(f"horizon={horizon} is shorter than the longest output ({law.longest()} tokens)")
     model.require_length(horizon, "extending the outputs")
     out: dict = {}
-    for sequence, m in law.masses.items():
-        _extend(model, sequence, m, horizon, out)
+    for item in law.masses.items():
+        pending = [item]  # depth first, without recursion: horizons can exceed Python's limit
+        while pending:
+            sequence, mass = pending.pop()
+            if len(sequence) == horizon:
+                out[sequence] = out.get(sequence, 0) + mass
+                continue
+            row = model.target(sequence)
+            pending.extend((sequence + (y,), mass * row[y]) for y in range(model.vocab_size) if row[y])
     return out
-
-
-def _extend(model: SequenceModel, sequence: tuple, mass, horizon: int, out: dict) -> None:
-    if len(sequence) == horizon:
-        out[sequence] = out.get(sequence, 0) + mass
-        return
-    row = model.target(sequence)
-    for y in range(model.vocab_size):
-        if row[y]:
-            _extend(model, sequence + (y,), mass * row[y], horizon, out)
 
 
 def lossless_gap(model: SequenceModel, law: OutputLaw, horizon: int | None = None):

@@ -27,10 +27,12 @@ child's conditional law as proposal: lossless for any sequential draft law (i.i.
 replacement, ...).
 
 The exact law is computed by the same recursion: a subtree's outcome depends only on its
-root's prefix and input weight, so it is memoised on ``(prefix, weight)``.
+root's prefix and input weight, so it is memoised on ``(prefix, weight)``. Every
+recursion here runs on :func:`otm.sequences.trampoline.run`, so any depth works.
 """
 from __future__ import annotations
 
+from . import trampoline
 from ._arith import clip_to_one, normalised, positive_part, total
 from .draft_trees import node_draft_laws, sequential_conditionals
 from .model import SequenceModel
@@ -64,7 +66,8 @@ def traversal_law(model: SequenceModel, depth: int, k: int, draft="without_repla
     cache: dict = {}
 
     def subtree(s: tuple, weight):
-        """``({suffix: mass}, P(reject s))`` for the subtree at ``s`` with input weight ``weight``."""
+        """``({suffix: mass}, P(reject s))`` for the subtree at ``s`` with input weight
+        ``weight`` (a :mod:`otm.sequences.trampoline` step, like :func:`children`)."""
         key = (s, weight)
         if key not in cache:
             if len(s) == depth:
@@ -72,7 +75,7 @@ def traversal_law(model: SequenceModel, depth: int, k: int, draft="without_repla
                 cache[key] = ({(y,): weight * p[y] for y in range(model.vocab_size) if p[y]}, 1 - weight)
             else:
                 accepted: dict = {}
-                rejected = children(s, (), weight, model.target(s), model.one(), accepted)
+                rejected = yield children(s, (), weight, model.target(s), model.one(), accepted)
                 cache[key] = (accepted, rejected)
         return cache[key]
 
@@ -87,14 +90,14 @@ def traversal_law(model: SequenceModel, depth: int, k: int, draft="without_repla
         rejected = model.zero()
         for c, q_c in law.items():
             weight = clip_to_one(alpha * target_law[c] / q_c)
-            sub_accepted, sub_rejected = subtree(s + (c,), weight)
+            sub_accepted, sub_rejected = yield subtree(s + (c,), weight)
             for suffix, m in sub_accepted.items():
                 add_mass(accepted, (c,) + suffix, prob * q_c * m)
             if sub_rejected:
-                rejected += children(s, drawn + (c,), alpha_next, target_next, prob * q_c * sub_rejected, accepted)
+                rejected += (yield children(s, drawn + (c,), alpha_next, target_next, prob * q_c * sub_rejected, accepted))
         return rejected
 
-    accepted, _ = subtree((), model.one())
+    accepted, _ = trampoline.run(subtree((), model.one()))
     return OutputLaw(accepted, "traversal")
 
 
@@ -115,8 +118,8 @@ def traversal_law_by_enumeration(model: SequenceModel, depth: int, k: int, draft
     conditionals = {s: sequential_conditionals(law) for s, law in laws.items()}
     masses: dict = {}
 
-    def trees(s: tuple) -> list:
-        """``[(tree, probability)]``; a tree is ``(prefix, (child trees))``."""
+    def trees(s: tuple):
+        """``[(tree, probability)]``; a tree is ``(prefix, (child trees))`` (a trampoline step)."""
         if len(s) == depth:
             return [((s, ()), model.one())]
         out = []
@@ -124,7 +127,8 @@ def traversal_law_by_enumeration(model: SequenceModel, depth: int, k: int, draft
         for row, prob in zip(law.tuples.tolist(), law.probs):
             combos = [((), prob)]
             for c in row:
-                combos = [(done + (child,), m * mc) for done, m in combos for child, mc in trees(s + (c,))]
+                below = yield trees(s + (c,))
+                combos = [(done + (child,), m * mc) for done, m in combos for child, mc in below]
             out.extend(((s, children), m) for children, m in combos)
         return out
 
@@ -140,34 +144,37 @@ def traversal_law_by_enumeration(model: SequenceModel, depth: int, k: int, draft
     def reweigh(node, state, deleted):
         """Recompute the weights down the chain of first remaining children below ``node``
         (the next leaf tested lies on it; other weights are recomputed when their turn comes)."""
-        remaining = [c for c in node[1] if id(c) not in deleted]
-        if remaining:
+        while remaining := [c for c in node[1] if id(c) not in deleted]:
             alpha, target_law, drawn = state[id(node)]
             child = remaining[0]
             q_c = conditionals[node[0]][drawn][child[0][-1]]
             child_alpha = clip_to_one(alpha * target_law[child[0][-1]] / q_c)
             state[id(child)] = (child_alpha, state[id(child)][1], state[id(child)][2])
-            reweigh(child, state, deleted)
+            node = child
 
-    def run(root, parents, state, deleted, prob):
-        path = first_leaf(root, deleted)
-        leaf = path[-1]
-        alpha, target_law, _ = state[id(leaf)]
-        for y in range(model.vocab_size):
-            add_mass(masses, leaf[0] + (y,), prob * alpha * target_law[y])
-        if alpha == 1 or len(path) == 1:
-            return
-        parent = parents[id(leaf)]
-        p_alpha, p_target, drawn = state[id(parent)]
-        proposal = _vector(conditionals[parent[0]][drawn], model)
-        new_alpha, new_target = updated_after_rejection(p_alpha, p_target, proposal)
-        new_state = dict(state)
-        new_state[id(parent)] = (new_alpha, new_target, drawn + (leaf[0][-1],))
-        new_deleted = deleted | {id(leaf)}
-        reweigh(parent, new_state, new_deleted)
-        run(root, parents, new_state, new_deleted, prob * (1 - alpha))
+    def test_leaves(root, parents, state, prob):
+        """Test the first leaf, delete it on rejection and update its parent, until a leaf
+        is accepted surely or the root is reached."""
+        deleted: frozenset = frozenset()
+        while True:
+            path = first_leaf(root, deleted)
+            leaf = path[-1]
+            alpha, target_law, _ = state[id(leaf)]
+            for y in range(model.vocab_size):
+                add_mass(masses, leaf[0] + (y,), prob * alpha * target_law[y])
+            if alpha == 1 or len(path) == 1:
+                return
+            parent = parents[id(leaf)]
+            p_alpha, p_target, drawn = state[id(parent)]
+            proposal = _vector(conditionals[parent[0]][drawn], model)
+            new_alpha, new_target = updated_after_rejection(p_alpha, p_target, proposal)
+            state = dict(state)
+            state[id(parent)] = (new_alpha, new_target, drawn + (leaf[0][-1],))
+            deleted = deleted | {id(leaf)}
+            reweigh(parent, state, deleted)
+            prob = prob * (1 - alpha)
 
-    for tree, prob in trees(()):
+    for tree, prob in trampoline.run(trees(())):
         parents, state, stack = {}, {}, [tree]
         while stack:
             node = stack.pop()
@@ -176,5 +183,5 @@ def traversal_law_by_enumeration(model: SequenceModel, depth: int, k: int, draft
                 parents[id(child)] = node
                 stack.append(child)
         reweigh(tree, state, set())  # only the first-child chain is tested before a deletion
-        run(tree, parents, state, frozenset(), prob)
+        test_leaves(tree, parents, state, prob)
     return OutputLaw(masses, "traversal")

@@ -85,11 +85,9 @@ def tree_walk_law(model: SequenceModel, depth: int, k: int, rule, **params) -> O
 def tree_walk_expected_accepted(model: SequenceModel, depth: int, k: int, rule, **params):
     """``E[tau]`` of the walk by the dynamic programme ``E(s) = sum_y a_s(y) (1 + E(s y))``."""
     tables = node_tables(model, depth, k, rule, **params)
-
-    def expected(s: tuple):
-        if len(s) == depth:
-            return model.zero()
+    expected: dict = {}  # E(s), deepest nodes first (a child reached with a_s(y) > 0 is a node or at depth d)
+    for s in sorted(tables, key=len, reverse=True):
         accepted = tables[s][0]
-        return sum((accepted[y] * (1 + expected(s + (y,))) for y in range(model.vocab_size) if accepted[y]), model.zero())
-
-    return expected(())
+        expected[s] = sum((accepted[y] * (1 + (expected[s + (y,)] if len(s) + 1 < depth else model.zero()))
+                           for y in range(model.vocab_size) if accepted[y]), model.zero())
+    return expected[()]

@@ -15,6 +15,7 @@ Run: .venv/bin/python -m pytest tests/decoding/test_sequence_decoding.py -q
 from __future__ import annotations
 
 import itertools
+import sys
 
 import numpy as np
 import pytest
@@ -24,7 +25,7 @@ from decoding.models.tiny import build_tiny_pair
 from decoding.runtime.loop import autoregressive_decode, probs_from_logits, speculative_decode
 from decoding.runtime.recording import Recorder
 from decoding.runtime.trees import parse_tree
-from decoding.runtime.tree_walk import resolve_sequence_rule
+from decoding.runtime.tree_walk import resolve_sequence_rule, walk_sequence
 from decoding.verifiers import block, traversal
 from otm.errors import NotApplicableError, UnknownNameError
 from tests.decoding.lossless_support import FALSE_ALARM, PROMPT, VOCAB, decode_law_pvalue, tiny_lossless_pair
@@ -133,6 +134,23 @@ def test_otm_decode_routes_the_sequence_verifiers(capsys):
     assert json.loads(capsys.readouterr().out)["rule"] == "traversal"
     assert main(["decode", "--pair", "tiny", "--rule", "block", "--tree", "binary:2", "--prompt", "1,2"]) == EXIT_USAGE
     assert "--rule traversal" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- deep chains
+
+@pytest.mark.parametrize("rule", ["block", "traversal"])
+def test_a_step_on_a_chain_deeper_than_the_recursion_limit(rule):
+    """With p = q every draft is accepted: the step returns the whole chain as its path and
+    counts every level as attempted and passed."""
+    g, rows, vocab = sys.getrecursionlimit() + 100, 4, 3
+    tree = parse_tree(f"chain:{g}")
+    generator = torch.Generator().manual_seed(0)
+    probs = torch.full((rows, tree.n_nodes, vocab), 1 / vocab, dtype=torch.float64)
+    tokens = torch.randint(vocab, (rows, tree.n_nodes), generator=generator)
+    walk = walk_sequence(tree, tokens, probs, probs.clone(), resolve_sequence_rule(rule, tree), generator)
+    assert walk.n_accepted.tolist() == [g] * rows
+    assert (walk.path_nodes == torch.arange(1, g + 1)).all()
+    assert walk.attempts.tolist() == [rows] * g and walk.accepts.tolist() == [rows] * g
 
 
 # ---------------------------------------------------------------- the observe hook

@@ -21,6 +21,7 @@ Run: .venv/bin/python -m pytest tests/decoding/test_verifiers_sequences.py -q
 from __future__ import annotations
 
 import functools
+import sys
 import zlib
 
 import numpy as np
@@ -301,6 +302,31 @@ def test_traversal_on_a_chain_is_block_verification_draw_for_draw():
     tree_out = traversal.verify_with_uniforms(tree, tokens, target, draft, uniforms, "iid")
     assert tree_out.accepted_node.tolist() == chain.n_accepted.tolist()
     assert tree_out.tokens.tolist() == chain.tokens.tolist()
+
+
+def test_chains_deeper_than_the_recursion_limit():
+    """Traversal verification walks a chain deeper than Python's recursion limit (no
+    recursion): draw for draw block verification and the plain reference, and its expected
+    accepted lengths are block verification's and the token-wise ones. Half the rows have
+    p = q at every node, so their whole chain is accepted (the deepest path)."""
+    g, rows = sys.getrecursionlimit() + 100, 16
+    tree, tokens, target, draft, generator = _random_chain_tree(g, rows, seed=5, vocab=3)
+    target[: rows // 2] = draft[: rows // 2]
+    uniforms = draw_uniforms(generator, rows, g + 2, target)
+    chain = block.verify_with_uniforms(target, draft[:, :g], tokens[:, 1:], uniforms)
+    tree_out = traversal.verify_with_uniforms(tree, tokens, target, draft, uniforms, "iid")
+    assert tree_out.accepted_node.tolist() == chain.n_accepted.tolist()
+    assert tree_out.tokens.tolist() == chain.tokens.tolist()
+    assert chain.n_accepted[: rows // 2].tolist() == [g] * (rows // 2)
+    nodes, emitted = run_rows(functools.partial(traversal_reference, tree.parent.tolist(), scheme="iid"),
+                              tokens, target, draft, uniforms)
+    assert (nodes, emitted) == (tree_out.accepted_node.tolist(), tree_out.tokens.tolist())
+    torch.testing.assert_close(traversal.expected_accepted(tree, tokens, target, draft, "iid"),
+                               block.expected_accepted(target, draft[:, :g], tokens[:, 1:]),
+                               rtol=0, atol=AGREEMENT_TOLERANCE)
+    torch.testing.assert_close(traversal.expected_accepted(tree, tokens, target, draft, "iid", nodewise=True),
+                               block.tokenwise_expected_accepted(target, draft[:, :g], tokens[:, 1:]),
+                               rtol=0, atol=AGREEMENT_TOLERANCE)
 
 
 # ---------------------------------------------------------------- degenerate and bad inputs
