@@ -305,8 +305,7 @@ def validate_verifier(
     """
     rule, scheme = _resolve(rule_or_scheme)
     k = check_draft_count(k)
-    p, q = as_distribution_pair(np.asarray(p, dtype=np.float64) if not isinstance(p, torch.Tensor) else p.double().cpu().numpy(),
-                                np.asarray(q, dtype=np.float64) if not isinstance(q, torch.Tensor) else q.double().cpu().numpy())
+    p, q = as_distribution_pair(p, q)  # numpy or torch, checked within the sum tolerance of their own dtype
     if mode not in ("auto", "enumeration", "sampling"):
         raise UnknownNameError(f"unknown mode {mode!r}; choose auto, enumeration or sampling")
     if samples < 1:

@@ -20,8 +20,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from otm.distributions import input_dtype
 from otm.errors import InvalidDistributionError, ShapeMismatchError
-from otm.tolerances import SUM_TOLERANCE
+from otm.tolerances import sum_tolerance
 
 #: Default false-alarm rate per test: a correct sampler fails with probability 1e-4.
 DEFAULT_ALPHA = 1e-4
@@ -64,7 +65,8 @@ def _check_alpha(alpha: float) -> float:
 
 def chi_square_test(counts, expected_probs, alpha: float = DEFAULT_ALPHA) -> GoodnessOfFit:
     """Pearson's chi-square goodness of fit of ``counts`` (``[V]`` non-negative integers)
-    against the law ``expected_probs`` (``[V]``, summing to 1).
+    against the law ``expected_probs`` (``[V]``, summing to 1 within
+    :func:`otm.tolerances.sum_tolerance` of its dtype and ``V``).
 
     Cells with probability at most :data:`IMPOSSIBLE_PROBABILITY` must be empty (else the
     test fails with ``p_value = 0``); the others with an expected count below
@@ -73,10 +75,11 @@ def chi_square_test(counts, expected_probs, alpha: float = DEFAULT_ALPHA) -> Goo
     """
     alpha = _check_alpha(alpha)
     counts = np.asarray(counts, dtype=np.float64)
+    dtype = input_dtype(expected_probs)
     probs = np.asarray(expected_probs, dtype=np.float64)
     if counts.shape != probs.shape or counts.ndim != 1:
         raise ShapeMismatchError(f"counts {counts.shape} and expected_probs {probs.shape} must be equal 1-D shapes")
-    if (probs < 0).any() or abs(probs.sum() - 1) > SUM_TOLERANCE:
+    if (probs < 0).any() or not abs(probs.sum() - 1) <= sum_tolerance(dtype, max(probs.size, 1)):
         raise InvalidDistributionError(f"expected_probs must be >= 0 and sum to 1, got sum {probs.sum()!r}")
     n = counts.sum()
     impossible = probs <= IMPOSSIBLE_PROBABILITY

@@ -195,3 +195,28 @@ def test_cli_missing_recording_is_a_clear_error(tmp_path):
 
     with pytest.raises(OTMError, match="no such recording"):
         run_validate(ValidateConfig(recording=str(tmp_path / "nope.npz")))
+
+
+def test_float32_laws_are_read_within_their_dtype_tolerance():
+    """One tolerance policy for inputs (otm.tolerances.sum_tolerance of the input's dtype and V):
+    a float32 law off from 1 by 2e-6 at V = 1000 is accepted (a fixed 1e-6 refused it, also
+    after validate_verifier had converted it to float64), the same float64 law and a NaN are not."""
+    from decoding.validation.own_verifier import validate_verifier
+    from decoding.validation.stats import chi_square_test
+    from decoding.verifiers import get_verifier
+    from otm.errors import InvalidDistributionError
+
+    vocab = 1000
+    p = np.full(vocab, 1 / vocab, dtype=np.float32)
+    p[0] += np.float32(2e-6)
+    assert SUM_TOLERANCE < abs(float(p.astype(np.float64).sum()) - 1) < 3e-6
+    counts = np.zeros(vocab)
+    counts[:10] = 1
+    assert chi_square_test(counts, p).passed
+    with pytest.raises(InvalidDistributionError):
+        chi_square_test(counts, p.astype(np.float64))
+    with pytest.raises(InvalidDistributionError):
+        chi_square_test(counts, np.where(np.arange(vocab) == 0, np.nan, 1 / vocab))
+    report = validate_verifier(get_verifier("rrs").verify, "rrs", p, np.full(vocab, 1 / vocab, dtype=np.float32), k=2,
+                               samples=500, seed=0)
+    assert report.passed
