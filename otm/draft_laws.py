@@ -4,7 +4,7 @@ A :class:`DraftLaw` is the list of draft tuples with positive probability and th
 probabilities. It is the ``Q`` of the OTM problem (SpecTr, Sun et al. 2023, eq. 4; SpecHub (Sun et al. 2024), §3.1):
 every formulation in :mod:`otm.formulations` and every rule in :mod:`otm.rules` takes one.
 
-Constructors (one per draft scheme used in the seeds):
+Constructors (one per draft scheme used in the papers):
 
 - :func:`iid_law` - k i.i.d. drafts from ``q`` (SpecTr, RRS, Khisti et al. (2025));
 - :func:`without_replacement_law` - k distinct drafts drawn successively from ``q``

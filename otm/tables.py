@@ -153,8 +153,8 @@ class PositionTable:
 
 def optimum_violations(table: AcceptanceTable | PositionTable, tolerance: float = AGREEMENT_TOLERANCE) -> list[str]:
     """Cells where a rule beats the optimum of its own draft law (:data:`RULE_REFERENCE`)
-    by more than ``tolerance``: each is a bug (docs/theory.md "No rule beats the optimum for
-    its own Q"). Returns one readable line per offending column; empty when all is well.
+    by more than ``tolerance``: each is a bug (docs/theory.md, section 1.1: a lossless
+    rule is a feasible plan of its own law's LP). Returns one readable line per offending column; empty when all is well.
 
     Rules without an i.i.d. / without-replacement reference (``spechub``, ``greedy``) are
     checked against the per-token bound only by :mod:`proofs`, not here.

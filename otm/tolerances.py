@@ -35,7 +35,7 @@ def sum_tolerance(dtype: str, vocab_size: int) -> float:
     return max(SUM_TOLERANCE, softmax_sum_tolerance(dtype, vocab_size))
 
 #: Two formulations of the same optimum, or an exact law and its closed form, must agree
-#: to this in float64 (docs/theory.md "How to know it is right").
+#: to this in float64 (docs/notation.md, "Tolerances").
 AGREEMENT_TOLERANCE = 1e-9
 
 #: Primal/dual feasibility slack accepted when checking a float LP certificate.

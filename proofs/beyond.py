@@ -1,4 +1,4 @@
-"""Identities beyond the papers (docs/theory.md "Mathematical facts"), checked the same way.
+"""Identities beyond the papers (docs/theory.md, sections 1-3), checked the same way.
 
 - min-cut formula: ``alpha*(p, Q) = min_H p(H) + 1 - Q(all drafts in H)`` for any k, any Q;
 - prefix optimality: for i.i.d. and without-replacement drafts a minimising ``H`` is a
@@ -35,7 +35,7 @@ from .instances import random_exact, random_pair
 from .spechub import random_law_cases
 
 PAPER = "beyond"
-SOURCE = "docs/theory.md mathematical facts"
+SOURCE = "docs/theory.md"
 
 
 def brute_force_min_cut(p, law) -> float:
@@ -192,7 +192,7 @@ def check_no_rule_beats_optimum(instances: int, rng: np.random.Generator, law_fn
     law_fn = law_fn or otm.rule_law
     optimum_for_law = optimum_for_law or lp_optimum_for_law
     check = Check(
-        id="beyond.no_rule_beats_optimum", paper=PAPER, source=f"{SOURCE} ('No rule beats the optimum for its own Q')",
+        id="beyond.no_rule_beats_optimum", paper=PAPER, source=f"{SOURCE}, section 1.1 (a lossless rule is a feasible plan of its own law's LP)",
         claim="No selection rule accepts more than the OTM optimum of its own joint draft law, which is at most the per-token bound.",
         formula="acc_rule(p, q, k) <= alpha*(p, Q_rule) <= sum_y min(p(y), P_Q(y in S))",
         method=RANDOM_SEARCH,

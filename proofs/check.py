@@ -27,12 +27,12 @@ SYMBOLIC, EXHAUSTIVE, RANDOM_SEARCH = "symbolic", "exhaustive-exact", "random-se
 
 @dataclass
 class Check:
-    """One claim of a seed paper and the outcome of checking it.
+    """One claim of a paper (docs/references.md) and the outcome of checking it.
 
     Attributes:
         id: ``"<paper>.<claim>"``, e.g. ``"spechub.thm3"``.
         paper: ``"spechub" | "khisti" | "spectr" | "leviathan" | "ensemble" | "beyond"``.
-        source: seed file and theorem / equation / table, e.g. ``"SpecHub (Sun et al. 2024), Thm 3 (App. C.3)"``.
+        source: the paper and theorem / equation / table, e.g. ``"SpecHub (Sun et al. 2024), Thm 3 (App. C.3)"``.
         claim: the statement in words (in this project's letters: p = target, q = draft).
         formula: the statement as a formula.
         method: ``"symbolic" | "exhaustive-exact" | "random-search"`` (``+``-joined when mixed).

@@ -257,7 +257,7 @@ def check_thm3(instances: int, rng: np.random.Generator, closed_form=thm3_closed
         claim="With two i.i.d. drafts, alpha* = min over token sets S of p(S) + q(S^c)^2 + 2 q(S) q(S^c).",
         formula="alpha*(p, q x q) = min_S [ p(S) + q(S^c)^2 + 2 q(S) q(S^c) ]  (= min_S p(S) + 1 - q(S)^2)",
         method=f"{EXHAUSTIVE}+{RANDOM_SEARCH}",
-        note="Formula (reconstructed; the seed lost it) by brute force over S; exact rationals with the exact LP backend on the 1/4 grid "
+        note="Formula (reconstructed; the text we worked from lost it, docs/references.md) by brute force over S; exact rationals with the exact LP backend on the 1/4 grid "
         "of 3 tokens, then random float pairs with V <= 6 against HiGHS and otm's khisti_k2_closed_form.",
     )
     if core_closed_form is None:
@@ -306,7 +306,7 @@ def check_example1(denominator: int = 18, condition=example1_condition) -> Check
         method=EXHAUSTIVE,
         note=f"Every p on the 1/{denominator} grid (it contains the boundary points 1/9 and 4/9 = 2/18, 8/18); exact rational LP on the "
         "boundary points, float LP elsewhere (there alpha* = 1 + min(margin, 0) is at most 1 - 1/162, far from 1); "
-        "thresholds reconstructed from eq. (5) (the seed lost them).",
+        "thresholds reconstructed from eq. (5) (the text we worked from lost them).",
     )
     q = np.array([Fraction(1, 3)] * 3, dtype=object)
     search = SlackSearch(tolerance=0.0)

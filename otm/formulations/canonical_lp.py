@@ -10,7 +10,7 @@ intermediate token ``Z`` with
 
     P(Z = y | x) = w(y | x)  for y in S(x),   w(y | x) >= 0,   sum_{y in S(x)} w(y | x) = 1
 
-(the seed writes one weight per index ``i``; summing the weights of the indices holding
+(Khisti et al. 2025 write one weight per index ``i``; summing the weights of the indices holding
 the same token gives this per-token form, eq. (1)). The law of ``Z`` is then
 
     P_I(y) = sum_x Q(x) w(y | x)                                   (eq. 3 / 40)
