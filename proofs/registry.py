@@ -28,6 +28,10 @@ _MODULES = {"spechub": spechub, "khisti": khisti, "spectr": spectr, "leviathan":
 #: Default instance budget per randomized check: the full run takes a minute or two on 2 cores.
 DEFAULT_INSTANCES = 60
 
+#: The most instances per check ``run_checks`` takes: the default's run is a minute or two,
+#: so this many would run for weeks.
+MAX_INSTANCES = 100_000
+
 
 def registry(paper: str | None = None) -> dict[str, Callable]:
     """``{check id: fn(instances, rng)}`` for one paper (or all, in seed order)."""
@@ -57,8 +61,10 @@ def run_checks(paper: str | None = None, instances: int | None = None, seed: int
     """
     from otm.errors import InvalidArgumentError
 
-    if instances is not None and (isinstance(instances, bool) or int(instances) != instances or instances < 1):
-        raise InvalidArgumentError(f"instances must be an integer >= 1 (random instances per check), got {instances!r}")
+    if instances is not None and (isinstance(instances, bool) or int(instances) != instances
+                                  or not 1 <= instances <= MAX_INSTANCES):
+        raise InvalidArgumentError(f"instances must be an integer in 1..{MAX_INSTANCES:,} (random instances per check), "
+                                   f"got {instances!r}")
     instances = DEFAULT_INSTANCES if instances is None else int(instances)
     checks = registry(paper)
     results = []

@@ -41,6 +41,9 @@ PAPER_TABLE4 = {
     (0.5, 0.5): {"RRS": 0.6456, "RRSw": 0.6593, "OTM": 0.7052, "OTMw": 0.7206, "SpecHub": 0.6403},
 }
 
+#: The most pairs per cell :func:`reproduce_table4` takes (checked before the logits are drawn).
+MAX_PAIRS = 100_000
+
 #: A standard error below this means every pair gave the same value (float noise only).
 ZERO_SPREAD = 1e-12
 
@@ -128,8 +131,9 @@ def reproduce_table4(pairs: int = 100, seed: int = 0, rrsw_method: str = "exact"
     """
     if reading not in READINGS:
         raise UnknownNameError(f"unknown reading {reading!r} of the recipe; choose one of {', '.join(READINGS)}")
-    if isinstance(pairs, bool) or not isinstance(pairs, int) or pairs < 2:
-        raise InvalidDistributionError(f"pairs must be an integer >= 2 (a standard error needs two pairs), got {pairs!r}")
+    if isinstance(pairs, bool) or not isinstance(pairs, int) or not 2 <= pairs <= MAX_PAIRS:
+        raise InvalidDistributionError(f"pairs must be an integer in 2..{MAX_PAIRS:,} (a standard error needs two "
+                                       f"pairs; the default 100 takes about a minute), got {pairs!r}")
     rng = np.random.default_rng(seed)
     logits = [draw_logits(rng, reading) for _ in range(pairs)]
     cells = []

@@ -39,6 +39,7 @@ from otm.rules.rrs_without_replacement import unseen_paths_bound
 from otm.tolerances import AGREEMENT_TOLERANCE
 
 from ..configs import ReportConfig
+from ..outputs import output_folder
 from ..sweep.engine import local_workers
 
 #: Temperatures of the optimum-vs-temperature sweep.
@@ -50,6 +51,9 @@ DEFAULT_SWEEP_TEMPERATURES = (0.3, 0.45, 0.6, 0.8, 1.0, 1.25, 1.5)
 #: was one, with the workers' allocator settings, ``otm_app.sweep.engine.WORKER_MALLOC``; 2.8-2.9
 #: before them; docs/report.md, "Budget and measured wall time").
 SECONDS_PER_POSITION = 1.6
+
+#: The largest ``-k/--k-max`` the report takes: each k is a column at every position.
+MAX_REPORT_K = 32
 
 #: Seconds per position and temperature of the optimum-vs-temperature sweep, in the main
 #: process after the Dask step: 28 s for 128 positions x 7 temperatures measured (docs/report.md,
@@ -96,8 +100,8 @@ def check_config(args: ReportConfig) -> None:
         from decoding.runtime.trees import parse_tree
 
         parse_tree(args.tree)
-    if args.k_max < 1:
-        raise OTMError(f"-k/--k-max must be >= 1, got {args.k_max}")
+    if not 1 <= args.k_max <= MAX_REPORT_K:
+        raise OTMError(f"-k/--k-max must be in 1..{MAX_REPORT_K} (each k is a column at every position), got {args.k_max}")
     lossless = [spec.name for spec in rule_specs(lossless=True)]
     for rule in args.rules:
         if rule not in lossless:
@@ -147,8 +151,7 @@ def run_report(args: ReportConfig, theorem_rows: list | None = None) -> dict:
     start = time.perf_counter()
     clock = {}
     progress = _progress_factory(args.quiet)
-    folder = Path(args.out)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = output_folder(args.out)
     theorem_rows = list(theorem_rows or [])
     texts = resolve_texts(args.texts)
 
