@@ -196,8 +196,11 @@ def _add_decode(sub) -> None:
                      + "; or a sequence verifier: block (a chain, default chain:4), traversal (any tree)")
     dec.add_argument("--pair", default=d.pair, help="qwen2.5-coder (the embedded pair) | tiny (two random 8-token models, "
                      "no tokenizer: prompts are token ids like 1,2,3; for tests) | DRAFT,TARGET (local paths)")
-    dec.add_argument("--tree", default=d.tree, help="draft tree: chains:K,D, binary:D, ternary:D, kary:K,D, prefix:k1,..., "
-                     "branching:A;B;.. (default: chains:2,4, two draft chains of 4 tokens; not for the ensemble rules)")
+    # the default depends on --rule, so the help states it and argparse adds none (SUPPRESS: DecodeConfig's None)
+    dec.add_argument("--tree", default=argparse.SUPPRESS,
+                     help="draft tree: chains:K,D, chain:D, binary:D, ternary:D, kary:K,D, prefix:k1,..., branching:A;B;.., "
+                     "or a nested list [[[],[]],[[]]] (default: chains:2,4, two draft chains of 4 "
+                     "tokens; chain:4 for --rule block; not for the ensemble rules)")
     dec.add_argument("--lam", type=float, default=d.lam, help="ensemble_weighted: r = lam q + (1 - lam) p")
     dec.add_argument("--mu", type=float, default=d.mu, help="ensemble_contrastive: r ~ p q^(-mu)")
     dec.add_argument("--gammas", default=d.gammas, help="ensemble proposal lengths, draft,target (default 1)")
@@ -238,7 +241,8 @@ def _add_report(sub) -> None:
     rep.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens, help="tokens per prompt in the decoding step")
     rep.add_argument("--decode-prompts", type=int, default=d.decode_prompts, help="prompts per rule in the decoding step")
     rep.add_argument("--seed", type=int, default=d.seed, help="seed of every random choice")
-    rep.add_argument("--tree", default=d.tree, help="draft tree of the decoding step (single uses a chain of the same depth)")
+    rep.add_argument("--tree", default=d.tree, help="draft tree of the decoding step, as in `otm decode --tree` "
+                     "(single and block decode a chain of the same depth)")
     rep.add_argument("--decode-temperature", type=float, default=d.decode_temperature, help="temperature of the decoding step")
     rep.add_argument("--no-decode", action="store_true", help="skip the speculative decoding step")
     rep.add_argument("--positions", "--rule-positions", "--wor-positions", dest="positions", type=int, default=d.positions,
