@@ -42,6 +42,19 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+class DefaultsOnceFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Help that says each option's default once: ``(default: X)`` is added unless the help
+    text already says the default, the default is ``None`` (nothing to say), or the option
+    is a switch (``--json``, ``--no-figures``: on when given)."""
+
+    def _get_help_string(self, action) -> str:
+        text = action.help or ""
+        if ("(default" in text or action.default is None or action.default is argparse.SUPPRESS
+                or not action.option_strings or action.nargs == 0):
+            return text
+        return text + " (default: %(default)s)"
+
+
 def _rule_name(allowed: list, extra: tuple = ()) -> callable:
     """An argparse type: a rule name (old names accepted) among ``allowed`` specs, or one
     of the names ``extra``."""
@@ -118,7 +131,7 @@ def _add_acceptance(sub) -> None:
 
     d = AcceptanceConfig
     acc = sub.add_parser("acceptance", help="optimal and per-rule acceptance for one (p, q, k)",
-                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                         formatter_class=DefaultsOnceFormatter)
     acc.add_argument("--target", help="target distribution p: a .npy (no pickles) or .json list of numbers")
     acc.add_argument("--draft", help="draft distribution q: a .npy or .json list of numbers")
     acc.add_argument("--example", choices=sorted(EXAMPLES), help="use a built-in (p, q) instead of files")
@@ -142,11 +155,11 @@ def _add_theorems(sub) -> None:
 
     d = TheoremsConfig
     th = sub.add_parser("theorems", help="check the papers' theorems, claim by claim (about 40 s)",
-                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                        formatter_class=DefaultsOnceFormatter)
     th.add_argument("--paper", choices=PAPERS, help="only this paper's claims")
     th.add_argument("--instances", type=int, default=d.instances, help="random instances per check (default: each check's own)")
-    th.add_argument("--seed", type=int, default=d.seed)
-    th.add_argument("--json", action="store_true")
+    th.add_argument("--seed", type=int, default=d.seed, help="seed of every check's random instances")
+    th.add_argument("--json", action="store_true", help="print one JSON list of the claims")
     th.add_argument("--allow-failures", action="store_true", help="exit 0 even when a claim fails")
     th.set_defaults(command_config=TheoremsConfig, run="otm_app.commands.theorems:run_theorems_command")
 
@@ -156,14 +169,14 @@ def _add_reproduce(sub) -> None:
 
     d = ReproduceConfig
     rep = sub.add_parser("reproduce", help="reproduce a paper table next to the paper's numbers",
-                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                         formatter_class=DefaultsOnceFormatter)
     rep.add_argument("table", choices=("spechub-table4", "list"), help="the table to reproduce; list: the tables and readings")
     rep.add_argument("--pairs", type=int, default=d.pairs, help="random pairs per cell")
-    rep.add_argument("--seed", type=int, default=d.seed)
+    rep.add_argument("--seed", type=int, default=d.seed, help="seed of the random pairs")
     rep.add_argument("--reading", default=d.reading, choices=READINGS,
                      help=f"how the paper's recipe is read; the table reproduces under {REPRODUCING_READING} "
                           "(docs/theorems.md)")
-    rep.add_argument("--json", action="store_true")
+    rep.add_argument("--json", action="store_true", help="print the table (or the list) as JSON")
     rep.set_defaults(command_config=ReproduceConfig, run="otm_app.commands.theorems:run_reproduce_command")
 
 
@@ -189,7 +202,7 @@ def _add_decode(sub) -> None:
     dec = sub.add_parser("decode", help="speculative decoding with a rule and a draft tree",
                          description="Speculative decoding of prompts with a model pair, a rule and a draft tree; "
                          "--record writes every verification for `otm validate` (docs/validate.md). " + QWEN_MEMORY,
-                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                         formatter_class=DefaultsOnceFormatter)
     dec.add_argument("--rule", type=_rule_name(rule_specs(verifier=True) + rule_specs(lossless=False), tuple(SEQUENCE_RULES)),
                      default=d.rule,
                      help="selection rule: " + ", ".join(s.name for s in rule_specs(verifier=True) + rule_specs(lossless=False))
@@ -230,7 +243,7 @@ def _add_report(sub) -> None:
     d = ReportConfig
     rep = sub.add_parser("report", help="the main job: theorems, real-logit bounds, decoding; writes a report folder "
                          "(slow: about 20 min on 2 CPU cores with the Qwen pair; --no-models: about 1 min)",
-                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                         formatter_class=DefaultsOnceFormatter)
     rep.add_argument("--texts", default=d.texts, help="comma-separated built-in text names or text files (default: every built-in text)")
     rep.add_argument("-k", "--k-max", dest="k_max", type=int, default=d.k_max, help="largest number of drafts; k = 1..K")
     rep.add_argument("--temperatures", type=_positive_floats, default=d.temperatures, help="comma-separated temperatures of the per-position tables")
@@ -260,7 +273,7 @@ def _add_report(sub) -> None:
 def _add_sweep(sub) -> None:
     d = SweepConfig
     sw = sub.add_parser("sweep", help="every position of a corpus, every optimum and rule, on Dask; Parquet out",
-                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                        formatter_class=DefaultsOnceFormatter)
     sw.add_argument("corpus", help="a corpus folder (written by `otm corpus`, see otm.corpus)")
     sw.add_argument("--out", default=d.out, help="output folder: parts/*.parquet, summary.json, figures; rerun to resume")
     sw.add_argument("--ks", type=_positive_ints, default=d.ks, help="draft counts, e.g. 1-8 or 2,4,8")
@@ -273,7 +286,7 @@ def _add_sweep(sub) -> None:
     sw.add_argument("--retries", type=int, default=d.retries, help="resubmissions of a failed task")
     sw.add_argument("--positions-per-task", type=int, default=d.positions_per_task, help="positions per Dask task (and per Parquet file)")
     sw.add_argument("--mc-paths", type=int, default=d.mc_paths, help="Monte Carlo draft paths for rrs_wor at k > 2")
-    sw.add_argument("--seed", type=int, default=d.seed)
+    sw.add_argument("--seed", type=int, default=d.seed, help="seed of the Monte Carlo columns")
     sw.add_argument("--time-budget", type=float, default=d.time_budget, help="seconds an exact law may take per cell; slower ones are skipped")
     sw.add_argument("--no-figures", dest="figures", action="store_false", help="do not draw figures")
     sw.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -284,7 +297,7 @@ def _add_sweep(sub) -> None:
 def _add_corpus(sub) -> None:
     d = CorpusConfig
     co = sub.add_parser("corpus", help="teacher-forced logits of texts under a model pair, as a corpus for `otm sweep`",
-                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                        formatter_class=DefaultsOnceFormatter)
     co.add_argument("--pair", default=d.pair, help="qwen2.5-coder | tiny | DRAFT,TARGET (local Hugging Face model folders sharing a tokenizer)")
     co.add_argument("--texts", default=d.texts, help="comma-separated built-in text names or text files (default: every built-in text)")
     co.add_argument("--out", default=d.out, help="corpus folder to write")
@@ -305,7 +318,7 @@ def _add_validate(sub) -> None:
                          "1 FAIL (a rule beats its own law's optimum, or the recorded acceptance differs from the exact "
                          "rates); 2 an error (unreadable or inconsistent recording); 3 NOT CHECKED (nothing failed, but "
                          "some rule had no node with exact values, e.g. a top-m recording without --top-p)",
-                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                         formatter_class=DefaultsOnceFormatter)
     val.add_argument("recording", help="a .npz recording written by `otm decode --record FILE`")
     val.add_argument("--json", action="store_true", help="print the summary as JSON")
     val.add_argument("--out", default=None, help="folder for validation.json and the figures")

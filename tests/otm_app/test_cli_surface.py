@@ -1,0 +1,174 @@
+"""What a person or a program touches first: every ``--json`` is JSON on stdout and nothing
+else (run as a separate process, as a pipe into a JSON parser sees it), the solver never
+writes to the console, and bad arguments are one line with exit status 2, never the
+"unexpected ... please report it" reserved for bugs."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from otm_app.cli import build_parser, main
+from proofs.table4 import METHODS, reproduction_verdict
+from tests.decoding.corpus_support import synthetic_corpus
+
+
+def _otm(*argv: str, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "otm_app.cli", *argv], capture_output=True, text=True, cwd=cwd,
+                          timeout=600)
+
+
+def _json_commands() -> set:
+    """The subcommands whose parser has ``--json``."""
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    return {name for name, parser in sub.choices.items() if any("--json" in a.option_strings for a in parser._actions)}
+
+
+def test_a_highs_solver_writes_nothing_to_stdout():
+    """HiGHS 1.16 prints a banner from C++ when a ``Highs`` object is made; the backend's
+    object must not (checked at the file descriptor, in a fresh process)."""
+    code = ("import numpy as np, otm;"
+            "from solvers.highs import new_highs; new_highs(); new_highs();"
+            "p = np.array([0.5, 0.3, 0.2]); q = np.array([0.2, 0.3, 0.5]);"
+            "otm.solve_optimum(p, q, 2, method='full_lp')")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
+
+
+@pytest.fixture(scope="module")
+def json_runs(tmp_path_factory):
+    """Every ``--json`` subcommand on small inputs, each in its own process: ``{name: [runs]}``."""
+    tmp = tmp_path_factory.mktemp("json")
+    synthetic_corpus(tmp, seed=0, rows=4, vocab=12)
+    recording = tmp / "run.npz"
+    runs = {
+        "acceptance": [_otm("acceptance", "--example", "spechub-fig5", "--json"),
+                       _otm("acceptance", "--example", "spechub-fig5", "--method", "full_lp", "--json")],
+        "theorems": [_otm("theorems", "--paper", "khisti", "--instances", "2", "--json")],
+        "reproduce": [_otm("reproduce", "list", "--json"), _otm("reproduce", "spechub-table4", "--pairs", "2", "--json")],
+        "decode": [_otm("decode", "--pair", "tiny", "--rule", "importance_sampling_truncated", "--prompt", "1,2,3",
+                        "--max-new-tokens", "4", "--json"),
+                   _otm("decode", "--pair", "tiny", "--rule", "rrs", "--prompt", "1,2,3", "--max-new-tokens", "4",
+                        "--record", str(recording), "--json")],
+        "sweep": [_otm("sweep", str(tmp / "corpus"), "--out", str(tmp / "sweep"), "--ks", "1-2", "--temperatures", "1",
+                       "--computations", "optimum_iid,rrs", "--workers", "1", "--no-figures", "--quiet", "--json")],
+        "report": [_otm("report", "--no-models", "--out", str(tmp / "report"), "-k", "2", "--temperatures", "1",
+                        "--sweep-positions", "2", "--positions", "2", "--quiet", "--json")],
+    }
+    runs["validate"] = [_otm("validate", str(recording), "--json")]
+    return runs
+
+
+def test_every_json_command_is_covered(json_runs):
+    assert set(json_runs) == _json_commands()
+
+
+@pytest.mark.parametrize("command", sorted(_json_commands()))
+def test_json_stdout_is_one_json_document(json_runs, command):
+    for done in json_runs[command]:
+        assert done.returncode in (0, 1, 3), f"{done.args}: {done.stderr[-2000:]}"
+        json.loads(done.stdout)  # the whole of stdout, banner-free
+        assert "unexpected" not in done.stderr, done.stderr[-2000:]
+
+
+def run(capsys, *argv):
+    status = main(list(argv))
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+@pytest.mark.parametrize("argv, says", [
+    (("theorems", "--instances", "0"), "instances must be an integer in 1.."),
+    (("theorems", "--instances", "-1"), "instances must be an integer in 1.."),
+    (("theorems", "--instances", "1000000000000"), "instances must be an integer in 1.."),
+    (("reproduce", "spechub-table4", "--pairs", "1000000000000"), "pairs must be an integer in 2.."),
+    (("report", "--no-models", "-k", "100000"), "-k/--k-max must be in 1..32"),
+    (("report", "--no-models", "--out", "/dev/null/x"), "cannot make this folder"),
+])
+def test_bad_arguments_are_refused_before_any_work(capsys, argv, says):
+    status, out, err = run(capsys, *argv)
+    assert status == 2
+    assert says in err
+    assert "unexpected" not in err
+    assert len(err.strip().splitlines()) == 1, err
+    assert out == ""
+
+
+def test_acceptance_at_a_huge_k_answers(capsys):
+    """The rules' cost estimate at k = 10^6 overflowed a float (``float(k) ** k``)."""
+    status, out, err = run(capsys, "acceptance", "--example", "spechub-fig5", "-k", "1000000", "--json")
+    assert status == 0, err
+    summary = json.loads(out)
+    assert summary["optimal"]["iid"] == pytest.approx(1.0)
+    assert "longer than the age of the universe" in summary["notes"]["rules.rrs_wor"]
+
+
+def test_theorems_that_check_nothing_do_not_succeed(capsys, monkeypatch):
+    import otm_app.commands.theorems as command
+
+    rows = [{"id": "a.b", "status": "not checkable", "instances": 0, "worst_slack": None, "method": "", "note": "x",
+             "counterexample": None}]
+    monkeypatch.setattr(command, "run_theorems", lambda **kwargs: rows)
+    status, _, err = run(capsys, "theorems")
+    assert status == 1
+    assert "nothing was checked" in err
+
+
+def _table(entries: dict, reading: str = "stated") -> dict:
+    """A Table 4 result whose every entry is ``entries.get(method, default)``: (mean, se, paper)."""
+    cells = []
+    for T in (0.1, 0.5):
+        methods = {}
+        for m in METHODS:
+            mean, se, paper = entries.get((T, m), (0.5, 0.01, 0.5))
+            methods[m] = {"mean": mean, "se": se, "paper": paper, "z": (mean - paper) / se if se > 1e-12 else None}
+        cells.append({"T": T, "lam": 0.7, "methods": methods})
+    return {"reading": reading, "cells": cells}
+
+
+def test_table4_verdict_says_whether_it_reproduces():
+    assert reproduction_verdict(_table({}))["reproduces"]
+    off = reproduction_verdict(_table({(0.5, "RRS"): (0.56, 0.01, 0.5)}))  # 6 s.e. away
+    assert not off["reproduces"] and off["agree"] == off["entries"] - 1
+    assert "--reading gaussian_logits" in off["note"]
+    flat = reproduction_verdict(_table({(0.1, "OTM"): (1.0, 0.0, 0.9037)}))  # every pair 1: no z, still off
+    assert not flat["reproduces"]
+    assert "--reading" not in reproduction_verdict(_table({(0.5, "RRS"): (0.56, 0.01, 0.5)}, "gaussian_logits"))["note"]
+
+
+def test_reproduce_prints_its_verdict_and_lists_tables(capsys):
+    status, out, _ = run(capsys, "reproduce", "spechub-table4", "--pairs", "3")
+    assert status == 0
+    assert "reproduce" in out.strip().splitlines()[-1]
+    status, out, _ = run(capsys, "reproduce", "list")
+    assert status == 0 and "spechub-table4" in out and "gaussian_logits" in out
+
+
+def test_help_texts_say_each_default_once(capsys):
+    """``(default: ...)`` once per option, never ``(default: None)`` after a help text that
+    already says what the default is, nor ``(default: True)`` on a switch that turns something off."""
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    for name, parser in sub.choices.items():
+        text = " ".join(parser.format_help().split())
+        for action in parser._actions:
+            if not action.option_strings or action.help in (None, "==SUPPRESS=="):
+                continue
+            help_text = " ".join(parser._get_formatter()._expand_help(action).split())
+            assert help_text.count("(default:") <= 1, f"otm {name} {action.option_strings[0]}: {help_text}"
+            if "default" in (action.help or "").lower():
+                assert "(default: None)" not in help_text, f"otm {name} {action.option_strings[0]}: {help_text}"
+            if action.option_strings[0].startswith("--no-"):
+                assert "(default: True)" not in help_text, f"otm {name} {action.option_strings[0]}: {help_text}"
+        assert text
+
+
+def test_no_documented_option_lacks_help(capsys):
+    """Every option of every subcommand says what it is (``--seed`` and ``--json`` included)."""
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    missing = [f"otm {name} {a.option_strings[0]}" for name, parser in sub.choices.items()
+               for a in parser._actions if a.option_strings and a.help is None]
+    assert not missing, missing
