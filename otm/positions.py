@@ -5,9 +5,13 @@ Computations (names used in sweep tables):
 
 - ``optimum_iid``, ``optimum_without_replacement``: the prefix scan (docs/theory.md 2.1);
   ``optimum_hub`` (``k = 2``), ``optimum_greedy``: the per-token bound (2.3). The i.i.d.
-  optimum of every ``k`` comes from one sort. The rules that attain an optimum are that
-  optimum: ``optimal`` the i.i.d. one, ``optimal_pair_wor`` (``k = 2``) and ``optimal_wor``
-  the one without replacement (docs/optimal-verifier.md, Theorems 1 and 5).
+  optimum of every ``k`` comes from one sort; without replacement every ``k`` shares one
+  order and its prefix data (:class:`otm.formulations.prefix_scan.WithoutReplacementScan`).
+  The rules that attain an optimum are that optimum: ``optimal`` the i.i.d. one,
+  ``optimal_pair_wor`` (``k = 2``) and ``optimal_wor`` the one without replacement
+  (docs/optimal-verifier.md, Theorems 1 and 5). A sweep asks for one column per call; the
+  optima of the last ``(p, q)`` (compared by value) are kept, so a column equal to an optimum
+  is not computed twice.
 - a rule name: its exact acceptance from the closed form of the rule registry where one
   covers ``k`` (for ``rrs``, ``kseq`` and ``greedy`` all ``k`` at once, sharing one residual
   chain or one sort: :func:`rrs_acceptance_for_ks`, :func:`kseq_acceptance_for_ks`,
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -30,10 +35,10 @@ import numpy as np
 
 from .errors import InvalidDraftCountError, NotApplicableError
 from .formulations.closed_form import solve_closed_form
-from .formulations.prefix_scan import iid_optimum_for_ks
+from .formulations.prefix_scan import WithoutReplacementScan, iid_optimum_for_ks
 from .rules import draft_support, estimated_seconds, rule_acceptance, rule_spec
 from .draft_laws import greedy_order
-from .rules.kseq import closed_form_membership, optimal_division_factor, residual_distribution, sorted_ratios_of
+from .rules.kseq import clipped_membership, optimal_division_factor, sorted_ratios_of
 from .rules.rrs_without_replacement import monte_carlo_acceptance
 from .rules.specinfer import step_acceptances
 
@@ -79,10 +84,12 @@ def position_cells(p: np.ndarray, q: np.ndarray, ks: Sequence[int], computations
     ks = [int(k) for k in ks]
     for name in computations:
         if name == "optimum_iid":
-            cells += [Cell(name, k, float(v)) for k, v in zip(ks, iid_optimum_for_ks(p, q, ks))]
+            cells += [Cell(name, k, float(v)) for k, v in zip(ks, _iid_optima(p, q, ks))]
         elif name == "optimal":  # attains the i.i.d. optimum (docs/optimal-verifier.md, checked exactly in the tests)
             cells += [Cell(name, k, float(v), note="equal to optimum_iid: the rule attains it")
-                      for k, v in zip(ks, iid_optimum_for_ks(p, q, ks))]
+                      for k, v in zip(ks, _iid_optima(p, q, ks))]
+        elif name == "optimum_without_replacement":
+            cells += [_wor_optimum_cell(p, q, k) for k in ks]
         elif name in ("optimal_pair_wor", "optimal_wor"):  # attain the without-replacement optimum
             cells += [_pair_wor_cell(p, q, k, time_budget, name) for k in ks]
         elif name in ("optimum_greedy", "greedy"):  # the rule attains its law's optimum
@@ -135,17 +142,50 @@ def greedy_acceptance_for_ks(p: np.ndarray, q: np.ndarray, ks: list[int]) -> lis
 def kseq_acceptance_for_ks(p: np.ndarray, q: np.ndarray, ks: list[int]) -> list[float]:
     """k-SEQ's membership acceptance at its ``g*`` for every ``k``, the ``p/q`` sort shared."""
     ratios = sorted_ratios_of(p, q)
-    out = []
-    for k in ks:
-        g = optimal_division_factor(p, q, k, sorted_ratios=ratios)
-        final = np.maximum(residual_distribution(p, q, k, g), 0.0)
-        out.append(float(closed_form_membership(p, q, k, g, final)))
-    return out
+    return [clipped_membership(p, q, k, optimal_division_factor(p, q, k, sorted_ratios=ratios)) for k in ks]
 
 
-def _optimum_cell(p, q, k: int, name: str) -> Cell:
+class _LastRow(threading.local):
+    """The optima of the last ``(p, q)`` this thread analysed (module docstring): copies of
+    ``p`` and ``q``, compared by value, and ``results`` computed from them."""
+
+    def results(self, p, q) -> dict:
+        row = getattr(self, "row", None)
+        if row is None or not (np.array_equal(row[0], p) and np.array_equal(row[1], q)):
+            row = self.row = (np.array(p, copy=True), np.array(q, copy=True), {})
+        return row[2]
+
+
+_LAST_ROW = _LastRow()
+
+
+def _iid_optima(p, q, ks: list[int]) -> np.ndarray:
+    """:func:`iid_optimum_for_ks`, once per row and ``ks``."""
+    results = _LAST_ROW.results(p, q)
+    key = ("optimum_iid", tuple(ks))
+    if key not in results:
+        results[key] = iid_optimum_for_ks(p, q, ks)
+    return results[key]
+
+
+def _wor_optimum_cell(p, q, k: int) -> Cell:
+    """``optimum_without_replacement`` at ``k``, once per row and ``k``, the ``k``-independent
+    part of the scan shared by every ``k`` of the row."""
+    results = _LAST_ROW.results(p, q)
+    key = ("optimum_without_replacement", k)
+    if key not in results:
+        if "scan" not in results:
+            results["scan"] = WithoutReplacementScan(p, q)
+        scan = results["scan"]
+        results[key] = _optimum_cell(p, q, k, key[0], scan.solve if 1 <= k <= scan.n else None)
+    return results[key]
+
+
+def _optimum_cell(p, q, k: int, name: str, solve=None) -> Cell:
+    """``name`` at ``k`` by :func:`solve_closed_form`, or by ``solve(k)`` when given (the same value)."""
     try:
-        return Cell(name, k, float(solve_closed_form(p, q, k, OPTIMA[name]).value))
+        value = solve(k) if solve is not None else solve_closed_form(p, q, k, OPTIMA[name])
+        return Cell(name, k, float(value.value))
     except (NotApplicableError, InvalidDraftCountError) as exc:
         return Cell(name, k, math.nan, method="not_applicable", note=str(exc))
 
@@ -154,13 +194,13 @@ def _pair_wor_cell(p, q, k: int, time_budget: float, rule: str) -> Cell:
     """``optimal_pair_wor`` (``k = 2``) and ``optimal_wor`` (every ``k``) are
     ``optimum_without_replacement``: their water levels are probabilities (Theorem 5 of
     docs/optimal-verifier.md, section 8), so the rules attain it, as ``optimal`` attains the
-    i.i.d. optimum. ``optimal_pair_wor`` at other ``k``: not applicable. (The sweep computes each
-    column on its own, so this is a second prefix scan.) What the verifiers answer at the real
+    i.i.d. optimum. ``optimal_pair_wor`` at other ``k``: not applicable. (The optimum of the row,
+    computed once for both columns.) What the verifiers answer at the real
     vocabulary is another matter: ``optimal_wor``'s at ``k >= 3`` draws the walks its bounds
     decide and refuses the others (docs/optimal-verifier.md, "k drafts at the real vocabulary")."""
     if not rule_spec(rule).allows(k):
         return _rule_cell(p, q, k, rule, time_budget)
-    cell = _optimum_cell(p, q, k, "optimum_without_replacement")
+    cell = _wor_optimum_cell(p, q, k)
     return dataclasses.replace(cell, computation=rule,
                                note="equal to optimum_without_replacement: the rule attains it (Theorem 5)")
 

@@ -68,6 +68,7 @@ Then some prefix ``H_m`` of that order attains the minimum, so the scan of the
 from __future__ import annotations
 
 from fractions import Fraction
+from functools import cached_property
 
 import numpy as np
 
@@ -81,6 +82,7 @@ from ..draft_laws import without_replacement_law
 from ..errors import InvalidDraftCountError, NotApplicableError, ShapeMismatchError, UnknownNameError
 from ..solution import OTMSolution, cut_solution
 from .wor_all_in import (
+    DraftOrder,
     DraftPrefixes,
     accurate_cumsum,
     neighbour_bounds,
@@ -184,32 +186,94 @@ def prefix_scan(p, q, k: int, sampling: str = "iid") -> OTMSolution:
     exact = p.dtype == object
     if not exact and (sampling == "iid" or k == 1):  # k = 1: both schemes are one draw from q
         return _iid_float_scan(p, q, k)
+    if not exact:
+        return WithoutReplacementScan.of_valid(p, q).solve(k)
     order = ratio_order(p, q)
-    n = int(sum(1 for v in q if v > 0)) if exact else int(np.count_nonzero(q))
+    n = int(sum(1 for v in q if v > 0))
     if sampling == "without_replacement" and k > n:
-        raise InvalidDraftCountError(
-            f"q (draft) has only {n} tokens with positive probability; "
-            f"k={k} distinct drafts without replacement need at least k of them"
-        )
+        raise _too_few_tokens(n, k)
     p_sorted, q_sorted = p[order[:n]], q[order[:n]]
     details: dict = {"order": order, "scanned_prefixes": n + 1}
-    if exact:
-        if sampling == "iid" or k == 1:
-            outside = 1 - _prefix_sums(q_sorted, True) ** k
-        else:
-            law = without_replacement_law(q, k)
-            outside = np.array([1 - law.all_in_probability(order[:m]) for m in range(n + 1)], dtype=object)
-        cut = _prefix_sums(p_sorted, True) + outside
-        m = min(range(n + 1), key=lambda i: (cut[i], i))
+    if sampling == "iid" or k == 1:
+        outside = 1 - _prefix_sums(q_sorted, True) ** k
     else:
-        p_elsewhere = float(p[order[n:]].sum())  # target mass on tokens with q = 0
-        gap, outside = _wor_cut_gaps(p_sorted, p_elsewhere, q_sorted / q_sorted.sum(), k, details)
-        if details["truncation_error_bound"] > _TRUNCATION_LIMIT:
-            return _wor_scan_in_rationals(p, q, k, details["truncation_error_bound"])
-        m = int(np.argmin(gap))
-        cut = 1.0 + gap
+        law = without_replacement_law(q, k)
+        outside = np.array([1 - law.all_in_probability(order[:m]) for m in range(n + 1)], dtype=object)
+    cut = _prefix_sums(p_sorted, True) + outside
+    m = min(range(n + 1), key=lambda i: (cut[i], i))
     details["prefix_length"] = m
     return cut_solution(cut[m], "prefix_scan", order[:m], cut[m], 1 - outside[m], exact=exact, details=details)
+
+
+class WithoutReplacementScan:
+    """The float prefix scan without replacement of one ``(p, q)`` for any number of ``k``:
+    ``solve(k)`` is ``prefix_scan(p, q, k, "without_replacement")``, bit for bit, and what
+    does not depend on ``k`` is computed once, on first use: the ratio order, the target's
+    prefix sums and the draft's prefix masses and order statistics
+    (:class:`otm.formulations.wor_all_in.DraftOrder`). A per-position table asks for every
+    ``k`` of the same row (:mod:`otm.positions`).
+
+    Args:
+        p, q: ``[V]`` target and draft distributions (floats; validated as by :func:`prefix_scan`).
+
+    >>> scan = WithoutReplacementScan([0.5, 0.5, 0.0], [0.25, 0.25, 0.5])
+    >>> [round(scan.solve(k).value, 12) for k in (1, 2, 3)]
+    [0.5, 0.833333333333, 1.0]
+    """
+
+    def __init__(self, p, q):
+        p, q = _pair(p, q)
+        if p.dtype == object:
+            raise UnknownNameError("WithoutReplacementScan is the float scan; pass exact Fractions to prefix_scan")
+        self._set(p, q)
+
+    @classmethod
+    def of_valid(cls, p: np.ndarray, q: np.ndarray) -> WithoutReplacementScan:
+        """The scan of a pair already validated by :func:`prefix_scan` (float64, not checked again)."""
+        scan = cls.__new__(cls)
+        scan._set(p, q)
+        return scan
+
+    def _set(self, p: np.ndarray, q: np.ndarray) -> None:
+        self.p, self.q = p, q  # [V] each
+        self.n = int(np.count_nonzero(q))  # tokens with q > 0
+
+    @cached_property
+    def _shared(self) -> tuple:
+        """``(order, inside [n+1], beyond [n+1], DraftOrder)``: the ratio order, the target
+        mass inside and outside each prefix, the draft's k-independent prefix data."""
+        p, q, n = self.p, self.q, self.n
+        order = ratio_order(p, q)
+        order.flags.writeable = False  # shared by the solutions' cuts
+        p_sorted, q_sorted = p[order[:n]], q[order[:n]]
+        p_elsewhere = float(p[order[n:]].sum())  # target mass on tokens with q = 0
+        inside = np.concatenate([[0.0], accurate_cumsum(p_sorted)])  # p(H_m)
+        beyond = np.concatenate([accurate_cumsum(p_sorted[::-1])[::-1], [0.0]]) + p_elsewhere  # p(outside H_m)
+        return order, inside, beyond, DraftOrder(q_sorted / q_sorted.sum())
+
+    def solve(self, k: int) -> OTMSolution:
+        """``prefix_scan(p, q, k, "without_replacement")``."""
+        k = check_draft_count(k)
+        if k == 1:  # one draw from q: the i.i.d. scan
+            return _iid_float_scan(self.p, self.q, 1)
+        if k > self.n:
+            raise _too_few_tokens(self.n, k)
+        order, inside, beyond, draft = self._shared
+        details: dict = {"order": order, "scanned_prefixes": self.n + 1}
+        gap, outside = _wor_cut_gaps(inside, beyond, DraftPrefixes(draft, k), k, details)
+        if details["truncation_error_bound"] > _TRUNCATION_LIMIT:
+            return _wor_scan_in_rationals(self.p, self.q, k, details["truncation_error_bound"])
+        m = int(np.argmin(gap))
+        details["prefix_length"] = m
+        return cut_solution(1.0 + gap[m], "prefix_scan", order[:m], 1.0 + gap[m], 1 - outside[m], exact=False,
+                            details=details)
+
+
+def _too_few_tokens(n: int, k: int) -> InvalidDraftCountError:
+    return InvalidDraftCountError(
+        f"q (draft) has only {n} tokens with positive probability; "
+        f"k={k} distinct drafts without replacement need at least k of them"
+    )
 
 
 def _wor_scan_in_rationals(p, q, k: int, truncation: float) -> OTMSolution:
@@ -313,7 +377,7 @@ def _prefix_sums(values, exact: bool) -> np.ndarray:
     return np.concatenate([[0.0], np.cumsum(values)])
 
 
-def _wor_cut_gaps(p_sorted, p_elsewhere: float, q_sorted, k: int, details: dict):
+def _wor_cut_gaps(inside, beyond, draft: DraftPrefixes, k: int, details: dict):
     """``([n+1], [n+1])``: the cut minus one, ``f(H_m) - 1 = R(H_m) - p(outside H_m)``, and
     ``R(H_m) = 1 - Q(all in H_m)``, without replacement.
 
@@ -339,14 +403,12 @@ def _wor_cut_gaps(p_sorted, p_elsewhere: float, q_sorted, k: int, details: dict)
     above ``best``, so the argmin is never a bound. ``details`` gets ``candidates`` (prefixes
     the closed-form bounds leave open), ``evaluated``, ``rounds`` and the largest quadrature
     diagnostics of the evaluations."""
-    inside = np.concatenate([[0.0], accurate_cumsum(p_sorted)])  # [n+1] p(H_m)
-    beyond = np.concatenate([accurate_cumsum(p_sorted[::-1])[::-1], [0.0]]) + p_elsewhere  # p(outside H_m)
     low = inside <= 0.5
 
     def gap_of(outside):
         return np.where(low, inside - (1.0 - outside), outside - beyond)
 
-    draft = DraftPrefixes(q_sorted, k)
+    q_sorted = draft.q
     lower, upper = draft.lower.copy(), draft.upper.copy()
     known = lower == upper  # m < k, m = n, and prefixes whose bounds already meet
     info = {"coarse_step_difference": 0.0, "truncation_error_bound": 0.0, "nodes": 0}

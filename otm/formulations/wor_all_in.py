@@ -214,7 +214,7 @@ def outside_bounds(q_sorted, k: int) -> tuple[np.ndarray, np.ndarray]:
     Args:
         q_sorted: ``[n]`` positive draft probabilities in prefix order, summing to 1.
     """
-    r_lo, r_hi, _ = _prefix_bounds(np.asarray(q_sorted, dtype=np.float64), k)
+    r_lo, r_hi, _ = _prefix_bounds(DraftOrder(q_sorted), k)
     return r_lo, r_hi
 
 
@@ -268,26 +268,57 @@ def _two_sum_prefix(values) -> tuple[np.ndarray, np.ndarray]:
     return high.ravel()[:size], low.ravel()[:size]
 
 
-class DraftPrefixes:
-    """What every prefix ``H_m`` of one order needs, computed once in O(V k): the outside
-    masses ``c_m``, the bounds of :func:`outside_bounds`, the k-th largest ``q`` in each
-    prefix (it sets the prefix's time range) and, on first use, the tokens by decreasing ``q``.
+class DraftOrder:
+    """What every prefix ``H_m`` of one order needs whatever ``k``, computed once and shared by
+    the :class:`DraftPrefixes` of several ``k``: the masses outside and inside the prefixes
+    (``c_m``, ``s_m``), on first use the tokens by decreasing ``q``, and the order statistics
+    ``L_i`` of "Bounds" (module docstring), each computed once and kept. Its arrays are
+    read-only: they are shared.
 
     Args:
         q_sorted: ``[n]`` positive draft probabilities in prefix order, summing to 1.
-        k: number of draws.
     """
 
-    def __init__(self, q_sorted, k: int):
-        self.q = np.asarray(q_sorted, dtype=np.float64)  # [n]
-        self.k = k
-        self.outside = outside_masses(self.q)  # [n+1]
-        self.lower, self.upper, self.kth_largest = _prefix_bounds(self.q, k)  # [n+1] each
+    def __init__(self, q_sorted):
+        self.q = _frozen(np.asarray(q_sorted, dtype=np.float64))  # [n]
+        self.outside = _frozen(outside_masses(self.q))  # [n+1] c_m
+        self.inside = _frozen(np.concatenate([[0.0], accurate_cumsum(self.q)]))  # [n+1] s_m
+        self._largest = [_frozen(np.full(self.q.size + 1, np.inf))]  # L_0, L_1, ...
 
     @cached_property
     def descending(self) -> np.ndarray:  # [n]
         """Token positions by decreasing ``q``."""
-        return np.argsort(-self.q)
+        return _frozen(np.argsort(-self.q))
+
+    def largest(self, i: int) -> np.ndarray:  # [n+1]
+        """``L_i``: entry ``m`` is the ``i``-th largest ``q`` in ``H_m`` (0 if ``m < i``; ``L_0 = inf``)."""
+        while len(self._largest) <= i:
+            self._largest.append(_frozen(_next_largest(self.q, self._largest[-1])))
+        return self._largest[i]
+
+
+class DraftPrefixes:
+    """What every prefix ``H_m`` of one order needs for ``k`` draws, computed once in O(V k):
+    the outside masses ``c_m``, the bounds of :func:`outside_bounds`, the k-th largest ``q``
+    in each prefix (it sets the prefix's time range) and the tokens by decreasing ``q``.
+
+    Args:
+        q_sorted: ``[n]`` positive draft probabilities in prefix order, summing to 1, or
+            their :class:`DraftOrder` (the part that does not depend on ``k``, shared).
+        k: number of draws.
+    """
+
+    def __init__(self, q_sorted, k: int):
+        self.order = q_sorted if isinstance(q_sorted, DraftOrder) else DraftOrder(q_sorted)
+        self.q = self.order.q  # [n]
+        self.k = k
+        self.outside = self.order.outside  # [n+1]
+        self.lower, self.upper, self.kth_largest = _prefix_bounds(self.order, k)  # [n+1] each
+
+    @property
+    def descending(self) -> np.ndarray:  # [n]
+        """Token positions by decreasing ``q``."""
+        return self.order.descending
 
     def time_nodes(self, prefixes, step: float) -> tuple[float, np.ndarray, float]:
         """``(log t_lo, [P] node counts, truncation bound)`` for the prefixes ``m`` (each in
@@ -448,23 +479,21 @@ def _integrate(t, step: float, c, below, k: int, counts) -> tuple[np.ndarray, fl
     return -np.expm1(-k * np.log1p(c)) + fine, float(np.abs(fine - coarse).max())
 
 
-def _prefix_bounds(q, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _prefix_bounds(order: DraftOrder, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``([n+1] lo, [n+1] hi, [n+1] k-th largest q in H_m)`` (:func:`outside_bounds`)."""
+    q = order.q
     n = q.size
     eps = np.finfo(np.float64).eps
-    c = outside_masses(q)
-    s = np.concatenate([[0.0], accurate_cumsum(q)])
+    c, s = order.outside, order.inside
     rest_all = _mass_without_largest(q, min(k, n)) * (1.0 - (math.log2(n + 1) + k + 2) * eps)  # lowered by its rounding
     index = np.arange(n + 1)
     inside_low = s - (k + 4) * eps * s  # s minus the rounding bound of s - M_i(H), i < k
-    largest = np.full(n + 1, np.inf)  # L_0; then L_i[m] = i-th largest q in H_m (0 if m < i)
     top = np.zeros(n + 1)  # M_i(H_m)
     stay = np.ones(n + 1)  # prod_i (1 - c / (1 - M_i(H)))_+
     rest, factor = np.empty(n + 1), np.empty(n + 1)
     for i in range(min(k, n)):
         if i:
-            _next_largest(q, largest)
-            top += largest
+            top += order.largest(i)  # L_i[m] = i-th largest q in H_m (0 if m < i)
             np.subtract(inside_low, top, out=rest)
             np.maximum(rest, 0.0, out=rest)
             rest += c
@@ -483,7 +512,7 @@ def _prefix_bounds(q, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             1.0 - np.minimum(s, 0.5) ** k * (1.0 + 16 * eps),
         )
     r_hi = 1.0 - stay
-    kth = _next_largest(q, largest) if n >= k else np.zeros(n + 1)  # L_{k-1} -> L_k
+    kth = order.largest(k) if n >= k else np.zeros(n + 1)
     short = index < k
     r_lo[short] = r_hi[short] = 1.0
     r_lo[-1] = r_hi[-1] = 0.0 if n >= k else 1.0
@@ -501,12 +530,18 @@ def _mass_without_largest(q, count: int) -> np.ndarray:
 
 
 def _next_largest(q, largest) -> np.ndarray:
-    """``L_i`` from ``L_{i-1}`` in place (``[n+1]``, entry ``m`` for the prefix ``q[:m]``):
+    """``L_i`` (a new ``[n+1]`` array, entry ``m`` for the prefix ``q[:m]``) from ``L_{i-1}``:
     ``L_i[m] = max_{j < m} min(q_j, L_{i-1}[j])`` (module docstring, "Bounds")."""
-    candidates = np.minimum(q, largest[:-1])
-    np.maximum.accumulate(candidates, out=largest[1:])
-    largest[0] = 0.0
-    return largest
+    out = np.empty(largest.size)
+    np.maximum.accumulate(np.minimum(q, largest[:-1]), out=out[1:])
+    out[0] = 0.0
+    return out
+
+
+def _frozen(values: np.ndarray) -> np.ndarray:
+    """``values``, made read-only (an array shared between computations)."""
+    values.flags.writeable = False
+    return values
 
 
 @lru_cache(maxsize=64)

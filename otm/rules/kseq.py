@@ -71,7 +71,7 @@ def upper_bracket(p: np.ndarray, q: np.ndarray, k: int):
     (Lemma 3)."""
     drafted = np.asarray(q > 0, dtype=bool)
     unbounded = bool(np.any(np.asarray(p > 0, dtype=bool) & ~drafted))
-    top = k if unbounded else min(k, max(p[drafted] / q[drafted]))
+    top = k if unbounded else min(k, (p[drafted] / q[drafted]).max())
     return max(top, 1)
 
 
@@ -115,7 +115,7 @@ def optimal_division_factor(p, q, k: int, sorted_ratios=None):
     k = check_draft_count(k)
     exact = is_exact(p)
     pf, qf = (p.astype(np.float64), q.astype(np.float64)) if exact else (p, q)
-    hi_float = float(upper_bracket(pf, qf, k))
+    top = hi_float = float(upper_bracket(pf, qf, k))
     if gap(pf, qf, k, 1.0) <= 0:
         hi_float = 1.0
     else:
@@ -129,7 +129,6 @@ def optimal_division_factor(p, q, k: int, sorted_ratios=None):
                 hi_float = mid
             else:
                 lo = mid
-        top = float(upper_bracket(pf, qf, k))
         for _ in range(64):  # the prefix sums round differently from the direct sum: confirm on it
             if hi_float >= top or gap(pf, qf, k, hi_float) <= 0:
                 break
@@ -157,6 +156,21 @@ def residual_distribution(p: np.ndarray, q: np.ndarray, k: int, g) -> np.ndarray
         return p.copy()
     accepted_output = np.minimum(q, p / g) * (p_acc / b) if b > 0 else p * 0
     return (p - accepted_output) / (1 - p_acc)
+
+
+def clipped_membership(p: np.ndarray, q: np.ndarray, k: int, g) -> float:
+    """The membership acceptance at ``g`` of float ``p``, ``q``:
+    ``closed_form_membership(p, q, k, g, max(residual_distribution(p, q, k, g), 0))``, the same
+    operations with ``p / g``, ``min(q, p / g)`` and ``beta`` formed once (a per-position
+    table evaluates it at every ``k``)."""
+    scaled = p / g
+    accepted = np.minimum(q, scaled)
+    b = accepted.sum()
+    p_acc = 1 - (1 - b) ** k
+    final = p.copy() if p_acc == 1 else (p - (accepted * (p_acc / b) if b > 0 else p * 0)) / (1 - p_acc)
+    np.maximum(final, 0.0, out=final)
+    rejected = np.maximum(q - scaled, 0)
+    return float(1 - (1 - b) ** k + (final * ((1 - b) ** k - (1 - b - rejected) ** k)).sum())
 
 
 def kernel(p: np.ndarray, q: np.ndarray, k: int, g, final: np.ndarray):
