@@ -2,7 +2,8 @@
 packages in docs/*.md and README.md resolves, every repository path they name
 (``otm/rules/rrs.py``, ``scripts/bench_optimum.py``, ``docs/theory.md``, ...) and every
 relative link target exists, and the rule table of docs/theory.md lists every rule of the
-registry with its modules."""
+registry with its modules. The examples of docs/howto-validate-verifier.md print the output
+the page shows under each."""
 from __future__ import annotations
 
 import importlib
@@ -92,6 +93,25 @@ def test_the_name_check_catches_a_stale_name():
     assert resolves("otm.rules.registry.RULE_SPECS")
     assert not resolves("otm.analysis_that_never_was.thing")
     assert not resolves("otm.rules.registry.NO_SUCH_NAME")
+
+
+#: A Python example of a doc and the output block shown after it (the next fenced block).
+EXAMPLE_AND_OUTPUT = re.compile(r"```python\n(.*?)```.*?```\n(.*?)```", re.S)
+
+
+def test_the_howto_examples_print_what_the_page_shows(capsys, monkeypatch):
+    """Each example of docs/howto-validate-verifier.md, run as written on the CPU (the page
+    shows CPU output; an example that picks CUDA when it is there is kept off it), prints
+    exactly the output block that follows it."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    page = ROOT / "docs" / "howto-validate-verifier.md"
+    examples = EXAMPLE_AND_OUTPUT.findall(page.read_text())
+    assert len(examples) == 3
+    for code, shown in examples:
+        exec(compile(code, page.name, "exec"), {})
+        assert capsys.readouterr().out == shown
 
 
 def test_theory_rule_table_lists_every_rule_with_its_modules():
