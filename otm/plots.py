@@ -16,7 +16,6 @@ import numpy as np
 
 try:
     from matplotlib.figure import Figure
-    from matplotlib.patches import Patch
     from matplotlib.ticker import MaxNLocator
 except ImportError as exc:  # the plots extra is optional
     raise ImportError(f"otm.plots needs matplotlib ({exc}): pip install 'otm-toolkit[plots]'") from None
@@ -130,23 +129,50 @@ def plot_position_gaps(table: PositionTable, k: int, reference: str | None = Non
     return fig
 
 
-def plot_check_slacks(rows: Sequence[dict], title: str = "Theorem suite: worst slack per check (>= 0 means the claim held)") -> Figure:
-    """Bar chart of the worst slack of each theorem check (``proofs`` rows as dicts with
-    ``id``, ``status``, ``worst_slack``), on a symmetric log scale; failures in red."""
+#: How :func:`plot_check_slacks` draws each kind of worst slack: legend, colour, marker.
+_SLACK_KINDS = {
+    "margin": ("slack > 0: holds with a margin", "tab:green", "o"),
+    "equality": ("slack = 0: holds with equality\n(drawn at the left edge)", "tab:blue", "s"),
+    "rounding": ("-tolerance <= slack < 0:\nholds within the tolerance", "tab:orange", "v"),
+    "fails": ("slack < -tolerance: fails\n(an infinite one at the right edge)", "tab:red", "X"),
+}
+
+
+def _slack_kind(row: dict) -> str:
+    if row["status"] == "fails":
+        return "fails"
+    slack = float(row["worst_slack"])
+    return "margin" if slack > 0 else "equality" if slack == 0 else "rounding"
+
+
+def plot_check_slacks(rows: Sequence[dict], title: str = "Theorem suite: worst slack per check (a claim holds when slack >= -tolerance)") -> Figure:
+    """Dot plot of the worst slack of each theorem check (``proofs`` rows as dicts with
+    ``id``, ``status``, ``worst_slack`` and optionally ``tolerance``): ``|slack|`` on a log
+    axis, so that rounding (1e-16) and a margin (0.4) are both visible, with the sign and
+    the verdict by colour and marker (:data:`_SLACK_KINDS`); a dashed line marks each
+    nonzero tolerance."""
     shown = [r for r in rows if r.get("worst_slack") is not None]
-    fig, ax = _new_figure(8.0, max(3.0, 0.22 * len(shown) + 1.0))
-    colours = {"holds": "tab:green", "fails": "tab:red"}
+    magnitudes = np.abs([float(r["worst_slack"]) for r in shown])
+    finite = magnitudes[np.isfinite(magnitudes) & (magnitudes > 0)]
+    left, right = min(finite.min(initial=1.0), 1e-16) / 10, max(finite.max(initial=1.0), 1.0) * 10
+    x = np.clip(magnitudes, left, right)
+    kinds = np.array([_slack_kind(r) for r in shown])
     y = np.arange(len(shown))
-    ax.barh(y, [r["worst_slack"] for r in shown], color=[colours.get(r["status"], "tab:gray") for r in shown])
+    fig, ax = _new_figure(10.0, max(3.0, 0.22 * len(shown) + 1.0))
+    for kind, (label, colour, marker) in _SLACK_KINDS.items():
+        if (kinds == kind).any():
+            ax.scatter(x[kinds == kind], y[kinds == kind], color=colour, marker=marker, s=30, label=label, zorder=3)
+    for tolerance in sorted({float(r["tolerance"]) for r in shown if r.get("tolerance")}):
+        ax.axvline(tolerance, color="gray", linestyle="--", linewidth=1, label=f"tolerance ({tolerance:g})")
     ax.set_yticks(y, [r["id"] for r in shown], fontsize=7)
-    ax.invert_yaxis()
-    ax.set_xscale("symlog", linthresh=1e-12)
-    ax.axvline(0.0, color="black", linewidth=1)
-    ax.set_xlabel("worst slack [same unit as the claim; symlog scale]")
+    ax.set_ylim(len(shown) - 0.5, -0.5)
+    ax.set_xscale("log")
+    ax.set_xlim(left / 3, right * 3)
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_xlabel("|worst slack| [same unit as the claim; log scale]")
     ax.set_ylabel("check id [name]")
     ax.set_title(textwrap.fill(title, 90), fontsize=10)
-    handles = [Patch(color=c, label=s) for s, c in colours.items()]
-    ax.legend(handles=handles, fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     return fig
 
 

@@ -4,6 +4,8 @@ The kernel is "python3" from ipykernel; jupyter_client replaces its ``python`` c
 ``sys.executable``, so the kernel runs in this interpreter's environment (the project
 venv when pytest runs from it; checked by ``test_kernel_runs_this_interpreter``).
 ``OTM_NOTEBOOK_SMALL=1`` makes each notebook pick short sweeps and tiny models.
+Notebooks are committed without outputs, so no stale output (a traceback, a solver's banner)
+can be saved in them; their executed outputs must hold neither.
 """
 import os
 import sys
@@ -18,6 +20,11 @@ NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 #: Per-cell limit: far above the expected seconds, only there to turn a hang into a failure.
 CELL_TIMEOUT_S = 600
 
+#: Pieces of the two-line banner HiGHS prints on the C-level stdout when a ``highspy.Highs``
+#: is built with its console output on; the kernel forwards that stdout into the cell's
+#: outputs, so a solver built the wrong way (not by ``solvers.highs.new_highs``) shows here.
+HIGHS_BANNER = ("Running HiGHS", "THIRD_PARTY_NOTICES")
+
 
 def _execute(notebook: nbformat.NotebookNode, cwd: Path) -> nbformat.NotebookNode:
     os.environ["OTM_NOTEBOOK_SMALL"] = "1"  # inherited by the kernel process
@@ -28,6 +35,11 @@ def _execute(notebook: nbformat.NotebookNode, cwd: Path) -> nbformat.NotebookNod
 
 def _notebooks():
     return sorted(NOTEBOOKS.glob("*.ipynb"))
+
+
+def _stream_text(notebook: nbformat.NotebookNode) -> str:
+    """Everything the code cells printed (stdout and stderr)."""
+    return "".join(o.get("text", "") for c in notebook.cells if c.cell_type == "code" for o in c.outputs)
 
 
 def test_there_are_four_notebooks():
@@ -55,8 +67,9 @@ def test_notebook_executes(path, monkeypatch):
     assert not [o for o in outputs if o.output_type == "error"]
     figures = [o for o in outputs if "image/png" in o.get("data", {})]
     assert figures, f"{path.name} drew no figure"
-    text = "".join(o.get("text", "") for o in outputs)
+    text = _stream_text(executed)
     assert "small mode" in text  # the notebook saw OTM_NOTEBOOK_SMALL
+    assert not [piece for piece in HIGHS_BANNER if piece in text]
     assert "IProgress" not in text  # progress bars render as widgets (ipywidgets is installed)
     assert "TqdmWarning" not in text
 
@@ -66,3 +79,20 @@ def test_kernel_runs_this_interpreter(monkeypatch):
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import sys; print(sys.executable)")])
     executed = _execute(notebook, NOTEBOOKS)
     assert Path(executed.cells[0].outputs[0]["text"].strip()).resolve() == Path(sys.executable).resolve()
+
+
+def test_lp_solves_print_no_solver_banner(monkeypatch):
+    """LP optima solved by HiGHS in a kernel, as a notebook solves them, print only what the
+    cell prints (HiGHS prints its banner once per process, at the first solver object built
+    with its output on)."""
+    monkeypatch.setenv("OTM_NOTEBOOK_SMALL", "1")
+    source = "\n".join([
+        "import otm",
+        "p, q = [0.1, 0.6, 0.3], [0.5, 0.3, 0.2]",
+        "print(round(otm.optimal_acceptance(p, q, 2, method='full_lp'), 6))",
+        "print(round(otm.optimal_acceptance(p, q, 2, method='canonical_lp'), 6))",
+    ])
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)])
+    executed = _execute(notebook, NOTEBOOKS)
+    assert [o.output_type for o in executed.cells[0].outputs] == ["stream"]
+    assert _stream_text(executed) == "0.85\n0.85\n"
