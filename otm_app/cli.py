@@ -242,7 +242,7 @@ def _add_decode(sub) -> None:
 def _add_report(sub) -> None:
     d = ReportConfig
     rep = sub.add_parser("report", help="the main job: theorems, real-logit bounds, decoding; writes a report folder "
-                         "(slow: about 20 min on 2 CPU cores with the Qwen pair; --no-models: about 1 min)",
+                         "(slow: about 26 min on 2 CPU cores with the Qwen pair; --no-models: about 1 min)",
                          formatter_class=DefaultsOnceFormatter)
     rep.add_argument("--texts", default=d.texts, help="comma-separated built-in text names or text files (default: every built-in text)")
     rep.add_argument("-k", "--k-max", dest="k_max", type=int, default=d.k_max, help="largest number of drafts; k = 1..K")
