@@ -141,8 +141,9 @@ def test_decode_refuses_what_it_cannot_record(tmp_path, capsys):
     assert "UTF-8" in capsys.readouterr().err
 
 
-def test_record_top_m_option(tmp_path, capsys):
-    """--record-top-m N keeps N tokens of each law (default DEFAULT_TOP_M), 'full' whole rows."""
+def test_record_top_m_option(tmp_path, capsys, monkeypatch):
+    """--record-top-m N keeps N tokens of each law (default DEFAULT_TOP_M), 'full' whole rows,
+    refused before decoding when the recording could exceed RECORDING_BYTES_LIMIT."""
     assert DecodeConfig().record_top_m == DEFAULT_TOP_M
     _decode(capsys, tmp_path / "full.npz", "rrs", "chains:2,2", "--record-top-m", "full", tokens=4)
     assert load_recording(tmp_path / "full.npz").meta["full"]
@@ -151,6 +152,12 @@ def test_record_top_m_option(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["decode", "--pair", "tiny", "--prompt", "1", "--record-top-m", "0"])
     capsys.readouterr()
+    from otm_app.commands import decode
+
+    monkeypatch.setattr(decode, "RECORDING_BYTES_LIMIT", 1000)
+    assert main(["decode", "--pair", "tiny", "--prompt", "1", "--record", str(tmp_path / "big.npz"),
+                 "--record-top-m", "full"]) == ERROR
+    assert "GiB" in capsys.readouterr().err and not (tmp_path / "big.npz").exists()
 
 
 def _require_qwen():
