@@ -272,23 +272,32 @@ def _add_report(sub) -> None:
 
 def _add_sweep(sub) -> None:
     d = SweepConfig
+
+    def listed(values) -> str:  # a default as the option is written, not as a Python tuple
+        return ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in values)
+
     sw = sub.add_parser("sweep", help="every position of a corpus, every optimum and rule, on Dask; Parquet out",
                         formatter_class=DefaultsOnceFormatter)
     sw.add_argument("corpus", help="a corpus folder (written by `otm corpus`, see otm.corpus)")
     sw.add_argument("--out", default=d.out, help="output folder: parts/*.parquet, summary.json, figures; rerun to resume")
-    sw.add_argument("--ks", type=_positive_ints, default=d.ks, help="draft counts, e.g. 1-8 or 2,4,8")
-    sw.add_argument("--temperatures", type=_positive_floats, default=d.temperatures, help="comma-separated temperatures")
-    sw.add_argument("--top-ps", dest="top_ps", type=_positive_floats, default=d.top_ps, help="comma-separated top-p values (1 = none)")
+    sw.add_argument("--ks", type=_positive_ints, default=d.ks, help=f"draft counts, e.g. 1-8 or 2,4,8 (default: {listed(d.ks)})")
+    sw.add_argument("--temperatures", type=_positive_floats, default=d.temperatures,
+                    help=f"comma-separated temperatures (default: {listed(d.temperatures)})")
+    sw.add_argument("--top-ps", dest="top_ps", type=_positive_floats, default=d.top_ps,
+                    help=f"comma-separated top-p values, 1 = none (default: {listed(d.top_ps)})")
     sw.add_argument("--computations", type=_computations, default=d.computations,
-                    help="comma-separated: optimum_iid, optimum_without_replacement, optimum_hub, optimum_greedy, rule names")
+                    help="comma-separated: optimum_iid, optimum_without_replacement, optimum_hub, optimum_greedy, rule names "
+                         f"(default: {listed(d.computations)})")
     sw.add_argument("--workers", type=int, default=d.workers, help="local worker processes (0: one per core)")
     sw.add_argument("--scheduler", default=d.scheduler, help="address of a running Dask scheduler (tcp://host:8786) instead of a local cluster")
+    sw.add_argument("--connect-timeout", type=float, default=d.connect_timeout,
+                    help="seconds the --scheduler has to answer before the sweep gives up")
     sw.add_argument("--retries", type=int, default=d.retries, help="resubmissions of a failed task")
     sw.add_argument("--positions-per-task", type=int, default=d.positions_per_task, help="positions per Dask task (and per Parquet file)")
     sw.add_argument("--mc-paths", type=int, default=d.mc_paths, help="Monte Carlo draft paths for rrs_wor at k > 2")
     sw.add_argument("--seed", type=int, default=d.seed, help="seed of the Monte Carlo columns")
     sw.add_argument("--time-budget", type=float, default=d.time_budget, help="seconds an exact law may take per cell; slower ones are skipped")
-    sw.add_argument("--no-figures", dest="figures", action="store_false", help="do not draw figures")
+    sw.add_argument("--no-figures", dest="figures", action="store_false", help="do not draw the figures (drawn by default)")
     sw.add_argument("--json", action="store_true", help="print the summary as JSON")
     sw.add_argument("--quiet", action="store_true", help="no progress output")
     sw.set_defaults(command_config=SweepConfig, run="otm_app.commands.sweep:sweep_command")

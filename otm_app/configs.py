@@ -110,6 +110,9 @@ class ValidateConfig(_FromMapping):
 DEFAULT_SWEEP_COMPUTATIONS = ("optimum_iid", "optimum_without_replacement", "single", "rrs", "rrs_wor", "kseq",
                               "spechub", "greedy", "optimal")
 
+#: Seconds a ``--scheduler`` has to complete Dask's handshake (:func:`otm_app.sweep.engine.connect`).
+DEFAULT_CONNECT_TIMEOUT = 10.0
+
 
 @dataclass(frozen=True)
 class SweepConfig(_FromMapping):
@@ -123,6 +126,7 @@ class SweepConfig(_FromMapping):
     computations: tuple = DEFAULT_SWEEP_COMPUTATIONS
     workers: int = 0
     scheduler: str | None = None
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
     retries: int = 2
     positions_per_task: int = 8
     mc_paths: int = 256

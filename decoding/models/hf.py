@@ -84,6 +84,8 @@ def load_pair(
     :class:`TokenizerMismatchError` if the tokenizers differ or a model's output
     embedding has fewer rows than the tokenizer has tokens.
     """
+    for source in (draft, target):
+        check_model_folder(source)
     draft_tokenizer = load_tokenizer(draft)
     target_tokenizer = load_tokenizer(target)
     check_tokenizers_agree(draft_tokenizer, target_tokenizer)
@@ -104,6 +106,16 @@ def load_pair(
         name=pair_name,
         real_vocab_size=n_real,
     )
+
+
+def check_model_folder(source: str | Path) -> None:
+    """:class:`ModelNotFoundError` for a local directory without ``config.json``, which
+    ``save_pretrained`` always writes: transformers would fail on it obscurely (asking for
+    sentencepiece). A source that is no directory is left to the loaders (a cached hub id)."""
+    path = Path(str(source))
+    if path.is_dir() and not (path / "config.json").is_file():
+        raise ModelNotFoundError(f"{str(source)!r} is not a Hugging Face model folder (no config.json); give a folder "
+                                 "written by save_pretrained, or an id already in the Hugging Face cache")
 
 
 def real_vocab_size(tokenizer) -> int:

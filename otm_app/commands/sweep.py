@@ -6,8 +6,11 @@ import json
 import sys
 from pathlib import Path
 
+from otm.corpus import DTYPES
+from otm.errors import InvalidArgumentError, UnknownNameError
+
 from ..configs import CorpusConfig, SweepConfig
-from ..sweep.engine import run_sweep
+from ..sweep.engine import run_sweep, writable_folder
 from ..sweep.summary import read_table, summarise, write_figures
 
 
@@ -28,17 +31,40 @@ def sweep_command(config: SweepConfig) -> int:
 
 
 def format_summary(summary: list[dict], result: dict, out: Path) -> str:
-    lines = [f"{result['positions']} positions, {result['tasks']} tasks ({result['skipped']} resumed), "
-             f"{result['wall_seconds']:.1f} s; table: {out / 'parts'}",
-             f"{'T':>5} {'top-p':>5} {'computation':<30}" + "".join(f"{'k=' + str(k):>9}" for k in sorted({r['k'] for r in summary}))]
+    """The summary as a table: the mean acceptance over positions per configuration and
+    ``k``, a Monte Carlo mean marked ``*`` with its Monte Carlo standard error."""
+    ks = sorted({r["k"] for r in summary})
+    table = {}
     for temperature, top_p, computation in sorted({(r["temperature"], r["top_p"], r["computation"]) for r in summary}):
         row = {r["k"]: r for r in summary if (r["temperature"], r["top_p"], r["computation"]) == (temperature, top_p, computation)}
-        cells = []
-        for k in sorted({r["k"] for r in summary}):
-            r = row.get(k)
-            cells.append("      n/a" if r is None or r["mean"] is None else f"{r['mean']:9.4f}")
-        lines.append(f"{temperature:>5g} {top_p:>5g} {computation:<30}" + "".join(cells))
+        table[f"{temperature:>5g} {top_p:>5g} {computation:<30}"] = [_cell(row.get(k)) for k in ks]
+    width = max([9] + [len(cell) + 2 for cells in table.values() for cell in cells])
+    lines = [f"{result['positions']} positions, {result['tasks']} tasks ({result['skipped']} resumed), "
+             f"{result['wall_seconds']:.1f} s; table: {out / 'parts'}",
+             "mean acceptance P(Y in S(X)) over the positions, by number of drafts k"
+             + ("; * a Monte Carlo estimate, its standard error in parentheses" if any("*" in c for v in table.values() for c in v) else ""),
+             f"{'T':>5} {'top-p':>5} {'computation':<30}" + "".join(f"{'k=' + str(k):>{width}}" for k in ks)]
+    lines += [label + "".join(f"{cell:>{width}}" for cell in cells) for label, cells in table.items()]
     return "\n".join(lines)
+
+
+def _cell(row: dict | None) -> str:
+    if row is None or row["mean"] is None:
+        return "n/a"
+    if row["monte_carlo_error_of_mean"] is None:
+        return f"{row['mean']:.4f}"
+    return f"{row['mean']:.4f}* ({row['monte_carlo_error_of_mean']:.2g})"
+
+
+def check_corpus_config(config: CorpusConfig) -> None:
+    """:class:`InvalidArgumentError` (or :class:`UnknownNameError`) for a setting out of its
+    range, and :class:`InputFileError` for an output folder that cannot be created, before a
+    model loads or a text is scored."""
+    if isinstance(config.shard_size, bool) or not isinstance(config.shard_size, int) or config.shard_size < 1:
+        raise InvalidArgumentError(f"--shard-size must be an integer >= 1, got {config.shard_size!r}")
+    if config.dtype not in DTYPES:
+        raise UnknownNameError(f"--dtype must be one of {', '.join(DTYPES)}, got {config.dtype!r}")
+    writable_folder(config.out)
 
 
 def corpus_command(config: CorpusConfig) -> int:
@@ -50,6 +76,7 @@ def corpus_command(config: CorpusConfig) -> int:
     from ..report.sources import resolve_texts, score_report_texts
     from .decode import check_device, load_named_pair
 
+    check_corpus_config(config)
     texts = resolve_texts(config.texts)
     pair = load_named_pair(config.pair, check_device(config.device), torch.float32)
     progress = None
@@ -64,4 +91,4 @@ def corpus_command(config: CorpusConfig) -> int:
     return 0
 
 
-__all__ = ["corpus_command", "format_summary", "sweep_command"]
+__all__ = ["check_corpus_config", "corpus_command", "format_summary", "sweep_command"]

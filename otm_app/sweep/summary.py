@@ -1,10 +1,13 @@
 """From a sweep's Parquet table to means, standard errors and figures.
 
-:func:`read_table` reads every part of a sweep folder (one ``pyarrow.Table``);
-:func:`summarise` groups it by ``(temperature, top_p, k, computation)``: the number of
-positions with a value, the mean, its standard error over positions (``std / sqrt(n)``),
-the methods used, the mean Monte Carlo standard error where there is one, and the total
-seconds spent. :func:`write_figures` draws acceptance against ``k`` per computation
+:func:`read_table` reads every part of a sweep folder (one ``pyarrow.Table``), each
+verified against its recorded checksum first; :func:`summarise` groups it by
+``(temperature, top_p, k, computation)``: the number of positions with a value, the mean
+acceptance, its standard error over positions (``std / sqrt(n)``), the methods used, where
+some value is a Monte Carlo estimate the mean of their standard errors
+(``monte_carlo_error``) and the Monte Carlo standard error of the mean itself
+(``monte_carlo_error_of_mean``, ``sqrt(sum of squared errors) / n``), and the seconds spent on
+the group's rows. :func:`write_figures` draws acceptance against ``k`` per computation
 (error bars: the standard error over positions) for each temperature and top-p.
 """
 from __future__ import annotations
@@ -19,37 +22,46 @@ import pyarrow.dataset as ds
 
 from otm.errors import InputFileError
 
-from .engine import PARTS
+from .engine import CHECKSUMS, PARTS, part_problem, recorded_checksums
 
 GROUP = ("temperature", "top_p", "k", "computation")
 
 
 def read_table(folder: str | Path) -> pa.Table:
-    """Every row of the sweep in ``folder`` (all its parts)."""
+    """Every row of the sweep in ``folder`` (all its parts), each part verified against the
+    checksum recorded in ``parts.sha256``; :class:`InputFileError` naming a part that is
+    unrecorded, damaged or missing (rerunning the sweep recomputes it)."""
     parts = Path(folder) / PARTS
-    if not parts.is_dir() or not any(parts.glob("*.parquet")):
+    files = sorted(parts.glob("*.parquet")) if parts.is_dir() else []
+    if not files:
         raise InputFileError(f"{folder}: no sweep results (no {PARTS}/*.parquet); run `otm sweep` first")
-    return ds.dataset(str(parts), format="parquet").to_table()
+    checksums = recorded_checksums(Path(folder))
+    for path in files + [parts / name for name in sorted(checksums.keys() - {f.name for f in files})]:
+        problem = part_problem(path, checksums) if path.exists() else f"missing, though {CHECKSUMS} records it"
+        if problem is not None:
+            raise InputFileError(f"{path}: {problem}; rerun `otm sweep` with the same settings to recompute it")
+    return ds.dataset([str(f) for f in files], format="parquet").to_table()
 
 
 def summarise(table: pa.Table) -> list[dict]:
     """One dict per ``(temperature, top_p, k, computation)``, sorted (module docstring)."""
-    seconds = table.group_by(["computation"]).aggregate([("seconds", "sum")])
-    spent = dict(zip(seconds["computation"].to_pylist(), seconds["seconds_sum"].to_pylist()))
+    table = table.append_column("variance", pc.multiply(table["std_error"], table["std_error"]))
     grouped = table.group_by(list(GROUP)).aggregate([
         ("value", "mean"), ("value", "stddev", pc.VarianceOptions(ddof=1)), ("value", "count"),
-        ("std_error", "mean"), ("method", "distinct"), ("position", "count"),
+        ("std_error", "mean"), ("variance", "sum"), ("method", "distinct"), ("position", "count"), ("seconds", "sum"),
     ])
     rows = []
     for row in grouped.to_pylist():
         n = row["value_count"]
         std = row["value_stddev"]
+        monte_carlo = "monte_carlo" in row["method_distinct"]
         rows.append({
             "temperature": row["temperature"], "top_p": row["top_p"], "k": row["k"], "computation": row["computation"],
             "positions": n, "rows": row["position_count"], "mean": row["value_mean"],
             "standard_error": (std / math.sqrt(n)) if n and n > 1 and std is not None else None,
-            "monte_carlo_error": row["std_error_mean"] if "monte_carlo" in row["method_distinct"] else None,
-            "methods": sorted(row["method_distinct"]), "seconds": spent.get(row["computation"], 0.0),
+            "monte_carlo_error": row["std_error_mean"] if monte_carlo else None,
+            "monte_carlo_error_of_mean": math.sqrt(row["variance_sum"]) / n if monte_carlo else None,
+            "methods": sorted(row["method_distinct"]), "seconds": row["seconds_sum"],
         })
     return sorted(rows, key=lambda r: (r["temperature"], r["top_p"], r["computation"], r["k"]))
 

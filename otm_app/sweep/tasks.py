@@ -2,13 +2,16 @@
 
 Rows (one per position x temperature x top-p x k x computation), columns of :data:`SCHEMA`:
 ``text``, ``position``, ``shard``, ``temperature``, ``top_p``, ``k``, ``computation``,
-``value`` (null where the method gives none), ``std_error``, ``method``, ``note``,
-``seconds`` (the time of that computation at that position, all its ``k`` together, on
-the first of its rows; 0 on the others). The randomness of a position (Monte Carlo) is
-seeded from ``(seed, shard, row)``, so a retried or resumed task writes the same rows.
+``value`` (null where the method gives none), ``std_error`` (the Monte Carlo standard
+error of ``value``, 0 for an exact one, null where ``value`` is), ``method``, ``note``,
+``seconds`` (the time of that computation at that position, which computes all its ``k``
+together, divided equally among its ``k`` rows: sums over rows are times spent). The
+randomness of a position (Monte Carlo) is seeded from ``(seed, shard, row)``, so a
+retried or resumed task writes the same rows.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from dataclasses import asdict, dataclass
@@ -62,9 +65,9 @@ def plan_tasks(corpus: Corpus, positions_per_task: int) -> list[Task]:
 
 
 def run_task(corpus_folder: str, task: Task, settings: Settings, parts_folder: str) -> dict:
-    """Compute ``task`` and write its Parquet file atomically (a temporary name, then a
-    rename: an interrupted task leaves no file, so resumption recomputes it). Returns the
-    task's statistics: positions, rows, seconds per computation, wall seconds."""
+    """Compute ``task`` and write its Parquet file (:func:`write_part`). Returns the task's
+    statistics: positions, rows, seconds per computation, wall seconds, and the ``sha256``
+    of the file's bytes (the engine records it; resumption trusts no part without it)."""
     started = time.perf_counter()
     corpus = Corpus(corpus_folder)
     shard = corpus.load(task.shard)
@@ -83,23 +86,38 @@ def run_task(corpus_folder: str, task: Task, settings: Settings, parts_folder: s
                     cells = position_cells(p, q, settings.ks, (computation,), rng, settings.mc_paths, settings.time_budget)
                     spent = time.perf_counter() - tick
                     seconds[computation] = seconds.get(computation, 0.0) + spent
-                    for i, cell in enumerate(cells):
-                        _append(columns, text, int(shard.position[row]), task.shard, temperature, top_p, cell, spent if i == 0 else 0.0)
+                    for cell in cells:
+                        _append(columns, text, int(shard.position[row]), task.shard, temperature, top_p, cell, spent / len(cells))
     table = pa.table(columns, schema=SCHEMA)
-    path = os.path.join(parts_folder, task.file)
-    tmp = path + ".tmp"
-    pq.write_table(table, tmp)
-    os.replace(tmp, path)
+    checksum = write_part(table, os.path.join(parts_folder, task.file))
     return {"task": asdict(task), "positions": task.stop - task.start, "rows": table.num_rows, "seconds": seconds,
-            "wall_seconds": time.perf_counter() - started}
+            "wall_seconds": time.perf_counter() - started, "sha256": checksum}
+
+
+def write_part(table: pa.Table, path: str) -> str:
+    """Write ``table`` as Parquet to ``path`` atomically (a hidden temporary file beside it,
+    synced, then renamed: an interrupted task leaves no part, and readers of the folder skip
+    hidden files); returns the sha256 of the bytes written."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    data = sink.getvalue().to_pybytes()
+    folder, name = os.path.split(path)
+    tmp = os.path.join(folder, f".{name}.tmp")
+    with open(tmp, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+    return hashlib.sha256(data).hexdigest()
 
 
 def _append(columns: dict, text: str, position: int, shard: int, temperature: float, top_p: float, cell, seconds: float) -> None:
     value = None if np.isnan(cell.value) else cell.value
+    error = None if value is None or np.isnan(cell.std_error) else cell.std_error
     for name, item in (("text", text), ("position", position), ("shard", shard), ("temperature", temperature),
                        ("top_p", top_p), ("k", cell.k), ("computation", cell.computation), ("value", value),
-                       ("std_error", cell.std_error), ("method", cell.method), ("note", cell.note), ("seconds", seconds)):
+                       ("std_error", error), ("method", cell.method), ("note", cell.note), ("seconds", seconds)):
         columns[name].append(item)
 
 
-__all__ = ["SCHEMA", "Settings", "Task", "plan_tasks", "run_task"]
+__all__ = ["SCHEMA", "Settings", "Task", "plan_tasks", "run_task", "write_part"]
