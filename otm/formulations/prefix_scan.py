@@ -216,9 +216,9 @@ class WithoutReplacementScan:
     Args:
         p, q: ``[V]`` target and draft distributions (floats; validated as by :func:`prefix_scan`).
 
-    >>> scan = WithoutReplacementScan([0.5, 0.5, 0.0], [0.25, 0.25, 0.5])
-    >>> [round(scan.solve(k).value, 12) for k in (1, 2, 3)]
-    [0.5, 0.833333333333, 1.0]
+    >>> scan = WithoutReplacementScan([1.0, 0.0, 0.0], [0.25, 0.25, 0.5])
+    >>> [round(scan.solve(k).value, 12) for k in (1, 2, 3)]  # P(token 0 among k draws): 1/4, 7/12, 1
+    [0.25, 0.583333333333, 1.0]
     """
 
     def __init__(self, p, q):
@@ -299,7 +299,7 @@ def _wor_scan_in_rationals(p, q, k: int, truncation: float) -> OTMSolution:
 def _iid_float_scan(p, q, k: int) -> OTMSolution:
     """The i.i.d. scan in float for one ``k`` (:func:`iid_tail_sums`, then one argmax)."""
     order, outside_p, work = iid_tail_sums(p, q)
-    j, gap = _best_tail(outside_p, work, k)
+    j, gap = _best_tail(outside_p, _log_inside(work), k, work)
     m = q.size - 1 - j if j is not None else q.size
     outside = min(float(q[order[m:]].sum()), 1.0) if j is not None else 0.0
     return cut_solution(1.0 + gap, "prefix_scan", order[:m], 1.0 + gap, (1.0 - outside) ** k, exact=False,
@@ -325,17 +325,13 @@ def iid_tail_sums(p, q) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return order, outside_p, outside_q
 
 
-def _best_tail(outside_p: np.ndarray, outside_q: np.ndarray, k: int, in_place: bool = True) -> tuple[int | None, float]:
+def _best_tail(outside_p: np.ndarray, log_inside: np.ndarray, k: int, work: np.ndarray | None = None) -> tuple[int | None, float]:
     """``(j, f(H) - 1)`` at the best prefix ``H = H_{V-1-j}`` for ``k`` drafts (``j = None``:
     ``H`` = every token, ``f = 1``). ``f(H) - 1 = (1 - (1 - c)^k) - p(outside)`` with
     ``1 - (1 - c)^k = -expm1(k log1p(-c))``: ties with ``alpha*`` close to 1 are resolved to
-    ~1e-16. ``in_place`` overwrites ``outside_q``."""
-    work = outside_q if in_place else outside_q.copy()
-    np.negative(work, out=work)
-    np.maximum(work, -1.0, out=work)
-    with np.errstate(divide="ignore"):  # c = 1: log1p(-1) = -inf, (1 - c)^k = 0
-        np.log1p(work, out=work)
-    work *= k
+    ~1e-16. ``log_inside`` is :func:`_log_inside` of the draft masses ``c``, the same for every
+    ``k``; ``work`` (``[V]``, overwritten) when given."""
+    work = np.multiply(log_inside, k, out=work)
     np.expm1(work, out=work)  # (1 - c)^k - 1
     work += outside_p  # = 1 - f(H_{V-1-j})
     j = int(np.argmax(work))
@@ -344,9 +340,21 @@ def _best_tail(outside_p: np.ndarray, outside_q: np.ndarray, k: int, in_place: b
     return j, -float(work[j])
 
 
+def _log_inside(outside_q: np.ndarray, in_place: bool = True) -> np.ndarray:
+    """``log1p(-c)`` for the draft masses ``c = outside_q`` (capped at 1; ``c = 1`` gives ``-inf``,
+    ``(1 - c)^k = 0``); ``in_place`` overwrites ``outside_q``."""
+    work = outside_q if in_place else outside_q.copy()
+    np.negative(work, out=work)
+    np.maximum(work, -1.0, out=work)
+    with np.errstate(divide="ignore"):
+        np.log1p(work, out=work)
+    return work
+
+
 def iid_optimum_for_ks(p, q, ks) -> np.ndarray:  # [len(ks)]
     """``alpha*`` for ``k`` i.i.d. drafts from ``q`` against ``p`` for every ``k`` in ``ks``,
-    from one sort (the order does not depend on ``k``): what a per-position table needs.
+    from one sort and one ``log1p(-c)`` pass (neither depends on ``k``): what a per-position
+    table needs.
 
     >>> iid_optimum_for_ks([1.0, 0.0], [0.5, 0.5], [1, 2]).round(12).tolist()
     [0.5, 0.75]
@@ -354,7 +362,8 @@ def iid_optimum_for_ks(p, q, ks) -> np.ndarray:  # [len(ks)]
     p, q = as_distribution_pair(p, q)
     ks = [check_draft_count(k) for k in ks]
     _, outside_p, outside_q = iid_tail_sums(p, q)
-    return np.array([1.0 + _best_tail(outside_p, outside_q, k, in_place=False)[1] for k in ks])
+    log_inside, work = _log_inside(outside_q), np.empty_like(outside_q)
+    return np.array([1.0 + _best_tail(outside_p, log_inside, k, work)[1] for k in ks])
 
 
 def _pair(p, q):

@@ -433,19 +433,29 @@ def neighbour_bounds(outside, known, lower, upper, margin: float = NEIGHBOUR_MAR
         known: ``[n+1]`` bool, the prefixes whose ``R`` is known (``0`` and ``n`` among them);
             there ``lower == upper == R``.
         lower, upper: ``[n+1]`` current bounds.
+
+    The nearest known prefixes' values are spread over the prefixes between them with
+    ``np.repeat`` (fewer passes over the vocabulary than gathering them).
     """
-    m = np.arange(outside.size)
-    left = np.maximum.accumulate(np.where(known, m, 0))  # nearest known at or before m
-    right = np.minimum.accumulate(np.where(known, m, m[-1])[::-1])[::-1]  # at or after m
-    value = upper
+    points = np.flatnonzero(known)  # [K] increasing
+    assert known[0] and known[-1], "the first and the last prefix are known"
+    after = np.diff(points, append=outside.size)  # prefixes whose nearest known at or before is points[j]
+    before = np.diff(points, prepend=-1)  # prefixes whose nearest known at or after is points[j]
+    value, rate_out = upper[points], outside[points]
     with np.errstate(divide="ignore", invalid="ignore"):
-        rate_left = value[left] / outside[left]
-        rate_right = np.where(outside[right] > 0, value[right] / outside[right], np.inf)
-        low = np.maximum(value[right], outside * rate_left) * (1.0 - margin)
-        high = np.minimum(value[left], outside * rate_right) * (1.0 + margin)
-    new_lower = np.where(known, lower, np.maximum(lower, low))
-    new_upper = np.where(known, upper, np.minimum(upper, high))
-    return np.minimum(new_lower, new_upper), new_upper
+        low = np.repeat(value / rate_out, after)  # R_a / c_a
+        low *= outside
+        np.maximum(np.repeat(value, before), low, out=low)  # max(R_b, c_m R_a / c_a)
+        low *= 1.0 - margin
+        high = np.repeat(np.where(rate_out > 0, value / rate_out, np.inf), before)  # R_b / c_b
+        high *= outside
+        np.minimum(np.repeat(value, after), high, out=high)  # min(R_a, c_m R_b / c_b)
+        high *= 1.0 + margin
+    np.maximum(lower, low, out=low)
+    np.minimum(upper, high, out=high)
+    low[points], high[points] = lower[points], upper[points]
+    np.minimum(low, high, out=low)
+    return low, high
 
 
 def _trivial_values(prefixes, k: int, n: int) -> tuple[np.ndarray, np.ndarray]:

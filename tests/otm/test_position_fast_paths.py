@@ -10,7 +10,7 @@ from otm.distributions import as_fractions, logits_to_probs
 from otm.errors import InvalidDraftCountError
 from otm.formulations.closed_form import solve_closed_form
 from otm.formulations.prefix_scan import WithoutReplacementScan, iid_optimum_for_ks, prefix_scan
-from otm.formulations.wor_all_in import DraftOrder, DraftPrefixes
+from otm.formulations.wor_all_in import NEIGHBOUR_MARGIN, DraftOrder, DraftPrefixes, neighbour_bounds
 from otm.positions import kseq_acceptance_for_ks, position_cells
 from otm.rules.enumeration import positive_part
 from otm.rules.kseq import closed_form_membership, optimal_division_factor, residual_distribution, sorted_ratios_of
@@ -129,3 +129,39 @@ def test_kseq_at_every_k_is_the_residual_then_the_membership_bit_for_bit(row):
         g = optimal_division_factor(p, q, k, sorted_ratios=ratios)
         reference.append(float(closed_form_membership(p, q, k, g, positive_part(residual_distribution(p, q, k, g)))))
     assert kseq_acceptance_for_ks(p, q, ks) == reference
+
+
+def _neighbour_bounds_reference(outside, known, lower, upper, margin):
+    """The bounds of :func:`neighbour_bounds` written out plainly: each prefix gathers its
+    nearest known prefixes on either side."""
+    m = np.arange(outside.size)
+    left = np.maximum.accumulate(np.where(known, m, 0))
+    right = np.minimum.accumulate(np.where(known, m, m[-1])[::-1])[::-1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rate_left = upper[left] / outside[left]
+        rate_right = np.where(outside[right] > 0, upper[right] / outside[right], np.inf)
+        low = np.maximum(upper[right], outside * rate_left) * (1.0 - margin)
+        high = np.minimum(upper[left], outside * rate_right) * (1.0 + margin)
+    new_lower = np.where(known, lower, np.maximum(lower, low))
+    new_upper = np.where(known, upper, np.minimum(upper, high))
+    return np.minimum(new_lower, new_upper), new_upper
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_neighbour_bounds_are_the_plain_gathered_formula_bit_for_bit(seed):
+    """Random prefix masses (zeros at the end, as past the support), known sets from a single
+    pair of ends to most prefixes, bounds that cross: the same arrays as the plain formula."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 400))
+    q = rng.dirichlet(np.full(n, 0.3))
+    outside = np.concatenate([np.cumsum(q[::-1])[::-1], [0.0]])
+    known = rng.random(n + 1) < rng.choice([0.0, 0.05, 0.9])
+    known[[0, -1]] = True
+    value = np.sort(rng.random(n + 1))[::-1] * outside
+    lower = np.where(known, value, value * rng.uniform(0.5, 1.0, n + 1))
+    upper = np.where(known, value, np.minimum(value * rng.uniform(1.0, 2.0, n + 1), 1.0))
+    upper[rng.random(n + 1) < 0.1] = 0.0  # some bounds cross
+    upper[known] = lower[known]
+    got = neighbour_bounds(outside, known, lower, upper)
+    want = _neighbour_bounds_reference(outside, known, lower, upper, NEIGHBOUR_MARGIN)
+    assert all(np.array_equal(a, b, equal_nan=True) for a, b in zip(got, want))
