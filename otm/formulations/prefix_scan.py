@@ -78,7 +78,7 @@ from ..distributions import (
     as_exact_distribution,
     check_draft_count,
 )
-from ..draft_laws import without_replacement_law
+from ..draft_laws import ids_within_ties, without_replacement_law
 from ..errors import InvalidDraftCountError, NotApplicableError, ShapeMismatchError, UnknownNameError
 from ..solution import OTMSolution, cut_solution
 from .wor_all_in import (
@@ -114,7 +114,7 @@ def ratio_order(p, q, stable: bool = True) -> np.ndarray:
     ``stable`` breaks ties by lower token id (a stable sort); ``False`` uses numpy's
     default (faster) sort, enough wherever ties do not matter (the float i.i.d. scan
     sorts ``p / q`` itself, letting ``q = 0`` give ``inf`` or ``nan``, both sorted last).
-    Works for float arrays (numpy's default sort, then the ties by id: :func:`_ids_within_ties`)
+    Works for float arrays (numpy's default sort, then the ties by id: :func:`ids_within_ties`)
     and exact Fraction arrays (always stable).
     """
     if np.asarray(q).dtype == object:
@@ -127,7 +127,7 @@ def ratio_order(p, q, stable: bool = True) -> np.ndarray:
     overflowed = positive & np.isinf(ratio)
     if overflowed.any():
         return _order_past_overflow(p, q, ratio, order, overflowed, stable)
-    return _ids_within_ties(ratio, order) if stable else order
+    return ids_within_ties(ratio, order) if stable else order
 
 
 def _order_past_overflow(p, q, ratio, order, overflowed, stable: bool) -> np.ndarray:
@@ -136,26 +136,10 @@ def _order_past_overflow(p, q, ratio, order, overflowed, stable: bool) -> np.nda
     sentinel, so they go after every finite ratio, among themselves by ``log p - log q``
     (ties by id), and the ``q = 0`` tokens last, by id."""
     finite = order[: int(np.isfinite(ratio).sum())]  # the argsort put every inf last
-    head = _ids_within_ties(ratio, finite) if stable else finite
+    head = ids_within_ties(ratio, finite) if stable else finite
     big = np.flatnonzero(overflowed)
     big = big[np.argsort(np.log(p[big]) - np.log(q[big]), kind="stable")]
     return np.concatenate([head, big, np.flatnonzero(q == 0)])
-
-
-def _ids_within_ties(keys: np.ndarray, order: np.ndarray) -> np.ndarray:
-    """``order`` (an unstable argsort of ``keys``) with each run of equal keys in increasing
-    id: the stable argsort, as one more argsort of unique int64 keys, ``run * n + id``. Real
-    rows have many tied ratios (bfloat16 logits); numpy's stable sort of floats is a timsort,
-    its default sort of floats and of int64 is vectorised (measured in the set-up of
-    docs/optimal-verifier.md, section 8, "And the Python around it")."""
-    if order.size < 2:
-        return order
-    ranked = keys[order]
-    differ = ranked[1:] != ranked[:-1]
-    if differ.all():  # no ties: every sort gives this order
-        return order
-    run = np.concatenate(([0], np.cumsum(differ)))
-    return order[np.argsort(run * len(order) + order)]
 
 
 def prefix_scan(p, q, k: int, sampling: str = "iid") -> OTMSolution:

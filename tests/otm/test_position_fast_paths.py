@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from otm.distributions import as_fractions, logits_to_probs
+from otm.draft_laws import greedy_order
 from otm.errors import InvalidDraftCountError
 from otm.formulations.closed_form import solve_closed_form
 from otm.formulations.prefix_scan import WithoutReplacementScan, iid_optimum_for_ks, prefix_scan
@@ -165,3 +166,11 @@ def test_neighbour_bounds_are_the_plain_gathered_formula_bit_for_bit(seed):
     got = neighbour_bounds(outside, known, lower, upper)
     want = _neighbour_bounds_reference(outside, known, lower, upper, NEIGHBOUR_MARGIN)
     assert all(np.array_equal(a, b, equal_nan=True) for a, b in zip(got, want))
+
+
+@pytest.mark.parametrize("row", [_tied_row(0, 9), _tied_row(1, 500, values=3), _logit_row(2, 20_000)])
+def test_greedy_order_is_numpys_stable_sort_of_minus_q(row):
+    """The unstable sort with its ties put in id order (rows full of ties and zeros, and a row
+    of float32 logits rounded to 1/8): the stable sort the greedy law is defined by."""
+    _, q = row
+    assert np.array_equal(greedy_order(q), np.argsort(-q, kind="stable"))
