@@ -47,10 +47,11 @@ def decode_rules(pair, prompts: Sequence[tuple[str, list]], rules: Sequence[str]
     """Block efficiency of each rule that has a verifier (:data:`decoding.verifiers.VERIFIERS`).
 
     Returns:
-        one dict per rule: ``rule``, ``tree``, ``block_efficiency`` (mean tokens per target
-        call over all steps of all prompts), ``tokens_generated``, ``target_calls``,
-        ``acceptance_by_depth``, ``wall_seconds``; rules without a verifier get
-        ``skipped`` with the reason.
+        one dict per rule: ``rule``, ``tree``, ``block_efficiency`` (realised: mean tokens per
+        target call over all steps of all prompts), ``block_efficiency_error`` (its standard
+        error over steps), ``steps``, ``tokens_generated``, ``target_calls``,
+        ``acceptance_by_depth``, ``wall_seconds``; rules without a verifier get ``skipped``
+        with the reason.
     """
     from decoding.runtime.loop import speculative_decode
 
@@ -75,10 +76,13 @@ def decode_rules(pair, prompts: Sequence[tuple[str, list]], rules: Sequence[str]
             seconds += result.wall_seconds
             attempts = np.add(attempts, result.attempts_by_depth) if attempts is not None else np.asarray(result.attempts_by_depth)
             accepts = np.add(accepts, result.accepts_by_depth) if accepts is not None else np.asarray(result.accepts_by_depth)
+        efficiency, error = mean_and_error(steps)
         rows.append({
             "rule": rule,
             "tree": spec,
-            "block_efficiency": float(np.mean(steps)),
+            "block_efficiency": efficiency,
+            "block_efficiency_error": error,
+            "steps": len(steps),
             "tokens_generated": int(tokens),
             "target_calls": int(calls),
             "acceptance_by_depth": [None if n == 0 else float(a / n) for a, n in zip(accepts, attempts)],
@@ -125,7 +129,8 @@ def decode_sequence_verifiers(pair, prompts: Sequence[tuple[str, list]], tree: s
 
     Returns:
         one dict per :data:`SEQUENCE_COMPARISONS` entry: ``rule``, ``baseline``, ``tree``,
-        ``block_efficiency`` (realised, of the sequence verifier's decode), ``steps``,
+        ``block_efficiency`` (realised, of the sequence verifier's decode) and
+        ``block_efficiency_error`` (its standard error over steps), ``steps``,
         ``expected_tokens`` with ``rule``, ``baseline`` and ``gain`` (``[mean, standard
         error]`` over steps of ``E[tau] + 1``, tokens per target call) and
         ``relative_gain`` (gain / baseline, with its delta-method error), ``min_gain`` (the
@@ -149,11 +154,13 @@ def decode_sequence_verifiers(pair, prompts: Sequence[tuple[str, list]], tree: s
             steps += result.steps_tokens
             seconds += result.wall_seconds
         sequence, base = np.asarray(values.sequence) + 1, np.asarray(values.baseline) + 1
+        efficiency, error = mean_and_error(steps)
         rows.append({
             "rule": rule,
             "baseline": baseline,
             "tree": spec,
-            "block_efficiency": float(np.mean(steps)),
+            "block_efficiency": efficiency,
+            "block_efficiency_error": error,
             "steps": len(values.sequence),
             "expected_tokens": {"rule": mean_and_error(sequence), "baseline": mean_and_error(base),
                                 "gain": mean_and_error(sequence - base)},

@@ -28,7 +28,6 @@ import shlex
 import shutil
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -41,51 +40,13 @@ from otm.tolerances import AGREEMENT_TOLERANCE
 from ..configs import ReportConfig
 from ..outputs import output_folder
 from ..sweep.engine import local_workers
+from .budget import PAIR_PARAMETERS, StepClock, decoding_parts, load_and_score_seconds, model_parameters, scored_tokens, sweep_parts
 
 #: Temperatures of the optimum-vs-temperature sweep.
 DEFAULT_SWEEP_TEMPERATURES = (0.3, 0.45, 0.6, 0.8, 1.0, 1.25, 1.5)
 
-#: Seconds of one core per analysed position and temperature for step 2's sweep with every
-#: default computation at ``k = 1..8`` and ``V = 151,936``, for the estimate printed before
-#: it: 1.6 measured on 2026-12-06 with ``optimal_wor`` among the default columns (1.1 before it
-#: was one, with the workers' allocator settings, ``otm_app.sweep.engine.WORKER_MALLOC``; 2.8-2.9
-#: before them; docs/report.md, "Budget and measured wall time").
-SECONDS_PER_POSITION = 1.6
-
 #: The largest ``-k/--k-max`` the report takes: each k is a column at every position.
 MAX_REPORT_K = 32
-
-#: Seconds per position and temperature of the optimum-vs-temperature sweep, in the main
-#: process after the Dask step: 28 s for 128 positions x 7 temperatures measured (docs/report.md,
-#: "Budget and measured wall time").
-SECONDS_PER_SWEEP_CELL = 0.03
-
-#: Seconds per decoded token and rule on the Qwen pair in float32 on one CPU core
-#: (docs/report.md, "Budget and measured wall time"), for the estimate printed before step 3.
-SECONDS_PER_DECODED_TOKEN = 0.6
-
-
-def _minutes(seconds: float) -> str:
-    return f"about {seconds / 60:.0f} min" if seconds >= 90 else f"about {seconds:.0f} s"
-
-
-def position_estimate(n_positions: int, args: ReportConfig, workers: int, n_sweep: int = 0) -> str:
-    """The line printed before step 2: what it computes and how long it should take (the
-    Dask step on ``workers``, then the temperature sweep on ``n_sweep`` positions)."""
-    seconds = n_positions * len(args.temperatures) * SECONDS_PER_POSITION * args.k_max / 8 / max(workers, 1)
-    seconds += n_sweep * len(DEFAULT_SWEEP_TEMPERATURES) * SECONDS_PER_SWEEP_CELL
-    return (f"otm report: step 2/4, every column at {n_positions} positions x {len(args.temperatures)} temperatures, "
-            f"k = 1..{args.k_max}, on {workers} Dask worker(s), then the temperature sweep on {n_sweep} positions: "
-            f"{_minutes(seconds)} (--positions 64 for a quick look)")
-
-
-def decoding_estimate(n_prompts: int, args: ReportConfig) -> str:
-    """The line printed before step 3 (every rule, then block and traversal verification)."""
-    decodes = len(args.rules) + 2
-    seconds = decodes * n_prompts * args.max_new_tokens * SECONDS_PER_DECODED_TOKEN
-    return (f"otm report: step 3/4, {decodes} decodes ({len(args.rules)} rules, block and traversal verification) x "
-            f"{n_prompts} prompts x {args.max_new_tokens} tokens: {_minutes(seconds)} (--no-decode skips it)")
-
 
 def check_config(args: ReportConfig) -> None:
     """:class:`OTMError` for a setting out of its range, before anything runs (``otm report``
@@ -129,12 +90,14 @@ def _progress_factory(quiet: bool):
     return lambda desc: (lambda items: tqdm(items, desc=desc, file=sys.stderr, leave=False))
 
 
-def run_report(args: ReportConfig, theorem_rows: list | None = None) -> dict:
+def run_report(args: ReportConfig, theorem_rows: list | None = None, clock: StepClock | None = None) -> dict:
     """Run the four steps (module docstring) and write the report to ``args.out``.
 
     Args:
         args: the :class:`otm_app.configs.ReportConfig`.
         theorem_rows: ``proofs.suite.run_theorems(...)``'s rows (``None``: not run).
+        clock: the :class:`otm_app.report.budget.StepClock` that timed step 1 (the report's
+            total wall time counts from its start); a new one when ``None``.
 
     Returns:
         the summary dict (also written to ``OUT/summary.json``).
@@ -148,69 +111,42 @@ def run_report(args: ReportConfig, theorem_rows: list | None = None) -> dict:
     from otm_app.report.sources import decoding_prompts, resolve_texts, toy_texts
     from otm_app.report.write import write_figures, write_markdown
 
-    start = time.perf_counter()
-    clock = {}
+    clock = clock or StepClock(args.quiet)
     progress = _progress_factory(args.quiet)
     folder = output_folder(args.out)
     theorem_rows = list(theorem_rows or [])
     texts = resolve_texts(args.texts)
 
-    tick = time.perf_counter()
     pair = None
     if args.no_models:
         scored, mode = toy_texts(args.seed), "toy"
     else:
-        pair, scored = _score_with_models(args, texts, progress)
+        pair, scored = _score_with_models(args, texts, progress, clock)
         mode = args.pair
-    clock["scoring"] = time.perf_counter() - tick
 
-    tick = time.perf_counter()
     ks = tuple(range(1, args.k_max + 1))
     settings = PositionSettings(ks, tuple(args.rules), args.positions, args.mc_paths, args.workers)
     target_logits, draft_logits = scored.target_logits, scored.draft_logits
     sweep_rows = spaced_rows(target_logits.shape[0], args.sweep_positions)
-    if not (args.quiet or args.no_models):
-        n_analysed = spaced_rows(target_logits.shape[0], args.positions).size
-        print(position_estimate(n_analysed, args, local_workers(args.workers), sweep_rows.size), file=sys.stderr, flush=True)
+    n_analysed, workers = spaced_rows(target_logits.shape[0], args.positions).size, local_workers(args.workers)
+    clock.start("acceptance", "step 2/4",
+                f"every column at {n_analysed} positions x {len(args.temperatures)} temperatures, k = 1..{args.k_max}, on "
+                f"{workers} Dask worker(s), then the temperature sweep on {sweep_rows.size} positions",
+                sweep_parts(n_analysed, len(args.temperatures), args.k_max, target_logits.shape[1], workers, sweep_rows.size,
+                            len(DEFAULT_SWEEP_TEMPERATURES)), " (--positions 64 for a quick look)")
     positions = analyse_positions(scored, args.temperatures, settings, folder, args.seed, quiet=args.quiet)
     if not args.keep_corpus:
         shutil.rmtree(folder / "corpus", ignore_errors=True)
     sweep_ks = sorted({k for k in (1, 2, 4, args.k_max) if k <= args.k_max})
     temperature_table = optimum_vs_temperature(target_logits, draft_logits, sweep_rows, DEFAULT_SWEEP_TEMPERATURES, sweep_ks, scored.source, progress("temperature sweep"))
-    clock["acceptance"] = time.perf_counter() - tick
+    clock.end("acceptance")
 
-    tick = time.perf_counter()
-    decoding, prompts = {"rows": [], "reason": ""}, []
-    if args.no_models:
-        decoding["reason"] = "--no-models: there is no model pair to decode with"
-    elif args.no_decode:
-        decoding["reason"] = "--no-decode"
-    else:
-        from otm_app.report.decode import decode_rules
-
-        prompts = decoding_prompts(pair, texts, args.seed, args.decode_prompts)
-        if not args.quiet:
-            print(decoding_estimate(len(prompts), args), file=sys.stderr, flush=True)
-        decoding = {
-            "rows": decode_rules(pair, prompts, args.rules, args.tree, args.decode_temperature, args.max_new_tokens, args.seed, progress=not args.quiet),
-            "temperature": args.decode_temperature, "max_new_tokens": args.max_new_tokens, "seed": args.seed,
-            "prompts": [label for label, _ in prompts],
-        }
-    clock["decoding"] = time.perf_counter() - tick
-
-    tick = time.perf_counter()
-    sequence_verifiers = {"rows": [], "reason": decoding.get("reason", ""), "checks": []}
-    if prompts:
-        from otm_app.report.decode import decode_sequence_verifiers, sequence_checks
-
-        rows = decode_sequence_verifiers(pair, prompts, args.tree, args.decode_temperature, args.max_new_tokens, args.seed,
-                                         progress=not args.quiet)
-        sequence_verifiers = {
-            "rows": rows, "checks": sequence_checks(rows),
-            "temperature": args.decode_temperature, "max_new_tokens": args.max_new_tokens, "seed": args.seed,
-            "prompts": decoding["prompts"],
-        }
-    clock["sequence_verifiers"] = time.perf_counter() - tick
+    reason = "--no-models: there is no model pair to decode with" if args.no_models else "--no-decode" if args.no_decode else ""
+    decoding, paired = {"rows": [], "reason": reason}, {"rows": [], "skipped": [], "reason": reason}
+    sequence_verifiers = {"rows": [], "reason": reason, "checks": []}
+    if not reason:
+        decoding, paired, sequence_verifiers = _decode(args, pair, scored, decoding_prompts(pair, texts, args.seed, args.decode_prompts),
+                                                       clock, progress)
     if pair is not None:
         pair.release()
 
@@ -229,17 +165,52 @@ def run_report(args: ReportConfig, theorem_rows: list | None = None) -> dict:
         "optimum_vs_temperature": {"positions": int(sweep_rows.size), "temperatures": list(DEFAULT_SWEEP_TEMPERATURES),
                                    "columns": {n: v.tolist() for n, v in temperature_table.columns.items()}},
         "decoding": decoding,
+        "paired": paired,
         "sequence_verifiers": sequence_verifiers,
     }
     gap_ks = sorted({2, args.k_max} & set(ks))
     summary["figures"] = write_figures(folder, positions, temperature_table, theorem_rows, gap_ks)
-    clock["writing"] = time.perf_counter() - tick
-    clock["total"] = time.perf_counter() - start
-    summary["wall_seconds"] = clock
+    summary["wall_seconds"] = {**clock.actual, "writing": time.perf_counter() - tick, "total": clock.elapsed()}
+    summary["estimated_seconds"] = dict(clock.estimated)
     summary["report"] = str(write_markdown(folder, summary, positions, temperature_table, summary["figures"], theorem_rows))
     if not args.json:
         print(summary_table(summary))
     return summary
+
+
+def paired_positions(args: ReportConfig) -> int:
+    """Positions of the paired comparison: as many as the tokens each rule decodes
+    (``--decode-prompts`` x ``--max-new-tokens``)."""
+    return args.decode_prompts * args.max_new_tokens
+
+
+def _decode(args: ReportConfig, pair, scored, prompts: list, clock: StepClock, progress) -> tuple[dict, dict, dict]:
+    """Step 3: the realised decodes, the paired comparison, the sequence verifiers."""
+    import torch
+
+    from decoding.runtime.trees import parse_tree
+    from otm_app.report.decode import decode_rules, decode_sequence_verifiers, rule_tree, sequence_checks
+    from otm_app.report.paired import compare_rules, draft_groups
+
+    groups, _ = draft_groups(args.rules, args.tree)
+    inner = {spec: int((parse_tree(spec).n_children > 0).sum()) for spec, _ in groups}
+    kernel_nodes = {rule: inner[rule_tree(rule, args.tree)] for members in groups.values() for rule in members}
+    decodes, n_paired = len(args.rules) + 2, paired_positions(args)
+    clock.start("decoding", "step 3/4",
+                f"{decodes} decodes ({len(args.rules)} rules, block and traversal verification) x {len(prompts)} prompts x "
+                f"{args.max_new_tokens} tokens, and every rule's expected tokens per call at {n_paired} positions",
+                decoding_parts(model_parameters(pair), scored.target_logits.shape[1], decodes, len(prompts) * args.max_new_tokens,
+                               n_paired, 1 + sum(inner.values()), kernel_nodes, torch.get_num_threads()),
+                " (--no-decode skips it)")
+    settings = {"temperature": args.decode_temperature, "max_new_tokens": args.max_new_tokens, "seed": args.seed,
+                "prompts": [label for label, _ in prompts]}
+    decoding = {"rows": decode_rules(pair, prompts, args.rules, args.tree, args.decode_temperature, args.max_new_tokens, args.seed,
+                                     progress=not args.quiet), **settings}
+    paired = compare_rules(pair, scored, args.rules, args.tree, args.decode_temperature, n_paired, args.seed, progress("paired"))
+    rows = decode_sequence_verifiers(pair, prompts, args.tree, args.decode_temperature, args.max_new_tokens, args.seed,
+                                     progress=not args.quiet)
+    clock.end("decoding")
+    return decoding, paired, {"rows": rows, "checks": sequence_checks(rows), **settings}
 
 
 def command_line(args: ReportConfig) -> str:
@@ -256,15 +227,22 @@ def command_line(args: ReportConfig) -> str:
     return " ".join(shlex.quote(p) for p in parts)
 
 
-def _score_with_models(args, texts, progress):
+def _score_with_models(args, texts, progress, clock: StepClock):
+    import torch
+
     from decoding.models import ModelPackageMissingError
     from otm_app.report.sources import load_report_pair, score_report_texts
 
+    tokens = scored_tokens(args.pair, texts)
+    clock.start("scoring", "step 2/4", f"loading the {args.pair} pair and scoring about {tokens} tokens",
+                [(load_and_score_seconds(PAIR_PARAMETERS[args.pair], tokens), torch.get_num_threads())])
     try:
         pair = load_report_pair(args.pair, args.device)
     except ModelPackageMissingError as exc:
         raise ModelPackageMissingError(f"{exc}. Or run `otm report --no-models` for a report on toy distributions without any model.") from exc
-    return pair, score_report_texts(pair, texts, args.seed, progress("scoring"))
+    scored = score_report_texts(pair, texts, args.seed, progress("scoring"))
+    clock.end("scoring")
+    return pair, scored
 
 
 def _acceptance_summary(result, scored, mc_paths: int) -> dict:
@@ -279,6 +257,7 @@ def _acceptance_summary(result, scored, mc_paths: int) -> dict:
         "columns": {name: values.tolist() for name, values in means.columns.items()},
         "optimum_iid_by_text": by_text,
         "rrs_wor_standard_error": _mean_error(result).tolist(),
+        "rrs_wor_monte_carlo": result.monte_carlo.any(axis=0).tolist(),
         "optimal_gains": optimal_gains(result),
         **{_gains_key(name): optimal_gains(result, name) for name in GAIN_RULES if name != "optimal"},
         "notes": dict(result.notes),
@@ -295,7 +274,9 @@ GAIN_RULES = {"optimal": ("rrs", "rrs_wor", "spechub"), "optimal_wor": ("rrs_wor
 def optimal_gains(result, optimal: str = "optimal") -> dict:
     """Per ``k``: mean and standard error over positions of ``optimal - rule`` for each rule
     of ``GAIN_RULES[optimal]`` that was computed (each rule on its own draft law; NaN cells
-    left out: spechub and optimal_pair_wor exist at ``k = 2`` only, the water-level rules from ``k = 2``)."""
+    left out: spechub and optimal_pair_wor exist at ``k = 2`` only, the water-level rules from ``k = 2``);
+    for ``rrs_wor``, also ``monte_carlo_error``: the Monte Carlo standard error of that mean
+    over the same positions (0 where every cell is exact)."""
     columns = result.table.columns
     if optimal not in columns:
         return {}
@@ -308,6 +289,8 @@ def optimal_gains(result, optimal: str = "optimal") -> dict:
         mean = np.where(n > 0, np.nansum(gain, axis=0) / np.maximum(n, 1), np.nan)
         std = np.array([np.nanstd(gain[:, a], ddof=1) if n[a] > 1 else np.nan for a in range(gain.shape[1])])
         out[rule] = {"mean": mean.tolist(), "standard_error": (std / np.sqrt(np.maximum(n, 1))).tolist(), "positions": n.tolist()}
+        if rule == "rrs_wor":
+            out[rule]["monte_carlo_error"] = _mean_error(result, ~np.isnan(gain)).tolist()
     return out
 
 
@@ -316,10 +299,11 @@ def _gains_key(optimal: str) -> str:
     return "optimal_gains" if optimal == "optimal" else f"{optimal}_gains"
 
 
-def _mean_error(result) -> np.ndarray:
+def _mean_error(result, cells: np.ndarray | None = None) -> np.ndarray:
     """``[m]`` Monte Carlo standard error of the mean ``rrs_wor`` over positions
-    (independent per position; 0 where every cell is exact)."""
-    errors = result.mc_error
+    (independent per position; 0 where every cell is exact), over the ``cells`` ``[n, m]``
+    where given (a difference's defined cells), else over every cell it has."""
+    errors = result.mc_error if cells is None else np.where(cells, result.mc_error, np.nan)
     counts = (~np.isnan(errors)).sum(axis=0)
     return np.sqrt(np.nansum(errors**2, axis=0)) / np.maximum(counts, 1)
 
@@ -348,13 +332,26 @@ def _sanity_checks(result, mc_paths: int) -> list:
     return found
 
 
-def _fmt(value) -> str:
-    return "   n/a" if value is None or (isinstance(value, float) and np.isnan(value)) else f"{value:6.3f}"
+def _fmt(value, monte_carlo: bool = False) -> str:
+    """A 6-character cell; a Monte Carlo value is marked ``*``."""
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return "   n/a"
+    return f"{value:5.3f}*" if monte_carlo else f"{value:6.3f}"
+
+
+def _error_row(label: str, errors, monte_carlo) -> str:
+    """The ``±`` line under a row with Monte Carlo cells: their standard errors (``-`` at
+    the exact cells)."""
+    cells = [f" {e:6.4f}" if mc and e is not None and np.isfinite(e) else "      -" for e, mc in zip(errors, monte_carlo)]
+    return f"  {label:<30}" + "".join(cells)
 
 
 def summary_table(summary: dict) -> str:
     """The printed summary: theorems, mean acceptance per rule and ``k`` against the
-    optimum at each temperature, block efficiency per rule, and where the report is."""
+    optimum at each temperature (Monte Carlo values marked, with their standard errors),
+    expected and realised block efficiency per rule, and where the report is."""
+    from otm_app.report.write import error_cell
+
     lines = [f"otm report ({summary['mode']}): {summary['source']}"]
     if summary["mode"] == "toy":
         lines.append("NOTE: --no-models: toy distributions only, no language model was run")
@@ -364,25 +361,24 @@ def summary_table(summary: dict) -> str:
         lines.append(f"  {row['id']}: {row['status']}")
     ks = summary["ks"]
     for t, block in summary["acceptance"].items():
+        monte_carlo = block.get("rrs_wor_monte_carlo", [False] * len(ks))
         lines.append(f"mean acceptance at T = {t} over the same {block['positions']} positions for every column"
-                     " (rrs_wor above k = 2: Monte Carlo)")
+                     + (" (* a Monte Carlo estimate; the line below it, its standard error)" if any(monte_carlo) else ""))
         lines.append(f"  {'column':<30}" + "".join(f"{'k=' + str(k):>7}" for k in ks))
         for name, values in block["columns"].items():
-            lines.append(f"  {name:<30}" + "".join(f" {_fmt(v)}" for v in values))
+            marks = monte_carlo if name == "rrs_wor" else [False] * len(values)
+            lines.append(f"  {name:<30}" + "".join(f" {_fmt(v, mc)}" for v, mc in zip(values, marks)))
+            if name == "rrs_wor" and any(monte_carlo):
+                lines.append(_error_row("  ± s.e. (Monte Carlo)", block["rrs_wor_standard_error"], monte_carlo))
         for optimal in GAIN_RULES:
             for rule, gain in block.get(_gains_key(optimal), {}).items():
-                lines.append(f"  {optimal + ' - ' + rule:<30}" + "".join(f" {_fmt(v)}" for v in gain["mean"]))
+                marks = monte_carlo if "monte_carlo_error" in gain else [False] * len(gain["mean"])
+                lines.append(f"  {optimal + ' - ' + rule:<30}" + "".join(f" {_fmt(v, mc)}" for v, mc in zip(gain["mean"], marks)))
+                if any(marks):
+                    lines.append(_error_row("  ± s.e. (Monte Carlo)", gain["monte_carlo_error"], marks))
         for problem in block["checks"]:
             lines.append(f"  CHECK FAILED: {problem}")
-    decoding = summary["decoding"]
-    if decoding["rows"]:
-        lines.append(f"block efficiency (tokens per target call), T = {decoding['temperature']:g}:")
-        width = max(len(row["rule"]) for row in decoding["rows"]) + 2
-        for row in decoding["rows"]:
-            value = row.get("skipped") or f"{row['block_efficiency']:.3f}  ({row['tree']})"
-            lines.append(f"  {row['rule']:<{width}}{value}")
-    else:
-        lines.append(f"decoding: not run ({decoding['reason']})")
+    lines += _decoding_lines(summary, error_cell)
     sequence = summary.get("sequence_verifiers", {"rows": []})
     if sequence["rows"]:
         lines.append("sequence verifiers: expected tokens per target call on the same drafts, mean ± s.e. over steps:")
@@ -393,8 +389,36 @@ def summary_table(summary: dict) -> str:
                          f"({100 * gain:+.1f} % ± {100 * gain_se:.1f} %, {row['tree']}, {row['steps']} steps)")
         for problem in sequence.get("checks", []):
             lines.append(f"  CHECK FAILED: {problem}")
-    lines.append(f"report: {summary['report']}  ({summary['wall_seconds']['total']:.0f} s)")
+    lines.append(f"report: {summary['report']}  ({summary['wall_seconds']['total']:.0f} s in all)")
     return "\n".join(lines)
 
 
-__all__ = ["command_line", "decoding_estimate", "position_estimate", "run_report", "summarise_theorems", "summary_table"]
+def _decoding_lines(summary: dict, error_cell) -> list[str]:
+    """Step 3 in the printed summary: the paired expected block efficiencies, then the
+    realised ones (docs/report.md, "Reading the decoding section")."""
+    decoding, paired = summary["decoding"], summary.get("paired", {"rows": [], "skipped": []})
+    if not decoding["rows"]:
+        return [f"decoding: not run ({decoding['reason']})"]
+    lines = [f"block efficiency (tokens per target call), T = {decoding['temperature']:g}:"]
+    width = max(len(row["rule"]) for row in decoding["rows"]) + 2
+    if paired["rows"]:
+        baseline = paired["baseline"]
+        lines.append(f"  expected (coins integrated out) at the same {paired['positions']} positions, rules of one draft law on "
+                     f"the same trees; mean ± s.e. over positions, and minus {baseline} position by position:")
+        for row in paired["rows"]:
+            if row["difference"] is None:
+                versus = "(baseline)"
+            else:
+                versus = error_cell(row["difference"], signed=True) + ("" if row["resolved"] else "  unresolved at this sample size")
+            lines.append(f"    {row['rule']:<{width}}{row['tree']:<10}{error_cell(row['expected_tokens'])}   {versus}")
+        for row in paired["skipped"]:
+            lines.append(f"    {row['rule']:<{width}}not compared: {row['reason']}")
+    lines.append("  realised: one short decode per rule (context, draft and coin noise); mean ± s.e. over its steps:")
+    for row in decoding["rows"]:
+        value = row.get("skipped") or (f"{row['tree']:<10}{error_cell([row['block_efficiency'], row['block_efficiency_error']])}"
+                                       f"   ({row['steps']} steps)")
+        lines.append(f"    {row['rule']:<{width}}{value}")
+    return lines
+
+
+__all__ = ["command_line", "paired_positions", "run_report", "summarise_theorems", "summary_table"]

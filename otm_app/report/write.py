@@ -73,7 +73,7 @@ def write_markdown(folder: Path, summary: dict, positions: dict, temperature_tab
     lines += [f"- Source of the distributions: {summary['source']}", f"- Mode: **{summary['mode']}**"]
     if summary["mode"] == "toy":
         lines.append("- **No model was run (`--no-models`): every number below is on toy Gaussian distributions, not on a language model.**")
-    lines += [f"- Wall time: {summary['wall_seconds']['total']:.0f} s ({', '.join(f'{k} {v:.0f} s' for k, v in summary['wall_seconds'].items() if k != 'total')})", ""]
+    lines += [f"- Wall time: {summary['wall_seconds']['total']:.0f} s ({_wall_times(summary)})", ""]
     lines += _theorem_section(summary["theorems"], figures)
     lines += _positions_section(summary, positions, figures)
     if temperature_table is not None:
@@ -85,6 +85,13 @@ def write_markdown(folder: Path, summary: dict, positions: dict, temperature_tab
     path.write_text("\n".join(lines))
     (folder / "summary.json").write_text(json.dumps(summary, indent=1, default=_json_default))
     return path
+
+
+def _wall_times(summary: dict) -> str:
+    """Each step's wall time, with the estimate printed before it where there was one."""
+    estimated = summary.get("estimated_seconds", {})
+    return ", ".join(f"{key} {value:.0f} s" + (f" (estimated {estimated[key]:.0f} s)" if key in estimated else "")
+                     for key, value in summary["wall_seconds"].items() if key != "total")
 
 
 def _json_default(value):
@@ -148,23 +155,44 @@ def _positions_section(summary: dict, positions: dict, figures: dict) -> list:
 
 def _decoding_section(summary: dict) -> list:
     lines = ["## 3. Speculative decoding: block efficiency", ""]
-    decoding = summary["decoding"]
+    decoding, paired = summary["decoding"], summary.get("paired", {"rows": [], "skipped": []})
     if not decoding["rows"]:
         return lines + [f"Not run: {decoding['reason']}", ""]
-    lines.append(f"Pair {summary['source']}, temperature {decoding['temperature']:g}, {decoding['max_new_tokens']} new tokens per prompt, prompts: {', '.join(decoding['prompts'])}, seed {decoding['seed']}.")
-    lines += ["", "| rule | tree | block efficiency (tokens / target call) | tokens | target calls | acceptance by depth | wall s |", "|---|---|---|---|---|---|---|"]
+    lines.append(f"Pair {summary['source']}, temperature {decoding['temperature']:g}, seed {decoding['seed']}.")
+    if paired["rows"]:
+        baseline = paired["baseline"]
+        lines += ["", f"**Expected tokens per target call, paired** (what compares the rules): at {paired['positions']} evenly "
+                  "spaced positions of the texts, one tree drafted per draft law (the rules of one law share it), and for each "
+                  "rule its expected tokens per call on that tree with its coins integrated out exactly (E[tau | tree] + 1). "
+                  f"Mean ± standard error over positions; the difference from {baseline} is taken position by position. "
+                  f"A difference within {paired['resolution_sigmas']:g} standard errors is unresolved at this sample size.", "",
+                  f"| rule | tree | draft law | expected tokens / call | minus {baseline} | |", "|---|---|---|---|---|---|"]
+        for row in paired["rows"]:
+            difference = "baseline" if row["difference"] is None else error_cell(row["difference"], signed=True)
+            verdict = "" if row["difference"] is None else ("resolved" if row["resolved"] else "unresolved at this sample size")
+            lines.append(f"| {row['rule']} | `{row['tree']}` | {row['draft_law']} | {error_cell(row['expected_tokens'])} | "
+                         f"{difference} | {verdict} |")
+        lines += [f"| {row['rule']} | - | - | not compared: {row['reason']} | | |" for row in paired["skipped"]]
+    lines += ["", f"**Realised block efficiency** (one short decode per rule: {decoding['max_new_tokens']} new tokens per prompt, "
+              f"prompts {', '.join(decoding['prompts'])}; context, draft and coin noise included, so it cannot order the "
+              "rules): mean ± standard error over the decode's steps.", "",
+              "| rule | tree | realised block efficiency (tokens / target call) | steps | tokens | target calls | acceptance by depth | wall s |",
+              "|---|---|---|---|---|---|---|---|"]
     for row in decoding["rows"]:
         if "skipped" in row:
-            lines.append(f"| {row['rule']} | - | skipped: {row['skipped']} | | | | |")
+            lines.append(f"| {row['rule']} | - | skipped: {row['skipped']} | | | | | |")
             continue
         depth = ", ".join(_cell(v, 3) for v in row["acceptance_by_depth"])
-        lines.append(f"| {row['rule']} | `{row['tree']}` | {row['block_efficiency']:.3f} | {row['tokens_generated']} | {row['target_calls']} | {depth} | {row['wall_seconds']:.1f} |")
-    return lines + ["", "Short runs: block efficiency is a sample mean over a few dozen steps, expect about ±0.1 between seeds.", ""]
+        lines.append(f"| {row['rule']} | `{row['tree']}` | {error_cell([row['block_efficiency'], row['block_efficiency_error']])} | "
+                     f"{row['steps']} | {row['tokens_generated']} | {row['target_calls']} | {depth} | {row['wall_seconds']:.1f} |")
+    return lines + [""]
 
 
-def _error_cell(pair: list, digits: int = 3, scale: float = 1.0, signed: bool = False) -> str:
+def error_cell(pair: list, digits: int = 3, scale: float = 1.0, signed: bool = False) -> str:
+    """``[mean, standard error]`` as ``mean ± error`` (``n/a`` for an undefined error)."""
     mean, error = pair
-    return f"{scale * mean:{'+' if signed else ''}.{digits}f} ± {scale * error:.{digits}f}"
+    shown = "n/a" if error is None or math.isnan(error) else f"{scale * error:.{digits}f}"
+    return f"{scale * mean:{'+' if signed else ''}.{digits}f} ± {shown}"
 
 
 def _sequence_section(summary: dict) -> list:
@@ -186,9 +214,10 @@ def _sequence_section(summary: dict) -> list:
     ]
     for row in sequence["rows"]:
         expected = row["expected_tokens"]
-        lines.append(f"| {row['rule']} | `{row['tree']}` | {_error_cell(expected['rule'])} | {row['baseline']} | "
-                     f"{_error_cell(expected['baseline'])} | {_error_cell(expected['gain'], signed=True)} | "
-                     f"{_error_cell(row['relative_gain'], 1, 100, True)} % | {row['block_efficiency']:.3f} | {row['steps']} | "
+        lines.append(f"| {row['rule']} | `{row['tree']}` | {error_cell(expected['rule'])} | {row['baseline']} | "
+                     f"{error_cell(expected['baseline'])} | {error_cell(expected['gain'], signed=True)} | "
+                     f"{error_cell(row['relative_gain'], 1, 100, True)} % | "
+                     f"{error_cell([row['block_efficiency'], row['block_efficiency_error']])} | {row['steps']} | "
                      f"{row['wall_seconds']:.1f} |")
     checks = sequence.get("checks", [])
     return lines + ["", "Realised block efficiency is the decode's own (coin noise included); the paired columns are what "
@@ -197,4 +226,4 @@ def _sequence_section(summary: dict) -> list:
                     if not checks else "**Check failed**: " + "; ".join(checks), ""]
 
 
-__all__ = ["markdown_table", "save_figure", "write_figures", "write_markdown"]
+__all__ = ["error_cell", "markdown_table", "save_figure", "write_figures", "write_markdown"]

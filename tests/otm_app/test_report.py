@@ -12,8 +12,7 @@ from decoding.models import qwen
 from otm_app.configs import ReportConfig
 from otm_app.report.decode import rule_tree
 from otm_app.report.positions import PositionSettings, analyse_positions, optimum_vs_temperature, spaced_rows
-from otm_app.report.run import (SECONDS_PER_DECODED_TOKEN, SECONDS_PER_POSITION, SECONDS_PER_SWEEP_CELL, command_line,
-                                decoding_estimate, position_estimate, run_report, summarise_theorems, summary_table)
+from otm_app.report.run import command_line, run_report, summarise_theorems, summary_table
 from otm_app.report.sources import resolve_texts
 from otm.tables import OPTIMAL_IID, OPTIMAL_WOR
 from otm.distributions import logits_to_probs
@@ -192,18 +191,57 @@ def test_tiny_pair_report_end_to_end(tmp_path):
     assert (folder / "corpus" / "corpus.json").is_file()  # --keep-corpus: reusable by otm sweep
 
 
-def test_slow_steps_say_how_long_before_they_start():
-    defaults = ReportConfig()
-    full = position_estimate(760, defaults, workers=2, n_sweep=128)
-    minutes = round((760 * 2 * SECONDS_PER_POSITION / 2 + 128 * 7 * SECONDS_PER_SWEEP_CELL) / 60)
-    assert "760 positions x 2 temperatures" in full and f"about {minutes} min" in full and "--positions 64" in full
-    assert "temperature sweep on 128 positions" in full
-    quick = position_estimate(64, ReportConfig(k_max=4, temperatures=(1.0,)), workers=2)
-    assert f"about {round(64 * SECONDS_PER_POSITION / 2 / 2)} s" in quick
-    decoding = decoding_estimate(2, defaults)
-    decodes = len(defaults.rules) + 2
-    assert f"{decodes} decodes" in decoding
-    assert f"about {round(decodes * 2 * defaults.max_new_tokens * SECONDS_PER_DECODED_TOKEN / 60)} min" in decoding
+def test_step_estimates_follow_the_cost_model(monkeypatch):
+    """Step 2's estimate is the Dask cluster's start-up plus the columns on the workers, then
+    the temperature sweep in the main process, the per-position costs scaled by the
+    vocabulary; on a busy machine each part takes (others + its threads) / cores times its
+    idle time."""
+    from otm_app.report import budget
+
+    full = budget.sweep_parts(760, 2, 8, 151_936, 2, 128, 7)
+    assert full == [(budget.DASK_START_SECONDS + 760 * 2 * budget.SECONDS_PER_POSITION / 2, 2),
+                    (128 * 7 * budget.SECONDS_PER_SWEEP_CELL, 1)]
+    toy = budget.sweep_parts(48, 2, 8, 512, 2, 48, 7)  # --no-models: the start-up is most of it
+    assert toy[0][0] == pytest.approx(budget.DASK_START_SECONDS + 48 * 2 * budget.SECONDS_PER_POSITION * 512 / 151_936 / 2)
+    monkeypatch.setattr(budget.os, "cpu_count", lambda: 2)
+    assert budget.slowdown(2, others=0.0) == 1.0 and budget.slowdown(1, others=5.0) == 3.0
+    monkeypatch.setattr(budget, "other_runnable_threads", lambda: 4.0)
+    clock = budget.StepClock(quiet=True)
+    clock.start("acceptance", "step 2/4", "the columns", full)
+    assert clock.estimated["acceptance"] == pytest.approx(full[0][0] * 3.0 + full[1][0] * 2.5)
+    assert clock.end("acceptance") >= 0 and set(clock.actual) == {"acceptance"}
+
+
+def test_other_runnable_threads_reads_the_kernel_count(monkeypatch, tmp_path):
+    from otm_app.report import budget
+
+    loadavg = tmp_path / "loadavg"
+    loadavg.write_text("7.97 5.89 3.47 9/188 20586\n")
+    real_open = open
+    monkeypatch.setattr("builtins.open", lambda path, *a, **k: real_open(loadavg if path == "/proc/loadavg" else path, *a, **k))
+    assert budget.other_runnable_threads(samples=2, interval=0.0) == 8.0  # this reader is one of the 9
+
+
+def test_each_slow_step_prints_its_estimate_and_then_its_time(tmp_path, capsys, monkeypatch):
+    """--no-models printed no estimate for its Dask step, and its total left out step 1 (the
+    theorem suite): it said 14 s for a run of 82 s. Now step 2 is announced in every mode,
+    each announced step ends with its actual time beside the estimate, and the total counts
+    from the clock that timed step 1."""
+    from otm_app.report import budget
+
+    monkeypatch.setattr(budget, "other_runnable_threads", lambda: 0.0)
+    clock = budget.StepClock(quiet=False)
+    clock.start("theorems", "step 1/4", "the theorem suite", [(budget.THEOREM_SUITE_SECONDS, 1)])
+    clock.end("theorems")
+    summary = run_report(_args("--no-models", "--out", str(tmp_path / "r"), "-k", "2", "--positions", "4", "--sweep-positions", "4",
+                               "--workers", "1", "--temperatures", "1"), THEOREM_ROWS, clock)
+    err = capsys.readouterr().err
+    assert re.search(r"step 2/4, every column at 4 positions .*: about \d+ s", err)
+    assert re.search(r"step 1/4 took \d+ s \(estimated \d+ s\)", err) and re.search(r"step 2/4 took \d+ s \(estimated \d+ s\)", err)
+    seconds = summary["wall_seconds"]
+    assert {"theorems", "acceptance", "writing", "total"} <= set(seconds) and set(summary["estimated_seconds"]) == {"theorems", "acceptance"}
+    assert seconds["total"] >= seconds["theorems"] + seconds["acceptance"]
+    assert "(estimated" in (tmp_path / "r" / "report.md").read_text()
 
 
 def test_missing_model_packages_suggest_no_models(tmp_path, monkeypatch):
@@ -336,3 +374,126 @@ def test_report_settings_are_checked_before_the_theorem_suite(monkeypatch, chang
     monkeypatch.setattr(command, "run_theorems", lambda **kwargs: pytest.fail("the theorem suite ran first"))
     with pytest.raises(OTMError, match=re.escape(says)):
         command.run_report_command(dataclasses.replace(ReportConfig(quiet=True), **change))
+
+
+# --------------------------------------------------------------------------- paired comparison of the rules
+
+#: Verifications (or walks) sampled per comparison with an exact conditional value.
+PAIRED_SAMPLES = 20_000
+#: The rules the paired comparison evaluates and a k at which each is defined.
+PAIRED_RULES = [("rrs", 3), ("rrs_wor", 3), ("kseq", 3), ("spechub", 2), ("greedy", 3), ("optimal", 3), ("optimal_wor", 3),
+                ("optimal_pair_wor", 2)]
+
+
+@pytest.mark.parametrize("rule, k", PAIRED_RULES)
+def test_descent_probabilities_are_the_verifiers_own(rule, k):
+    """m(t | x), computed from the rule's exact kernel, against the frequency with which the
+    rule's batched verifier, given the same drafts, accepts a draft holding t (the event
+    on which the decoding loop moves down the tree)."""
+    import torch
+
+    from decoding.verifiers import get_verifier
+    from otm_app.report.paired import descent_probabilities
+
+    rng = np.random.default_rng(k + len(rule))
+    vocab = 5
+    p, q = (torch.as_tensor(rng.dirichlet(0.7 * np.ones(vocab))) for _ in range(2))
+    verifier, generator = get_verifier(rule), torch.Generator().manual_seed(3)
+    drafts = verifier.sample_drafts(q.unsqueeze(0), k, generator)[0]
+    moves = descent_probabilities(rule, p, q, drafts.tolist())
+    assert set(moves) == set(drafts.tolist())
+    out = verifier.verify(p.expand(PAIRED_SAMPLES, vocab), q.expand(PAIRED_SAMPLES, k, vocab), drafts.expand(PAIRED_SAMPLES, k), generator)
+    for token, probability in moves.items():
+        seen = float(((out.accepted_index >= 0) & (out.tokens == token)).double().mean())
+        error = math.sqrt(probability * (1 - probability) / PAIRED_SAMPLES)
+        assert abs(seen - probability) <= MC_SIGMAS * error + AGREEMENT_TOLERANCE, (token, seen, probability)
+
+
+def _drafted_tree(rules, spec: str, vocab: int, rng, generator):
+    """A tree drafted with ``rules``' sampler, ``p`` and ``q`` a function of each node's
+    token path (as a model's are: equal tokens under one parent give equal laws)."""
+    import torch
+
+    from decoding.runtime.trees import parse_tree
+
+    tree = parse_tree(spec)
+    laws: dict = {}
+
+    def law(path):
+        if path not in laws:
+            laws[path] = tuple(torch.as_tensor(rng.dirichlet(np.ones(vocab))) for _ in range(2))
+        return laws[path]
+
+    tokens, paths = [0] * tree.n_nodes, {0: ()}
+    for depth in range(tree.max_depth):
+        for node in tree.level(depth):
+            k = int(tree.n_children[node])
+            if k:
+                drawn = rules.for_k(k).sample_drafts(law(paths[node])[1].unsqueeze(0), k, generator)[0].tolist()
+                for child, token in zip(tree.children(node), drawn):
+                    tokens[child], paths[child] = token, paths[node] + (token,)
+    target = torch.stack([law(paths[u])[0] for u in range(tree.n_nodes)])
+    draft = torch.stack([law(paths[u])[1] for u in range(tree.n_nodes)])
+    return tree, tokens, target, draft
+
+
+@pytest.mark.parametrize("rule, spec", [("single", "chain:3"), ("rrs", "binary:3"), ("rrs", "kary:3,2"), ("rrs_wor", "binary:3"),
+                                        ("kseq", "kary:3,2"), ("spechub", "chains:2,3"), ("greedy", "kary:3,2"),
+                                        ("optimal", "kary:3,2"), ("optimal_wor", "binary:2")])
+def test_expected_accepted_is_the_mean_of_the_loops_walk(rule, spec):
+    """E[tau | tree] by the walk's dynamic programme against the mean accepted length of the
+    decoding loop's own walk (walk_tree) over many coin draws on the same drafted tree; on
+    three tokens equal siblings are common, so the merge of the i.i.d. rules is exercised."""
+    import torch
+
+    from decoding.runtime.tree_walk import resolve_rules, walk_tree
+    from otm_app.report.paired import expected_accepted
+
+    rules, generator = resolve_rules(rule), torch.Generator().manual_seed(5)
+    tree, tokens, target, draft = _drafted_tree(rules, spec, 3, np.random.default_rng(len(spec) + len(rule)), generator)
+    inner = [u for u in range(tree.n_nodes) if tree.n_children[u]]
+    exact = expected_accepted(rules, tree, tokens, {u: target[u] for u in inner}, {u: draft[u] for u in inner})
+    n = PAIRED_SAMPLES
+    walked = walk_tree(tree, torch.tensor(tokens).expand(n, -1), target.expand(n, -1, -1), draft.expand(n, -1, -1), rules,
+                       generator).n_accepted.double()
+    assert abs(float(walked.mean()) - exact) <= MC_SIGMAS * float(walked.std()) / math.sqrt(n) + AGREEMENT_TOLERANCE
+
+
+def test_forest_holds_every_tree_under_one_root():
+    from decoding.runtime.trees import parse_tree
+    from otm_app.report.paired import forest
+
+    trees = [parse_tree("chain:2"), parse_tree("binary:2")]
+    whole, index = forest(trees)
+    assert whole.n_nodes == 1 + 2 + 6
+    for tree, at in zip(trees, index):
+        assert at[0] == 0 and len(set(at[1:])) == tree.n_nodes - 1
+        for u in range(1, tree.n_nodes):
+            assert whole.parent[at[u]] == at[tree.parent[u]]
+
+
+def test_text_caches_give_the_teacher_forced_laws_at_the_root():
+    """The forest's root is the context's last token: its p and q are the scored row's."""
+    import torch
+
+    from decoding.runtime.loop import probs_from_logits
+    from decoding.runtime.trees import parse_tree
+    from decoding.runtime.tree_walk import resolve_rules
+    from otm_app.report.paired import TextCaches
+    from otm_app.report.sources import load_report_pair, score_report_texts
+
+    pair = load_report_pair("tiny")
+    text = score_report_texts(pair, [], 0).scores[0]
+    caches, generator = TextCaches(pair, text.token_ids), torch.Generator().manual_seed(0)
+    for position in (3, 9):  # two contexts of one text: the second forwards only the new tokens
+        (tokens, target, draft), = caches.draft(position + 1, [parse_tree("binary:2")], [resolve_rules("rrs")], 1.0, generator)
+        assert np.allclose(target[0].numpy(), probs_from_logits(torch.as_tensor(text.target_logits[position]), 1.0).numpy(), atol=1e-5)
+        assert np.allclose(draft[0].numpy(), probs_from_logits(torch.as_tensor(text.draft_logits[position]), 1.0).numpy(), atol=1e-5)
+        assert set(target) == {0, 1, 2} and len(tokens) == 7
+
+
+def test_resolved_needs_two_standard_errors():
+    from otm_app.report.paired import resolved
+
+    assert resolved([0.3, 0.1]) and resolved([-0.3, 0.1])
+    assert not resolved([0.15, 0.1]) and not resolved([0.0, 0.0]) and not resolved([0.5, math.nan])
