@@ -209,8 +209,7 @@ def _add_decode(sub) -> None:
                      + "; or a sequence verifier: block (a chain, default chain:4), traversal (any tree)")
     dec.add_argument("--pair", default=d.pair, help="qwen2.5-coder (the embedded pair) | tiny (two random 8-token models, "
                      "no tokenizer: prompts are token ids like 1,2,3; for tests) | DRAFT,TARGET (local paths)")
-    # the default depends on --rule, so the help states it and argparse adds none (SUPPRESS: DecodeConfig's None)
-    dec.add_argument("--tree", default=argparse.SUPPRESS,
+    dec.add_argument("--tree", default=d.tree,
                      help="draft tree: chains:K,D, chain:D, binary:D, ternary:D, kary:K,D, prefix:k1,..., branching:A;B;.., "
                      "or a nested list [[[],[]],[[]]] (default: chains:2,4, two draft chains of 4 "
                      "tokens; chain:4 for --rule block; not for the ensemble rules)")
@@ -345,7 +344,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run ``otm``; returns the exit status (0 ok, 1 a check failed, 2 an error)."""
+    """Run ``otm``; returns the exit status: 0 ok, 1 a check failed, 2 a usage or input error,
+    3 ``otm validate`` checked nothing exactly (NOT CHECKED)."""
     import importlib
 
     args = build_parser().parse_args(argv)
