@@ -100,7 +100,8 @@ def analyse_positions(scored, temperatures: Sequence[float], settings: PositionS
     chosen, offset = [], 0
     for s in scored.scores:  # the analysed rows of each text, keeping their positions
         mask = keep[offset:offset + s.n_positions]
-        chosen.append((TextScores(s.name, s.token_ids, s.target_logits[mask], s.draft_logits[mask]), np.flatnonzero(mask)))
+        token_ids = np.concatenate([s.token_ids[:1], s.next_token_ids[mask]])  # each kept row's next token stays its own
+        chosen.append((TextScores(s.name, token_ids, s.target_logits[mask], s.draft_logits[mask]), np.flatnonzero(mask)))
         offset += s.n_positions
     vocab = scored.scores[0].target_logits.shape[1]
     corpus = folder / "corpus"
