@@ -57,7 +57,6 @@ RULES = tuple(s.name for s in rule_specs(verifier=True) if s.ks != (1, 1) and s.
 #: Orderings claimed by SpecHub (Sun et al. 2024) (Tables 1-2: second-draft acceptance; Tables 5-7: block
 #: efficiency on binary trees): SpecHub > RRSw > RRS.
 PAPER_ORDER = ("spechub", "rrs_wor", "rrs")
-HERE = Path(__file__).resolve().parent
 #: The markers around the section this script writes in ``--out``.
 SECTION_BEGIN = "<!-- written by scripts/bench_decoding.py: begin -->"
 SECTION_END = "<!-- written by scripts/bench_decoding.py: end -->"
@@ -436,7 +435,6 @@ def report(data: dict) -> str:
         "",
     ]
     if data.get("cost"):
-        sys.path.insert(0, str(HERE))
         from bench_verifier_cost import markdown as cost_markdown
 
         lines += [cost_markdown(data["cost"], data["cost"]["command"]), ""]
@@ -545,7 +543,6 @@ def main(argv=None) -> dict:
                       f"ETA {elapsed / len(configs) * (total - len(configs)) / 60:.1f} min", file=sys.stderr, flush=True)
     cost = None
     if not args.no_cost:
-        sys.path.insert(0, str(HERE))
         from bench_verifier_cost import pair_logits, run as cost_run
 
         rows, ks, repeats = (8, [2, 4], 2) if args.quick else (64, [2, 4, 8], 3)

@@ -21,13 +21,11 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import sys
 import time
 import tracemalloc
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_optimum import median_time
 from pair_families import FAMILIES
 

@@ -90,17 +90,18 @@ def main(argv=None) -> str:
         z = "n/a" if report.acceptance_test is None else f"p = {report.acceptance_test.p_value:.2f}"
         lines.append(f"| {text} | {position} | {k} | {rule} | p = {report.law_test.p_value:.2f} | {report.acceptance:.4f} "
                      f"({low:.4f}, {high:.4f}) | {exact} | {z} | {report.optimum:.4f} | {'PASS' if report.passed else 'FAIL'} |")
-    return corpus_report("certify_optimal_verifier.py", argv, args.corpus, corpus,
+    return corpus_report("scripts/certify_optimal_verifier.py", argv, args.corpus, corpus,
                          f"T = {args.temperature}{'' if args.top_p is None else f', top-p {args.top_p}'}, "
                          f"{args.samples} rows per certification", time.perf_counter() - start,
                          lines, args.out)
 
 
-def corpus_report(script: str, argv, folder: str, corpus: Corpus, settings: str, wall: float, lines: list,
+def corpus_report(program: str, argv, folder: str, corpus: Corpus, settings: str, wall: float, lines: list,
                   out: str | None) -> str:
-    """The Markdown a corpus script prints (and writes to ``out``): a line with the command,
-    the corpus, ``settings``, the machine, torch's threads and the wall time, then ``lines``."""
-    command = f"python scripts/{script} " + shlex.join(argv if argv is not None else sys.argv[1:])
+    """The Markdown a corpus script prints (and writes to ``out``): a line with the command
+    (``python {program} {argv}``: ``program`` a script's path or ``-m`` and a module), the corpus,
+    ``settings``, the machine, torch's threads and the wall time, then ``lines``."""
+    command = f"python {program} " + shlex.join(argv if argv is not None else sys.argv[1:])
     threads = torch.get_num_threads()
     header = (f"Command: `{command}`; corpus {Path(folder).name} ({corpus.meta.get('source', 'n/a')}), "
               f"V = {corpus.vocab_size:,}, {settings}; {platform.machine()}, torch {torch.__version__}, "

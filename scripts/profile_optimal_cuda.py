@@ -14,15 +14,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
 from decoding.verifiers import optimal
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_optimal_verifier import QWEN_VOCAB, softmax_rows  # noqa: E402
+from bench_optimal_verifier import QWEN_VOCAB, softmax_rows
 
 
 def main(argv=None) -> None:

@@ -26,17 +26,13 @@ row of the rows concerned:
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 import numpy as np
 import torch
 
 from decoding.verifiers import optimal, optimal_buckets, optimal_merged, rrs
 from decoding.verifiers.optimal_lazy import certified_acceptance, identical_drafts
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_verifier_cost import QWEN_VOCAB, pair_logits, timed, zipf_logits  # noqa: E402
+from bench_verifier_cost import QWEN_VOCAB, pair_logits, timed, zipf_logits
 
 
 def median_ms(function, repeats: int) -> float:

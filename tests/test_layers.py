@@ -2,7 +2,8 @@
 
 Two independent checks, each shown to fail on a deliberately wrong input:
 
-1. the import-linter contracts in pyproject.toml (the import graph of every module);
+1. the import-linter contracts in pyproject.toml (the import graph of every module, research/
+   included: the product never imports it);
 2. a fresh interpreter in which torch, transformers, matplotlib, cvxpy, dask and pyarrow
    cannot be imported imports every module of otm, solvers and proofs and computes with
    them (what a user with only the core dependencies gets).
@@ -86,6 +87,27 @@ def test_import_linter_catches_an_arrow_pointing_up(tmp_path):
     result = subprocess.run([str(LINT_IMPORTS), "--config", str(config)], capture_output=True, text=True, cwd=ROOT)
     assert result.returncode != 0
     assert "BROKEN" in result.stdout
+
+
+def test_import_linter_sees_research_import_the_product(tmp_path):
+    """The contract that the product never imports research is checked on a graph that holds
+    research's own imports: the same tool, told that research must not import otm, reports it."""
+    config = tmp_path / "research_reversed.toml"
+    config.write_text(textwrap.dedent(
+        """
+        [tool.importlinter]
+        root_packages = ["otm_app", "decoding", "proofs", "otm", "solvers", "research"]
+
+        [[tool.importlinter.contracts]]
+        name = "reversed"
+        type = "forbidden"
+        source_modules = ["research"]
+        forbidden_modules = ["otm"]
+        """
+    ))
+    result = subprocess.run([str(LINT_IMPORTS), "--config", str(config)], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode != 0
+    assert "BROKEN" in result.stdout and "research.optimal_wor" in result.stdout
 
 
 def test_core_imports_and_computes_without_the_optional_extras():

@@ -3,13 +3,11 @@ of the file: the other benchmarks' tables and notes above and below it."""
 from __future__ import annotations
 
 import shutil
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "scripts"))
+import bench_decoding
 
-import bench_decoding  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 SAVED = ROOT / "docs" / "figures" / "decoding_results.json"
 

@@ -1,14 +1,12 @@
 """Smoke tests of scripts/bench_decoding.py, scripts/bench_verifier_cost.py,
 scripts/certify_optimal_verifier.py (tiny models, ``--pair tiny --quick``),
-scripts/pair_wor_verifier_at_scale.py and scripts/pair_wor_undecided_pairs.py (a synthetic corpus),
 scripts/profile_optimal_rows.py (four synthetic rows), scripts/bench_optimal_verifier.py
 (small random rows, on the CPU), scripts/profile_optimal_cuda.py (refuses without CUDA),
-scripts/wor_fresh_rows.py (two whole rows), scripts/wor_walk_bounds.py --gaps,
-scripts/bench_wor_scan.py and scripts/bench_wor_pass.py (a synthetic corpus)."""
+scripts/bench_wor_scan.py and scripts/bench_wor_pass.py (a synthetic corpus). The research
+scripts' tests are under research/optimal_wor/tests/."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,20 +14,16 @@ import torch
 
 from otm.tolerances import AGREEMENT_TOLERANCE
 
-SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
-sys.path.insert(0, str(SCRIPTS))
+import bench_decoding
+import bench_optimal_verifier
+import bench_verifier_cost
+import certify_optimal_verifier
+import profile_optimal_cuda
+import profile_optimal_rows
 
-import bench_decoding  # noqa: E402
-import bench_optimal_verifier  # noqa: E402
-import bench_verifier_cost  # noqa: E402
-import certify_optimal_verifier  # noqa: E402
-import pair_wor_undecided_pairs  # noqa: E402
-import pair_wor_verifier_at_scale  # noqa: E402
-import profile_optimal_cuda  # noqa: E402
-import profile_optimal_rows  # noqa: E402
-import wor_fresh_rows  # noqa: E402
+from tests.decoding.corpus_support import synthetic_corpus
 
-from tests.decoding.corpus_support import synthetic_corpus, table_rows  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(autouse=True)
@@ -90,44 +84,7 @@ def test_certify_optimal_verifier_on_a_small_corpus(tmp_path):
     assert (tmp_path / "out.md").read_text().strip() == text.strip()
 
 
-def test_pair_wor_verifier_at_scale_on_a_small_corpus(tmp_path):
-    """Every position gets a row, and the float levels realise the selection law (checked in
-    200-bit floats) to the figures the docs quote for real rows."""
-    synthetic_corpus(tmp_path, seed=1, rows=6, vocab=40, scale=3)
-    text = pair_wor_verifier_at_scale.main(["--corpus", str(tmp_path / "corpus"), "--positions", "3", "--pairs", "2"])
-    rows = [line.split(" | ") for line in text.splitlines() if line.startswith("| synthetic")]
-    assert len(rows) == 3
-    assert all(float(row[9]) <= 1e-12 and abs(float(row[10])) <= 1e-12 for row in rows)  # sum |x' - x|, alpha* - accepted
 
-
-def test_pair_wor_undecided_pairs_on_a_small_corpus(tmp_path):
-    """Every position and temperature gets a row and the totals a line; the nesting's answers
-    for the pairs the first-run bounds leave agree with the full nesting."""
-    synthetic_corpus(tmp_path, seed=2, rows=6, vocab=60, scale=4)
-    text = pair_wor_undecided_pairs.main(["--corpus", str(tmp_path / "corpus"), "--positions", "3", "--checks", "200"])
-    cells = [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines()]
-    rows = [row for row in cells if row[1:2] == ["synthetic"]]
-    assert len(rows) == 6  # 3 positions x 2 temperatures
-    (total,) = [row for row in cells if row[0] == "all"]
-    assert int(total[3]) > 0  # some pairs were left to the nesting (105 with this seed)
-    assert total[-1] == "0" and all(row[-1] == "0" for row in rows)
-
-
-def test_pair_wor_undecided_pairs_tally(tmp_path):
-    """With ``--tally`` the refreshes' bins add up to the refreshes, row by row and in all,
-    and the answers are the same."""
-    synthetic_corpus(tmp_path, seed=2, rows=6, vocab=60, scale=4)
-    args = ["--corpus", str(tmp_path / "corpus"), "--positions", "3", "--checks", "200"]
-    plain = pair_wor_undecided_pairs.main(args)
-    text = pair_wor_undecided_pairs.main(args + ["--tally"])
-    cells = [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines()]
-    rows = [row for row in cells if row[1:2] == ["synthetic"] or row[0] == "all"]
-    assert len(rows) == 7
-    assert all(sum(int(v) for v in row[8:12]) == int(row[6]) for row in rows)
-    assert int(rows[-1][12]) + int(rows[-1][13]) > 0  # the chains emptied cuts
-    plain_rows = [line.split("|")[1:9] for line in plain.splitlines() if line.startswith(("| 1.0", "| 0.6", "| all"))]
-    assert [row[:5] + row[6:8] for row in plain_rows] == [
-        line.split("|")[1:6] + line.split("|")[7:9] for line in text.splitlines() if line.startswith(("| 1.0", "| 0.6", "| all"))]
 
 
 def test_profile_optimal_rows_on_synthetic_rows():
@@ -165,51 +122,7 @@ def test_profile_optimal_cuda_refuses_without_cuda():
         profile_optimal_cuda.main([])
 
 
-def test_wor_fresh_rows_times_every_row(capsys):
-    """A process per budget, one time per fresh row; and the same row ten times, kept and
-    dropped."""
-    assert wor_fresh_rows.main(["--rows", "2", "--kept-floats", "0,20000000"]) == 0
-    lines = capsys.readouterr().out.strip().splitlines()
-    assert len(lines) == 2 and all(len(line.split("seconds per fresh row ")[1].split()) == 2 for line in lines)
-    assert wor_fresh_rows.main(["--same-row", "--k", "3"]) == 0
-    lines = capsys.readouterr().out.strip().splitlines()
-    assert [line.split(",")[2].split(":")[0].strip() for line in lines] == ["results dropped", "results kept"]
-    assert all(len(line.split(": ")[1].split()) == 10 for line in lines)
 
-
-def test_wor_fresh_rows_compares_checkpoint_spacings(capsys):
-    """``--checkpoints``: a row of the table per (round, k, spacing), each verifying the fresh
-    rows it names (a time, the rows refused, page faults)."""
-    assert wor_fresh_rows.main(["--checkpoints", "64,256", "--ks", "3", "--rows", "2", "--rounds", "1"]) == 0
-    rows = table_rows(capsys.readouterr().out)
-    assert [(r[1].strip(), r[2].strip()) for r in rows] == [("3", "64"), ("3", "256")]
-    for r in rows:
-        assert float(r[3]) > 0 and r[4].strip().endswith("of 2") and int(r[5]) >= 0
-
-
-def test_wor_walk_bounds_gaps_hold_the_least_level(tmp_path, capsys, monkeypatch):
-    """``--gaps`` on a small synthetic corpus: some walks are left open, and for each the least
-    level of its open step, from the full levels, lies between the bound (i) and the level that
-    (ii)/(iii) prove, with the walk's ``u`` above the bound (i) (else the bounds decide it); with
-    the printed bound (i) doubled, some row breaks this."""
-    import wor_walk_bounds
-
-    synthetic_corpus(tmp_path, seed=4, rows=4, vocab=80, scale=3)
-
-    def rows() -> list:
-        wor_walk_bounds.main(["--corpus", str(tmp_path / "corpus"), "--positions", "3", "--top", "80", "--ks", "3",
-                              "--draws", "150", "--gaps", "--levels-limit", "60"])
-        cells = [[c.strip() for c in line.strip("|").split("|")] for line in capsys.readouterr().out.splitlines()]
-        return [[float(row[5]), float(row[6]), row[7], float(row[8])] for row in cells if row[0] == "synthetic"]
-
-    def holds(bound, u, at_most, level) -> bool:  # (4 decimals printed)
-        return bound <= u and bound <= level + 1e-4 and (at_most == "none" or level <= float(at_most) + 1e-4)
-
-    found = rows()
-    assert len(found) >= 3 and all(holds(*row) for row in found)
-    bound = wor_walk_bounds.span_lower_bound
-    monkeypatch.setattr(wor_walk_bounds, "span_lower_bound", lambda *args, **kwargs: 2 * bound(*args, **kwargs))
-    assert not all(holds(*row) for row in rows())
 
 
 def test_bench_wor_scan_compares_the_passes(tmp_path, capsys):
@@ -241,7 +154,7 @@ def test_bench_wor_pass_times_trees_side_by_side(tmp_path, capsys):
     import bench_wor_pass
 
     synthetic_corpus(tmp_path, seed=6, rows=2, vocab=3000, scale=3)
-    tree = str(SCRIPTS.parent)
+    tree = str(ROOT)
     common = ["--corpus", str(tmp_path / "corpus"), "--positions", "1", "--ks", "3", "--rounds", "1"]
     assert bench_wor_pass.main(common + ["--tree", tree, "--tree", tree]) == 0
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in capsys.readouterr().out.splitlines()

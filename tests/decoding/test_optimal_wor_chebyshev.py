@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import math
 import os
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,8 +20,7 @@ from decoding.verifiers.optimal_wor_numba import CompiledClockSetMasses
 from .test_optimal_wor_numba import NodeByNode
 from .test_optimal_wor_torch import assert_same_walks
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-from bench_wor_scan import wide_pass  # noqa: E402  (the 80-bit reference pass)
+from bench_wor_scan import wide_pass  # (the 80-bit reference pass)
 
 #: Relative agreement with the node-by-node pass: the same non-negative terms, a block's small
 #: clocks multiplied at the points and interpolated (error below ``2^-60`` by the module's

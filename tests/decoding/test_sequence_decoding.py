@@ -176,14 +176,9 @@ def test_observe_sees_every_step_and_changes_nothing(pair):
 # ---------------------------------------------------------------- scripts/bench_sequence_verifiers.py
 
 def _bench_script():
-    import importlib
-    import sys
-    from pathlib import Path
+    import bench_sequence_verifiers
 
-    scripts = str(Path(__file__).resolve().parents[2] / "scripts")
-    if scripts not in sys.path:
-        sys.path.insert(0, scripts)
-    return importlib.import_module("bench_sequence_verifiers")
+    return bench_sequence_verifiers
 
 
 def _tables(pair, temperature: float, depth: int):

@@ -6,9 +6,7 @@ the V-sized pass counter of the benchmark.
 Every check is also run on a deliberately broken input and shown to fail."""
 from __future__ import annotations
 
-import sys
 from fractions import Fraction
-from pathlib import Path
 from unittest import mock
 
 import numpy as np
@@ -26,8 +24,7 @@ from otm.rules.importance_sampling_truncated import truncation_order
 from otm.rules.kseq import optimal_division_factor
 from otm.tolerances import AGREEMENT_TOLERANCE
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-import bench_verifier_cost  # noqa: E402
+import bench_verifier_cost
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -2,11 +2,9 @@
 exact oracles: Fraction enumeration of the law (small V), an exact dynamic program over the
 drawn counts (k up to 32), max-flow (moderate law sizes) and the evaluation of every prefix
 (moderate V); the bounds and lemmas the branch and bound relies on, checked exactly."""
-import importlib.util
 import itertools
 from collections import defaultdict
 from fractions import Fraction
-from pathlib import Path
 from unittest import mock
 
 import numpy as np
@@ -30,10 +28,7 @@ from otm.formulations.wor_all_in import (
 from otm.optimum import optimal_acceptance
 from otm.tolerances import AGREEMENT_TOLERANCE
 
-_SPEC = importlib.util.spec_from_file_location("pair_families", Path(__file__).parents[2] / "scripts" / "pair_families.py")
-pair_families = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(pair_families)
-FAMILIES = pair_families.FAMILIES
+from pair_families import FAMILIES
 
 #: Relative accuracy asked of ``R = 1 - Q(all in H)`` (the quadrature reaches ~1e-15 at
 #: every k <= 32, module docstring of otm.formulations.wor_all_in; margin for the inputs'

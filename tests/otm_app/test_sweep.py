@@ -7,8 +7,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -146,7 +144,6 @@ def test_cli_sweep_bad_input_is_one_line(tmp_path, capsys):
 def test_bench_sweep_writes_costs_scaling_and_plan(tmp_path):
     """scripts/bench_sweep.py on a small synthetic corpus: one row per computation, both
     worker counts, and the 10^7-position plan."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
     import bench_sweep
 
     out = tmp_path / "bench.md"

@@ -7,9 +7,7 @@ is passed as numpy arrays (:func:`solvers.highs._pass_model`), checked the same 
 a ``HighsLp`` built from lists (the slow obvious form)."""
 from __future__ import annotations
 
-import sys
 import threading
-from pathlib import Path
 
 import highspy
 import numpy as np
@@ -19,8 +17,7 @@ import solvers.highs as highs
 from tests.fast_path_support import same_floats
 from tests.solvers.conftest import REFERENCE_LPS
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-import bench_highs_reuse  # noqa: E402  (the LPs and the new-object factory of the benchmark)
+import bench_highs_reuse  # (the LPs and the new-object factory of the benchmark)
 
 
 def _results(lps: list) -> list:

@@ -18,7 +18,7 @@ the walk), the median ms per answered row, the rows refused, and the median mino
 row (memory the process touched for the first time; numpy asks for huge pages for large arrays,
 so the count understates what that memory costs). One thread:
 
-    python scripts/wor_fresh_rows.py [--rows 9] [--k 3] [--kept-floats 20000000,40000000] [--same-row]
+    python -m research.optimal_wor.wor_fresh_rows [--rows 9] [--k 3] [--kept-floats 20000000,40000000] [--same-row]
         [--checkpoints 64,256 --ks 3,8 --rounds 2]
 """
 from __future__ import annotations
@@ -29,13 +29,17 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import torch
+
+#: The repository root, where ``python -m research.optimal_wor.wor_fresh_rows`` runs.
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _rows(count: int, k: int, kept: int) -> list[float]:
     """Seconds of each fresh row's set-up with ``kept`` floats of set-ups kept."""
-    from bench_optimal_verifier import QWEN_VOCAB, softmax_rows
+    from scripts.bench_optimal_verifier import QWEN_VOCAB, softmax_rows
     from decoding.verifiers import optimal_wor
     from decoding.verifiers.kept import Kept
 
@@ -53,7 +57,7 @@ def _rows(count: int, k: int, kept: int) -> list[float]:
 def _verified(count: int, k: int, checkpoint: int) -> str:
     """``median ms, refused, median page faults`` of ``count`` fresh rows through the verifier,
     the checkpoints at every ``checkpoint``-th rank."""
-    from bench_optimal_verifier import QWEN_VOCAB, softmax_rows, warm_optimal_wor
+    from scripts.bench_optimal_verifier import QWEN_VOCAB, softmax_rows, warm_optimal_wor
     from decoding.verifiers import optimal_wor, rrs_wor
     from decoding.verifiers.optimal_wor_numba import CompiledClockSetMasses
     from otm.errors import NotApplicableError
@@ -80,7 +84,7 @@ def _verified(count: int, k: int, checkpoint: int) -> str:
 
 def _same_row(k: int) -> dict[str, list[float]]:
     """Seconds of the pass at points over one row ten times, results kept and dropped."""
-    from bench_optimal_verifier import QWEN_VOCAB, softmax_rows
+    from scripts.bench_optimal_verifier import QWEN_VOCAB, softmax_rows
     from decoding.verifiers.optimal_wor_chebyshev import prefix_pass_chebyshev
     from decoding.verifiers.optimal_wor_numba import CompiledClockSetMasses
     from otm.formulations.prefix_scan import ratio_order
@@ -133,10 +137,15 @@ def main(argv=None) -> int:
     print(f"{args.rows} fresh rows at k = {args.k} per budget, a process each (about {args.rows * 0.3:.0f} s each)",
           file=sys.stderr, flush=True)
     for kept in budgets:
-        out = subprocess.run([sys.executable, __file__, "--rows", str(args.rows), "--k", str(args.k), "--one", str(kept)],
-                             capture_output=True, text=True, check=True).stdout.strip()
+        out = _in_a_process("--rows", str(args.rows), "--k", str(args.k), "--one", str(kept)).strip()
         print(f"k = {args.k}, {kept:,} floats of set-ups kept: seconds per fresh row {out}", flush=True)
     return 0
+
+
+def _in_a_process(*argv: str) -> str:
+    """What this module prints, run with ``argv`` in a fresh interpreter from the repository root."""
+    return subprocess.run([sys.executable, "-m", __spec__.name, *argv], cwd=ROOT, capture_output=True, text=True,
+                          check=True).stdout
 
 
 def _checkpoints(args) -> int:
@@ -149,9 +158,7 @@ def _checkpoints(args) -> int:
     for round_ in range(1, args.rounds + 1):
         for k in ks:
             for spacing in spacings:
-                out = subprocess.run([sys.executable, __file__, "--rows", str(args.rows), "--k", str(k),
-                                      "--one-checkpoint", str(spacing)], capture_output=True, text=True, check=True)
-                ms, refused, faults = out.stdout.split()
+                ms, refused, faults = _in_a_process("--rows", str(args.rows), "--k", str(k), "--one-checkpoint", str(spacing)).split()
                 print(f"| {round_} | {k} | {spacing} | {ms} | {refused} of {args.rows} | {faults} |", flush=True)
     return 0
 

@@ -16,7 +16,7 @@ where the nesting's estimate is at most ``--levels-limit`` seconds, the time of 
 levels (:func:`otm.rules.optimal_wor.wor_parameters`, the verifier's clock path) and how many
 decisions differ from the walk on those levels (none may):
 
-    python scripts/wor_walk_bounds.py --corpus DIR --positions 8 --top-p 0.99 --ks 3,8
+    python -m research.optimal_wor.wor_walk_bounds --corpus DIR --positions 8 --top-p 0.99 --ks 3,8
 
 ``--real-inputs`` sends whole rows at the real vocabulary instead (``V = 151,936``, no top-p)
 through the batched verifier (``decoding.verifiers.optimal_wor.verify``, ``k`` in ``--ks``):
@@ -24,7 +24,7 @@ through the batched verifier (``decoding.verifiers.optimal_wor.verify``, ``k`` i
 same rows with ``p`` or ``q`` made near one-hot (0.999 on its likeliest token); per case, the
 time and what came back (the drawn token, or the typed refusal's class and first words):
 
-    python scripts/wor_walk_bounds.py --corpus DIR --positions 2 --ks 3,8 --real-inputs
+    python -m research.optimal_wor.wor_walk_bounds --corpus DIR --positions 2 --ks 3,8 --real-inputs
 
 ``--precision`` measures what the bounds read at the real vocabulary (whole rows, ``V =
 151,936``, float64 softmax at ``--temperature``): the flux the verifier's float64 set-up
@@ -36,7 +36,7 @@ truncation, with the rounding of the other nodes' sums), largest absolute and re
 (relative over the cuts whose flux or mass is above ``1e-12``), beside the verifier's relative
 margin (:data:`decoding.verifiers.optimal_wor.BOUND_MARGIN`):
 
-    python scripts/wor_walk_bounds.py --corpus DIR --positions 4 --ks 3,8 --precision
+    python -m research.optimal_wor.wor_walk_bounds --corpus DIR --positions 4 --ks 3,8 --precision
 
 ``--gaps`` lists instead, on the same rows and drafted sets as the table, the walks the bounds
 leave open: the step where they do (the span from the highest member down to the member not
@@ -46,14 +46,13 @@ not monotone in ``v``, so this is one such level, not the least; "none" where th
 even at 1), and, where the nesting's estimate is at most ``--levels-limit`` seconds, the span's
 least level ``M`` itself, which must lie between the two:
 
-    python scripts/wor_walk_bounds.py --corpus DIR --positions 4 --top 151936 --ks 3,8 --draws 30 --gaps
+    python -m research.optimal_wor.wor_walk_bounds --corpus DIR --positions 4 --top 151936 --ks 3,8 --draws 30 --gaps
 """
 from __future__ import annotations
 
 import argparse
 import sys
 import time
-from pathlib import Path
 from unittest import mock
 
 import numpy as np
@@ -62,10 +61,8 @@ from otm.errors import NotApplicableError
 from otm.rules.optimal_pair_wor import FluxSetup
 from otm.rules.optimal_wor import clock_flux_setup, wor_parameters
 from otm.rules.water_level_bounds import first_run, span_at_most, span_lower_bound, walk_decision
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from wor_pair_rules import likeliest  # noqa: E402
-from wor_water_levels import warm_compiled_code  # noqa: E402
+from research.optimal_wor.wor_pair_rules import likeliest
+from research.optimal_wor.wor_water_levels import warm_compiled_code
 
 
 def _nesting_estimate(setup: FluxSetup, flux: np.ndarray) -> tuple[float, int]:

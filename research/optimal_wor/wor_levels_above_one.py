@@ -12,8 +12,8 @@ nesting around the cut (its ends are the nearest cuts of lower level), that run'
 the cut, and the remainder of the cut's flux that its last raise carried (the raise times the
 mass):
 
-    python scripts/wor_levels_above_one.py --corpus DIR --positions 8 --top 400 --k 3 --temperature 0.6
-    python scripts/wor_levels_above_one.py --corpus DIR --positions 8 --top 2000 --k 2 --temperature 0.6
+    python -m research.optimal_wor.wor_levels_above_one --corpus DIR --positions 8 --top 400 --k 3 --temperature 0.6
+    python -m research.optimal_wor.wor_levels_above_one --corpus DIR --positions 8 --top 2000 --k 2 --temperature 0.6
 
 ``DIR`` from ``otm corpus --pair qwen2.5-coder``. ``--k 2`` takes the pair masses (``O(1)`` each),
 ``--k 3`` and more the compiled clock integral's (seconds per row at 400 tokens).
@@ -22,16 +22,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 import numpy as np
 
 from otm.corpus import Corpus
 from otm.formulations.prefix_scan import ratio_order
 from otm.rules import optimal_pair_wor
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from wor_pair_rules import likeliest  # noqa: E402
+from research.optimal_wor.wor_pair_rules import likeliest
 
 UNIT = float(np.finfo(np.float64).eps)
 #: A level counts as above 1 past the rule's own tolerance (``optimal_pair_wor._construct``).

@@ -1,7 +1,7 @@
 """The water-level verifier for two drafts without replacement at the real vocabulary: what
 its float levels realise, and what it costs beside the RRS verifiers.
 
-    .venv/bin/python scripts/pair_wor_verifier_at_scale.py --corpus DIR [--positions 8]
+    python -m research.optimal_wor.pair_wor_verifier_at_scale --corpus DIR [--positions 8]
         [--temperature 1.0] [--bits 200] [--pairs 16] [--checks 1000] [--agree 200] [--repeats 3] [--seed 0]
         [--out FILE]
 
@@ -51,7 +51,6 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from certify_optimal_verifier import corpus_report
 from decoding.verifiers import VERIFIERS
 from decoding.verifiers.optimal_pair_wor import UNIT, ratio_order, sorted_row
 from decoding.verifiers.optimal_pair_wor_merged import BUCKETS, DRAWN, SIGN_MARGIN, merged_row
@@ -59,6 +58,7 @@ from decoding.verifiers.optimal_pair_wor_numba import first_run, row_levels, row
 from otm.corpus import Corpus
 from otm.formulations.prefix_scan import prefix_scan
 from otm.rules.optimal_pair_wor import realised_selection
+from scripts.certify_optimal_verifier import corpus_report
 
 #: The verifiers timed side by side (``rrs``: on distinct drafts, for time only).
 TIMED = ("optimal_pair_wor", "rrs_wor", "optimal_latent", "rrs")
@@ -224,7 +224,7 @@ def main(argv=None) -> str:
                      f"{g['drawn']} of {args.checks} | {g['differ']} of {g['compared']} | "
                      + " | ".join(f"{t[name]:.2f}" for name in TIMED) + f" | {t['argsort']:.2f} | {t['sorted']:.2f}"
                      + f" | {t['optimal_pair_wor'] / t['rrs_wor']:.1f} |")
-    return corpus_report("pair_wor_verifier_at_scale.py", argv, args.corpus, corpus,
+    return corpus_report("-m research.optimal_wor.pair_wor_verifier_at_scale", argv, args.corpus, corpus,
                          f"T = {args.temperature}, realised law in {args.bits}-bit floats", time.perf_counter() - start,
                          lines, args.out)
 

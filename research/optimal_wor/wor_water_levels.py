@@ -2,7 +2,7 @@
 
 Evidence behind docs/optimal-verifier.md, section 8 ("k drafts: the same water levels"): the
 rule ``optimal_wor`` (:mod:`otm.rules.optimal_wor`) on random exact ``(p, q)`` (the instances
-of ``scripts/wor_pair_rules.py --exact``, ``V = 4..9``) with ``k = 3..min(V - 1, 5)`` drafts.
+of ``python -m research.optimal_wor.wor_pair_rules --exact``, ``V = 4..9``) with ``k = 3..min(V - 1, 5)`` drafts.
 Per ``k`` it counts the instances whose acceptance ``sum min(p, x)`` differs from the prefix
 scan's ``alpha*`` (exact equality) and those whose selection law, summed over every draft
 tuple with the rule's chances, differs from the ``x`` the construction aims at (with it, the
@@ -11,7 +11,7 @@ itself is enumerated in tests/otm/test_rule_optimal_wor.py), and reports the lar
 level (the rule is a rule only when it is at most 1; a level above 1 would be refused
 and is counted).
 
-    python scripts/wor_water_levels.py [--instances 600] [--seed 0] [--law without_replacement|iid]
+    python -m research.optimal_wor.wor_water_levels [--instances 600] [--seed 0] [--law without_replacement|iid]
 
 ``--law iid`` runs the same construction on the sets of ``k`` i.i.d. drafts, against the
 i.i.d. optimum (the toolkit's i.i.d. rule ``optimal`` is a different construction).
@@ -19,7 +19,7 @@ i.i.d. optimum (the toolkit's i.i.d. rule ``optimal`` is a different constructio
 (temperature 1), each cut to its ``--top`` likeliest tokens (by ``p + q``) and renormalised,
 converted to rationals exactly, every ``k`` from 3 to ``min(top - 1, 5)``:
 
-    python scripts/wor_water_levels.py --corpus DIR --positions 32 --top 8
+    python -m research.optimal_wor.wor_water_levels --corpus DIR --positions 32 --top 8
 
 ``--adversarial N`` searches for a level above 1 instead: ``N`` hill climbs (random
 ``V = 4..7``, ``k = 2..min(V - 1, 4)``, 150 steps each) on the logits of ``p`` and ``q``,
@@ -27,7 +27,7 @@ keeping a step when it raises the largest level, every construction in exact rat
 float point converted exactly); it reports the largest level reached per ``k`` and prints any
 instance above 1 (refused by the rule):
 
-    python scripts/wor_water_levels.py --adversarial 40
+    python -m research.optimal_wor.wor_water_levels --adversarial 40
 
 ``--corpus DIR --float`` runs the rule itself on such rows as floats instead: its float64
 construction, certified by the selection law its levels realise (else redone in rationals),
@@ -40,7 +40,7 @@ path alone, for rows of a thousand tokens, where the numpy path takes minutes pe
 --top-p`` does, instead of the ``--top`` likeliest tokens; ``--temperature T``, 1 by default;
 a row past a path's limits is counted as refused):
 
-    python scripts/wor_water_levels.py --corpus DIR --positions 16 --top 30 --float --ks 3,4
+    python -m research.optimal_wor.wor_water_levels --corpus DIR --positions 16 --top 30 --float --ks 3,4
 
 ``--corpus DIR --nesting-rate`` times the compiled nesting alone (the verifier's path) on
 ``--positions`` rows cut to ``--top`` tokens, per ``k`` in ``--ks``, against the work its time
@@ -49,7 +49,7 @@ estimate counts (``sum len^2 N k`` over the runs of flux,
 nestings that take at least 0.05 s; and each nesting again right after without its table of
 ``e^{-q s}`` (``NESTING_TABLE_FLOATS = 0``: computed in every pass), as a ratio of the times:
 
-    python scripts/wor_water_levels.py --corpus DIR --positions 4 --top 300 --nesting-rate --ks 3,4,6,8
+    python -m research.optimal_wor.wor_water_levels --corpus DIR --positions 4 --top 300 --nesting-rate --ks 3,4,6,8
 
 ``--cost`` times the rule's batched verifier (:mod:`decoding.verifiers.optimal_wor`) at small
 vocabularies, beside ``rrs_wor`` on the same rows and drafts: 20 distinct random softmax rows
@@ -58,7 +58,7 @@ path a set-up from which the walk is decided by bounds, the construction only wh
 it open) and a second call on the same rows (set-ups and constructions kept), in ms per row;
 every size but the first has more than 1,000 draft tuples, the verifier's clock path.
 
-    python scripts/wor_water_levels.py --cost
+    python -m research.optimal_wor.wor_water_levels --cost
 
 ``--quadrature`` measures the clock integral's trapezoid step
 (:func:`otm.rules.wor_clock_masses.quadrature_step`): at steps 0.04 to 0.4 in ``log s``, the
@@ -69,14 +69,13 @@ two runs), beside the step the module takes; and the quadrature's lower end
 (:func:`otm.rules.wor_clock_masses.lower_end`) against one at ``1e-10 / k``, at the module's
 step, on the same kind of rows for ``k = 3..32`` (the nodes each takes):
 
-    python scripts/wor_water_levels.py --quadrature
+    python -m research.optimal_wor.wor_water_levels --quadrature
 """
 from __future__ import annotations
 
 import argparse
 import sys
 import time
-from pathlib import Path
 from unittest import mock
 
 import numpy as np
@@ -86,9 +85,7 @@ from otm.errors import NotApplicableError
 from otm.formulations.prefix_scan import prefix_scan, ratio_order
 from otm.rules import optimal_wor
 from otm.rules.optimal_pair_wor import water_level_parameters
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from wor_pair_rules import exact_instance, likeliest  # noqa: E402
+from research.optimal_wor.wor_pair_rules import exact_instance, likeliest
 
 LAWS = {"without_replacement": without_replacement_law, "iid": iid_law}
 

@@ -2,7 +2,7 @@
 there are and what the lazy nesting costs them (docs/optimal-verifier.md section 8, "What is
 open").
 
-    .venv/bin/python scripts/pair_wor_undecided_pairs.py --corpus DIR [--positions 16]
+    python -m research.optimal_wor.pair_wor_undecided_pairs --corpus DIR [--positions 16]
         [--temperatures 1.0,0.6] [--checks 1000] [--seed 0] [--tally]
 
 ``DIR`` is an otm corpus (``otm corpus --pair qwen2.5-coder --out DIR``). For every position
@@ -29,11 +29,11 @@ import time
 import numpy as np
 from tqdm.auto import tqdm
 
-from certify_optimal_verifier import corpus_report
 from decoding.verifiers.optimal_pair_wor import UNIT, ratio_order
 from decoding.verifiers.optimal_pair_wor_numba import TALLY_BINS, first_run, pair_yield, row_levels, yield_decision
-from pair_wor_verifier_at_scale import same_side_pairs
 from otm.corpus import Corpus
+from research.optimal_wor.pair_wor_verifier_at_scale import same_side_pairs
+from scripts.certify_optimal_verifier import corpus_report
 
 
 def undecided_pairs(p_ranked, q_ranked, levels, cut, checks, rng) -> list:
@@ -99,7 +99,7 @@ def main(argv=None) -> str:
                          f"{r['refreshes']} | {r['wrong']} |" + "".join(f" {v} |" for v in r["where"][:len(extra)]))
     lines.append(f"| all | | | {totals['left']} | {totals['below']} | {totals['ms']:.1f} | {totals['refreshes']} | "
                  f"{totals['wrong']} |" + "".join(f" {v} |" for v in totals["where"][:len(extra)]))
-    return corpus_report("pair_wor_undecided_pairs.py", argv, args.corpus, corpus, "undecided pairs",
+    return corpus_report("-m research.optimal_wor.pair_wor_undecided_pairs", argv, args.corpus, corpus, "undecided pairs",
                          time.perf_counter() - start, lines, args.out)
 
 

@@ -1,7 +1,7 @@
 """Where the water levels' work lies on real rows: the runs of cuts with flux at the full
 vocabulary (docs/optimal-verifier.md, section 8, "What is open").
 
-    .venv/bin/python scripts/wor_run_structure.py --corpus DIR [--positions 16] [--temperatures 1.0,0.6]
+    python -m research.optimal_wor.wor_run_structure --corpus DIR [--positions 16] [--temperatures 1.0,0.6]
 
 ``DIR`` is an otm corpus (``otm corpus --pair qwen2.5-coder --out DIR``). Per position (evenly
 spaced) and temperature, two drafts without replacement at ``V = 151,936``: the cut ``m``,
@@ -63,7 +63,7 @@ def main(argv=None) -> None:
             (hn, hl, hq), (un, ul, uq) = row["H"], row["U"]
             print(f"| {temperature} | {text} | {position} | {row['m']:,} ({row['n']:,}) | {row['alpha']:.4f} "
                   f"| {row['below']:.3f} | {hn} | {hl:,} | {hq:.3g} | {un} | {ul:,} | {uq:.3g} |", flush=True)
-    print(f"\n`python scripts/wor_run_structure.py --corpus DIR --positions {args.positions} --temperatures "
+    print(f"\n`python -m research.optimal_wor.wor_run_structure --corpus DIR --positions {args.positions} --temperatures "
           f"{args.temperatures}`: {time.perf_counter() - began:.0f} s")
 
 

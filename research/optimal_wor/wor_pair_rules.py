@@ -40,20 +40,20 @@ ascending; ``H`` = ranks below the optimal cut, ``U`` the others.
   the minimal flux across the cuts, realised by yields ``min`` of nested water levels;
   "gap" is ``alpha*`` minus its acceptance.
 
-    python scripts/wor_pair_rules.py [--instances 2000] [--seed 0]
+    python -m research.optimal_wor.wor_pair_rules [--instances 2000] [--seed 0]
 
 Three more checks of the water-level rule (its largest water level must not exceed 1 for the
 rule to be a rule):
 
-    python scripts/wor_pair_rules.py --exact 2000      # exact rationals, V = 2..9
-    python scripts/wor_pair_rules.py --stress 9000     # hard float rows, V = 3..30
-    python scripts/wor_pair_rules.py --corpus DIR --positions 64 --top 1000
+    python -m research.optimal_wor.wor_pair_rules --exact 2000      # exact rationals, V = 2..9
+    python -m research.optimal_wor.wor_pair_rules --stress 9000     # hard float rows, V = 3..30
+    python -m research.optimal_wor.wor_pair_rules --corpus DIR --positions 64 --top 1000
         # real rows from an ``otm corpus`` directory, cut to their ``--top`` likeliest tokens
 
 And one about what ``L <= 1`` needs: water levels on arbitrary fluxes, not the minimal flux
 of a ``p``, against whether any yields in ``[0, 1]`` carry them (an LP):
 
-    python scripts/wor_pair_rules.py --any-flux 1500   # exact levels, V = 3..7
+    python -m research.optimal_wor.wor_pair_rules --any-flux 1500   # exact levels, V = 3..7
 
 Results are written into docs/optimal-verifier.md, section 8 (about 50 s for the families,
 47 s for ``--exact 20000``, 32 s for ``--stress 9000``, a few seconds a row for ``--corpus``
