@@ -232,7 +232,8 @@ class CorpusWriter:
             if bad is not None:
                 raise InvalidDistributionError(f"text {text!r} position {bad[0]}: the {model} logits hold {bad[1]}; "
                                                "a corpus stores finite logits (-inf for probability 0)")
-            stored[model] = logits.astype(self.dtype)
+            with np.errstate(over="ignore"):  # an overflow is reported just below
+                stored[model] = logits.astype(self.dtype)
             overflow = np.argwhere(np.isfinite(logits) & ~np.isfinite(stored[model]))
             if overflow.size:
                 row, column = overflow[0]

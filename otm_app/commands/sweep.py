@@ -10,7 +10,8 @@ from otm.corpus import DTYPES
 from otm.errors import InvalidArgumentError, UnknownNameError
 
 from ..configs import CorpusConfig, SweepConfig
-from ..sweep.engine import run_sweep, writable_folder
+from ..outputs import output_folder
+from ..sweep.engine import run_sweep
 from ..sweep.summary import read_table, summarise, write_figures
 
 
@@ -64,7 +65,7 @@ def check_corpus_config(config: CorpusConfig) -> None:
         raise InvalidArgumentError(f"--shard-size must be an integer >= 1, got {config.shard_size!r}")
     if config.dtype not in DTYPES:
         raise UnknownNameError(f"--dtype must be one of {', '.join(DTYPES)}, got {config.dtype!r}")
-    writable_folder(config.out)
+    output_folder(config.out)
 
 
 def corpus_command(config: CorpusConfig) -> int:

@@ -45,6 +45,7 @@ from otm.errors import InputFileError, InvalidArgumentError, OTMError
 from otm.positions import check_computations
 
 from ..configs import SweepConfig
+from ..outputs import output_folder
 from .tasks import Settings, Task, plan_tasks, run_task
 
 STATE_FILE = "sweep.json"
@@ -131,19 +132,6 @@ def fingerprint(settings: Settings, positions_per_task: int, corpus: Corpus) -> 
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def writable_folder(folder: str | Path, option: str = "--out") -> Path:
-    """``folder`` as an absolute path, created; :class:`InputFileError` naming ``option`` when
-    it cannot be created or written."""
-    path = Path(folder).absolute()
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InputFileError(f"{option} {folder}: cannot create the folder ({exc.strerror or exc})") from None
-    if not os.access(path, os.W_OK):
-        raise InputFileError(f"{option} {folder}: the folder is not writable")
-    return path
-
-
 def recorded_state(out: Path, mark: str) -> bool:
     """Whether ``out`` holds this sweep's ``sweep.json``; :class:`InputFileError` when it holds
     another sweep's, or one that is not readable."""
@@ -186,26 +174,25 @@ def part_problem(path: Path, checksums: dict[str, str]) -> str | None:
     return None if found == recorded else "its bytes do not match the recorded checksum (damaged after it was written)"
 
 
-def pending_tasks(config: SweepConfig, warn=None) -> tuple[Corpus, Settings, Path, list[Task], list[Task]]:
+def pending_tasks(config: SweepConfig) -> tuple[Corpus, Settings, Path, list[Task], list[Task]]:
     """``(corpus, settings, output folder, all tasks, tasks still to run)``, every input
     checked; a part present but untrusted (:func:`part_problem`) is to run again, with one
-    line to ``warn`` (stderr by default) naming it and why. Writes nothing but the folders."""
-    warn = warn or (lambda line: print(line, file=sys.stderr, flush=True))
+    line on stderr naming it and why. Writes nothing but the folders."""
     check_config(config)
     corpus = Corpus(Path(config.corpus).absolute())
     settings = settings_of(config)
-    out = writable_folder(config.out)
-    writable_folder(out / PARTS)
+    out = output_folder(config.out).absolute()
+    output_folder(out / PARTS)
     mark = fingerprint(settings, config.positions_per_task, corpus)
     checksums = recorded_checksums(out) if recorded_state(out, mark) else {}
     tasks = plan_tasks(corpus, config.positions_per_task)
     todo = []
     for task in tasks:
         path = out / PARTS / task.file
-        problem = part_problem(path, checksums) if path.exists() else None
-        if problem is not None:
-            warn(f"otm sweep: recomputing {PARTS}/{task.file}: {problem}")
-        if problem is not None or not path.exists():
+        if not path.exists():
+            todo.append(task)
+        elif (problem := part_problem(path, checksums)) is not None:
+            print(f"otm sweep: recomputing {PARTS}/{task.file}: {problem}", file=sys.stderr, flush=True)
             todo.append(task)
     return corpus, settings, out, tasks, todo
 
@@ -295,7 +282,7 @@ def _run_on_dask(config: SweepConfig, corpus: Corpus, settings: Settings, out: P
         futures = [client.submit(attempt, run_task, str(corpus.folder), task, settings, str(out / PARTS),
                                  key=f"otm-sweep-{task.file}", retries=config.retries, pure=False) for task in todo]
         stats = []
-        with open(out / CHECKSUMS, "a") as log, \
+        with _open_log(out / CHECKSUMS) as log, \
                 tqdm(total=len(futures), desc="sweep tasks", unit="task", disable=config.quiet, file=sys.stderr) as bar:
             for future in as_completed(futures):
                 result = future.result()  # re-raises a task's unexpected error after its retries
@@ -311,6 +298,18 @@ def _run_on_dask(config: SweepConfig, corpus: Corpus, settings: Settings, out: P
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+def _open_log(path: Path):
+    """``parts.sha256`` opened for appending on a line of its own: a line cut short by a
+    stopped sweep must not swallow the next record."""
+    log = open(path, "a")
+    if log.tell():
+        with open(path, "rb") as handle:
+            handle.seek(-1, os.SEEK_END)
+            if handle.read(1) != b"\n":
+                log.write("\n")
+    return log
 
 
 def _write_state(out: Path, mark: str, settings: Settings, corpus: Corpus) -> None:
@@ -340,4 +339,4 @@ def _values(values) -> bool:
 
 __all__ = ["CHECKSUMS", "MAX_DRAFTS", "MAX_TASK_ROWS", "PARTS", "STATE_FILE", "WORKER_MALLOC", "SchedulerError", "attempt",
            "check_address", "check_config", "connect", "fingerprint", "local_cluster", "local_workers", "part_problem",
-           "pending_tasks", "recorded_checksums", "recorded_state", "run_sweep", "settings_of", "writable_folder"]
+           "pending_tasks", "recorded_checksums", "recorded_state", "run_sweep", "settings_of"]
