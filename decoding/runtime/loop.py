@@ -286,6 +286,8 @@ def speculative_decode(
         logits = draft_cache.forward_step(draft_pending, draft_pending_valid)
         draft_calls += 1
         q_root = probs_from_logits(logits[:, -1], temperature, top_p)
+        if target_calls == 0:
+            check_step_memory(batch, tree, q_root.shape[-1], q_root.dtype, device)
         draft_probs = torch.zeros(batch, tree.n_nodes, q_root.shape[-1], dtype=q_root.dtype, device=device)
         draft_probs[:, 0] = q_root
         for depth in range(tree.max_depth):
@@ -347,6 +349,41 @@ def speculative_decode(
         rule=rules.name,
         tree=tree.spec or str(tree.nested()),
     )
+
+
+#: Tensors of ``[batch, nodes, V]`` that one decoding step holds at once: the draft laws,
+#: the target's logits and laws, and the temporaries of a top-p or temperature transform.
+STEP_TENSORS = 5
+
+
+def step_bytes(batch: int, n_nodes: int, vocab: int, dtype: torch.dtype) -> int:
+    """Estimated bytes of one decoding step's per-node tensors (:data:`STEP_TENSORS` of
+    ``[batch, n_nodes, vocab]`` in ``dtype``), the bulk of a step at an LLM vocabulary."""
+    return STEP_TENSORS * batch * n_nodes * vocab * torch.empty((), dtype=dtype).element_size()
+
+
+def available_bytes(device: torch.device) -> int | None:
+    """Free memory where a step's tensors live: ``MemAvailable`` of ``/proc/meminfo`` on the
+    CPU, the CUDA allocator's free memory on a GPU; ``None`` where it cannot be read."""
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    try:
+        with open("/proc/meminfo") as handle:
+            fields = dict(line.split(":", 1) for line in handle)
+        return int(fields["MemAvailable"].split()[0]) * 1024
+    except (OSError, KeyError, ValueError):
+        return None
+
+
+def check_step_memory(batch: int, tree: Tree, vocab: int, dtype: torch.dtype, device: torch.device) -> None:
+    """Refuse a tree whose step would not fit in memory, before its tensors are allocated
+    (a draft tree of thousands of nodes at a 151,936-token vocabulary needs tens of GB)."""
+    need, free = step_bytes(batch, tree.n_nodes, vocab, dtype), available_bytes(device)
+    if free is not None and need > free:
+        raise InvalidArgumentError(
+            f"draft tree {tree.spec or tree.n_nodes} ({tree.n_nodes} nodes) x batch {batch} at a vocabulary of {vocab:,} "
+            f"needs about {need / 2**30:.1f} GiB per step, more than the {free / 2**30:.1f} GiB free on {device}; "
+            "use a smaller tree or fewer prompts at once")
 
 
 def _check_max_new_tokens(max_new_tokens) -> None:
