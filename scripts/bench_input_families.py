@@ -1,18 +1,20 @@
 """Per-row cost of every batched verifier on special input families, against typical rows.
 
-    .venv/bin/python scripts/bench_input_families.py [--rows 20000] [--vocab 6] [--ks 2,3,4]
-        [--repeats 5] [--rules optimal,rrs] [--threads 1] [--quick] [--out docs/benchmarks.md]
+    .venv/bin/python scripts/bench_input_families.py [--rows 100000] [--seconds 0.2] [--vocab 6] [--ks 2,3,4]
+        [--repeats 7] [--rules optimal,rrs] [--threads 1] [--quick] [--out docs/benchmarks.md] [--json FILE]
 
 For every rule with a verifier (:data:`decoding.verifiers.VERIFIERS`), every ``k`` it takes
 among ``--ks`` (``single`` at ``k = 1``, ``spechub`` and ``optimal_pair_wor`` at ``k = 2``) and
-every family of :data:`FAMILIES`: ``rows`` seeded pairs ``(p, q)`` in float64 at ``V = vocab``,
-drafts drawn once with the rule's ``sample_drafts``, then ``verify`` on all rows in one
-batched call on the CPU, timed ``repeats`` times with the same generator seed. The families
-of one rule and ``k`` are timed round-robin (repetition by repetition), so a change of load on
-this shared machine falls on all of them alike; the table reports the median per row and its
-ratio to the median of the ``typical`` family of the same rule and ``k`` (the quantity to
-read: absolute times move with the load). ``--out`` replaces the section of the file headed
-:data:`HEADING` (up to the next ``## `` heading), or appends it.
+every family of :data:`FAMILIES`: seeded pairs ``(p, q)`` in float64 at ``V = vocab``, drafts
+drawn with the rule's ``sample_drafts``, then ``verify`` on all rows in one batched call on
+the CPU (``--threads`` torch threads), timed ``repeats`` times on fresh rows each time (no
+verifier's cache of rows it has seen answers for them). Rows per call: as many as take about
+``--seconds`` when typical (:func:`batch_rows`), at most ``--rows``, the same for every family
+of a rule and ``k``. Those families are timed round-robin (repetition by repetition), so a
+change of load on this shared machine falls on all of them alike; the table reports the
+median cost per row of the typical family and every other family's as a multiple of it (the
+figures to read: absolute times move with the load). ``--out`` replaces the section of the
+file headed :data:`HEADING` (up to the next ``## `` heading), or appends it.
 
 Families (each row normalised; ``V >= 2``):
 
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import os
 import platform
 import statistics
@@ -44,8 +47,10 @@ from otm.rules.registry import rule_spec
 HEADING = "## Verifier cost by input family"
 #: The family every other is compared with.
 TYPICAL = "typical"
-#: Target of the issue this script was written for: no family above this multiple of typical.
+#: The cost of no family should exceed this multiple of the typical family's.
 RATIO_TARGET = 2.0
+#: Rows of the call that sizes the batches (:func:`batch_rows`), and the fewest per call.
+PILOT_ROWS = 100
 
 
 def _dirichlet(rows: int, vocab: int, generator: torch.Generator) -> torch.Tensor:
@@ -119,31 +124,48 @@ def family_inputs(name: str, family: str, rows: int, vocab: int, k: int, seed: i
     return p, q.unsqueeze(1).expand(rows, k, vocab), drafts
 
 
+def call_seconds(name: str, family: str, rows: int, vocab: int, k: int, seed: int) -> float:
+    """Seconds of one ``verify`` call of rule ``name`` on fresh rows of ``family`` (seeded by
+    ``seed``; fresh rows, so that no verifier's cache of rows it has seen answers for them)."""
+    inputs = family_inputs(name, family, rows, vocab, k, seed)
+    generator = torch.Generator().manual_seed(seed)
+    start = time.perf_counter()
+    VERIFIERS[name].verify(*inputs, generator)
+    return time.perf_counter() - start
+
+
+def batch_rows(name: str, k: int, vocab: int, most: int, seconds: float, seed: int) -> int:
+    """Rows per call for rule ``name``: about ``seconds`` of typical rows (from the fastest of
+    three calls on :data:`PILOT_ROWS` of them after a warm-up), within ``[PILOT_ROWS, most]``."""
+    pilot = min(most, PILOT_ROWS)
+    call_seconds(name, TYPICAL, pilot, vocab, k, seed)  # compiled code loaded
+    per_row = min(call_seconds(name, TYPICAL, pilot, vocab, k, seed + s) for s in (1, 2, 3)) / pilot
+    return max(pilot, min(most, int(seconds / per_row)))
+
+
 def time_rule(name: str, k: int, families: list[str], rows: int, vocab: int, repeats: int, seed: int) -> dict[str, float]:
-    """Median seconds per row of ``verify`` per family, the families timed round-robin."""
-    verify = VERIFIERS[name].verify
-    inputs = {f: family_inputs(name, f, rows, vocab, k, seed) for f in families}
-    for f in families:  # one untimed call each: compiled code loaded, memory allocated
-        verify(*inputs[f], torch.Generator().manual_seed(seed))
+    """Median seconds per row of ``verify`` on ``rows`` rows per family (fresh rows each call),
+    the families timed round-robin after one untimed call each."""
+    for f in families:  # compiled code loaded, memory allocated
+        call_seconds(name, f, rows, vocab, k, seed)
     times: dict[str, list[float]] = {f: [] for f in families}
-    for _ in range(repeats):
+    for repeat in range(1, repeats + 1):
         for f in families:
-            generator = torch.Generator().manual_seed(seed)
-            start = time.perf_counter()
-            verify(*inputs[f], generator)
-            times[f].append((time.perf_counter() - start) / rows)
+            times[f].append(call_seconds(name, f, rows, vocab, k, seed + repeat) / rows)
     return {f: statistics.median(t) for f, t in times.items()}
 
 
-def table(results: dict[tuple[str, int], dict[str, float]], families: list[str]) -> list[str]:
-    """Markdown: per rule and ``k``, the typical cost per row (us) and every family's ratio to it."""
-    lines = ["| rule | k | typical (us/row) | " + " | ".join(f for f in families if f != TYPICAL) + " | worst |",
-             "|---|---|---" + "|---" * len(families) + "|"]
-    for (name, k), per_family in results.items():
-        base = per_family[TYPICAL]
-        ratios = [per_family[f] / base for f in families if f != TYPICAL]
-        lines.append(f"| {name} | {k} | {1e6 * base:.2f} | " + " | ".join(f"{r:.2f}" for r in ratios)
-                     + f" | {max(ratios):.2f} |")
+def table(results: dict[tuple[str, int], dict], families: list[str]) -> list[str]:
+    """Markdown: per rule and ``k`` the rows per call, the typical cost per row (us) and every
+    other family's cost as a multiple of it; the largest multiple last."""
+    others = [f for f in families if f != TYPICAL]
+    lines = ["| rule | k | rows | typical (us/row) | " + " | ".join(others) + " | worst |",
+             "|---|---|---|---" + "|---" * len(families) + "|"]
+    for (name, k), entry in results.items():
+        per_row = entry["seconds_per_row"]
+        ratios = [per_row[f] / per_row[TYPICAL] for f in others]
+        lines.append(f"| {name} | {k} | {entry['rows']:,} | {1e6 * per_row[TYPICAL]:.2f} | "
+                     + " | ".join(f"{r:.2f}" for r in ratios) + f" | {max(ratios, default=1.0):.2f} |")
     return lines
 
 
@@ -160,25 +182,27 @@ def replace_section(text: str, section: str) -> str:
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rows", type=int, default=20_000)
+    parser.add_argument("--rows", type=int, default=100_000, help="most rows per call")
+    parser.add_argument("--seconds", type=float, default=0.2, help="about this long per call of typical rows")
     parser.add_argument("--vocab", type=int, default=6)
     parser.add_argument("--ks", default="2,3,4", help="comma-separated numbers of drafts")
-    parser.add_argument("--repeats", type=int, default=5, help="timed calls per family (median)")
+    parser.add_argument("--repeats", type=int, default=7, help="timed calls per family (median)")
     parser.add_argument("--rules", default=",".join(VERIFIERS), help="comma-separated rules with a verifier")
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads for the timings")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--quick", action="store_true", help="200 rows, k = 2, 1 repeat (a smoke test)")
+    parser.add_argument("--quick", action="store_true", help="k = 2, at most 200 rows, 1 repeat (a smoke test)")
     parser.add_argument("--out", help="write the section into this markdown file")
+    parser.add_argument("--json", help="write the per-row costs to this JSON file")
     args = parser.parse_args(argv)
     if args.quick:
-        args.rows, args.ks, args.repeats = 200, "2", 1
+        args.rows, args.ks, args.repeats = min(args.rows, 200), "2", 1
     ks = [int(k) for k in args.ks.split(",")]
     rules = args.rules.split(",")
     unknown = [r for r in rules if r not in VERIFIERS]
     if unknown:
         parser.error(f"no verifier for {', '.join(unknown)}; choose among {', '.join(VERIFIERS)}")
-    if args.vocab < 2 or args.rows < 1 or args.repeats < 1:
-        parser.error("--vocab must be at least 2, --rows and --repeats at least 1")
+    if args.vocab < 2 or args.rows < 1 or args.repeats < 1 or not args.seconds > 0:
+        parser.error("--vocab must be at least 2, --rows and --repeats at least 1, --seconds positive")
     torch.set_num_threads(args.threads)
     families = list(FAMILIES)
     started, load_before = time.perf_counter(), os.getloadavg()
@@ -187,7 +211,9 @@ def main(argv: list[str] | None = None) -> dict:
         for k in rule_ks(name, ks):
             if k > args.vocab and VERIFIERS[name].draft_scheme == "without_replacement":
                 continue
-            results[(name, k)] = time_rule(name, k, families, args.rows, args.vocab, args.repeats, args.seed)
+            rows = batch_rows(name, k, args.vocab, args.rows, args.seconds, args.seed)
+            results[(name, k)] = {"rows": rows, "seconds_per_row": time_rule(name, k, families, rows, args.vocab,
+                                                                             args.repeats, args.seed)}
             print(table({(name, k): results[(name, k)]}, families)[-1], flush=True)
     load_after = os.getloadavg()
     command = "python " + " ".join(["scripts/bench_input_families.py"] + (sys.argv[1:] if argv is None else argv))
@@ -198,10 +224,11 @@ def main(argv: list[str] | None = None) -> dict:
         f"{args.threads} torch thread(s); 1-minute load average {load_before[0]:.1f} before, {load_after[0]:.1f} after; "
         f"{time.perf_counter() - started:.0f} s).",
         "",
-        f"`verify` on {args.rows:,} rows per call at V = {args.vocab}, float64, CPU, median of {args.repeats} calls; "
-        f"per rule and k the cost per row of typical rows (Dirichlet p, q) and each family's cost as a multiple of it "
-        f"(families in `scripts/bench_input_families.py`; timed side by side in one run). Target: at most "
-        f"{RATIO_TARGET:g}.",
+        f"`verify` on the rows of each family at V = {args.vocab} (float64, CPU; as many rows per call as take about "
+        f"{args.seconds:g} s when typical, at most {args.rows:,}), median of {args.repeats} calls. Per rule and k: the "
+        f"cost per row of typical rows (Dirichlet p, q) and each other family's as a multiple of it, all timed side by "
+        f"side in one run (the families: `scripts/bench_input_families.py`). The multiples are the figures to read: "
+        f"this machine is shared, and its load moves the absolute costs. Target: no multiple above {RATIO_TARGET:g}.",
         "",
         *table(results, families),
         "",
@@ -210,7 +237,10 @@ def main(argv: list[str] | None = None) -> dict:
     if args.out:
         path = Path(args.out)
         path.write_text(replace_section(path.read_text() if path.exists() else "", section))
-    return {"results": {f"{name} k={k}": v for (name, k), v in results.items()}, "section": section}
+    data = {"results": [{"rule": name, "k": k, **entry} for (name, k), entry in results.items()], "section": section}
+    if args.json:
+        Path(args.json).write_text(json.dumps(data, indent=1))
+    return data
 
 
 if __name__ == "__main__":

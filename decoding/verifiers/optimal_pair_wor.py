@@ -106,7 +106,12 @@ def full_ratio_order(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     is drawn in this order. Where some ``p / q`` overflows float64 (a denormal ``q``), whose
     key would tie with the ``q = 0`` tokens' and let one of lower id into the support, it is
     :func:`otm.formulations.prefix_scan.ratio_order` (overflowed ratios after every finite one,
-    among themselves by ``log p - log q``; the same order on every other row)."""
+    among themselves by ``log p - log q``; the same order on every other row). A row with a
+    single token of positive ``q`` (an exhausted support: what a one-hot draft row gives) is
+    ordered without the sort: that token, then the others by id."""
+    positive = q > 0
+    if np.count_nonzero(positive) == 1:
+        return np.concatenate((np.flatnonzero(positive), np.flatnonzero(~positive)))
     keys = ratio_keys(torch.from_numpy(p).unsqueeze(0), torch.from_numpy(q).unsqueeze(0))
     if bool(((keys == INF_KEY) & torch.from_numpy(q > 0).unsqueeze(0)).any()):
         return prefix_scan.ratio_order(p, q)

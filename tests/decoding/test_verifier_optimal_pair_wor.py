@@ -276,3 +276,21 @@ def test_bad_values_are_a_typed_error(broken, which):
         row[0, 3] = {"nan": float("nan"), "negative": -0.1, "inf": float("inf")}[broken]
     with pytest.raises(InvalidDistributionError, match="finite and non-negative"):
         verifier.verify(p, q.unsqueeze(1).expand(-1, 2, -1), torch.tensor([[0, 1]]), None)
+
+
+@pytest.mark.parametrize("q_a", [1.0, 0.3, 5e-324])
+def test_a_single_draft_token_is_ordered_without_a_sort(q_a, monkeypatch):
+    """A row with one token of positive ``q`` (a one-hot draft row: the drafts exhaust its
+    support) is ordered as the sort orders it (:func:`otm.formulations.prefix_scan.ratio_order`:
+    that token, then the ``q = 0`` tokens by id; a denormal ``q`` whose ratio overflows
+    included) without sorting the row, whose cost made such rows three times as long to verify
+    as generic ones. The sampler's draws on such rows follow the exact law
+    (tests/decoding/test_verifiers_exactness.py, instance ``one_hot_q``)."""
+    sorts, original = [], verifier.stable_sort_rows
+    monkeypatch.setattr(verifier, "stable_sort_rows", lambda *a: sorts.append(1) or original(*a))
+    p = np.array([0.1, 0.3, 0.0, 0.2, 0.4])
+    for a in range(len(p)):
+        q = np.zeros(len(p))
+        q[a] = q_a
+        np.testing.assert_array_equal(verifier.full_ratio_order(p, q), ratio_order(p, q))
+    assert not sorts

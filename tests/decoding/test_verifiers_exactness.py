@@ -51,6 +51,9 @@ INSTANCES = {
     "generic": (_P, _Q),
     "p_equals_q": (_Q, _Q),
     "one_hot_q": (_P, _one_hot(2)),
+    "one_hot_p": (_one_hot(2), _Q),
+    # equal masses and ratios p / q tied in pairs (2, 1/2, 1: exact in float64)
+    "ties": (np.array([0.2, 0.2, 0.1, 0.1, 0.2, 0.2]), np.array([0.1, 0.1, 0.2, 0.2, 0.2, 0.2])),
     "temperature_zero": (_one_hot(1), _one_hot(3)),
     "temperature_zero_same": (_one_hot(4), _one_hot(4)),
     "q_zero_where_p_positive": (_P, np.array([0.0, 0.5, 0.0, 0.3, 0.2, 0.0])),

@@ -325,17 +325,21 @@ def test_sample_weighted_follows_the_weights():
        dtype=st.sampled_from([torch.float32, torch.float64]))
 def test_row_wise_cumsum_and_sort_equal_the_batched_ops_bit_for_bit(rows, vocab, ties, seed, dtype):
     """:func:`decoding.verifiers.base.cumsum_rows` and
-    :func:`decoding.verifiers.optimal.stable_sort_rows` (one row at a time on the CPU; the
-    scan only above ``SCAN_BYTES``, here set to 0) return exactly what the batched ``cumsum``
-    and stable ``argsort`` return, keys with many ties included (``ties`` distinct values)."""
+    :func:`decoding.verifiers.optimal.stable_sort_rows` (one row at a time on the CPU: the
+    scan only above ``SCAN_BYTES``, the sort from ``SORT_ROW_BY_ROW_VOCAB`` tokens on, here
+    both set to 0; the sort also as it is at these lengths, in one call) return exactly what
+    the batched ``cumsum`` and stable ``argsort`` return, keys with many ties included
+    (``ties`` distinct values)."""
     g = torch.Generator().manual_seed(seed)
     values = torch.rand(rows, vocab, generator=g, dtype=torch.float64).to(dtype)
     with mock.patch.object(base, "SCAN_BYTES", 0):
         assert torch.equal(base.cumsum_rows(values), values.cumsum(dim=-1))
     keys = torch.randint(0, ties, (rows, vocab), generator=g, dtype=torch.int64)
-    values, order = optimal.stable_sort_rows(keys)
-    assert torch.equal(order, torch.argsort(keys, dim=-1, stable=True))
-    assert torch.equal(values, torch.sort(keys, dim=-1).values)
+    for row_by_row in (0, optimal.SORT_ROW_BY_ROW_VOCAB):
+        with mock.patch.object(optimal, "SORT_ROW_BY_ROW_VOCAB", row_by_row):
+            values, order = optimal.stable_sort_rows(keys)
+        assert torch.equal(order, torch.argsort(keys, dim=-1, stable=True))
+        assert torch.equal(values, torch.sort(keys, dim=-1).values)
 
 
 def _exact_prefix_sums(values: torch.Tensor) -> list[list[Fraction]]:
@@ -487,6 +491,19 @@ def test_sorted_ranks_equal_the_inverse_permutation(vocab, levels, seed, dtype):
     q[:, -1] += 1.0
     params = optimal.row_parameters(p, q, 2)
     tokens = torch.arange(vocab).expand(3, vocab)
+    keys = optimal.ratio_keys(p.gather(1, tokens), q.gather(1, tokens))
+    assert torch.equal(optimal.sorted_ranks(params, tokens, keys), optimal.token_ranks(params.order, tokens))
+
+
+def test_sorted_ranks_of_tied_and_untied_rows_in_one_batch():
+    """Rows whose drafted tokens tie with another token (``p = q``, ``p = 0``, ``q = 0``)
+    interleaved with rows of distinct ratios: the tied rows' ranks (by the inverse
+    permutation of those rows alone) land in their own rows."""
+    g = torch.Generator().manual_seed(5)
+    p, q = torch.rand(8, 9, generator=g, dtype=torch.float64), torch.rand(8, 9, generator=g, dtype=torch.float64)
+    p[1], p[4, :5], q[6, 2:] = q[1], 0.0, 0.0
+    params = optimal.row_parameters(p, q, 2)
+    tokens = torch.randint(0, 9, (8, 3), generator=g)
     keys = optimal.ratio_keys(p.gather(1, tokens), q.gather(1, tokens))
     assert torch.equal(optimal.sorted_ranks(params, tokens, keys), optimal.token_ranks(params.order, tokens))
 
