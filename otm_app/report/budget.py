@@ -179,6 +179,10 @@ class StepClock:
         """Seconds since the clock was made (the command's start)."""
         return time.perf_counter() - self.origin
 
+    def note(self, key: str, seconds: float) -> None:
+        """Keep the wall time of a part of a step (no estimate of its own)."""
+        self.actual[key] = seconds
+
     def end(self, key: str) -> float:
         """End step ``key``; returns its wall seconds."""
         started, label = self._started.pop(key)

@@ -204,11 +204,16 @@ def _decode(args: ReportConfig, pair, scored, prompts: list, clock: StepClock, p
                 " (--no-decode skips it)")
     settings = {"temperature": args.decode_temperature, "max_new_tokens": args.max_new_tokens, "seed": args.seed,
                 "prompts": [label for label, _ in prompts]}
+    tick = time.perf_counter()
     decoding = {"rows": decode_rules(pair, prompts, args.rules, args.tree, args.decode_temperature, args.max_new_tokens, args.seed,
                                      progress=not args.quiet), **settings}
+    clock.note("realised_decodes", time.perf_counter() - tick)
     paired = compare_rules(pair, scored, args.rules, args.tree, args.decode_temperature, n_paired, args.seed, progress("paired"))
+    clock.note("paired", paired["wall_seconds"])
+    tick = time.perf_counter()
     rows = decode_sequence_verifiers(pair, prompts, args.tree, args.decode_temperature, args.max_new_tokens, args.seed,
                                      progress=not args.quiet)
+    clock.note("sequence_verifiers", time.perf_counter() - tick)
     clock.end("decoding")
     return decoding, paired, {"rows": rows, "checks": sequence_checks(rows), **settings}
 

@@ -497,3 +497,60 @@ def test_resolved_needs_two_standard_errors():
 
     assert resolved([0.3, 0.1]) and resolved([-0.3, 0.1])
     assert not resolved([0.15, 0.1]) and not resolved([0.0, 0.0]) and not resolved([0.5, math.nan])
+
+
+def test_tiny_pair_report_compares_the_rules_paired(tmp_path):
+    """Step 3 on the tiny pair: every rule's expected tokens per call at the same positions,
+    the difference from rrs position by position, the water-level rules (one verifier at
+    two drafts without replacement) equal on every tree; the console shows each figure with
+    its standard error and labels the decodes' own figures as realised."""
+    folder = tmp_path / "tiny-paired"
+    summary = run_report(_args("--pair", "tiny", "--out", str(folder), "-k", "2", "--rules", "single,rrs,greedy,optimal,optimal_wor,optimal_pair_wor",
+                               "--max-new-tokens", "6", "--quiet", "--json", "--sweep-positions", "4", "--workers", "1"))
+    paired = summary["paired"]
+    rows = {row["rule"]: row for row in paired["rows"]}
+    assert paired["baseline"] == "rrs" and paired["positions"] == 2 * 6 and paired["skipped"] == []
+    assert list(rows) == ["single", "rrs", "greedy", "optimal", "optimal_wor", "optimal_pair_wor"]
+    assert rows["single"]["tree"] == "chain:3" and rows["optimal_wor"]["draft_law"] == "without_replacement"
+    for rule, row in rows.items():
+        mean, error = row["expected_tokens"]
+        assert 1.0 <= mean <= 4.0 and 0.0 <= error < 1.0
+        if rule != "rrs":  # a mean of paired differences is the difference of the means
+            assert row["difference"][0] == pytest.approx(mean - rows["rrs"]["expected_tokens"][0], abs=1e-12)
+    assert rows["optimal_wor"]["expected_tokens"] == pytest.approx(rows["optimal_pair_wor"]["expected_tokens"], abs=AGREEMENT_TOLERANCE)
+    assert rows["rrs"]["difference"] is None and rows["rrs"]["resolved"]
+    realised = {row["rule"]: row for row in summary["decoding"]["rows"]}
+    assert all(row["steps"] >= 2 and row["block_efficiency_error"] >= 0 for row in realised.values())
+    table = summary_table(summary)
+    assert "expected (coins integrated out) at the same 12 positions" in table and "(baseline)" in table
+    assert re.search(r"optimal\s+binary:3\s+\d\.\d{3} ± \d\.\d{3}\s+[+-]\d\.\d{3} ± \d\.\d{3}", table)
+    assert re.search(r"realised: .*\n(.*\n)*\s+optimal\s+binary:3\s+\d\.\d{3} ± \d\.\d{3}\s+\(\d+ steps\)", table)
+    text = (folder / "report.md").read_text()
+    assert "**Expected tokens per target call, paired**" in text and "| optimal_pair_wor | `binary:3` | without_replacement |" in text
+
+
+def test_console_marks_monte_carlo_values_with_their_errors(tmp_path):
+    """rrs_wor above k = 2 on a large vocabulary is a Monte Carlo estimate: the console
+    marks it and prints its standard error, and the gains over it their Monte Carlo
+    standard errors (the console used to print 'rrs_wor 0.879' above an optimum of 0.878,
+    and 'optimal_wor - rrs_wor -0.001', with no error)."""
+    from otm_app.report.run import _acceptance_summary
+
+    rng = np.random.default_rng(12)
+    scored, _, _ = _scored(rng, positions=3, vocab=400)
+    settings = PositionSettings(ks=(2, 3), rules=("rrs_wor", "optimal", "optimal_wor"), workers=1, mc_paths=256)
+    result = analyse_positions(scored, (1.0,), settings, tmp_path)[1.0]
+    block = _acceptance_summary(result, scored, 256)
+    assert block["rrs_wor_monte_carlo"] == [False, True]
+    errors = block["rrs_wor_standard_error"]
+    gain = block["optimal_wor_gains"]["rrs_wor"]
+    assert gain["monte_carlo_error"][1] == pytest.approx(errors[1]) and gain["monte_carlo_error"][0] == 0.0
+    summary = {"mode": "toy", "source": "test", "theorems": summarise_theorems([]), "ks": [2, 3], "acceptance": {"1": block},
+               "decoding": {"rows": [], "reason": "none"}, "report": "r", "wall_seconds": {"total": 1.0}}
+    lines = summary_table(summary).splitlines()
+    assert any("(* a Monte Carlo estimate; the line below it, its standard error)" in line for line in lines)
+    row = next(i for i, line in enumerate(lines) if line.split()[:1] == ["rrs_wor"])
+    assert lines[row].rstrip().endswith("*") and lines[row].split()[1][-1] != "*"  # k = 3 estimated, k = 2 exact
+    assert lines[row + 1].split() == ["±", "s.e.", "(Monte", "Carlo)", "-", f"{errors[1]:.4f}"]
+    water = next(i for i, line in enumerate(lines) if "optimal_wor - rrs_wor" in line)
+    assert lines[water].rstrip().endswith("*") and lines[water + 1].split()[-1] == f"{gain['monte_carlo_error'][1]:.4f}"
