@@ -135,6 +135,8 @@ class Corpus:
                                  "write the corpus again") from None
         if any(Path(info.file).name != info.file or info.file.startswith(".") for info in self.shards):
             raise InputFileError(f"{manifest}: shard files must be plain names inside the corpus folder")
+        if not self.shards:
+            raise InputFileError(f"{manifest}: the corpus holds no positions; write one with at least one text")
         self.meta = meta
 
     @property
@@ -176,6 +178,8 @@ class Corpus:
         """``(text, position, p, q)`` at ``positions`` evenly spaced positions of the corpus,
         ``p`` and ``q`` the float64 softmaxes of their logits at ``temperature``, each cut to its
         own ``top_p`` nucleus when given (:func:`otm.distributions.logits_to_probs`)."""
+        if isinstance(positions, bool) or not isinstance(positions, (int, np.integer)) or positions < 1:
+            raise InvalidArgumentError(f"positions must be an integer >= 1, got {positions!r}")
         wanted = sorted(set(np.linspace(0, self.n_positions - 1, positions).round().astype(int).tolist()))
         rows, start = [], 0
         for index, info in enumerate(self.shards):
@@ -218,6 +222,8 @@ class CorpusWriter:
         position ``t``), optionally the ``[n]`` tokens that followed. A row that is no
         distribution's logits (:func:`invalid_row`), also one that overflows the corpus dtype,
         is refused with :class:`InvalidDistributionError` naming the text and position."""
+        if not isinstance(text, str):
+            raise InvalidArgumentError(f"a text's name must be a string, got {text!r}")
         target_logits, draft_logits = np.asarray(target_logits), np.asarray(draft_logits)
         if target_logits.ndim != 2 or target_logits.shape != draft_logits.shape or target_logits.shape[1] != self.vocab_size:
             raise ShapeMismatchError(f"text {text!r}: logits must be [n, {self.vocab_size}] for both models, got "

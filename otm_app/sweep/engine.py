@@ -5,8 +5,8 @@
 - **Cluster**: ``scheduler=None`` starts a ``dask.distributed.LocalCluster`` of
   ``workers`` single-threaded processes (0: one per core) and stops it afterwards;
   ``scheduler="tcp://host:8786"`` connects to a running cluster instead, or fails with
-  :class:`SchedulerError` when no Dask scheduler answers within ``connect_timeout``
-  seconds. Paths are made absolute on the client; the workers must reach the corpus and
+  :class:`SchedulerError` when no Dask scheduler answers, or none of its workers joins,
+  within ``connect_timeout`` seconds. Paths are made absolute on the client; the workers must reach the corpus and
   the output folder under those paths (e.g. a shared filesystem).
 - **Integrity and resumption**: the output folder records the sweep's fingerprint (its
   settings, the task size and the corpus manifest) in ``sweep.json``, and the sha256 of
@@ -60,6 +60,10 @@ WORKER_MALLOC = {"MALLOC_MMAP_THRESHOLD_": 32 << 20, "MALLOC_TRIM_THRESHOLD_": 2
 #: over the vocabulary, and every ``k`` is a row per computation).
 MAX_DRAFTS = 1024
 
+#: The most Monte Carlo draws of one position (``mc_paths x max(ks)``: each ``[paths, k]``
+#: array of the estimate holds this many float64).
+MAX_MC_DRAWS = 1 << 24
+
 #: The most rows one task may hold in memory (``positions_per_task x ks x temperatures x
 #: top_ps x computations``; a row costs about a kilobyte until its part is written).
 MAX_TASK_ROWS = 1_000_000
@@ -75,9 +79,10 @@ def check_config(config: SweepConfig) -> None:
     """:class:`InvalidArgumentError` for any setting out of its range (the command line and
     Python callers alike), before the corpus is read or a worker starts: counts, numbers,
     draft counts (at most :data:`MAX_DRAFTS`), rows per task (at most :data:`MAX_TASK_ROWS`,
-    by arithmetic) and the scheduler's address."""
+    by arithmetic, as are the Monte Carlo draws, :data:`MAX_MC_DRAWS`) and the scheduler's
+    address."""
     counts = {"workers": (config.workers, 0), "retries": (config.retries, 0),
-              "positions_per_task": (config.positions_per_task, 1), "mc_paths": (config.mc_paths, 1),
+              "positions_per_task": (config.positions_per_task, 1), "mc_paths": (config.mc_paths, 2),
               "seed": (config.seed, 0)}
     for name, (value, least) in counts.items():
         if not _is_int(value) or value < least:
@@ -95,6 +100,9 @@ def check_config(config: SweepConfig) -> None:
     if not _values(config.computations):
         raise InvalidArgumentError(f"--computations must name at least one computation, got {config.computations!r}")
     settings = settings_of(config)
+    if config.mc_paths * max(settings.ks) > MAX_MC_DRAWS:
+        raise InvalidArgumentError(f"--mc-paths {config.mc_paths} x k = {max(settings.ks)} Monte Carlo draws per position, "
+                                   f"above MAX_MC_DRAWS = {MAX_MC_DRAWS:,}; lower --mc-paths")
     rows = config.positions_per_task * len(settings.ks) * len(settings.temperatures) * len(settings.top_ps) * len(settings.computations)
     if rows > MAX_TASK_ROWS:
         raise InvalidArgumentError(f"a task would hold {rows:,} rows (positions per task x ks x temperatures x top-ps x "
@@ -230,11 +238,12 @@ def local_cluster(workers: int):
 
 
 def connect(address: str, timeout: float):
-    """A ``Client`` of the scheduler at ``address``, or :class:`SchedulerError` when no Dask
-    scheduler completes a handshake within ``timeout`` seconds: a closed port, a dead host, or
-    a server that is not Dask (Dask's own connect waits for its handshake without a limit).
-    The probe runs on its own event loop in a thread, so a notebook's running loop is no
-    obstacle."""
+    """A ``Client`` of the scheduler at ``address`` with at least one worker, or
+    :class:`SchedulerError` when no Dask scheduler completes a handshake within ``timeout``
+    seconds (a closed port, a dead host, a server that is not Dask: Dask's own connect waits
+    for its handshake without a limit) or no worker joins it in that time (the tasks would
+    wait for ever). The probe runs on its own event loop in a thread, so a notebook's running
+    loop is no obstacle."""
     import asyncio
     from concurrent.futures import ThreadPoolExecutor
 
@@ -248,11 +257,18 @@ def connect(address: str, timeout: float):
     try:
         with ThreadPoolExecutor(1) as pool:
             pool.submit(asyncio.run, asyncio.wait_for(handshake(), timeout)).result()
-        return Client(address, timeout=timeout)
+        client = Client(address, timeout=timeout)
     except (OSError, asyncio.TimeoutError) as exc:
         raise SchedulerError(f"--scheduler {address}: no Dask scheduler answered within {timeout:g} s "
                              f"({type(exc).__name__}{': ' + str(exc) if str(exc) else ''}); check the address and that "
                              "the scheduler runs, or raise --connect-timeout") from None
+    try:
+        client.wait_for_workers(1, timeout=timeout)
+    except (OSError, asyncio.TimeoutError):
+        client.close()
+        raise SchedulerError(f"--scheduler {address}: the scheduler has no worker (none joined within {timeout:g} s); "
+                             "start workers with `dask worker " + address + "`") from None
+    return client
 
 
 def attempt(function, *args) -> dict:
@@ -337,6 +353,6 @@ def _values(values) -> bool:
     return isinstance(values, (tuple, list)) and len(values) > 0
 
 
-__all__ = ["CHECKSUMS", "MAX_DRAFTS", "MAX_TASK_ROWS", "PARTS", "STATE_FILE", "WORKER_MALLOC", "SchedulerError", "attempt",
+__all__ = ["CHECKSUMS", "MAX_DRAFTS", "MAX_MC_DRAWS", "MAX_TASK_ROWS", "PARTS", "STATE_FILE", "WORKER_MALLOC", "SchedulerError", "attempt",
            "check_address", "check_config", "connect", "fingerprint", "local_cluster", "local_workers", "part_problem",
            "pending_tasks", "recorded_checksums", "recorded_state", "run_sweep", "settings_of"]

@@ -22,11 +22,12 @@ from otm_app.cli import build_parser, main
 from otm_app.commands.sweep import format_summary
 from otm_app.configs import SweepConfig
 from otm_app.sweep import engine
-from otm_app.sweep.engine import MAX_DRAFTS, MAX_TASK_ROWS, SchedulerError, run_sweep
+from otm_app.sweep.engine import MAX_DRAFTS, MAX_MC_DRAWS, MAX_TASK_ROWS, SchedulerError, run_sweep
 from otm_app.sweep.summary import read_table, summarise
 from tests.otm_app.test_sweep_integrity import config_for, write_corpus
 
-#: Seconds the scheduler tests give a server to answer (nothing answers: each test waits this long).
+#: Seconds the scheduler tests give a server to answer or a worker to join (none does: each
+#: such test waits this long).
 QUICK_TIMEOUT = 1.0
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "sweep.md"
 
@@ -45,6 +46,8 @@ def swept(tmp_path_factory):
     ("ks", (1, 100_000_000), f"--ks must be integers from 1 to MAX_DRAFTS = {MAX_DRAFTS}"),
     ("ks", (), "--ks must be integers"),
     ("ks", (True,), "--ks must be integers"),
+    ("mc_paths", 1, "--mc-paths must be an integer >= 2"),  # the estimate's standard error needs 2 paths
+    ("mc_paths", 1 << 22, f"above MAX_MC_DRAWS = {MAX_MC_DRAWS:,}"),  # x 8 drafts
     ("positions_per_task", 20_000, f"above MAX_TASK_ROWS = {MAX_TASK_ROWS:,}"),  # 20,000 x 8 k x 9 computations
     ("top_ps", (), "--top-ps must be in (0, 1]"),
     ("computations", (), "--computations must name at least one"),
@@ -114,6 +117,17 @@ def test_a_scheduler_that_does_not_answer_is_a_typed_error(tmp_path, silent_serv
         with pytest.raises(SchedulerError, match=re.escape(f"--scheduler {address}: no Dask scheduler answered within 1 s")):
             run_sweep(config)
     assert not (tmp_path / "out" / "sweep.json").exists()
+
+
+def test_a_scheduler_without_workers_is_a_typed_error(tmp_path):
+    """The tasks of the old sweep waited for ever on a scheduler that had no worker."""
+    from dask.distributed import LocalCluster
+
+    corpus = write_corpus(tmp_path / "corpus")
+    with LocalCluster(n_workers=0, processes=False, protocol="tcp", dashboard_address=None) as cluster:
+        config = config_for(corpus, tmp_path / "out", scheduler=cluster.scheduler_address, connect_timeout=QUICK_TIMEOUT)
+        with pytest.raises(SchedulerError, match="the scheduler has no worker"):
+            run_sweep(config)
 
 
 @pytest.fixture()

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from otm.corpus import MANIFEST, Corpus, CorpusWriter
-from otm.errors import InputFileError, InvalidDistributionError
+from otm.errors import InputFileError, InvalidArgumentError, InvalidDistributionError
 from otm_app.cli import main
 from otm_app.configs import SweepConfig
 from otm_app.sweep import engine
@@ -147,6 +147,21 @@ def test_corpus_manifest_and_shards_are_verified(tmp_path):
     (corpus / MANIFEST).write_text(json.dumps({"format": "otm-corpus-1", "vocab_size": 10}))
     with pytest.raises(InputFileError, match="not a valid corpus manifest"):
         Corpus(corpus)
+
+
+def test_an_empty_corpus_and_no_positions_are_refused(tmp_path):
+    """A corpus of no text made a sweep end in 'no sweep results; run otm sweep first', and
+    ``spaced_rows(0)`` returned nothing silently (a negative count raised numpy's error)."""
+    with CorpusWriter(tmp_path / "empty", vocab_size=4):
+        pass
+    with pytest.raises(InputFileError, match="the corpus holds no positions"):
+        Corpus(tmp_path / "empty")
+    corpus = Corpus(write_corpus(tmp_path / "c"))
+    for positions in (0, -1):
+        with pytest.raises(InvalidArgumentError, match="positions must be an integer >= 1"):
+            corpus.spaced_rows(positions, 1.0)
+    with pytest.raises(InvalidArgumentError, match="a text's name must be a string"):
+        CorpusWriter(tmp_path / "d", vocab_size=4).add(7, np.zeros((1, 4)), np.zeros((1, 4)))
 
 
 def test_a_damaged_shard_without_checksums_is_a_typed_error(tmp_path):
