@@ -15,12 +15,14 @@ Configuration: what ``otm report`` runs at every position (``otm_app.configs.Rep
 ``optimum_iid``, ``optimum_without_replacement`` and the default rules, each computed by its own
 call of :func:`otm.positions.position_cells` in that order, with the Monte Carlo seeding of
 ``otm_app.sweep.tasks.run_task``. Two passes per row and temperature: the sweep's calls (one per
-column, every k), then one call per column and k (the per-k table).
+column, every k), then one call per column and k (the per-k table; what the columns of a row
+share is dropped before each k, as if the sweep had that k alone).
 
 ``--baseline REV`` extracts ``otm/`` and ``solvers/`` of that commit (``git archive``) and runs
 the same rows through it in another process, alternating with the working tree's code, one
-repetition each in turn; times are medians over the repetitions, then means over rows and
-temperatures. The cells of the two must agree (printed: how many differ and by how much).
+repetition each in turn. Times are CPU seconds of the process (``time.process_time``: on a
+machine shared with other work, wall time counts the waits for a core), medians over the
+repetitions, then means over rows and temperatures. The cells of the two must agree (printed: how many differ and by how much).
 ``--out`` replaces this script's section of the markdown file (or appends it).
 """
 from __future__ import annotations
@@ -65,8 +67,11 @@ def run_child(settings: dict) -> dict:
     """One repetition over every row with the ``otm`` on ``sys.path``: seconds and cells of the
     sweep's calls, seconds of the per-k calls."""
     import otm
+    import otm.positions
     from otm.distributions import logits_to_probs
     from otm.positions import position_cells
+
+    last_row = getattr(otm.positions, "_LAST_ROW", None)  # what one row's columns share, where kept
 
     assert Path(otm.__file__).resolve().is_relative_to(Path(settings["root"]).resolve()), otm.__file__
     ks, names = tuple(settings["ks"]), settings["computations"]
@@ -79,16 +84,18 @@ def run_child(settings: dict) -> dict:
             where = f"{index - 1}@{temperature:g}"
             rng = np.random.default_rng([settings["seed"], 0, index])
             for name in names:
-                tick = time.perf_counter()
+                tick = time.process_time()
                 found = position_cells(p, q, ks, (name,), rng, settings["mc_paths"], settings["time_budget"])
-                sweep[f"{where}|{name}"] = time.perf_counter() - tick
+                sweep[f"{where}|{name}"] = time.process_time() - tick
                 cells[f"{where}|{name}"] = [[c.value, c.std_error, c.method] for c in found]
             for k in ks:
+                if last_row is not None:
+                    last_row.row = None  # each k as if its row were new
                 for name in names:
-                    tick = time.perf_counter()
+                    tick = time.process_time()
                     position_cells(p, q, (k,), (name,), np.random.default_rng([settings["seed"], 1, index]),
                                    settings["mc_paths"], settings["time_budget"])
-                    per_k[f"{where}|{name}|{k}"] = time.perf_counter() - tick
+                    per_k[f"{where}|{name}|{k}"] = time.process_time() - tick
     warm = [key for key in sweep if key.startswith("-1@")]
     for key in warm:
         del sweep[key], cells[key]
@@ -106,7 +113,8 @@ def extract(rev: str, folder: Path) -> Path:
 
 def repetition(root: Path, settings: dict) -> dict:
     """:func:`run_child` in a fresh process with ``root`` first on the path."""
-    env = dict(os.environ, PYTHONPATH=f"{root}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    env = dict(os.environ, PYTHONPATH=f"{root}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+               **{f"{library}_NUM_THREADS": "1" for library in ("OMP", "OPENBLAS", "MKL")})  # CPU time = one core's
     done = subprocess.run([sys.executable, __file__, "--child", json.dumps(dict(settings, root=str(root)))],
                           env=env, check=True, capture_output=True, text=True, cwd=root)
     return json.loads(done.stdout)
@@ -217,14 +225,14 @@ def main(argv: list[str] | None = None) -> str:
         f"{load_after[0]:.1f} after; {time.perf_counter() - started:.0f} s).", "",
         f"{args.rows} synthetic rows at V = {args.vocab:,} (top target mass {TOP_MASS[0]:g}-{TOP_MASS[1]:g} at T = 1), "
         f"T in {tuple(report.temperatures)}, k = 1..{report.k_max}, mc_paths = {report.mc_paths}: the report's default "
-        "columns, one `position_cells` call per column as the sweep makes them. Seconds per position and temperature, "
-        f"one core, median of {args.repeats} repetitions"
+        "columns, one `position_cells` call per column as the sweep makes them. CPU seconds per position and "
+        f"temperature (one core; `time.process_time`), median of {args.repeats} repetitions"
         + (f"; `before` is `otm/` at {args.baseline}, run alternately with `after` (the working tree)" if args.baseline else "") + ".",
         "", *table(sweep, names), "",
     ]
     if args.baseline:
         lines += [f"Cells compared: {n_cells}, of which {differ} differ (largest difference {largest:.3g}).", ""]
-    lines += [f"Per k, milliseconds per call (one column, one k; {' / '.join(by_k)}):", "",
+    lines += [f"Per k, CPU milliseconds per call (one column, one k; {' / '.join(by_k)}):", "",
               "| computation | " + " | ".join(f"k = {k}" for k in ks) + " |", "|---" * (len(ks) + 1) + "|", *k_rows, "",
               f"Projected step 2 of `otm report` ({args.positions} positions x {temperatures} temperatures x seconds per "
               f"position / {args.workers} workers, the computations only): "

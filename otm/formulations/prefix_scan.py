@@ -397,9 +397,17 @@ def _wor_cut_gaps(inside, beyond, draft: DraftPrefixes, k: int, details: dict):
     the closed-form bounds leave open), ``evaluated``, ``rounds`` and the largest quadrature
     diagnostics of the evaluations."""
     low = inside <= 0.5
+    half = int(np.count_nonzero(low))
+    ordered = bool(low[:half].all())  # p(H_m) grows with m, so the prefixes with p(H) <= 1/2 come first
 
     def gap_of(outside):
-        return np.where(low, inside - (1.0 - outside), outside - beyond)
+        if not ordered:  # the rounded p(H_m) out of order around 1/2
+            return np.where(low, inside - (1.0 - outside), outside - beyond)
+        gap = np.empty_like(outside)  # the same two forms on the two slices, without computing both everywhere
+        np.subtract(1.0, outside[:half], out=gap[:half])
+        np.subtract(inside[:half], gap[:half], out=gap[:half])
+        np.subtract(outside[half:], beyond[half:], out=gap[half:])
+        return gap
 
     q_sorted = draft.q
     lower, upper = draft.lower.copy(), draft.upper.copy()
@@ -429,7 +437,7 @@ def _wor_cut_gaps(inside, beyond, draft: DraftPrefixes, k: int, details: dict):
         known[points] = True
         lower, upper = neighbour_bounds(draft.outside, known, lower, upper)
         info = {key: max(info[key], step_info[key]) for key in info}
-    gap = gap_of(upper)
+    gap = gap_high  # the last round evaluated nothing: gap_of(upper)
     gap[~known] = np.maximum(gap[~known], np.nextafter(best, np.inf))
     details.update(info, quadrature_error_estimate=info["coarse_step_difference"] ** 2,
                    candidates=int(candidates), evaluated=int(evaluated), rounds=rounds)

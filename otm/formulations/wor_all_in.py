@@ -290,6 +290,11 @@ class DraftOrder:
         """Token positions by decreasing ``q``."""
         return _frozen(np.argsort(-self.q))
 
+    @cached_property
+    def log_q(self) -> np.ndarray:  # [n]
+        """``log q``: where each token turns big on a grid of nodes (:func:`_first_big_node`)."""
+        return _frozen(np.log(self.q))
+
     def largest(self, i: int) -> np.ndarray:  # [n+1]
         """``L_i``: entry ``m`` is the ``i``-th largest ``q`` in ``H_m`` (0 if ``m < i``; ``L_0 = inf``)."""
         while len(self._largest) <= i:
@@ -319,6 +324,10 @@ class DraftPrefixes:
     def descending(self) -> np.ndarray:  # [n]
         """Token positions by decreasing ``q``."""
         return self.order.descending
+
+    @property
+    def log_q(self) -> np.ndarray:  # [n]
+        return self.order.log_q
 
     def time_nodes(self, prefixes, step: float) -> tuple[float, np.ndarray, float]:
         """``(log t_lo, [P] node counts, truncation bound)`` for the prefixes ``m`` (each in
@@ -385,7 +394,7 @@ def outside_prefixes(q_sorted, k: int, prefixes, step: float | None = None,
     step = quadrature_step(k) if step is None else step
     log_t_lo, counts, truncation = draft.time_nodes(np.arange(first, last + 1), step)
     t = np.exp(log_t_lo + step * np.arange(counts.max()))  # [G]
-    head = _head_states(draft.q, k, np.array([first]), t, np.array([t.size]), draft.descending)[0]  # [G, k]
+    head = _head_states(draft.q, k, np.array([first]), t, np.array([t.size]), draft.descending, draft.log_q)[0]  # [G, k]
     below = _below_k(draft.q, k, first, last, t, head)[:, todo - first]  # [G, c] P(N_{H_m}(t) < k)
     values, difference = _integrate(t, step, draft.outside[todo], below.T, k, np.full(todo.size, t.size))
     out[todo_mask] = values
@@ -412,7 +421,7 @@ def outside_at(q_sorted, k: int, points, step: float | None = None,
     for start in range(0, unique.size, group):
         part = slice(start, start + group)
         t = np.exp(log_t_lo + step * np.arange(counts[part].max()))  # [G]
-        below = _head_states(draft.q, k, unique[part], t, counts[part], draft.descending).sum(axis=2)  # [P, G]
+        below = _head_states(draft.q, k, unique[part], t, counts[part], draft.descending, draft.log_q).sum(axis=2)  # [P, G]
         values[part], part_difference = _integrate(t, step, draft.outside[unique[part]], below, k, counts[part])
         difference = max(difference, part_difference)
     out[todo_mask] = values[np.searchsorted(unique, points[todo_mask])]
@@ -599,7 +608,7 @@ def _vanishing_count(k: int, log_time: float) -> int:
         n += max(1, n // 8)
 
 
-def _head_states(q, k: int, points, t, counts, descending=None) -> np.ndarray:
+def _head_states(q, k: int, points, t, counts, descending=None, log_q=None) -> np.ndarray:
     """``[P, G, k]``: ``P(N_{H_m}(t_g) = j)``, ``j < k``, for the prefixes ``H_m = q[:m]``,
     ``m`` in ``points`` (increasing, distinct), at the nodes ``g < counts[p]`` of the
     geometric grid ``t [G]`` (zeros at the others): the small tokens through their moments,
@@ -608,6 +617,7 @@ def _head_states(q, k: int, points, t, counts, descending=None) -> np.ndarray:
     Args:
         q: ``[n]`` positive probabilities (any order; the prefixes are taken in it).
         descending: ``[n]`` positions of ``q`` by decreasing value (computed when ``None``).
+        log_q: ``[n]`` ``log q`` (computed when ``None``).
     """
     points = np.asarray(points, dtype=np.int64)
     size, nodes = points.size, t.size
@@ -618,7 +628,8 @@ def _head_states(q, k: int, points, t, counts, descending=None) -> np.ndarray:
     if last == 0:
         return states
     head = q[:last]
-    big_from = _first_big_node(head, t)  # [last] token x is small at the nodes g < big_from[x]
+    log_head = np.log(head) if log_q is None else log_q[:last]
+    big_from = _first_big_node(head, t, log_head)  # [last] token x is small at the nodes g < big_from[x]
     segment = np.repeat(np.arange(size), np.diff(np.concatenate([[0], points])))  # H_m holds x iff p >= segment[x]
     key = big_from * size + segment  # bin (node, segment)
     per_bin = np.bincount(key, minlength=(nodes + 1) * size).reshape(nodes + 1, size).cumsum(axis=1)
@@ -639,14 +650,15 @@ def _head_states(q, k: int, points, t, counts, descending=None) -> np.ndarray:
     return states
 
 
-def _first_big_node(q, t) -> np.ndarray:
+def _first_big_node(q, t, log_q) -> np.ndarray:
     """``[n]``: for each token the number of nodes of the geometric grid ``t`` where
     ``q t <= ln 2`` (up to rounding, which only moves a token between the two groups at a
-    node where ``q t`` is within 1e-12 of ``ln 2``; the moment series allows it)."""
+    node where ``q t`` is within 1e-12 of ``ln 2``; the moment series allows it);
+    ``log_q = log q``."""
     if t.size == 1:
         return np.where(q * t[0] <= _LN2, 1, 0)
     log_step = (math.log(t[-1]) - math.log(t[0])) / (t.size - 1)
-    position = np.floor((math.log(_LN2) - np.log(q) - math.log(t[0])) / log_step) + 1.0
+    position = np.floor((math.log(_LN2) - log_q - math.log(t[0])) / log_step) + 1.0
     return np.clip(position, 0, t.size).astype(np.int64)
 
 
@@ -659,10 +671,12 @@ def _small_token_states(head, big_from, key, size: int, t, k: int, rows, cols) -
     series = _series(k)  # [N+1, k]
     terms = series.shape[0] - 1
     small = np.flatnonzero(big_from > 0)
-    small = small[np.argsort(key[small].astype(np.uint16), kind="stable")]  # by bin (radix sort): pairwise sums below
+    keys = key[small]
+    by_bin = np.argsort(keys.astype(np.uint16), kind="stable")  # by bin (radix sort): pairwise sums below
+    small, keys = small[by_bin], keys[by_bin]
     scaled = head[small] * t[big_from[small] - 1]  # q t at the last node where x is small (<= ln 2)
-    starts = np.flatnonzero(np.diff(key[small], prepend=-1))
-    present = key[small][starts]
+    starts = np.flatnonzero(np.diff(keys, prepend=-1))
+    present = keys[starts]
     bins = np.zeros((terms, (nodes + 1) * size))
     power = scaled.copy()
     for n in range(terms):  # bins[n] = sum over the bin of (q t_{b-1})^(n+1)
