@@ -23,10 +23,12 @@ time"), as a sum of what it does:
 
 On a machine shared with other work a step gets less than its cores: with ``n`` busy threads
 of its own (1 for the main process, one per Dask worker, torch's threads for the models) and
-``L`` other runnable threads, each thread gets ``min(1, cores / (L + n))`` of a core, so the
-step takes ``max(1, (L + n) / cores)`` times its idle time (:func:`slowdown`). ``L`` is read
-from the kernel's count of runnable threads when the estimate is printed
-(:func:`other_runnable_threads`); the estimate line says the factor when it is above 1.
+``L`` busy threads of other work, each thread gets ``min(1, cores / (L + n))`` of a core, so
+the step takes ``max(1, (L + n) / cores)`` times its idle time (:func:`slowdown`). ``L`` is
+measured when the estimate is printed, from the share of a core a short busy loop of ours
+gets (:func:`other_busy_threads`); the estimate line says the factor when it is above 1. A
+step's load can change while it runs, so on a shared machine the estimate is as good as the
+load is steady; the line printed after each step shows the drift.
 """
 from __future__ import annotations
 
@@ -34,8 +36,8 @@ import os
 import sys
 import time
 
-#: Idle seconds of the theorem suite (one process; 18 s of CPU measured, plus its imports).
-THEOREM_SUITE_SECONDS = 20.0
+#: Idle seconds of the theorem suite (one process; its CPU time, measured on the development machine).
+THEOREM_SUITE_SECONDS = 19.0
 
 #: Idle seconds per model parameter to load a pair from the local cache (float32), and per
 #: parameter and token to score a text through it (teacher forcing, both models).
@@ -43,7 +45,7 @@ LOAD_SECONDS_PER_PARAMETER = 5e-9
 SCORE_SECONDS_PER_PARAMETER_TOKEN = 5e-12
 
 #: Idle seconds to start the local Dask cluster and have its workers import the sweep's code.
-DASK_START_SECONDS = 4.0
+DASK_START_SECONDS = 3.0
 
 #: Seconds of one core per analysed position and temperature for step 2's sweep with every
 #: default computation at ``k = 1..8`` and ``V = 151,936`` (measured with ``optimal_wor``
@@ -73,26 +75,53 @@ KERNEL_SECONDS = {"optimal_wor": 0.34, "optimal_pair_wor": 0.34, "optimal": 0.04
 DEFAULT_KERNEL_SECONDS = 0.003
 
 
-def other_runnable_threads(samples: int = 10, interval: float = 0.01) -> float:
-    """Mean number of runnable threads of other processes now: the running count of
-    ``/proc/loadavg`` (which counts this reader) less one, over ``samples`` reads; the
-    one-minute load average where there is no ``/proc``."""
+#: Wall seconds of the busy loop that measures this process's share of a core.
+SHARE_PROBE_SECONDS = 0.3
+
+#: A share of a core at least this large means a core was free while the probe ran.
+FREE_CORE_SHARE = 0.95
+
+
+def cpu_share(seconds: float = SHARE_PROBE_SECONDS) -> float:
+    """The share of a core one busy thread of this process gets now: the CPU time of a busy
+    loop over its wall time."""
+    wall, cpu = time.perf_counter(), time.thread_time()
+    while time.perf_counter() - wall < seconds:
+        pass
+    return (time.thread_time() - cpu) / (time.perf_counter() - wall)
+
+
+def runnable_threads() -> float:
+    """Runnable threads of other processes: the running count of ``/proc/loadavg`` (which
+    counts this reader) less one, over ten reads 10 ms apart; 0 where there is no ``/proc``."""
+    counts = []
     try:
-        counts = []
-        for _ in range(samples):
+        for _ in range(10):
             with open("/proc/loadavg") as handle:
                 counts.append(int(handle.read().split()[3].split("/")[0]) - 1)
-            time.sleep(interval)
-        return max(sum(counts) / len(counts), 0.0)
+            time.sleep(0.01)
     except (OSError, IndexError, ValueError):
-        return os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+        return 0.0
+    return max(sum(counts) / len(counts), 0.0)
+
+
+def other_busy_threads() -> float:
+    """How many busy threads of other work share the cores now: from the share ``s`` of a
+    core a thread of ours gets, ``cores / s - 1`` (a fair scheduler gives each of ``L + 1``
+    busy threads ``cores / (L + 1)``); when a core is free (``s`` near 1), the other runnable
+    threads, at most ``cores - 1``."""
+    cores = os.cpu_count() or 1
+    share = cpu_share()
+    if share < FREE_CORE_SHARE:
+        return cores / max(share, 1e-3) - 1
+    return min(runnable_threads(), cores - 1.0)
 
 
 def slowdown(threads: int, others: float | None = None) -> float:
     """``max(1, (others + threads) / cores)``: how much longer than on an idle machine a step
     with ``threads`` busy threads takes beside ``others`` runnable threads (module docstring)."""
     cores = os.cpu_count() or 1
-    others = other_runnable_threads() if others is None else others
+    others = other_busy_threads() if others is None else others
     return max(1.0, (others + threads) / cores)
 
 
@@ -166,7 +195,7 @@ class StepClock:
         """Start step ``key`` (``label`` e.g. ``"step 2/4"``) made of ``parts``, ``(idle
         seconds, busy threads)`` each: its estimate is their sum, each times its
         :func:`slowdown` here and now."""
-        others = other_runnable_threads()
+        others = other_busy_threads()
         idle = sum(seconds for seconds, _ in parts)
         self.estimated[key] = sum(seconds * slowdown(threads, others) for seconds, threads in parts)
         self._started[key] = (time.perf_counter(), label)
@@ -194,4 +223,4 @@ class StepClock:
 
 
 __all__ = ["DASK_START_SECONDS", "KERNEL_SECONDS", "SECONDS_PER_POSITION", "SECONDS_PER_SWEEP_CELL", "StepClock", "THEOREM_SUITE_SECONDS",
-           "about", "other_runnable_threads", "slowdown"]
+           "about", "cpu_share", "other_busy_threads", "runnable_threads", "slowdown"]
