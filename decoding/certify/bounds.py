@@ -1,0 +1,242 @@
+"""Finite-sample bounds behind the certification assertions: the test, its false-alarm
+rate and its power, all without an asymptotic approximation.
+
+The rows. A certification runs a verifier on ``N`` independent rows ``j`` and gives each
+a weight ``a_j`` in ``(0, 1]`` with ``sum_j a_j = n`` (enumeration: ``a_j = n Q(x) / n_x``
+for the ``n_x`` copies of draft tuple ``x``; sampled drafts: ``a_j = 1``, ``N = n``). For
+a set ``A`` of outcomes the weighted count ``Z_A = sum_j a_j [Y_j in A]`` is a sum of
+independent variables in ``[0, 1]`` with mean ``n P(A)``, ``P`` the verifier's law.
+
+The bound. Hoeffding (1963, "Probability inequalities for sums of bounded random
+variables", JASA 58, Theorem 1): for ``N`` independent variables in ``[0, 1]`` with mean
+``m`` on average, ``P(Z / N >= f) <= exp(-N kl(f || m))`` for ``f >= m`` (and the
+mirror image below), ``kl`` the Bernoulli relative entropy. It holds whatever the
+variables' individual laws, which is what makes the enumerated design (rows of a tuple
+share a law, tuples differ) as easy to bound as a plain multinomial.
+
+The test (:func:`set_test`). Statistic ``T = max_A N kl(Z_A / N || n p(A) / N)`` over
+every set ``A`` of cells. ``kl`` is jointly convex and the points ``(p(A), Z_A)`` fill a
+zonotope whose vertices are the prefixes of the cells sorted by ``Z_y / p(y)``, so the
+maximum is at one of those ``c - 1`` prefixes: ``T`` costs a sort. Union bound over the
+``2^c - 2`` proper sets, each with two tails, set and complement being the same event:
+``P(T >= t) <= (2^c - 2) exp(-t)``, so the threshold ``t = ln((2^c - 2) / alpha)``
+gives a false-alarm rate of at most ``alpha`` for ``c`` cells, exactly, at any ``n``. A
+count in a cell of probability 0 fails outright (no false alarm possible). The set
+that attains ``T`` is the deviating set the failure message names; ``TV(P, p) =
+max_A |P(A) - p(A)|`` is attained by a prefix too.
+
+Power (:func:`detectable_tv`). If ``TV(P, p) = eps``, the set ``A* = {P > p}`` has
+``P(A*) = p(A*) + eps`` and ``T >= N kl(Z_{A*} / N || n p(A*) / N)``. With ``s = p(A*)``,
+``f_t(s)`` the level where that reaches ``t``, Hoeffding's lower tail bounds the miss
+probability by ``exp(-N kl(f_t || n (s + eps) / N))``. The smallest ``eps`` making that
+at most ``miss`` for every ``s`` in ``[0, 1 - eps]`` (evaluated on a grid of
+:data:`POWER_GRID` values of ``s``) is a guaranteed power: any verifier whose output law
+is that far from ``p``, whatever the shape of the deviation, fails with probability at
+least ``1 - miss``. The same computation for one set of known mass (acceptance) is
+:func:`detectable_shift`.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import special
+
+from decoding.validation.stats import IMPOSSIBLE_PROBABILITY
+
+#: Power is stated as the deviation detected with probability at least ``1 - POWER_MISS``.
+POWER_MISS = 0.01
+
+#: Number of values of ``s = p(A*)`` on which :func:`detectable_tv` takes its worst case.
+POWER_GRID = 2001
+
+#: Bisection steps of the roots of ``N kl(f || m) = level`` (2^-80 of the unit interval).
+ROOT_STEPS = 80
+
+
+def binary_kl(a, b) -> np.ndarray:
+    """``kl(a || b) = a ln(a / b) + (1 - a) ln((1 - a) / (1 - b))``, elementwise, with
+    ``0 ln 0 = 0`` and ``+inf`` where ``a`` puts mass where ``b`` has none."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return special.rel_entr(a, b) + special.rel_entr(1 - a, 1 - b)
+
+
+def upper_root(mean, level, trials) -> np.ndarray:
+    """The ``f >= mean`` with ``trials kl(f || mean) = level`` (elementwise; ``inf`` where
+    even ``f = 1`` stays below ``level``): the smallest observed fraction that the upper
+    tail calls significant at ``exp(-level)``."""
+    mean = np.clip(np.asarray(mean, dtype=np.float64), 0.0, 1.0)
+    level = np.broadcast_to(np.asarray(level, dtype=np.float64), mean.shape)
+    reachable = trials * binary_kl(np.ones_like(mean), mean) >= level
+    low, high = mean.copy(), np.ones_like(mean)
+    for _ in range(ROOT_STEPS):
+        middle = (low + high) / 2
+        above = trials * binary_kl(middle, mean) >= level
+        high = np.where(above, middle, high)
+        low = np.where(above, low, middle)
+    return np.where(reachable, high, np.inf)
+
+
+def lower_root(mean, level, trials) -> np.ndarray:
+    """The mirror image of :func:`upper_root`: the ``f <= mean`` with
+    ``trials kl(f || mean) = level`` (``-inf`` where unreachable)."""
+    return 1 - upper_root(1 - np.asarray(mean, dtype=np.float64), level, trials)
+
+
+def set_threshold(cells: int, alpha: float) -> float:
+    """``ln((2^cells - 2) / alpha)``: the threshold of :func:`set_test` on ``cells`` cells."""
+    if cells < 2:
+        return math.inf
+    return cells * math.log(2) + math.log1p(-(2.0 ** (1 - cells))) - math.log(alpha)
+
+
+@dataclass(frozen=True)
+class SetTest:
+    """One :func:`set_test`.
+
+    Attributes:
+        statistic: ``T`` (``inf`` after an impossible outcome).
+        threshold: ``t``; the test fails when ``statistic >= threshold``.
+        p_bound: ``min(1, (2^c - 2) exp(-T))``, an upper bound on the p-value.
+        passed: ``statistic < threshold``.
+        cells: ``c``, the cells of positive probability.
+        deviating: indices of the set ``A`` attaining ``T`` (for an impossible outcome, the
+            cells of probability 0 that were observed).
+        observed_mass, expected_mass: ``Z_A / n`` and ``p(A)`` of that set.
+    """
+
+    statistic: float
+    threshold: float
+    p_bound: float
+    passed: bool
+    cells: int
+    deviating: np.ndarray
+    observed_mass: float
+    expected_mass: float
+
+
+def set_statistic(weighted_counts, probs, n: float, rows: int) -> tuple[float, np.ndarray, float, float, int]:
+    """``(T, deviating set, Z_A / n, p(A), cells)`` of :func:`set_test` without its
+    threshold (``T = inf`` and the observed impossible cells after an outcome of
+    probability 0)."""
+    counts = np.asarray(weighted_counts, dtype=np.float64)
+    probs = np.asarray(probs, dtype=np.float64)
+    impossible = probs <= IMPOSSIBLE_PROBABILITY
+    live = np.flatnonzero(~impossible)
+    seen = np.flatnonzero(impossible & (counts > 0))
+    if seen.size:
+        return math.inf, seen, float(counts[seen].sum() / n), 0.0, int(live.size)
+    if live.size < 2:
+        return 0.0, live[:0], 0.0, 0.0, int(live.size)
+    order = live[np.argsort(-counts[live] / probs[live], kind="stable")]
+    observed = np.cumsum(counts[order])[:-1]
+    expected = np.cumsum(probs[order])[:-1]
+    statistics = rows * binary_kl(observed / rows, n * expected / rows)
+    best = int(np.argmax(statistics))
+    return float(statistics[best]), np.sort(order[: best + 1]), float(observed[best] / n), float(expected[best]), int(live.size)
+
+
+def set_test(weighted_counts, probs, n: float, rows: int, alpha: float) -> SetTest:
+    """The set test (module docstring) of ``weighted_counts`` (``[c]``, ``Z_y``, summing to
+    ``n``) against the law ``probs`` (``[c]``), for ``rows`` independent rows with weights
+    in ``(0, 1]``, at false-alarm rate ``alpha``."""
+    statistic, deviating, observed, expected, cells = set_statistic(weighted_counts, probs, n, rows)
+    threshold = set_threshold(cells, alpha)
+    log_sets = threshold + math.log(alpha) if cells >= 2 else -math.inf  # ln(2^c - 2)
+    p_bound = 1.0 if statistic == 0 else float(min(1.0, math.exp(min(0.0, log_sets - statistic))))
+    return SetTest(statistic, threshold, p_bound, statistic < threshold, cells, deviating, observed, expected)
+
+
+def detectable_tv(n: float, rows: int, cells: int, alpha: float, miss: float = POWER_MISS) -> float:
+    """The smallest total variation ``eps`` between a verifier's law and ``p`` that
+    :func:`set_test` on ``cells`` cells detects with probability at least ``1 - miss``,
+    for every shape of the deviation (module docstring, "Power"); ``inf`` with fewer than
+    two cells (nothing to test) or where no deviation is sure to be seen."""
+    if cells < 2:
+        return math.inf
+    s = np.linspace(0.0, 1.0, POWER_GRID)[1:-1]
+    return _smallest_covering(s, _needed_shift(s, n / rows, rows, set_threshold(cells, alpha), math.log(1 / miss)))
+
+
+def detectable_shift(mass: float | None, n: float, rows: int, level: float, miss: float = POWER_MISS,
+                     upward_only: bool = False) -> float:
+    """The smallest change of ``P(A)`` away from ``mass = p(A)`` for one set ``A`` that a
+    tail at ``level`` (``ln(sets / alpha)``) detects with probability at least
+    ``1 - miss``: the larger of the two directions (only upward with ``upward_only``);
+    ``mass=None``: the worst over every mass. ``inf`` where not reachable."""
+    scale, miss_level = n / rows, math.log(1 / miss)
+    if mass is None:  # a fall at s is a rise of the complement: the rises at every s cover both
+        s = np.linspace(0.0, 1.0, POWER_GRID)[1:-1]
+        return _smallest_covering(s, _needed_shift(s, scale, rows, level, miss_level))
+    up = float(_needed_shift(np.array([float(mass)]), scale, rows, level, miss_level)[0])
+    if upward_only:
+        return up
+    return max(up, float(_needed_shift(np.array([1 - float(mass)]), scale, rows, level, miss_level)[0]))
+
+
+def _smallest_covering(s: np.ndarray, needed: np.ndarray) -> float:
+    """The smallest ``eps`` with ``needed <= eps`` at every ``s <= 1 - eps`` (the shifts that
+    exist), ``s`` ascending; ``inf`` if none."""
+    worst = np.maximum.accumulate(needed)  # worst[i]: the largest need over s[0..i]
+    candidates = np.unique(needed[np.isfinite(needed)])  # ascending
+    last = np.searchsorted(s, 1 - candidates, side="right") - 1  # the s <= 1 - eps
+    covered = (last < 0) | (worst[np.maximum(last, 0)] <= candidates)
+    return float(candidates[np.argmax(covered)]) if covered.any() else math.inf
+
+
+def _needed_shift(s: np.ndarray, scale: float, rows: int, level: float, miss_level: float) -> np.ndarray:
+    """``[len(s)]``: the smallest ``eps`` with ``P(detect) >= 1 - exp(-miss_level)`` when a
+    set of mass ``s`` gets ``s + eps`` (``inf`` where none)."""
+    significant = upper_root(scale * s, level, rows)  # f_t(s)
+    finite = np.isfinite(significant)
+    reached = upper_root(np.where(finite, significant, 0.0), miss_level, rows)
+    needed = reached / scale - s
+    return np.where(finite & np.isfinite(reached) & (needed <= 1 - s), needed, np.inf)
+
+
+def samples_needed(tv: float, cells: int, alpha: float, miss: float = POWER_MISS) -> int:
+    """The smallest ``n`` (rows of weight 1) at which :func:`detectable_tv` is at most ``tv``."""
+    if not 0 < tv <= 1 or cells < 2:
+        raise ValueError(f"need 0 < tv <= 1 and at least 2 cells, got tv={tv!r}, cells={cells}")
+    high = 16
+    while detectable_tv(high, high, cells, alpha, miss) > tv:
+        high *= 2
+    low = high // 2
+    while high - low > max(1, low // 200):  # within 0.5 %
+        middle = (low + high) // 2
+        if detectable_tv(middle, middle, cells, alpha, miss) > tv:
+            low = middle
+        else:
+            high = middle
+    return int(high)
+
+
+def chernoff_interval(fraction: float, scale: float, rows: int, confidence: float) -> tuple[float, float]:
+    """Interval for a mean ``P(A)`` observed as ``fraction = Z_A / N`` (``Z_A`` as above, mean
+    ``N P(A) scale`` with ``scale = n / N``): the ``m`` not rejected by either Hoeffding
+    tail at ``(1 - confidence) / 2``, mapped back to ``P(A)``."""
+    level = math.log(2 / (1 - confidence))
+    low = 0.0 if fraction <= 0 else float(_mean_bound(fraction, level, rows, below=True))
+    high = scale if fraction >= scale else float(_mean_bound(fraction, level, rows, below=False))
+    return max(0.0, low / scale), min(1.0, high / scale)
+
+
+def _mean_bound(fraction: float, level: float, rows: int, below: bool) -> float:
+    """The mean ``m`` on the ``below`` (or above) side of ``fraction`` with
+    ``rows kl(fraction || m) = level`` (the end of the range where none)."""
+    low, high = (0.0, fraction) if below else (fraction, 1.0)
+    for _ in range(ROOT_STEPS):
+        middle = (low + high) / 2
+        outside = rows * binary_kl(fraction, middle) > level
+        if below:
+            low, high = (middle, high) if outside else (low, middle)
+        else:
+            low, high = (low, middle) if outside else (middle, high)
+    return low if below else high
+
+
+__all__ = [
+    "POWER_MISS", "SetTest", "binary_kl", "chernoff_interval", "detectable_shift", "detectable_tv", "lower_root",
+    "samples_needed", "set_statistic", "set_test", "set_threshold", "upper_root",
+]
