@@ -326,7 +326,7 @@ def ids_within_ties(keys: np.ndarray, order: np.ndarray) -> np.ndarray:
     keys in increasing id: the stable argsort, as one more argsort of unique int64 keys,
     ``run * n + id``. Real rows have many ties (bfloat16 logits); numpy's stable sort of floats
     is a timsort, its default sort of floats and of int64 is vectorised (measured in the set-up
-    of docs/optimal-verifier.md, section 8, "And the Python around it")."""
+    of research/optimal_wor/JOURNAL.md, "And the Python around it")."""
     if order.size < 2:
         return order
     ranked = keys[order]

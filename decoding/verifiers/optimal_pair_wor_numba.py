@@ -53,7 +53,7 @@ is what :func:`row_levels` returns as ``uncarried``. What the levels realise is 
 independently in exact or 200-bit arithmetic by
 :func:`otm.rules.optimal_pair_wor.realised_selection`: on real Qwen rows at ``V = 151,936``
 the realised selection law is within about ``2e-12`` of ``x`` in total (and ``alpha*`` within
-``1e-12``; ``scripts/pair_wor_verifier_at_scale.py``, docs/optimal-verifier.md section 8). On
+``1e-12``; ``research/optimal_wor/pair_wor_verifier_at_scale.py``, docs/optimal-verifier.md section 8). On
 small rows the levels agree with the reference construction to ``5e-14``
 (``tests/decoding/test_verifier_optimal_pair_wor.py``).
 

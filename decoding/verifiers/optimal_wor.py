@@ -28,7 +28,7 @@ raise :class:`otm.errors.NotApplicableError` (at the whole real vocabulary, abou
 ten: :func:`caveat`). The levels come from the rule's certified float64 construction (wider
 arithmetic where float64 is not certified), the last 256 distinct rows kept (a batch of equal
 rows, as the tests draw, costs one construction; a distinct row 0.3-1.2 ms at ``V = 8..150``,
-``scripts/wor_water_levels.py --cost``).
+``python -m research.optimal_wor.wor_water_levels --cost``).
 
 Exhausted support (at most ``k`` tokens with ``q > 0``): the drafted set is always the same
 (:func:`decoding.verifiers.base.sample_without_replacement`), and the draft at position ``j``
@@ -185,8 +185,8 @@ def row_setup(p: np.ndarray, q: np.ndarray, k: int, device: torch.device | None 
 #: floats of its bounds' runs besides.
 #: Two such rows until 2026-11-27 (48 million): nothing needs them, and on the development VM
 #: memory that the machine has not used lately costs about as much to touch as a whole row's pass
-#: (``python scripts/wor_fresh_rows.py``; docs/optimal-verifier.md, section 8, "The set-up's pass
-#: at Chebyshev points"), so a lower peak meets it less often.
+#: (``python -m research.optimal_wor.wor_fresh_rows``; research/optimal_wor/JOURNAL.md, "The set-up's
+#: pass at Chebyshev points"), so a lower peak meets it less often.
 SETUP_FLOATS_KEPT = 20_000_000
 
 #: ``(p bytes, q bytes, k) ->`` the set-up (or ``None``) of the last rows set up, weighed by their

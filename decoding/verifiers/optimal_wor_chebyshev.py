@@ -61,7 +61,7 @@ out below ``2^-60`` of the sum for ``x <= tau``, :func:`taylor_terms`).
 **Threads.** Each node's polynomials are its own, so the nodes can be dealt out among threads,
 each a pass over every rank at its nodes (:func:`prefix_pass_chebyshev` with ``parts``): the
 ranks' work at the points is repeated in every part, the rest is divided (1.3-1.8x faster on two
-threads on whole Qwen rows; docs/optimal-verifier.md, section 8, "The pass at points on two or
+threads on whole Qwen rows; research/optimal_wor/JOURNAL.md, "The pass at points on two or
 three threads").
 
 **The other nodes.** Where ``kappa s >= tau``, the block's ranks are added one by one as in

@@ -39,7 +39,7 @@ so a row costs about ``sum len^2 N k^2`` over its runs (measured: closer to ``k`
 ``k^2`` up to ``k = 8``, the ``O(k)`` parts dominating), which
 :meth:`CompiledClockSetMasses.nesting_seconds` estimates before the nesting starts (rows above
 a minute are refused); measured in docs/optimal-verifier.md, section 8
-(``python scripts/wor_water_levels.py --cost``, ``--float`` and ``--nesting-rate``).
+(``python -m research.optimal_wor.wor_water_levels --cost``, ``--float`` and ``--nesting-rate``).
 """
 from __future__ import annotations
 
@@ -79,7 +79,7 @@ DECAY_ANCHOR = 64
 #: threads, and four times the nodes per call of :data:`NODE_CHUNK`, since each call pays its
 #: per-rank cost once (a span's passes cannot take a thread's chunks in one pass as the prefix
 #: pass does: they sum over nodes per cut). On whole Qwen rows 1.1-1.7x faster per decision than
-#: chunks of 16, with the groups in one pass (docs/optimal-verifier.md, section 8, "again").
+#: chunks of 16, with the groups in one pass (research/optimal_wor/JOURNAL.md, "The set-up's pass and the walk's groups, again").
 SPAN_CHUNK = 64
 
 
@@ -656,7 +656,7 @@ class CompiledClockSetMasses(ClockSetMasses):
 
     #: The compiled nesting's speed in units of ``len^2 N k`` per second, ``len`` the ranks of a
     #: run of flux (it peels about one rank at a time), ``N`` the nodes: the least measured on
-    #: real rows (``python scripts/wor_water_levels.py --corpus DIR --positions 4 --top 300
+    #: real rows (``python -m research.optimal_wor.wor_water_levels --corpus DIR --positions 4 --top 300
     #: --nesting-rate --ks 3,4,6,8``, and ``--top 1000 --ks 3``, ``--top 500 --ks 8``, 2026-11-27:
     #: 1.8e8-4.5e8 units per second at every ``k``), so the estimate errs on the long side, by up
     #: to 2.8x. (It counted ``len^2 N k^2`` at 4e8 per second before the 15% faster masses of the
@@ -696,7 +696,7 @@ class CompiledClockSetMasses(ClockSetMasses):
     #: verifier 73-140 ms at ``k = 3..8`` against 98-313 ms (``python
     #: scripts/bench_optimal_verifier.py --wor-rows 8``); 512 and 1,024 were no faster. A walk
     #: rebuilds a prefix from the checkpoint below it, up to 255 ranks node by node; its decisions
-    #: cost what they did (docs/optimal-verifier.md, section 8, "Checkpoints at every 256th rank").
+    #: cost what they did (research/optimal_wor/JOURNAL.md, "Checkpoints at every 256th rank").
     #: The scan on a device keeps 64 (:func:`masses_on`).
     checkpoint = 256
 

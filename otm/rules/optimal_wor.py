@@ -51,8 +51,8 @@ path, keeps no tables: :mod:`decoding.verifiers.optimal_wor_numba`). The batched
 decides most walks from bounds on the flux and these masses alone
 (:mod:`otm.rules.water_level_bounds`, from :func:`clock_flux_setup`), at any vocabulary, and
 builds the levels only for the others; the walks those bounds leave on a real vocabulary need
-the nesting done lazily on those masses (docs/optimal-verifier.md, section 8, "A route to the
-real vocabulary" and "What is open").
+the nesting done lazily on those masses (docs/optimal-verifier.md, section 10, "What is
+open").
 """
 from __future__ import annotations
 
@@ -143,7 +143,7 @@ def set_masses(k: int, draft_law=without_replacement_law):
     """The ``masses_of`` of :func:`otm.rules.optimal_pair_wor.water_level_parameters` for
     ``k`` drafts from ``draft_law(q, k)`` (:func:`otm.draft_laws.without_replacement_law`;
     :func:`otm.draft_laws.iid_law` for the same construction on i.i.d. drafts, which
-    ``scripts/wor_water_levels.py --law iid`` checks): every ordered tuple of ranks, merged
+    ``python -m research.optimal_wor.wor_water_levels --law iid`` checks): every ordered tuple of ranks, merged
     into sets; :class:`SetMasses` for exact rationals, :class:`FloatSetMasses` for floats."""
 
     def masses_of(qs: list, zero):

@@ -31,7 +31,7 @@ mass below the lower end is about ``s^k`` of it (up to factors of ``k``, which t
 bounds), and ``lower_end(k) = (1e-4 / 3)^(3 / k)`` makes that part the same at every ``k`` as at
 ``k = 3``, whose lower end ``1e-4 / k`` was the end for every ``k`` until 2026-11-27 (8 drafts:
 0.021 instead of ``1.25e-5``, 46 nodes fewer; measured against an end at ``1e-10 / k``:
-``python scripts/wor_water_levels.py --quadrature``, docs/optimal-verifier.md, section 8). In
+``python -m research.optimal_wor.wor_water_levels --quadrature``, docs/optimal-verifier.md, section 8). In
 ``y = log s`` every integrand is
 analytic in a strip around the real axis (each factor ``e^{-q e^y}``, ``1 - e^{-q e^y}``,
 ``q e^y e^{-q e^y}`` is entire and bounded in every strip ``|Im y| <= d < pi / 2``), so the

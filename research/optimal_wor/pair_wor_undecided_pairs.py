@@ -1,6 +1,6 @@
 """The drafted pairs that Lemma 9's first-run bounds leave undecided, on real rows: how many
-there are and what the lazy nesting costs them (docs/optimal-verifier.md section 8, "What is
-open").
+there are and what the lazy nesting costs them (research/optimal_wor/JOURNAL.md, "What is open"; docs/optimal-verifier.md,
+section 10).
 
     python -m research.optimal_wor.pair_wor_undecided_pairs --corpus DIR [--positions 16]
         [--temperatures 1.0,0.6] [--checks 1000] [--seed 0] [--tally]
@@ -17,7 +17,7 @@ whether its answer ``u < bound`` agrees with ``u < Y`` of the full nesting. With
 ``--tally``, also where those refreshes fell and where the chain of runs emptied its cuts
 (:data:`~decoding.verifiers.optimal_pair_wor_numba.TALLY_BINS`: at an end of the run or
 inside it), the question on which a lazy nesting for three or more drafts turns
-(docs/optimal-verifier.md section 8, "Its pieces, in more detail"). Prints one markdown table
+(research/optimal_wor/JOURNAL.md, "Its pieces, in more detail"). Prints one markdown table
 with the command, the machine and the wall time (a few minutes).
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What memory the process has not touched before costs ``optimal_wor``'s set-ups: the evidence
-behind :data:`decoding.verifiers.optimal_wor.SETUP_FLOATS_KEPT` (docs/optimal-verifier.md,
-section 8, "The set-up's pass at Chebyshev points").
+behind :data:`decoding.verifiers.optimal_wor.SETUP_FLOATS_KEPT` (research/optimal_wor/JOURNAL.md,
+"The set-up's pass at Chebyshev points" and "Checkpoints at every 256th rank").
 
 Per kept budget in ``--kept-floats`` (default: the module's and twice it), in a process of its
 own (the effect depends on how much memory the process has held): ``--rows`` fresh random whole

@@ -1,5 +1,5 @@
-"""Where float64 water levels above 1 come from on real rows (docs/optimal-verifier.md,
-section 8, "Levels above 1 by rounding").
+"""Where float64 water levels above 1 come from on real rows (research/optimal_wor/JOURNAL.md,
+"Levels above 1 by rounding"; docs/optimal-verifier.md, section 8, "Floats and certificates").
 
 In exact arithmetic every water level lies in ``[0, 1]`` (Theorem 5). In float64 a few come
 out above 1 on rows with tiny draft probabilities (``T = 0.6``); the rule sets them to 1 and

@@ -55,7 +55,7 @@ of a ``p``, against whether any yields in ``[0, 1]`` carry them (an LP):
 
     python -m research.optimal_wor.wor_pair_rules --any-flux 1500   # exact levels, V = 3..7
 
-Results are written into docs/optimal-verifier.md, section 8 (about 50 s for the families,
+Results are in research/optimal_wor/JOURNAL.md, section 8 (about 50 s for the families,
 47 s for ``--exact 20000``, 32 s for ``--stress 9000``, a few seconds a row for ``--corpus``
 at ``--top 1000``, more where float64 is not accurate enough and 256-bit floats take over).
 """

@@ -1,5 +1,6 @@
 """Where the water levels' work lies on real rows: the runs of cuts with flux at the full
-vocabulary (docs/optimal-verifier.md, section 8, "What is open").
+vocabulary (research/optimal_wor/JOURNAL.md, "Where that work lies on real
+rows"; docs/optimal-verifier.md, section 10).
 
     python -m research.optimal_wor.wor_run_structure --corpus DIR [--positions 16] [--temperatures 1.0,0.6]
 

@@ -356,7 +356,7 @@ def test_a_whole_real_row_at_eight_drafts_is_kept_set_up():
     than the Qwen rows need) set up on a GPU (three set up on the CPU, whose checkpoints are
     sparser), so calls that repeat a row (a certification's chunks of one row) set it up once; and
     not two, which nothing needs (a lower peak meets the development VM's slow first
-    touch of memory less often: scripts/wor_fresh_rows.py)."""
+    touch of memory less often: research/optimal_wor/wor_fresh_rows.py)."""
     from decoding.verifiers.optimal_wor_numba import CompiledClockSetMasses, masses_on
 
     whole = masses_on("cuda").table_floats(151_936, 450, 8)  # checkpoints at every 64th rank

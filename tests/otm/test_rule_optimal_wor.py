@@ -125,7 +125,7 @@ def test_draft_sets_in_floats_are_the_exact_ones_rounded(instance):
 
 def test_the_same_levels_reach_the_iid_optimum_on_iid_draft_sets():
     """The construction on the sets of ``k`` i.i.d. drafts attains the i.i.d. optimum (the
-    evidence of ``scripts/wor_water_levels.py --law iid``; the rule 'optimal' is another
+    evidence of ``python -m research.optimal_wor.wor_water_levels --law iid``; the rule 'optimal' is another
     construction)."""
     rng = np.random.default_rng(5)
     for _ in range(12):
