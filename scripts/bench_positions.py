@@ -20,9 +20,10 @@ share is dropped before each k, as if the sweep had that k alone).
 
 ``--baseline REV`` extracts ``otm/`` and ``solvers/`` of that commit (``git archive``) and runs
 the same rows through it in another process, alternating with the working tree's code, one
-repetition each in turn. Times are CPU seconds of the process (``time.process_time``: on a
-machine shared with other work, wall time counts the waits for a core), medians over the
-repetitions, then means over rows and temperatures. The cells of the two must agree (printed: how many differ and by how much).
+repetition each in turn, each process with one BLAS thread and the glibc allocator settings of
+the sweep's workers (``otm_app.sweep.engine.WORKER_MALLOC``). Times are CPU seconds of the
+process (``time.process_time``: on a machine shared with other work, wall time counts the waits
+for a core), medians over the repetitions, then means over rows and temperatures. The cells of the two must agree (printed: how many differ and by how much).
 ``--out`` replaces this script's section of the markdown file (or appends it).
 """
 from __future__ import annotations
@@ -112,9 +113,13 @@ def extract(rev: str, folder: Path) -> Path:
 
 
 def repetition(root: Path, settings: dict) -> dict:
-    """:func:`run_child` in a fresh process with ``root`` first on the path."""
+    """:func:`run_child` in a fresh process with ``root`` first on the path, one BLAS thread (CPU
+    time = one core's) and the memory allocator settings of the sweep's workers."""
+    from otm_app.sweep.engine import WORKER_MALLOC
+
     env = dict(os.environ, PYTHONPATH=f"{root}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-               **{f"{library}_NUM_THREADS": "1" for library in ("OMP", "OPENBLAS", "MKL")})  # CPU time = one core's
+               **{f"{library}_NUM_THREADS": "1" for library in ("OMP", "OPENBLAS", "MKL")},
+               **{name: str(value) for name, value in WORKER_MALLOC.items()})
     done = subprocess.run([sys.executable, __file__, "--child", json.dumps(dict(settings, root=str(root)))],
                           env=env, check=True, capture_output=True, text=True, cwd=root)
     return json.loads(done.stdout)

@@ -208,7 +208,7 @@ class WithoutReplacementScan:
     def __init__(self, p, q):
         p, q = _pair(p, q)
         if p.dtype == object:
-            raise UnknownNameError("WithoutReplacementScan is the float scan; pass exact Fractions to prefix_scan")
+            raise NotApplicableError("WithoutReplacementScan is the float scan; pass exact Fractions to prefix_scan")
         self._set(p, q)
 
     @classmethod

@@ -3,12 +3,14 @@ or fused computation against the plain one it replaces, bit for bit, on rows wit
 and against the exact rational scan."""
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 import pytest
 
 from otm.distributions import as_fractions, logits_to_probs
 from otm.draft_laws import greedy_order
-from otm.errors import InvalidDraftCountError
+from otm.errors import InvalidDraftCountError, NotApplicableError
 from otm.formulations.closed_form import solve_closed_form
 from otm.formulations.prefix_scan import WithoutReplacementScan, iid_optimum_for_ks, prefix_scan
 from otm.formulations.wor_all_in import NEIGHBOUR_MARGIN, DraftOrder, DraftPrefixes, neighbour_bounds
@@ -174,3 +176,8 @@ def test_greedy_order_is_numpys_stable_sort_of_minus_q(row):
     of float32 logits rounded to 1/8): the stable sort the greedy law is defined by."""
     _, q = row
     assert np.array_equal(greedy_order(q), np.argsort(-q, kind="stable"))
+
+
+def test_the_shared_scan_refuses_exact_input_with_a_typed_error():
+    with pytest.raises(NotApplicableError, match="prefix_scan"):
+        WithoutReplacementScan(np.array([Fraction(1, 2)] * 2, dtype=object), np.array([Fraction(1, 2)] * 2, dtype=object))
