@@ -78,10 +78,18 @@ def upper_root(mean, level, trials) -> np.ndarray:
     return np.where(reachable, high, np.inf)
 
 
-def lower_root(mean, level, trials) -> np.ndarray:
-    """The mirror image of :func:`upper_root`: the ``f <= mean`` with
-    ``trials kl(f || mean) = level`` (``-inf`` where unreachable)."""
-    return 1 - upper_root(1 - np.asarray(mean, dtype=np.float64), level, trials)
+def mean_above(fraction, level, trials) -> np.ndarray:
+    """The mean ``m >= fraction`` with ``trials kl(fraction || m) = level`` (elementwise): the
+    largest mean under which ``fraction`` is still as likely as ``exp(-level)`` by the lower
+    tail (1 where ``fraction`` is 1)."""
+    fraction = np.clip(np.asarray(fraction, dtype=np.float64), 0.0, 1.0)
+    low, high = fraction.copy(), np.ones_like(fraction)
+    for _ in range(ROOT_STEPS):
+        middle = (low + high) / 2
+        beyond = trials * binary_kl(fraction, middle) >= level
+        high = np.where(beyond, middle, high)
+        low = np.where(beyond, low, middle)
+    return high
 
 
 def set_threshold(cells: int, alpha: float) -> float:
@@ -163,16 +171,19 @@ def detectable_shift(mass: float | None, n: float, rows: int, level: float, miss
                      upward_only: bool = False) -> float:
     """The smallest change of ``P(A)`` away from ``mass = p(A)`` for one set ``A`` that a
     tail at ``level`` (``ln(sets / alpha)``) detects with probability at least
-    ``1 - miss``: the larger of the two directions (only upward with ``upward_only``);
-    ``mass=None``: the worst over every mass. ``inf`` where not reachable."""
+    ``1 - miss``: the larger of the two directions (only upward with ``upward_only``), each
+    at most the room it has (a change that cannot happen needs no power); ``mass=None``: the
+    worst over every mass."""
     scale, miss_level = n / rows, math.log(1 / miss)
     if mass is None:  # a fall at s is a rise of the complement: the rises at every s cover both
         s = np.linspace(0.0, 1.0, POWER_GRID)[1:-1]
         return _smallest_covering(s, _needed_shift(s, scale, rows, level, miss_level))
-    up = float(_needed_shift(np.array([float(mass)]), scale, rows, level, miss_level)[0])
+    # a direction with room r and a need above it holds vacuously for any shift above r
+    mass = float(mass)
+    up = min(1 - mass, float(_needed_shift(np.array([mass]), scale, rows, level, miss_level)[0]))
     if upward_only:
         return up
-    return max(up, float(_needed_shift(np.array([1 - float(mass)]), scale, rows, level, miss_level)[0]))
+    return max(up, min(mass, float(_needed_shift(np.array([1 - mass]), scale, rows, level, miss_level)[0])))
 
 
 def _smallest_covering(s: np.ndarray, needed: np.ndarray) -> float:
@@ -190,7 +201,7 @@ def _needed_shift(s: np.ndarray, scale: float, rows: int, level: float, miss_lev
     set of mass ``s`` gets ``s + eps`` (``inf`` where none)."""
     significant = upper_root(scale * s, level, rows)  # f_t(s)
     finite = np.isfinite(significant)
-    reached = upper_root(np.where(finite, significant, 0.0), miss_level, rows)
+    reached = mean_above(np.where(finite, significant, 0.0), miss_level, rows)  # missed w.p. <= exp(-miss_level) above it
     needed = reached / scale - s
     return np.where(finite & np.isfinite(reached) & (needed <= 1 - s), needed, np.inf)
 
@@ -214,29 +225,15 @@ def samples_needed(tv: float, cells: int, alpha: float, miss: float = POWER_MISS
 
 def chernoff_interval(fraction: float, scale: float, rows: int, confidence: float) -> tuple[float, float]:
     """Interval for a mean ``P(A)`` observed as ``fraction = Z_A / N`` (``Z_A`` as above, mean
-    ``N P(A) scale`` with ``scale = n / N``): the ``m`` not rejected by either Hoeffding
+    ``N P(A) scale`` with ``scale = n / N``): the means not rejected by either Hoeffding
     tail at ``(1 - confidence) / 2``, mapped back to ``P(A)``."""
     level = math.log(2 / (1 - confidence))
-    low = 0.0 if fraction <= 0 else float(_mean_bound(fraction, level, rows, below=True))
-    high = scale if fraction >= scale else float(_mean_bound(fraction, level, rows, below=False))
+    low = 1 - float(mean_above(1 - fraction, level, rows))
+    high = float(mean_above(fraction, level, rows))
     return max(0.0, low / scale), min(1.0, high / scale)
 
 
-def _mean_bound(fraction: float, level: float, rows: int, below: bool) -> float:
-    """The mean ``m`` on the ``below`` (or above) side of ``fraction`` with
-    ``rows kl(fraction || m) = level`` (the end of the range where none)."""
-    low, high = (0.0, fraction) if below else (fraction, 1.0)
-    for _ in range(ROOT_STEPS):
-        middle = (low + high) / 2
-        outside = rows * binary_kl(fraction, middle) > level
-        if below:
-            low, high = (middle, high) if outside else (low, middle)
-        else:
-            low, high = (low, middle) if outside else (middle, high)
-    return low if below else high
-
-
 __all__ = [
-    "POWER_MISS", "SetTest", "binary_kl", "chernoff_interval", "detectable_shift", "detectable_tv", "lower_root",
+    "POWER_MISS", "SetTest", "binary_kl", "chernoff_interval", "detectable_shift", "detectable_tv", "mean_above",
     "samples_needed", "set_statistic", "set_test", "set_threshold", "upper_root",
 ]
