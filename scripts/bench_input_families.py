@@ -1,7 +1,7 @@
 """Per-row cost of every batched verifier on special input families, against typical rows.
 
-    .venv/bin/python scripts/bench_input_families.py [--rows 100000] [--seconds 0.2] [--vocab 6] [--ks 2,3,4]
-        [--repeats 7] [--rules optimal,rrs] [--threads 1] [--quick] [--out docs/benchmarks.md] [--json FILE]
+    .venv/bin/python scripts/bench_input_families.py [--rows 500000] [--seconds 0.1] [--vocab 6] [--ks 2,3,4]
+        [--repeats 5] [--rules optimal,rrs] [--threads 1] [--quick] [--out docs/benchmarks.md] [--json FILE]
 
 For every rule with a verifier (:data:`decoding.verifiers.VERIFIERS`), every ``k`` it takes
 among ``--ks`` (``single`` at ``k = 1``, ``spechub`` and ``optimal_pair_wor`` at ``k = 2``) and
@@ -135,12 +135,18 @@ def call_seconds(name: str, family: str, rows: int, vocab: int, k: int, seed: in
 
 
 def batch_rows(name: str, k: int, vocab: int, most: int, seconds: float, seed: int) -> int:
-    """Rows per call for rule ``name``: about ``seconds`` of typical rows (from the fastest of
-    three calls on :data:`PILOT_ROWS` of them after a warm-up), within ``[PILOT_ROWS, most]``."""
-    pilot = min(most, PILOT_ROWS)
-    call_seconds(name, TYPICAL, pilot, vocab, k, seed)  # compiled code loaded
-    per_row = min(call_seconds(name, TYPICAL, pilot, vocab, k, seed + s) for s in (1, 2, 3)) / pilot
-    return max(pilot, min(most, int(seconds / per_row)))
+    """Rows per call for rule ``name``: enough typical rows for a call of about ``seconds``
+    (from :data:`PILOT_ROWS` on, scaled by the fastest of two calls until a call takes half
+    of it; the fixed cost of a call shrinks in the per-row figure as the rows grow), at most
+    ``most``."""
+    rows = min(most, PILOT_ROWS)
+    call_seconds(name, TYPICAL, rows, vocab, k, seed)  # compiled code loaded
+    while rows < most:
+        took = min(call_seconds(name, TYPICAL, rows, vocab, k, seed + s) for s in (1, 2))
+        if took >= seconds / 2:
+            break
+        rows = min(most, int(rows * seconds / max(took, seconds / 100)))
+    return rows
 
 
 def time_rule(name: str, k: int, families: list[str], rows: int, vocab: int, repeats: int, seed: int) -> dict[str, float]:
@@ -173,7 +179,7 @@ def replace_section(text: str, section: str) -> str:
     """``text`` with its :data:`HEADING` section (up to the next ``## `` heading) replaced by
     ``section``, or ``section`` appended when it has none."""
     if HEADING not in text:
-        return text.rstrip("\n") + "\n\n" + section
+        return text.rstrip("\n") + "\n\n" + section if text.strip() else section
     start = text.index(HEADING)
     following = text.find("\n## ", start + len(HEADING))
     rest = "" if following < 0 else text[following + 1:]
@@ -182,11 +188,11 @@ def replace_section(text: str, section: str) -> str:
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rows", type=int, default=100_000, help="most rows per call")
-    parser.add_argument("--seconds", type=float, default=0.2, help="about this long per call of typical rows")
+    parser.add_argument("--rows", type=int, default=500_000, help="most rows per call")
+    parser.add_argument("--seconds", type=float, default=0.1, help="about this long per call of typical rows")
     parser.add_argument("--vocab", type=int, default=6)
     parser.add_argument("--ks", default="2,3,4", help="comma-separated numbers of drafts")
-    parser.add_argument("--repeats", type=int, default=7, help="timed calls per family (median)")
+    parser.add_argument("--repeats", type=int, default=5, help="timed calls per family (median)")
     parser.add_argument("--rules", default=",".join(VERIFIERS), help="comma-separated rules with a verifier")
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads for the timings")
     parser.add_argument("--seed", type=int, default=0)

@@ -2,11 +2,13 @@
 scripts/certify_optimal_verifier.py (tiny models, ``--pair tiny --quick``),
 scripts/profile_optimal_rows.py (four synthetic rows), scripts/bench_optimal_verifier.py
 (small random rows, on the CPU), scripts/profile_optimal_cuda.py (refuses without CUDA),
-scripts/bench_wor_scan.py and scripts/bench_wor_pass.py (a synthetic corpus). The research
+scripts/bench_wor_scan.py and scripts/bench_wor_pass.py (a synthetic corpus),
+scripts/bench_input_families.py (``--quick``, two rules). The research
 scripts' tests are under research/optimal_wor/tests/."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ import torch
 from otm.tolerances import AGREEMENT_TOLERANCE
 
 import bench_decoding
+import bench_input_families
 import bench_optimal_verifier
 import bench_verifier_cost
 import certify_optimal_verifier
@@ -202,3 +205,21 @@ def test_real_scale_entry_points_answers_or_refuses_on_small_rows(capsys, monkey
     assert real_scale_entry_points.main(["--vocab", "30", "--ks", "2"]) == 1
     assert "FLAGGED float32, T = 1, k = 2, broken: untyped ValueError" in capsys.readouterr().out
 
+
+def test_bench_input_families_quick(tmp_path):
+    """Every family is timed for each rule asked; ``--out`` replaces the script's section and
+    keeps the rest of the file, before and after it, or writes a new file with the section."""
+    out = tmp_path / "benchmarks.md"
+    heading = bench_input_families.HEADING
+    out.write_text(f"# Benchmarks\n\nkept above\n\n{heading}\n\nold table\n\n## Later section\n\nkept below\n")
+    data = bench_input_families.main(["--quick", "--rules", "optimal,rrs", "--out", str(out),
+                                      "--json", str(tmp_path / "families.json")])
+    assert json.loads((tmp_path / "families.json").read_text()) == data
+    assert [(e["rule"], e["k"]) for e in data["results"]] == [("optimal", 2), ("rrs", 2)]
+    assert all(set(e["seconds_per_row"]) == set(bench_input_families.FAMILIES) for e in data["results"])
+    assert all(v > 0 for e in data["results"] for v in e["seconds_per_row"].values())
+    assert out.read_text() == f"# Benchmarks\n\nkept above\n\n{data['section']}\n## Later section\n\nkept below\n"
+    assert "| optimal | 2 |" in data["section"] and f"{os.cpu_count()} CPUs" in data["section"]  # the machine
+    new = tmp_path / "new.md"
+    bench_input_families.main(["--quick", "--rules", "rrs", "--out", str(new)])
+    assert new.read_text().startswith(heading) and new.read_text().count(heading) == 1
