@@ -26,6 +26,7 @@ import numpy as np
 import otm
 from otm.rules import rule_spec, rule_specs
 from otm.errors import NotApplicableError
+from otm.formulations import min_cut_value, solve_full_lp, solve_max_flow
 from otm.formulations.prefix_scan import prefix_scan, ratio_order
 
 from otm.draft_laws import greedy_law, hub_law, iid_law, without_replacement_law
@@ -51,7 +52,7 @@ def brute_force_min_cut(p, law) -> float:
 
 def check_min_cut(instances: int, rng: np.random.Generator, cut_fn=brute_force_min_cut, full=None) -> Check:
     """The min-cut formula for any k and any joint Q (brute force over H vs the full LP)."""
-    full = full or otm.solve_full_lp
+    full = full or solve_full_lp
     check = Check(
         id="beyond.min_cut", paper=PAPER, source=f"{SOURCE}; SpecHub (Sun et al. 2024), App. F generalised",
         claim="For any number of drafts and any joint draft law Q, the optimal acceptance is the minimum over token sets H of p(H) + 1 - Q(all drafts in H).",
@@ -69,9 +70,9 @@ def check_min_cut(instances: int, rng: np.random.Generator, cut_fn=brute_force_m
 def check_max_flow_certificate(instances: int, rng: np.random.Generator, flow=None, cut_value=None, full=None) -> Check:
     """otm's max flow equals the LP optimum and its certificate cut attains it; a crash of
     the flow on an instance counts as a failure there (with the exception in the instance)."""
-    flow = flow or otm.solve_max_flow
-    cut_value = cut_value or otm.min_cut_value
-    full = full or otm.solve_full_lp
+    flow = flow or solve_max_flow
+    cut_value = cut_value or min_cut_value
+    full = full or solve_full_lp
     check = Check(
         id="beyond.max_flow_certificate", paper=PAPER, source=f"{SOURCE}; SpecHub (Sun et al. 2024), App. F generalised (implementation check)",
         claim="otm's max-flow formulation returns the OTM optimum, with a cut H whose capacity p(H) + 1 - Q(all in H) equals it.",
@@ -138,7 +139,7 @@ def check_prefix(instances: int, rng: np.random.Generator, prefixes_fn=ratio_pre
 
 def lp_optimum_for_law(p, law) -> float:
     """``alpha*(p, Q)`` from the full LP (the oracle; independent of the max-flow path)."""
-    return float(otm.solve_full_lp(p, law).value)
+    return float(solve_full_lp(p, law).value)
 
 
 def per_token_bound(p, law) -> float:

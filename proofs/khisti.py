@@ -24,6 +24,7 @@ from fractions import Fraction
 import numpy as np
 
 import otm
+from otm.formulations import solve_canonical_lp, solve_full_lp
 from otm.formulations.khisti_k2 import acceptance_is_one, khisti_k2_closed_form
 
 from otm.draft_laws import iid_law, independent_law, table_law
@@ -45,7 +46,7 @@ SEED = "Khisti et al. (2025)"
 
 def lp_optimum(p, q, k: int, backend: str = "highs"):
     """``alpha*(p, q^{(x)k})`` from the full LP (exact Fractions with ``backend="exact"``)."""
-    return otm.solve_full_lp(p, iid_law(q, k), backend=backend).value
+    return solve_full_lp(p, iid_law(q, k), backend=backend).value
 
 
 def subsets(vocab_size: int):
@@ -75,8 +76,8 @@ def thm3_closed_form(p, q):
 
 def check_thm1(instances: int, rng: np.random.Generator, canonical=None, full=None) -> Check:
     """Thm 1 (i.i.d.) and the value part of the canonical decomposition."""
-    canonical = canonical or otm.solve_canonical_lp
-    full = full or otm.solve_full_lp
+    canonical = canonical or solve_canonical_lp
+    full = full or solve_full_lp
     check = Check(
         id="khisti.thm1", paper=PAPER, source=f"{SEED}, Thm 1 (eq. 2-4, App. B)",
         claim="With k i.i.d. drafts, the optimal acceptance equals the best importance-weighted selection followed by speculative sampling: max_w sum_y min(p(y), P_I(y)).",
@@ -134,8 +135,8 @@ def exact_instance(p, law):
 
 def check_thm4(instances: int, rng: np.random.Generator, canonical=None, full=None) -> Check:
     """Thm 4 / Remark 1 / App. B.1: the same for any joint draft law Q."""
-    canonical = canonical or otm.solve_canonical_lp
-    full = full or otm.solve_full_lp
+    canonical = canonical or solve_canonical_lp
+    full = full or solve_full_lp
     check = Check(
         id="khisti.thm4", paper=PAPER, source=f"{SEED}, Thm 4, Remark 1 (App. B.1)",
         claim="The canonical decomposition reaches the optimum for any joint draft law Q (different drafts, without replacement, arbitrary).",
@@ -158,7 +159,7 @@ def check_two_step(instances: int, rng: np.random.Generator, law_fn=None, optimu
     """Thm 1 and Thm 4 (decomposition): the two-step rule with LP-optimal weights is lossless
     and optimal, for i.i.d. drafts and for drafts without replacement."""
     law_fn = law_fn or otm.rule_law
-    optimum_fn = optimum_fn or (lambda p, law: float(otm.solve_full_lp(p, law).value))
+    optimum_fn = optimum_fn or (lambda p, law: float(solve_full_lp(p, law).value))
     check = Check(
         id="khisti.thm1.two_step", paper=PAPER, source=f"{SEED}, Thm 1 (two-step canonical decomposition, Fig. 1) and Thm 4 (any joint Q)",
         claim="Importance-weighted selection with the optimal weights, then single-draft speculative sampling, outputs p and attains the optimal acceptance.",

@@ -13,7 +13,8 @@ import networkx as nx
 import numpy as np
 
 import otm
-from otm.formulations import reconstruct_coupling
+from otm.formulations import reconstruct_coupling, solve_full_lp, solve_simplified_lp
+from otm.optimum import optimal_acceptance_for_law
 
 from otm.draft_laws import greedy_law, hub_law, hub_token, iid_law, without_replacement_law
 
@@ -72,8 +73,8 @@ def plan_slack(plan, p, law, acceptance) -> float:
 
 def check_thm1(instances: int, rng: np.random.Generator, simplified=None, full=None) -> Check:
     """Thm 1: the simplified LP over ``pi(x, x_i)`` has the OTM optimum, for any joint Q."""
-    simplified = simplified or otm.solve_simplified_lp
-    full = full or otm.solve_full_lp
+    simplified = simplified or solve_simplified_lp
+    full = full or solve_full_lp
     check = Check(
         id="spechub.thm1", paper=PAPER, source=f"{SEED}, Thm 1 (§3.2, proof App. B)",
         claim="The simplified LP over pi(x_{1:k}, x_i) has the same optimum as the full OTM LP, for any joint draft law Q.",
@@ -91,7 +92,7 @@ def check_thm1(instances: int, rng: np.random.Generator, simplified=None, full=N
 def check_thm1_reconstruction(instances: int, rng: np.random.Generator, simplified=None, reconstruct=None) -> Check:
     """Thm 1 / App. B: the reconstruction of the full coupling from the simplified LP is a
     valid coupling of Q and p with the same acceptance."""
-    simplified = simplified or otm.solve_simplified_lp
+    simplified = simplified or solve_simplified_lp
     reconstruct = reconstruct or reconstruct_coupling
     check = Check(
         id="spechub.thm1.reconstruction", paper=PAPER, source=f"{SEED}, §3.2 reconstruction and App. B",
@@ -303,7 +304,7 @@ FIG5_P = (Fraction(1, 10), Fraction(3, 5), Fraction(3, 10))
 def check_fig5(acceptance_fn=None, optimum_for_law=None) -> Check:
     """Fig. 4/5: q = [.5, .3, .2], p = [.1, .6, .3]: RRSw's transport cost is 0.06, SpecHub's 0."""
     acceptance_fn = acceptance_fn or otm.rule_acceptance
-    optimum_for_law = optimum_for_law or otm.optimal_acceptance_for_law
+    optimum_for_law = optimum_for_law or optimal_acceptance_for_law
     check = Check(
         id="spechub.fig5", paper=PAPER, source=f"{SEED}, Figs. 4 and 5",
         claim="For q = [.5,.3,.2], p = [.1,.6,.3] and k = 2, RRS without replacement has transport cost 0.06 and SpecHub cost 0.",
@@ -348,7 +349,7 @@ def appendix_f_graph(p, law) -> nx.DiGraph:
 
 def check_appendix_f(instances: int, rng: np.random.Generator, graph_fn=appendix_f_graph, full=None) -> Check:
     """App. F: at k = 2 the max flow of the paper's network equals the OTM optimum."""
-    full = full or otm.solve_full_lp
+    full = full or solve_full_lp
     check = Check(
         id="spechub.appF", paper=PAPER, source=f"{SEED}, App. F",
         claim="At k = 2 the maximum flow of App. F's network (source -> x1 -> x2 -> sink) equals the LP optimum, for any pair law Q.",

@@ -18,6 +18,7 @@ import math
 import numpy as np
 
 import otm
+from otm.formulations import solve_full_lp
 from otm.formulations.spectr_bounds import spectr_upper_bound
 
 from otm.draft_laws import iid_law
@@ -34,7 +35,7 @@ LP_TUPLE_LIMIT = 300
 
 def lp_optimum(p, q, k: int) -> float:
     """``alpha_k(p, q)`` from the full transport LP over the i.i.d. law (the slow oracle)."""
-    return float(otm.solve_full_lp(p, iid_law(q, k)).value)
+    return float(solve_full_lp(p, iid_law(q, k)).value)
 
 
 def fast_optimum(p, q, k: int) -> float:
@@ -343,7 +344,7 @@ def kseq_plan(p, q, k: int):
 def lp_plan(p, q, k: int):
     """Token-level optimal plan of the full OTM LP: ``(tuples [n, k], kernel [n, V])``."""
     law = iid_law(q, k)
-    plan = np.asarray(otm.solve_full_lp(p, law).details["coupling"], dtype=np.float64)
+    plan = np.asarray(solve_full_lp(p, law).details["coupling"], dtype=np.float64)
     return law.tuples, plan / law.probs.astype(np.float64)[:, None]
 
 

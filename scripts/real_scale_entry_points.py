@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--vocab", type=int, default=151_936)
     parser.add_argument("--ks", default="1,2,3,5", help="comma-separated numbers of drafts")
-    parser.add_argument("--methods", default=",".join(m for m in otm.OPTIMUM_METHODS if m != "auto"),
+    parser.add_argument("--methods", default=",".join(m for m in otm.optimum.METHODS if m != "auto"),
                         help="solve_optimum methods to call (i.i.d. drafts)")
     parser.add_argument("--slow", type=float, default=5.0, help="seconds above which a call is flagged")
     parser.add_argument("--seed", type=int, default=0)

@@ -39,7 +39,7 @@ def target_for(p, law: DraftLaw, backend: str | None = None) -> tuple[np.ndarray
     otherwise everything is used in float64.
     """
     if not isinstance(law, DraftLaw):
-        raise InvalidDistributionError(f"law must be an otm.draft_laws.DraftLaw (e.g. otm.iid_law(q, k)), got {type(law).__name__}")
+        raise InvalidDistributionError(f"law must be an otm.draft_laws.DraftLaw (e.g. otm.draft_law('iid', q, k)), got {type(law).__name__}")
     arr = np.asarray(p)
     exact = arr.dtype == object and law.is_exact
     if exact and backend is not None:

@@ -152,7 +152,7 @@ def _first_step_laws(models, temperature=1.0):
 def test_single_step_acceptance_matches_otm(models, rule, params):
     """The first verification (model 0's proposal, gamma_0 = 1) accepts with probability
     ``otm.rule_acceptance(rule, p, q, 1) = 1 - TV(q, r)`` (eq. (7), normalised TV), and the
-    first token follows ``r = otm.rule_output_distribution``."""
+    first token follows ``r = otm.rules.rule_output_distribution``."""
     q, p = _first_step_laws(models)
     exact = float(rule_acceptance(rule, p, q, 1, **params))
     r_exact = rule_output_distribution(rule, p, q, 1, **params)

@@ -3,7 +3,7 @@
 For each rule, instance and k: ``N`` rows of the same instance go through
 ``sample_drafts`` and ``verify``; then
 
-- the output tokens pass a chi-square test against ``otm.rule_output_distribution``;
+- the output tokens pass a chi-square test against ``otm.rules.rule_output_distribution``;
 - the membership acceptance ``Y in S(X)`` passes a binomial z-test against
   ``otm.rule_acceptance``, and ``accepted_index >= 0`` one against
   ``details["draft_accepted"]`` where the exact law reports it;

@@ -58,7 +58,7 @@ def test_llm_vocabulary_softmax_in_every_dtype(dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("rule", list(otm.RULE_SPECS))
+@pytest.mark.parametrize("rule", list(otm.RULES))
 def test_every_rule_takes_a_softmax_tensor_in_every_dtype(rule, dtype):
     """A model's softmax as it comes (a torch tensor in its dtype) is a valid input of every
     rule's exact law, the same law as the float64 numbers it holds (importance sampling read a
@@ -206,7 +206,7 @@ def test_every_formulation_on_a_draft_of_few_tokens_at_the_real_vocabulary(metho
     if method == "full_lp":
         plan = solution.details["coupling"]
         np.testing.assert_allclose(plan.sum(axis=0), p, rtol=0, atol=AGREEMENT_TOLERANCE)
-        np.testing.assert_allclose(plan.sum(axis=1), otm.iid_law(q, 2).probs, rtol=0, atol=AGREEMENT_TOLERANCE)
+        np.testing.assert_allclose(plan.sum(axis=1), otm.draft_law("iid", q, 2).probs, rtol=0, atol=AGREEMENT_TOLERANCE)
 
 
 def test_the_full_lp_whose_plan_passes_2_gib_is_refused_before_it_is_built():
@@ -307,7 +307,7 @@ def test_the_gap_check_fails_on_a_tampered_plan():
     from otm.formulations._lp import feasible_accepted_value
 
     p, q = np.array([0.2, 0.3, 0.5]), np.array([0.5, 0.3, 0.2])
-    law = otm.iid_law(q, 2)
+    law = otm.draft_law("iid", q, 2)
     solution = otm.solve_optimum(p, q, 2, method="simplified_lp")
     inflated = {key: 1.01 * mass for key, mass in solution.plan.items()}
     assert sum(inflated.values()) > solution.cut_value + 1e-3  # the raw inflated value would claim too much

@@ -236,16 +236,6 @@ def test_module_exports():
         assert set(module.__all__) <= set(dir(module))
 
 
-def test_old_analysis_module_still_exports_every_name_with_a_warning():
-    import importlib
-    import sys
-
-    sys.modules.pop("otm.analysis", None)
-    with pytest.warns(DeprecationWarning, match="otm.tables"):
-        analysis = importlib.import_module("otm.analysis")
-    assert set(tables.__all__) | set(families.__all__) <= set(dir(analysis))
-
-
 def test_default_sweeps_answer_in_seconds_by_skipping_lp_rules():
     """acceptance_vs_k over k = 1..8 at V = 6 with every rule: the LP rules would enumerate
     6^8 tuples; they are skipped with the estimate instead of running for hours."""
