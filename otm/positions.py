@@ -84,9 +84,9 @@ def position_cells(p: np.ndarray, q: np.ndarray, ks: Sequence[int], computations
     ks = [int(k) for k in ks]
     for name in computations:
         if name == "optimum_iid":
-            cells += [Cell(name, k, float(v)) for k, v in zip(ks, _iid_optima(p, q, ks))]
+            cells += [Cell(name, k, v) for k, v in zip(ks, _iid_optima(p, q, ks))]
         elif name == "optimal":  # attains the i.i.d. optimum (docs/optimal-verifier.md, checked exactly in the tests)
-            cells += [Cell(name, k, float(v), note="equal to optimum_iid: the rule attains it")
+            cells += [Cell(name, k, v, note="equal to optimum_iid: the rule attains it")
                       for k, v in zip(ks, _iid_optima(p, q, ks))]
         elif name == "optimum_without_replacement":
             cells += [_wor_optimum_cell(p, q, k) for k in ks]
@@ -159,20 +159,24 @@ class _LastRow(threading.local):
 _LAST_ROW = _LastRow()
 
 
-def _iid_optima(p, q, ks: list[int]) -> np.ndarray:
-    """:func:`iid_optimum_for_ks`, once per row and ``ks``."""
+def _iid_optima(p, q, ks: list[int]) -> list[float]:
+    """:func:`iid_optimum_for_ks`, once per row and ``k`` (the value at ``k`` does not depend on
+    the other ``k`` computed with it)."""
     results = _LAST_ROW.results(p, q)
-    key = ("optimum_iid", tuple(ks))
-    if key not in results:
-        results[key] = iid_optimum_for_ks(p, q, ks)
-    return results[key]
+    missing = sorted({k for k in ks if ("optimum_iid", k) not in results})
+    if missing:
+        results.update({("optimum_iid", k): float(v) for k, v in zip(missing, iid_optimum_for_ks(p, q, missing))})
+    return [results["optimum_iid", k] for k in ks]
 
 
 def _wor_optimum_cell(p, q, k: int) -> Cell:
     """``optimum_without_replacement`` at ``k``, once per row and ``k``, the ``k``-independent
-    part of the scan shared by every ``k`` of the row."""
+    part of the scan shared by every ``k`` of the row; at ``k = 1`` (one draw from ``q``) the
+    i.i.d. optimum, which the scan computes the same way."""
     results = _LAST_ROW.results(p, q)
     key = ("optimum_without_replacement", k)
+    if key not in results and k == 1:
+        results[key] = Cell(key[0], 1, _iid_optima(p, q, [1])[0])
     if key not in results:
         if "scan" not in results:
             results["scan"] = WithoutReplacementScan(p, q)

@@ -23,7 +23,8 @@ the same rows through it in another process, alternating with the working tree's
 repetition each in turn, each process with one BLAS thread and the glibc allocator settings of
 the sweep's workers (``otm_app.sweep.engine.WORKER_MALLOC``). Times are CPU seconds of the
 process (``time.process_time``: on a machine shared with other work, wall time counts the waits
-for a core), medians over the repetitions, then means over rows and temperatures. The cells of the two must agree (printed: how many differ and by how much).
+for a core), medians over the repetitions, then means over rows and temperatures. The cells of
+the two must agree (printed: how many differ and by how much).
 ``--out`` replaces this script's section of the markdown file (or appends it).
 """
 from __future__ import annotations
@@ -78,12 +79,12 @@ def run_child(settings: dict) -> dict:
     ks, names = tuple(settings["ks"]), settings["computations"]
     rows = make_rows(settings["rows"], settings["vocab"], settings["seed"])
     sweep, per_k, cells = {}, {}, {}
-    for index, (target, draft) in enumerate([rows[0]] + rows):  # the first row once more, untimed: warm-up
+    for index, (target, draft) in enumerate([rows[0]] + rows, start=-1):  # row 0 once more first, as warm-up (index -1)
         z, w = target.astype(np.float64), draft.astype(np.float64)
         for temperature in settings["temperatures"]:
             p, q = logits_to_probs(z, temperature, name="target logits"), logits_to_probs(w, temperature, name="draft logits")
-            where = f"{index - 1}@{temperature:g}"
-            rng = np.random.default_rng([settings["seed"], 0, index])
+            where = f"{index}@{temperature:g}"
+            rng = np.random.default_rng([settings["seed"], 0, index + 1])
             for name in names:
                 tick = time.process_time()
                 found = position_cells(p, q, ks, (name,), rng, settings["mc_paths"], settings["time_budget"])
@@ -94,13 +95,11 @@ def run_child(settings: dict) -> dict:
                     last_row.row = None  # each k as if its row were new
                 for name in names:
                     tick = time.process_time()
-                    position_cells(p, q, (k,), (name,), np.random.default_rng([settings["seed"], 1, index]),
+                    position_cells(p, q, (k,), (name,), np.random.default_rng([settings["seed"], 1, index + 1]),
                                    settings["mc_paths"], settings["time_budget"])
                     per_k[f"{where}|{name}|{k}"] = time.process_time() - tick
-    warm = [key for key in sweep if key.startswith("-1@")]
-    for key in warm:
-        del sweep[key], cells[key]
-    return {"sweep": sweep, "per_k": {key: v for key, v in per_k.items() if not key.startswith("-1@")}, "cells": cells}
+    return {name: {key: v for key, v in part.items() if not key.startswith("-1@")}  # without the warm-up
+            for name, part in (("sweep", sweep), ("per_k", per_k), ("cells", cells))}
 
 
 def extract(rev: str, folder: Path) -> Path:
@@ -163,7 +162,7 @@ def table(columns: dict, names: list[str]) -> list[str]:
     for name in [*names, "**all**"]:
         values = [totals[h] if name == "**all**" else columns[h][name] for h in heads]
         cells = " | ".join(f"{v:.4f} | {v / totals[h]:.0%}" for v, h in zip(values, heads))
-        ratio = f" | {values[0] / values[1]:.1f}x |" if len(heads) == 2 and values[1] > 0 else (" | - |" if len(heads) == 2 else " |")
+        ratio = " |" if len(heads) != 2 else (f" | {values[0] / values[1]:.1f}x |" if values[1] > 0 else " | - |")
         lines.append(f"| {name} | {cells}{ratio}")
     return lines
 
@@ -216,7 +215,8 @@ def main(argv: list[str] | None = None) -> str:
     load_after = os.getloadavg()
     sweep = {label: per_computation(medians(r, "sweep"), names) for label, r in runs.items()}
     by_k = {label: per_k(medians(r, "per_k"), names, ks) for label, r in runs.items()}
-    n_cells, differ, largest = compare_cells(runs["before"][0]["cells"], runs["after"][0]["cells"]) if args.baseline else (0, 0, 0.0)
+    if args.baseline:
+        n_cells, differ, largest = compare_cells(runs["before"][0]["cells"], runs["after"][0]["cells"])
     per_position = {label: sum(v.values()) for label, v in sweep.items()}
     temperatures = len(report.temperatures)
     projected = {label: args.positions * temperatures * t / args.workers for label, t in per_position.items()}
@@ -232,9 +232,14 @@ def main(argv: list[str] | None = None) -> str:
         f"T in {tuple(report.temperatures)}, k = 1..{report.k_max}, mc_paths = {report.mc_paths}: the report's default "
         "columns, one `position_cells` call per column as the sweep makes them. CPU seconds per position and "
         f"temperature (one core; `time.process_time`), median of {args.repeats} repetitions"
-        + (f"; `before` is `otm/` at {args.baseline}, run alternately with `after` (the working tree)" if args.baseline else "") + ".",
+        + (f"; `before` is `otm/` at {args.baseline}, alternating with `after` (the working tree)" if args.baseline else "")
+        + ".",
         "", *table(sweep, names), "",
     ]
+    largest_shares = "; ".join(f"{label}: " + ", ".join(f"{name} {times[name] / per_position[label]:.0%}"
+                                                         for name in sorted(times, key=times.get, reverse=True)[:3])
+                               for label, times in sweep.items())
+    lines += [f"Largest shares ({largest_shares}).", ""]
     if args.baseline:
         lines += [f"Cells compared: {n_cells}, of which {differ} differ (largest difference {largest:.3g}).", ""]
     lines += [f"Per k, CPU milliseconds per call (one column, one k; {' / '.join(by_k)}):", "",
