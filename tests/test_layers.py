@@ -1,12 +1,14 @@
 """The layers run one way: solvers <- otm <- {proofs | decoding} <- otm_app.
 
-Two independent checks, each shown to fail on a deliberately wrong input:
+Three independent checks, each shown to fail on a deliberately wrong input:
 
 1. the import-linter contracts in pyproject.toml (the import graph of every module, research/
    included: the product never imports it);
 2. a fresh interpreter in which torch, transformers, matplotlib, cvxpy, dask and pyarrow
    cannot be imported imports every module of otm, solvers and proofs and computes with
-   them (what a user with only the core dependencies gets).
+   them (what a user with only the core dependencies gets);
+3. no import cycles between the modules of the packages (grimp's graph, the one
+   import-linter reads).
 """
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import grimp
+import networkx as nx
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -137,3 +141,35 @@ def test_optional_core_modules_name_their_extra_when_it_is_missing(module):
     assert "missing:" in result.stdout
     assert "pip install" in result.stdout
     assert "otm-toolkit[" in result.stdout
+
+
+#: The packages whose module import graph must have no cycles.
+ACYCLIC_PACKAGES = ("solvers", "otm", "proofs", "decoding", "otm_app")
+
+#: Cycles known and being removed, each a set of modules. The optimal_wor verifier's numba
+#: passes and its Chebyshev set-up import each other; the fix is under way elsewhere.
+KNOWN_CYCLES = (frozenset({"decoding.verifiers.optimal_wor_numba", "decoding.verifiers.optimal_wor_chebyshev"}),)
+
+
+def import_cycles(graph) -> list[frozenset]:
+    """The sets of modules of ``graph`` that import each other in a circle (its strongly
+    connected components of more than one module; a package counts as the module of its
+    ``__init__``)."""
+    edges = nx.DiGraph()
+    for module in graph.modules:
+        edges.add_edges_from((module, imported) for imported in graph.find_modules_directly_imported_by(module))
+    return [frozenset(component) for component in nx.strongly_connected_components(edges) if len(component) > 1]
+
+
+def test_the_packages_have_no_import_cycles():
+    cycles = import_cycles(grimp.build_graph(*ACYCLIC_PACKAGES, cache_dir=None))
+    assert [sorted(cycle) for cycle in cycles if cycle not in KNOWN_CYCLES] == []
+
+
+def test_the_cycle_check_catches_a_cycle():
+    """The real graph with one import added back (the max flow importing the LP plumbing,
+    which imports the max flow) has that cycle."""
+    graph = grimp.build_graph("otm", cache_dir=None)
+    assert import_cycles(graph) == []
+    graph.add_import(importer="otm.formulations.max_flow", imported="otm.formulations._lp")
+    assert import_cycles(graph) == [frozenset({"otm.formulations.max_flow", "otm.formulations._lp"})]

@@ -1,4 +1,5 @@
-"""Shared plumbing of the LP formulations: input checks, LP assembly, LP certificates.
+"""Shared plumbing of the LP formulations: LP assembly and LP certificates (the checks of
+the instance, shared with the max flow, are in :mod:`otm.formulations._instance`).
 
 Every LP built here has variables ``x >= 0`` with no upper bound, so an optimality
 certificate is just ``(x, dual_eq, dual_ub)`` with (for ``sense="max"``)
@@ -20,54 +21,20 @@ import scipy.sparse as sp
 from solvers.data import float_data
 from solvers.problem import LinearProgram, LPResult
 from solvers.rational import exact_check, exact_data
-from solvers.registry import backend_capabilities, solve
+from solvers.registry import solve
 from solvers.sparse import compressed_order
 from solvers.verify import check_float
 
-from ..distributions import as_distribution, as_exact_distribution
 from ..draft_laws import DraftLaw
-from ..errors import InvalidDistributionError, ShapeMismatchError, SolverError
+from ..errors import SolverError
 from ..solution import OTMSolution
 from ..tolerances import FEASIBILITY_TOLERANCE
-
-
-def target_for(p, law: DraftLaw, backend: str | None = None) -> tuple[np.ndarray, bool]:
-    """Validate the target ``p`` against ``law`` and decide the number type.
-
-    Returns ``(p, exact)``: exact (Fraction object arrays) only when both ``p`` and the
-    law's probabilities are exact and ``backend`` (if given) is a rational backend;
-    otherwise everything is used in float64.
-    """
-    if not isinstance(law, DraftLaw):
-        raise InvalidDistributionError(f"law must be an otm.draft_laws.DraftLaw (e.g. otm.draft_law('iid', q, k)), got {type(law).__name__}")
-    arr = np.asarray(p)
-    exact = arr.dtype == object and law.is_exact
-    if exact and backend is not None:
-        exact = backend_capabilities(backend).exact
-    p = as_exact_distribution(arr, "p (target)") if exact else as_distribution(
-        arr.astype(np.float64) if arr.dtype == object else arr, "p (target)"
-    )
-    if p.size != law.vocab_size:
-        raise ShapeMismatchError(
-            f"p (target) has {p.size} tokens but the draft law is over {law.vocab_size}"
-        )
-    return p, exact
-
-
-def law_probs(law: DraftLaw, exact: bool) -> np.ndarray:
-    """``[n]`` the law's probabilities as Fractions (exact) or float64."""
-    return law.probs if exact else law.probs.astype(np.float64)
+from ._instance import law_probs
+from .max_flow import solve_max_flow
 
 
 def zero(exact: bool):
     return Fraction(0) if exact else 0.0
-
-
-def distinct_positions(law: DraftLaw) -> tuple[np.ndarray, np.ndarray]:
-    """``(tuple_index, token)`` of every distinct token of every tuple (``S(x)`` listed),
-    in row-major order of ``law.tuples``."""
-    rows, cols = np.nonzero(law.first_occurrence())
-    return rows, law.tuples[rows, cols]
 
 
 def csr_from_entries(rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, shape: tuple[int, int]) -> sp.csr_matrix:
@@ -245,8 +212,6 @@ def lp_solution(p, law: DraftLaw, method: str, lp: LinearProgram, result: LPResu
     (:func:`feasible_accepted_value`), ``cut_value`` the min cut of the same law
     (:func:`otm.formulations.max_flow.solve_max_flow`) evaluated on the instance; so
     ``|value - alpha*| <= verified_gap = max(cut_value - value, value - lower)``."""
-    from .max_flow import solve_max_flow
-
     duals = lp_certificate(lp, result)
     cut = solve_max_flow(p, law)
     lower = feasible_accepted_value(p, law, accepted, exact)

@@ -50,7 +50,8 @@ from ..draft_laws import DraftLaw
 from ..errors import InvalidDistributionError, ShapeMismatchError
 from ..solution import OTMSolution
 from ..tolerances import SUM_TOLERANCE
-from ._lp import LPBuilder, distinct_positions, law_probs, lp_solution, solve_lp, target_for, zero
+from ._instance import distinct_positions, law_probs, target_for
+from ._lp import LPBuilder, lp_solution, solve_lp, zero
 from .max_flow import check_flow_size
 
 

@@ -16,7 +16,8 @@ import numpy as np
 from ..draft_laws import DraftLaw, check_coupling_size
 from ..errors import NotApplicableError
 from ..solution import OTMSolution
-from ._lp import LPBuilder, law_probs, lp_solution, solve_lp, target_for, zero
+from ._instance import law_probs, target_for
+from ._lp import LPBuilder, lp_solution, solve_lp, zero
 from .max_flow import check_flow_size
 
 #: The full LP is refused, before it is built, above this many variables ``pi(x, y)``

@@ -40,7 +40,7 @@ from solvers.max_flow import max_flow
 from ..draft_laws import DraftLaw
 from ..errors import NotApplicableError
 from ..solution import OTMSolution, cut_solution
-from ._lp import distinct_positions, law_probs, target_for
+from ._instance import distinct_positions, law_probs, target_for
 
 SOURCE, SINK = "source", "sink"
 

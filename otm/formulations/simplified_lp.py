@@ -23,7 +23,8 @@ import numpy as np
 from ..draft_laws import DraftLaw
 from ..solution import OTMSolution
 from ..tolerances import FEASIBILITY_TOLERANCE
-from ._lp import LPBuilder, distinct_positions, law_probs, lp_solution, solve_lp, target_for, zero
+from ._instance import distinct_positions, law_probs, target_for
+from ._lp import LPBuilder, lp_solution, solve_lp, zero
 from .max_flow import check_flow_size
 
 

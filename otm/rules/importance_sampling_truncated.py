@@ -50,7 +50,8 @@ import numpy as np
 from ..distributions import as_distribution_pair, check_draft_count
 from ..draft_laws import DraftLaw, iid_law
 from ..errors import InvalidDraftCountError
-from ..formulations._lp import distinct_positions, solve_lp
+from ..formulations._instance import distinct_positions
+from ..formulations._lp import solve_lp
 from ..formulations.canonical_lp import selection_weight_lp, two_step_law_from_selection, weights_from_masses
 from .base import RuleLaw
 
