@@ -33,9 +33,10 @@ exact per-tuple law is too large to enumerate).
 Power (:func:`power`): every result and every failure message states the smallest total
 variation of the output law, and the smallest acceptance change, that the tests detect with
 probability at least 0.99 at this ``n`` and ``alpha``, whatever the shape of the deviation
-(:func:`decoding.certify.bounds.detectable_tv`). ``detect_tv=tau`` asks that a deviation of
-``tau`` be detectable: when it is not at this ``n``, :class:`Undetectable` is raised before
-anything runs, with the ``n`` it would need, never a pass.
+(:func:`decoding.certify.bounds.detectable_tv`). ``detect_tv=tau`` asks that every deviation
+of ``tau`` be detectable, ``detect_law`` that a given output law (a suspected bug's, of its own
+shape) be: when it is not at this ``n``, :class:`Undetectable` is raised before anything
+runs, with the ``n`` it would need, never a pass.
 
 Negative controls (``control=True``): after the tests pass, the same verifier is run on a
 twin instance whose output law must differ from ``p`` by a known total variation, at the
@@ -61,9 +62,9 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
 
-from otm.distributions import as_distribution_pair, check_draft_count
+from otm.distributions import as_distribution, as_distribution_pair, check_draft_count
 from otm.draft_laws import SAMPLING_SCHEMES, draft_law
-from otm.errors import InvalidArgumentError, NotApplicableError, UnknownNameError
+from otm.errors import InvalidArgumentError, NotApplicableError, ShapeMismatchError, UnknownNameError
 from otm.optimum import optimal_acceptance
 from otm.rules import rule_law, rule_spec
 
@@ -77,7 +78,10 @@ from .bounds import (
     chernoff_interval,
     detectable_shift,
     detectable_tv,
+    is_weighted,
+    law_miss_bound,
     samples_needed,
+    samples_needed_for_law,
     set_statistic,
     set_test,
     set_threshold,
@@ -107,9 +111,10 @@ TESTS = {"lossless": 2, "rule": 3}
 
 class CertificationError(AssertionError):
     """A verifier failed a certification; the message says what is wrong, with the power
-    and the acceptance report. ``certificate`` holds every measurement."""
+    and the acceptance report. ``certificate`` holds every measurement (a
+    :class:`Certificate`, or a :class:`decoding.certify.chains.ChainCertificate`)."""
 
-    def __init__(self, message: str, certificate: "Certificate | None" = None):
+    def __init__(self, message: str, certificate=None):
         super().__init__(message)
         self.certificate = certificate
 
@@ -190,7 +195,7 @@ def power(n: int = DEFAULT_ROWS, vocab_size: int = 64, k: int = 2, *, alpha: flo
         shift = detectable_shift(acceptance, n, rows, math.log(1 / share), miss, upward_only=True)
     else:
         none_mass = None if acceptance is None else 1 - acceptance
-        shift = detectable_shift(none_mass, n, rows, set_threshold(k + 1, share), miss)
+        shift = detectable_shift(none_mass, n, rows, set_threshold(k + 1, share, is_weighted(n, rows)), miss)
     return Power(tv, shift, acceptance, n, rows, alpha, vocab_size, k, assertion, miss)
 
 
@@ -203,8 +208,9 @@ class Certificate:
         scheme, k, vocab_size; mode: ``"enumeration"`` or ``"sampling"``; tuples: enumerated tuples.
         n, rows, alpha, seed, dtype, device: how it ran.
         power: :class:`Power`.
-        output_test: the set test of the output law; tv_estimate: ``TV(P^, p)`` (noisy: the
-            noise alone makes it about ``power.tv / 3`` for a lossless verifier).
+        output_test: the set test of the output law; output_estimate: ``[V]`` the estimated
+            output law ``P^``; tv_estimate: ``TV(P^, p)`` (noisy: the noise alone makes it about
+            ``power.tv / 3`` for a lossless verifier).
         acceptance, acceptance_interval (at ``confidence``), rule_acceptance (the rule's
             exact one, ``assert_rule``), optimum (``alpha*(p, Q)``).
         position_test, tuple_test: ``assert_rule``'s tests (ii) and (iii) (``None`` where not run).
@@ -227,6 +233,7 @@ class Certificate:
     device: str
     power: Power
     output_test: SetTest
+    output_estimate: np.ndarray  # [V]
     tv_estimate: float
     acceptance: float
     acceptance_interval: tuple[float, float]
@@ -271,8 +278,8 @@ class Certificate:
 
 def assert_lossless(verify: VerifyFunction, p, q, k: int, scheme: str = "iid", *, n: int = DEFAULT_ROWS,
                     alpha: float = DEFAULT_ALPHA, seed: int = 0, device="cpu", dtype: torch.dtype = torch.float32,
-                    detect_tv: float | None = None, control: bool = True, max_tuples: int = MAX_TUPLES,
-                    draft_sampler: DraftSampler | None = None) -> Certificate:
+                    detect_tv: float | None = None, detect_law=None, control: bool = True,
+                    max_tuples: int = MAX_TUPLES, draft_sampler: DraftSampler | None = None) -> Certificate:
     """Assert that ``verify``'s output law is ``p`` for drafts of ``scheme`` (``iid``,
     ``without_replacement``, ``hub``, ``greedy``) from ``q`` (module docstring: the tests,
     false-alarm rate ``alpha`` = 1e-9 by default, power, controls).
@@ -284,8 +291,11 @@ def assert_lossless(verify: VerifyFunction, p, q, k: int, scheme: str = "iid", *
         seed: seeds the one ``torch.Generator`` every call draws from (deterministic).
         device, dtype: of the tensors given to the verifier (``p``, ``q`` cast; the
             reference law is the cast one, renormalised).
-        detect_tv: raise :class:`Undetectable` unless a deviation of this total variation is
-            detected with probability 0.99 at ``n``.
+        detect_tv: raise :class:`Undetectable` unless every deviation of this total variation
+            is detected with probability 0.99 at ``n``.
+        detect_law: ``[V]`` the exact output law of a suspected bug: raise :class:`Undetectable`
+            unless that deviation (its own shape: :func:`decoding.certify.bounds.law_miss_bound`)
+            is detected with probability 0.99 at ``n``.
         control: run the negative control.
         max_tuples: enumerate draft laws with at most this many tuples.
         draft_sampler: ``(draft_probs [b, V], k, generator) -> [b, k]`` for sampled drafts.
@@ -294,14 +304,14 @@ def assert_lossless(verify: VerifyFunction, p, q, k: int, scheme: str = "iid", *
     :class:`AcceptanceMismatch`, :class:`IndexMismatch`, :class:`NoPower` or
     :class:`Undetectable` (all :class:`AssertionError`); typed :mod:`otm.errors` for bad input.
     """
-    return _certify("lossless", verify, None, p, q, k, scheme, n, alpha, seed, device, dtype, detect_tv, control,
-                    max_tuples, draft_sampler)
+    return _certify("lossless", verify, None, p, q, k, scheme, n, alpha, seed, device, dtype, (detect_tv, detect_law),
+                    control, max_tuples, draft_sampler)
 
 
 def assert_rule(verify: VerifyFunction, rule: str, p, q, k: int, *, n: int = DEFAULT_ROWS,
                 alpha: float = DEFAULT_ALPHA, seed: int = 0, device="cpu", dtype: torch.dtype = torch.float32,
-                detect_tv: float | None = None, control: bool = True, max_tuples: int = MAX_TUPLES,
-                draft_sampler: DraftSampler | None = None) -> Certificate:
+                detect_tv: float | None = None, detect_law=None, control: bool = True,
+                max_tuples: int = MAX_TUPLES, draft_sampler: DraftSampler | None = None) -> Certificate:
     """Assert that ``verify`` is ``rule`` (a name of :func:`otm.rules.rule_spec`) on drafts of
     the rule's own scheme: its output law, its law of the accepted position and, per draft
     tuple, its law of the output given the tuple equal the rule's exact law
@@ -313,8 +323,8 @@ def assert_rule(verify: VerifyFunction, rule: str, p, q, k: int, *, n: int = DEF
     if spec.draft_scheme not in SAMPLING_SCHEMES:
         raise NotApplicableError(f"rule {spec.name!r} draws each draft from its own q_i ({spec.draft_scheme}); "
                                  f"assert_rule takes one q: certify it with assert_lossless per q")
-    return _certify("rule", verify, spec.name, p, q, k, spec.draft_scheme, n, alpha, seed, device, dtype, detect_tv,
-                    control, max_tuples, draft_sampler)
+    return _certify("rule", verify, spec.name, p, q, k, spec.draft_scheme, n, alpha, seed, device, dtype,
+                    (detect_tv, detect_law), control, max_tuples, draft_sampler)
 
 
 def _check_arguments(p, q, k, scheme, n, alpha):
@@ -328,7 +338,7 @@ def _check_arguments(p, q, k, scheme, n, alpha):
     return p, q, check_draft_count(k), int(n)
 
 
-def _certify(assertion, verify, rule, p, q, k, scheme, n, alpha, seed, device, dtype, detect_tv, control, max_tuples,
+def _certify(assertion, verify, rule, p, q, k, scheme, n, alpha, seed, device, dtype, detect, control, max_tuples,
              draft_sampler) -> Certificate:
     p, q, k, n = _check_arguments(p, q, k, scheme, n, alpha)
     inputs = cast_inputs(p, q, dtype, device)
@@ -343,8 +353,7 @@ def _certify(assertion, verify, rule, p, q, k, scheme, n, alpha, seed, device, d
     cells = int((reference > IMPOSSIBLE_PROBABILITY).sum())
     strength = power(n, cells, k, alpha=alpha, assertion=assertion, rows=rows_planned,
                      acceptance=optimum if rule is None else rule_acceptance)
-    if detect_tv is not None and not strength.tv <= detect_tv:
-        raise Undetectable(_undetectable_message(detect_tv, strength))
+    _check_detectable(*detect, strength, reference)
     generator = torch.Generator(device=inputs.target.device).manual_seed(seed)
 
     def run(target_inputs: Inputs) -> Rows:
@@ -362,7 +371,7 @@ def _certify(assertion, verify, rule, p, q, k, scheme, n, alpha, seed, device, d
         assertion=assertion, rule=rule, scheme=scheme, k=k, vocab_size=int(inputs.p.size),
         mode="enumeration" if law is not None else "sampling", tuples=len(law.probs) if law is not None else None,
         n=n, rows=rows.rows, alpha=alpha, seed=seed, dtype=str(dtype).replace("torch.", ""),
-        device=str(inputs.target.device), power=strength, output_test=output_test,
+        device=str(inputs.target.device), power=strength, output_test=output_test, output_estimate=counts / n,
         tv_estimate=0.5 * float(np.abs(counts / n - reference).sum()), acceptance=accepted / n,
         acceptance_interval=chernoff_interval(accepted / rows.rows, scale, rows.rows, DEFAULT_CONFIDENCE),
         confidence=DEFAULT_CONFIDENCE, rule_acceptance=rule_acceptance, optimum=optimum, cast_tv=inputs.cast_tv,
@@ -399,11 +408,26 @@ def _certify(assertion, verify, rule, p, q, k, scheme, n, alpha, seed, device, d
     return certificate
 
 
-def _undetectable_message(detect_tv: float, strength: Power) -> str:
-    needed = samples_needed(detect_tv, strength.cells, strength.alpha / TESTS[strength.assertion])
-    return (f"undetectable at n={strength.n:,}: a deviation of TV {detect_tv:.3g} from p is below the power "
-            f"(TV {strength.tv:.3g} detected with probability {1 - strength.miss:g} at alpha={strength.alpha:g}, "
-            f"{strength.cells} tokens); it needs n >= {needed:,}")
+def _check_detectable(detect_tv: float | None, detect_law, strength: Power, reference: np.ndarray) -> None:
+    """:class:`Undetectable` (before anything runs) when a deviation asked for is not sure to be seen."""
+    share = strength.alpha / TESTS[strength.assertion]
+    if detect_tv is not None and not strength.tv <= detect_tv:
+        needed = samples_needed(detect_tv, strength.cells, share, extra_rows=strength.rows - strength.n)
+        raise Undetectable(f"undetectable at n={strength.n:,}: a deviation of TV {detect_tv:.3g} from p is below the "
+                           f"power (TV {strength.tv:.3g} detected with probability {1 - strength.miss:g} at "
+                           f"alpha={strength.alpha:g}, {strength.cells} tokens); it needs n >= {needed:,}")
+    if detect_law is None:
+        return
+    law = as_distribution(detect_law, "detect_law")
+    if law.shape != reference.shape:
+        raise ShapeMismatchError(f"detect_law has {law.size} tokens, p has {reference.size}")
+    miss = law_miss_bound(reference, law, strength.n, strength.rows, share)
+    if miss > strength.miss:
+        tv = 0.5 * float(np.abs(law - reference).sum())
+        needed = samples_needed_for_law(reference, law, share, strength.miss, strength.rows - strength.n)
+        raise Undetectable(f"undetectable at n={strength.n:,}: the deviation given (an output law at TV {tv:.3g} from "
+                           f"p) is not sure to be detected (miss bound {miss:.3g} > {strength.miss:g} at "
+                           f"alpha={strength.alpha:g}); it needs n >= {needed:,}")
 
 
 # --------------------------------------------------------------------------- failure messages
@@ -549,7 +573,7 @@ def _acceptance_control(certificate: Certificate, rows: Rows, positions: np.ndar
     change and check that test (ii) sees it."""
     n, k = certificate.n, certificate.k
     acceptance = certificate.rule_acceptance
-    level = set_threshold(positions.size, share)
+    level = set_threshold(positions.size, share, is_weighted(n, rows.rows))
     shift = detectable_shift(1 - acceptance, n, rows.rows, level, CONTROL_MISS)
     member = rows.positions() < k
     coins = np.random.default_rng(seed).random(rows.rows)

@@ -15,25 +15,28 @@ variables' individual laws, which is what makes the enumerated design (rows of a
 share a law, tuples differ) as easy to bound as a plain multinomial.
 
 The test (:func:`set_test`). Statistic ``T = max_A N kl(Z_A / N || n p(A) / N)`` over
-every set ``A`` of cells. ``kl`` is jointly convex and the points ``(p(A), Z_A)`` fill a
-zonotope whose vertices are the prefixes of the cells sorted by ``Z_y / p(y)``, so the
-maximum is at one of those ``c - 1`` prefixes: ``T`` costs a sort. Union bound over the
-``2^c - 2`` proper sets, each with two tails, set and complement being the same event:
-``P(T >= t) <= (2^c - 2) exp(-t)``, so the threshold ``t = ln((2^c - 2) / alpha)``
-gives a false-alarm rate of at most ``alpha`` for ``c`` cells, exactly, at any ``n``. A
-count in a cell of probability 0 fails outright (no false alarm possible). The set
-that attains ``T`` is the deviating set the failure message names; ``TV(P, p) =
-max_A |P(A) - p(A)|`` is attained by a prefix too.
+every set ``A`` of cells. ``kl`` is jointly convex and the points ``(n p(A) / N, Z_A / N)``
+fill a zonotope whose vertices are the prefixes of the cells sorted by ``Z_y / p(y)``, in
+descending order (the upper chain) and in ascending order (the lower chain), so the maximum
+is at one of those ``2 (c - 1)`` sets: ``T`` costs a sort. Union bound over the ``2^c - 2``
+proper sets, each with two tails: ``P(T >= t) <= kappa (2^c - 2) exp(-t)``, where
+``kappa = 1`` when every weight is one (then ``Z_{A^c} = N - Z_A`` and a set and its
+complement are the same event) and ``kappa = 2`` otherwise; the threshold
+``t = ln(kappa (2^c - 2) / alpha)`` gives a false-alarm rate of at most ``alpha`` for ``c``
+cells, exactly, at any ``n``. A count in a cell of probability 0 fails outright (no false
+alarm possible). The set that attains ``T`` is the deviating set the failure message names.
 
 Power (:func:`detectable_tv`). If ``TV(P, p) = eps``, the set ``A* = {P > p}`` has
-``P(A*) = p(A*) + eps`` and ``T >= N kl(Z_{A*} / N || n p(A*) / N)``. With ``s = p(A*)``,
-``f_t(s)`` the level where that reaches ``t``, Hoeffding's lower tail bounds the miss
-probability by ``exp(-N kl(f_t || n (s + eps) / N))``. The smallest ``eps`` making that
-at most ``miss`` for every ``s`` in ``[0, 1 - eps]`` (evaluated on a grid of
-:data:`POWER_GRID` values of ``s``) is a guaranteed power: any verifier whose output law
-is that far from ``p``, whatever the shape of the deviation, fails with probability at
-least ``1 - miss``. The same computation for one set of known mass (acceptance) is
-:func:`detectable_shift`.
+``P(A*) = p(A*) + eps`` and its complement loses ``eps``; ``T`` is at least either set's
+statistic. With ``s = p(A*)`` and ``f_t(s)`` the level where ``A*``'s statistic reaches
+``t``, Hoeffding's lower tail bounds the miss probability by
+``exp(-N kl(f_t || n (s + eps) / N))`` (and the mirror image for the complement; the better
+of the two counts). The smallest ``eps`` making that at most ``miss`` for every ``s`` in
+``[0, 1 - eps]`` (evaluated on a grid of :data:`POWER_GRID` values of ``s``) is a guaranteed
+power: any verifier whose output law is that far from ``p``, whatever the shape of the
+deviation, fails with probability at least ``1 - miss``. The same computation for one set
+of known mass (acceptance) is :func:`detectable_shift`, and for one given alternative law
+:func:`law_miss_bound`.
 """
 from __future__ import annotations
 
@@ -92,11 +95,29 @@ def mean_above(fraction, level, trials) -> np.ndarray:
     return high
 
 
-def set_threshold(cells: int, alpha: float) -> float:
-    """``ln((2^cells - 2) / alpha)``: the threshold of :func:`set_test` on ``cells`` cells."""
+def lower_root(mean, level, trials) -> np.ndarray:
+    """The mirror image of :func:`upper_root`: the ``f <= mean`` with
+    ``trials kl(f || mean) = level`` (``-inf`` where unreachable)."""
+    return 1 - upper_root(1 - np.asarray(mean, dtype=np.float64), level, trials)
+
+
+def mean_below(fraction, level, trials) -> np.ndarray:
+    """The mirror image of :func:`mean_above`: the mean ``m <= fraction`` with
+    ``trials kl(fraction || m) = level``."""
+    return 1 - mean_above(1 - np.asarray(fraction, dtype=np.float64), level, trials)
+
+
+def set_threshold(cells: int, alpha: float, weighted: bool = False) -> float:
+    """``ln(kappa (2^cells - 2) / alpha)``: the threshold of :func:`set_test` on ``cells``
+    cells, ``kappa = 2`` for weighted rows (module docstring)."""
     if cells < 2:
         return math.inf
-    return cells * math.log(2) + math.log1p(-(2.0 ** (1 - cells))) - math.log(alpha)
+    return (math.log(2) if weighted else 0.0) + cells * math.log(2) + math.log1p(-(2.0 ** (1 - cells))) - math.log(alpha)
+
+
+def is_weighted(n: float, rows: int) -> bool:
+    """Rows whose weights are not all one (an enumeration with ``rows > n``)."""
+    return rows != n
 
 
 @dataclass(frozen=True)
@@ -106,7 +127,7 @@ class SetTest:
     Attributes:
         statistic: ``T`` (``inf`` after an impossible outcome).
         threshold: ``t``; the test fails when ``statistic >= threshold``.
-        p_bound: ``min(1, (2^c - 2) exp(-T))``, an upper bound on the p-value.
+        p_bound: ``min(1, kappa (2^c - 2) exp(-T))``, an upper bound on the p-value.
         passed: ``statistic < threshold``.
         cells: ``c``, the cells of positive probability.
         deviating: indices of the set ``A`` attaining ``T`` (for an impossible outcome, the
@@ -124,6 +145,16 @@ class SetTest:
     expected_mass: float
 
 
+def _hull_sets(weights: np.ndarray, probs: np.ndarray, live: np.ndarray):
+    """The vertex sets of the zonotope of the module docstring: for ``live`` sorted by
+    ``weights / probs`` descending, then ascending, yields ``(order, W, P)`` where the
+    ``j``-th set is ``order[:j + 1]`` (``j < c - 1``), ``W`` and ``P`` its cumulative
+    ``weights`` and ``probs``."""
+    descending = live[np.argsort(-weights[live] / probs[live], kind="stable")]
+    for order in (descending, descending[::-1]):
+        yield order, np.cumsum(weights[order])[:-1], np.cumsum(probs[order])[:-1]
+
+
 def set_statistic(weighted_counts, probs, n: float, rows: int) -> tuple[float, np.ndarray, float, float, int]:
     """``(T, deviating set, Z_A / n, p(A), cells)`` of :func:`set_test` without its
     threshold (``T = inf`` and the observed impossible cells after an outcome of
@@ -135,14 +166,15 @@ def set_statistic(weighted_counts, probs, n: float, rows: int) -> tuple[float, n
     seen = np.flatnonzero(impossible & (counts > 0))
     if seen.size:
         return math.inf, seen, float(counts[seen].sum() / n), 0.0, int(live.size)
+    best = (0.0, live[:0], 0.0, 0.0)
     if live.size < 2:
-        return 0.0, live[:0], 0.0, 0.0, int(live.size)
-    order = live[np.argsort(-counts[live] / probs[live], kind="stable")]
-    observed = np.cumsum(counts[order])[:-1]
-    expected = np.cumsum(probs[order])[:-1]
-    statistics = rows * binary_kl(observed / rows, n * expected / rows)
-    best = int(np.argmax(statistics))
-    return float(statistics[best]), np.sort(order[: best + 1]), float(observed[best] / n), float(expected[best]), int(live.size)
+        return (*best, int(live.size))
+    for order, observed, expected in _hull_sets(counts, probs, live):
+        statistics = rows * binary_kl(observed / rows, n * expected / rows)
+        j = int(np.argmax(statistics))
+        if statistics[j] > best[0]:
+            best = (float(statistics[j]), np.sort(order[: j + 1]), float(observed[j] / n), float(expected[j]))
+    return (*best, int(live.size))
 
 
 def set_test(weighted_counts, probs, n: float, rows: int, alpha: float) -> SetTest:
@@ -150,8 +182,8 @@ def set_test(weighted_counts, probs, n: float, rows: int, alpha: float) -> SetTe
     ``n``) against the law ``probs`` (``[c]``), for ``rows`` independent rows with weights
     in ``(0, 1]``, at false-alarm rate ``alpha``."""
     statistic, deviating, observed, expected, cells = set_statistic(weighted_counts, probs, n, rows)
-    threshold = set_threshold(cells, alpha)
-    log_sets = threshold + math.log(alpha) if cells >= 2 else -math.inf  # ln(2^c - 2)
+    threshold = set_threshold(cells, alpha, is_weighted(n, rows))
+    log_sets = threshold + math.log(alpha) if cells >= 2 else -math.inf  # ln(kappa (2^c - 2))
     p_bound = 1.0 if statistic == 0 else float(min(1.0, math.exp(min(0.0, log_sets - statistic))))
     return SetTest(statistic, threshold, p_bound, statistic < threshold, cells, deviating, observed, expected)
 
@@ -164,26 +196,56 @@ def detectable_tv(n: float, rows: int, cells: int, alpha: float, miss: float = P
     if cells < 2:
         return math.inf
     s = np.linspace(0.0, 1.0, POWER_GRID)[1:-1]
-    return _smallest_covering(s, _needed_shift(s, n / rows, rows, set_threshold(cells, alpha), math.log(1 / miss)))
+    level = set_threshold(cells, alpha, is_weighted(n, rows))
+    return _smallest_covering(s, _rise_needed(s, n / rows, rows, level, math.log(1 / miss)))
 
 
 def detectable_shift(mass: float | None, n: float, rows: int, level: float, miss: float = POWER_MISS,
                      upward_only: bool = False) -> float:
-    """The smallest change of ``P(A)`` away from ``mass = p(A)`` for one set ``A`` that a
-    tail at ``level`` (``ln(sets / alpha)``) detects with probability at least
-    ``1 - miss``: the larger of the two directions (only upward with ``upward_only``), each
-    at most the room it has (a change that cannot happen needs no power); ``mass=None``: the
-    worst over every mass."""
+    """The smallest change of ``P(A)`` away from ``mass = p(A)`` for one set ``A`` that a test
+    at ``level`` (a :func:`set_threshold`) detects with probability at least ``1 - miss``,
+    through ``A`` or its complement: the larger of the two directions, each at most the room
+    it has (a change that cannot happen needs no power); ``upward_only``: a rise, seen by
+    ``A``'s upper tail alone (a one-sided test of ``A``); ``mass=None``: the worst over every
+    mass."""
     scale, miss_level = n / rows, math.log(1 / miss)
+    rise = _rise if upward_only else _rise_needed
     if mass is None:  # a fall at s is a rise of the complement: the rises at every s cover both
         s = np.linspace(0.0, 1.0, POWER_GRID)[1:-1]
-        return _smallest_covering(s, _needed_shift(s, scale, rows, level, miss_level))
-    # a direction with room r and a need above it holds vacuously for any shift above r
-    mass = float(mass)
-    up = min(1 - mass, float(_needed_shift(np.array([mass]), scale, rows, level, miss_level)[0]))
+        return _smallest_covering(s, rise(s, scale, rows, level, miss_level))
     if upward_only:
-        return up
-    return max(up, min(mass, float(_needed_shift(np.array([1 - mass]), scale, rows, level, miss_level)[0])))
+        return float(min(1 - mass, _rise(np.array([float(mass)]), scale, rows, level, miss_level)[0]))
+    mass = float(mass)
+    up = min(1 - mass, float(_rise_needed(np.array([mass]), scale, rows, level, miss_level)[0]))
+    down = min(mass, float(_rise_needed(np.array([1 - mass]), scale, rows, level, miss_level)[0]))
+    return max(up, down)
+
+
+def _rise(s: np.ndarray, scale: float, rows: int, level: float, miss_level: float) -> np.ndarray:
+    """``[len(s)]``: the smallest ``eps`` that a set of mass ``s`` rising to ``s + eps`` needs
+    to be seen by its own upper tail with probability ``>= 1 - exp(-miss_level)`` (``inf``
+    where none)."""
+    significant = upper_root(scale * s, level, rows)  # f_t(s)
+    finite = np.isfinite(significant)
+    reached = mean_above(np.where(finite, significant, 0.0), miss_level, rows)
+    needed = reached / scale - s
+    return np.where(finite & (needed <= 1 - s), needed, np.inf)
+
+
+def _fall(r: np.ndarray, scale: float, rows: int, level: float, miss_level: float) -> np.ndarray:
+    """``[len(r)]``: the smallest ``eps`` that a set of mass ``r`` falling to ``r - eps`` needs
+    to be seen by its own lower tail (``inf`` where none)."""
+    significant = lower_root(scale * r, level, rows)
+    finite = np.isfinite(significant)
+    reached = mean_below(np.where(finite, significant, 0.0), miss_level, rows)
+    needed = r - reached / scale
+    return np.where(finite & (needed <= r), needed, np.inf)
+
+
+def _rise_needed(s: np.ndarray, scale: float, rows: int, level: float, miss_level: float) -> np.ndarray:
+    """A set of mass ``s`` rising by ``eps`` while its complement falls by ``eps``: the
+    smaller of the two needs (either set's statistic sees it)."""
+    return np.minimum(_rise(s, scale, rows, level, miss_level), _fall(1 - s, scale, rows, level, miss_level))
 
 
 def _smallest_covering(s: np.ndarray, needed: np.ndarray) -> float:
@@ -196,27 +258,59 @@ def _smallest_covering(s: np.ndarray, needed: np.ndarray) -> float:
     return float(candidates[np.argmax(covered)]) if covered.any() else math.inf
 
 
-def _needed_shift(s: np.ndarray, scale: float, rows: int, level: float, miss_level: float) -> np.ndarray:
-    """``[len(s)]``: the smallest ``eps`` with ``P(detect) >= 1 - exp(-miss_level)`` when a
-    set of mass ``s`` gets ``s + eps`` (``inf`` where none)."""
-    significant = upper_root(scale * s, level, rows)  # f_t(s)
-    finite = np.isfinite(significant)
-    reached = mean_above(np.where(finite, significant, 0.0), miss_level, rows)  # missed w.p. <= exp(-miss_level) above it
-    needed = reached / scale - s
-    return np.where(finite & np.isfinite(reached) & (needed <= 1 - s), needed, np.inf)
+def law_miss_bound(reference, law, n: float, rows: int, alpha: float) -> float:
+    """An upper bound on the probability that :func:`set_test` against ``reference`` (``[c]``)
+    misses a verifier whose law is exactly ``law`` (``[c]``), this deviation's own power: the
+    best, over the vertex sets ``A`` of the module docstring (ordered by ``law /
+    reference``), of Hoeffding's bound on ``A``'s statistic staying below the threshold, and
+    ``exp(-n law(Z))`` for the cells ``Z`` of probability 0 (any outcome there fails)."""
+    reference = np.asarray(reference, dtype=np.float64)
+    law = np.asarray(law, dtype=np.float64)
+    impossible = reference <= IMPOSSIBLE_PROBABILITY
+    bounds = [math.exp(-n * float(law[impossible].sum()))]
+    live = np.flatnonzero(~impossible)
+    if live.size >= 2:
+        scale = n / rows
+        level = set_threshold(live.size, alpha, is_weighted(n, rows))
+        for _, moved, s in _hull_sets(law, reference, live):
+            up, down = upper_root(scale * s, level, rows), lower_root(scale * s, level, rows)
+            target = scale * moved
+            rising = np.isfinite(up) & (up < target)
+            falling = np.isfinite(down) & (down > target)
+            for seen, edge in ((rising, up), (falling, down)):
+                if seen.any():
+                    bounds.append(float(np.exp(-rows * binary_kl(edge[seen], target[seen])).min()))
+    return min(bounds)
 
 
-def samples_needed(tv: float, cells: int, alpha: float, miss: float = POWER_MISS) -> int:
-    """The smallest ``n`` (rows of weight 1) at which :func:`detectable_tv` is at most ``tv``."""
+def samples_needed_for_law(reference, law, alpha: float, miss: float = POWER_MISS, extra_rows: int = 0) -> int:
+    """The smallest ``n`` at which :func:`law_miss_bound` is at most ``miss``, for ``n +
+    extra_rows`` rows (an enumeration's rows beyond ``n``)."""
+    high = 16
+    while law_miss_bound(reference, law, high, high + extra_rows, alpha) > miss:
+        high *= 2
+        if high > 2**62:
+            raise ValueError("this law is not told from the reference at any sample size (it is the reference)")
+    low = high // 2
+    while high - low > max(1, low // 200):
+        middle = (low + high) // 2
+        missed = law_miss_bound(reference, law, middle, middle + extra_rows, alpha) > miss
+        low, high = (middle, high) if missed else (low, middle)
+    return int(high)
+
+
+def samples_needed(tv: float, cells: int, alpha: float, miss: float = POWER_MISS, extra_rows: int = 0) -> int:
+    """The smallest ``n`` at which :func:`detectable_tv` is at most ``tv``, for ``n +
+    extra_rows`` rows (an enumeration's rows beyond ``n``)."""
     if not 0 < tv <= 1 or cells < 2:
         raise ValueError(f"need 0 < tv <= 1 and at least 2 cells, got tv={tv!r}, cells={cells}")
     high = 16
-    while detectable_tv(high, high, cells, alpha, miss) > tv:
+    while detectable_tv(high, high + extra_rows, cells, alpha, miss) > tv:
         high *= 2
     low = high // 2
     while high - low > max(1, low // 200):  # within 0.5 %
         middle = (low + high) // 2
-        if detectable_tv(middle, middle, cells, alpha, miss) > tv:
+        if detectable_tv(middle, middle + extra_rows, cells, alpha, miss) > tv:
             low = middle
         else:
             high = middle
@@ -228,12 +322,13 @@ def chernoff_interval(fraction: float, scale: float, rows: int, confidence: floa
     ``N P(A) scale`` with ``scale = n / N``): the means not rejected by either Hoeffding
     tail at ``(1 - confidence) / 2``, mapped back to ``P(A)``."""
     level = math.log(2 / (1 - confidence))
-    low = 1 - float(mean_above(1 - fraction, level, rows))
+    low = float(mean_below(fraction, level, rows))
     high = float(mean_above(fraction, level, rows))
     return max(0.0, low / scale), min(1.0, high / scale)
 
 
 __all__ = [
-    "POWER_MISS", "SetTest", "binary_kl", "chernoff_interval", "detectable_shift", "detectable_tv", "mean_above",
-    "samples_needed", "set_statistic", "set_test", "set_threshold", "upper_root",
+    "POWER_MISS", "SetTest", "binary_kl", "chernoff_interval", "detectable_shift", "detectable_tv", "is_weighted",
+    "lower_root", "mean_above", "mean_below",
+    "law_miss_bound", "samples_needed", "samples_needed_for_law", "set_statistic", "set_test", "set_threshold", "upper_root",
 ]

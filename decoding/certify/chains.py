@@ -65,8 +65,9 @@ class ChainCertificate:
     Attributes:
         g, vocab_size, mode, n, rows, alpha, seed: how it ran.
         tv: the smallest TV of the pair law detected with probability ``1 - POWER_MISS``.
-        pair_test: the set test of ``(Y_1, Y_2)`` against ``p x p``; tv_estimate, first_tv_estimate:
-            ``TV`` of the pair law and of ``Y_1``'s law from theirs.
+        pair_test: the set test of ``(Y_1, Y_2)`` against ``p x p``; first_token_law: ``[V]``
+            the estimated law of ``Y_1``; tv_estimate, first_tv_estimate: ``TV`` of the pair
+            law and of ``Y_1``'s law from theirs.
         tokens_per_step: mean emitted tokens of the first step.
         control: what the negative control did.
     """
@@ -81,6 +82,7 @@ class ChainCertificate:
     tv: float
     pair_test: SetTest
     tv_estimate: float
+    first_token_law: np.ndarray  # [V]
     first_tv_estimate: float
     tokens_per_step: float
     control: str = "not run"
@@ -193,28 +195,32 @@ def assert_chain_lossless(chain_verify: ChainVerifyFunction, p, q, g: int, *, n:
     certificate = ChainCertificate(
         g=g, vocab_size=vocab, mode="enumeration" if law is not None else "sampling", n=n, rows=rows, alpha=alpha,
         seed=seed, tv=tv, pair_test=pair_test, tv_estimate=0.5 * float(np.abs(counts / n - reference).sum()),
-        first_tv_estimate=0.5 * float(np.abs(first - inputs.p).sum()),
+        first_token_law=first, first_tv_estimate=0.5 * float(np.abs(first - inputs.p).sum()),
         tokens_per_step=float((emitted >= 0).sum(axis=1).mean()),
     )
     if wrong:
-        raise IndexMismatch(f"FAIL: the accepted prefix is not the drafted chain in {wrong:,} rows\n" + certificate.report())
+        raise IndexMismatch(f"FAIL: the accepted prefix is not the drafted chain in {wrong:,} rows\n" + certificate.report(),
+                            certificate)
     if not pair_test.passed:
         worst = np.argsort(-np.abs(first - inputs.p), kind="stable")[:3]
         listed = ", ".join(f"token {y}: {first[y]:.4f} vs {inputs.p[y]:.4f}" for y in worst)
         raise OutputLawMismatch(f"FAIL: the emitted tokens are not i.i.d. p: the first two carry mass "
                                 f"{pair_test.observed_mass:.4f} instead of {pair_test.expected_mass:.4f} on "
-                                f"{pair_test.deviating.size} pairs; first token: {listed}\n" + certificate.report())
+                                f"{pair_test.deviating.size} pairs; first token: {listed}\n" + certificate.report(),
+                                certificate)
     if not control:
         return certificate
     target_tv = detectable_tv(n, rows, live * live, alpha, CONTROL_MISS)
     twin = _pair_twin(inputs.p, target_tv)
     if twin is None:
-        raise NoPower(f"no power here: at n={n:,} no pair law is sure to be told from p x p\n" + certificate.report())
+        raise NoPower(f"no power here: at n={n:,} no pair law is sure to be told from p x p\n" + certificate.report(),
+                      certificate)
     twin_counts, _, _ = run(cast_inputs(twin, inputs.q, dtype, device))
     twin_test = set_test(twin_counts, reference, n, rows, alpha)
     if twin_test.passed:
         raise NoPower(f"no power here: the same chain verifier given targets whose pair law is at TV {target_tv:.4g} "
-                      f"was not detected (T={twin_test.statistic:.4g} < {twin_test.threshold:.4g})\n" + certificate.report())
+                      f"was not detected (T={twin_test.statistic:.4g} < {twin_test.threshold:.4g})\n" + certificate.report(),
+                      certificate)
     return replace(certificate, control=f"targets at pair TV {target_tv:.4g} detected (T={twin_test.statistic:.4g} >= "
                                         f"{twin_test.threshold:.4g})")
 

@@ -10,6 +10,9 @@ Q = np.array([0.10, 0.30, 0.05, 0.20, 0.15, 0.10, 0.06, 0.04])
 #: Rows for the small instance: the tests detect a TV of about 0.03 there.
 N = 30_000
 
+#: Rows for the layouts called once per row (transformers): a TV of about 0.08 is detected.
+N_PER_ROW_CALLS = 4_000
+
 
 @pytest.fixture(autouse=True)
 def one_torch_thread():

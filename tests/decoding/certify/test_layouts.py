@@ -22,10 +22,7 @@ from decoding.certify.layouts.vllm import (
 from decoding.verifiers import block
 from otm.errors import NotApplicableError, ShapeMismatchError
 
-from .conftest import N, P, Q
-
-#: Rows for the layouts called once per row (transformers): a TV of about 0.08 is detected.
-N_PER_ROW_CALLS = 4_000
+from .conftest import N, N_PER_ROW_CALLS, P, Q
 
 
 def test_metadata_of_chains_follows_the_layout():

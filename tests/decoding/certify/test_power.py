@@ -34,23 +34,25 @@ def test_binary_kl_edges():
     assert math.isinf(binary_kl(0.1, 0.0))
 
 
-def test_the_prefix_maximum_is_the_maximum_over_every_set():
-    rng = np.random.default_rng(0)
+@pytest.mark.parametrize("rows", [200, 213])  # weights all one; weights below one (an enumeration)
+def test_the_hull_maximum_is_the_maximum_over_every_set(rows):
+    rng = np.random.default_rng(rows)
+    n, cells = 200, 6
     for _ in range(50):
-        cells = 6
         probs = rng.dirichlet(np.ones(cells))
-        counts = rng.multinomial(200, rng.dirichlet(np.ones(cells))).astype(float)
-        statistic, deviating, observed, expected, _ = set_statistic(counts, probs, 200, 200)
-        brute = max(200 * binary_kl(counts[list(a)].sum() / 200, probs[list(a)].sum())
+        counts = rng.multinomial(n, rng.dirichlet(np.ones(cells))).astype(float)
+        statistic, deviating, observed, expected, _ = set_statistic(counts, probs, n, rows)
+        brute = max(rows * binary_kl(counts[list(a)].sum() / rows, n * probs[list(a)].sum() / rows)
                     for size in range(1, cells) for a in itertools.combinations(range(cells), size))
         assert statistic == pytest.approx(brute, rel=1e-12)
-        assert observed == pytest.approx(counts[deviating].sum() / 200)
+        assert observed == pytest.approx(counts[deviating].sum() / n)
         assert expected == pytest.approx(probs[deviating].sum())
 
 
 def test_threshold_is_the_union_bound():
     assert set_threshold(2, 1e-3) == pytest.approx(math.log(2 / 1e-3))
     assert set_threshold(10, 1e-9) == pytest.approx(math.log((2**10 - 2) / 1e-9))
+    assert set_threshold(10, 1e-9, weighted=True) == pytest.approx(math.log(2 * (2**10 - 2) / 1e-9))
     assert set_threshold(1, 1e-9) == math.inf
     assert set_test([5.0, 0.0, 1.0], [0.5, 0.5, 0.0], 6, 6, 1e-9).statistic == math.inf  # probability-0 outcome
 
