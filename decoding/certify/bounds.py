@@ -40,6 +40,7 @@ of known mass (acceptance) is :func:`detectable_shift`, and for one given altern
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -52,10 +53,10 @@ from decoding.validation.stats import IMPOSSIBLE_PROBABILITY
 POWER_MISS = 0.01
 
 #: Number of values of ``s = p(A*)`` on which :func:`detectable_tv` takes its worst case.
-POWER_GRID = 2001
+POWER_GRID = 1001
 
-#: Bisection steps of the roots of ``N kl(f || m) = level`` (2^-80 of the unit interval).
-ROOT_STEPS = 80
+#: Bisection steps of the roots of ``N kl(f || m) = level`` (2^-60 of the unit interval).
+ROOT_STEPS = 60
 
 
 def binary_kl(a, b) -> np.ndarray:
@@ -188,6 +189,7 @@ def set_test(weighted_counts, probs, n: float, rows: int, alpha: float) -> SetTe
     return SetTest(statistic, threshold, p_bound, statistic < threshold, cells, deviating, observed, expected)
 
 
+@functools.lru_cache(maxsize=256)
 def detectable_tv(n: float, rows: int, cells: int, alpha: float, miss: float = POWER_MISS) -> float:
     """The smallest total variation ``eps`` between a verifier's law and ``p`` that
     :func:`set_test` on ``cells`` cells detects with probability at least ``1 - miss``,
@@ -200,6 +202,7 @@ def detectable_tv(n: float, rows: int, cells: int, alpha: float, miss: float = P
     return _smallest_covering(s, _rise_needed(s, n / rows, rows, level, math.log(1 / miss)))
 
 
+@functools.lru_cache(maxsize=256)
 def detectable_shift(mass: float | None, n: float, rows: int, level: float, miss: float = POWER_MISS,
                      upward_only: bool = False) -> float:
     """The smallest change of ``P(A)`` away from ``mass = p(A)`` for one set ``A`` that a test
@@ -244,8 +247,10 @@ def _fall(r: np.ndarray, scale: float, rows: int, level: float, miss_level: floa
 
 def _rise_needed(s: np.ndarray, scale: float, rows: int, level: float, miss_level: float) -> np.ndarray:
     """A set of mass ``s`` rising by ``eps`` while its complement falls by ``eps``: the
-    smaller of the two needs (either set's statistic sees it)."""
-    return np.minimum(_rise(s, scale, rows, level, miss_level), _fall(1 - s, scale, rows, level, miss_level))
+    smaller of the two needs (either set's statistic sees it; the same one when every
+    weight is one)."""
+    rise = _rise(s, scale, rows, level, miss_level)
+    return rise if scale == 1 else np.minimum(rise, _fall(1 - s, scale, rows, level, miss_level))
 
 
 def _smallest_covering(s: np.ndarray, needed: np.ndarray) -> float:
