@@ -61,6 +61,10 @@ def check_config(args: ReportConfig) -> None:
         from decoding.runtime.trees import parse_tree
 
         parse_tree(args.tree)
+    if not args.no_models:
+        from otm_app.report.sources import resolve_texts
+
+        resolve_texts(args.texts)  # an unknown name or an unreadable file, before any work
     if not 1 <= args.k_max <= MAX_REPORT_K:
         raise OTMError(f"-k/--k-max must be in 1..{MAX_REPORT_K} (each k is a column at every position), got {args.k_max}")
     lossless = [spec.name for spec in rule_specs(lossless=True)]
@@ -242,7 +246,7 @@ def _score_with_models(args, texts, progress, clock: StepClock):
     clock.start("scoring", "step 2/4", f"loading the {args.pair} pair and scoring about {tokens} tokens",
                 [(load_and_score_seconds(PAIR_PARAMETERS[args.pair], tokens), torch.get_num_threads())])
     try:
-        pair = load_report_pair(args.pair, args.device)
+        pair = load_report_pair(args.pair, args.device, args.dtype)
     except ModelPackageMissingError as exc:
         raise ModelPackageMissingError(f"{exc}. Or run `otm report --no-models` for a report on toy distributions without any model.") from exc
     scored = score_report_texts(pair, texts, args.seed, progress("scoring"))
@@ -270,10 +274,10 @@ def _acceptance_summary(result, scored, mc_paths: int) -> dict:
     }
 
 
-#: The rules each optimal verifier is compared with, position by position: the i.i.d. one
-#: with every rule on its own draft law, the ones without replacement (``k`` drafts, and two)
-#: with RRSw.
-GAIN_RULES = {"optimal": ("rrs", "rrs_wor", "spechub"), "optimal_wor": ("rrs_wor",), "optimal_pair_wor": ("rrs_wor",)}
+#: The rules each optimal verifier is compared with, position by position (the registry's
+#: ``gain_baselines``): the i.i.d. one with every rule on its own draft law, the ones without
+#: replacement (``k`` drafts, and two) with RRSw.
+GAIN_RULES = {spec.name: spec.gain_baselines for spec in rule_specs() if spec.gain_baselines}
 
 
 def optimal_gains(result, optimal: str = "optimal") -> dict:
