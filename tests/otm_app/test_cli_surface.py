@@ -88,6 +88,23 @@ def run(capsys, *argv):
     (("reproduce", "spechub-table4", "--pairs", "1000000000000"), "pairs must be an integer in 2.."),
     (("report", "--no-models", "-k", "100000"), "-k/--k-max must be in 1..32"),
     (("report", "--no-models", "--out", "/dev/null/x"), "cannot make this folder"),
+    (("report", "--texts", "/nonexistent.txt", "--no-decode"), "unknown built-in text"),
+    (("acceptance", "--example", "spechub-fig5", "--temperature", "nan"), "temperature must be a finite number"),
+    (("acceptance", "--example", "spechub-fig5", "--time-budget", "-1"), "--time-budget"),
+    (("acceptance", "--target", "/nonexistent.npy", "--draft", "/nonexistent.npy"), "no such file"),
+    (("decode", "--pair", "tiny", "--prompt", "1,2", "--max-new-tokens", "0"), "--max-new-tokens"),
+    (("decode", "--pair", "tiny", "--prompt", "1,2", "--top-p", "nan"), "--top-p"),
+    (("decode", "--pair", "tiny", "--prompt", "1,2", "--device", "bogus"), "not a torch device"),
+    (("decode", "--pair", "tiny", "--prompt", "1,2", "--rule", "traversal", "--tree", "kary:2,40"), "MAX_TREE_NODES"),
+    (("decode", "--pair", "tiny", "--prompt", "1,2", "--tree", "chain:1000000000"), "MAX_TREE_NODES"),
+    (("decode", "--pair", "tiny", "--prompt", "1,2", "--record", "/dev/null/x.npz"), "--record"),
+    (("decode", "--pair", "/tmp,/tmp", "--prompt", "hi"), "not a Hugging Face model folder"),
+    (("validate", "/nonexistent.npz"), "no such recording"),
+    (("validate", "/etc/passwd"), "not a readable otm decode recording"),
+    (("sweep", "/nonexistent"), "not an otm corpus"),
+    (("sweep", "/nonexistent", "--ks", "100000000"), "--ks"),
+    (("sweep", "/nonexistent", "--scheduler", "garbage://x"), "not a scheduler address"),
+    (("corpus", "--pair", "tiny", "--shard-size", "0"), "--shard-size"),
 ])
 def test_bad_arguments_are_refused_before_any_work(capsys, argv, says):
     status, out, err = run(capsys, *argv)
