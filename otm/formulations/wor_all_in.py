@@ -670,10 +670,8 @@ def _small_token_states(head, big_from, key, size: int, t, k: int, rows, cols) -
     nodes = t.size
     series = _series(k)  # [N+1, k]
     terms = series.shape[0] - 1
-    small = np.flatnonzero(big_from > 0)
+    small = _small_by_bin(big_from, key, nodes)
     keys = key[small]
-    by_bin = np.argsort(keys.astype(np.uint16), kind="stable")  # by bin (radix sort): pairwise sums below
-    small, keys = small[by_bin], keys[by_bin]
     scaled = head[small] * t[big_from[small] - 1]  # q t at the last node where x is small (<= ln 2)
     starts = np.flatnonzero(np.diff(keys, prepend=-1))
     present = keys[starts]
@@ -693,6 +691,17 @@ def _small_token_states(head, big_from, key, size: int, t, k: int, rows, cols) -
     live = moments[cols, :, rows]  # [A, N]
     power_sums = (live @ series[1:, 1:]).T  # [k-1, A]
     return np.exp(-live[:, 0]) * _newton(power_sums, k)
+
+
+def _small_by_bin(big_from, key, nodes: int) -> np.ndarray:
+    """The tokens small at some node (``big_from > 0``) in increasing bin ``key``, stably (the
+    pairwise sums of :func:`_small_token_states` depend on the order): the stable argsort of
+    their keys. The tokens small at every node (``big_from = nodes``) have the largest keys,
+    ``nodes * size + segment``, which grow with the position, so they come last in the order they
+    are in; only the few others are sorted."""
+    always = big_from == nodes
+    some = np.flatnonzero((big_from > 0) & ~always)
+    return np.concatenate([some[np.argsort(key[some], kind="stable")], np.flatnonzero(always)])
 
 
 def _newton(power_sums, k: int) -> np.ndarray:

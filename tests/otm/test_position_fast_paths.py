@@ -13,7 +13,7 @@ from otm.draft_laws import greedy_order
 from otm.errors import InvalidDraftCountError, NotApplicableError
 from otm.formulations.closed_form import solve_closed_form
 from otm.formulations.prefix_scan import WithoutReplacementScan, iid_optimum_for_ks, prefix_scan
-from otm.formulations.wor_all_in import NEIGHBOUR_MARGIN, DraftOrder, DraftPrefixes, neighbour_bounds
+from otm.formulations.wor_all_in import NEIGHBOUR_MARGIN, DraftOrder, DraftPrefixes, _small_by_bin, neighbour_bounds
 from otm.positions import kseq_acceptance_for_ks, position_cells
 from otm.rules.enumeration import positive_part
 from otm.rules.kseq import closed_form_membership, optimal_division_factor, residual_distribution, sorted_ratios_of
@@ -181,3 +181,18 @@ def test_greedy_order_is_numpys_stable_sort_of_minus_q(row):
 def test_the_shared_scan_refuses_exact_input_with_a_typed_error():
     with pytest.raises(NotApplicableError, match="prefix_scan"):
         WithoutReplacementScan(np.array([Fraction(1, 2)] * 2, dtype=object), np.array([Fraction(1, 2)] * 2, dtype=object))
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_small_tokens_by_bin_is_the_stable_sort_of_their_bins(seed):
+    """The tokens small at every node kept in place, the others sorted: numpy's stable argsort of
+    the bins, on random grids with several segments (prefix ends), tokens big from node 0 and
+    tokens small at every node."""
+    rng = np.random.default_rng(seed)
+    n, nodes = int(rng.integers(1, 3000)), int(rng.integers(1, 120))
+    points = np.unique(np.append(rng.integers(1, n + 1, int(rng.integers(1, 17))), n))
+    segment = np.repeat(np.arange(points.size), np.diff(np.concatenate([[0], points])))
+    big_from = np.where(rng.random(n) < 0.8, nodes, rng.integers(0, nodes + 1, n))
+    key = big_from * points.size + segment
+    small = np.flatnonzero(big_from > 0)
+    assert np.array_equal(_small_by_bin(big_from, key, nodes), small[np.argsort(key[small], kind="stable")])
