@@ -7,9 +7,10 @@ Computations (names used in sweep tables):
   ``optimum_hub`` (``k = 2``), ``optimum_greedy``: the per-token bound (2.3). The i.i.d.
   optimum of every ``k`` comes from one sort; without replacement every ``k`` shares one
   order and its prefix data (:class:`otm.formulations.prefix_scan.WithoutReplacementScan`).
-  The rules that attain an optimum are that optimum: ``optimal`` the i.i.d. one,
-  ``optimal_pair_wor`` (``k = 2``) and ``optimal_wor`` the one without replacement
-  (docs/optimal-verifier.md, Theorems 1 and 5). A sweep asks for one column per call; the
+  The rules the registry marks ``computed_as_optimum`` are their law's optimum
+  (:class:`otm.rules.registry.RuleSpec`): ``optimal`` the i.i.d. one, ``optimal_pair_wor``
+  (``k = 2``) and ``optimal_wor`` the one without replacement (docs/optimal-verifier.md,
+  Theorems 1 and 5), ``greedy`` the greedy one. A sweep asks for one column per call; the
   optima of the last ``(p, q)`` (compared by value) are kept, so a column equal to an optimum
   is not computed twice.
 - a rule name: its exact acceptance from the closed form of the rule registry where one
@@ -45,6 +46,9 @@ from .rules.specinfer import step_acceptances
 #: The optimum computations and the draft law of each.
 OPTIMA = {"optimum_iid": "iid", "optimum_without_replacement": "without_replacement", "optimum_hub": "hub",
           "optimum_greedy": "greedy"}
+
+#: The optimum computation of each draft law.
+OPTIMUM_OF = {scheme: name for name, scheme in OPTIMA.items()}
 
 #: Methods a cell can report.
 METHODS = ("exact", "monte_carlo", "not_applicable", "skipped")
@@ -83,19 +87,10 @@ def position_cells(p: np.ndarray, q: np.ndarray, ks: Sequence[int], computations
     cells: list[Cell] = []
     ks = [int(k) for k in ks]
     for name in computations:
-        if name == "optimum_iid":
-            cells += [Cell(name, k, v) for k, v in zip(ks, _iid_optima(p, q, ks))]
-        elif name == "optimal":  # attains the i.i.d. optimum (docs/optimal-verifier.md, checked exactly in the tests)
-            cells += [Cell(name, k, v, note="equal to optimum_iid: the rule attains it")
-                      for k, v in zip(ks, _iid_optima(p, q, ks))]
-        elif name == "optimum_without_replacement":
-            cells += [_wor_optimum_cell(p, q, k) for k in ks]
-        elif name in ("optimal_pair_wor", "optimal_wor"):  # attain the without-replacement optimum
-            cells += [_pair_wor_cell(p, q, k, time_budget, name) for k in ks]
-        elif name in ("optimum_greedy", "greedy"):  # the rule attains its law's optimum
-            cells += [Cell(name, k, v) for k, v in zip(ks, greedy_acceptance_for_ks(p, q, ks))]
-        elif name in OPTIMA:
-            cells += [_optimum_cell(p, q, k, name) for k in ks]
+        if name in OPTIMA:
+            cells += _optimum_cells(p, q, ks, name)
+        elif rule_spec(name).computed_as_optimum:
+            cells += _attained_optimum_cells(p, q, ks, name, time_budget)
         elif name == "rrs_wor":
             cells += _rrs_wor_cells(p, q, ks, rng, mc_paths, time_budget)
         elif name == "rrs":
@@ -185,6 +180,17 @@ def _wor_optimum_cell(p, q, k: int) -> Cell:
     return results[key]
 
 
+def _optimum_cells(p, q, ks: list[int], name: str) -> list[Cell]:
+    """The optimum computation ``name`` (of :data:`OPTIMA`) at every ``k``."""
+    if name == "optimum_iid":
+        return [Cell(name, k, v) for k, v in zip(ks, _iid_optima(p, q, ks))]
+    if name == "optimum_without_replacement":
+        return [_wor_optimum_cell(p, q, k) for k in ks]
+    if name == "optimum_greedy":
+        return [Cell(name, k, v) for k, v in zip(ks, greedy_acceptance_for_ks(p, q, ks))]
+    return [_optimum_cell(p, q, k, name) for k in ks]
+
+
 def _optimum_cell(p, q, k: int, name: str, solve=None) -> Cell:
     """``name`` at ``k`` by :func:`solve_closed_form`, or by ``solve(k)`` when given (the same value)."""
     try:
@@ -194,19 +200,20 @@ def _optimum_cell(p, q, k: int, name: str, solve=None) -> Cell:
         return Cell(name, k, math.nan, method="not_applicable", note=str(exc))
 
 
-def _pair_wor_cell(p, q, k: int, time_budget: float, rule: str) -> Cell:
-    """``optimal_pair_wor`` (``k = 2``) and ``optimal_wor`` (every ``k``) are
-    ``optimum_without_replacement``: their water levels are probabilities (Theorem 5 of
-    docs/optimal-verifier.md, section 8), so the rules attain it, as ``optimal`` attains the
-    i.i.d. optimum. ``optimal_pair_wor`` at other ``k``: not applicable. (The optimum of the row,
-    computed once for both columns.) What the verifiers answer at the real
+def _attained_optimum_cells(p, q, ks: list[int], rule: str, time_budget: float) -> list[Cell]:
+    """``rule`` (``computed_as_optimum`` in the registry) at every ``k`` it is defined for: the
+    optimum of its draft law, which it attains (its law is built on that optimum's cut; for the
+    water levels, Theorem 5 of docs/optimal-verifier.md, section 8), computed once per row for
+    the rule's column and the optimum's; not applicable at the other ``k``. What the verifiers answer at the real
     vocabulary is another matter: ``optimal_wor``'s at ``k >= 3`` draws the walks its bounds
     decide and refuses the others (docs/optimal-verifier.md, "k drafts at the real vocabulary")."""
-    if not rule_spec(rule).allows(k):
-        return _rule_cell(p, q, k, rule, time_budget)
-    cell = _wor_optimum_cell(p, q, k)
-    return dataclasses.replace(cell, computation=rule,
-                               note="equal to optimum_without_replacement: the rule attains it (Theorem 5)")
+    spec = rule_spec(rule)
+    optimum = OPTIMUM_OF[spec.reference_optimum]
+    allowed = [k for k in ks if spec.allows(k)]
+    optima = dict(zip(allowed, _optimum_cells(p, q, allowed, optimum)))
+    note = f"equal to {optimum}: the rule attains it"
+    return [dataclasses.replace(optima[k], computation=rule, note=optima[k].note or note) if k in optima
+            else _rule_cell(p, q, k, rule, time_budget) for k in ks]
 
 
 def _rule_cell(p, q, k: int, rule: str, time_budget: float) -> Cell:
@@ -246,5 +253,5 @@ def _rrs_wor_cells(p, q, ks: list[int], rng: np.random.Generator, mc_paths: int,
     return [cells[k] for k in ks]
 
 
-__all__ = ["METHODS", "OPTIMA", "Cell", "check_computations", "greedy_acceptance_for_ks", "kseq_acceptance_for_ks",
+__all__ = ["METHODS", "OPTIMA", "OPTIMUM_OF", "Cell", "check_computations", "greedy_acceptance_for_ks", "kseq_acceptance_for_ks",
            "position_cells", "rrs_acceptance_for_ks"]

@@ -13,9 +13,11 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-#: Defaults of ``otm report`` used in several places.
+from otm.rules.registry import rule_specs
+
+#: Defaults of ``otm report`` used in several places (the rules: the registry's ``in_report``).
 DEFAULT_REPORT_TEMPERATURES = (0.6, 1.0)
-DEFAULT_REPORT_RULES = ("single", "rrs", "rrs_wor", "kseq", "spechub", "greedy", "optimal", "optimal_wor")
+DEFAULT_REPORT_RULES = tuple(spec.name for spec in rule_specs() if spec.in_report)
 
 
 class _FromMapping:

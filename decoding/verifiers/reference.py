@@ -20,6 +20,7 @@ import torch
 from otm.errors import UnknownNameError
 from otm.formulations.prefix_scan import ratio_order
 from otm.rules import rule_law
+from otm.rules.registry import rule_specs
 from otm.rules.importance_sampling_truncated import DEFAULT_ALPHABET_SIZE, DEFAULT_TRUNCATION
 from otm.rules.kseq import optimal_division_factor
 from otm.rules import optimal_wor as wor_rule
@@ -246,14 +247,9 @@ def importance_sampling_truncated(p, draft_probs, drafts, uniforms, s: int = DEF
     return _inverse_cdf(outside, uniforms[k + 2]), -1
 
 
-#: Rule name -> reference function (each function is named after its rule).
-REFERENCES = {
-    f.__name__: f
-    for f in (
-        single, rrs, rrs_wor, specinfer, kseq, spechub, importance_sampling_truncated, greedy, optimal, optimal_latent,
-        optimal_pair_wor, optimal_wor,
-    )
-}
+#: Rule name -> reference function: one for every rule with a verifier (the registry's
+#: ``verifier``), named after its verifier module.
+REFERENCES = {spec.name: globals()[spec.verifier] for spec in rule_specs(verifier=True)}
 
 
 def run_reference(

@@ -9,7 +9,7 @@ are all derived from :data:`RULE_SPECS`; nothing else lists rule names.
 >>> rule_spec("is_truncated").name          # old names resolve to the current one
 'importance_sampling_truncated'
 >>> [s.name for s in rule_specs(closed_form_at=(151_936, 2))]
-['rrs', 'rrs_wor', 'specinfer', 'kseq', 'spechub', 'greedy', 'optimal']
+['rrs', 'rrs_wor', 'specinfer', 'kseq', 'spechub', 'greedy', 'optimal', 'optimal_pair_wor', 'optimal_wor']
 """
 from __future__ import annotations
 
@@ -35,14 +35,24 @@ class RuleSpec:
         draft_scheme: the joint draft law its drafts come from (:data:`DRAFT_SCHEMES`).
         lossless: its output law is ``p`` (the speculative-ensemble rules output ``r``).
         ks: ``(smallest, largest)`` number of drafts it is defined for (``None``: any).
-        closed_form: cost of its closed-form acceptance (``method="closed_form"``), or
-            ``None`` when the exact law needs an enumeration of draft tuples.
+        closed_form: cost of its closed-form acceptance (``method="closed_form"``: the
+            acceptance and output law without the coupling over the draft tuples), or ``None``
+            when the exact law needs an enumeration of draft tuples. Where a closed form can
+            refuse (:class:`otm.errors.NotApplicableError`, before any long computation), it
+            says where.
         closed_form_ks: the ``k`` the closed form covers (``None``: every allowed ``k``).
         reference_optimum: the draft scheme whose optimum is the fair reference (its own
             law's): a rule never beats it. ``None`` for rules not judged against ``p``.
         attains_own_optimum: it reaches that optimum on every instance (proved; for
             ``optimal_pair_wor`` and ``optimal_wor`` by Theorem 5 of docs/optimal-verifier.md;
             checked by the theorem suite).
+        computed_as_optimum: its law is built on the cut of that optimum, so where only its
+            acceptance is asked for (a sweep's cells, the report's columns) it is computed as
+            that optimum, a closed form at any vocabulary (:mod:`otm.positions`); implies
+            ``attains_own_optimum``.
+        gain_baselines: the rules ``otm report`` compares it with, position by position
+            (``rule - baseline`` per ``k``, each baseline on its own draft law).
+        in_report: a default column of ``otm report`` (``--rules``).
         at_least_single_draft: its acceptance is at least ``sum min(p, q)``, the
             single-draft test of its first draft.
         exact_on_merged_tail: ``"q"`` and/or ``"p"``: its acceptance does not change when the
@@ -71,6 +81,9 @@ class RuleSpec:
     closed_form_ks: tuple | None = None
     reference_optimum: str | None = None
     attains_own_optimum: bool = False
+    computed_as_optimum: bool = False
+    gain_baselines: tuple = ()
+    in_report: bool = False
     at_least_single_draft: bool = False
     exact_on_merged_tail: tuple = ()
     verifier: str | None = None
@@ -102,18 +115,18 @@ RULE_SPECS: dict[str, RuleSpec] = {spec.name: spec for spec in (
     RuleSpec(
         "single", "single draft", "Leviathan et al. 2023, Alg. 1", "single", "iid",
         ks=(1, 1), closed_form="O(V)", reference_optimum="iid", attains_own_optimum=True,
-        at_least_single_draft=True, exact_on_merged_tail=("q", "p"), verifier="single",
+        at_least_single_draft=True, exact_on_merged_tail=("q", "p"), verifier="single", in_report=True,
     ),
     RuleSpec(
         "rrs", "recursive rejection sampling", "Sun et al. 2024 (SpecHub), Alg. 1; Miao et al. 2024 (SpecInfer)",
         "rrs", "iid", closed_form="O(k V)", reference_optimum="iid", at_least_single_draft=True,
-        exact_on_merged_tail=("q", "p"), verifier="rrs",
+        exact_on_merged_tail=("q", "p"), verifier="rrs", in_report=True,
     ),
     RuleSpec(
         "rrs_wor", "recursive rejection sampling without replacement", "Sun et al. 2024 (SpecHub), Alg. 1",
         "rrs_without_replacement", "without_replacement", closed_form="O(V log V)", closed_form_ks=(1, 2),
         reference_optimum="without_replacement", at_least_single_draft=True, exact_on_merged_tail=("q",),
-        verifier="rrs_wor",
+        verifier="rrs_wor", in_report=True,
     ),
     RuleSpec(
         "specinfer", "recursive rejection, draft i from q_i", "Khisti et al. 2025, Remark 1; Miao et al. 2024",
@@ -123,12 +136,12 @@ RULE_SPECS: dict[str, RuleSpec] = {spec.name: spec for spec in (
     RuleSpec(
         "kseq", "k-sequential selection (k-SEQ)", "Sun et al. 2023 (SpecTr), Alg. 2", "kseq", "iid",
         closed_form="O(V) per bisection step", reference_optimum="iid", at_least_single_draft=True,
-        exact_on_merged_tail=("q", "p"), verifier="kseq",
+        exact_on_merged_tail=("q", "p"), verifier="kseq", in_report=True,
     ),
     RuleSpec(
         "spechub", "SpecHub", "Sun et al. 2024 (SpecHub), Alg. 3", "spechub", "hub", ks=(2, 2),
         closed_form="O(V)", reference_optimum="hub", attains_own_optimum=True, exact_on_merged_tail=("q",),
-        verifier="spechub",
+        verifier="spechub", in_report=True,
     ),
     RuleSpec(
         "importance_sampling", "importance sampling, LP-optimal weights", "Khisti et al. 2025, Thm 1",
@@ -149,13 +162,15 @@ RULE_SPECS: dict[str, RuleSpec] = {spec.name: spec for spec in (
     RuleSpec(
         "greedy", "optimal verifier for greedy drafts", "this toolkit (docs/theory.md, greedy drafts)",
         "greedy", "greedy", closed_form="O(V log V)", reference_optimum="greedy",
-        attains_own_optimum=True, exact_on_merged_tail=("q",), verifier="greedy",
+        attains_own_optimum=True, computed_as_optimum=True, exact_on_merged_tail=("q",), verifier="greedy",
+        in_report=True,
     ),
     RuleSpec(
         "optimal", "the optimal verifier (max-ratio priority with block exchanges)",
         "this toolkit (docs/optimal-verifier.md); canonical decomposition of Khisti et al. 2025", "optimal", "iid",
-        closed_form="O(V log V)", reference_optimum="iid", attains_own_optimum=True, at_least_single_draft=True,
-        exact_on_merged_tail=("q", "p"), verifier="optimal",
+        closed_form="O(V log V)", reference_optimum="iid", attains_own_optimum=True, computed_as_optimum=True,
+        at_least_single_draft=True, exact_on_merged_tail=("q", "p"), verifier="optimal",
+        gain_baselines=("rrs", "rrs_wor", "spechub"), in_report=True,
     ),
     RuleSpec(
         "optimal_latent", "the i.i.d.-optimal verifier on the latent draws behind drafts without replacement",
@@ -165,14 +180,18 @@ RULE_SPECS: dict[str, RuleSpec] = {spec.name: spec for spec in (
     RuleSpec(
         "optimal_pair_wor", "the optimal rule for two drafts without replacement (water levels)",
         "this toolkit (docs/optimal-verifier.md, section 8)", "optimal_pair_wor", "without_replacement", ks=(2, 2),
-        reference_optimum="without_replacement", attains_own_optimum=True, at_least_single_draft=True,
-        verifier="optimal_pair_wor",
+        closed_form="O(V log V + V * depth) (the water levels)", reference_optimum="without_replacement",
+        attains_own_optimum=True, computed_as_optimum=True, at_least_single_draft=True, verifier="optimal_pair_wor",
+        gain_baselines=("rrs_wor",),
     ),
     RuleSpec(
         "optimal_wor", "the optimal rule for k drafts without replacement (water levels)",
         "this toolkit (docs/optimal-verifier.md, section 8)", "optimal_wor", "without_replacement", ks=(2, None),
-        reference_optimum="without_replacement", attains_own_optimum=True, at_least_single_draft=True,
-        verifier="optimal_wor",
+        closed_form=("the water levels: k = 2 as optimal_pair_wor; k >= 3 on the masses of the draft sets (from every "
+                     "draft tuple, or from the clock integral for float inputs), seconds where the clock integral's tables "
+                     "fit (about 2,000 tokens of draft support at k = 3), refused above (otm.rules.optimal_wor.wor_parameters)"),
+        reference_optimum="without_replacement", attains_own_optimum=True, computed_as_optimum=True,
+        at_least_single_draft=True, verifier="optimal_wor", gain_baselines=("rrs_wor",), in_report=True,
     ),
     RuleSpec(
         "ensemble_weighted", "speculative ensemble, weighted", "Fu et al. 2025, eq. (4)",

@@ -26,7 +26,7 @@ from decoding.validation.stats import binomial_z_test, chi_square_test
 from decoding.verifiers import VERIFIERS, get_verifier, kseq, rrs, rrs_wor, spechub
 from decoding.verifiers.base import VerifierOutput
 from otm.errors import InvalidDraftCountError
-from otm.rules import rule_law
+from otm.rules import rule_law, rule_specs
 
 ALPHA = 1e-4
 ROWS = 20_000
@@ -73,20 +73,14 @@ INSTANCES = {
 FLOAT32_DOMINANT = (np.array([0.2, 0.1, 0.3, 0.1, 0.2, 0.1]),
                     np.array([0.0, 2e-42, 1.0, 3e-40, 4e-41, 0.0], dtype=np.float32).astype(np.float64))
 
-#: rule -> the values of k tested.
+#: Values of k tested beyond 2 and 3: optimal_wor's walk goes down past a second member at k = 4.
+MORE_DRAFT_COUNTS = {"optimal_wor": (4,)}
+
+#: rule with a verifier -> the values of k tested: those of 2, 3 it is defined for (the registry;
+#: its smallest k where none is), and :data:`MORE_DRAFT_COUNTS`.
 DRAFT_COUNTS = {
-    "single": (1,),
-    "rrs": (2, 3),
-    "rrs_wor": (2, 3),
-    "specinfer": (2, 3),
-    "kseq": (2, 3),
-    "spechub": (2,),
-    "importance_sampling_truncated": (2, 3),
-    "greedy": (2, 3),
-    "optimal": (2, 3),
-    "optimal_latent": (2, 3),
-    "optimal_pair_wor": (2,),
-    "optimal_wor": (2, 3, 4),
+    spec.name: (tuple(k for k in (2, 3) if spec.allows(k)) or spec.ks[:1]) + MORE_DRAFT_COUNTS.get(spec.name, ())
+    for spec in rule_specs(verifier=True)
 }
 
 CASES = [(rule, name, k) for rule, ks in DRAFT_COUNTS.items() for name in INSTANCES for k in ks]

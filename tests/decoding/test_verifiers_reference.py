@@ -15,7 +15,7 @@ from decoding.verifiers import VERIFIERS, get_verifier, importance_sampling_trun
 from decoding.verifiers.base import draw_uniforms
 from decoding.verifiers.reference import REFERENCES, run_reference
 from otm.errors import UnknownNameError
-from otm.rules import rule_law
+from otm.rules import rule_law, rule_specs
 from otm.rules.kseq import optimal_division_factor
 from otm.tolerances import AGREEMENT_TOLERANCE
 
@@ -24,21 +24,8 @@ ROWS = 600
 #: Truncated IS solves LPs per distinct row: a few distinct instances, repeated.
 IS_INSTANCES = 4
 
-#: rule -> k values.
-DRAFT_COUNTS = {
-    "single": (1,),
-    "rrs": (1, 2, 3),
-    "rrs_wor": (1, 2, 3),
-    "specinfer": (2, 3),
-    "kseq": (1, 2, 3),
-    "spechub": (2,),
-    "importance_sampling_truncated": (1, 2, 3),
-    "greedy": (1, 2, 3),
-    "optimal": (1, 2, 3),
-    "optimal_latent": (1, 2, 3),
-    "optimal_pair_wor": (2,),
-    "optimal_wor": (2, 3),
-}
+#: rule with a verifier -> the k values tested: those of 1, 2, 3 it is defined for (the registry).
+DRAFT_COUNTS = {spec.name: tuple(k for k in (1, 2, 3) if spec.allows(k)) for spec in rule_specs(verifier=True)}
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -19,22 +19,22 @@ from otm.errors import (
     ShapeMismatchError,
     UnknownNameError,
 )
-from otm.rules import RULE_SPECS, RULES, estimated_seconds, rule_acceptance, rule_law, rule_output_distribution, rule_spec
+from otm.optimum import optimal_acceptance
+from otm.rules import ALIASES, RULE_SPECS, RULES, estimated_seconds, rule_acceptance, rule_law, rule_output_distribution, rule_spec
 from otm.rules.registry import DRAFT_SCHEMES
+from otm.tolerances import AGREEMENT_TOLERANCE
 from tests.otm.rules_support import exact, same_distribution
 
-OUR_MODULES = (
-    "enumeration", "single", "rrs", "specinfer", "rrs_without_replacement", "kseq", "spechub", "greedy", "speculative_ensemble", "registry",
-    "importance_sampling", "optimal_pair_wor", "optimal_wor",
-)
+#: The modules of the rules' exact laws, and the registry's own.
+OUR_MODULES = ("enumeration", "registry", *sorted({spec.module for spec in RULE_SPECS.values()}))
 
 
 def test_rule_names():
-    assert RULES == (
-        "single", "rrs", "rrs_wor", "specinfer", "kseq", "spechub", "importance_sampling", "importance_sampling_wor",
-        "importance_sampling_truncated", "greedy",
-        "optimal", "optimal_latent", "optimal_pair_wor", "optimal_wor", "ensemble_weighted", "ensemble_contrastive",
-    )
+    """Every rule is listed once, under its own name; an old name never hides a current one."""
+    assert RULES == tuple(RULE_SPECS) == tuple(spec.name for spec in RULE_SPECS.values())
+    assert all(name.isidentifier() and name == name.lower() for name in RULES)
+    assert not set(ALIASES) & set(RULES)
+    assert all(rule_spec(alias).name == name for alias, name in ALIASES.items())
 
 
 def test_unknown_rule_lists_the_names():
@@ -49,6 +49,46 @@ def test_every_spec_points_at_an_exact_law(spec):
     assert spec.draft_scheme in DRAFT_SCHEMES
     assert spec.reference_optimum is None or spec.reference_optimum in ("iid", "without_replacement", "hub", "greedy")
     assert spec.lossless == (spec.reference_optimum is not None)
+
+
+@pytest.mark.parametrize("spec", list(RULE_SPECS.values()), ids=lambda s: s.name)
+def test_every_spec_states_facts_about_other_specs_consistently(spec):
+    """A rule computed as its law's optimum attains it; the report's baselines are rules whose
+    optimum is no higher (each is compared on its own draft law)."""
+    if spec.computed_as_optimum:
+        assert spec.attains_own_optimum and spec.reference_optimum is not None
+    for baseline in spec.gain_baselines:
+        assert spec.attains_own_optimum and rule_spec(baseline).name == baseline != spec.name
+    assert not spec.in_report or spec.lossless
+
+
+@pytest.mark.parametrize("spec", [s for s in RULE_SPECS.values() if s.computed_as_optimum], ids=lambda s: s.name)
+def test_a_rule_computed_as_its_optimum_has_that_acceptance(spec):
+    p, q = exact(1, 4, 2, 3, 6), exact(3, 1, 1, 5, 2)
+    for k in range(spec.ks[0], (spec.ks[1] or 3) + 1):
+        assert rule_acceptance(spec.name, p, q, k) == optimal_acceptance(p, q, k, sampling=spec.reference_optimum)
+
+
+@pytest.mark.parametrize(("rule", "k", "vocab"), [("optimal_wor", 3, 400), ("optimal_pair_wor", 2, 5_000)])
+def test_the_water_level_rules_answer_in_closed_form_beyond_enumeration(rule, k, vocab):
+    """The registry gives the water-level rules their closed form: rule_acceptance answers where
+    enumerating the draft tuples would take hours (both were refused as having no closed form)."""
+    rng = np.random.default_rng(vocab)
+    p, q = rng.dirichlet(np.ones(vocab)), rng.dirichlet(np.ones(vocab))
+    assert estimated_seconds(rule_spec(rule), vocab, k) == 0.0
+    law = rule_law(rule, p, q, k)
+    assert law.details["method"] == "closed_form"
+    optimum = optimal_acceptance(p, q, k, sampling="without_replacement")
+    assert abs(law.acceptance - optimum) <= AGREEMENT_TOLERANCE
+
+
+def test_optimal_wor_refuses_in_milliseconds_past_its_closed_form():
+    """Past the clock integral's tables (k = 3 over 5,000 tokens) the closed form refuses, with
+    what to do instead, rather than enumerate."""
+    rng = np.random.default_rng(0)
+    p, q = rng.dirichlet(np.ones(5_000)), rng.dirichlet(np.ones(5_000))
+    with pytest.raises(NotApplicableError, match="optimal_latent"):
+        rule_acceptance("optimal_wor", p, q, 3)
 
 
 def test_old_names_resolve_to_the_current_rule():
