@@ -39,7 +39,7 @@ def power_rows(alpha: float, k: int) -> list[str]:
         cells = [f"{power(n, vocab, k, alpha=alpha).tv:.4f}" for n in SAMPLES]
         lines.append(f"| {vocab} | " + " | ".join(cells) + " |")
     acceptance = [f"{power(n, 64, k, alpha=alpha, assertion='rule').acceptance:.4f}" for n in SAMPLES]
-    lines.append(f"| acceptance, assert_rule (any vocabulary, worst case) | " + " | ".join(acceptance) + " |")
+    lines.append("| acceptance, assert_rule (any vocabulary, worst case) | " + " | ".join(acceptance) + " |")
     return lines
 
 

@@ -549,7 +549,7 @@ def _target_twin(p: np.ndarray, tv: float) -> np.ndarray | None:
 def _controls(certificate: Certificate, inputs: Inputs, rows: Rows, run, reference: np.ndarray, share: float,
               seed: int, positions: np.ndarray | None) -> str:
     """Run the negative controls (module docstring); the line for the certificate, or :class:`NoPower`."""
-    n, k = certificate.n, certificate.k
+    n = certificate.n
     tv = detectable_tv(n, rows.rows, certificate.output_test.cells, share, CONTROL_MISS)
     twin_p = _target_twin(inputs.p, tv) if math.isfinite(tv) else None
     if twin_p is None:

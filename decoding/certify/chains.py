@@ -31,9 +31,8 @@ from typing import Callable
 import numpy as np
 import torch
 
-from otm.distributions import as_distribution_pair
 from otm.draft_laws import iid_law
-from otm.errors import InvalidArgumentError, InvalidDistributionError, InvalidDraftCountError, ShapeMismatchError
+from otm.errors import InvalidDistributionError, ShapeMismatchError
 
 from decoding.validation.own_verifier import ELEMENTS_PER_CALL
 from decoding.validation.stats import IMPOSSIBLE_PROBABILITY
@@ -48,6 +47,7 @@ from .assertions import (
     NoPower,
     OutputLawMismatch,
     Undetectable,
+    _check_arguments,
     _p_bound,
     _target_twin,
 )
@@ -150,13 +150,7 @@ def assert_chain_lossless(chain_verify: ChainVerifyFunction, p, q, g: int, *, n:
     ``p`` (module docstring), at false-alarm rate ``alpha`` (1e-9 by default). Raises
     :class:`~decoding.certify.assertions.OutputLawMismatch`, ``IndexMismatch`` (accepted tokens
     that are not the drafts), ``NoPower`` or ``Undetectable``, as :func:`~decoding.certify.assert_lossless`."""
-    if isinstance(g, bool) or not isinstance(g, int) or g < 1:
-        raise InvalidDraftCountError(f"a chain needs g >= 1 drafts, got g={g!r}")
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise InvalidArgumentError(f"n must be an integer >= 1, got {n!r}")
-    if not (isinstance(alpha, (float, int)) and 0 < alpha < 1):
-        raise InvalidArgumentError(f"alpha (the false-alarm rate) must be in (0, 1), got {alpha!r}")
-    p, q = as_distribution_pair(p, q)
+    p, q, g, n = _check_arguments(p, q, g, "iid", n, alpha)
     inputs = cast_inputs(p, q, dtype, device)
     vocab = p.size
     live = int((inputs.p > IMPOSSIBLE_PROBABILITY).sum())

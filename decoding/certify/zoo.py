@@ -45,7 +45,6 @@ from .layouts.vllm import (
     PLACEHOLDER_TOKEN_ID,
     SpecDecodeMetadata,
     rejection_sampler,
-    request_positions,
     sentinel_law,
     vllm_chain_verifier,
     vllm_verifier,
@@ -124,7 +123,6 @@ def block_tokenwise_residual_sampler(metadata: SpecDecodeMetadata, draft_probs, 
         raise NotApplicableError("this fixture takes requests with equal numbers of drafts")
     batch, g = len(metadata.num_draft_tokens), metadata.max_spec_len
     target = torch.softmax(logits.double() / temperature.double().repeat_interleave(g + 1).unsqueeze(1), dim=-1)
-    request, position = request_positions(metadata)
     drafts = metadata.draft_token_ids.long().view(batch, g)
     rows = metadata.target_logits_indices.long().view(batch, g)
     p_x = target[rows, drafts]

@@ -33,10 +33,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-import numpy as np
 import torch
 
-from otm.errors import InvalidDistributionError, NotApplicableError, ShapeMismatchError
+from otm.errors import NotApplicableError, ShapeMismatchError
 
 from decoding.verifiers.base import VerifierOutput
 

@@ -1,8 +1,6 @@
 """docs/certify-engine-sampler.md: every copy-paste test file of the page runs and passes as
 written, and its power table is what scripts/certify_power_table.py computes."""
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
