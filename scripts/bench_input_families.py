@@ -100,8 +100,8 @@ def _mixed(rows: int, vocab: int, generator: torch.Generator) -> tuple[torch.Ten
     which = torch.randint(len(PURE_FAMILIES), (rows,), generator=generator)
     p, q = torch.empty(rows, vocab, dtype=torch.float64), torch.empty(rows, vocab, dtype=torch.float64)
     for f, make in enumerate(PURE_FAMILIES.values()):
-        p_f, q_f = make(rows, vocab, generator)
-        p[which == f], q[which == f] = p_f[which == f], q_f[which == f]
+        members = (which == f).nonzero().squeeze(1)
+        p[members], q[members] = make(members.numel(), vocab, generator)
     return p, q
 
 

@@ -179,12 +179,13 @@ def with_fallback(weights: torch.Tensor, fallback: torch.Tensor) -> torch.Tensor
 def cumsum_rows(values: torch.Tensor, out: torch.Tensor | None = None, dtype: torch.dtype | None = None) -> torch.Tensor:
     """``values.cumsum(dim=-1)`` of ``[batch, vocab]`` ``values``, summed in ``dtype`` (default
     theirs; into ``out`` when given, a tensor of the same shape and of that dtype that does not
-    overlap ``values``). On the CPU, for
-    arrays over :data:`SCAN_BYTES`, one row at a time: a fresh ``[rows, V]`` result pays its
-    page faults, a row-sized temporary that the allocator reuses does not; smaller arrays
-    (short rows, such as the optimal verifier's sorted path at small vocabularies) in one
-    call, which spares the loop's per-call cost. Both add left to right, so the sums are the
-    same bit for bit (``tests/decoding/test_verifiers_fast_paths.py``). Off the CPU, rows of at
+    overlap ``values``). On the CPU, for arrays over :data:`SCAN_BYTES`, in blocks of as many
+    rows as fit in it (one row at a time at the real vocabulary): a fresh ``[rows, V]`` result
+    pays its page faults, a block-sized temporary that the allocator reuses does not; smaller
+    arrays (short rows, such as the optimal verifier's sorted path at small vocabularies) in
+    one call. Blocks, not rows, so that a batch of many short rows (drafts sampled for a large
+    batch) does not pay a call per row. Every way adds left to right, so the sums are the same
+    bit for bit (``tests/decoding/test_verifiers_fast_paths.py``). Off the CPU, rows of at
     least ``2 * SCAN_BLOCK`` entries by :func:`blocked_cumsum`."""
     dtype = values.dtype if dtype is None else dtype
     if values.device.type != "cpu" and values.ndim == 2 and values.shape[1] >= 2 * SCAN_BLOCK:
@@ -192,8 +193,9 @@ def cumsum_rows(values: torch.Tensor, out: torch.Tensor | None = None, dtype: to
     if values.device.type != "cpu" or values.ndim != 2 or values.numel() * values.element_size() <= SCAN_BYTES:
         return torch.cumsum(values, dim=-1, dtype=dtype, out=out) if out is not None else values.cumsum(dim=-1, dtype=dtype)
     out = torch.empty(values.shape, dtype=dtype, device=values.device) if out is None else out
-    for row in range(values.shape[0]):
-        torch.cumsum(values[row], dim=0, dtype=dtype, out=out[row])
+    block = max(1, SCAN_BYTES // (values.shape[1] * values.element_size()))
+    for start in range(0, values.shape[0], block):
+        torch.cumsum(values[start : start + block], dim=-1, dtype=dtype, out=out[start : start + block])
     return out
 
 

@@ -325,21 +325,35 @@ def test_sample_weighted_follows_the_weights():
        dtype=st.sampled_from([torch.float32, torch.float64]))
 def test_row_wise_cumsum_and_sort_equal_the_batched_ops_bit_for_bit(rows, vocab, ties, seed, dtype):
     """:func:`decoding.verifiers.base.cumsum_rows` and
-    :func:`decoding.verifiers.optimal.stable_sort_rows` (one row at a time on the CPU: the
-    scan only above ``SCAN_BYTES``, the sort from ``SORT_ROW_BY_ROW_VOCAB`` tokens on, here
-    both set to 0; the sort also as it is at these lengths, in one call) return exactly what
-    the batched ``cumsum`` and stable ``argsort`` return, keys with many ties included
-    (``ties`` distinct values)."""
+    :func:`decoding.verifiers.optimal.stable_sort_rows` (in blocks of rows on the CPU: the
+    scan above ``SCAN_BYTES``, here set to 0, one row per block, and to two rows' bytes; the
+    sort one row at a time from ``SORT_ROW_BY_ROW_VOCAB`` tokens on, here set to 0, and as it
+    is at these lengths, in one call) return exactly what the batched ``cumsum`` and stable
+    ``argsort`` return, keys with many ties included (``ties`` distinct values)."""
     g = torch.Generator().manual_seed(seed)
     values = torch.rand(rows, vocab, generator=g, dtype=torch.float64).to(dtype)
-    with mock.patch.object(base, "SCAN_BYTES", 0):
-        assert torch.equal(base.cumsum_rows(values), values.cumsum(dim=-1))
+    for scan_bytes in (0, 2 * vocab * values.element_size()):
+        with mock.patch.object(base, "SCAN_BYTES", scan_bytes):
+            assert torch.equal(base.cumsum_rows(values), values.cumsum(dim=-1))
     keys = torch.randint(0, ties, (rows, vocab), generator=g, dtype=torch.int64)
     for row_by_row in (0, optimal.SORT_ROW_BY_ROW_VOCAB):
         with mock.patch.object(optimal, "SORT_ROW_BY_ROW_VOCAB", row_by_row):
             values, order = optimal.stable_sort_rows(keys)
         assert torch.equal(order, torch.argsort(keys, dim=-1, stable=True))
         assert torch.equal(values, torch.sort(keys, dim=-1).values)
+
+
+def test_a_scan_of_many_short_rows_runs_a_call_per_block_not_per_row(monkeypatch):
+    """:func:`decoding.verifiers.base.cumsum_rows` on 10,000 rows of 6 tokens (480 kB, over a
+    ``SCAN_BYTES`` set to 100 kB) runs 5 cumulative sums, not one per row: drafts sampled
+    for a large batch of short rows (:func:`decoding.verifiers.base.sample_iid`) took a
+    call per row."""
+    calls, original = [], torch.cumsum
+    monkeypatch.setattr(torch, "cumsum", lambda *a, **kw: calls.append(1) or original(*a, **kw))
+    values = torch.rand(10_000, 6, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    with mock.patch.object(base, "SCAN_BYTES", 100_000):
+        assert torch.equal(base.cumsum_rows(values), values.cumsum(dim=-1))
+    assert len(calls) == 5
 
 
 def _exact_prefix_sums(values: torch.Tensor) -> list[list[Fraction]]:
