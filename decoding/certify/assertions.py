@@ -49,6 +49,11 @@ raises :class:`NoPower`: the run could not have seen a bug of that size (a verif
 ignores the tensors it is given, a harness that drops rows, too few rows), so it certifies
 nothing.
 
+Dtypes. A verifier computing in ``dtype`` is the rule only up to that dtype's rounding: every
+test allows a total variation of :func:`dtype_tolerance` (``otm.tolerances.softmax_sum_tolerance``:
+about 1e-6 in float32, 2^-7 in bfloat16) from the exact law before it counts a deviation
+(:mod:`decoding.certify.bounds`, "Tolerance"); the power is stated above it.
+
 What it cannot prove: deviations below the stated power; the behaviour at other ``p``,
 ``q``, ``k``, vocabularies, dtypes or batch compositions than the ones run; verifiers that
 share randomness across rows (the bound needs independent rows); rules that are not
@@ -67,6 +72,7 @@ from otm.draft_laws import SAMPLING_SCHEMES, draft_law
 from otm.errors import InvalidArgumentError, NotApplicableError, ShapeMismatchError, UnknownNameError
 from otm.optimum import optimal_acceptance
 from otm.rules import rule_law, rule_spec
+from otm.tolerances import softmax_sum_tolerance
 
 from decoding.validation.own_verifier import DraftSampler, _tuple_count
 from decoding.validation.stats import IMPOSSIBLE_PROBABILITY
@@ -153,6 +159,7 @@ class Power:
             the rule's; ``assert_lossless``: above the optimum), at ``acceptance_at`` (the
             exact value used) or the worst case over acceptances where that is ``None``.
         n, rows, alpha, cells (tokens of positive ``p``), k, assertion, miss.
+        tolerance: the total variation the tests allow for the dtype's rounding.
     """
 
     tv: float
@@ -165,23 +172,24 @@ class Power:
     k: int
     assertion: str
     miss: float
+    tolerance: float = 0.0
 
     def describe(self) -> str:
         """One line: what is detected with probability ``1 - miss``."""
         what = "acceptance above the optimum by" if self.assertion == "lossless" else "an acceptance off the rule's by"
         return (f"power: with probability >= {1 - self.miss:g}, an output law at TV >= {self.tv:.4g} from p, "
                 f"and {what} >= {self.acceptance:.4g}, are detected (n={self.n:,}, alpha={self.alpha:g}, "
-                f"{self.cells} tokens)")
+                f"{self.cells} tokens" + (f", dtype tolerance {self.tolerance:.3g})" if self.tolerance > 1e-6 else ")"))
 
 
 def power(n: int = DEFAULT_ROWS, vocab_size: int = 64, k: int = 2, *, alpha: float = DEFAULT_ALPHA,
           assertion: str = "lossless", acceptance: float | None = None, rows: int | None = None,
-          miss: float = POWER_MISS) -> Power:
+          miss: float = POWER_MISS, tolerance: float = 0.0) -> Power:
     """The power of :func:`assert_lossless` (``assertion="lossless"``) or :func:`assert_rule`
     (``"rule"``) at ``n`` (``rows`` verifier rows, default ``n``; enumeration runs a few more)
     over ``vocab_size`` tokens of positive ``p`` with ``k`` drafts. ``acceptance``: the
     optimum (lossless) or the rule's exact acceptance, where the acceptance power is
-    evaluated; ``None``: the worst case.
+    evaluated; ``None``: the worst case. ``tolerance``: the dtype's (:func:`dtype_tolerance`).
 
     >>> round(power(200_000, 64, 2).tv, 3)
     0.016
@@ -190,13 +198,21 @@ def power(n: int = DEFAULT_ROWS, vocab_size: int = 64, k: int = 2, *, alpha: flo
         raise UnknownNameError(f"unknown assertion {assertion!r}; choose one of {tuple(TESTS)}")
     rows = n if rows is None else rows
     share = alpha / TESTS[assertion]
-    tv = detectable_tv(n, rows, vocab_size, share, miss)
+    tv = detectable_tv(n, rows, vocab_size, share, miss, tolerance)
     if assertion == "lossless":
         shift = detectable_shift(acceptance, n, rows, math.log(1 / share), miss, upward_only=True)
     else:
         none_mass = None if acceptance is None else 1 - acceptance
-        shift = detectable_shift(none_mass, n, rows, set_threshold(k + 1, share, is_weighted(n, rows)), miss)
-    return Power(tv, shift, acceptance, n, rows, alpha, vocab_size, k, assertion, miss)
+        level = set_threshold(k + 1, share, is_weighted(n, rows))
+        shift = detectable_shift(none_mass, n, rows, level, miss, tolerance=tolerance)
+    return Power(tv, shift, acceptance, n, rows, alpha, vocab_size, k, assertion, miss, tolerance)
+
+
+def dtype_tolerance(dtype: torch.dtype, vocab_size: int) -> float:
+    """The total variation a verifier computing in ``dtype`` may be off by without failing:
+    :func:`otm.tolerances.softmax_sum_tolerance` (the dtype's epsilon and its accumulation's
+    over ``vocab_size`` tokens; negligible in float32 and float64, 2^-7 in bfloat16)."""
+    return softmax_sum_tolerance(str(dtype).replace("torch.", ""), vocab_size)
 
 
 @dataclass(frozen=True)
@@ -269,7 +285,8 @@ class Certificate:
             f"  negative control: {self.control}",
         ]
         if self.cast_tv > 0:
-            lines.append(f"  casting p to {self.dtype} moved it by TV {self.cast_tv:.3g}; the tests use the cast law")
+            lines.append(f"  casting p to {self.dtype} moved it by TV {self.cast_tv:.3g}; the tests use the cast law, "
+                         f"up to a TV of {self.power.tolerance:.3g} for the dtype's rounding")
         return "\n".join(lines)
 
 
@@ -351,8 +368,9 @@ def _certify(assertion, verify, rule, p, q, k, scheme, n, alpha, seed, device, d
     reference = np.asarray(exact.output_distribution, dtype=np.float64) if exact is not None else inputs.p
     rule_acceptance = float(exact.acceptance) if exact is not None else None
     cells = int((reference > IMPOSSIBLE_PROBABILITY).sum())
+    tolerance = dtype_tolerance(dtype, inputs.p.size)
     strength = power(n, cells, k, alpha=alpha, assertion=assertion, rows=rows_planned,
-                     acceptance=optimum if rule is None else rule_acceptance)
+                     acceptance=optimum if rule is None else rule_acceptance, tolerance=tolerance)
     _check_detectable(*detect, strength, reference)
     generator = torch.Generator(device=inputs.target.device).manual_seed(seed)
 
@@ -364,7 +382,7 @@ def _certify(assertion, verify, rule, p, q, k, scheme, n, alpha, seed, device, d
     rows = run(inputs)
     share = alpha / TESTS[assertion]
     counts = rows.output_counts(inputs.p.size)
-    output_test = set_test(counts, reference, n, rows.rows, share)
+    output_test = set_test(counts, reference, n, rows.rows, share, tolerance)
     accepted = rows.acceptance_count()
     scale = n / rows.rows
     certificate = Certificate(
@@ -392,8 +410,9 @@ def _certify(assertion, verify, rule, p, q, k, scheme, n, alpha, seed, device, d
     positions = None
     if rule is not None:
         positions = _position_law(exact, k)
-        position_test = set_test(_position_counts(rows, k, positions.size), positions, n, rows.rows, share)
-        tuple_test = _tuple_test(rows, exact, rule, share) if law is not None else None
+        position_test = set_test(_position_counts(rows, k, positions.size), positions, n, rows.rows, share,
+                                 tolerance, strict_zeros=False)
+        tuple_test = _tuple_test(rows, exact, rule, share, tolerance) if law is not None else None
         certificate = replace(certificate, position_test=position_test, tuple_test=tuple_test)
         if not position_test.passed:
             failures.append((RuleMismatch, _position_failure(positions, position_test, rule, k, n)))
@@ -412,7 +431,8 @@ def _check_detectable(detect_tv: float | None, detect_law, strength: Power, refe
     """:class:`Undetectable` (before anything runs) when a deviation asked for is not sure to be seen."""
     share = strength.alpha / TESTS[strength.assertion]
     if detect_tv is not None and not strength.tv <= detect_tv:
-        needed = samples_needed(detect_tv, strength.cells, share, extra_rows=strength.rows - strength.n)
+        needed = samples_needed(detect_tv, strength.cells, share, extra_rows=strength.rows - strength.n,
+                                tolerance=strength.tolerance)
         raise Undetectable(f"undetectable at n={strength.n:,}: a deviation of TV {detect_tv:.3g} from p is below the "
                            f"power (TV {strength.tv:.3g} detected with probability {1 - strength.miss:g} at "
                            f"alpha={strength.alpha:g}, {strength.cells} tokens); it needs n >= {needed:,}")
@@ -421,10 +441,14 @@ def _check_detectable(detect_tv: float | None, detect_law, strength: Power, refe
     law = as_distribution(detect_law, "detect_law")
     if law.shape != reference.shape:
         raise ShapeMismatchError(f"detect_law has {law.size} tokens, p has {reference.size}")
-    miss = law_miss_bound(reference, law, strength.n, strength.rows, share)
+    miss = law_miss_bound(reference, law, strength.n, strength.rows, share, strength.tolerance)
     if miss > strength.miss:
         tv = 0.5 * float(np.abs(law - reference).sum())
-        needed = samples_needed_for_law(reference, law, share, strength.miss, strength.rows - strength.n)
+        if tv <= strength.tolerance:
+            raise Undetectable(f"undetectable at any n: the deviation given (an output law at TV {tv:.3g} from p) is "
+                               f"within the {strength.tolerance:.3g} allowed for rounding in this dtype")
+        needed = samples_needed_for_law(reference, law, share, strength.miss, strength.rows - strength.n,
+                                        strength.tolerance)
         raise Undetectable(f"undetectable at n={strength.n:,}: the deviation given (an output law at TV {tv:.3g} from "
                            f"p) is not sure to be detected (miss bound {miss:.3g} > {strength.miss:g} at "
                            f"alpha={strength.alpha:g}); it needs n >= {needed:,}")
@@ -488,7 +512,7 @@ def _position_counts(rows: Rows, k: int, cells: int) -> np.ndarray:
     return np.bincount(positions, weights=rows.weights, minlength=cells)
 
 
-def _tuple_test(rows: Rows, exact, rule: str, alpha: float) -> dict:
+def _tuple_test(rows: Rows, exact, rule: str, alpha: float, tolerance: float) -> dict:
     """Test (iii): for each enumerated tuple, the output's law on the cells "each distinct
     draft" and "not a draft" against the rule's ``K(. | x)``, one threshold for all
     (union bound over tuples and sets)."""
@@ -504,7 +528,8 @@ def _tuple_test(rows: Rows, exact, rule: str, alpha: float) -> dict:
         expected = np.append(kernel[t, drafts], max(0.0, 1 - kernel[t, drafts].sum()))
         observed = np.append(counts[t, drafts], counts[t].sum() - counts[t, drafts].sum())
         trials = int(observed.sum())
-        statistic, deviating, obs_mass, exp_mass, cells = set_statistic(observed, expected, trials, trials)
+        statistic, deviating, obs_mass, exp_mass, cells = set_statistic(observed, expected, trials, trials, tolerance,
+                                                                        strict_zeros=False)
         if cells >= 2:
             log_sets.append(set_threshold(cells, 1.0))
         results.append((statistic, t, deviating, obs_mass, exp_mass, drafts, trials))
@@ -550,14 +575,15 @@ def _controls(certificate: Certificate, inputs: Inputs, rows: Rows, run, referen
               seed: int, positions: np.ndarray | None) -> str:
     """Run the negative controls (module docstring); the line for the certificate, or :class:`NoPower`."""
     n = certificate.n
-    tv = detectable_tv(n, rows.rows, certificate.output_test.cells, share, CONTROL_MISS)
+    tv = detectable_tv(n, rows.rows, certificate.output_test.cells, share, CONTROL_MISS, certificate.power.tolerance)
     twin_p = _target_twin(inputs.p, tv) if math.isfinite(tv) else None
     if twin_p is None:
         raise NoPower(f"no power here: at n={n:,} no output law is sure to be told from p (a twin at TV {tv:.3g} "
                       f"cannot be built)\n" + certificate.report(), certificate)
     twin_inputs = cast_inputs(twin_p, inputs.q, inputs.target.dtype, inputs.target.device)
     twin_rows = run(twin_inputs)
-    twin_test = set_test(twin_rows.output_counts(inputs.p.size), reference, n, twin_rows.rows, share)
+    twin_test = set_test(twin_rows.output_counts(inputs.p.size), reference, n, twin_rows.rows, share,
+                         certificate.power.tolerance)
     if twin_test.passed:
         raise NoPower(f"no power here: the same verifier given a target at TV {tv:.4g} from p was not detected "
                       f"(T={twin_test.statistic:.4g} < {twin_test.threshold:.4g}): does it read the target it is "
@@ -574,7 +600,7 @@ def _acceptance_control(certificate: Certificate, rows: Rows, positions: np.ndar
     n, k = certificate.n, certificate.k
     acceptance = certificate.rule_acceptance
     level = set_threshold(positions.size, share, is_weighted(n, rows.rows))
-    shift = detectable_shift(1 - acceptance, n, rows.rows, level, CONTROL_MISS)
+    shift = detectable_shift(1 - acceptance, n, rows.rows, level, CONTROL_MISS, tolerance=certificate.power.tolerance)
     member = rows.positions() < k
     coins = np.random.default_rng(seed).random(rows.rows)
     tokens = rows.tokens.copy()
@@ -589,7 +615,8 @@ def _acceptance_control(certificate: Certificate, rows: Rows, positions: np.ndar
         raise NoPower(f"no power here: an acceptance change of {shift:.3g} cannot be built at acceptance "
                       f"{acceptance:.4f}\n" + certificate.report(), certificate)
     twin = Rows(rows.drafts, tokens, rows.weights, rows.owner, rows.n, 0)
-    test = set_test(_position_counts(twin, k, positions.size), positions, n, twin.rows, share)
+    test = set_test(_position_counts(twin, k, positions.size), positions, n, twin.rows, share,
+                    certificate.power.tolerance, strict_zeros=False)
     if test.passed:
         raise NoPower(f"no power here: an acceptance changed by {shift:.4g} was not detected (T={test.statistic:.4g} "
                       f"< {test.threshold:.4g})\n" + certificate.report(), certificate)

@@ -26,6 +26,15 @@ complement are the same event) and ``kappa = 2`` otherwise; the threshold
 cells, exactly, at any ``n``. A count in a cell of probability 0 fails outright (no false
 alarm possible). The set that attains ``T`` is the deviating set the failure message names.
 
+Tolerance. A verifier that computes in a low-precision dtype is the rule only up to that
+dtype's rounding. With ``tolerance = tau`` the null hypothesis is "``|P(A) - p(A)| <= tau`` for
+every set ``A``" (``TV(P, p) <= tau``): a set's statistic counts only what lies beyond
+``n (p(A) + tau) / N`` above or ``n (p(A) - tau) / N`` below (``kl`` restricted to one side of
+a shifted mean, still jointly convex, so the vertex sets still attain the maximum), and the
+bound holds for every such ``P``. Cells of probability 0 are then ordinary cells (a rounding
+can put mass there) unless ``strict_zeros`` keeps them impossible (tokens with ``p = 0``, which
+no lossless verifier outputs in any dtype).
+
 Power (:func:`detectable_tv`). If ``TV(P, p) = eps``, the set ``A* = {P > p}`` has
 ``P(A*) = p(A*) + eps`` and its complement loses ``eps``; ``T`` is at least either set's
 statistic. With ``s = p(A*)`` and ``f_t(s)`` the level where ``A*``'s statistic reaches
@@ -148,21 +157,35 @@ class SetTest:
 
 def _hull_sets(weights: np.ndarray, probs: np.ndarray, live: np.ndarray):
     """The vertex sets of the zonotope of the module docstring: for ``live`` sorted by
-    ``weights / probs`` descending, then ascending, yields ``(order, W, P)`` where the
-    ``j``-th set is ``order[:j + 1]`` (``j < c - 1``), ``W`` and ``P`` its cumulative
-    ``weights`` and ``probs``."""
-    descending = live[np.argsort(-weights[live] / probs[live], kind="stable")]
+    ``weights / probs`` descending (a cell of probability 0 first), then ascending, yields
+    ``(order, W, P)`` where the ``j``-th set is ``order[:j + 1]`` (``j < c - 1``), ``W`` and
+    ``P`` its cumulative ``weights`` and ``probs``."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(probs[live] > 0, weights[live] / probs[live], np.where(weights[live] > 0, np.inf, 0.0))
+    descending = live[np.argsort(-ratio, kind="stable")]
     for order in (descending, descending[::-1]):
         yield order, np.cumsum(weights[order])[:-1], np.cumsum(probs[order])[:-1]
 
 
-def set_statistic(weighted_counts, probs, n: float, rows: int) -> tuple[float, np.ndarray, float, float, int]:
+def _beyond(observed: np.ndarray, expected: np.ndarray, scale: float, rows: int, tolerance: float) -> np.ndarray:
+    """``rows kl(f || m)`` of each set for the part of the observed fraction ``f`` beyond the
+    null's range ``m in scale [P - tolerance, P + tolerance]`` (0 inside it)."""
+    fraction = observed / rows
+    high = scale * np.minimum(1.0, expected + tolerance)
+    low = scale * np.maximum(0.0, expected - tolerance)
+    above = np.where(fraction > high, rows * binary_kl(fraction, np.minimum(high, 1.0)), 0.0)
+    below = np.where(fraction < low, rows * binary_kl(fraction, low), 0.0)
+    return np.maximum(above, below)
+
+
+def set_statistic(weighted_counts, probs, n: float, rows: int, tolerance: float = 0.0,
+                  strict_zeros: bool = True) -> tuple[float, np.ndarray, float, float, int]:
     """``(T, deviating set, Z_A / n, p(A), cells)`` of :func:`set_test` without its
     threshold (``T = inf`` and the observed impossible cells after an outcome of
-    probability 0)."""
+    probability 0, with ``strict_zeros``)."""
     counts = np.asarray(weighted_counts, dtype=np.float64)
     probs = np.asarray(probs, dtype=np.float64)
-    impossible = probs <= IMPOSSIBLE_PROBABILITY
+    impossible = probs <= IMPOSSIBLE_PROBABILITY if strict_zeros else np.zeros(probs.shape, dtype=bool)
     live = np.flatnonzero(~impossible)
     seen = np.flatnonzero(impossible & (counts > 0))
     if seen.size:
@@ -171,18 +194,20 @@ def set_statistic(weighted_counts, probs, n: float, rows: int) -> tuple[float, n
     if live.size < 2:
         return (*best, int(live.size))
     for order, observed, expected in _hull_sets(counts, probs, live):
-        statistics = rows * binary_kl(observed / rows, n * expected / rows)
+        statistics = _beyond(observed, expected, n / rows, rows, tolerance)
         j = int(np.argmax(statistics))
         if statistics[j] > best[0]:
             best = (float(statistics[j]), np.sort(order[: j + 1]), float(observed[j] / n), float(expected[j]))
     return (*best, int(live.size))
 
 
-def set_test(weighted_counts, probs, n: float, rows: int, alpha: float) -> SetTest:
+def set_test(weighted_counts, probs, n: float, rows: int, alpha: float, tolerance: float = 0.0,
+             strict_zeros: bool = True) -> SetTest:
     """The set test (module docstring) of ``weighted_counts`` (``[c]``, ``Z_y``, summing to
     ``n``) against the law ``probs`` (``[c]``), for ``rows`` independent rows with weights
-    in ``(0, 1]``, at false-alarm rate ``alpha``."""
-    statistic, deviating, observed, expected, cells = set_statistic(weighted_counts, probs, n, rows)
+    in ``(0, 1]``, at false-alarm rate ``alpha``, up to ``tolerance`` in total variation."""
+    statistic, deviating, observed, expected, cells = set_statistic(weighted_counts, probs, n, rows, tolerance,
+                                                                    strict_zeros)
     threshold = set_threshold(cells, alpha, is_weighted(n, rows))
     log_sets = threshold + math.log(alpha) if cells >= 2 else -math.inf  # ln(kappa (2^c - 2))
     p_bound = 1.0 if statistic == 0 else float(min(1.0, math.exp(min(0.0, log_sets - statistic))))
@@ -190,21 +215,22 @@ def set_test(weighted_counts, probs, n: float, rows: int, alpha: float) -> SetTe
 
 
 @functools.lru_cache(maxsize=256)
-def detectable_tv(n: float, rows: int, cells: int, alpha: float, miss: float = POWER_MISS) -> float:
+def detectable_tv(n: float, rows: int, cells: int, alpha: float, miss: float = POWER_MISS,
+                  tolerance: float = 0.0) -> float:
     """The smallest total variation ``eps`` between a verifier's law and ``p`` that
-    :func:`set_test` on ``cells`` cells detects with probability at least ``1 - miss``,
-    for every shape of the deviation (module docstring, "Power"); ``inf`` with fewer than
-    two cells (nothing to test) or where no deviation is sure to be seen."""
+    :func:`set_test` on ``cells`` cells (at ``tolerance``) detects with probability at least
+    ``1 - miss``, for every shape of the deviation (module docstring, "Power"); ``inf`` with
+    fewer than two cells (nothing to test) or where no deviation is sure to be seen."""
     if cells < 2:
         return math.inf
     s = np.linspace(0.0, 1.0, POWER_GRID)[1:-1]
     level = set_threshold(cells, alpha, is_weighted(n, rows))
-    return _smallest_covering(s, _rise_needed(s, n / rows, rows, level, math.log(1 / miss)))
+    return _smallest_covering(s, _rise_needed(s, n / rows, rows, level, math.log(1 / miss), tolerance))
 
 
 @functools.lru_cache(maxsize=256)
 def detectable_shift(mass: float | None, n: float, rows: int, level: float, miss: float = POWER_MISS,
-                     upward_only: bool = False) -> float:
+                     upward_only: bool = False, tolerance: float = 0.0) -> float:
     """The smallest change of ``P(A)`` away from ``mass = p(A)`` for one set ``A`` that a test
     at ``level`` (a :func:`set_threshold`) detects with probability at least ``1 - miss``,
     through ``A`` or its complement: the larger of the two directions, each at most the room
@@ -215,42 +241,45 @@ def detectable_shift(mass: float | None, n: float, rows: int, level: float, miss
     rise = _rise if upward_only else _rise_needed
     if mass is None:  # a fall at s is a rise of the complement: the rises at every s cover both
         s = np.linspace(0.0, 1.0, POWER_GRID)[1:-1]
-        return _smallest_covering(s, rise(s, scale, rows, level, miss_level))
-    if upward_only:
-        return float(min(1 - mass, _rise(np.array([float(mass)]), scale, rows, level, miss_level)[0]))
+        return _smallest_covering(s, rise(s, scale, rows, level, miss_level, tolerance))
     mass = float(mass)
-    up = min(1 - mass, float(_rise_needed(np.array([mass]), scale, rows, level, miss_level)[0]))
-    down = min(mass, float(_rise_needed(np.array([1 - mass]), scale, rows, level, miss_level)[0]))
+    up = min(1 - mass, float(rise(np.array([mass]), scale, rows, level, miss_level, tolerance)[0]))
+    if upward_only:
+        return up
+    down = min(mass, float(_rise_needed(np.array([1 - mass]), scale, rows, level, miss_level, tolerance)[0]))
     return max(up, down)
 
 
-def _rise(s: np.ndarray, scale: float, rows: int, level: float, miss_level: float) -> np.ndarray:
+def _rise(s: np.ndarray, scale: float, rows: int, level: float, miss_level: float, tolerance: float = 0.0) -> np.ndarray:
     """``[len(s)]``: the smallest ``eps`` that a set of mass ``s`` rising to ``s + eps`` needs
     to be seen by its own upper tail with probability ``>= 1 - exp(-miss_level)`` (``inf``
     where none)."""
-    significant = upper_root(scale * s, level, rows)  # f_t(s)
+    significant = upper_root(scale * np.minimum(1.0, s + tolerance), level, rows)  # f_t(s)
     finite = np.isfinite(significant)
     reached = mean_above(np.where(finite, significant, 0.0), miss_level, rows)
     needed = reached / scale - s
     return np.where(finite & (needed <= 1 - s), needed, np.inf)
 
 
-def _fall(r: np.ndarray, scale: float, rows: int, level: float, miss_level: float) -> np.ndarray:
+def _fall(r: np.ndarray, scale: float, rows: int, level: float, miss_level: float, tolerance: float = 0.0) -> np.ndarray:
     """``[len(r)]``: the smallest ``eps`` that a set of mass ``r`` falling to ``r - eps`` needs
     to be seen by its own lower tail (``inf`` where none)."""
-    significant = lower_root(scale * r, level, rows)
+    significant = lower_root(scale * np.maximum(0.0, r - tolerance), level, rows)
     finite = np.isfinite(significant)
     reached = mean_below(np.where(finite, significant, 0.0), miss_level, rows)
     needed = r - reached / scale
     return np.where(finite & (needed <= r), needed, np.inf)
 
 
-def _rise_needed(s: np.ndarray, scale: float, rows: int, level: float, miss_level: float) -> np.ndarray:
+def _rise_needed(s: np.ndarray, scale: float, rows: int, level: float, miss_level: float,
+                 tolerance: float = 0.0) -> np.ndarray:
     """A set of mass ``s`` rising by ``eps`` while its complement falls by ``eps``: the
     smaller of the two needs (either set's statistic sees it; the same one when every
     weight is one)."""
-    rise = _rise(s, scale, rows, level, miss_level)
-    return rise if scale == 1 else np.minimum(rise, _fall(1 - s, scale, rows, level, miss_level))
+    rise = _rise(s, scale, rows, level, miss_level, tolerance)
+    if scale == 1:
+        return rise
+    return np.minimum(rise, _fall(1 - s, scale, rows, level, miss_level, tolerance))
 
 
 def _smallest_covering(s: np.ndarray, needed: np.ndarray) -> float:
@@ -263,7 +292,7 @@ def _smallest_covering(s: np.ndarray, needed: np.ndarray) -> float:
     return float(candidates[np.argmax(covered)]) if covered.any() else math.inf
 
 
-def law_miss_bound(reference, law, n: float, rows: int, alpha: float) -> float:
+def law_miss_bound(reference, law, n: float, rows: int, alpha: float, tolerance: float = 0.0) -> float:
     """An upper bound on the probability that :func:`set_test` against ``reference`` (``[c]``)
     misses a verifier whose law is exactly ``law`` (``[c]``), this deviation's own power: the
     best, over the vertex sets ``A`` of the module docstring (ordered by ``law /
@@ -278,7 +307,8 @@ def law_miss_bound(reference, law, n: float, rows: int, alpha: float) -> float:
         scale = n / rows
         level = set_threshold(live.size, alpha, is_weighted(n, rows))
         for _, moved, s in _hull_sets(law, reference, live):
-            up, down = upper_root(scale * s, level, rows), lower_root(scale * s, level, rows)
+            up = upper_root(scale * np.minimum(1.0, s + tolerance), level, rows)
+            down = lower_root(scale * np.maximum(0.0, s - tolerance), level, rows)
             target = scale * moved
             rising = np.isfinite(up) & (up < target)
             falling = np.isfinite(down) & (down > target)
@@ -288,34 +318,38 @@ def law_miss_bound(reference, law, n: float, rows: int, alpha: float) -> float:
     return min(bounds)
 
 
-def samples_needed_for_law(reference, law, alpha: float, miss: float = POWER_MISS, extra_rows: int = 0) -> int:
+def samples_needed_for_law(reference, law, alpha: float, miss: float = POWER_MISS, extra_rows: int = 0,
+                           tolerance: float = 0.0) -> int:
     """The smallest ``n`` at which :func:`law_miss_bound` is at most ``miss``, for ``n +
     extra_rows`` rows (an enumeration's rows beyond ``n``)."""
     high = 16
-    while law_miss_bound(reference, law, high, high + extra_rows, alpha) > miss:
+    while law_miss_bound(reference, law, high, high + extra_rows, alpha, tolerance) > miss:
         high *= 2
         if high > 2**62:
             raise ValueError("this law is not told from the reference at any sample size (it is the reference)")
     low = high // 2
     while high - low > max(1, low // 200):
         middle = (low + high) // 2
-        missed = law_miss_bound(reference, law, middle, middle + extra_rows, alpha) > miss
+        missed = law_miss_bound(reference, law, middle, middle + extra_rows, alpha, tolerance) > miss
         low, high = (middle, high) if missed else (low, middle)
     return int(high)
 
 
-def samples_needed(tv: float, cells: int, alpha: float, miss: float = POWER_MISS, extra_rows: int = 0) -> int:
+def samples_needed(tv: float, cells: int, alpha: float, miss: float = POWER_MISS, extra_rows: int = 0,
+                   tolerance: float = 0.0) -> int:
     """The smallest ``n`` at which :func:`detectable_tv` is at most ``tv``, for ``n +
     extra_rows`` rows (an enumeration's rows beyond ``n``)."""
-    if not 0 < tv <= 1 or cells < 2:
-        raise ValueError(f"need 0 < tv <= 1 and at least 2 cells, got tv={tv!r}, cells={cells}")
+    if not tolerance < tv <= 1 or cells < 2:
+        raise ValueError(f"need tolerance={tolerance:g} < tv <= 1 and at least 2 cells, got tv={tv!r}, cells={cells}")
     high = 16
-    while detectable_tv(high, high + extra_rows, cells, alpha, miss) > tv:
+    while detectable_tv(high, high + extra_rows, cells, alpha, miss, tolerance) > tv:
         high *= 2
+        if high > 2**62:
+            raise ValueError(f"a TV of {tv!r} is not detected at any sample size (tolerance {tolerance:g})")
     low = high // 2
     while high - low > max(1, low // 200):  # within 0.5 %
         middle = (low + high) // 2
-        if detectable_tv(middle, middle + extra_rows, cells, alpha, miss) > tv:
+        if detectable_tv(middle, middle + extra_rows, cells, alpha, miss, tolerance) > tv:
             low = middle
         else:
             high = middle

@@ -16,7 +16,7 @@ the law ``p x p`` (``Y_2`` is the second emitted token of the step, or the first
 step, with a freshly drafted chain, when the first step emitted one token); the set test of
 :mod:`decoding.certify.bounds` over the ``V^2`` pairs at false-alarm rate ``alpha``, chains
 enumerated (``Q = q^g``) where they are at most ``max_tuples``. The accepted tokens must be
-the drafts (any other emitted prefix fails outright). Power and negative control as in
+the drafts (any other emitted prefix fails outright). Power, negative control and dtype tolerance as in
 :mod:`decoding.certify.assertions` (the control gives every position the target ``p'``).
 
 What it cannot prove: that the later stream tokens, or a chain in a context where ``p``
@@ -49,6 +49,7 @@ from .assertions import (
     Undetectable,
     _check_arguments,
     _p_bound,
+    dtype_tolerance,
     _target_twin,
 )
 from .bounds import POWER_MISS, SetTest, detectable_tv, samples_needed, set_test
@@ -157,9 +158,10 @@ def assert_chain_lossless(chain_verify: ChainVerifyFunction, p, q, g: int, *, n:
     count = int(np.count_nonzero(inputs.q)) ** g
     law = iid_law(inputs.q, g) if count <= max_tuples else None
     rows = int(np.maximum(1, np.ceil(n * np.asarray(law.probs))).sum()) if law is not None else int(n)
-    tv = detectable_tv(n, rows, live * live, alpha)
+    tolerance = dtype_tolerance(dtype, vocab)
+    tv = detectable_tv(n, rows, live * live, alpha, tolerance=tolerance)
     if detect_tv is not None and not tv <= detect_tv:
-        needed = samples_needed(detect_tv, live * live, alpha)
+        needed = samples_needed(detect_tv, live * live, alpha, extra_rows=rows - n, tolerance=tolerance)
         raise Undetectable(f"undetectable at n={n:,}: a deviation of TV {detect_tv:.3g} of the pair law is below the "
                            f"power (TV {tv:.3g} detected with probability {1 - POWER_MISS:g}); it needs n >= {needed:,}")
     generator = torch.Generator(device=inputs.target.device).manual_seed(seed)
@@ -184,7 +186,7 @@ def assert_chain_lossless(chain_verify: ChainVerifyFunction, p, q, g: int, *, n:
         return np.bincount(pairs, weights=weights, minlength=vocab * vocab), wrong, emitted
 
     counts, wrong, emitted = run(inputs)
-    pair_test = set_test(counts, reference, n, rows, alpha)
+    pair_test = set_test(counts, reference, n, rows, alpha, tolerance)
     first = counts.reshape(vocab, vocab).sum(axis=1) / n
     certificate = ChainCertificate(
         g=g, vocab_size=vocab, mode="enumeration" if law is not None else "sampling", n=n, rows=rows, alpha=alpha,
@@ -204,13 +206,13 @@ def assert_chain_lossless(chain_verify: ChainVerifyFunction, p, q, g: int, *, n:
                                 certificate)
     if not control:
         return certificate
-    target_tv = detectable_tv(n, rows, live * live, alpha, CONTROL_MISS)
+    target_tv = detectable_tv(n, rows, live * live, alpha, CONTROL_MISS, tolerance)
     twin = _pair_twin(inputs.p, target_tv)
     if twin is None:
         raise NoPower(f"no power here: at n={n:,} no pair law is sure to be told from p x p\n" + certificate.report(),
                       certificate)
     twin_counts, _, _ = run(cast_inputs(twin, inputs.q, dtype, device))
-    twin_test = set_test(twin_counts, reference, n, rows, alpha)
+    twin_test = set_test(twin_counts, reference, n, rows, alpha, tolerance)
     if twin_test.passed:
         raise NoPower(f"no power here: the same chain verifier given targets whose pair law is at TV {target_tv:.4g} "
                       f"was not detected (T={twin_test.statistic:.4g} < {twin_test.threshold:.4g})\n" + certificate.report(),

@@ -6,8 +6,10 @@ import math
 
 import numpy as np
 import pytest
+import torch
 
 from decoding.certify import Undetectable, assert_lossless, assert_rule, power, samples_needed
+from decoding.certify.assertions import dtype_tolerance
 from decoding.certify.bounds import (
     binary_kl,
     chernoff_interval,
@@ -94,7 +96,8 @@ def test_chernoff_interval_covers():
 
 def test_power_in_the_certificate_and_in_every_failure():
     certificate = assert_lossless(get_verifier("rrs").verify, P, Q, 2, n=N)
-    assert certificate.power == power(N, 8, 2, acceptance=certificate.optimum, rows=certificate.rows)
+    tolerance = dtype_tolerance(torch.float32, 8)
+    assert certificate.power == power(N, 8, 2, acceptance=certificate.optimum, rows=certificate.rows, tolerance=tolerance)
     with pytest.raises(AssertionError, match=r"power: with probability >= 0.99, an output law at TV >= 0\.0"):
         assert_lossless(example_unnormalised_residual_verifier, P, Q, 2, n=N)
     rule = assert_rule(get_verifier("rrs").verify, "rrs", P, Q, 2, n=N)
@@ -110,3 +113,27 @@ def test_a_deviation_below_the_power_is_undetectable_not_a_pass():
     needed = int(message.rsplit("n >= ", 1)[1].replace(",", ""))
     assert needed > 3 * N
     assert assert_lossless(get_verifier("rrs").verify, P, Q, 2, n=N, detect_tv=tv * 1.01).output_test.passed
+
+
+def test_a_law_within_the_tolerance_is_not_a_deviation():
+    """The composite null: any law within TV tau of p passes (its statistic is 0 on the exact
+    counts), one beyond it does not, and the power is stated above tau."""
+    probs = np.array([0.4, 0.3, 0.2, 0.1])
+    tau = 0.01
+    inside = probs + tau * np.array([1, 0, 0, -1])
+    outside = probs + 3 * tau * np.array([1, 0, 0, -1])
+    n = 1_000_000
+    assert set_statistic(inside * n, probs, n, n, tau)[0] < 1e-12  # 0 up to rounding
+    assert not set_test(outside * n, probs, n, n, 1e-9, tau).passed
+    assert set_test(np.array([0.0, 0.0, 0.0, 1.0]) * 10, np.array([0.5, 0.5, 0.0, 0.0]), 10, 10, 1e-3, tau,
+                    strict_zeros=False).statistic < math.inf
+    assert detectable_tv(n, n, 4, 1e-9, tolerance=tau) > tau > detectable_tv(n, n, 4, 1e-9)
+
+
+def test_false_alarms_at_the_edge_of_the_tolerance():
+    """Multinomial draws from a law exactly tau away from p fail no more often than alpha allows."""
+    rng = np.random.default_rng(3)
+    probs, tau, n, alpha = np.array([0.4, 0.3, 0.2, 0.1]), 0.02, 5000, 1e-2
+    edge = probs + tau * np.array([1, 0, 0, -1])
+    failures = sum(not set_test(rng.multinomial(n, edge), probs, n, n, alpha, tau).passed for _ in range(REPETITIONS))
+    assert failures <= MISSES_ALLOWED
