@@ -111,6 +111,9 @@ CONTROL_MISS = 1e-4
 #: Level of the acceptance interval reported.
 DEFAULT_CONFIDENCE = 0.99
 
+#: A dtype tolerance at least this large is named in the power line (float32's, about 1e-6, is not).
+SHOWN_TOLERANCE = 1e-5
+
 #: ``alpha`` is split equally among the tests of an assertion (module docstring).
 TESTS = {"lossless": 2, "rule": 3}
 
@@ -179,7 +182,7 @@ class Power:
         what = "acceptance above the optimum by" if self.assertion == "lossless" else "an acceptance off the rule's by"
         return (f"power: with probability >= {1 - self.miss:g}, an output law at TV >= {self.tv:.4g} from p, "
                 f"and {what} >= {self.acceptance:.4g}, are detected (n={self.n:,}, alpha={self.alpha:g}, "
-                f"{self.cells} tokens" + (f", dtype tolerance {self.tolerance:.3g})" if self.tolerance > 1e-6 else ")"))
+                f"{self.cells} tokens" + (f", dtype tolerance {self.tolerance:.3g})" if self.tolerance >= SHOWN_TOLERANCE else ")"))
 
 
 def power(n: int = DEFAULT_ROWS, vocab_size: int = 64, k: int = 2, *, alpha: float = DEFAULT_ALPHA,
@@ -415,7 +418,7 @@ def _certify(assertion, verify, rule, p, q, k, scheme, n, alpha, seed, device, d
         tuple_test = _tuple_test(rows, exact, rule, share, tolerance) if law is not None else None
         certificate = replace(certificate, position_test=position_test, tuple_test=tuple_test)
         if not position_test.passed:
-            failures.append((RuleMismatch, _position_failure(positions, position_test, rule, k, n)))
+            failures.append((RuleMismatch, _position_failure(positions, position_test, rule, k)))
         if tuple_test is not None and not tuple_test["passed"]:
             failures.append((RuleMismatch, tuple_test["message"]))
     if failures:
@@ -469,7 +472,7 @@ def _output_failure(observed: np.ndarray, reference: np.ndarray, test: SetTest, 
             f"worst tokens {listed}")
 
 
-def _position_failure(positions: np.ndarray, test: SetTest, rule: str, k: int, n: int) -> str:
+def _position_failure(positions: np.ndarray, test: SetTest, rule: str, k: int) -> str:
     names = [f"draft {j + 1}" for j in range(k)] + ["not a draft"]
     cells = " or ".join(names[c] for c in test.deviating)
     return (f"not rule {rule}: the output is {cells} with probability {test.observed_mass:.4f} instead of "
