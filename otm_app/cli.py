@@ -180,6 +180,10 @@ def _add_reproduce(sub) -> None:
     rep.set_defaults(command_config=ReproduceConfig, run="otm_app.commands.theorems:run_reproduce_command")
 
 
+#: ``--dtype`` of the commands that run a model pair (otm_app.commands.decode.DTYPES, named
+#: here so that parsing imports no torch); bfloat16 is the Qwen checkpoints' own dtype.
+MODEL_DTYPES = ("bfloat16", "float32", "float64", "float16")
+
 #: The Qwen pair's memory need, said by the help of the commands that load it.
 QWEN_MEMORY = "Memory: every step with --pair qwen2.5-coder takes about 9 GB in float32 and about 21 GB in float64."
 
@@ -232,7 +236,7 @@ def _add_decode(sub) -> None:
                      "nucleus, is kept whole: exact validation), or 'full' for whole rows: exact validation "
                      "everywhere, 24 bytes per token and verification (3.6 MB at the Qwen vocabulary)")
     dec.add_argument("--device", default=d.device, help="cpu, cuda, cuda:1, ...")
-    dec.add_argument("--dtype", default=d.dtype, choices=("float32", "float64", "bfloat16", "float16"),
+    dec.add_argument("--dtype", default=d.dtype, choices=MODEL_DTYPES,
                      help="dtype the models run in (the sampling laws are float32 for the half-precision dtypes)")
     dec.add_argument("--json", action="store_true", help="print the summary as JSON (keys: docs/validate.md)")
     dec.set_defaults(command_config=DecodeConfig, run="otm_app.commands.decode:decode_command")
@@ -264,6 +268,7 @@ def _add_report(sub) -> None:
     rep.add_argument("--workers", type=int, default=d.workers, help="Dask worker processes of the per-position sweep (0: one per core)")
     rep.add_argument("--keep-corpus", action="store_true", help="keep OUT/corpus, the scored texts as an `otm sweep` corpus (float32, ~1.2 MB per position)")
     rep.add_argument("--device", default=d.device, help="where the models run")
+    rep.add_argument("--dtype", default=d.dtype, choices=MODEL_DTYPES, help="dtype the models run in")
     rep.add_argument("--json", action="store_true", help="print the summary as JSON")
     rep.add_argument("--quiet", action="store_true", help="no progress bars")
     rep.set_defaults(command_config=ReportConfig, run="otm_app.commands.report:run_report_command")
@@ -311,6 +316,7 @@ def _add_corpus(sub) -> None:
     co.add_argument("--out", default=d.out, help="corpus folder to write")
     co.add_argument("--shard-size", type=int, default=d.shard_size, help="positions per shard")
     co.add_argument("--dtype", default=d.dtype, choices=("float16", "float32"), help="how the logits are stored")
+    co.add_argument("--model-dtype", default=d.model_dtype, choices=MODEL_DTYPES, help="dtype the models run in")
     co.add_argument("--device", default=d.device, help="where the models run")
     co.add_argument("--quiet", action="store_true", help="no progress bar")
     co.set_defaults(command_config=CorpusConfig, run="otm_app.commands.sweep:corpus_command")

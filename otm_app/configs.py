@@ -93,7 +93,7 @@ class DecodeConfig(_FromMapping):
     record: str | None = None
     record_top_m: int | None = 64  # decoding.runtime.recording.DEFAULT_TOP_M; None: whole rows
     device: str = "cpu"
-    dtype: str = "float32"
+    dtype: str = "bfloat16"  # the models' dtype (the checkpoints' own); sampling laws are float32
     json: bool = False
 
 
@@ -147,7 +147,8 @@ class CorpusConfig(_FromMapping):
     texts: str | None = None
     out: str = "otm-corpus"
     shard_size: int = 64
-    dtype: str = "float16"
+    dtype: str = "float16"  # how the logits are stored
+    model_dtype: str = "bfloat16"  # the dtype the models run in
     device: str = "cpu"
     quiet: bool = False
 
@@ -175,6 +176,7 @@ class ReportConfig(_FromMapping):
     workers: int = 0
     keep_corpus: bool = False
     device: str = "cpu"
+    dtype: str = "bfloat16"  # the dtype the models run in
     json: bool = False
     quiet: bool = False
 

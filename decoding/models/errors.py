@@ -19,3 +19,8 @@ class ModelNotFoundError(OTMError, FileNotFoundError):
 class TokenizerMismatchError(OTMError, ValueError):
     """The draft and target tokenizers differ, so their token ids do not mean the same
     strings and the two models cannot form a speculative-decoding pair."""
+
+
+class ModelCacheError(OTMError, OSError):
+    """A file the model cache wrote does not read back as written (disk full or failing):
+    the build is abandoned and nothing is left in the cache."""

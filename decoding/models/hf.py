@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import gc
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from decoding.models.errors import ModelNotFoundError, TokenizerMismatchError
+from otm.errors import NotApplicableError, UnknownNameError
+
+#: The roles of a pair's two models (attribute names of :class:`ModelPair`).
+ROLES = ("draft", "target")
 
 # Strings whose encodings must agree between the two tokenizers (code, prose, unicode,
 # a special token), a cheap end-to-end check on top of comparing vocabularies and merges.
@@ -35,13 +40,18 @@ class ModelPair:
     ``[PAD151665]`` .. ``[PAD151935]``. ``real_vocab_size`` is the number of ids that are
     real tokens (ids ``>= real_vocab_size`` are padding no text contains); ``None`` means
     every id is real.
+
+    ``loader`` (set by :func:`load_pair`) loads a model of the pair again from its source,
+    given its role (``"draft"`` or ``"target"``); with it :meth:`unload` and :meth:`reload`
+    let a caller hold one model at a time. ``None``: the models exist only in memory.
     """
 
-    draft: torch.nn.Module
-    target: torch.nn.Module
+    draft: torch.nn.Module | None
+    target: torch.nn.Module | None
     tokenizer: object
     name: str
     real_vocab_size: int | None = None
+    loader: Callable[[str], torch.nn.Module] | None = None
 
     @property
     def vocab_size(self) -> int:
@@ -63,22 +73,45 @@ class ModelPair:
         holds about 6 GB); the pair is unusable afterwards."""
         self.draft = None
         self.target = None
+        self.loader = None
         gc.collect()
+
+    def unload(self, role: str) -> None:
+        """Drop the ``role`` model (``"draft"`` or ``"target"``) until :meth:`reload`; needs
+        a ``loader``. Weights loaded in the checkpoint's own dtype are memory-mapped, so this
+        gives back the pages its forwards touched."""
+        _check_role(role)
+        if self.loader is None:
+            raise NotApplicableError(f"the pair {self.name!r} has no loader: its models cannot be loaded again")
+        setattr(self, role, None)
+        gc.collect()
+
+    def reload(self, role: str) -> None:
+        """Load the ``role`` model again with ``loader`` if it was unloaded."""
+        _check_role(role)
+        if getattr(self, role) is None:
+            if self.loader is None:
+                raise NotApplicableError(f"the pair {self.name!r} has no loader: its models cannot be loaded again")
+            setattr(self, role, self.loader(role))
 
 
 def load_pair(
     draft: str | Path,
     target: str | Path,
     device: str | torch.device = "cpu",
-    dtype: torch.dtype = torch.float32,
+    dtype: torch.dtype | None = None,
     *,
     name: str | None = None,
 ) -> ModelPair:
     """Load ``draft`` and ``target`` (local directories or cached hub ids) as a :class:`ModelPair`.
 
-    Both models are put in eval mode on ``device`` in ``dtype`` (keep ``torch.float32``
-    wherever exact laws are compared: bf16 shifts probabilities). The tokenizers of the
-    two are loaded and checked with :func:`check_tokenizers_agree`; the target's is kept.
+    Both models are put in eval mode on ``device`` in ``dtype``; ``None`` is each
+    checkpoint's own dtype (its ``config.json``), the one whose safetensors weights stay
+    memory-mapped on the CPU instead of being converted into memory. A lower precision
+    changes the models, hence ``p`` and ``q``: the exact analysis is then exact for the
+    distributions of that model. The tokenizers of the two are loaded and checked with
+    :func:`check_tokenizers_agree`; the target's is kept. The pair's ``loader`` loads a
+    model again the same way (:meth:`ModelPair.unload`).
 
     Raises :class:`ModelNotFoundError` if a model or tokenizer is not available locally,
     :class:`TokenizerMismatchError` if the tokenizers differ or a model's output
@@ -89,8 +122,12 @@ def load_pair(
     draft_tokenizer = load_tokenizer(draft)
     target_tokenizer = load_tokenizer(target)
     check_tokenizers_agree(draft_tokenizer, target_tokenizer)
-    draft_model = load_causal_lm(draft, device, dtype)
-    target_model = load_causal_lm(target, device, dtype)
+    sources = {"draft": draft, "target": target}
+
+    def loader(role: str) -> torch.nn.Module:
+        return load_causal_lm(sources[role], device, dtype)
+
+    draft_model, target_model = loader("draft"), loader("target")
     n_real = real_vocab_size(target_tokenizer)
     for role, model in (("draft", draft_model), ("target", target_model)):
         if _output_rows(model) < n_real:
@@ -105,6 +142,7 @@ def load_pair(
         tokenizer=target_tokenizer,
         name=pair_name,
         real_vocab_size=n_real,
+        loader=loader,
     )
 
 
@@ -141,13 +179,14 @@ def load_tokenizer(source: str | Path, **kwargs):
         ) from exc
 
 
-def load_causal_lm(source: str | Path, device: str | torch.device, dtype: torch.dtype, **kwargs):
-    """``AutoModelForCausalLM.from_pretrained`` offline, moved to ``device``, in eval mode."""
+def load_causal_lm(source: str | Path, device: str | torch.device, dtype: torch.dtype | None, **kwargs):
+    """``AutoModelForCausalLM.from_pretrained`` offline, moved to ``device``, in eval mode
+    (``dtype=None``: the checkpoint's own dtype)."""
     from transformers import AutoModelForCausalLM
 
     try:
         model = AutoModelForCausalLM.from_pretrained(
-            str(source), dtype=dtype, local_files_only=True, **kwargs
+            str(source), dtype="auto" if dtype is None else dtype, local_files_only=True, **kwargs
         )
     except OSError as exc:
         raise ModelNotFoundError(
@@ -200,6 +239,11 @@ def _bpe_merges(tokenizer) -> list | None:
 
 def _count(merges: list | None) -> str:
     return "no" if merges is None else str(len(merges))
+
+
+def _check_role(role: str) -> None:
+    if role not in ROLES:
+        raise UnknownNameError(f"a pair's model roles are {', '.join(ROLES)}, got {role!r}")
 
 
 def _output_rows(model: torch.nn.Module) -> int:

@@ -10,7 +10,10 @@ This module
 3. converts the GGUF once to a plain float32 safetensors checkpoint plus tokenizer in a
    user cache directory (``$OTM_CACHE_DIR``, default ``~/.cache/otm-toolkit``), written
    to a temporary directory and renamed into place so a crash leaves no half cache,
-4. loads the pair from that cache with :func:`decoding.models.hf.load_pair` (seconds).
+4. for the default dtype, bfloat16, casts that checkpoint once more, tensor by tensor, to
+   a bfloat16 copy beside it (:func:`cast_checkpoint`), so that a model loads in the dtype
+   of its file: memory-mapped, never converted in memory,
+5. loads the pair from that cache with :func:`decoding.models.hf.load_pair` (seconds).
 
 Nothing touches the network: every ``from_pretrained`` call is ``local_files_only``.
 """
@@ -21,22 +24,31 @@ import gc
 import hashlib
 import importlib.util
 import json
+import math
 import os
 import shutil
+import struct
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from decoding.models.errors import ModelHashMismatchError, ModelPackageMissingError
+from decoding.models.errors import ModelCacheError, ModelHashMismatchError, ModelPackageMissingError
 from decoding.models.hf import ModelPair, load_pair
+from otm.errors import InvalidArgumentError
 
 CACHE_ENV_VAR = "OTM_CACHE_DIR"
 DEFAULT_CACHE_DIR = Path("~/.cache/otm-toolkit")
 PAIR_NAME = "Qwen2.5-Coder-0.5B-Instruct -> Qwen2.5-Coder-1.5B-Instruct"
 _CHUNK_BYTES = 16 * 1024 * 1024  # streaming block for hashing and copying
 _MARKER = "otm-source.json"  # written last inside a finished cache directory
+
+#: The dtypes the cache holds, with their names: float32 (the dequantized GGUF) and its
+#: bfloat16 cast (:func:`cast_checkpoint`).
+CACHE_DTYPES = {torch.float32: "float32", torch.bfloat16: "bfloat16"}
+_SAFETENSORS_DTYPES = {torch.float32: "F32", torch.bfloat16: "BF16", torch.float16: "F16"}  # header codes
 
 
 @dataclass(frozen=True)
@@ -192,53 +204,136 @@ def convert_gguf(gguf_path: Path, output_dir: Path) -> None:
     gc.collect()
 
 
-def ensure_qwen_cache(directory: str | Path | None = None) -> QwenCachePaths:
-    """Assemble, verify and convert both models once; return the cached directories.
+def ensure_qwen_cache(directory: str | Path | None = None, dtype: torch.dtype = torch.float32) -> QwenCachePaths:
+    """Assemble, verify and convert both models once; return the cached directories of
+    ``dtype`` (a key of :data:`CACHE_DTYPES`: the float32 checkpoints, or their bfloat16
+    casts, made once from them).
 
     Idempotent: a directory holding the completion marker is reused. A build is done in
     a temporary directory next to the cache and renamed into place, under a file lock, so
     concurrent callers do not convert twice and a crash leaves no half-written cache.
-    The assembled GGUF is a temporary file, deleted after conversion. Roughly 1.5 minutes
-    and 8 GB of disk (float32 safetensors) the first time.
+    The assembled GGUF is a temporary file, deleted after conversion. The first time:
+    minutes, 9.1 GB of disk in float32 and 4.8 GB more for the bfloat16 copy.
     """
+    if dtype not in CACHE_DTYPES:
+        names = ", ".join(str(d) for d in CACHE_DTYPES)
+        raise InvalidArgumentError(f"the Qwen cache holds {names}, not {dtype}; load another dtype from float32")
     root = Path(directory).expanduser() if directory is not None else cache_dir()
     root.mkdir(parents=True, exist_ok=True)
-    return QwenCachePaths(
-        draft=_ensure_converted(DRAFT_GGUF, root), target=_ensure_converted(TARGET_GGUF, root)
-    )
+    paths = {}
+    for role, spec in (("draft", DRAFT_GGUF), ("target", TARGET_GGUF)):
+        paths[role] = _ensure_converted(spec, root)
+        if dtype != torch.float32:
+            paths[role] = _ensure_cast(spec, root, paths[role], dtype)
+    return QwenCachePaths(**paths)
 
 
 def _ensure_converted(spec: EmbeddedGGUF, root: Path) -> Path:
-    final = root / spec.cache_name
-    if _is_complete(final, spec):
-        return final
-    with _file_lock(root / f"{spec.cache_name}.lock"):
-        if _is_complete(final, spec):  # built by another process while we waited
-            return final
+    def build(scratch: Path, output: Path) -> None:
         part_files(spec)  # fail fast, before any work, when a wheel is missing
-        with tempfile.TemporaryDirectory(dir=root, prefix=f".{spec.cache_name}-build-") as scratch:
-            scratch = Path(scratch)
-            gguf_path = assemble_gguf(spec, scratch / f"{spec.cache_name}.gguf")
-            output = scratch / "converted"
-            convert_gguf(gguf_path, output)
-            gguf_path.unlink()
-            (output / _MARKER).write_text(
-                json.dumps({"model": spec.model_name, "role": spec.role, "gguf_sha256": spec.sha256}, indent=1)
-            )
+        gguf_path = assemble_gguf(spec, scratch / f"{spec.cache_name}.gguf")
+        convert_gguf(gguf_path, output)
+        gguf_path.unlink()
+
+    return _build_once(root / spec.cache_name, _source_record(spec, torch.float32), build)
+
+
+def _ensure_cast(spec: EmbeddedGGUF, root: Path, source: Path, dtype: torch.dtype) -> Path:
+    final = root / f"{spec.cache_name}-{CACHE_DTYPES[dtype]}"
+    record = _source_record(spec, dtype)
+    return _build_once(final, record, lambda scratch, output: cast_checkpoint(source, output, dtype))
+
+
+def _source_record(spec: EmbeddedGGUF, dtype: torch.dtype) -> dict:
+    """What the marker of a finished cache directory says (older float32 markers lack ``dtype``)."""
+    return {"model": spec.model_name, "role": spec.role, "gguf_sha256": spec.sha256, "dtype": CACHE_DTYPES[dtype]}
+
+
+def _build_once(final: Path, record: dict, build: Callable[[Path, Path], None]) -> Path:
+    """``final``, made by ``build(scratch, output)`` unless its marker already holds ``record``:
+    under a file lock, in a scratch directory, renamed into place once the marker is written."""
+    if _is_complete(final, record):
+        return final
+    with _file_lock(final.parent / f"{final.name}.lock"):
+        if _is_complete(final, record):  # built by another process while we waited
+            return final
+        with tempfile.TemporaryDirectory(dir=final.parent, prefix=f".{final.name}-build-") as scratch:
+            output = Path(scratch) / "converted"
+            build(Path(scratch), output)
+            (output / _MARKER).write_text(json.dumps(record, indent=1))
             if final.exists():  # a stale, unmarked directory from an interrupted older build
                 shutil.rmtree(final)
             output.rename(final)
     return final
 
 
-def _is_complete(path: Path, spec: EmbeddedGGUF) -> bool:
+def _is_complete(path: Path, record: dict) -> bool:
     marker = path / _MARKER
     if not marker.is_file():
         return False
     try:
-        return json.loads(marker.read_text()).get("gguf_sha256") == spec.sha256
+        found = json.loads(marker.read_text())
     except (OSError, ValueError):
         return False
+    return isinstance(found, dict) and {"dtype": "float32", **found} == record
+
+
+def cast_checkpoint(source: Path, output: Path, dtype: torch.dtype) -> None:
+    """Copy the ``save_pretrained`` folder ``source`` to ``output`` with its safetensors
+    weights cast to ``dtype`` (round to nearest, as ``from_pretrained(dtype=...)`` casts),
+    written as one ``model.safetensors`` one tensor at a time: the memory held is one
+    tensor, not the model. ``config.json`` states the new dtype; the other files are
+    copied. The written file is read back and compared, tensor by tensor, with the cast
+    of the source (:class:`ModelCacheError` on any difference)."""
+    from safetensors import safe_open
+
+    if dtype not in _SAFETENSORS_DTYPES:
+        names = ", ".join(map(str, _SAFETENSORS_DTYPES))
+        raise InvalidArgumentError(f"a checkpoint can be cast to {names}, not {dtype}")
+    source, output = Path(source), Path(output)
+    files = sorted(source.glob("*.safetensors"))
+    output.mkdir()
+    shapes = {}
+    for file in files:
+        with safe_open(file, framework="pt", backend="pread") as handle:
+            shapes.update({name: (file, handle.get_slice(name).get_shape()) for name in handle.keys()})
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    header, offset = {"__metadata__": {"format": "pt"}}, 0
+    for name, (_, shape) in shapes.items():
+        size = math.prod(shape) * itemsize
+        header[name] = {"dtype": _SAFETENSORS_DTYPES[dtype], "shape": shape, "data_offsets": [offset, offset + size]}
+        offset += size
+    blob = json.dumps(header).encode()
+    blob += b" " * (-len(blob) % 8)  # the data starts 8-byte aligned
+    with open(output / "model.safetensors", "wb") as sink:
+        sink.write(struct.pack("<Q", len(blob)) + blob)
+        for name, tensor in _cast_tensors(shapes, dtype):
+            sink.write(tensor.reshape(-1).view(torch.uint8).numpy().data)
+    with safe_open(output / "model.safetensors", framework="pt", backend="pread") as written:
+        if set(written.keys()) != set(shapes):
+            raise ModelCacheError(f"{output}: the cast checkpoint lost tensors; delete it and load again")
+        for name, tensor in _cast_tensors(shapes, dtype):
+            if not torch.equal(written.get_tensor(name), tensor):
+                raise ModelCacheError(f"{output}: tensor {name} reads back different from what was written")
+    weights = set(files) | {source / "model.safetensors.index.json", source / _MARKER}
+    for path in source.iterdir():  # config, tokenizer, generation config, chat template
+        if path.is_file() and path not in weights:
+            shutil.copy2(path, output / path.name)
+    config = json.loads((output / "config.json").read_text())
+    config["dtype"] = str(dtype).removeprefix("torch.")
+    (output / "config.json").write_text(json.dumps(config, indent=2))
+
+
+def _cast_tensors(shapes: dict, dtype: torch.dtype):
+    """``(name, tensor cast to dtype)`` for every entry of ``shapes`` (name -> (file, shape)),
+    each file opened once and each tensor dropped before the next is read. The files are
+    read with ``pread``, not memory-mapped: a mapping would keep every page read resident."""
+    from safetensors import safe_open
+
+    for file in dict.fromkeys(f for f, _ in shapes.values()):
+        with safe_open(file, framework="pt", backend="pread") as handle:
+            for name in (n for n, (f, _) in shapes.items() if f == file):
+                yield name, handle.get_tensor(name).to(dtype).contiguous()
 
 
 @contextlib.contextmanager
@@ -259,11 +354,13 @@ def _file_lock(path: Path):
 
 def load_qwen_pair(
     device: str | torch.device = "cpu",
-    dtype: torch.dtype = torch.float32,
+    dtype: torch.dtype = torch.bfloat16,
     *,
     directory: str | Path | None = None,
 ) -> ModelPair:
     """The Qwen2.5-Coder 0.5B (draft) / 1.5B (target) pair, built into the cache on the
-    first call (see :func:`ensure_qwen_cache`). Both models in float32 take about 13.4 GB."""
-    paths = ensure_qwen_cache(directory)
+    first call (see :func:`ensure_qwen_cache`). bfloat16 (the checkpoints' own dtype) and
+    float32 load memory-mapped from the cache file of their dtype; another dtype is
+    converted in memory from float32. docs/models.md gives the peak memory of each."""
+    paths = ensure_qwen_cache(directory, dtype if dtype in CACHE_DTYPES else torch.float32)
     return load_pair(paths.draft, paths.target, device, dtype, name=PAIR_NAME)

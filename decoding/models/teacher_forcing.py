@@ -1,5 +1,6 @@
 """Teacher-forced scoring: the target's and the draft's next-token logits at every
-position of a fixed text, from one forward pass of each model per text.
+position of a fixed text, from one forward pass of each model per text, one model at a
+time.
 
 These are the real ``(p, q)`` pairs the OTM analysis runs on: row ``t`` holds the
 logits of the token ``token_ids[t + 1]`` given the prefix ``token_ids[: t + 1]``, so a
@@ -16,7 +17,7 @@ tokens reach +16 for the Qwen pair: a total probability near 1e-8, not 0);
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -57,32 +58,47 @@ class TextScores:
 
 
 def score_texts(
-    pair: ModelPair, texts: Iterable[str | BuiltinText | Sequence[int]], *, mask_padding: bool = True
+    pair: ModelPair,
+    texts: Iterable[str | BuiltinText | Sequence[int]],
+    *,
+    mask_padding: bool = True,
+    progress: Callable[[Iterable], Iterable] | None = None,
 ) -> list[TextScores]:
-    """Score each text with one forward pass of the target and one of the draft.
+    """Score each text with one forward pass of the draft and one of the target.
 
     ``texts`` are strings or :class:`decoding.models.texts.BuiltinText`, tokenized with the pair's
     tokenizer (special tokens as the tokenizer adds them by default; Qwen2.5 adds none),
     or sequences of token ids, used as they are (a pair without tokenizer needs these). With ``mask_padding`` the logits of ids ``>= pair.n_real_tokens`` are
     ``-inf``. Raises :class:`NotApplicableError` for a text of fewer than two tokens
     (nothing to predict).
+
+    One model at a time: the draft scores every text, then, for a pair with a ``loader``
+    (:func:`decoding.models.hf.load_pair`), it is unloaded while the target scores every text
+    and loaded again at the end, so the memory peak is that of the larger model, not of
+    both. ``progress`` wraps the iterable of the ``2 * len(texts)`` forward passes (e.g.
+    ``tqdm``).
     """
-    results = []
-    for index, entry in enumerate(texts):
-        name = entry.name if isinstance(entry, BuiltinText) else f"text{index}"
-        token_ids = _token_ids(pair, entry)
-        if token_ids.size < 2:
-            raise NotApplicableError(
-                f"text {name!r} has {token_ids.size} token(s); teacher-forced scoring needs at least 2"
-            )
-        target_logits = teacher_forced_logits(pair.target, token_ids, pair.vocab_size)
-        draft_logits = teacher_forced_logits(pair.draft, token_ids, pair.vocab_size)
-        if mask_padding:
-            n_real = pair.n_real_tokens
-            target_logits[:, n_real:] = -np.inf
-            draft_logits[:, n_real:] = -np.inf
-        results.append(TextScores(name, token_ids, target_logits, draft_logits))
-    return results
+    entries = list(texts)
+    names = [entry.name if isinstance(entry, BuiltinText) else f"text{index}" for index, entry in enumerate(entries)]
+    token_ids = [_token_ids(pair, entry) for entry in entries]
+    for name, ids in zip(names, token_ids):
+        if ids.size < 2:
+            raise NotApplicableError(f"text {name!r} has {ids.size} token(s); teacher-forced scoring needs at least 2")
+    vocab_size, n_real = pair.vocab_size, pair.n_real_tokens
+    forwards = [(role, index) for role in ("draft", "target") for index in range(len(entries))]
+    logits = {}
+    try:
+        for role, index in progress(forwards) if progress else forwards:
+            if role == "target" and pair.draft is not None and pair.loader is not None:
+                pair.unload("draft")
+            rows = teacher_forced_logits(getattr(pair, role), token_ids[index], vocab_size)
+            if mask_padding:
+                rows[:, n_real:] = -np.inf
+            logits[role, index] = rows
+    finally:
+        pair.reload("draft")
+    return [TextScores(name, ids, logits["target", i], logits["draft", i])
+            for i, (name, ids) in enumerate(zip(names, token_ids))]
 
 
 def _token_ids(pair: ModelPair, entry: str | BuiltinText | Sequence[int]) -> np.ndarray:  # [T]

@@ -65,21 +65,24 @@ def check_corpus_config(config: CorpusConfig) -> None:
         raise InvalidArgumentError(f"--shard-size must be an integer >= 1, got {config.shard_size!r}")
     if config.dtype not in DTYPES:
         raise UnknownNameError(f"--dtype must be one of {', '.join(DTYPES)}, got {config.dtype!r}")
+    from .decode import DTYPES as MODEL_DTYPES
+
+    if config.model_dtype not in MODEL_DTYPES:
+        raise UnknownNameError(f"--model-dtype must be one of {', '.join(MODEL_DTYPES)}, got {config.model_dtype!r}")
     output_folder(config.out)
 
 
 def corpus_command(config: CorpusConfig) -> int:
     """Score the texts with the pair (one forward of each model per text) and write the corpus."""
-    import torch
-
     from decoding.models.teacher_forcing import write_corpus
 
     from ..report.sources import resolve_texts, score_report_texts
+    from .decode import DTYPES as MODEL_DTYPES
     from .decode import check_device, load_named_pair
 
     check_corpus_config(config)
     texts = resolve_texts(config.texts)
-    pair = load_named_pair(config.pair, check_device(config.device), torch.float32)
+    pair = load_named_pair(config.pair, check_device(config.device), MODEL_DTYPES[config.model_dtype])
     progress = None
     if not config.quiet:
         from tqdm.auto import tqdm

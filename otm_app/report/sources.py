@@ -72,7 +72,10 @@ def resolve_texts(spec: str | None) -> list[BuiltinText]:
             continue
         path = Path(entry)
         if path.is_file():
-            content = path.read_text(encoding="utf-8")
+            try:
+                content = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise OTMError(f"--texts: {entry} is not a readable UTF-8 text file ({exc})") from None
             if not content.strip():
                 raise OTMError(f"--texts: {entry} is empty")
             texts.append(BuiltinText(path.stem, "user", content))
@@ -97,25 +100,29 @@ def toy_texts(seed: int) -> ScoredTexts:
     return ScoredTexts(scores, ["toy"] * len(scores), f"toy Gaussian logits, V = {TOY_VOCAB_SIZE}, scale {TOY_LOGIT_SCALE} ({description})")
 
 
-def load_report_pair(name: str, device="cpu"):
-    """The model pair of ``--pair`` (float32: exact laws are compared). The Qwen pair
-    raises :class:`decoding.models.ModelPackageMissingError` when its wheels are missing."""
-    import torch
+def load_report_pair(name: str, device="cpu", dtype: str = "bfloat16"):
+    """The model pair of ``--pair`` in ``--dtype`` (the exact analysis is exact for the
+    distributions of the models in that dtype). The Qwen pair raises
+    :class:`decoding.models.ModelPackageMissingError` when its wheels are missing."""
+    from otm_app.commands.decode import DTYPES
 
+    if name not in PAIRS:
+        raise OTMError(f"--pair must be one of {', '.join(PAIRS)}, got {name!r}")
+    if dtype not in DTYPES:
+        raise OTMError(f"--dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     if name == "qwen2.5-coder":
         from decoding.models.qwen import load_qwen_pair
 
-        return load_qwen_pair(device, torch.float32)
-    if name == "tiny":
-        from decoding.models.tiny import build_tiny_pair
+        return load_qwen_pair(device, DTYPES[dtype])
+    from decoding.models.tiny import build_tiny_pair
 
-        return build_tiny_pair(device=device, dtype=torch.float32)
-    raise OTMError(f"--pair must be one of {', '.join(PAIRS)}, got {name!r}")
+    return build_tiny_pair(device=device, dtype=DTYPES[dtype])
 
 
 def score_report_texts(pair, texts: Sequence[BuiltinText], seed: int, progress=None) -> ScoredTexts:
-    """Teacher-forced scoring of ``texts`` (a pair without tokenizer scores
-    ``TINY_TEXTS`` seeded random token-id texts instead)."""
+    """Teacher-forced scoring of ``texts``, one model at a time (a pair without tokenizer
+    scores ``TINY_TEXTS`` seeded random token-id texts instead); ``progress`` wraps the
+    forward passes."""
     from decoding.models.teacher_forcing import score_texts
 
     if pair.tokenizer is None:
@@ -124,11 +131,8 @@ def score_report_texts(pair, texts: Sequence[BuiltinText], seed: int, progress=N
         names, kinds = [f"random_ids_{i}" for i in range(TINY_TEXTS)], ["random token ids"] * TINY_TEXTS
     else:
         entries, names, kinds = list(texts), [t.name for t in texts], [t.kind for t in texts]
-    scores = []
-    named = list(zip(entries, names))
-    for entry, name in progress(named) if progress else named:
-        scored = score_texts(pair, [entry])[0]
-        scores.append(TextScores(name, scored.token_ids, scored.target_logits, scored.draft_logits))
+    scored = score_texts(pair, entries, progress=progress)  # one model at a time
+    scores = [TextScores(name, s.token_ids, s.target_logits, s.draft_logits) for name, s in zip(names, scored)]
     return ScoredTexts(scores, kinds, pair.name)
 
 

@@ -16,7 +16,7 @@ from decoding.models import (
 )
 from decoding.models.hf import real_vocab_size
 from decoding.models.teacher_forcing import score_texts
-from otm.errors import OTMError
+from otm.errors import NotApplicableError, OTMError, UnknownNameError
 
 EMBEDDING_ROWS = 300  # more rows than the tokenizer's 259 tokens, like Qwen2.5's padding
 MERGES = (("Ġ", "t"), ("h", "e"))
@@ -153,3 +153,37 @@ def test_scoring_the_loaded_pair_masks_padded_ids(loaded):
     assert width == EMBEDDING_ROWS
     assert np.isneginf(scores.target_logits[:, loaded.n_real_tokens :]).all()
     assert np.isfinite(scores.draft_logits[:, : loaded.n_real_tokens]).all()
+
+
+def test_scoring_holds_one_model_at_a_time_with_the_logits_of_both_at_once(saved_pair):
+    pair = load_pair(saved_pair["draft_dir"], saved_pair["target_dir"])
+    both = ModelPair(draft=saved_pair["draft"], target=saved_pair["target"], tokenizer=saved_pair["tokenizer"],
+                     name="both at once", real_vocab_size=pair.real_vocab_size)  # no loader: never unloaded
+    draft_during_target = []
+    hook = pair.target.register_forward_hook(lambda *_: draft_during_target.append(pair.draft))
+    texts = ["the theme", "then the thesis"]
+    one_at_a_time = score_texts(pair, texts)
+    hook.remove()
+    assert draft_during_target == [None, None]  # the draft was unloaded while the target ran
+    for got, expected in zip(one_at_a_time, score_texts(both, texts)):
+        assert np.array_equal(got.target_logits, expected.target_logits)
+        assert np.array_equal(got.draft_logits, expected.draft_logits)
+    ids = torch.tensor([pair.tokenizer("the theme")["input_ids"]])
+    with torch.inference_mode():  # loaded again at the end, the same model
+        assert torch.equal(pair.draft(ids).logits, saved_pair["draft"](ids).logits)
+
+
+def test_unload_and_reload_need_a_loader_and_a_role(saved_pair):
+    pair = load_pair(saved_pair["draft_dir"], saved_pair["target_dir"])
+    pair.unload("target")
+    assert pair.target is None
+    pair.reload("target")
+    assert {p.dtype for p in pair.target.parameters()} == {torch.float32}  # the checkpoint's own dtype
+    with pytest.raises(UnknownNameError, match="draft, target"):
+        pair.unload("teacher")
+    in_memory = ModelPair(draft=saved_pair["draft"], target=saved_pair["target"], tokenizer=None, name="mem")
+    with pytest.raises(NotApplicableError, match="no loader"):
+        in_memory.unload("draft")
+    assert in_memory.draft is saved_pair["draft"]
+    pair.release()
+    assert pair.loader is None

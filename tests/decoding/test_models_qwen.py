@@ -3,15 +3,18 @@
 The first tests are fast and need no wheel: they assemble a fake split package written to
 a temporary directory, and replace the GGUF conversion by a stub, to check the hash
 check, the missing-package error and the cache logic (idempotent, no half cache).
-The rest are marked ``qwen`` and ``slow``: they need the ``models`` extra, build the cache
-on first use (about 2 minutes, 8 GB of disk) and hold both models in float32 (13.4 GB)
-for the session. Run them with ``pytest -m qwen tests/decoding/test_models_qwen.py``.
+The bfloat16 cache is checked on tiny Qwen2 models saved in float32. The rest are marked
+``qwen`` and ``slow``: they need the ``models`` extra, build the cache on first use (minutes,
+14 GB of disk) and hold both models in the default dtype, bfloat16, for the session (docs/
+models.md gives the memory). Run them with ``pytest -m qwen tests/decoding/test_models_qwen.py``.
 """
 import hashlib
+import json
 
 import numpy as np
 import pytest
 import torch
+from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from decoding.models import (
     ModelHashMismatchError,
@@ -20,14 +23,17 @@ from decoding.models import (
     load_qwen_pair,
 )
 from decoding.models import qwen
+from decoding.models.errors import ModelCacheError
+from decoding.models.hf import load_causal_lm
 from decoding.models.teacher_forcing import score_texts
 from decoding.models.texts import BUILTIN_TEXTS, builtin_text
 from otm.distributions import total_variation
-from otm.errors import OTMError
+from otm.errors import InvalidArgumentError, OTMError
 
 QWEN_VOCAB = 151936  # embedding rows of both models
 QWEN_REAL_TOKENS = 151665  # ids 151665.. are "[PAD<id>]" padding in the GGUF tokenizer
 PARTS = (b"GGUF-fake-part-one|", b"part-two|", b"three")
+BF16_ROUNDING = 2.0**-8  # relative error of rounding to nearest with bfloat16's 8 significant bits
 
 
 @pytest.fixture
@@ -120,6 +126,86 @@ def test_a_failed_conversion_leaves_no_cache(fake_spec, tmp_path, monkeypatch):
     assert [p.name for p in root.iterdir() if not p.name.endswith(".lock")] == []
 
 
+# ---------------------------------------------------------------- the bfloat16 cache
+
+def save_tiny_float32(directory, seed=0):
+    """A tiny random Qwen2 model saved in float32 (weights with more mantissa than bf16 holds)."""
+    config = Qwen2Config(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=32,
+                         tie_word_embeddings=False)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        Qwen2ForCausalLM(config).eval().save_pretrained(directory)
+    return directory
+
+
+def test_the_bfloat16_cast_is_what_a_bfloat16_load_of_float32_gives(tmp_path):
+    source = save_tiny_float32(tmp_path / "f32")
+    qwen.cast_checkpoint(source, tmp_path / "bf16", torch.bfloat16)
+    assert json.loads((tmp_path / "bf16" / "config.json").read_text())["dtype"] == "bfloat16"
+    cast = load_causal_lm(tmp_path / "bf16", "cpu", None)  # its own dtype: no conversion in memory
+    converted = load_causal_lm(source, "cpu", torch.bfloat16)
+    original = load_causal_lm(source, "cpu", torch.float32)
+    cast_weights, converted_weights = cast.state_dict(), converted.state_dict()
+    assert cast_weights.keys() == converted_weights.keys()
+    for name, weight in cast_weights.items():
+        assert weight.dtype == torch.bfloat16, name
+        assert torch.equal(weight, converted_weights[name]), name
+        assert torch.allclose(weight.float(), original.state_dict()[name], rtol=BF16_ROUNDING, atol=0), name
+    assert any(not torch.equal(w.float(), original.state_dict()[n]) for n, w in cast_weights.items())  # it did cast
+    ids = torch.tensor([[1, 5, 9, 2]])
+    with torch.inference_mode():
+        assert torch.equal(cast(ids).logits, converted(ids).logits)
+
+
+def test_a_cast_that_reads_back_different_leaves_no_cache(tmp_path, monkeypatch, fake_spec):
+    source = save_tiny_float32(tmp_path / "f32")
+    calls = []
+    cast_tensors = qwen._cast_tensors
+
+    def second_pass_differs(shapes, dtype):  # the write sees the true tensors, the read-back check others
+        calls.append(1)
+        for name, tensor in cast_tensors(shapes, dtype):
+            yield name, tensor + 1 if len(calls) == 2 else tensor
+
+    monkeypatch.setattr(qwen, "_cast_tensors", second_pass_differs)
+    root = tmp_path / "cache"
+    root.mkdir()
+    with pytest.raises(ModelCacheError, match="reads back different"):
+        qwen._ensure_cast(fake_spec, root, source, torch.bfloat16)
+    assert [p.name for p in root.iterdir() if not p.name.endswith(".lock")] == []
+
+
+def test_the_bfloat16_cache_is_cast_once_from_the_float32_one(fake_spec, tmp_path, monkeypatch):
+    def tiny_convert(gguf_path, output_dir):
+        save_tiny_float32(output_dir)
+
+    casts = []
+    cast = qwen.cast_checkpoint
+    monkeypatch.setattr(qwen, "convert_gguf", tiny_convert)
+    monkeypatch.setattr(qwen, "cast_checkpoint", lambda *args: casts.append(args) or cast(*args))
+    root = tmp_path / "cache"
+    root.mkdir()
+    float32 = qwen._ensure_converted(fake_spec, root)
+    bfloat16 = qwen._ensure_cast(fake_spec, root, float32, torch.bfloat16)
+    assert bfloat16 == root / f"{fake_spec.cache_name}-bfloat16"
+    assert qwen._ensure_cast(fake_spec, root, float32, torch.bfloat16) == bfloat16
+    assert len(casts) == 1  # reused
+    marker = json.loads((bfloat16 / "otm-source.json").read_text())
+    assert marker["dtype"] == "bfloat16" and marker["gguf_sha256"] == fake_spec.sha256
+    assert load_causal_lm(bfloat16, "cpu", None).dtype == torch.bfloat16
+    # a float32 marker written before markers named their dtype still counts; a bfloat16 one does not
+    (float32 / "otm-source.json").write_text(json.dumps({k: v for k, v in marker.items() if k != "dtype"}))
+    assert qwen._is_complete(float32, qwen._source_record(fake_spec, torch.float32))
+    assert not qwen._is_complete(bfloat16, qwen._source_record(fake_spec, torch.float32))
+
+
+def test_the_cache_holds_float32_and_bfloat16_only(tmp_path):
+    with pytest.raises(InvalidArgumentError, match="float16"):
+        ensure_qwen_cache(tmp_path / "cache", torch.float16)
+    assert not (tmp_path / "cache").exists()  # refused before any work
+
+
 # ---------------------------------------------------------------- the real models
 
 def _require_wheels():
@@ -158,8 +244,8 @@ def test_pair_loads_with_one_tokenizer(qwen_pair):
     assert sum(p.numel() for p in qwen_pair.draft.parameters()) < sum(
         p.numel() for p in qwen_pair.target.parameters()
     )
-    for model in (qwen_pair.draft, qwen_pair.target):
-        assert {p.dtype for p in model.parameters()} == {torch.float32}
+    for model in (qwen_pair.draft, qwen_pair.target):  # the default: the checkpoints' own dtype
+        assert {p.dtype for p in model.parameters()} == {torch.bfloat16}
 
 
 @pytest.mark.qwen
