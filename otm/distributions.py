@@ -154,7 +154,12 @@ def as_draft_distributions(q, k: int, vocab_size: int) -> list[np.ndarray]:
     ``q`` is one vector (all drafts share it) or a sequence / 2-D array of exactly
     ``k`` vectors (SpecInfer with different drafts, Khisti et al. 2025, Remark 1).
     """
-    k = check_draft_count(k)
+    return draft_distributions(q, check_draft_count(k), vocab_size)
+
+
+def draft_distributions(q, k: int, vocab_size: int) -> list[np.ndarray]:
+    """:func:`as_draft_distributions` for a ``k`` checked already (an int ``>= 1``)."""
+    assert isinstance(k, int) and k >= 1, k
     if hasattr(q, "ndim"):
         ndim = int(q.ndim)
     elif isinstance(q, (list, tuple)) and q and all(hasattr(row, "__len__") for row in q):

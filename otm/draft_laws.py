@@ -4,7 +4,9 @@ A :class:`DraftLaw` is the list of draft tuples with positive probability and th
 probabilities. It is the ``Q`` of the OTM problem (SpecTr, Sun et al. 2023, eq. 4; SpecHub (Sun et al. 2024), §3.1):
 every formulation in :mod:`otm.formulations` and every rule in :mod:`otm.rules` takes one.
 
-Constructors (one per draft scheme used in the papers):
+The joint law the drafts are drawn from is their *draft scheme* (docs/notation.md), one of
+:data:`DRAFT_SCHEMES`; :func:`draft_law` builds any of them by name. Constructors (one per
+draft scheme used in the papers):
 
 - :func:`iid_law` - k i.i.d. drafts from ``q`` (SpecTr, RRS, Khisti et al. (2025));
 - :func:`without_replacement_law` - k distinct drafts drawn successively from ``q``
@@ -29,7 +31,16 @@ from fractions import Fraction
 import numpy as np
 
 from .distributions import as_distribution, check_draft_count
-from .errors import InvalidDistributionError, InvalidDraftCountError, NotApplicableError, ShapeMismatchError
+from .errors import InvalidDistributionError, InvalidDraftCountError, NotApplicableError, ShapeMismatchError, UnknownNameError
+
+#: Every draft scheme (the joint law of the k drafts, docs/notation.md): what :func:`draft_law`
+#: builds, what ``sampling=`` names in the public functions (``--sampling`` on the command
+#: line) and a rule's ``draft_scheme`` (:mod:`otm.rules.registry`). ``"independent"`` draws
+#: draft ``i`` from its own ``q_i`` (``q`` is ``[k, V]``); the others draw from one ``q``.
+DRAFT_SCHEMES = ("iid", "without_replacement", "hub", "greedy", "independent")
+
+#: The draft schemes that draw every draft from one ``q`` (all but ``"independent"``).
+ONE_Q_SCHEMES = tuple(scheme for scheme in DRAFT_SCHEMES if scheme != "independent")
 
 #: Enumerating more draft tuples than this raises :class:`NotApplicableError`: use the
 #: closed forms in :mod:`otm.formulations.closed_form`, which never enumerate.
@@ -148,8 +159,11 @@ def _from_rows(tuples, probs, vocab_size: int, name: str) -> DraftLaw:
 
 def iid_law(q, k: int) -> DraftLaw:
     """k i.i.d. drafts: ``Q(x_1..x_k) = prod_i q(x_i)`` (SpecHub, Sun et al. 2024, §3.1)."""
-    q = _validated(q)
-    k = check_draft_count(k)
+    return _iid_law(_validated(q), check_draft_count(k))
+
+
+def _iid_law(q: np.ndarray, k: int) -> DraftLaw:
+    """:func:`iid_law` of a validated ``q`` and ``k``."""
     support = np.flatnonzero([v > 0 for v in q])
     _check_size(len(support) ** k, "i.i.d.")
     tuples = np.array(list(itertools.product(support, repeat=k)), dtype=np.int64).reshape(-1, k)
@@ -184,9 +198,11 @@ def without_replacement_law(q, k: int) -> DraftLaw:
     ([[1, 0]], [1.0])
     """
     q = _validated(q)
-    k = check_draft_count(k)
-    if k > q.size:
-        raise InvalidDraftCountError(f"k={k} drafts without replacement from a vocabulary of {q.size} tokens")
+    return _without_replacement_law(q, check_scheme_draft_count("without_replacement", k, q.size))
+
+
+def _without_replacement_law(q: np.ndarray, k: int) -> DraftLaw:
+    """:func:`without_replacement_law` of a validated ``q`` and ``k``."""
     support = np.flatnonzero([v > 0 for v in q])
     drawn = min(k, len(support))  # random draws; the other k - drawn drafts are fixed
     n = int(np.prod(np.arange(len(support) - drawn + 1, len(support) + 1, dtype=np.float64)))
@@ -231,6 +247,11 @@ def independent_law(qs) -> DraftLaw:
         raise InvalidDraftCountError("independent_law needs at least one draft distribution")
     if len({qi.size for qi in qs}) != 1:
         raise ShapeMismatchError("the draft distributions must share one vocabulary size")
+    return _independent_law(qs)
+
+
+def _independent_law(qs: list) -> DraftLaw:
+    """:func:`independent_law` of validated ``q_i`` of one size."""
     supports = [np.flatnonzero([v > 0 for v in qi]) for qi in qs]
     _check_size(int(np.prod([len(s) for s in supports], dtype=np.float64)), "independent")
     tuples = np.array(list(itertools.product(*supports)), dtype=np.int64).reshape(-1, len(qs))
@@ -257,7 +278,11 @@ def hub_law(q) -> DraftLaw:
 
     When ``q`` is one-hot (``q(a) = 1``) the law is the single pair ``(a, a)``.
     """
-    q = _validated(q)
+    return _hub_law(_validated(q))
+
+
+def _hub_law(q: np.ndarray) -> DraftLaw:
+    """:func:`hub_law` of a validated ``q``."""
     a = hub_token(q)
     others = np.array([x for x in range(q.size) if x != a and q[x] > 0], dtype=np.int64)
     if len(others) == 0:
@@ -342,9 +367,11 @@ def greedy_membership(q, k: int) -> np.ndarray:
     O(V log V)): 1 on the top ``k - 1`` tokens ``F``, ``q(y) / q(R)`` on the rest ``R`` (``R``
     = the other tokens), or, when ``q(R) = 0``, 1 on the next token in greedy order."""
     q = _validated(q)
-    k = check_draft_count(k)
-    if k > q.size:
-        raise InvalidDraftCountError(f"k={k} distinct greedy drafts from a vocabulary of {q.size} tokens")
+    return _greedy_membership(q, check_scheme_draft_count("greedy", k, q.size))
+
+
+def _greedy_membership(q: np.ndarray, k: int) -> np.ndarray:
+    """:func:`greedy_membership` of a validated ``q`` and ``k``."""
     order = greedy_order(q)
     fixed, rest = order[: k - 1], order[k - 1 :]
     one = Fraction(1) if q.dtype == object else 1.0
@@ -362,7 +389,11 @@ def hub_membership(q) -> np.ndarray:
     """``[V]`` ``P(y in S(X))`` of :func:`hub_law` without building the law: 1 at the hub
     ``a``, ``q(x) / (1 - q(a))`` elsewhere (``1 - q(a)`` summed from the other masses); 0
     off ``a`` for a one-hot ``q``."""
-    q = _validated(q)
+    return _hub_membership(_validated(q))
+
+
+def _hub_membership(q: np.ndarray) -> np.ndarray:
+    """:func:`hub_membership` of a validated ``q``."""
     a = hub_token(q)
     others = q.copy()
     others[a] = 0
@@ -379,9 +410,11 @@ def greedy_law(q, k: int) -> DraftLaw:
     next token in the order (deterministic). Needs ``k <= V``.
     """
     q = _validated(q)
-    k = check_draft_count(k)
-    if k > q.size:
-        raise InvalidDraftCountError(f"k={k} distinct greedy drafts from a vocabulary of {q.size} tokens")
+    return _greedy_law(q, check_scheme_draft_count("greedy", k, q.size))
+
+
+def _greedy_law(q: np.ndarray, k: int) -> DraftLaw:
+    """:func:`greedy_law` of a validated ``q`` and ``k``."""
     order = greedy_order(q)
     fixed, rest = order[: k - 1], order[k - 1 :]
     rest_mass = q[rest].sum()
@@ -414,30 +447,61 @@ def table_law(tuples, probs, vocab_size: int) -> DraftLaw:
     return _from_rows(unique, merged, int(vocab_size), "table")
 
 
-#: Names accepted by :func:`draft_law` (and by ``sampling=`` in the public API).
-SAMPLING_SCHEMES = ("iid", "without_replacement", "hub", "greedy")
+def check_scheme_draft_count(scheme: str, k, vocab_size: int) -> int:
+    """``k`` as an int, checked for drafts of ``scheme`` over ``vocab_size`` tokens: an integer
+    ``>= 1`` (:func:`otm.distributions.check_draft_count`), ``k = 2`` for the hub law, at most
+    ``V`` distinct drafts without replacement or greedy; else :class:`InvalidDraftCountError`.
+    The public entries check ``k`` with it once and pass the checked value inward."""
+    k = check_draft_count(k)
+    if scheme == "hub" and k != 2:
+        raise InvalidDraftCountError(f"SpecHub's hub law is defined for k=2 drafts (SpecHub, Sun et al. 2024, §4), got k={k}")
+    if scheme in ("without_replacement", "greedy") and k > vocab_size:
+        drafts = "drafts without replacement" if scheme == "without_replacement" else "greedy drafts"
+        raise InvalidDraftCountError(f"k={k} distinct {drafts} from a vocabulary of {vocab_size} tokens")
+    return k
 
 
-def draft_law(sampling: str, q, k: int) -> DraftLaw:
-    """Dispatch on a scheme name from :data:`SAMPLING_SCHEMES`. ``q`` may be a list of k
-    vectors for ``"iid"``, in which case the drafts are independent with different laws."""
-    from .errors import UnknownNameError
+def draft_law(scheme: str, q, k: int) -> DraftLaw:
+    """The joint draft law of ``k`` drafts of ``scheme`` (one of :data:`DRAFT_SCHEMES`) from
+    ``q``: ``[V]``, or ``[k, V]`` for ``"independent"`` (also accepted with ``"iid"``: draft
+    ``i`` from ``q_i``).
 
-    if sampling == "iid":
-        if np.ndim(q) == 2:
-            if len(q) != k:
-                raise ShapeMismatchError(f"got {len(q)} draft distributions for k={k}")
-            return independent_law(q)
-        return iid_law(q, k)
-    if sampling == "without_replacement":
-        return without_replacement_law(q, k)
-    if sampling == "hub":
-        if k != 2:
-            raise InvalidDraftCountError(f"SpecHub's hub law is defined for k=2 drafts (SpecHub, Sun et al. 2024, §4), got k={k}")
-        return hub_law(q)
-    if sampling == "greedy":
-        return greedy_law(q, k)
-    raise UnknownNameError(f"unknown sampling scheme {sampling!r}; choose one of {SAMPLING_SCHEMES}")
+    >>> draft_law("without_replacement", [0.5, 0.5], 2).tuples.tolist()
+    [[0, 1], [1, 0]]
+    """
+    if scheme not in DRAFT_SCHEMES:
+        raise UnknownNameError(f"unknown draft scheme {scheme!r}; choose one of {DRAFT_SCHEMES}")
+    if scheme == "independent" or (scheme == "iid" and np.ndim(q) == 2):
+        if np.ndim(q) != 2:
+            raise ShapeMismatchError(f"independent drafts need k draft distributions q ([k, V]), got shape {np.shape(q)}")
+        if len(q) != check_draft_count(k):
+            raise ShapeMismatchError(f"got {len(q)} draft distributions for k={k}")
+        return independent_law(q)
+    q = _validated(q)
+    return valid_draft_law(scheme, q, check_scheme_draft_count(scheme, k, q.size))
+
+
+def valid_draft_law(scheme: str, q, k: int) -> DraftLaw:
+    """:func:`draft_law` of inputs checked already: ``q`` validated (:func:`_validated`:
+    float64, or exact Fractions; ``[k, V]`` rows for ``"independent"``) and ``k`` by
+    :func:`check_scheme_draft_count`; nothing is checked again."""
+    assert isinstance(k, int) and scheme in DRAFT_SCHEMES, (scheme, k)
+    if scheme == "independent":
+        return _independent_law(list(q))
+    if scheme == "iid":
+        return _iid_law(q, k)
+    if scheme == "without_replacement":
+        return _without_replacement_law(q, k)
+    if scheme == "hub":
+        return _hub_law(q)
+    return _greedy_law(q, k)
+
+
+def valid_membership(scheme: str, q, k: int) -> np.ndarray:
+    """``[V]`` ``P(y in S(X))`` of the hub or greedy law (:func:`hub_membership`,
+    :func:`greedy_membership`) of a validated ``q`` and checked ``k``, without building the law."""
+    assert scheme in ("hub", "greedy") and isinstance(k, int), (scheme, k)
+    return _hub_membership(q) if scheme == "hub" else _greedy_membership(q, k)
 
 
 def check_coupling_size(n_tuples: int, vocab_size: int, advice: str = "") -> None:

@@ -20,17 +20,10 @@ from fractions import Fraction
 
 import numpy as np
 
-from .distributions import (
-    as_distribution,
-    as_draft_distributions,
-    as_exact_distribution,
-    check_draft_count,
-    is_exact_input,
-    normalisation_note,
-)
-from .draft_laws import SAMPLING_SCHEMES, DraftLaw, draft_law, independent_law
-from .errors import InvalidDraftCountError, NotApplicableError, UnknownNameError
-from .formulations.closed_form import closed_form_method, solve_closed_form
+from .distributions import as_distribution, as_exact_distribution, draft_distributions, is_exact_input, normalisation_note
+from .draft_laws import DRAFT_SCHEMES, DraftLaw, check_scheme_draft_count, valid_draft_law
+from .errors import NotApplicableError, ShapeMismatchError, UnknownNameError
+from .formulations.closed_form import closed_form_method, covering_method, solve_closed_form, valid_closed_form
 from .solution import OTMSolution
 
 #: Names accepted by ``method=``.
@@ -43,10 +36,12 @@ def solve_optimum(p, q, k: int, sampling: str = "iid", method: str = "auto", bac
 
     Args:
         p: ``[V]`` target distribution (floats, or exact Fractions).
-        q: ``[V]`` draft distribution; for ``sampling="iid"`` also ``[k, V]``: k
-            independent drafts with different laws (closed form does not apply).
-        k: number of drafts.
-        sampling: one of :data:`otm.draft_laws.SAMPLING_SCHEMES`.
+        q: ``[V]`` draft distribution; ``[k, V]`` for ``sampling="independent"`` (also
+            accepted with ``"iid"``): k independent drafts with different laws (closed form
+            does not apply).
+        k: number of drafts, checked here once (for the draft scheme too: 2 for ``"hub"``, at
+            most ``V`` without replacement and greedy) and passed on as checked.
+        sampling: the draft scheme, one of :data:`otm.draft_laws.DRAFT_SCHEMES`.
         method: one of :data:`METHODS`.
         backend: LP backend name for the LP methods.
 
@@ -59,11 +54,10 @@ def solve_optimum(p, q, k: int, sampling: str = "iid", method: str = "auto", bac
     0.75
     """
     method = _check_method(method)
-    k = check_draft_count(k)
-    if sampling not in SAMPLING_SCHEMES:
-        raise UnknownNameError(f"unknown sampling scheme {sampling!r}; choose one of {SAMPLING_SCHEMES}")
+    if sampling not in DRAFT_SCHEMES:
+        raise UnknownNameError(f"unknown draft scheme sampling={sampling!r}; choose one of {DRAFT_SCHEMES}")
     raw = {"p": p, "q": q}
-    p, q = _validated(p, q, k, sampling)
+    p, q, k = _validated(p, q, k, sampling)
     solution = _dispatch(p, q, k, sampling, method, backend)
     if p.dtype != object:
         solution.details["inputs"] = {name: normalisation_note(value, name) for name, value in raw.items() if np.ndim(value) == 1}
@@ -77,8 +71,9 @@ def _dispatch(p, q, k: int, sampling: str, method: str, backend: str) -> OTMSolu
         covering = closed_form_method(q, sampling)
         if method != "closed_form" and covering != method:
             raise NotApplicableError(f"method {method!r} does not cover sampling={sampling!r} (use {covering or 'max_flow'!r})")
-        return solve_closed_form(p, q, k, sampling)
-    law = independent_law(q) if np.ndim(q) == 2 else draft_law(sampling, q, k)
+        covering_method(q, sampling)  # no closed form at all: NotApplicableError
+        return valid_closed_form(p, q, k, sampling)
+    law = valid_draft_law("independent" if np.ndim(q) == 2 else sampling, q, k)
     return _solve_law(p, law, method, backend)
 
 
@@ -116,21 +111,22 @@ def _check_method(method: str) -> str:
 
 
 def _validated(p, q, k: int, sampling: str):
-    """Validated ``(p, q)``, exact Fractions kept; ``q`` may be ``[k, V]`` for i.i.d."""
+    """Validated ``(p, q, k)``, exact Fractions kept; ``q`` may be ``[k, V]`` for independent
+    drafts; ``k`` checked for the scheme: the only check of ``k`` in a :func:`solve_optimum` call."""
     exact = _is_exact(p) or _is_exact(q)
     as_dist = as_exact_distribution if exact else as_distribution
     p = as_dist(p, "p (target)")
-    if np.ndim(q) == 2 and sampling != "iid":
-        raise NotApplicableError(f"a list of k draft distributions needs sampling='iid', got {sampling!r}")
-    qs = as_draft_distributions(q, k, p.size)  # shapes, k, sums (each input keeps its dtype's tolerance)
+    if np.ndim(q) == 2 and sampling not in ("iid", "independent"):
+        raise NotApplicableError(f"a list of k draft distributions needs sampling='independent', got {sampling!r}")
+    if sampling == "independent" and np.ndim(q) != 2:
+        raise ShapeMismatchError(f"sampling='independent' takes k draft distributions q ([k, V]), got shape {np.shape(q)}")
+    k = check_scheme_draft_count(sampling, k, p.size)
+    qs = draft_distributions(q, k, p.size)  # shapes, sums (each input keeps its dtype's tolerance)
     if exact:
         qs = [as_exact_distribution(qi, f"q_{i + 1} (draft {i + 1})") for i, qi in enumerate(np.atleast_2d(np.asarray(q, dtype=object)))]
     if np.ndim(q) == 2:
-        return p, np.array(qs, dtype=object if exact else np.float64)
-    q = qs[0]
-    if sampling == "without_replacement" and k > q.size:
-        raise InvalidDraftCountError(f"k={k} distinct drafts without replacement from a vocabulary of {q.size} tokens")
-    return p, q
+        return p, np.array(qs, dtype=object if exact else np.float64), k
+    return p, qs[0], k
 
 
 def _is_exact(values) -> bool:

@@ -32,10 +32,9 @@ import numpy as np
 import torch
 
 import otm
+from otm.draft_laws import ONE_Q_SCHEMES
 from otm.errors import OTMError
 from otm.rules.registry import RULE_SPECS
-
-SCHEMES = ("iid", "without_replacement", "hub", "greedy")
 
 
 def _softmax(logits: np.ndarray, temperature: float, dtype: torch.dtype) -> torch.Tensor:
@@ -75,7 +74,7 @@ def rows(vocab: int, seed: int) -> dict[str, tuple]:
 def entry_points(methods: list[str]) -> list[tuple[str, object]]:
     """``(name, call(p, q, k))`` for every entry point of the module docstring."""
     calls = [(f"optimal_acceptance[{scheme}]", lambda p, q, k, s=scheme: otm.optimal_acceptance(p, q, k, sampling=s))
-             for scheme in SCHEMES]
+             for scheme in ONE_Q_SCHEMES]
     calls += [(f"solve_optimum[{method}]", lambda p, q, k, m=method: otm.solve_optimum(p, q, k, method=m).value)
               for method in methods]
     calls += [(f"rule_acceptance[{name}]", lambda p, q, k, n=name: otm.rule_acceptance(n, p, q, k)) for name in RULE_SPECS]

@@ -68,7 +68,7 @@ import numpy as np
 import torch
 
 from otm.distributions import as_distribution, as_distribution_pair, check_draft_count
-from otm.draft_laws import SAMPLING_SCHEMES, draft_law
+from otm.draft_laws import ONE_Q_SCHEMES, draft_law
 from otm.errors import InvalidArgumentError, NotApplicableError, ShapeMismatchError, UnknownNameError
 from otm.optimum import optimal_acceptance
 from otm.rules import rule_law, rule_spec
@@ -340,7 +340,7 @@ def assert_rule(verify: VerifyFunction, rule: str, p, q, k: int, *, n: int = DEF
     positions that deviate), :class:`OutputLawMismatch`, :class:`IndexMismatch`,
     :class:`NoPower`, :class:`Undetectable`."""
     spec = rule_spec(rule)
-    if spec.draft_scheme not in SAMPLING_SCHEMES:
+    if spec.draft_scheme not in ONE_Q_SCHEMES:
         raise NotApplicableError(f"rule {spec.name!r} draws each draft from its own q_i ({spec.draft_scheme}); "
                                  f"assert_rule takes one q: certify it with assert_lossless per q")
     return _certify("rule", verify, spec.name, p, q, k, spec.draft_scheme, n, alpha, seed, device, dtype,
@@ -348,8 +348,8 @@ def assert_rule(verify: VerifyFunction, rule: str, p, q, k: int, *, n: int = DEF
 
 
 def _check_arguments(p, q, k, scheme, n, alpha):
-    if scheme not in SAMPLING_SCHEMES:
-        raise UnknownNameError(f"unknown draft scheme {scheme!r}; choose one of {SAMPLING_SCHEMES}")
+    if scheme not in ONE_Q_SCHEMES:
+        raise UnknownNameError(f"unknown draft scheme {scheme!r}; choose one of {ONE_Q_SCHEMES}")
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise InvalidArgumentError(f"n must be an integer >= 1, got {n!r}")
     if not (isinstance(alpha, (float, int)) and 0 < alpha < 1):

@@ -121,7 +121,7 @@ from decoding.verifiers.base import (
     sample_iid,
     sample_residual,
 )
-from otm.draft_laws import SAMPLING_SCHEMES, draft_law
+from otm.draft_laws import ONE_Q_SCHEMES, draft_law
 from otm.errors import (
     InvalidDistributionError,
     NotApplicableError,
@@ -505,8 +505,8 @@ def _check_inputs(model, tree_shape, scheme, rule, mode, samples, alpha, confide
     if rule is not None and rule not in EXACT_RULES:
         raise UnknownNameError(f"unknown rule {rule!r}; the exact laws known here are {', '.join(EXACT_RULES)} (or None)")
     scheme = scheme or {"traversal": "without_replacement"}.get(rule, "iid")
-    if scheme not in SAMPLING_SCHEMES:
-        raise UnknownNameError(f"unknown sibling scheme {scheme!r}; choose one of {', '.join(SAMPLING_SCHEMES)}")
+    if scheme not in ONE_Q_SCHEMES:
+        raise UnknownNameError(f"unknown sibling scheme {scheme!r}; choose one of {', '.join(ONE_Q_SCHEMES)}")
     if mode not in ("auto", "enumeration", "sampling"):
         raise UnknownNameError(f"unknown mode {mode!r}; choose auto, enumeration or sampling")
     if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 1:

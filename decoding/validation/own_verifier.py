@@ -60,7 +60,7 @@ import torch
 from scipy import stats as scipy_stats
 
 from otm.distributions import as_distribution_pair, check_draft_count
-from otm.draft_laws import SAMPLING_SCHEMES, draft_law
+from otm.draft_laws import ONE_Q_SCHEMES, draft_law
 from otm.errors import InvalidDistributionError, OTMError, UnknownNameError
 from otm.optimum import optimal_acceptance
 from otm.rules import rule_acceptance, rule_spec, rule_specs
@@ -187,10 +187,10 @@ def _resolve(rule_or_scheme: str) -> tuple[str | None, str]:
         spec = None
     if spec is not None and spec.lossless:
         return spec.name, "iid" if spec.draft_scheme == "independent" else spec.draft_scheme
-    if rule_or_scheme in SAMPLING_SCHEMES:
+    if rule_or_scheme in ONE_Q_SCHEMES:
         return None, rule_or_scheme
     raise UnknownNameError(
-        f"unknown rule or draft scheme {rule_or_scheme!r}; choose a scheme in {SAMPLING_SCHEMES} "
+        f"unknown rule or draft scheme {rule_or_scheme!r}; choose a scheme in {ONE_Q_SCHEMES} "
         f"or a lossless rule in {tuple(s.name for s in rule_specs(lossless=True))}"
     )
 

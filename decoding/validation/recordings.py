@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 from scipy import stats
 
+from otm.draft_laws import ONE_Q_SCHEMES
 from otm.optimum import optimal_acceptance
 from otm.errors import InvalidDraftCountError, NotApplicableError, OTMError, UnknownNameError
 from otm.rules import draft_support, estimated_seconds, rule_acceptance, rule_spec
@@ -41,8 +42,6 @@ TAIL_NEGLIGIBLE = 1e-12
 #: costs, :func:`otm.rules.estimated_seconds`) gets bounds there instead.
 NODE_SECONDS_LIMIT = 1.0
 
-#: The draft laws compared for the "best law" (module docstring).
-SCHEMES = ("iid", "without_replacement", "hub", "greedy")
 
 @dataclass(frozen=True)
 class Bounds:
@@ -88,7 +87,7 @@ def _per_token_optimum(pk, qk, ids, p_tail: float, q_tail: float, k: int, scheme
     elif scheme == "greedy":
         fixed = [int(t) for t in order[: k - 1]]
     else:
-        raise UnknownNameError(f"unknown draft scheme {scheme!r}; choose one of {SCHEMES}")
+        raise UnknownNameError(f"unknown draft scheme {scheme!r}; choose one of {ONE_Q_SCHEMES}")
     at = [position[t] for t in fixed]
     scale = 1.0 - float(qk[at].sum())  # q outside the fixed tokens
     lo = float(pk[at].sum())
@@ -198,7 +197,7 @@ def scheme_optimum(node: NodeInstance, k: int, scheme: str) -> Bounds:
         c = float((1.0 / (1.0 - taken)).sum())
         upper = float(np.minimum(node.p, np.minimum(1.0, c * node.q)).sum()) + min(node.p_tail, c * node.q_tail)
         return Bounds(lower, max(lower, min(1.0, upper)), "without-replacement optimum bounded (per-token bound)")
-    raise UnknownNameError(f"unknown draft scheme {scheme!r}; choose one of {SCHEMES}")
+    raise UnknownNameError(f"unknown draft scheme {scheme!r}; choose one of {ONE_Q_SCHEMES}")
 
 
 def _covers_fixed(node: NodeInstance, k: int) -> bool:
@@ -286,7 +285,7 @@ def validate_node(recording: Recording, event: int) -> NodeResult:
     scheme = rule_scheme(rule)
     node = node_instance(recording, event)
     schemes: dict = {}
-    for name in SCHEMES:
+    for name in ONE_Q_SCHEMES:  # the laws compared for the "best law" (module docstring)
         try:
             schemes[name] = scheme_optimum(node, k, name)
         except OTMError as exc:
@@ -464,7 +463,6 @@ __all__ = [
     "NodeInstance",
     "NodeResult",
     "PASS",
-    "SCHEMES",
     "TAIL_NEGLIGIBLE",
     "ValidationResult",
     "node_instance",

@@ -51,7 +51,7 @@ from typing import Callable
 import torch
 
 from otm.errors import InvalidDistributionError, InvalidDraftCountError, ShapeMismatchError
-from otm.rules.registry import DRAFT_SCHEMES  # noqa: F401  (re-exported: the schemes a verifier may draw from)
+from otm.draft_laws import DRAFT_SCHEMES  # noqa: F401  (re-exported: the schemes a verifier may draw from)
 
 
 @dataclass(frozen=True)

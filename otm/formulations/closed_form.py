@@ -16,8 +16,8 @@ import numpy as np
 from ..draft_laws import greedy_order
 from ..errors import NotApplicableError
 from ..solution import OTMSolution, cut_solution
-from .per_token_bound import ATTAINED_FOR, solve_per_token_bound
-from .prefix_scan import PREFIX_SAMPLINGS, prefix_scan
+from .per_token_bound import ATTAINED_FOR, per_token_optimum, solve_per_token_bound
+from .prefix_scan import PREFIX_SAMPLINGS, prefix_scan, valid_prefix_scan
 
 
 def closed_form_method(q, sampling: str) -> str | None:
@@ -32,20 +32,38 @@ def closed_form_method(q, sampling: str) -> str | None:
     return None
 
 
-def solve_closed_form(p, q, k: int, sampling: str = "iid") -> OTMSolution:
-    """Exact optimum by the closed form that covers ``(q, sampling)``;
-    :class:`NotApplicableError` when none does."""
+def covering_method(q, sampling: str) -> str:
+    """:func:`closed_form_method`, or :class:`NotApplicableError` where no closed form covers
+    ``(q, sampling)``."""
     method = closed_form_method(q, sampling)
     if method is None:
         raise NotApplicableError(
             f"no closed form covers sampling={sampling!r} with q of shape {np.shape(q)}: the closed forms need one q "
             f"and sampling in {PREFIX_SAMPLINGS + ATTAINED_FOR} - use method='max_flow' or an LP"
         )
-    if method == "per_token_bound":
+    return method
+
+
+def solve_closed_form(p, q, k: int, sampling: str = "iid") -> OTMSolution:
+    """Exact optimum by the closed form that covers ``(q, sampling)``;
+    :class:`NotApplicableError` when none does."""
+    if covering_method(q, sampling) == "per_token_bound":
         return solve_per_token_bound(p, q, k, sampling)
     if sampling == "without_replacement" and k > int(np.count_nonzero(np.asarray(q) > 0)):
         return exhausted_support_optimum(p, q, k)
     return prefix_scan(p, q, k, sampling)
+
+
+def valid_closed_form(p, q, k: int, sampling: str) -> OTMSolution:
+    """:func:`solve_closed_form` of checked inputs (``p``, ``q`` validated, of one number type; a
+    closed form covers ``(q, sampling)``; ``k`` checked for ``sampling`` by
+    :func:`otm.draft_laws.check_scheme_draft_count`): what :func:`otm.solve_optimum` calls
+    after its checks; nothing is checked again."""
+    if closed_form_method(q, sampling) == "per_token_bound":
+        return per_token_optimum(p, q, k, sampling)
+    if sampling == "without_replacement" and k > int(np.count_nonzero(np.asarray(q) > 0)):
+        return exhausted_support_optimum(p, q, k)
+    return valid_prefix_scan(p, q, k, sampling)
 
 
 def exhausted_support_optimum(p, q, k: int) -> OTMSolution:
@@ -63,4 +81,4 @@ def exhausted_support_optimum(p, q, k: int) -> OTMSolution:
                         details={"sampling": "without_replacement", "exhausted_support": True})
 
 
-__all__ = ["closed_form_method", "exhausted_support_optimum", "solve_closed_form"]
+__all__ = ["closed_form_method", "covering_method", "exhausted_support_optimum", "solve_closed_form", "valid_closed_form"]

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..draft_laws import DraftLaw, greedy_membership, hub_membership
-from ..errors import InvalidDraftCountError, NotApplicableError
+from ..draft_laws import DraftLaw, check_scheme_draft_count, greedy_membership, hub_membership, valid_membership
+from ..errors import NotApplicableError
 from ..solution import OTMSolution
 
 #: Draft laws for which the per-token bound is the optimum.
@@ -38,9 +38,19 @@ def solve_per_token_bound(p, q, k: int, sampling: str) -> OTMSolution:
     """
     if sampling not in ATTAINED_FOR:
         raise NotApplicableError(f"the per-token bound is the optimum only for the {ATTAINED_FOR} laws, not {sampling!r}")
-    if sampling == "hub" and k != 2:
-        raise InvalidDraftCountError(f"SpecHub's hub law has k = 2 drafts, got k={k}")
-    membership = hub_membership(q) if sampling == "hub" else greedy_membership(q, k)
+    if sampling == "hub":
+        check_scheme_draft_count("hub", k, np.size(q))
+        return _optimum(p, hub_membership(q), sampling)
+    return _optimum(p, greedy_membership(q, k), sampling)
+
+
+def per_token_optimum(p, q, k: int, sampling: str) -> OTMSolution:
+    """:func:`solve_per_token_bound` of checked inputs: ``p``, ``q`` validated, ``k`` checked
+    for ``sampling`` (:func:`otm.draft_laws.check_scheme_draft_count`); nothing checked again."""
+    return _optimum(p, valid_membership(sampling, q, k), sampling)
+
+
+def _optimum(p, membership: np.ndarray, sampling: str) -> OTMSolution:
     exact = membership.dtype == object
     value = min(np.minimum(p, membership).sum(), 1)  # a float sum can round to 1 + 1 ulp
     return OTMSolution(value=value if exact else float(value), method="per_token_bound", exact=exact,
@@ -48,4 +58,4 @@ def solve_per_token_bound(p, q, k: int, sampling: str) -> OTMSolution:
                        details={"sampling": sampling, "attained_by": "spechub" if sampling == "hub" else "greedy"})
 
 
-__all__ = ["ATTAINED_FOR", "per_token_bound", "solve_per_token_bound"]
+__all__ = ["ATTAINED_FOR", "per_token_bound", "per_token_optimum", "solve_per_token_bound"]

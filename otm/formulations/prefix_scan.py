@@ -78,7 +78,7 @@ from ..distributions import (
     as_exact_distribution,
     check_draft_count,
 )
-from ..draft_laws import ids_within_ties, without_replacement_law
+from ..draft_laws import ids_within_ties, valid_draft_law
 from ..errors import InvalidDraftCountError, NotApplicableError, ShapeMismatchError, UnknownNameError
 from ..solution import OTMSolution, cut_solution
 from .wor_all_in import (
@@ -167,11 +167,18 @@ def prefix_scan(p, q, k: int, sampling: str = "iid") -> OTMSolution:
         raise UnknownNameError(f"prefix_scan covers sampling in {PREFIX_SAMPLINGS}, got {sampling!r}")
     k = check_draft_count(k)
     p, q = _pair(p, q)
+    return valid_prefix_scan(p, q, k, sampling)
+
+
+def valid_prefix_scan(p: np.ndarray, q: np.ndarray, k: int, sampling: str) -> OTMSolution:
+    """:func:`prefix_scan` of checked inputs: ``p``, ``q`` validated (float64, or exact
+    Fractions both), ``k`` an int ``>= 1``; nothing checked again."""
+    assert isinstance(k, int) and k >= 1 and sampling in PREFIX_SAMPLINGS, (k, sampling)
     exact = p.dtype == object
     if not exact and (sampling == "iid" or k == 1):  # k = 1: both schemes are one draw from q
         return _iid_float_scan(p, q, k)
     if not exact:
-        return WithoutReplacementScan.of_valid(p, q).solve(k)
+        return WithoutReplacementScan.of_valid(p, q).solve_checked(k)
     order = ratio_order(p, q)
     n = int(sum(1 for v in q if v > 0))
     if sampling == "without_replacement" and k > n:
@@ -181,7 +188,7 @@ def prefix_scan(p, q, k: int, sampling: str = "iid") -> OTMSolution:
     if sampling == "iid" or k == 1:
         outside = 1 - _prefix_sums(q_sorted, True) ** k
     else:
-        law = without_replacement_law(q, k)
+        law = valid_draft_law("without_replacement", q, k)
         outside = np.array([1 - law.all_in_probability(order[:m]) for m in range(n + 1)], dtype=object)
     cut = _prefix_sums(p_sorted, True) + outside
     m = min(range(n + 1), key=lambda i: (cut[i], i))
@@ -237,7 +244,11 @@ class WithoutReplacementScan:
 
     def solve(self, k: int) -> OTMSolution:
         """``prefix_scan(p, q, k, "without_replacement")``."""
-        k = check_draft_count(k)
+        return self.solve_checked(check_draft_count(k))
+
+    def solve_checked(self, k: int) -> OTMSolution:
+        """:meth:`solve` of a ``k`` checked already (an int ``>= 1``)."""
+        assert isinstance(k, int) and k >= 1, k
         if k == 1:  # one draw from q: the i.i.d. scan
             return _iid_float_scan(self.p, self.q, 1)
         if k > self.n:

@@ -9,17 +9,15 @@ are all derived from :data:`RULE_SPECS`; nothing else lists rule names.
 >>> rule_spec("is_truncated").name          # old names resolve to the current one
 'importance_sampling_truncated'
 >>> [s.name for s in rule_specs(closed_form_at=(151_936, 2))]
-['rrs', 'rrs_wor', 'specinfer', 'kseq', 'spechub', 'greedy', 'optimal', 'optimal_pair_wor', 'optimal_wor']
+['rrs', 'rrs_wor', 'specinfer', 'kseq', 'spechub', 'greedy', 'optimal']
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
+from ..draft_laws import DRAFT_SCHEMES
 from ..errors import InvalidDraftCountError, UnknownNameError
-
-#: Joint draft laws a rule can draw from (:mod:`otm.draft_laws`).
-DRAFT_SCHEMES = ("iid", "without_replacement", "hub", "greedy", "independent")
 
 
 @dataclass(frozen=True)
@@ -32,7 +30,7 @@ class RuleSpec:
         reference: the paper and algorithm / theorem (bibliography: docs/references.md).
         module: the module under :mod:`otm.rules` holding its exact law.
         law_function: the function of ``module`` computing the exact law.
-        draft_scheme: the joint draft law its drafts come from (:data:`DRAFT_SCHEMES`).
+        draft_scheme: the joint draft law its drafts come from (:data:`otm.draft_laws.DRAFT_SCHEMES`).
         lossless: its output law is ``p`` (the speculative-ensemble rules output ``r``).
         ks: ``(smallest, largest)`` number of drafts it is defined for (``None``: any).
         closed_form: cost of its closed-form acceptance (``method="closed_form"``: the
@@ -40,7 +38,8 @@ class RuleSpec:
             when the exact law needs an enumeration of draft tuples. Where a closed form can
             refuse (:class:`otm.errors.NotApplicableError`, before any long computation), it
             says where.
-        closed_form_ks: the ``k`` the closed form covers (``None``: every allowed ``k``).
+        closed_form_ks: ``(smallest, largest)`` ``k`` the closed form covers (``largest``
+            ``None``: no bound; ``None``: every allowed ``k``).
         reference_optimum: the draft scheme whose optimum is the fair reference (its own
             law's): a rule never beats it. ``None`` for rules not judged against ``p``.
         attains_own_optimum: it reaches that optimum on every instance (proved; for
@@ -107,7 +106,10 @@ class RuleSpec:
 
     def has_closed_form(self, k: int) -> bool:
         """True when its acceptance has a closed form at ``k`` drafts."""
-        return self.closed_form is not None and self.allows(k) and (self.closed_form_ks is None or k in self.closed_form_ks)
+        if self.closed_form is None or not self.allows(k):
+            return False
+        low, high = self.closed_form_ks or (k, k)
+        return low <= k and (high is None or k <= high)
 
 
 #: Every rule, in the order tables list them.
@@ -180,16 +182,17 @@ RULE_SPECS: dict[str, RuleSpec] = {spec.name: spec for spec in (
     RuleSpec(
         "optimal_pair_wor", "the optimal rule for two drafts without replacement (water levels)",
         "this toolkit (docs/optimal-verifier.md, section 8)", "optimal_pair_wor", "without_replacement", ks=(2, 2),
-        closed_form="O(V log V + V * depth) (the water levels)", reference_optimum="without_replacement",
-        attains_own_optimum=True, computed_as_optimum=True, at_least_single_draft=True, verifier="optimal_pair_wor",
-        gain_baselines=("rrs_wor",),
+        reference_optimum="without_replacement", attains_own_optimum=True, computed_as_optimum=True,
+        at_least_single_draft=True, verifier="optimal_pair_wor", gain_baselines=("rrs_wor",),
     ),
     RuleSpec(
         "optimal_wor", "the optimal rule for k drafts without replacement (water levels)",
         "this toolkit (docs/optimal-verifier.md, section 8)", "optimal_wor", "without_replacement", ks=(2, None),
-        closed_form=("the water levels: k = 2 as optimal_pair_wor; k >= 3 on the masses of the draft sets (from every "
-                     "draft tuple, or from the clock integral for float inputs), seconds where the clock integral's tables "
-                     "fit (about 2,000 tokens of draft support at k = 3), refused above (otm.rules.optimal_wor.wor_parameters)"),
+        closed_form=("k >= 3: the water levels on the masses of the draft sets (from every draft tuple, or from the "
+                     "clock integral for float inputs; otm.rules.optimal_wor.wor_parameters), seconds to a minute where "
+                     "the clock integral's tables fit (about 2,000 tokens of draft support at k = 3, fewer at larger k), "
+                     "refused in milliseconds above; k = 2 is optimal_pair_wor's nesting, which can take minutes at a "
+                     "real vocabulary, so it is priced as an enumeration"), closed_form_ks=(3, None),
         reference_optimum="without_replacement", attains_own_optimum=True, computed_as_optimum=True,
         at_least_single_draft=True, verifier="optimal_wor", gain_baselines=("rrs_wor",), in_report=True,
     ),
@@ -271,4 +274,4 @@ ENUMERATION_SECONDS_PER_TUPLE = 3e-5
 LATENT_SECONDS_PER_PATH = 4e-6
 
 
-__all__ = ["ALIASES", "DRAFT_SCHEMES", "RULES", "RULE_SPECS", "RuleSpec", "estimated_seconds", "rule_spec", "rule_specs"]
+__all__ = ["ALIASES", "RULES", "RULE_SPECS", "RuleSpec", "estimated_seconds", "rule_spec", "rule_specs"]

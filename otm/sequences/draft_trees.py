@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..draft_laws import SAMPLING_SCHEMES, DraftLaw, draft_law
+from ..draft_laws import ONE_Q_SCHEMES, DraftLaw, draft_law
 from ..errors import UnknownNameError
 from . import trampoline
 from .model import SequenceModel, check_block_length
@@ -24,11 +24,11 @@ from .model import SequenceModel, check_block_length
 
 def node_draft_law_function(draft) -> Callable:
     """The ``(q, k) -> DraftLaw`` constructor of a scheme name
-    (:data:`otm.draft_laws.SAMPLING_SCHEMES`) or a callable."""
+    (:data:`otm.draft_laws.ONE_Q_SCHEMES`) or a callable."""
     if callable(draft):
         return draft
-    if draft not in SAMPLING_SCHEMES:
-        raise UnknownNameError(f"unknown draft scheme {draft!r}; known: {', '.join(SAMPLING_SCHEMES)}, "
+    if draft not in ONE_Q_SCHEMES:
+        raise UnknownNameError(f"unknown draft scheme {draft!r}; known: {', '.join(ONE_Q_SCHEMES)}, "
                                "or pass a callable (q, k) -> DraftLaw")
     return lambda q, k: draft_law(draft, q, k)
 

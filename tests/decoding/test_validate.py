@@ -10,13 +10,13 @@ from decoding.runtime.loop import speculative_decode
 from decoding.models.tiny import build_tiny_pair
 from decoding.runtime.recording import Recorder, load_recording
 from decoding.validation.recordings import (
-    SCHEMES,
     Bounds,
     node_instance,
     rule_scheme,
     validate_node,
     validate_recording,
 )
+from otm.draft_laws import ONE_Q_SCHEMES
 from otm_app.commands.validate import run_validate
 from otm_app.configs import ValidateConfig
 from otm.optimum import optimal_acceptance
@@ -91,7 +91,7 @@ def test_top_m_bounds_contain_the_exact_values(recordings, rule, tree):
         assert _contains(bounded.rule, exact.rule.value), (bounded.event, bounded.rule, exact.rule)
         assert _contains(bounded.optimum, exact.optimum.value), (bounded.event, bounded.optimum, exact.optimum)
         assert _contains(bounded.best, exact.best.value)
-        for scheme in SCHEMES:
+        for scheme in ONE_Q_SCHEMES:
             if isinstance(exact.schemes[scheme], Bounds):
                 assert _contains(bounded.schemes[scheme], exact.schemes[scheme].value), (scheme, bounded.event)
         assert bounded.accepted == exact.accepted

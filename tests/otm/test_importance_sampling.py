@@ -99,7 +99,7 @@ def test_wor_optimality_check_catches_a_worse_selection():
 
 
 def test_wor_rule_refuses_more_drafts_than_tokens():
-    with pytest.raises(InvalidDraftCountError, match="k=3 drafts without replacement from a vocabulary of 2"):
+    with pytest.raises(InvalidDraftCountError, match="k=3 distinct drafts without replacement from a vocabulary of 2"):
         importance_sampling.exact_law_without_replacement([0.5, 0.5], [0.5, 0.5], 3)
 
 

@@ -167,3 +167,62 @@ def test_scheme_optimum_at_qwen_vocabulary_without_enumeration():
     values = {s: float(optimal_acceptance(p, q, 2, sampling=s)) for s in ("iid", "hub", "greedy")}
     assert all(0 <= v <= 1 for v in values.values())
     assert values["iid"] >= float(np.minimum(p, q).sum()) - AGREEMENT_TOLERANCE  # 2 drafts beat 1
+
+
+def _draft_count_checks(call) -> int:
+    """How many times ``call()`` runs :func:`otm.distributions.check_draft_count`."""
+    import sys
+
+    from otm.distributions import check_draft_count
+
+    calls = []
+    code = check_draft_count.__code__
+    sys.setprofile(lambda frame, event, arg: calls.append(1) if event == "call" and frame.f_code is code else None)
+    try:
+        call()
+    finally:
+        sys.setprofile(None)
+    return len(calls)
+
+
+@pytest.mark.parametrize(("sampling", "method"), [
+    ("iid", "auto"), ("iid", "max_flow"), ("iid", "full_lp"), ("without_replacement", "auto"),
+    ("without_replacement", "canonical_lp"), ("hub", "auto"), ("hub", "simplified_lp"), ("greedy", "auto"),
+    ("greedy", "max_flow"), ("independent", "auto"),
+])
+def test_k_is_checked_once_per_call(sampling, method):
+    """solve_optimum checks k once, for its draft scheme, and passes it inward (it was checked
+    three or four times in one call, by every function on the way)."""
+    p, q = [0.1, 0.2, 0.3, 0.4], [0.4, 0.3, 0.2, 0.1]
+    k = 2
+    q = [q, q[::-1]] if sampling == "independent" else q
+    assert _draft_count_checks(lambda: solve_optimum(p, q, k, sampling, method)) == 1
+    exact_q = [Fraction(1, 4)] * 4
+    assert _draft_count_checks(lambda: solve_optimum([Fraction(1, 2), Fraction(1, 2), 0, 0], [exact_q] * 2
+                                                     if sampling == "independent" else exact_q, k, sampling, method)) == 1
+
+
+def test_independent_drafts_by_their_scheme_name():
+    """sampling="independent" takes k draft distributions, as "iid" with [k, V] does."""
+    p, q1, q2 = [0.2, 0.3, 0.5], [0.5, 0.3, 0.2], [0.1, 0.1, 0.8]
+    assert solve_optimum(p, [q1, q2], 2, "independent").value == solve_optimum(p, [q1, q2], 2, "iid").value
+    with pytest.raises(ShapeMismatchError, match=r"\[k, V\]"):
+        solve_optimum(p, q1, 2, "independent")
+    with pytest.raises(NotApplicableError, match="independent"):
+        solve_optimum(p, [q1, q2], 2, "without_replacement")
+
+
+def test_one_list_of_draft_schemes():
+    import decoding.verifiers
+    import otm
+    from otm.draft_laws import DRAFT_SCHEMES, ONE_Q_SCHEMES
+    from otm.rules.registry import RULE_SPECS
+
+    assert {spec.draft_scheme for spec in RULE_SPECS.values()} == set(DRAFT_SCHEMES)
+    assert decoding.verifiers.DRAFT_SCHEMES is DRAFT_SCHEMES
+    assert set(DRAFT_SCHEMES) - set(ONE_Q_SCHEMES) == {"independent"}
+    for scheme in DRAFT_SCHEMES:
+        assert solve_optimum([0.5, 0.5], [[0.5, 0.5]] * 2 if scheme == "independent" else [0.5, 0.5], 2, scheme).value == 1.0
+        assert otm.draft_law(scheme, [[0.5, 0.5]] * 2 if scheme == "independent" else [0.5, 0.5], 2).name in (scheme, "iid")
+    with pytest.raises(UnknownNameError, match="unknown draft scheme"):
+        solve_optimum([0.5, 0.5], [0.5, 0.5], 2, "lp")

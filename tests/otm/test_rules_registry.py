@@ -21,7 +21,7 @@ from otm.errors import (
 )
 from otm.optimum import optimal_acceptance
 from otm.rules import ALIASES, RULE_SPECS, RULES, estimated_seconds, rule_acceptance, rule_law, rule_output_distribution, rule_spec
-from otm.rules.registry import DRAFT_SCHEMES
+from otm.draft_laws import DRAFT_SCHEMES
 from otm.tolerances import AGREEMENT_TOLERANCE
 from tests.otm.rules_support import exact, same_distribution
 
@@ -69,16 +69,17 @@ def test_a_rule_computed_as_its_optimum_has_that_acceptance(spec):
         assert rule_acceptance(spec.name, p, q, k) == optimal_acceptance(p, q, k, sampling=spec.reference_optimum)
 
 
-@pytest.mark.parametrize(("rule", "k", "vocab"), [("optimal_wor", 3, 400), ("optimal_pair_wor", 2, 5_000)])
-def test_the_water_level_rules_answer_in_closed_form_beyond_enumeration(rule, k, vocab):
-    """The registry gives the water-level rules their closed form: rule_acceptance answers where
-    enumerating the draft tuples would take hours (both were refused as having no closed form)."""
-    rng = np.random.default_rng(vocab)
-    p, q = rng.dirichlet(np.ones(vocab)), rng.dirichlet(np.ones(vocab))
-    assert estimated_seconds(rule_spec(rule), vocab, k) == 0.0
-    law = rule_law(rule, p, q, k)
+def test_optimal_wor_answers_by_its_water_levels_beyond_enumeration():
+    """The registry gives optimal_wor its closed form at k >= 3: rule_acceptance answers at
+    V = 400, k = 3 by the water levels, where enumerating the draft tuples would take half an
+    hour (it was refused as having no closed form); at k = 2 it is priced as an enumeration."""
+    rng = np.random.default_rng(400)
+    p, q = rng.dirichlet(np.ones(400)), rng.dirichlet(np.ones(400))
+    spec = rule_spec("optimal_wor")
+    assert estimated_seconds(spec, 400, 3) == 0.0 and estimated_seconds(spec, 400, 2) > 0.0
+    law = rule_law("optimal_wor", p, q, 3)
     assert law.details["method"] == "closed_form"
-    optimum = optimal_acceptance(p, q, k, sampling="without_replacement")
+    optimum = optimal_acceptance(p, q, 3, sampling="without_replacement")
     assert abs(law.acceptance - optimum) <= AGREEMENT_TOLERANCE
 
 
