@@ -169,8 +169,10 @@ def _hull_sets(weights: np.ndarray, probs: np.ndarray, live: np.ndarray):
 
 def _beyond(observed: np.ndarray, expected: np.ndarray, scale: float, rows: int, tolerance: float) -> np.ndarray:
     """``rows kl(f || m)`` of each set for the part of the observed fraction ``f`` beyond the
-    null's range ``m in scale [P - tolerance, P + tolerance]`` (0 inside it)."""
-    fraction = observed / rows
+    null's range ``m in scale [P - tolerance, P + tolerance]`` (0 inside it). ``f`` is at most 1
+    (every row weighs at most 1); a sum of fractional counts can pass it by a rounding, which
+    is clipped."""
+    fraction = np.minimum(observed / rows, 1.0)
     high = scale * np.minimum(1.0, expected + tolerance)
     low = scale * np.maximum(0.0, expected - tolerance)
     above = np.where(fraction > high, rows * binary_kl(fraction, np.minimum(high, 1.0)), 0.0)
