@@ -461,24 +461,24 @@ def check_scheme_draft_count(scheme: str, k, vocab_size: int) -> int:
     return k
 
 
-def draft_law(scheme: str, q, k: int) -> DraftLaw:
-    """The joint draft law of ``k`` drafts of ``scheme`` (one of :data:`DRAFT_SCHEMES`) from
-    ``q``: ``[V]``, or ``[k, V]`` for ``"independent"`` (also accepted with ``"iid"``: draft
-    ``i`` from ``q_i``).
+def draft_law(sampling: str, q, k: int) -> DraftLaw:
+    """The joint draft law of ``k`` drafts of the draft scheme ``sampling`` (one of
+    :data:`DRAFT_SCHEMES`) from ``q``: ``[V]``, or ``[k, V]`` for ``"independent"`` (also
+    accepted with ``"iid"``: draft ``i`` from ``q_i``).
 
     >>> draft_law("without_replacement", [0.5, 0.5], 2).tuples.tolist()
     [[0, 1], [1, 0]]
     """
-    if scheme not in DRAFT_SCHEMES:
-        raise UnknownNameError(f"unknown draft scheme {scheme!r}; choose one of {DRAFT_SCHEMES}")
-    if scheme == "independent" or (scheme == "iid" and np.ndim(q) == 2):
+    if sampling not in DRAFT_SCHEMES:
+        raise UnknownNameError(f"unknown draft scheme {sampling!r}; choose one of {DRAFT_SCHEMES}")
+    if sampling == "independent" or (sampling == "iid" and np.ndim(q) == 2):
         if np.ndim(q) != 2:
             raise ShapeMismatchError(f"independent drafts need k draft distributions q ([k, V]), got shape {np.shape(q)}")
         if len(q) != check_draft_count(k):
             raise ShapeMismatchError(f"got {len(q)} draft distributions for k={k}")
         return independent_law(q)
     q = _validated(q)
-    return valid_draft_law(scheme, q, check_scheme_draft_count(scheme, k, q.size))
+    return valid_draft_law(sampling, q, check_scheme_draft_count(sampling, k, q.size))
 
 
 def valid_draft_law(scheme: str, q, k: int) -> DraftLaw:
