@@ -53,6 +53,7 @@ checks output ``== p`` and acceptance ``== alpha*`` exactly).
 """
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -280,12 +281,24 @@ def block_distribution(params: SelectionParameters, rank: int) -> dict:
     return out
 
 
+def _mass_below(dist: dict, zero):
+    """``block -> P(< block)`` of a block distribution: prefix sums over its sorted blocks
+    and a bisection (a position can move to tens of thousands of blocks on a real row, so a
+    sum per query would make the selection quadratic in them)."""
+    blocks = sorted(dist)
+    sums = [zero]
+    for block in blocks:
+        sums.append(sums[-1] + dist[block])
+    return lambda block: sums[bisect.bisect_left(blocks, block)]
+
+
 def _iid_selection(params: SelectionParameters, ranks: list[int]) -> list:
     """``P(position j is selected)`` for an i.i.d. tuple of ranks: the highest level wins,
     ties within a block split uniformly:
     ``sum_b P_j(b) int_0^1 prod_{l != j} (P_l(< b) + z P_l(b)) dz``."""
     dists = [block_distribution(params, r) for r in ranks]
     one = dists[0][ranks[0]] * 0 + 1
+    below_of = [_mass_below(dist, one * 0) for dist in dists]
     out = []
     for j, own in enumerate(dists):
         total = one * 0
@@ -294,7 +307,7 @@ def _iid_selection(params: SelectionParameters, ranks: list[int]) -> list:
             for l, other in enumerate(dists):
                 if l == j:
                     continue
-                below = sum((w for b, w in other.items() if b < block), one * 0)
+                below = below_of[l](block)
                 tied = other.get(block, one * 0)
                 poly = [a * below + b * tied for a, b in zip(poly + [one * 0], [one * 0] + poly)]
             total = total + weight * sum(c / (i + 1) for i, c in enumerate(poly))
