@@ -23,6 +23,24 @@ hub_above_0999            SpecHub authors' code                       the hub ac
 without_replacement_iid   Sequoia's "with replacement" sampler        drafts without replacement
                                                                       verified as i.i.d. (RRS)
 ========================  ==========================================  ==============================
+
+The tree layouts' bugs (:func:`tree_zoo`, certified by :func:`decoding.certify.trees.assert_tree_lossless`;
+each :class:`TreeBug` holds the exact law of the stream its output gives):
+
+=============================  ==========================================  =========================
+bug                            stands for                                  what it does
+=============================  ==========================================  =========================
+sglang_greedy_fallback         SGLang #21275, #31214, #39253               argmax tree verification
+                                                                           at T > 0 (the fallback
+                                                                           where the sampling kernel
+                                                                           is missing)
+sglang_stale_sibling_residual  no public report: SGLang's update of a      the token after rejected
+                               rejected child removed                      children drawn from p,
+                                                                           rejected ones included
+eagle_unprocessed_bonus        SafeAILab/EAGLE ``evaluate_posterior``      the bonus token drawn from
+                               before commit bf10ac5 (2025-04-08)          the raw logits, not the
+                                                                           processed ones
+=============================  ==========================================  =========================
 """
 from __future__ import annotations
 
@@ -33,14 +51,19 @@ import numpy as np
 import torch
 
 from otm.distributions import logits_to_probs, total_variation
-from otm.draft_laws import hub_token, iid_law, without_replacement_law
+from otm.draft_laws import draft_law, hub_token, iid_law, without_replacement_law
 from otm.errors import NotApplicableError
 from otm.rules import rule_law
+from otm.rules.base import RuleLaw
+from otm.sequences import SequenceModel, random_model, sequence_model, tree_walk_law
 
 from decoding.verifiers import get_verifier
 from decoding.verifiers.base import VerifierOutput
 
+from .layouts.eagle import eagle_tree_verifier, evaluate_posterior
+from .layouts.sglang import inverse_cdf, sglang_tree_verifier, tree_speculative_sampling_target_only, verify_tree_greedy
 from .layouts.transformers import speculative_sampling, transformers_verifier
+from .trees import sequence_law, stream_law
 from .layouts.vllm import (
     PLACEHOLDER_TOKEN_ID,
     SpecDecodeMetadata,
@@ -282,4 +305,139 @@ def zoo() -> list[Bug]:
     return [replace(bug, exact_tv=total_variation(bug.output_law, bug.p)) for bug in bugs]
 
 
-__all__ = ["Bug", "single_draft_law", "zoo"]
+# --------------------------------------------------------------------------- tree layouts
+
+
+@dataclass(frozen=True)
+class TreeBug:
+    """One bug class of a tree layout on its instance.
+
+    Attributes:
+        name, source (the public report), layout (``"sglang"`` or ``"eagle"``), what (one line).
+        verify: the buggy sampler through its layout's adapter (the tree verifier contract of
+            :mod:`decoding.certify.trees`); correct: the same layout without the bug.
+        model: the target and draft over sequences; tree: the full ``k``-ary tree (``kary:k,d``);
+            scheme: the sibling law.
+        stream_law: ``[V^(d + 1)]`` the exact law of the first ``d + 1`` stream tokens of the buggy
+            sampler (:func:`decoding.certify.trees.stream_law`); exact_tv: its TV from ``P``.
+    """
+
+    name: str
+    source: str
+    layout: str
+    what: str
+    verify: Callable
+    correct: Callable
+    model: SequenceModel
+    tree: str
+    scheme: str
+    stream_law: np.ndarray
+    exact_tv: float
+
+
+def target_only_node_law(scheme: str, defect: str | None = None):
+    """``(p, q, k) -> RuleLaw``: the exact law at one node of target-only tree sampling (SGLang's
+    and EAGLE's, :mod:`decoding.certify.layouts`), for :func:`otm.sequences.tree_walk_law`: ``Y ~ p``
+    and the walk moves to the child equal to ``Y``, so ``accepted_per_token = p m`` with ``m(y) =
+    P(y in S(X))``, the ``k`` distinct children drawn with ``scheme`` (a single child from ``q``).
+    ``defect="stale_residual"``: after every child is rejected the token comes from ``p`` itself,
+    so the output is ``p m + (1 - sum p m) p``; ``defect="greedy"``: ``Y`` is the argmax of ``p``."""
+
+    def law(p, q, k: int) -> RuleLaw:
+        p = np.asarray(p, dtype=np.float64)
+        member = np.asarray(draft_law(scheme if k > 1 else "iid", np.asarray(q, dtype=np.float64), k).membership_probs(),
+                            dtype=np.float64)
+        drawn = np.eye(p.size)[int(np.argmax(p))] if defect == "greedy" else p
+        accepted = drawn * member
+        output = accepted + (1 - accepted.sum()) * p if defect == "stale_residual" else drawn
+        return RuleLaw(float(accepted.sum()), output, None, {"accepted_per_token": accepted})
+
+    return law
+
+
+def greedy_fallback_sampler(predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
+                            retrive_next_sibling, uniform_samples, uniform_samples_for_final_sampling, target_probs,
+                            draft_probs, **unused):
+    """**Deliberately wrong** (the class of SGLang #21275, #31214, #39253): where the tree
+    sampling kernel is missing (ROCm) the verify step falls back to greedy tree verification
+    whatever the temperature: the child equal to the target's argmax is accepted, the argmax
+    emitted."""
+    verify_tree_greedy(predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
+                       retrive_next_sibling, target_probs.argmax(dim=-1))
+
+
+def stale_sibling_residual_sampler(predicts, accept_index, accept_token_num, candidates, retrive_index,
+                                   retrive_next_token, retrive_next_sibling, uniform_samples,
+                                   uniform_samples_for_final_sampling, target_probs, draft_probs, **kwargs):
+    """**Deliberately wrong**: SGLang's target-only sampler without the update of a rejected
+    child (its ``draft_probs`` entry set to ``p(x)``), so after every child of a node is rejected
+    the token comes from ``p`` there, a rejected child included."""
+    tree_speculative_sampling_target_only(predicts, accept_index, accept_token_num, candidates, retrive_index,
+                                          retrive_next_token, retrive_next_sibling, uniform_samples,
+                                          uniform_samples_for_final_sampling, target_probs, draft_probs, **kwargs)
+    rows = torch.arange(candidates.shape[0], device=candidates.device)
+    node = accept_index.long()[rows, accept_token_num.long()] - retrive_index[:, 0]
+    stopped = retrive_next_token[rows, node] >= 0  # a node with children: every one was rejected
+    redrawn = inverse_cdf(target_probs[rows, node], uniform_samples_for_final_sampling)
+    last = retrive_index[rows, node]
+    predicts[last[stopped]] = redrawn[stopped].to(predicts.dtype)
+
+
+def unprocessed_bonus(evaluate_posterior_function):
+    """**Deliberately wrong** (SafeAILab/EAGLE's ``evaluate_posterior`` from 2024-04 until
+    commit bf10ac5 of 2025-04-08): when the accepted node is a leaf (or at the full depth) the
+    bonus token's law is the softmax of the raw logits, without the logits processor
+    (temperature); the rejections and the residual use the processed ones."""
+
+    def wrong(logits, candidates, logits_processor):
+        best, length, sample_p = evaluate_posterior_function(logits, candidates, logits_processor)
+        sharing = (candidates[:, : length + 1] == candidates[int(best), : length + 1]).all(dim=1)
+        leaf = length + 1 == candidates.shape[1] or bool((candidates[sharing, length + 1] < 0).all())
+        if logits_processor is not None and leaf:
+            sample_p = torch.softmax(logits[int(best), length], dim=-1)
+        return best, length, sample_p
+
+    return wrong
+
+
+#: The tree bugs' model: V = 4, trees up to depth 2.
+TREE_MODEL_SEED = 7
+
+#: The temperature of the EAGLE instance: a low one, whose processed law is far from the raw one.
+EAGLE_TEMPERATURE = 0.3
+
+
+def _tree_bug(name, source, layout, what, verify, correct, model, k, depth, scheme, node_law, bonus=None) -> TreeBug:
+    """A :class:`TreeBug` on ``kary:k,depth``; its stream law from the walk's exact law
+    (:func:`otm.sequences.tree_walk_law`, the token at the full depth drawn from ``bonus(p)``,
+    default ``p``) continued by ``model``'s target."""
+    walk_model = model if bonus is None else sequence_model(
+        {s: bonus(row) if len(s) == depth else row for s, row in model.target_table.items()}, model.draft_table)
+    law = stream_law(model, tree_walk_law(walk_model, depth, k, node_law), depth + 1)
+    return TreeBug(name, source, layout, what, verify, correct, model, f"kary:{k},{depth}", scheme, law,
+                   total_variation(law, sequence_law(model, depth + 1)))
+
+
+def tree_zoo() -> list[TreeBug]:
+    """Every tree-layout bug class of the module docstring on its instance."""
+    model = random_model(4, 3, np.random.default_rng(TREE_MODEL_SEED))
+    scheme = "without_replacement"
+    sglang = sglang_tree_verifier(tree_speculative_sampling_target_only)
+    return [
+        _tree_bug("sglang_greedy_fallback", "SGLang #21275, #31214, #39253", "sglang",
+                  "argmax tree verification at T > 0 where the sampling kernel is missing",
+                  sglang_tree_verifier(greedy_fallback_sampler), sglang, model, 2, 2, scheme,
+                  target_only_node_law(scheme, "greedy"), bonus=lambda p: np.eye(p.size)[int(np.argmax(p))]),
+        _tree_bug("sglang_stale_sibling_residual", "no public report: SGLang's update of a rejected child removed",
+                  "sglang", "the token after rejected children drawn from p, rejected ones included",
+                  sglang_tree_verifier(stale_sibling_residual_sampler), sglang, model, 2, 2, scheme,
+                  target_only_node_law(scheme, "stale_residual")),
+        _tree_bug("eagle_unprocessed_bonus", "SafeAILab/EAGLE evaluate_posterior before bf10ac5 (2025-04-08)", "eagle",
+                  "the bonus token drawn from the raw logits, not the processed ones",
+                  eagle_tree_verifier(unprocessed_bonus(evaluate_posterior), temperature=EAGLE_TEMPERATURE),
+                  eagle_tree_verifier(evaluate_posterior, temperature=EAGLE_TEMPERATURE), model, 3, 1, scheme,
+                  target_only_node_law(scheme), bonus=lambda p: p**EAGLE_TEMPERATURE / (p**EAGLE_TEMPERATURE).sum()),
+    ]
+
+
+__all__ = ["Bug", "TreeBug", "single_draft_law", "target_only_node_law", "tree_zoo", "zoo"]

@@ -21,3 +21,32 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+#: The zoo's exact laws are checked against the measured ones at this false-alarm rate.
+LAW_CHECK_ALPHA = 1e-6
+
+
+def check_tree_bug(bug, n: int) -> None:
+    """A tree-layout bug of the zoo: its correct twin passes with its control; the bug fails
+    naming the wrong stream (its exact stream law agreeing with the measured one) or, where
+    ``n`` is too small to be sure to see it, is reported undetectable with its exact TV and the
+    ``n`` it needs."""
+    from decoding.certify import OutputLawMismatch, Undetectable
+    from decoding.certify.bounds import samples_needed_for_law, set_test
+    from decoding.certify.trees import assert_tree_lossless, sequence_law
+    from decoding.runtime.trees import parse_tree
+
+    run = dict(scheme=bug.scheme, n=n, detect_law=bug.stream_law)
+    assert "detected" in assert_tree_lossless(bug.correct, bug.tree, bug.model, scheme=bug.scheme, n=n).control
+    reference = sequence_law(bug.model, parse_tree(bug.tree).max_depth + 1)
+    needed = samples_needed_for_law(reference, bug.stream_law, 1e-9)
+    if needed > n / 2:
+        with pytest.raises(Undetectable, match=f"TV {bug.exact_tv:.3g} from P"):
+            assert_tree_lossless(bug.verify, bug.tree, bug.model, **run)
+        return
+    with pytest.raises(OutputLawMismatch, match="the emitted tokens, continued by the target, are not P") as failure:
+        assert_tree_lossless(bug.verify, bug.tree, bug.model, **run)
+    certificate = failure.value.certificate
+    law_check = set_test(certificate.stream_estimate * n, bug.stream_law, n, certificate.rows, LAW_CHECK_ALPHA)
+    assert law_check.passed, f"the zoo's exact stream law of {bug.name} disagrees with the measured one"

@@ -11,11 +11,12 @@ import torch
 from decoding.certify import IndexMismatch
 from decoding.certify.layouts.eagle import eagle_tree_verifier, evaluate_posterior, tree_paths
 from decoding.certify.trees import assert_tree_lossless
+from decoding.certify.zoo import tree_zoo
 from decoding.runtime.trees import parse_tree
 from otm.errors import InvalidArgumentError, ShapeMismatchError
 from otm.sequences import random_model
 
-from .conftest import N_PER_ROW_CALLS
+from .conftest import N_PER_ROW_CALLS, check_tree_bug
 
 #: V = 4, length 3: trees up to depth 2, p changing from node to node.
 MODEL = random_model(4, 3, np.random.default_rng(7))
@@ -91,3 +92,8 @@ def test_the_adapter_checks_the_result_and_restores_the_random_state():
     python_state, torch_state = random.getstate(), torch.get_rng_state()
     assert_tree_lossless(eagle_tree_verifier(evaluate_posterior), "kary:2,1", MODEL, n=100, control=False)
     assert random.getstate() == python_state and torch.equal(torch.get_rng_state(), torch_state)
+
+
+@pytest.mark.parametrize("bug", [bug for bug in tree_zoo() if bug.layout == "eagle"], ids=lambda bug: bug.name)
+def test_the_zoo_bugs_fail_where_the_correct_function_passes(bug):
+    check_tree_bug(bug, N_PER_ROW_CALLS)

@@ -2,6 +2,8 @@
 implementations of its target-only and greedy tree verification on a worked example, the
 target-only rule certified through the adapter (distinct siblings; duplicate siblings and
 relaxed thresholds are lossy), the adapter's checks of accept_index and predicts."""
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -14,13 +16,17 @@ from decoding.certify.layouts.sglang import (
     verify_tree_greedy,
 )
 from decoding.certify.trees import assert_tree_lossless
+from decoding.certify.zoo import target_only_node_law, tree_zoo
 from decoding.runtime.trees import parse_tree
-from otm.sequences import random_model
+from otm.sequences import random_model, tree_walk_law
 
-from .conftest import N
+from .conftest import N, check_tree_bug
 
 #: V = 4, length 3: trees up to depth 2, p changing from node to node.
 MODEL = random_model(4, 3, np.random.default_rng(7))
+
+#: A statistical check here fails a correct sampler with probability at most this.
+MISS = 1e-9
 
 #: The worked example's tree: the root has children 1 and 2, node 1 has children 3 and 4.
 EXAMPLE = parse_tree("[[[],[]],[]]")
@@ -65,9 +71,12 @@ def test_target_only_walk_on_a_worked_example():
 
 
 @pytest.mark.parametrize("scheme", ["without_replacement", "greedy"])
-def test_target_only_sampling_is_lossless_with_distinct_siblings(scheme):
+def test_target_only_sampling_is_lossless_with_distinct_siblings_and_accepts_as_its_exact_law(scheme):
     certificate = assert_tree_lossless(target_only, "kary:2,2", MODEL, scheme=scheme, n=N)
-    assert "detected" in certificate.control and certificate.expected_accepted > 0.5
+    assert "detected" in certificate.control
+    exact = float(tree_walk_law(MODEL, 2, 2, target_only_node_law(scheme)).expected_accepted())
+    # Hoeffding: the mean of N rows in [0, 2] (weights at most 1) is this close with probability 1 - MISS
+    assert abs(certificate.expected_accepted - exact) <= 2 * math.sqrt(math.log(2 / MISS) / (2 * N))
 
 
 def test_an_unbalanced_tree_with_leaves_above_the_full_depth():
@@ -99,3 +108,8 @@ def test_the_adapter_checks_accept_index_and_predicts():
         with pytest.raises(IndexMismatch, match=match):
             assert_tree_lossless(sglang_tree_verifier(sampler), "kary:2,2", MODEL, scheme="without_replacement",
                                  n=1_000, control=False)
+
+
+@pytest.mark.parametrize("bug", [bug for bug in tree_zoo() if bug.layout == "sglang"], ids=lambda bug: bug.name)
+def test_the_zoo_bugs_fail_where_the_correct_sampler_passes(bug):
+    check_tree_bug(bug, N)
