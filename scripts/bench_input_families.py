@@ -49,6 +49,8 @@ HEADING = "## Verifier cost by input family"
 TYPICAL = "typical"
 #: The cost of no family should exceed this multiple of the typical family's.
 RATIO_TARGET = 2.0
+#: Rules that verify the drafts one after the other until one is accepted.
+REJECTION_RULES = ("rrs", "rrs_wor", "specinfer")
 #: Rows of the call that sizes the batches (:func:`batch_rows`), and the fewest per call.
 PILOT_ROWS = 100
 
@@ -76,6 +78,10 @@ def _ties(rows: int, vocab: int, generator: torch.Generator) -> torch.Tensor:
     return weights / weights.sum(dim=1, keepdim=True)
 
 
+def _twice(p: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return p, p.clone()
+
+
 def _disjoint(rows: int, vocab: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     half = torch.rand(rows, vocab, generator=generator).argsort(dim=1) < vocab // 2  # vocab // 2 tokens per row
     weights = _dirichlet(rows, vocab, generator)
@@ -90,7 +96,7 @@ PURE_FAMILIES = {
     "ties": lambda n, v, g: (_ties(n, v, g), _ties(n, v, g)),
     "onehot_p": lambda n, v, g: (_onehot(n, v, g), _dirichlet(n, v, g)),
     "onehot_q": lambda n, v, g: (_dirichlet(n, v, g), _onehot(n, v, g)),
-    "p_eq_q": lambda n, v, g: (lambda p: (p, p.clone()))(_dirichlet(n, v, g)),
+    "p_eq_q": lambda n, v, g: _twice(_dirichlet(n, v, g)),
     "disjoint": _disjoint,
     "masked": lambda n, v, g: (_masked(n, v, g), _masked(n, v, g)),
 }
@@ -109,7 +115,8 @@ FAMILIES = {**PURE_FAMILIES, "mixed": _mixed}
 
 
 def rule_ks(name: str, ks: list[int]) -> list[int]:
-    """The ``ks`` rule ``name`` is defined for; ``[1]`` for the single-draft rule."""
+    """The ``ks`` rule ``name`` is defined for, or its only ``k`` when it takes one and that
+    is not among them (``single``: 1)."""
     spec = rule_spec(name)
     allowed = [k for k in ks if spec.allows(k)]
     return allowed or ([spec.ks[0]] if spec.ks[0] == spec.ks[1] else [])
@@ -175,6 +182,21 @@ def table(results: dict[tuple[str, int], dict], families: list[str]) -> list[str
     return lines
 
 
+def verdict(results: dict[tuple[str, int], dict]) -> str:
+    """One line: the families above :data:`RATIO_TARGET` times typical, or that there are none."""
+    above = [(name, f"{name} k = {k} {f} ({per_row[f] / per_row[TYPICAL]:.2f})")
+             for (name, k), entry in results.items() for per_row in [entry["seconds_per_row"]]
+             for f in per_row if per_row[f] > RATIO_TARGET * per_row[TYPICAL]]
+    if not above:
+        return f"Every family within {RATIO_TARGET:g} times typical."
+    line = f"Above {RATIO_TARGET:g} times typical: {'; '.join(text for _, text in above)}."
+    if any(name in REJECTION_RULES for name, _ in above):
+        line += (f" The recursive rejection rules ({', '.join(REJECTION_RULES)}) test the drafts one after the other "
+                 "until one is accepted: rows that reject every draft (disjoint supports) take all k steps, typical "
+                 "rows one or two.")
+    return line
+
+
 def replace_section(text: str, section: str) -> str:
     """``text`` with its :data:`HEADING` section (up to the next ``## `` heading) replaced by
     ``section``, or ``section`` appended when it has none."""
@@ -237,6 +259,8 @@ def main(argv: list[str] | None = None) -> dict:
         f"this machine is shared, and its load moves the absolute costs. Target: no multiple above {RATIO_TARGET:g}.",
         "",
         *table(results, families),
+        "",
+        verdict(results),
         "",
     ])
     print(section)

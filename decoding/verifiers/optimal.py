@@ -294,10 +294,11 @@ def ratio_keys(p_tokens: torch.Tensor, q_tokens: torch.Tensor) -> torch.Tensor:
 
 def sorted_ranks(params: RowParameters, tokens: torch.Tensor, token_keys: torch.Tensor) -> torch.Tensor:
     """``[batch, m]`` rank of each of ``tokens`` (keys ``token_keys``, :func:`ratio_keys`), the
-    same as :func:`token_ranks`: where no token of a row shares its key with another (one
-    binary search gives its rank, the number of smaller keys), without the V-sized inverse
-    permutation; the rows where one does (``p = q``, tokens with ``p = 0`` or ``q = 0``, equal
-    masses: common) by :func:`token_ranks`, all at once. Off the CPU every row by
+    same as :func:`token_ranks`. In a row where none of ``tokens`` shares its key with another
+    token, its rank is the number of smaller keys (a binary search in the sorted keys), without
+    the V-sized inverse permutation; the rows where one does (``p = q``, tokens with ``p = 0``
+    or ``q = 0``, equal masses: common) all at once by :func:`token_ranks`, the stable sort
+    having ordered each block of equal keys by id. Off the CPU every row by
     :func:`token_ranks` (one scatter, no host synchronisation; the same ranks), so that a CUDA
     graph can hold the full path (:func:`verify_tuples`)."""
     if params.order.device.type != "cpu":  # selecting the tied rows would wait for the device
