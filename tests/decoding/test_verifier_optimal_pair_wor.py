@@ -283,8 +283,8 @@ def test_a_single_draft_token_is_ordered_without_a_sort(q_a, monkeypatch):
     """A row with one token of positive ``q`` (a one-hot draft row: the drafts exhaust its
     support) is ordered as the sort orders it (:func:`otm.formulations.prefix_scan.ratio_order`:
     that token, then the ``q = 0`` tokens by id; a denormal ``q`` whose ratio overflows
-    included) without sorting the row, whose cost made such rows three times as long to verify
-    as generic ones. The sampler's draws on such rows follow the exact law
+    included) without sorting the row, which made such rows the slowest to verify. The
+    sampler's draws on such rows follow the exact law
     (tests/decoding/test_verifiers_exactness.py, instance ``one_hot_q``)."""
     sorts, original = [], verifier.stable_sort_rows
     monkeypatch.setattr(verifier, "stable_sort_rows", lambda *a: sorts.append(1) or original(*a))
