@@ -67,6 +67,7 @@ from .assertions import (
     DEFAULT_ALPHA,
     DEFAULT_ROWS,
     MAX_TUPLES,
+    SHOWN_TOLERANCE,
     NoPower,
     OutputLawMismatch,
     Undetectable,
@@ -145,7 +146,7 @@ class TreeCertificate:
             f"  accepted depth {self.expected_accepted:.4f} on average",
             f"  power: with probability >= {1 - POWER_MISS:g}, a stream law at TV >= {self.tv:.4g} from P is detected "
             f"(alpha={self.alpha:g}, {test.cells} sequences"
-            + (f", dtype tolerance {self.tolerance:.3g})" if self.tolerance >= 1e-5 else ")"),
+            + (f", dtype tolerance {self.tolerance:.3g})" if self.tolerance >= SHOWN_TOLERANCE else ")"),
             f"  negative control: {self.control}",
         ])
 

@@ -79,8 +79,8 @@ def tree_layout(tree: Tree, batch: int, device=None) -> tuple[torch.Tensor, torc
         next_token[node] = children[0]
         next_sibling[children[:-1]] = children[1:]
     index = torch.arange(batch, device=device)[:, None] * n_nodes + torch.arange(n_nodes, device=device)
-    expand = lambda links: torch.as_tensor(links, device=device).expand(batch, n_nodes).contiguous()  # noqa: E731
-    return index, expand(next_token), expand(next_sibling)
+    return index, *(torch.as_tensor(links, device=device).expand(batch, n_nodes).contiguous()
+                    for links in (next_token, next_sibling))
 
 
 # --------------------------------------------------------------------------- the published algorithms
