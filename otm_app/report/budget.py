@@ -41,8 +41,8 @@ THEOREM_SUITE_SECONDS = 19.0
 
 #: Idle seconds per model parameter to load a pair from the local cache (float32), and per
 #: parameter and token to score a text through it (teacher forcing, both models).
-LOAD_SECONDS_PER_PARAMETER = 5e-9
-SCORE_SECONDS_PER_PARAMETER_TOKEN = 5e-12
+LOAD_SECONDS_PER_PARAMETER = 7.4e-9
+SCORE_SECONDS_PER_PARAMETER_TOKEN = 4.5e-12
 
 #: Idle seconds to start the local Dask cluster and have its workers import the sweep's code.
 DASK_START_SECONDS = 3.0
@@ -67,12 +67,13 @@ SECONDS_PER_PARAMETER_TOKEN = 3e-10
 SECONDS_PER_PARAMETER_FOREST_NODE = 5e-11
 
 #: Idle seconds of one rule's conditional law given the drafts at one node, at
-#: ``V = 151,936`` (:func:`otm_app.report.paired.descent_probabilities`; CPU time measured).
-KERNEL_SECONDS = {"optimal_wor": 0.34, "optimal_pair_wor": 0.34, "optimal": 0.04, "spechub": 0.03, "greedy": 0.03,
-                  "kseq": 0.01}
+#: ``V = 151,936`` (:func:`otm_app.report.paired.descent_probabilities`; CPU time measured on
+#: rows of the Qwen pair at ``T = 1``).
+KERNEL_SECONDS = {"optimal": 0.15, "optimal_wor": 0.13, "optimal_pair_wor": 0.13, "spechub": 0.03, "greedy": 0.02,
+                  "kseq": 0.015}
 
 #: ... of the other rules (a few passes over the vocabulary).
-DEFAULT_KERNEL_SECONDS = 0.003
+DEFAULT_KERNEL_SECONDS = 0.005
 
 
 #: Wall seconds of the busy loop that measures this process's share of a core.

@@ -55,8 +55,9 @@ from decoding.runtime.tree_walk import NodeRules, resolve_rules
 from decoding.runtime.trees import Tree, parse_tree
 from decoding.verifiers import VERIFIERS
 from otm.draft_laws import greedy_membership, greedy_order
-from otm.rules import kseq, optimal, optimal_pair_wor, optimal_wor, rrs_without_replacement, spechub, specinfer
-from otm.rules.enumeration import accept_probability, normalise, one_hot, positive_part, validate_pair
+from otm.rules import kseq, optimal, optimal_wor, rrs_without_replacement, spechub, specinfer
+from otm.rules.enumeration import accept_probability, canonical_output_law, normalise, one_hot, positive_part, validate_pair
+from otm.rules.optimal_pair_wor import with_representable_weights
 
 from .decode import mean_and_error, rule_tree
 
@@ -92,6 +93,48 @@ def _kseq_kernel(p: np.ndarray, q: np.ndarray, k: int):
     return kseq.kernel(p, q, k, kseq.optimal_division_factor(p, q, k), np.zeros_like(p))
 
 
+def _water_level_kernel(p: np.ndarray, q: np.ndarray, k: int):
+    """``K(. | x)`` of the water-level rule (:mod:`otm.rules.optimal_wor`; at two drafts
+    :mod:`otm.rules.optimal_pair_wor`): select by the water levels, accept ``Z`` with
+    ``min(1, p(Z) / x(Z))``, else draw from ``norm(max(p - x, 0))``. At two drafts the
+    selection comes from the verifier's compiled construction
+    (:func:`decoding.verifiers.optimal_pair_wor_numba.pair_yield`: ``x``, and ``Y``, the
+    probability that the pair selects its member of lower rank), since the exact law's
+    construction of the levels (:func:`otm.rules.optimal_pair_wor.pair_parameters`) runs in
+    Python over the ranks, minutes on a real row; from three drafts, from
+    :func:`otm.rules.optimal_wor.wor_parameters` with the verifier's compiled clock masses."""
+    if k >= 3:
+        from decoding.verifiers.optimal_wor_numba import CompiledClockSetMasses
+
+        params = optimal_wor.wor_parameters(p, q, k, clock_masses=CompiledClockSetMasses)
+        return functools.partial(optimal_wor.conditional_output_law, params)
+    from decoding.verifiers.optimal_pair_wor import UNIT, full_ratio_order
+    from decoding.verifiers.optimal_pair_wor_numba import pair_yield
+
+    q = with_representable_weights(q)
+    order = full_ratio_order(p, q)
+    support = int(np.count_nonzero(q > 0))
+    rank = np.empty(order.size, dtype=np.int64)
+    rank[order] = np.arange(order.size)
+    ranked_p, ranked_q = p[order[:support]], q[order[:support]]
+
+    def kernel(draft_tuple):
+        x = np.zeros_like(p)
+        if support == 1:  # exhausted support: the q = 0 draft is selected with probability p of it
+            fixed = 1 if q[draft_tuple[1]] <= 0 else 0
+            x[order[0]], x[draft_tuple[fixed]] = 1.0 - p[draft_tuple[fixed]], p[draft_tuple[fixed]]
+            chances = [x[t] for t in draft_tuple]
+        else:
+            low, high = sorted(int(rank[t]) for t in draft_tuple)
+            selection = np.empty(support)
+            yielded = pair_yield(ranked_p, ranked_q, UNIT, low, high, selection)[0]
+            x[order[:support]] = selection
+            chances = [yielded, 1.0 - yielded] if rank[draft_tuple[0]] == low else [1.0 - yielded, yielded]
+        return canonical_output_law(p, x, draft_tuple, chances)
+
+    return kernel
+
+
 #: Rule -> ``(p, q, k) -> kernel``, ``kernel(draft tuple) -> ([V] row, _)``: the row's
 #: entries at the drafted tokens are ``m(t | x)`` (module docstring).
 KERNELS: dict[str, Callable] = {
@@ -102,9 +145,8 @@ KERNELS: dict[str, Callable] = {
     "spechub": lambda p, q, k: spechub.kernel(p, q),
     "greedy": _greedy_kernel,
     "optimal": lambda p, q, k: functools.partial(optimal.conditional_output_law, optimal.selection_parameters(p, q, k)),
-    "optimal_wor": lambda p, q, k: functools.partial(optimal_wor.conditional_output_law, optimal_wor.wor_parameters(p, q, k)),
-    "optimal_pair_wor": lambda p, q, k: functools.partial(optimal_pair_wor.conditional_output_law,
-                                                          optimal_pair_wor.pair_parameters(p, q)),
+    "optimal_wor": _water_level_kernel,
+    "optimal_pair_wor": _water_level_kernel,
 }
 
 
@@ -208,6 +250,16 @@ class TextCaches:
         return drafted
 
 
+def _float64_laws(laws: dict) -> dict:
+    """``{node: [V]}`` in float64, renormalised: the models' float32 softmax sums to 1 only to
+    its rounding (up to about 5e-5 at ``V = 151,936``); the verifiers compute in float64 too."""
+    out = {}
+    for node, law in laws.items():
+        law = law.double()
+        out[node] = (law / law.sum()).cpu().numpy()
+    return out
+
+
 def draft_groups(rules: Sequence[str], tree: str) -> tuple[dict, list[dict]]:
     """The rules grouped by the tree they are evaluated on: ``{(tree spec, draft law):
     [rules]}`` (one tree per draft law; a chain has one law whatever the rule), and the
@@ -263,6 +315,7 @@ def compare_rules(pair, scored, rules: Sequence[str], tree: str, temperature: fl
             caches = {text: TextCaches(pair, scored.scores[text].token_ids)}
         drafted = caches[text].draft(position + 1, trees, samplers, temperature, generator)
         for (tokens, target_probs, draft_probs), members, shape in zip(drafted, groups.values(), trees):
+            target_probs, draft_probs = _float64_laws(target_probs), _float64_laws(draft_probs)
             for rule in members:
                 values[rule].append(1 + expected_accepted(node_rules[rule], shape, tokens, target_probs, draft_probs))
     rows = []

@@ -565,3 +565,29 @@ def test_console_marks_monte_carlo_values_with_their_errors(tmp_path):
     assert lines[row + 1].split() == ["±", "s.e.", "(Monte", "Carlo)", "-", f"{errors[1]:.4f}"]
     water = next(i for i, line in enumerate(lines) if "optimal_wor - rrs_wor" in line)
     assert lines[water].rstrip().endswith("*") and lines[water + 1].split()[-1] == f"{gain['monte_carlo_error'][1]:.4f}"
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_water_level_moves_from_the_compiled_construction_are_the_exact_laws(seed):
+    """At two drafts the paired comparison takes the water-level rule's selection from its
+    verifier's compiled construction: the same conditional law as the exact one of
+    otm.rules.optimal_pair_wor, on every pair of a small vocabulary (and on an exhausted
+    support, a one-hot q)."""
+    from otm.rules import optimal_pair_wor
+    from otm_app.report.paired import descent_probabilities
+
+    rng = np.random.default_rng(seed)
+    vocab = 6
+    p, q = rng.dirichlet(0.6 * np.ones(vocab)), rng.dirichlet(0.6 * np.ones(vocab))
+    params = optimal_pair_wor.pair_parameters(p, q)
+    for a in range(vocab):
+        for b in range(vocab):
+            if a != b:
+                row, _ = optimal_pair_wor.conditional_output_law(params, (a, b))
+                moves = descent_probabilities("optimal_wor", p, q, (a, b))
+                assert moves == pytest.approx({a: row[a], b: row[b]}, abs=AGREEMENT_TOLERANCE)
+    one_hot = np.eye(vocab)[seed]
+    drafts = (seed, 1 if seed == 0 else 0)  # the q = 0 draft is the lowest other id, as the sampler draws it
+    row, _ = optimal_pair_wor.conditional_output_law(optimal_pair_wor.pair_parameters(p, one_hot), drafts)
+    assert descent_probabilities("optimal_pair_wor", p, one_hot, drafts) == pytest.approx(
+        {t: row[t] for t in drafts}, abs=AGREEMENT_TOLERANCE)
