@@ -16,19 +16,19 @@ from the clock integral compiled with the whole nesting
 (:class:`decoding.verifiers.optimal_wor_numba.CompiledClockSetMasses`, which keeps no tables
 of ``e^{-q s}``, so any vocabulary; its nesting within a minute where the runs of flux span up
 to about 2,000 ranks). On that path each distinct row of a call is first set up without the
-levels (:func:`row_setup`: cut, flux, ``x``, the compiled set masses; 0.1-0.4 s for a whole
-row at ``V = 151,936`` on two cores, the pass up the ranks at Chebyshev points,
+levels (:func:`row_setup`: cut, flux, ``x``, the compiled set masses; the pass up the ranks at
+Chebyshev points,
 :mod:`decoding.verifiers.optimal_wor_chebyshev`; rows on a CUDA device take that pass there, as
-kernels, :mod:`decoding.verifiers.optimal_wor_cuda`), and the walk of each of its drafted sets is decided from Lemma 9's
-bounds where they settle it (:func:`otm.rules.water_level_bounds.walk_decision`;
-docs/optimal-verifier.md, section 8, "k drafts: the walk from bounds" and "k drafts at the real
-vocabulary": 89% of the drafted sets at ``k = 3`` and 81% at ``k = 8`` on whole Qwen rows); only
-the walks they leave open build the levels. Open walks on rows past the nesting's time limit
-raise :class:`otm.errors.NotApplicableError` (at the whole real vocabulary, about one walk in
-ten: :func:`caveat`). The levels come from the rule's certified float64 construction (wider
-arithmetic where float64 is not certified), the last 256 distinct rows kept (a batch of equal
-rows, as the tests draw, costs one construction; a distinct row 0.3-1.2 ms at ``V = 8..150``,
-``python -m research.optimal_wor.wor_water_levels --cost``).
+kernels, :mod:`decoding.verifiers.optimal_wor_cuda`), and the walk of each of its drafted sets is
+decided from the bounds of docs/optimal-verifier.md, Lemma 9 (bounds on a water level from the
+flux; section 8, "k drafts: the walk from bounds") where they settle it
+(:func:`otm.rules.water_level_bounds.walk_decision`); only the walks they leave open build the
+levels. Open walks on rows past the nesting's time limit raise
+:class:`otm.errors.NotApplicableError` (:func:`caveat`; how often, at the real vocabulary:
+docs/optimal-verifier.md, section 8, "k drafts at the real vocabulary"). The levels come from
+the rule's certified float64 construction (wider arithmetic where float64 is not certified), the
+last 256 distinct rows kept (a batch of equal rows, as the tests draw, costs one construction;
+the cost of a distinct row: ``python -m research.optimal_wor.wor_water_levels --cost``).
 
 Exhausted support (at most ``k`` tokens with ``q > 0``): the drafted set is always the same
 (:func:`decoding.verifiers.base.sample_without_replacement`), and the draft at position ``j``
@@ -73,12 +73,12 @@ def compile_seconds(device: torch.device) -> float:
     """About how long the first ``verify`` compiles its per-row code on this machine: two drafts
     compile :mod:`decoding.verifiers.optimal_pair_wor`'s code (its
     :func:`~decoding.verifiers.optimal_pair_wor.compile_seconds`), more drafts the compiled clock
-    integral (:mod:`decoding.verifiers.optimal_wor_numba`, 5 s measured cold on the 2-core
-    development VM) and its pass at Chebyshev points (:mod:`decoding.verifiers.optimal_wor_chebyshev`,
-    3 s); 0 for what numba's cache already holds. On a CUDA device the set-up's kernels
+    integral (:mod:`decoding.verifiers.optimal_wor_numba`, estimated at 5 s cold) and its pass
+    at Chebyshev points (:mod:`decoding.verifiers.optimal_wor_chebyshev`, 3 s); 0 for what
+    numba's cache already holds. On a CUDA device the set-up's kernels
     (:mod:`decoding.verifiers.optimal_wor_cuda`) compile besides, at the first row of each ``k``
-    and in every process: about 1 s each on the H200 machine (docs/optimal-verifier.md, section 8,
-    "The set-up's pass on a GPU"). Read by ``otm decode``."""
+    and in every process: 1 s (docs/optimal-verifier.md, section 8, "The set-up's pass on a
+    GPU"). An estimate for the announcement, not a limit. Read by ``otm decode``."""
     from .optimal_numba import is_cached
     from .optimal_wor_chebyshev import _pass as pass_at_points
     from .optimal_wor_numba import lowest_law, water_levels
@@ -92,14 +92,18 @@ def compile_seconds(device: torch.device) -> float:
 def caveat(widest: int, top_p: float) -> str | None:
     """What ``otm decode`` says before it starts (the optional hook of
     :mod:`decoding.verifiers.protocol`): with three or more drafts at a node and no top-p, the
-    rows are whole real vocabularies, where a row takes a fraction of a second and the walks that
-    the bounds leave open (about one in ten at ``k = 3`` on the Qwen pair, one in five at ``k =
-    8``) are refused (docs/optimal-verifier.md, section 8)."""
+    rows are whole vocabularies, where the verifier sets up each row and refuses a row whose walk
+    the bounds leave open and whose nesting it estimates past
+    :attr:`~decoding.verifiers.optimal_wor_numba.CompiledClockSetMasses.max_nesting_seconds`
+    (module docstring; docs/optimal-verifier.md, section 8)."""
     if widest < 3 or top_p < 1.0:
         return None
-    return ("with 3 or more drafts at a node and no --top-p, the optimal_wor verifier takes about 0.1-0.5 s per row at "
-            "a real vocabulary and refuses the rows whose walk its bounds leave open (about 1 in 10 at k = 3, 1 in 5 "
-            "at k = 8 on the Qwen pair), ending the decode; with --top-p 0.99 it took 0.9-1.5x rrs_wor's time")
+    from .optimal_wor_numba import CompiledClockSetMasses
+
+    limit = CompiledClockSetMasses.max_nesting_seconds
+    return ("with 3 or more drafts at a node and no --top-p, the optimal_wor verifier sets up every row at the whole "
+            f"vocabulary and refuses the rows whose walk its bounds leave open where it estimates building the levels "
+            f"past {limit:.0f} s, ending the decode; --top-p truncates the rows first")
 
 
 def uniforms_per_row(k: int) -> int:
@@ -183,10 +187,9 @@ def row_setup(p: np.ndarray, q: np.ndarray, k: int, device: torch.device | None 
 #: checkpoints are at every 256th rank; so the calls that repeat a row, as a certification's chunks
 #: of the same row do, set it up once), and each at most ``CompiledClockSetMasses.RUN_FLOATS_KEPT``
 #: floats of its bounds' runs besides.
-#: Two such rows until 2026-11-27 (48 million): nothing needs them, and on the development VM
-#: memory that the machine has not used lately costs about as much to touch as a whole row's pass
-#: (``python -m research.optimal_wor.wor_fresh_rows``; research/optimal_wor/JOURNAL.md, "The set-up's
-#: pass at Chebyshev points"), so a lower peak meets it less often.
+#: No more: memory the machine has not used lately can cost about as much to touch as a whole
+#: row's pass, so a lower peak meets it less often (``python -m research.optimal_wor.wor_fresh_rows``;
+#: research/optimal_wor/JOURNAL.md, "The set-up's pass at Chebyshev points").
 SETUP_FLOATS_KEPT = 20_000_000
 
 #: ``(p bytes, q bytes, k) ->`` the set-up (or ``None``) of the last rows set up, weighed by their
@@ -204,7 +207,7 @@ def residual_order(p: np.ndarray, q: np.ndarray, setup: FluxSetup | None) -> np.
     :func:`decoding.verifiers.optimal_pair_wor.full_ratio_order`: from the row's set-up where it
     has one (its ratio order of the ``q > 0``, :func:`otm.formulations.prefix_scan.ratio_order`,
     the same float64 ``p / q`` ascending with ties by id, then the ``q = 0`` by id), which spares a
-    second sort of the row (about 10 ms at ``V = 151,936``), else sorted here."""
+    second sort of the row, else sorted here."""
     if setup is None:
         return optimal_pair_wor.full_ratio_order(p, q)
     return np.concatenate([np.asarray(setup.order, dtype=np.int64), np.flatnonzero(q == 0)])

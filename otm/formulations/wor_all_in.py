@@ -27,13 +27,10 @@ real ``y`` axis).
 Step. The error of the trapezoid with step ``h`` behaves like ``C exp(-a / h)``, and ``a``
 falls with ``k``: in ``y`` both probabilities drop from 1 to 0 over a width ~ ``1/sqrt(k)``
 (a Poisson law of mean ``t`` passes ``k`` within ``sqrt(k)`` of ``t = k``), so the strip
-of analyticity narrows. Measured against exact rationals (worst relative error of ``R``
-over drafts with 1-3 values spanning 12 orders of magnitude), the old fixed step 0.2 gave
-1e-15 up to k = 8 but 1e-11 at k = 16, 1e-9 at k = 24 and 3.5e-8 at k = 32; fitted ``a``:
-9.3 (k = 2), 8.8 (4), 7.6 (8), 6.6 (16), 5.6 (32). :func:`quadrature_step` takes
-``h = 0.2 min(1, (4/k)^0.3)`` (0.107 at k = 32, where 1e-16 needs 0.118), which measured
-at most 1e-15 for every k <= 32 (tests/otm/test_wor_families.py checks 1e-12 against
-an exact dynamic program over the draws).
+of analyticity narrows. :func:`quadrature_step` takes ``h = 0.2 min(1, (4/k)^0.3)``, narrowing
+with ``a`` (tests/otm/test_wor_families.py holds ``R`` within 1e-12 of an exact dynamic program
+over the draws up to k = 32; the measurements behind the step: research/optimal_wor/JOURNAL.md,
+"Figures moved from docstrings").
 
 Range. Each prefix ``H_m`` is integrated over its own nodes ``t_lo <= t <= t_hi(m)`` of one
 grid ``log t = log t_lo + g h``, each end leaving below ``_TAIL * c`` (rigorous, and
@@ -57,8 +54,7 @@ the convolution of the two groups' heads:
 - small tokens: ``P(N_S = j) = e^{-sum z} e_j(u)``, the elementary symmetric polynomials
   from the power sums ``p_r = sum u^r`` by Newton's identities
   ``j e_j = sum_{r<=j} (-1)^{r-1} e_{j-r} p_r``. With ``u <= 1`` every term is bounded by a
-  Poisson-like weight: measured against 60-digit arithmetic for k <= 32 and up to 400
-  tokens of ``u`` in (0, 1], the absolute error stays below 2.1e-15.
+  Poisson-like weight, so the alternation does not amplify the roundings.
 - Moments (this replaces the O(V k) pass over the tokens at every node). Since
   ``(e^z - 1)^r = sum_{n>=r} A[n, r] z^n`` with ``A >= 0`` (``A[n, r] = r! S(n, r) / n!``,
   Stirling numbers of the second kind), ``p_r(t) = sum_n A[n, r] M_n(t)`` with the moments
@@ -74,7 +70,7 @@ the convolution of the two groups' heads:
   between prefixes) groups, summed over the segments; each group is summed pairwise
   (``np.add.reduceat`` on the tokens sorted by group), since the first moment enters as
   ``e^{-sum z}`` and a sequential sum of ~10^5 alike terms is off by ~``10^5 eps``
-  relative (measured: 1e-12 on ``R`` for a flat draft). All terms are positive.
+  relative. All terms are positive.
 - big tokens, largest first, one at a time: ``P(j) <- e^{-z} P(j) + (1 - e^{-z}) P(j-1)``.
   Each rings with probability ``>= 1/2``, so after ``n`` of them
   ``P(N < k) <= P(Bin(n, 1/2) < k)``: the state is set to 0 when that bound times
@@ -135,14 +131,11 @@ the computed values, so the optimum of the scan is as accurate as the evaluation
 
 Rounding: only ``e^{-q t}``, ``expm1``, sums of positive terms and Newton's bounded
 alternation, so the accuracy does not depend on how many orders of magnitude ``q`` spans;
-the exponent of a product is a sum of positive ``q t`` (relative error ``~eps``).
-Measured against exact rationals with ``q`` spanning 40 orders of magnitude (k <= 6) and
-against the dynamic program over the draws (1-3 values over 12 orders of magnitude,
-k = 2..32): relative error of ``R`` at most 1e-15. The quadrature error is estimated a
-posteriori from the same sum on every other node (step ``2h``): ``d = max |R_h - R_2h|``;
-with geometric convergence ``err(h) ~ err(2h)^2`` relative to the integral (``<= 1``),
-reported as ``quadrature_error_estimate = d^2`` (an overestimate on every instance
-measured).
+the exponent of a product is a sum of positive ``q t`` (relative error ``~eps``). The
+quadrature error is estimated a posteriori from the same sum on every other node (step ``2h``):
+``d = max |R_h - R_2h|``; with geometric convergence ``err(h) ~ err(2h)^2`` relative to the
+integral (``<= 1``), reported as ``quadrature_error_estimate = d^2`` (an estimate, not a proven
+bound).
 """
 from __future__ import annotations
 
@@ -168,8 +161,8 @@ _SERIES_TERMS = 200
 #: Most prefixes x nodes x max(k, moments) floats in one work array of :func:`outside_at`
 #: (32 MB; prefixes beyond it are evaluated in further groups).
 _STATE_BUDGET = 2**22
-#: Largest time node (``t`` stays finite in float64 whatever ``q`` and ``c``; 1e250 until
-#: 2026-11-28, which left draft probabilities below about 1e-248 to a silent truncation).
+#: Largest time node (``t`` stays finite in float64 whatever ``q`` and ``c``; the range is capped
+#: here only for draft probabilities below about 1e-290, reported by ``truncation_error_bound``).
 _MAX_TIME = 1e300
 #: Largest ``(s_m - s_{m0}) t`` inside one block of the range recursion (``e^{2*200}`` fits).
 _BLOCK_EXPONENT = 200.0
@@ -229,7 +222,7 @@ def accurate_cumsum(values) -> np.ndarray:
     """``[n]`` prefix sums of ``values [n]``, each within about one rounding of exact.
 
     A plain float64 ``cumsum`` of ``n`` terms is off by up to ``(n - 1) eps`` relative (when
-    the terms are alike the roundings add up: 1.2e-12 measured for 151,936 equal terms),
+    the terms are alike the roundings add up),
     which limited ``R`` and the cut on flat distributions. Here the values are laid out as
     ``[rows, width]`` (``width ~ sqrt(n)``) and summed along the rows with Knuth's error-free
     TwoSum, vectorised across the rows (``s = a + b``, ``b' = s - a``,

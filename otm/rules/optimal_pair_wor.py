@@ -192,12 +192,9 @@ def rounded_back(wide: PairParameters, p, arithmetic: str) -> PairParameters:
 
 
 #: A cut's remaining flux counts as zero below ``REMAINDER_FLOOR * unit * (raised + 1) * F(j)``
-#: (:func:`_water_levels`): the rounding bound itself. It was 32 times that until 2026-11-27,
-#: which left up to 4.1e-12 of ``x`` unrealised on real Qwen rows cut to 400 tokens (above the
-#: certificate's 1e-12 of otm.rules.optimal_wor, so those rows were redone in 256-bit floats);
-#: with 2, at most 1.2e-13 on the same 96 instances (8 positions at T = 1 and 0.6, cut to 100
-#: and 400 tokens, k = 3, 5, 8, the clock masses), the same largest levels, and no level above
-#: 1 that 64 did not also give (measured with the compiled nesting, which takes this floor).
+#: (:func:`_water_levels`): the rounding bound itself. A larger floor leaves flux unrealised
+#: beyond the certificate's tolerance of otm.rules.optimal_wor on real rows (research/optimal_wor/
+#: JOURNAL.md, section 8, "The rounding floor"; ``python -m research.optimal_wor.wor_water_levels``).
 REMAINDER_FLOOR = 2
 
 #: Precision of the fallback when float64 is not accurate enough.
@@ -305,7 +302,7 @@ def flux_setup(p, q, order: np.ndarray, masses_of) -> FluxSetup:
     order = order[:n]
     floats = _float_array(p)  # the same float operations in numpy, on Python floats in the loops
     zero = 0.0 if floats else p[0] * 0
-    reads_q = getattr(masses_of, "reads_q", True)  # masses built already do not: a list of 151,936 floats is ~3 ms
+    reads_q = getattr(masses_of, "reads_q", True)  # masses built already do not: skip a row's list of floats
     if floats:  # p by rank as float64 (exactly), for numpy; lists only where loops read them
         ps, qs = np.asarray(p, dtype=np.float64)[order], q[order].tolist() if reads_q else None
     else:
@@ -624,7 +621,8 @@ def _pair_masses_of(params: PairParameters, q) -> _PairMass:
 
 
 def yield_lower_bound(params: PairParameters, q, low: int, high: int):
-    """Lemma 9 (i) (docs/optimal-verifier.md, section 8; our derivation): ``Y >=
+    """The lower bound of docs/optimal-verifier.md, Lemma 9 (i) (bounds on a water-level yield
+    from the flux; section 8, our derivation): ``Y >=
     min_{low < j <= high} F(j) / Q_[f,t](j)``, with ``[f, t]`` the longest run of ranks around
     the pair whose inner cuts all carry flux and ``Q_I(j)`` the mass of the pairs inside ``I``
     across cut ``j``; 0 when a cut between the pair carries no flux (then ``Y = 0``).
@@ -636,8 +634,8 @@ def yield_lower_bound(params: PairParameters, q, low: int, high: int):
 
 
 def yield_at_most(params: PairParameters, q, low: int, high: int, u) -> bool:
-    """Lemma 9 (ii) and (iii): ``True`` proves ``Y <= u``. For ``s < u`` let ``W_s`` be
-    ``[low, high]`` widened, within the run ``[f, t]`` of :func:`yield_lower_bound`, through
+    """The upper bounds of docs/optimal-verifier.md, Lemma 9 (ii) and (iii): ``True`` proves
+    ``Y <= u``. For ``s < u`` let ``W_s`` be ``[low, high]`` widened, within the run ``[f, t]`` of :func:`yield_lower_bound`, through
     the cuts whose bound ``F(i) / Q_[f,t](i)`` exceeds ``s``; if ``F(j) <= integral_0^u
     Q_{W_s}(j) ds`` at some cut ``j`` between the pair, ``Y <= u``. Tried at every such cut
     with the narrowest window ``W_u`` (``u Q_{W_u}(j)``, a lower bound of the integral), and

@@ -187,8 +187,7 @@ def wor_parameters(p, q, k: int, *, clock_masses=ClockSetMasses) -> PairParamete
     certificate of the clock integral (:func:`_clock_parameters`), computed by
     ``clock_masses`` (:class:`~otm.rules.wor_clock_masses.ClockSetMasses`, or its compiled
     twin, which the batched verifier passes), which says from how many tuples on it is
-    preferred (``enumerate_up_to``: the compiled twin is the faster from a thousand tuples
-    on); where it refuses a row whose tuples can be enumerated, they are. Fewer
+    preferred (``enumerate_up_to``; 1,000 tuples for the compiled twin); where it refuses a row whose tuples can be enumerated, they are. Fewer
     than ``k`` tokens with ``q > 0`` is the exhausted-support convention of
     :func:`otm.draft_laws.without_replacement_law` (no construction: in the inputs' own
     arithmetic, float64 for floats)."""

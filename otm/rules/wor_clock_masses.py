@@ -29,20 +29,16 @@ Quadrature: the trapezoid rule in ``log s`` with step :func:`quadrature_step` fr
 most ``s / (1 - 1/e)`` times its value at ``s = 1``, and the total rate is 1): the part of a
 mass below the lower end is about ``s^k`` of it (up to factors of ``k``, which the measurement
 bounds), and ``lower_end(k) = (1e-4 / 3)^(3 / k)`` makes that part the same at every ``k`` as at
-``k = 3``, whose lower end ``1e-4 / k`` was the end for every ``k`` until 2026-11-27 (8 drafts:
-0.021 instead of ``1.25e-5``, 46 nodes fewer; measured against an end at ``1e-10 / k``:
-``python -m research.optimal_wor.wor_water_levels --quadrature``, docs/optimal-verifier.md, section 8). In
-``y = log s`` every integrand is
+``k = 3``, where the lower end is ``1e-4 / k``. In ``y = log s`` every integrand is
 analytic in a strip around the real axis (each factor ``e^{-q e^y}``, ``1 - e^{-q e^y}``,
 ``q e^y e^{-q e^y}`` is entire and bounded in every strip ``|Im y| <= d < pi / 2``), so the
 rule's error falls like ``exp(-a / h)`` with the step ``h``; as for :mod:`otm.formulations.wor_all_in`, ``a`` falls
 with ``k`` (the count of arrivals passes ``k`` over a width of about ``1 / sqrt(k)`` in ``y``).
-Measured (2026-11-27, against the enumerated law on 40 random rows of 5-8 tokens, ``k = 3..5``,
-``q`` over 9 decades; and for ``k = 3..32`` against step 0.04 on rows of 40 tokens over 3 and
-12 decades): relative error at most ``2.4e-14`` wherever ``h`` is at most about 0.6 of the step
-at which it breaks down (0.25 at ``k <= 8``, ``0.2`` at 12, ``0.14`` at 24), hence
-``h = 0.16 min(1, sqrt(8 / k))``; the step was 0.04 before, four times the nodes for the same
-error (tests/otm/test_wor_clock_masses.py keeps the comparison with the enumerated law).
+Hence ``h = 0.16 min(1, sqrt(8 / k))``, about 0.6 of the step at which the error leaves the
+rounding floor at every ``k``. The step and the lower end are measured by ``python -m
+research.optimal_wor.wor_water_levels --quadrature`` (research/optimal_wor/JOURNAL.md, "k drafts
+at the real vocabulary"); tests/otm/test_wor_clock_masses.py holds the masses to the enumerated
+law.
 
 Cost: one pass over the ranks for ``sigma`` that keeps the prefix polynomials of ``[0, f)``
 at every :data:`CHECKPOINT`-th rank (a prefix elsewhere is rebuilt from the checkpoint below it,
@@ -65,8 +61,7 @@ BASE_STEP = 0.16
 
 #: The largest :meth:`ClockSetMasses.table_floats` (float64) this class builds: about 3,300
 #: tokens of support at 150 nodes (the numpy reference; its runs cost a Python call per rank, so
-#: the limit stands for time as much as memory: 4 million, about 3,300 tokens at 600 nodes, with
-#: the step of 0.04 before 2026-11-27).
+#: the limit stands for time as much as memory).
 MAX_TABLE_FLOATS = 1_000_000
 
 #: The prefix polynomials of ``[0, f)`` are kept at every this many ranks.
