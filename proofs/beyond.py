@@ -11,7 +11,8 @@
   replacement and attains the same value;
 - the water-level rule for two drafts without replacement (``optimal_pair_wor``) is lossless
   and attains ``alpha*(p, WOR(q, 2))``, and its yields are bounded by the flux alone
-  (docs/optimal-verifier.md, section 8, Lemma 9); the same water levels for ``k = 3, 4``
+  (docs/optimal-verifier.md, section 8, Lemma 9: bounds on a water-level yield from the
+  flux); the same water levels for ``k = 3, 4``
   drafts (``optimal_wor``) are lossless and attain ``alpha*(p, WOR(q, k))``;
 - the water levels of both are probabilities (docs/optimal-verifier.md, section 8,
   Theorem 5), checked claim by claim along the nesting.

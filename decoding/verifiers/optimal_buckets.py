@@ -8,7 +8,8 @@ their partners' and at the residual rank only. Here the keys are cut into at mos
 key) >> s``; the keys of ``p / q`` order like the ratios, so every bucket is a run of
 ranks), with a histogram pass for the sums of ``p`` and ``q`` per bucket. In a bucket
 where ``e_j = p_j - sigma_j`` has one strict sign at every rank, the whole bucket can be
-merged into one entry of ``p``, ``q`` equal to its sums (Lemma 6 of the doc):
+merged into one entry of ``p``, ``q`` equal to its sums (docs/optimal-verifier.md, Lemma 6,
+merging a run of one sign):
 
 - ``C``, ``P`` at the bucket's ends are the same sums, and ``sigma`` summed over the bucket
   telescopes to ``C_end^k - C_start^k``, the merged entry's own ``sigma``;
@@ -22,7 +23,7 @@ merged into one entry of ``p``, ``q`` equal to its sums (Lemma 6 of the doc):
 A bucket has one strict sign when ``r_low >= d_high (1 + margin)`` (all ``e > 0``) or
 ``r_high <= d_low (1 - margin)`` (all ``e < 0``), where ``r_low, r_high`` bound the
 normalised ratios its keys can hold and ``d`` (the mean of ``k v^(k-1)`` over a rank's
-block) lies in ``[k C_start^(k-1), k C_end^(k-1)]`` (Lemma 7); the last bucket (keys
+block) lies in ``[k C_start^(k-1), k C_end^(k-1)]`` (Lemma 7 there, the sign test); the last bucket (keys
 ``inf``: ``q = 0``) has ``e = p >= 0`` when it holds no ``q > 0`` token. Every other bucket
 holding a token, and the buckets of the drafts, are *refined*: their tokens are gathered
 (one pass over the bucket ids) and sorted by key, ties by id as in the full sort. On that
@@ -69,8 +70,8 @@ MIN_VOCAB = 1024
 def compiled_on_this_machine() -> bool:
     """Whether numba's cache already holds the merged rows' compiled entry point
     (:func:`decoding.verifiers.optimal_merged.verify_rows`). Without it, the first call of an
-    optimal verifier on the CPU compiles the per-row code, 13 s on the 2-core development VM
-    (0.5 s to load once cached): :func:`decoding.verifiers.optimal_numba.is_cached`."""
+    optimal verifier on the CPU compiles the per-row code (seconds; loaded from the cache
+    after that): :func:`decoding.verifiers.optimal_numba.is_cached`."""
     return is_cached(compiled.verify_rows)
 
 

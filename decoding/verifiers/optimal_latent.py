@@ -80,9 +80,8 @@ def token_order_sums(probs: torch.Tensor) -> torch.Tensor:
     pass over the batch (:func:`decoding.verifiers.optimal_numba.token_order_sums`, four rows
     at a time; a half-precision batch widened to float32 first, exactly): converting the
     whole ``[batch, V]`` batch to float64 and scanning it costs a fresh float64 copy and a
-    scan whose additions wait on each other (the verifier's call on 64 Qwen rows at
-    ``V = 151,936``, k = 2, went from 183 to 78 ms with a row-at-a-time scan through one
-    buffer: ``scripts/bench_verifier_cost.py`` before and after)."""
+    scan whose additions wait on each other; a row-at-a-time scan through one buffer avoids
+    both (``scripts/bench_verifier_cost.py``)."""
     if probs.device.type != "cpu":
         return cumsum_rows(probs.to(WORK_DTYPE))[:, -1:]
     from . import optimal_numba  # numba only where the CPU path runs

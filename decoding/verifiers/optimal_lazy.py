@@ -87,7 +87,8 @@ def _masses(
     On the CPU one compiled pass per row over both
     (:func:`decoding.verifiers.optimal_numba.row_sums`, the rows shared among threads by
     :func:`decoding.verifiers.base.share_rows`); elsewhere each converted into a float64
-    buffer of ``scratch`` and summed. Any order of summation is within the bound of Lemma 5."""
+    buffer of ``scratch`` and summed. Any order of summation is within the bound of
+    docs/optimal-verifier.md, Lemma 5 (a bound on the drafted token's selection mass)."""
     scratch = Scratch() if scratch is None else scratch
     if target_probs.device.type == "cpu":
         from . import optimal_numba  # numba only where the CPU path runs
@@ -190,7 +191,7 @@ def certified_acceptance(
 ) -> torch.Tensor:  # [n] bool
     """Rows where the full path surely accepts ``tokens``: ``u4 sigma_up < p_low``, in two
     tiers. First with ``S^ = M^``, the sum of all of ``q`` (every token is in the set, so
-    Lemma 5 holds a fortiori; ``sigma_up`` is then about the membership probability
+    the bound of docs/optimal-verifier.md, Lemma 5, holds a fortiori; ``sigma_up`` is then about the membership probability
     ``1 - (1 - q_a)^k``): the two sums per row (on the CPU one compiled pass per row, read in
     place; elsewhere on chunks of rows, :func:`decoding.verifiers.base.map_row_chunks`), then
     a few ``[n]`` operations for all rows at once. Then, for the rows left open only, the

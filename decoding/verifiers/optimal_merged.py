@@ -79,7 +79,8 @@ def bucket_layout(p, q, buckets, keys, ids):
 
 @_compiled
 def cut(p, q, k, buckets, margin, keys, ids):
-    """The cut of one row into at most ``buckets`` ratio buckets and the sign test (Lemma 7).
+    """The cut of one row into at most ``buckets`` ratio buckets and the sign test
+    (docs/optimal-verifier.md, Lemma 7).
 
     Writes the keys and the bucket ids (``ids``) of every token; returns per bucket (arrays of
     ``buckets + 2``) the sums of ``p`` and ``q`` (float64, in token order), the number of
@@ -183,7 +184,8 @@ def block_mean_bounds(q_r, entry, draft_mass, k):
     """``(k C_start^(k-1), k C_end^(k-1))`` at the ends of ``entry`` (``C`` its ``q`` mass before
     and through it, normalised, summed left to right as :func:`ranked_parameters` sums them):
     in exact arithmetic, bounds on ``d`` (the mean of ``k v^(k-1)`` over a rank's block) at
-    every rank that a merged entry stands for (docs/optimal-verifier.md, Lemma 8)."""
+    every rank that a merged entry stands for (docs/optimal-verifier.md, Lemma 8, a partner in a
+    merged entry)."""
     before = 0.0
     for j in range(entry):
         before += q_r[j]
@@ -202,7 +204,7 @@ def draw(own, gains, losses, target_cumulative, cut, support, gains_h, losses_h,
     entries whose exact ranks the draw may need: per position, its partner when that is a
     merged entry (``order < 0``) and the bounds on ``d`` over its ranks
     (:func:`block_mean_bounds`) leave the move open, or a moved block ties there with another
-    highest one (Lemma 8); then the residual rank on rejection; -1 elsewhere. The caller
+    highest one (Lemma 8 there); then the residual rank on rejection; -1 elsewhere. The caller
     refines the merged entries among them and draws again. The floats are those of
     :func:`decoding.verifiers.optimal.verify_rows`."""
     k, n = drafts.shape[0], order.shape[0]

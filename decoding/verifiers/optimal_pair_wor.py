@@ -17,17 +17,18 @@ back; the rows of a call are shared among ``torch.get_num_threads()`` threads by
 first goes through a *merged row*
 (:mod:`decoding.verifiers.optimal_pair_wor_merged`): the ratio keys cut into buckets, the
 buckets whose ranks all have ``e = p - sigma`` of one sign kept as blocks, the others and the
-drafts' refined into sorted tokens; every value the draw reads is exact there, and Lemma 9's
-bounds, with bounds on the cuts inside blocks, decide ``u < Y``. When they cannot (a few
-percent of pairs on real rows), the row goes to the *sorted row*: one stable sort of the
+drafts' refined into sorted tokens; every value the draw reads is exact there, and the bounds
+of docs/optimal-verifier.md, Lemma 9 (bounds on a water-level yield from the flux), with bounds
+on the cuts inside blocks (Lemma 10, merged rows for two drafts), decide ``u < Y``. When they
+cannot (rarely, on real rows), the row goes to the *sorted row*: one stable sort of the
 ratios of the support, then :func:`decoding.verifiers.optimal_pair_wor_numba.pair_yield`,
 which computes the cut, the minimal flux and ``x`` in ``O(V)`` and the yield of the drafted
-pair (Lemma 9's bounds first, else only the nested runs that hold both drafts, each run's first
+pair (those bounds first, else only the nested runs that hold both drafts, each run's first
 cut to empty found in a lazy range-minimum tree). In exact arithmetic both paths draw the same.
 The levels are rounded into ``[current level, 1]``; what that and the rounding floors leave
-of the flux uncarried moves the realised selection law away from ``x`` by at most
-``2.4e-13`` in total on 16 real rows at ``V = 151,936``, measured in 200-bit arithmetic
-(docs/optimal-verifier.md, section 8, "At the real vocabulary"). Drafts that two draws without
+of the flux uncarried moves the realised selection law away from ``x``; by how much on real
+rows, measured in 200-bit arithmetic: docs/optimal-verifier.md, section 8, "At the real
+vocabulary". Drafts that two draws without
 replacement cannot give (equal, or one with ``q = 0`` while ``q`` has two tokens of positive
 probability) raise :class:`otm.errors.NotApplicableError`; rows with a NaN, an inf, a negative
 entry or no mass raise :class:`otm.errors.InvalidDistributionError`.
@@ -76,8 +77,8 @@ UNIT = float(np.finfo(np.float64).eps)
 
 def compile_seconds(device: torch.device) -> float:
     """About how long the first ``verify`` compiles its per-row code on this machine (on any
-    device: the rows run on the CPU): 15 s until numba's cache holds the merged and the
-    sorted rows' code (11 s measured on the 2-core development VM beside another job), else 0.
+    device: the rows run on the CPU): an estimate of 15 s until numba's cache holds the merged
+    and the sorted rows' code, else 0.
     Read by ``otm decode``."""
     from .optimal_numba import is_cached
     from .optimal_pair_wor_merged import merged_row
@@ -168,8 +169,8 @@ def verify_row(p: np.ndarray, q: np.ndarray, drafts: tuple[int, int], uniforms: 
     """``(token, accepted index)`` of one row (module docstring; ``-1``: the residual): on a
     merged row (:func:`decoding.verifiers.optimal_pair_wor_merged.merged_row`, ``work`` its
     two int64 ``[V]`` work arrays), or on the sorted row when that row goes back or ``q`` has
-    a single token of positive probability. The merged row first is the faster at every
-    vocabulary measured, from 8 tokens on (``scripts/bench_optimal_verifier.py --vocabs``,
+    a single token of positive probability. The merged row goes first since it is the faster
+    from small vocabularies on (``scripts/bench_optimal_verifier.py --vocabs``,
     docs/optimal-verifier.md section 9)."""
     support = _check_drafts(q, drafts)
     q = with_representable_weights(q)  # the same row unless a dominant token's complement is below 1e-289

@@ -19,9 +19,10 @@ their tokens, sorted by key. On the merged row:
   monotone inside a block;
 - the drafts are single entries, so their ``x`` is exact, and so is the residual mass of a
   block on ``U`` (``p(E) - x(E)``; none on ``H``);
-- Lemma 9's tests read ``F`` at the cuts between entries and bound the cuts inside a block
-  (:func:`decoding.verifiers.optimal_pair_wor_numba.yield_decision` with ``blocks``, Lemma 10
-  (d) of the docs); they prove ``u < Y`` or ``Y <= u`` or leave the pair undecided.
+- the tests of docs/optimal-verifier.md, Lemma 9 (bounds on a water-level yield from the flux)
+  read ``F`` at the cuts between entries and bound the cuts inside a block
+  (:func:`decoding.verifiers.optimal_pair_wor_numba.yield_decision` with ``blocks``; Lemma 10
+  (d), merged rows for two drafts); they prove ``u < Y`` or ``Y <= u`` or leave the pair undecided.
 
 In exact arithmetic every value the draw reads is the sorted path's, so the draw is the
 sorted path's: the selected draft, its test and the residual rank (inverse CDF over the
@@ -64,7 +65,7 @@ BUCKETS = 4096
 #: Relative margin of the sign test (far above the rounding of the bucket sums).
 SIGN_MARGIN = 1e-9
 
-#: Outcomes of :func:`merged_row`: drawn, or back to the sorted path because Lemma 9's bounds
+#: Outcomes of :func:`merged_row`: drawn, or back to the sorted path because the flux bounds
 #: left the pair undecided, the residual had no mass (rounding), or a ``q > 0`` token's ratio
 #: overflowed.
 DRAWN, UNDECIDED, NO_RESIDUAL, OVERFLOW = 1, 0, 2, 3
@@ -138,7 +139,7 @@ def merged_parameters(p, q, refine, buckets, margin, keys, ids):
     ``n`` are the ranked ones (``q > 0``), the rest the ``q = 0`` tokens; ``sizes`` the tokens
     per bucket; then :func:`decoding.verifiers.optimal_pair_wor_numba.ranked_setup` of the
     ranked entries (the flux by cut between entries, ``x`` per entry, the running sums, the
-    cut ``m``) and the blocks' parameters for Lemma 9 (``yield_decision``'s ``blocks``).
+    cut ``m``) and the blocks' parameters for the flux bounds (``yield_decision``'s ``blocks``).
     ``overflow``: a token with ``q > 0`` and an overflowing ratio, the merged row not built
     (the other values empty)."""
     first, step, count, target, draft, sizes = bucket_layout(p, q, buckets, keys, ids)

@@ -60,10 +60,10 @@ small rows the levels agree with the reference construction to ``5e-14``
 **Cost.** The tree's nodes hold their least key and its position (no indirection), and an
 update stops at the first node it leaves unchanged. Most splits peel one rank off an end of
 their run; the cuts about to empty form a front of near-equal keys that is refreshed at
-almost every peel, about 10-15 refreshes per cut on real rows (30-250 ms for one drafted
-pair's yield on the heaviest rows). So :func:`pair_yield` first tries the bounds of
-:func:`yield_decision`, which settle 89-100% of the same-side pairs drawn on real rows in
-``O(V)`` at most (section 8 of docs/optimal-verifier.md, Lemma 9).
+almost every peel. So :func:`pair_yield` first tries the bounds of :func:`yield_decision`,
+which settle most of the same-side pairs drawn on real rows in ``O(V)`` at most
+(docs/optimal-verifier.md, Lemma 9, bounds on a water-level yield from the flux; how often they
+settle: section 8, "At the real vocabulary").
 
 ``cache=True``, ``error_model="numpy"``, no bounds checks: every array of a row has the
 row's length ``n`` (or ``n + 1`` for cuts).
@@ -210,10 +210,9 @@ def _child(qt, qe, wt, we, f, t, f2, t2, level, state, out):
     out[9], out[10] = _add(hi, lo, level * (dwl * dqr + dql * dwr))
 
 
-#: A cut's remaining flux below ``FLOOR * unit * F(j)`` counts as zero (module docstring). On
-#: three real rows, with the realised law in 200-bit floats, a floor of 64 (the reference's
-#: constant) left 2.7e-11 of the selection law unrealised, 8 left 6.9e-12, 2 left 2.6e-12,
-#: 1 left 1.7e-12 and 0.5 or 0 about 1.3e-12 (the floor set by hand, 2026-11-26).
+#: A cut's remaining flux below ``FLOOR * unit * F(j)`` counts as zero (module docstring): one
+#: rounding unit, since a larger floor leaves more of the selection law unrealised on real rows
+#: (research/optimal_wor/JOURNAL.md, "Figures moved from docstrings").
 FLOOR = 1.0
 
 
@@ -451,8 +450,8 @@ BOUND_MARGIN = 1e-9
 def yield_decision(flux, qt, qe, wt, we, f, t, low, high, u, blocks=None):
     """Whether ``u < Y`` for the pair of ranks ``low < high`` inside the first run ``[f, t]``
     (every cut of it carries flux), from the flux and the pair masses alone
-    (:func:`otm.rules.optimal_pair_wor.yield_decision`, docs/optimal-verifier.md section 8,
-    Lemma 9). Returns ``(verdict, bound)``: ``(1, lower)`` when ``u`` is below the lower bound
+    (:func:`otm.rules.optimal_pair_wor.yield_decision`; docs/optimal-verifier.md, Lemma 9,
+    bounds on a water-level yield from the flux). Returns ``(verdict, bound)``: ``(1, lower)`` when ``u`` is below the lower bound
     ``lower = min_{low < j <= high} F(j) / Q_[f,t](j)`` of ``Y``; ``(-1, u)`` when the
     widened pair masses prove ``Y <= u`` (the narrowest window at every cut between the pair,
     then the integral over the shrinking windows at the cut of least bound); ``(0, lower)``
@@ -488,14 +487,14 @@ def yield_decision(flux, qt, qe, wt, we, f, t, low, high, u, blocks=None):
 
 @_compiled
 def _cut_bound(flux, qt, qe, wt, we, f, i, t):
-    """Lemma 9 (i)'s lower bound of the level of cut ``i`` of the first run ``[f, t]``, less
+    """The lower bound (docs/optimal-verifier.md, Lemma 9 (i)) of the level of cut ``i`` of the first run ``[f, t]``, less
     :data:`BOUND_MARGIN`."""
     return flux[i] / _across(qt, qe, wt, we, f, i, t)[0] * (1.0 - BOUND_MARGIN)
 
 
 @_compiled
 def _inner_bound(flux, qt, qe, wt, we, f, e, t, blocks):
-    """A lower bound of Lemma 9 (i)'s bounds ``F(j) / Q_[f,t](j)`` at the cuts ``j`` inside
+    """A lower bound of the bounds ``F(j) / Q_[f,t](j)`` (docs/optimal-verifier.md, Lemma 9 (i)) at the cuts ``j`` inside
     entry ``e`` of a merged row (``inf`` for a single rank, or when ``blocks`` is ``None``;
     docs/optimal-verifier.md section 8, "Without the sort").
 
@@ -604,7 +603,7 @@ def pair_yield(p, q, unit, low, high, selection, decide=2.0, tally=None):
     A verifier only asks whether ``u < Y``: ``decide = u`` in ``[0, 1)`` may return, in
     place of ``Y``, a bound on the same side of ``u`` (a lower bound above ``u``, or ``u``
     itself when ``Y <= u``), the same answer far sooner. First :func:`yield_decision`, which
-    settles 89-100% of the same-side pairs drawn on real rows without the nesting; else
+    settles most of the same-side pairs drawn on real rows without the nesting; else
     the runs are followed, and since the levels met never decrease and end at ``Y``, the
     first one above ``u`` is returned. A ``tally`` (int64 ``[6]``) adds up where that chain
     of runs refreshed and emptied its cuts (:data:`TALLY_BINS`)."""

@@ -9,9 +9,8 @@ as a block with no prefix below it; its reference
 :func:`~decoding.verifiers.optimal_wor_numba.group_pass`).
 
 **Why it pays.** On a whole row of the real vocabulary nearly every rank is a tail token whose
-clock has barely moved at most nodes: ``q s < 2^-6`` at 93% of the (block of 64 ranks, live
-node) pairs of a random softmax row of 151,936 tokens, and at two thirds of them in the blocks of
-256 ranks the verifier takes (its checkpoints' spacing,
+clock has barely moved at most nodes: ``q s < 2^-6`` at most (block, live node) pairs, in
+blocks of 64 ranks and in the blocks of 256 ranks the verifier takes (its checkpoints' spacing,
 :attr:`~decoding.verifiers.optimal_wor_numba.CompiledClockSetMasses.checkpoint`: fewer pairs, each
 cheaper per rank). The compiled pass still updates ``k``
 coefficients of two polynomials at every rank and each of about a hundred live nodes. As a
@@ -43,9 +42,9 @@ weights ``Lambda_D[d, p] = sum_i w_i e^{-T_b s_i} [z^{k-1-d}] D_b(s_i) (u_i / u_
 (likewise ``E``), ``O(k P)`` per rank instead of ``O(k N)``; after the block the prefix at those
 nodes is ``e^{-S_B s} (E_b F_e, D_b F_e + E_b G_e)`` with ``F_e``, ``G_e`` interpolated. The weights
 take ``u_p^{-d}`` out of the sum over nodes (``u_i^d`` stays in it), so a (block, node) pair costs
-one barycentric basis and ``O(k P)`` multiply-adds, no division per ``(d, p)``: about 1.3x faster
-a pass on whole rows (1.0-1.7x), with ``sigma`` as close to an 80-bit pass as before
-(docs/optimal-verifier.md, section 8, "The set-up's pass at Chebyshev points").
+one barycentric basis and ``O(k P)`` multiply-adds, no division per ``(d, p)``, with ``sigma``
+as close to an 80-bit pass as the node-by-node pass (docs/optimal-verifier.md, section 8, "The
+set-up's pass at Chebyshev points", with the measured cost).
 
 **Error.** Interpolation is exact for polynomials of degree below ``P``, so its error is at most
 ``1 + Lambda_P`` (the Lebesgue constant, ``<= 1 + (2 / pi) log(P + 1)`` at Chebyshev points) times
@@ -60,9 +59,8 @@ out below ``2^-60`` of the sum for ``x <= tau``, :func:`taylor_terms`).
 
 **Threads.** Each node's polynomials are its own, so the nodes can be dealt out among threads,
 each a pass over every rank at its nodes (:func:`prefix_pass_chebyshev` with ``parts``): the
-ranks' work at the points is repeated in every part, the rest is divided (1.3-1.8x faster on two
-threads on whole Qwen rows; research/optimal_wor/JOURNAL.md, "The pass at points on two or
-three threads").
+ranks' work at the points is repeated in every part, the rest is divided
+(research/optimal_wor/JOURNAL.md, "The pass at points on two or three threads").
 
 **The other nodes.** Where ``kappa s >= tau``, the block's ranks are added one by one as in
 :func:`~decoding.verifiers.optimal_wor_numba.prefix_pass` (its clocks, the decay by quotients from
@@ -80,11 +78,10 @@ from .base import share_rows
 from .optimal_wor_numba import _add_rank_by_degree, _clock, _merge, _normal, live_prefix_nodes, rank_terms
 
 #: The interpolated nodes of a block are those where ``kappa s`` (``kappa`` the block's largest
-#: ``q``) is below this (``tau`` of the module docstring): 93% of the (block, live node) pairs of
-#: a random softmax row of 151,936 tokens at ``k = 3`` (80% at ``2^-10``, 97% at ``2^-4``, where
-#: more points are needed). In blocks of 256 ranks ``2^-7``, ``2^-5`` and ``2^-4`` were again no
-#: faster on the four whole Qwen rows of docs/optimal-verifier.md, section 8 (a loop over
-#: :func:`prefix_pass_chebyshev` with ``below``, 2026-11-28: within 0-10% of ``2^-6``, mostly slower).
+#: ``q``) is below this (``tau`` of the module docstring): most (block, live node) pairs of a real
+#: row; a lower ``tau`` interpolates fewer, a higher one needs more points, and neither was faster
+#: on whole rows (``scripts/bench_wor_pass.py``; research/optimal_wor/JOURNAL.md, "Figures moved
+#: from docstrings").
 INTERPOLATE_BELOW = 2.0 ** -6
 
 #: A block takes its ranks through the points where it has at least this many interpolated
@@ -304,9 +301,8 @@ def _groups(q, s, k, group, GE, GD, first, last, below, at, weights, reciprocal,
     E, D = np.zeros((k, nodes)), np.zeros((k, nodes))  # the group at the other nodes, degree by degree
     none, some = np.empty(nodes), np.empty(nodes)
     # A group's scale and split, its F, G at the points (the rank loop of _pass without its terms of
-    # sigma) and its product at the nodes are written out here as in _pass: the last two as compiled
-    # helpers called from both made the pass at k = 3 take 1.1-1.5x as long on whole Qwen rows, and
-    # the first about 1.02-1.05x (bench_wor_pass, 2026-11-28)
+    # sigma) and its product at the nodes are written out here as in _pass: as compiled helpers
+    # called from both they made the pass slower (scripts/bench_wor_pass.py)
     for g in range(first, min(last, (q.shape[0] + group - 1) // group)):
         lo, hi = g * group, min(q.shape[0], (g + 1) * group)
         kappa, total = 0.0, 0.0

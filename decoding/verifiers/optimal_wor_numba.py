@@ -35,10 +35,10 @@ products and a backward pass (the groups ``[j, t]``), ``O((t - f) N k^2)`` for `
 reference's, without its per-rank Python calls; the walk's bounds ask a run for some cuts only
 (:func:`stretch_masses`, a span of a run alone, its ends multiplied out from groups of ranks
 kept once a walk reads a long run, :func:`range_group`); a run of flux peels about one rank at a time,
-so a row costs about ``sum len^2 N k^2`` over its runs (measured: closer to ``k`` than
-``k^2`` up to ``k = 8``, the ``O(k)`` parts dominating), which
+so a row costs at most about ``sum len^2 N k^2`` over its runs, which
 :meth:`CompiledClockSetMasses.nesting_seconds` estimates before the nesting starts (rows above
-a minute are refused); measured in docs/optimal-verifier.md, section 8
+:attr:`CompiledClockSetMasses.max_nesting_seconds` are refused); measured in
+docs/optimal-verifier.md, section 8
 (``python -m research.optimal_wor.wor_water_levels --cost``, ``--float`` and ``--nesting-rate``).
 """
 from __future__ import annotations
@@ -60,9 +60,8 @@ _compiled = numba.njit(cache=True, nogil=True, error_model="numpy")
 #: Nodes per chunk of the passes up the ranks shared among threads (the prefix pass and the
 #: groups of ranks, a thread's chunks in one pass, :func:`by_node_parts`; and of the sums over
 #: nodes, :func:`_across`): a fixed cut, so the values do not depend on the threads. 16
-#: gives a row of a few hundred nodes a few dozen chunks, enough for 16 threads (48, until
-#: 2026-11-27, gave a handful: 1.6-1.7x slower at 16 threads, no faster at 2;
-#: docs/optimal-verifier.md, section 9).
+#: gives a row of a few hundred nodes a few dozen chunks, enough for 16 threads (larger chunks
+#: leave threads idle; docs/optimal-verifier.md, section 9).
 NODE_CHUNK = 16
 
 #: The prefix pass takes ``e^{-q(above a) s}`` from an exponential at every this many ranks and
@@ -78,8 +77,8 @@ DECAY_ANCHOR = 64
 #: :data:`NODE_CHUNK` inside, :func:`_across`): a fixed cut, so the values do not depend on the
 #: threads, and four times the nodes per call of :data:`NODE_CHUNK`, since each call pays its
 #: per-rank cost once (a span's passes cannot take a thread's chunks in one pass as the prefix
-#: pass does: they sum over nodes per cut). On whole Qwen rows 1.1-1.7x faster per decision than
-#: chunks of 16, with the groups in one pass (research/optimal_wor/JOURNAL.md, "The set-up's pass and the walk's groups, again").
+#: pass does: they sum over nodes per cut). Faster per decision than chunks of 16, with the
+#: groups in one pass (research/optimal_wor/JOURNAL.md, "The set-up's pass and the walk's groups, again").
 SPAN_CHUNK = 64
 
 
@@ -648,20 +647,15 @@ class CompiledClockSetMasses(ClockSetMasses):
     it)."""
 
     #: The largest :meth:`table_floats` (float64, 512 MiB: the checkpointed prefixes of about
-    #: 640,000 tokens at 400 nodes and ``k = 8``, so any real vocabulary; until 2026-11-27 the
-    #: tables of ``e^{-q s}`` counted too, about 35,000 tokens at 900 nodes). Time is limited
-    #: apart, by :meth:`nesting_seconds`: a row without deep runs of flux takes about a second at
-    #: 10,000 tokens (a flat row under top-p 0.95), one whose runs are long grows as their square.
+    #: 640,000 tokens at 400 nodes and ``k = 8``, so any real vocabulary). Time is limited apart,
+    #: by :meth:`nesting_seconds`: the nesting's cost grows as the square of a run of flux.
     max_table_floats = 64_000_000
 
     #: The compiled nesting's speed in units of ``len^2 N k`` per second, ``len`` the ranks of a
     #: run of flux (it peels about one rank at a time), ``N`` the nodes: the least measured on
-    #: real rows (``python -m research.optimal_wor.wor_water_levels --corpus DIR --positions 4 --top 300
-    #: --nesting-rate --ks 3,4,6,8``, and ``--top 1000 --ks 3``, ``--top 500 --ks 8``, 2026-11-27:
-    #: 1.8e8-4.5e8 units per second at every ``k``), so the estimate errs on the long side, by up
-    #: to 2.8x. (It counted ``len^2 N k^2`` at 4e8 per second before the 15% faster masses of the
-    #: same day: 2.3x too long at ``k = 8`` then, up to 9x after.) Measured again with the step
-    #: of 0.16 and the nesting's table of ``e^{-q s}`` (the same commands, 07:35 UTC): 1.6e8-3.5e8.
+    #: real rows (``python -m research.optimal_wor.wor_water_levels --corpus DIR --positions 4
+    #: --top 300 --nesting-rate --ks 3,4,6,8``), so the estimate errs on the long side
+    #: (research/optimal_wor/JOURNAL.md, "Figures moved from docstrings").
     NESTING_RATE = 1.6e8
 
     #: A row whose nesting :meth:`nesting_seconds` estimates above this is refused.
@@ -673,9 +667,8 @@ class CompiledClockSetMasses(ClockSetMasses):
     NESTING_TABLE_FLOATS = 8_000_000
 
     #: Float inputs with more draft tuples take these masses rather than the enumeration (which
-    #: still takes a row these refuse): on 10 random softmax rows per size, the enumeration
-    #: cost 1.4 ms per row at 336 tuples (``V = 8, k = 3``), 39 ms at 24,360, 2.2 s at 657,720,
-    #: this path 1.0, 1.5 and 2.3 ms (docs/optimal-verifier.md, section 8).
+    #: still takes a row these refuse): past a thousand tuples this path is the faster
+    #: (docs/optimal-verifier.md, section 8).
     enumerate_up_to = 1_000
 
     #: :data:`RUN_BLOCK`: the ranks of a run whose products :func:`run_masses` keeps at once.
@@ -689,12 +682,9 @@ class CompiledClockSetMasses(ClockSetMasses):
     #: :data:`~otm.rules.wor_clock_masses.CHECKPOINT` is 64), and the pass at Chebyshev points
     #: multiplies out blocks of as many ranks: its fixed work per block and node is paid a quarter
     #: as often, and the checkpoints, fresh memory for every row, take a quarter of the floats (30
-    #: MB instead of 120 at ``k = 8`` and 400 nodes). On the whole Qwen rows the pass at points took
-    #: 37-56 ms at ``k = 3`` and 95-125 ms at ``k = 8``, against 59-70 ms and 115-148 ms at 64
-    #: (``python scripts/bench_wor_scan.py --corpus DIR --positions 4 --ks 3,8 --draws 5 --device
-    #: cpu``, the two trees one after the other, 2026-11-28), and fresh random rows through the
-    #: verifier 73-140 ms at ``k = 3..8`` against 98-313 ms (``python
-    #: scripts/bench_optimal_verifier.py --wor-rows 8``); 512 and 1,024 were no faster. A walk
+    #: MB instead of 120 at ``k = 8`` and 400 nodes). Faster than 64 on whole rows, and 512 or 1,024
+    #: no faster (``scripts/bench_wor_scan.py``, ``scripts/bench_optimal_verifier.py --wor-rows``;
+    #: research/optimal_wor/JOURNAL.md, "Figures moved from docstrings"). A walk
     #: rebuilds a prefix from the checkpoint below it, up to 255 ranks node by node; its decisions
     #: cost what they did (research/optimal_wor/JOURNAL.md, "Checkpoints at every 256th rank").
     #: The scan on a device keeps 64 (:func:`masses_on`).
@@ -729,12 +719,9 @@ class CompiledClockSetMasses(ClockSetMasses):
     #: pass at Chebyshev points").
     prefix_at_points = None
 
-    #: On whole rows of the real vocabulary the pass at points is 2.1-3.1x faster than the
-    #: node-by-node pass on one thread at ``k = 3`` and 1.5-2.7x at ``k = 8``; on the H200 machine's
-    #: 16 cores the node-by-node pass on 4 threads took about as long as the pass at points, and
-    #: on 8 and 16 threads 1.2-2.2x less (``python scripts/bench_wor_scan.py --threads 1, 4, 8,
-    #: 16``, 2026-11-27), measured before the pass at points dealt its nodes among threads
-    #: (2026-11-28; 1.3-1.8x faster on two): from 4 threads on that is not measured yet.
+    #: The pass at points is the faster on few threads; from about this many the node-by-node
+    #: pass dealt among threads catches up (``python scripts/bench_wor_scan.py --threads``;
+    #: research/optimal_wor/JOURNAL.md, "Figures moved from docstrings").
     points_below_threads = 4
 
     def pass_at_points(self) -> bool:
@@ -992,7 +979,7 @@ def masses_on(device: str) -> type[CompiledClockSetMasses]:
 
 
 #: The checkpoints' spacing of the scan on a device (:func:`masses_on`): its blocks of ranks, the
-#: spacing its kernels were measured and checked at on the H200 machine (docs/optimal-verifier.md,
+#: spacing its kernels were tuned and checked at (docs/optimal-verifier.md,
 #: section 8, "The set-up's pass on a GPU"); the torch scan launches about ``20`` kernels per rank
 #: of it.
 SCAN_CHECKPOINT = 64

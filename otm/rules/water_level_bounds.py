@@ -71,9 +71,9 @@ def _carries(flux, lo: int, hi: int) -> bool:
 
 
 def cut_bound(flux, masses, run: tuple[int, int], j: int, margin=0):
-    """Lemma 9 (i) at one cut ``j`` of ``run``: ``L(j) >= F(j) / M_run(j)``, less ``margin``
-    (relative); 0 (no information) where the mass rounds to 0, which Theorem 5 (d) rules out
-    in exact arithmetic."""
+    """The lower bound of docs/optimal-verifier.md, Lemma 9 (i), at one cut ``j`` of ``run``:
+    ``L(j) >= F(j) / M_run(j)``, less ``margin`` (relative); 0 (no information) where the mass
+    rounds to 0, which Theorem 5 (d) rules out in exact arithmetic."""
     f, t = run
     mass = masses.across(f, j, t)
     return flux[j] / mass * (1 - margin) if mass > 0 else mass * 0
