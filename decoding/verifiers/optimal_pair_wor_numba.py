@@ -451,7 +451,8 @@ def yield_decision(flux, qt, qe, wt, we, f, t, low, high, u, blocks=None):
     """Whether ``u < Y`` for the pair of ranks ``low < high`` inside the first run ``[f, t]``
     (every cut of it carries flux), from the flux and the pair masses alone
     (:func:`otm.rules.optimal_pair_wor.yield_decision`; docs/optimal-verifier.md, Lemma 9,
-    bounds on a water-level yield from the flux). Returns ``(verdict, bound)``: ``(1, lower)`` when ``u`` is below the lower bound
+    bounds on a water-level yield from the flux). Returns ``(verdict, bound)``: ``(1, lower)``
+    when ``u`` is below the lower bound
     ``lower = min_{low < j <= high} F(j) / Q_[f,t](j)`` of ``Y``; ``(-1, u)`` when the
     widened pair masses prove ``Y <= u`` (the narrowest window at every cut between the pair,
     then the integral over the shrinking windows at the cut of least bound); ``(0, lower)``
@@ -487,7 +488,8 @@ def yield_decision(flux, qt, qe, wt, we, f, t, low, high, u, blocks=None):
 
 @_compiled
 def _cut_bound(flux, qt, qe, wt, we, f, i, t):
-    """The lower bound (docs/optimal-verifier.md, Lemma 9 (i)) of the level of cut ``i`` of the first run ``[f, t]``, less
+    """The lower bound (docs/optimal-verifier.md, Lemma 9 (i)) of the level of cut ``i`` of the
+    first run ``[f, t]``, less
     :data:`BOUND_MARGIN`."""
     return flux[i] / _across(qt, qe, wt, we, f, i, t)[0] * (1.0 - BOUND_MARGIN)
 
