@@ -195,8 +195,9 @@ def certified_acceptance(
     about the membership probability ``1 - (1 - q_a)^k``): the two sums per row (on the CPU
     one compiled pass per row, read in place; elsewhere on chunks of rows,
     :func:`decoding.verifiers.base.map_row_chunks`), then a few ``[n]`` operations for all rows
-    at once. Then, for the rows left open only, the tie-widened ratio test of :func:`selection_upper_bound`. The work arrays of both live in
-    one :class:`decoding.verifiers.base.Scratch`."""
+    at once. Then, for the rows left open only, the tie-widened ratio test of
+    :func:`selection_upper_bound`. The work arrays of both live in one
+    :class:`decoding.verifiers.base.Scratch`."""
     rows = torch.arange(target_probs.shape[0], device=tokens.device) if rows is None else rows
     scratch, cpu = Scratch(), target_probs.device.type == "cpu"
     if cpu:  # one compiled pass per row
