@@ -185,7 +185,8 @@ def _add_reproduce(sub) -> None:
 MODEL_DTYPES = ("bfloat16", "float32", "float64", "float16")
 
 #: The Qwen pair's memory need, said by the help of the commands that load it.
-QWEN_MEMORY = "Memory: every step with --pair qwen2.5-coder takes about 9 GB in float32 and about 21 GB in float64."
+QWEN_MEMORY = ("Memory with --pair qwen2.5-coder: about 4.7 GB in bfloat16 (the default), 8.7 GB in float32, "
+               "21 GB in float64.")
 
 
 def _top_m(text: str) -> int | None:

@@ -212,8 +212,8 @@ def ensure_qwen_cache(directory: str | Path | None = None, dtype: torch.dtype = 
     Idempotent: a directory holding the completion marker is reused. A build is done in
     a temporary directory next to the cache and renamed into place, under a file lock, so
     concurrent callers do not convert twice and a crash leaves no half-written cache.
-    The assembled GGUF is a temporary file, deleted after conversion. The first time:
-    minutes, 9.1 GB of disk in float32 and 4.8 GB more for the bfloat16 copy.
+    The assembled GGUF is a temporary file, deleted after conversion. The first build takes
+    minutes; the bfloat16 copy takes half the disk of the float32 files (docs/models.md).
     """
     if dtype not in CACHE_DTYPES:
         names = ", ".join(str(d) for d in CACHE_DTYPES)
