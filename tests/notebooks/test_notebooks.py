@@ -26,9 +26,12 @@ CELL_TIMEOUT_S = 600
 HIGHS_BANNER = ("Running HiGHS", "THIRD_PARTY_NOTICES")
 
 
-def _execute(notebook: nbformat.NotebookNode, cwd: Path) -> nbformat.NotebookNode:
-    os.environ["OTM_NOTEBOOK_SMALL"] = "1"  # inherited by the kernel process
-    os.environ.setdefault("MPLBACKEND", "Agg")
+def _execute(notebook: nbformat.NotebookNode, cwd: Path, monkeypatch: pytest.MonkeyPatch) -> nbformat.NotebookNode:
+    """Run ``notebook`` in a kernel started with ``OTM_NOTEBOOK_SMALL=1`` and the Agg backend
+    (inherited by the kernel process; set through ``monkeypatch``, so the rest of this pytest
+    process sees its own environment again)."""
+    monkeypatch.setenv("OTM_NOTEBOOK_SMALL", "1")
+    monkeypatch.setenv("MPLBACKEND", os.environ.get("MPLBACKEND", "Agg"))
     client = NotebookClient(notebook, timeout=CELL_TIMEOUT_S, kernel_name="python3", resources={"metadata": {"path": str(cwd)}})
     return client.execute()
 
@@ -60,9 +63,8 @@ def test_notebook_is_committed_without_outputs(path):
 
 @pytest.mark.parametrize("path", _notebooks(), ids=lambda p: p.stem)
 def test_notebook_executes(path, monkeypatch):
-    monkeypatch.setenv("OTM_NOTEBOOK_SMALL", "1")
     notebook = nbformat.read(path, as_version=4)
-    executed = _execute(notebook, path.parent)  # raises CellExecutionError on any failing cell
+    executed = _execute(notebook, path.parent, monkeypatch)  # raises CellExecutionError on any failing cell
     outputs = [o for c in executed.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
     figures = [o for o in outputs if "image/png" in o.get("data", {})]
@@ -75,9 +77,8 @@ def test_notebook_executes(path, monkeypatch):
 
 
 def test_kernel_runs_this_interpreter(monkeypatch):
-    monkeypatch.setenv("OTM_NOTEBOOK_SMALL", "1")
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import sys; print(sys.executable)")])
-    executed = _execute(notebook, NOTEBOOKS)
+    executed = _execute(notebook, NOTEBOOKS, monkeypatch)
     assert Path(executed.cells[0].outputs[0]["text"].strip()).resolve() == Path(sys.executable).resolve()
 
 
@@ -85,7 +86,6 @@ def test_lp_solves_print_no_solver_banner(monkeypatch):
     """LP optima solved by HiGHS in a kernel, as a notebook solves them, print only what the
     cell prints (HiGHS prints its banner once per process, at the first solver object built
     with its output on)."""
-    monkeypatch.setenv("OTM_NOTEBOOK_SMALL", "1")
     source = "\n".join([
         "import otm",
         "p, q = [0.1, 0.6, 0.3], [0.5, 0.3, 0.2]",
@@ -93,6 +93,6 @@ def test_lp_solves_print_no_solver_banner(monkeypatch):
         "print(round(otm.optimal_acceptance(p, q, 2, method='canonical_lp'), 6))",
     ])
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)])
-    executed = _execute(notebook, NOTEBOOKS)
+    executed = _execute(notebook, NOTEBOOKS, monkeypatch)
     assert [o.output_type for o in executed.cells[0].outputs] == ["stream"]
     assert _stream_text(executed) == "0.85\n0.85\n"

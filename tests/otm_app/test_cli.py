@@ -93,16 +93,6 @@ def test_decode_without_tree_uses_the_default_two_chains(capsys):
     assert json.loads(out)["tree"] == "chains:2,4"
 
 
-def test_report_without_models(tmp_path, capsys):
-    status, out, _ = run(capsys, "report", "--no-models", "--out", str(tmp_path / "rep"), "-k", "2", "--quiet", "--json")
-    summary = json.loads(out)
-    assert status == 0
-    assert summary["mode"] == "toy"
-    assert summary["theorems"]
-    assert (tmp_path / "rep" / "report.md").exists()
-    assert summary["figures"]
-
-
 def _one_line(err: str) -> bool:
     return len(err.strip().splitlines()) == 1 and "Traceback" not in err
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -73,6 +74,18 @@ def test_json_stdout_is_one_json_document(json_runs, command):
         assert done.returncode in (0, 1, 3), f"{done.args}: {done.stderr[-2000:]}"
         json.loads(done.stdout)  # the whole of stdout, banner-free
         assert "unexpected" not in done.stderr, done.stderr[-2000:]
+
+
+def test_report_without_models(json_runs):
+    """The no-models report of the runs above: toy mode, the theorem suite, report.md, figures
+    (one run of the theorem suite serves both tests)."""
+    (done,) = json_runs["report"]
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = json.loads(done.stdout)
+    assert summary["mode"] == "toy"
+    assert summary["theorems"]
+    assert (Path(summary["out"]) / "report.md").exists()
+    assert summary["figures"]
 
 
 def run(capsys, *argv):
