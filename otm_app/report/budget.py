@@ -7,15 +7,16 @@ time"), as a sum of what it does:
 
 - step 1, the theorem suite: a fixed :data:`THEOREM_SUITE_SECONDS` (one process);
 - loading the model pair and scoring the texts: :data:`LOAD_SECONDS_PER_PARAMETER` per model
-  parameter, plus :data:`SCORE_SECONDS_PER_PARAMETER_TOKEN` per parameter and scored token
-  (both models, one forward each);
+  parameter (most of it loading, in one thread), plus :data:`SCORE_SECONDS_PER_PARAMETER_TOKEN`
+  per parameter and scored token;
 - step 2: starting the local Dask cluster, :data:`DASK_START_SECONDS` (its worker processes
   import numpy, scipy and the toolkit before the first task; the cost the toy report is made
   of), plus :data:`SECONDS_PER_POSITION` per position and temperature on each worker, scaled
   by ``k_max / 8`` and by the vocabulary size; then the temperature sweep in the main process,
   :data:`SECONDS_PER_SWEEP_CELL` per position and temperature, scaled by the vocabulary;
-- step 3: :data:`SECONDS_PER_PARAMETER_TOKEN` per model parameter per decoded token and
-  decode (the rules' decodes, then block and traversal verification); then the paired
+- step 3: per decode and prompt (the rules' decodes, then block and traversal verification)
+  :data:`SECONDS_PER_PARAMETER_DECODE` per model parameter, plus
+  :data:`SECONDS_PER_PARAMETER_TOKEN` per parameter and decoded token; then the paired
   comparison (:mod:`otm_app.report.paired`): per position one forest of drafts
   (:data:`SECONDS_PER_PARAMETER_FOREST_NODE` per parameter and forest node with children) and,
   per rule and node with children, its conditional law given the drafts at the full
@@ -39,9 +40,11 @@ import time
 #: Idle seconds of the theorem suite (one process; its CPU time, measured on the development machine).
 THEOREM_SUITE_SECONDS = 19.0
 
-#: Idle seconds per model parameter to load a pair from the local cache (float32), and per
-#: parameter and token to score a text through it (teacher forcing, both models).
-LOAD_SECONDS_PER_PARAMETER = 7.4e-9
+#: Idle seconds per model parameter to load a pair from the local cache (float32) and have it
+#: score texts (the draft is unloaded while the target scores, then loaded again), and per
+#: parameter and token scored (teacher forcing, both models): 24 s and 9 ms a token for the
+#: Qwen pair.
+LOAD_SECONDS_PER_PARAMETER = 1.2e-8
 SCORE_SECONDS_PER_PARAMETER_TOKEN = 4.5e-12
 
 #: Idle seconds to start the local Dask cluster and have its workers import the sweep's code.
@@ -60,11 +63,16 @@ SECONDS_PER_SWEEP_CELL = 0.03
 #: The vocabulary the per-position costs were measured at (the Qwen pair's).
 REFERENCE_VOCAB = 151_936
 
-#: Idle seconds per model parameter (draft and target together) per decoded token and decode.
-SECONDS_PER_PARAMETER_TOKEN = 3e-10
+#: Idle seconds per model parameter (draft and target together) per decoded token, and per
+#: decode and prompt (the prompt's prefill in both models, the first steps' set-up): 0.5 s
+#: and 3 s on the Qwen pair.
+SECONDS_PER_PARAMETER_TOKEN = 2.5e-10
+SECONDS_PER_PARAMETER_DECODE = 1.5e-9
 
-#: Idle seconds per model parameter and forest node with children of the paired comparison.
-SECONDS_PER_PARAMETER_FOREST_NODE = 5e-11
+#: Idle seconds per model parameter and forest node with children of the paired comparison
+#: (the forwards of the text since the previous position and of the forest; about 6 s a
+#: position for the Qwen pair and the default rules' 32 such nodes).
+SECONDS_PER_PARAMETER_FOREST_NODE = 9e-11
 
 #: Idle seconds of one rule's conditional law given the drafts at one node, at
 #: ``V = 151,936`` (:func:`otm_app.report.paired.descent_probabilities`; CPU time measured on
@@ -172,12 +180,14 @@ def sweep_parts(n_positions: int, n_temperatures: int, k_max: int, vocab: int, w
 
 def decoding_parts(parameters: float, vocab: int, decodes: int, tokens: int, paired_positions: int, forest_nodes: int,
                    kernel_nodes: dict, model_threads: int) -> list[tuple[float, int]]:
-    """Step 3 as ``[(idle seconds, threads)]``: ``decodes`` decodes of ``tokens`` tokens each,
-    then the paired comparison at ``paired_positions`` positions (a forest with
-    ``forest_nodes`` nodes with children; ``kernel_nodes``: rule -> its nodes with children)."""
+    """Step 3 as ``[(idle seconds, threads)]``: ``decodes`` decodes (one per rule and prompt,
+    and the sequence verifiers') of ``tokens`` tokens each, then the paired comparison at
+    ``paired_positions`` positions (a forest with ``forest_nodes`` nodes with children;
+    ``kernel_nodes``: rule -> its nodes with children)."""
     scale = vocab / REFERENCE_VOCAB
     kernels = sum(KERNEL_SECONDS.get(rule, DEFAULT_KERNEL_SECONDS) * nodes for rule, nodes in kernel_nodes.items())
-    models = parameters * (decodes * tokens * SECONDS_PER_PARAMETER_TOKEN + paired_positions * forest_nodes * SECONDS_PER_PARAMETER_FOREST_NODE)
+    models = parameters * (decodes * (SECONDS_PER_PARAMETER_DECODE + tokens * SECONDS_PER_PARAMETER_TOKEN)
+                           + paired_positions * forest_nodes * SECONDS_PER_PARAMETER_FOREST_NODE)
     return [(models, model_threads), (paired_positions * kernels * scale, 1)]
 
 

@@ -203,7 +203,7 @@ def _decode(args: ReportConfig, pair, scored, prompts: list, clock: StepClock, p
     clock.start("decoding", "step 3/4",
                 f"{decodes} decodes ({len(args.rules)} rules, block and traversal verification) x {len(prompts)} prompts x "
                 f"{args.max_new_tokens} tokens, and every rule's expected tokens per call at {n_paired} positions",
-                decoding_parts(model_parameters(pair), scored.target_logits.shape[1], decodes, len(prompts) * args.max_new_tokens,
+                decoding_parts(model_parameters(pair), scored.target_logits.shape[1], decodes * len(prompts), args.max_new_tokens,
                                n_paired, 1 + sum(inner.values()), kernel_nodes, torch.get_num_threads()),
                 " (--no-decode skips it)")
     settings = {"temperature": args.decode_temperature, "max_new_tokens": args.max_new_tokens, "seed": args.seed,
@@ -237,14 +237,12 @@ def command_line(args: ReportConfig) -> str:
 
 
 def _score_with_models(args, texts, progress, clock: StepClock):
-    import torch
-
     from decoding.models import ModelPackageMissingError
     from otm_app.report.sources import load_report_pair, score_report_texts
 
     tokens = scored_tokens(args.pair, texts)
     clock.start("scoring", "step 2/4", f"loading the {args.pair} pair and scoring about {tokens} tokens",
-                [(load_and_score_seconds(PAIR_PARAMETERS[args.pair], tokens), torch.get_num_threads())])
+                [(load_and_score_seconds(PAIR_PARAMETERS[args.pair], tokens), 1)])
     try:
         pair = load_report_pair(args.pair, args.device, args.dtype)
     except ModelPackageMissingError as exc:
