@@ -7,8 +7,7 @@ time"), as a sum of what it does:
 
 - step 1, the theorem suite: a fixed :data:`THEOREM_SUITE_SECONDS` (one process);
 - loading the model pair and scoring the texts: :data:`LOAD_SECONDS_PER_PARAMETER` per model
-  parameter (most of it loading, in one thread), plus :data:`SCORE_SECONDS_PER_PARAMETER_TOKEN`
-  per parameter and scored token;
+  parameter, plus :data:`SCORE_SECONDS_PER_PARAMETER_TOKEN` per parameter and scored token;
 - step 2: starting the local Dask cluster, :data:`DASK_START_SECONDS` (its worker processes
   import numpy, scipy and the toolkit before the first task; the cost the toy report is made
   of), plus :data:`SECONDS_PER_POSITION` per position and temperature on each worker, scaled
@@ -40,12 +39,11 @@ import time
 #: Idle seconds of the theorem suite (one process; its CPU time, measured on the development machine).
 THEOREM_SUITE_SECONDS = 19.0
 
-#: Idle seconds per model parameter to load a pair from the local cache (float32) and have it
-#: score texts (the draft is unloaded while the target scores, then loaded again), and per
-#: parameter and token scored (teacher forcing, both models): 24 s and 9 ms a token for the
-#: Qwen pair.
-LOAD_SECONDS_PER_PARAMETER = 1.2e-8
-SCORE_SECONDS_PER_PARAMETER_TOKEN = 4.5e-12
+#: Idle seconds per model parameter to load a pair from the local cache (float32), and per
+#: parameter and token it scores (teacher forcing in both models; the draft is unloaded while
+#: the target scores, then loaded again): 5 s and 40 ms a token for the Qwen pair.
+LOAD_SECONDS_PER_PARAMETER = 2.5e-9
+SCORE_SECONDS_PER_PARAMETER_TOKEN = 2e-11
 
 #: Idle seconds to start the local Dask cluster and have its workers import the sweep's code.
 DASK_START_SECONDS = 3.0
@@ -87,6 +85,10 @@ DEFAULT_KERNEL_SECONDS = 0.005
 #: Wall seconds of the busy loop that measures this process's share of a core.
 SHARE_PROBE_SECONDS = 0.3
 
+#: Seconds to wait before the probe: threads of ours that have just finished work (BLAS,
+#: OpenMP) spin for a moment before they sleep, and would count as other work.
+SHARE_PROBE_SETTLE_SECONDS = 0.2
+
 #: A share of a core at least this large means a core was free while the probe ran.
 FREE_CORE_SHARE = 0.95
 
@@ -120,6 +122,7 @@ def other_busy_threads() -> float:
     busy threads ``cores / (L + 1)``); when a core is free (``s`` near 1), the other runnable
     threads, at most ``cores - 1``."""
     cores = os.cpu_count() or 1
+    time.sleep(SHARE_PROBE_SETTLE_SECONDS)
     share = cpu_share()
     if share < FREE_CORE_SHARE:
         return cores / max(share, 1e-3) - 1

@@ -237,12 +237,14 @@ def command_line(args: ReportConfig) -> str:
 
 
 def _score_with_models(args, texts, progress, clock: StepClock):
+    import torch
+
     from decoding.models import ModelPackageMissingError
     from otm_app.report.sources import load_report_pair, score_report_texts
 
     tokens = scored_tokens(args.pair, texts)
     clock.start("scoring", "step 2/4", f"loading the {args.pair} pair and scoring about {tokens} tokens",
-                [(load_and_score_seconds(PAIR_PARAMETERS[args.pair], tokens), 1)])
+                [(load_and_score_seconds(PAIR_PARAMETERS[args.pair], tokens), torch.get_num_threads())])
     try:
         pair = load_report_pair(args.pair, args.device, args.dtype)
     except ModelPackageMissingError as exc:
