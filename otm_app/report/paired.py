@@ -55,6 +55,7 @@ from decoding.runtime.tree_walk import NodeRules, resolve_rules
 from decoding.runtime.trees import Tree, parse_tree
 from decoding.verifiers import VERIFIERS
 from otm.draft_laws import greedy_membership, greedy_order
+from otm.errors import NotApplicableError
 from otm.rules import kseq, optimal, optimal_wor, rrs_without_replacement, spechub, specinfer
 from otm.rules.enumeration import accept_probability, canonical_output_law, normalise, one_hot, positive_part, validate_pair
 from otm.rules.optimal_pair_wor import with_representable_weights
@@ -296,8 +297,9 @@ def compare_rules(pair, scored, rules: Sequence[str], tree: str, temperature: fl
         ``tree``, ``draft_law``, ``expected_tokens`` ``[mean, standard error]`` over positions of
         ``E[tau | tree] + 1``, ``difference`` from the baseline the same way, paired by position
         (``None`` for the baseline), ``resolved``: ``|difference| >= RESOLUTION_SIGMAS``
-        standard errors), ``skipped`` (rules with the reason), ``resolution_sigmas``,
-        ``wall_seconds``.
+        standard errors), ``skipped`` (rules with the reason: no conditional law given the
+        drafts, or one that refused a drafted tree, :class:`otm.errors.NotApplicableError`),
+        ``resolution_sigmas``, ``wall_seconds``.
     """
     start = time.perf_counter()
     groups, skipped = draft_groups(rules, tree)
@@ -310,17 +312,24 @@ def compare_rules(pair, scored, rules: Sequence[str], tree: str, temperature: fl
     values: dict[str, list[float]] = {rule: [] for rule in evaluated}
     contexts = context_rows(scored, positions) if evaluated else []
     caches: dict[int, TextCaches] = {}
+    refused: dict[str, str] = {}  # a rule whose law refuses some drafted tree is left out, with why
     for text, position in progress(contexts) if progress else contexts:
         if text not in caches:  # contexts come text by text: one text's caches at a time
             caches = {text: TextCaches(pair, scored.scores[text].token_ids)}
         drafted = caches[text].draft(position + 1, trees, samplers, temperature, generator)
         for (tokens, target_probs, draft_probs), members, shape in zip(drafted, groups.values(), trees):
             target_probs, draft_probs = _float64_laws(target_probs), _float64_laws(draft_probs)
-            for rule in members:
-                values[rule].append(1 + expected_accepted(node_rules[rule], shape, tokens, target_probs, draft_probs))
+            for rule in (rule for rule in members if rule not in refused):
+                try:
+                    values[rule].append(1 + expected_accepted(node_rules[rule], shape, tokens, target_probs, draft_probs))
+                except NotApplicableError as exc:
+                    refused[rule] = f"refused a drafted tree: {exc}"
+    skipped += [{"rule": rule, "reason": why} for rule, why in refused.items()]
+    kept = [rule for rule in evaluated if rule not in refused]
+    baseline = baseline if baseline in kept else (kept[0] if kept else None)
     rows = []
     for (spec, law), members in groups.items():
-        for rule in members:
+        for rule in (rule for rule in members if rule in kept):
             difference = None if rule == baseline else mean_and_error(np.subtract(values[rule], values[baseline]))
             rows.append({"rule": rule, "tree": spec, "draft_law": law, "expected_tokens": mean_and_error(values[rule]),
                          "difference": difference, "resolved": difference is None or resolved(difference)})

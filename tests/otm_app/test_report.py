@@ -591,3 +591,21 @@ def test_water_level_moves_from_the_compiled_construction_are_the_exact_laws(see
     row, _ = optimal_pair_wor.conditional_output_law(optimal_pair_wor.pair_parameters(p, one_hot), drafts)
     assert descent_probabilities("optimal_pair_wor", p, one_hot, drafts) == pytest.approx(
         {t: row[t] for t in drafts}, abs=AGREEMENT_TOLERANCE)
+
+
+def test_a_rule_whose_law_refuses_a_tree_is_left_out_with_the_reason(monkeypatch):
+    """A rule's exact law may refuse a drafted tree (NotApplicableError, e.g. the water-level
+    rule beyond its nesting's limits): the comparison goes on without that rule and says why,
+    rather than stopping the report after its slow steps."""
+    from otm.errors import NotApplicableError
+    from otm_app.report import paired
+    from otm_app.report.sources import load_report_pair, score_report_texts
+
+    def refuse(p, q, k):
+        raise NotApplicableError("too wide for this test")
+
+    monkeypatch.setitem(paired.KERNELS, "greedy", refuse)
+    pair = load_report_pair("tiny")
+    out = paired.compare_rules(pair, score_report_texts(pair, [], 0), ("rrs", "greedy", "optimal"), "binary:2", 1.0, 3, 0)
+    assert [row["rule"] for row in out["rows"]] == ["rrs", "optimal"] and out["baseline"] == "rrs"
+    assert out["skipped"] == [{"rule": "greedy", "reason": "refused a drafted tree: too wide for this test"}]
