@@ -117,7 +117,7 @@ class StepValues:
 
 
 def mean_and_error(values: Sequence[float]) -> list[float]:
-    """``[mean, standard error]`` over steps (NaN error with fewer than 2 steps)."""
+    """``[mean, standard error]`` over samples (steps, or positions; NaN error with fewer than 2)."""
     x = np.asarray(values, dtype=np.float64)
     return [float(x.mean()), float(x.std(ddof=1) / math.sqrt(x.size)) if x.size > 1 else math.nan]
 

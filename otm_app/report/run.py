@@ -8,8 +8,10 @@
    temperature (:mod:`otm_app.report.positions`: what is exact, on which positions, and
    what is a labelled Monte Carlo estimate); figures of acceptance vs ``k`` per rule
    against the optimum, of the per-position gaps, and of the optimum against temperature;
-3. a short speculative decoding per rule on the pair: block efficiency
-   (:mod:`otm_app.report.decode`); then the sequence verifiers (block verification on a
+3. a short speculative decoding per rule on the pair: its realised block efficiency
+   (:mod:`otm_app.report.decode`); every rule's expected tokens per target call on trees
+   drafted at the same contexts, coins integrated out, paired against a baseline rule
+   (:mod:`otm_app.report.paired`); then the sequence verifiers (block verification on a
    chain, traversal verification on the tree) with the same budget, each against its
    node-wise counterpart on the same drafts;
 4. a self-contained folder (``report.md``, PNG figures, ``summary.json``) and a printed
@@ -18,8 +20,9 @@
 ``--no-models`` replaces the pair by toy Gaussian distributions (no model, no decoding;
 the report says so); ``--pair tiny`` uses tiny random Qwen2-architecture models (tests).
 
-Entry point: :func:`run_report` ``(ReportConfig, theorem_rows) -> summary dict``;
-:func:`summary_table` formats the summary (``run_report`` prints it unless ``json``).
+Before each slow step the estimate of :mod:`otm_app.report.budget` is printed, after it the
+time it took. Entry point: :func:`run_report` ``(ReportConfig, theorem_rows, clock) -> summary
+dict``; :func:`summary_table` formats the summary (``run_report`` prints it unless ``json``).
 """
 from __future__ import annotations
 
