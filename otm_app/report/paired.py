@@ -281,7 +281,7 @@ def draft_groups(rules: Sequence[str], tree: str) -> tuple[dict, list[dict]]:
 def context_rows(scored, count: int) -> list[tuple[int, int]]:
     """``count`` evenly spaced ``(text, position)`` of the scored texts (all of them when
     ``count`` covers them); the context of ``(i, j)`` is text ``i``'s first ``j + 1`` tokens."""
-    from .positions import spaced_rows
+    from .position_sweep import spaced_rows
 
     texts = scored.text_of_row
     starts = np.concatenate([[0], np.cumsum([s.n_positions for s in scored.scores])])

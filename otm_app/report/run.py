@@ -5,7 +5,7 @@
 2. teacher-force the built-in texts through the model pair (full 151,936-token
    distributions, float32 logits) and compute per position the OTM optimum for i.i.d. and
    without-replacement drafts at ``k = 1..k_max`` and every rule's acceptance at each
-   temperature (:mod:`otm_app.report.positions`: what is exact, on which positions, and
+   temperature (:mod:`otm_app.report.position_sweep`: what is exact, on which positions, and
    what is a labelled Monte Carlo estimate); figures of acceptance vs ``k`` per rule
    against the optimum, of the per-position gaps, and of the optimum against temperature;
 3. a short speculative decoding per rule on the pair: its realised block efficiency
@@ -114,7 +114,7 @@ def run_report(args: ReportConfig, theorem_rows: list | None = None, clock: Step
             message is extended with the ``--no-models`` hint).
     """
     check_config(args)
-    from otm_app.report.positions import PositionSettings, analyse_positions, optimum_vs_temperature, spaced_rows
+    from otm_app.report.position_sweep import PositionSettings, analyse_positions, optimum_vs_temperature, spaced_rows
     from otm_app.report.sources import decoding_prompts, resolve_texts, toy_texts
     from otm_app.report.write import write_figures, write_markdown
 

@@ -11,7 +11,7 @@ from decoding.models import ModelPackageMissingError
 from decoding.models import qwen
 from otm_app.configs import ReportConfig
 from otm_app.report.decode import rule_tree
-from otm_app.report.positions import PositionSettings, analyse_positions, optimum_vs_temperature, spaced_rows
+from otm_app.report.position_sweep import PositionSettings, analyse_positions, optimum_vs_temperature, spaced_rows
 from otm_app.report.run import command_line, run_report, summarise_theorems, summary_table
 from otm_app.report.sources import resolve_texts
 from otm.tables import OPTIMAL_IID, OPTIMAL_WOR
