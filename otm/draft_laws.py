@@ -184,7 +184,7 @@ def without_replacement_law(q, k: int) -> DraftLaw:
     ``Q(x_1..x_k) = prod_{i<=m} q(x_i) / (1 - sum_{j<i} q(x_j))`` when ``x_{m+1..k}`` is
     that tail, and 0 otherwise. Draft ``i`` then has a well-defined conditional law given
     ``x_1..x_{i-1}``: ``q`` renormalised off the drawn tokens while it has mass, else the
-    point mass at the next token of the order (what :mod:`otm.rules.rrs_without_replacement`
+    point mass at the next token of the order (what :mod:`otm.rules.rrs_wor`
     verifies against). At temperature 0 (one-hot ``q``) RRSw then drafts the argmax of
     ``q`` and fixed tokens, in line with SpecHub (Sun et al. 2024), §5.2 ("RRS without replacement at zero
     temperature ... become[s] top-2 greedy decoding"); one-hot ``q`` carries no ranking

@@ -17,7 +17,7 @@ Computations (names used in sweep tables):
   covers ``k`` (for ``rrs``, ``kseq`` and ``greedy`` all ``k`` at once, sharing one residual
   chain or one sort: :func:`rrs_acceptance_for_ks`, :func:`kseq_acceptance_for_ks`,
   :func:`greedy_acceptance_for_ks`, tested against the per-``k`` laws); ``rrs_wor`` above ``k = 2`` by the Monte Carlo estimate of
-  :func:`otm.rules.rrs_without_replacement.monte_carlo_acceptance` (method
+  :func:`otm.rules.rrs_wor.monte_carlo_acceptance` (method
   ``"monte_carlo"``, with its standard error); any other rule by its exact law when that
   is estimated to take less than ``time_budget`` seconds, else ``"skipped"``.
 
@@ -40,7 +40,7 @@ from .formulations.prefix_scan import WithoutReplacementScan, iid_optimum_for_ks
 from .rules import draft_support, estimated_seconds, rule_acceptance, rule_spec
 from .draft_laws import greedy_order
 from .rules.kseq import clipped_membership, optimal_division_factor, sorted_ratios_of
-from .rules.rrs_without_replacement import monte_carlo_acceptance
+from .rules.rrs_wor import monte_carlo_acceptance
 from .rules.specinfer import step_acceptances
 
 #: The optimum computations and the draft law of each.

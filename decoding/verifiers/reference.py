@@ -91,7 +91,7 @@ def specinfer(p, draft_probs, drafts, uniforms):
 def rrs_wor(p, draft_probs, drafts, uniforms):
     """RRSw (SpecHub, Sun et al. 2024, Alg. 1 with the red lines). A draft made after the support of ``q``
     is exhausted is checked against the point mass at itself: accepted with probability
-    ``p_i(x)``, else ``x`` is removed from the residual (:mod:`otm.rules.rrs_without_replacement`)."""
+    ``p_i(x)``, else ``x`` is removed from the residual (:mod:`otm.rules.rrs_wor`)."""
     return _recursive(p, draft_probs, drafts, uniforms, without_replacement=True)
 
 

@@ -13,7 +13,7 @@ Exhausted support (a row with ``m < k`` tokens of positive ``q``, ``k <= V``; e.
 tokens with ``q = 0`` (deterministic, as in :func:`otm.draft_laws.without_replacement_law`),
 and such a draft is verified against its conditional law, the point mass ``delta_{x_i}``:
 accepted with probability ``p_i(x_i)``, otherwise ``p_{i+1} = norm(p_i with x_i set to 0)``.
-Still lossless (proof in :mod:`otm.rules.rrs_without_replacement`). ``k > V`` raises
+Still lossless (proof in :mod:`otm.rules.rrs_wor`). ``k > V`` raises
 :class:`otm.errors.InvalidDraftCountError`.
 
 Implementation: RRS with a different draft law per step

@@ -126,7 +126,7 @@ RULE_SPECS: dict[str, RuleSpec] = {spec.name: spec for spec in (
     ),
     RuleSpec(
         "rrs_wor", "recursive rejection sampling without replacement", "Sun et al. 2024 (SpecHub), Alg. 1",
-        "rrs_without_replacement", "without_replacement", closed_form="O(V log V)", closed_form_ks=(1, 2),
+        "rrs_wor", "without_replacement", closed_form="O(V log V)", closed_form_ks=(1, 2),
         reference_optimum="without_replacement", at_least_single_draft=True, exact_on_merged_tail=("q",),
         verifier="rrs_wor", in_report=True,
     ),

@@ -56,7 +56,7 @@ from decoding.runtime.trees import Tree, parse_tree
 from decoding.verifiers import VERIFIERS
 from otm.draft_laws import greedy_membership, greedy_order
 from otm.errors import NotApplicableError
-from otm.rules import kseq, optimal, optimal_wor, rrs_without_replacement, spechub, specinfer
+from otm.rules import kseq, optimal, optimal_wor, rrs_wor, spechub, specinfer
 from otm.rules.enumeration import accept_probability, canonical_output_law, normalise, one_hot, positive_part, validate_pair
 from otm.rules.optimal_pair_wor import with_representable_weights
 
@@ -141,7 +141,7 @@ def _water_level_kernel(p: np.ndarray, q: np.ndarray, k: int):
 KERNELS: dict[str, Callable] = {
     "single": lambda p, q, k: specinfer.kernel(p, [q]),
     "rrs": lambda p, q, k: specinfer.kernel(p, [q] * k),
-    "rrs_wor": lambda p, q, k: rrs_without_replacement.kernel(p, q),
+    "rrs_wor": lambda p, q, k: rrs_wor.kernel(p, q),
     "kseq": _kseq_kernel,
     "spechub": lambda p, q, k: spechub.kernel(p, q),
     "greedy": _greedy_kernel,

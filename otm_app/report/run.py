@@ -37,7 +37,7 @@ import numpy as np
 from otm.tables import OPTIMAL_IID, OPTIMAL_WOR, PositionTable, optimum_violations
 from otm.errors import OTMError, UnknownNameError
 from otm.rules import rule_specs
-from otm.rules.rrs_without_replacement import unseen_paths_bound
+from otm.rules.rrs_wor import unseen_paths_bound
 from otm.tolerances import AGREEMENT_TOLERANCE
 
 from ..configs import ReportConfig
@@ -329,7 +329,7 @@ def _sanity_checks(result, mc_paths: int) -> list:
     """Cells where a rule beats the optimum of its own draft law: exact columns by more
     than AGREEMENT_TOLERANCE (:func:`otm.tables.optimum_violations`), the ``rrs_wor``
     estimate by more than ``MC_FLAG_SIGMAS`` standard errors plus what unsampled paths can
-    hide (:func:`otm.rules.rrs_without_replacement.unseen_paths_bound`: with 256 paths,
+    hide (:func:`otm.rules.rrs_wor.unseen_paths_bound`: with 256 paths,
     0.036). Empty when all is well."""
     exact = {name: values for name, values in result.table.columns.items() if name != "rrs_wor"}
     found = optimum_violations(PositionTable(result.table.ks, exact))

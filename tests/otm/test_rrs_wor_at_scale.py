@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from otm.draft_laws import iid_law, sample_without_replacement, without_replacement_law
 from otm.errors import InvalidDraftCountError
 from otm.rules import rule_acceptance
-from otm.rules.rrs_without_replacement import (
+from otm.rules.rrs_wor import (
     closed_form_acceptance_k2,
     monte_carlo_acceptance,
     path_rejection_products,
@@ -190,7 +190,7 @@ def test_a_path_that_draws_all_but_a_sliver_of_q(monkeypatch):
     """Three tokens, the last with ``q = 1.5e-10``: after the first two draws ``1 - q(drawn)``
     is that sliver, which the difference of floats gets 1e-6 wrong; the fast path sums what is
     left instead and equals the reference (with the difference it is 5e-8 off)."""
-    from otm.rules import rrs_without_replacement
+    from otm.rules import rrs_wor
 
     p = np.array([2.01883851e-04, 9.19378441e-01, 8.04196754e-02])
     q = np.array([7.77571212e-04, 9.99222429e-01, 1.53786967e-10])
@@ -198,7 +198,7 @@ def test_a_path_that_draws_all_but_a_sliver_of_q(monkeypatch):
     paths = np.array([[1, 0, 2]])
     slow = path_rejection_products_reference(p, q, paths)
     assert np.abs(path_rejection_products(p, q, paths) - slow).max() <= AGREEMENT_TOLERANCE
-    monkeypatch.setattr(rrs_without_replacement, "_CANCELLATION", 0.0)
+    monkeypatch.setattr(rrs_wor, "_CANCELLATION", 0.0)
     assert np.abs(path_rejection_products(p, q, paths) - slow).max() > 10 * AGREEMENT_TOLERANCE
 
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from otm.distributions import total_variation
 from otm.draft_laws import greedy_law, hub_law, hub_token
 from otm.errors import NotApplicableError
-from otm.rules import speculative_ensemble, greedy, kseq, rrs, rrs_without_replacement, rule_law, spechub, specinfer
+from otm.rules import speculative_ensemble, greedy, kseq, rrs, rrs_wor, rule_law, spechub, specinfer
 from otm.rules.enumeration import MAX_RULE_ENUMERATION, validate_pair
 from otm.rules.registry import RULE_SPECS
 from tests.otm.rules_support import (
@@ -188,23 +188,23 @@ def test_kseq_float_g_star_is_feasible():
 
 def test_rrs_wor_seed_example():
     """SpecHub (Sun et al. 2024), Fig. 5: p = (0.1, 0.6, 0.3), q = (0.5, 0.3, 0.2): RRSw loses 0.06."""
-    law = rrs_without_replacement.exact_law(exact(1, 6, 3), exact(5, 3, 2), 2)
+    law = rrs_wor.exact_law(exact(1, 6, 3), exact(5, 3, 2), 2)
     assert law.acceptance == Fraction(94, 100)
     assert law.acceptance == law.details["draft_accepted"]
 
 
 def test_rrs_wor_has_no_closed_form_above_two_drafts_and_an_enumeration_limit():
     with pytest.raises(NotApplicableError, match="no closed form"):
-        rrs_without_replacement.exact_law(exact(1, 1, 1), exact(1, 1, 1), 3, method="closed_form")
+        rrs_wor.exact_law(exact(1, 1, 1), exact(1, 1, 1), 3, method="closed_form")
     V = 200
     assert V * (V - 1) * (V - 2) > MAX_RULE_ENUMERATION
     with pytest.raises(NotApplicableError, match="MAX_RULE_ENUMERATION"):
-        rrs_without_replacement.exact_law(np.full(V, 1 / V), np.full(V, 1 / V), 3)
+        rrs_wor.exact_law(np.full(V, 1 / V), np.full(V, 1 / V), 3)
 
 
 def test_rrs_wor_equals_rrs_for_one_draft():
     p, q = exact(1, 4, 2, 3), exact(3, 1, 1, 5)
-    assert rrs_without_replacement.exact_law(p, q, 1).acceptance == rrs.exact_law(p, q, 1).acceptance
+    assert rrs_wor.exact_law(p, q, 1).acceptance == rrs.exact_law(p, q, 1).acceptance
 
 
 # ------------------------------------------------------------------------ large V

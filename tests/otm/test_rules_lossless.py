@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from otm.draft_laws import greedy_order, iid_law, without_replacement_law
 from otm.errors import NotApplicableError
 from otm.rules import ENSEMBLE_RULES, RULE_SPECS, RULES, rule_function, rule_law
-from otm.rules import kseq, rrs_without_replacement, specinfer
+from otm.rules import kseq, rrs_wor, specinfer
 from otm.rules.enumeration import (
     accept_probability,
     enumerate_law,
@@ -250,5 +250,5 @@ def test_rrs_wor_accepting_fixed_drafts_surely_is_caught(case):
     p, q, k = EXHAUSTED[case]
     broken = _rrs_wor_accepting_fixed_drafts_surely(p, q, k)
     assert not same_distribution(broken["output"], p)
-    correct = enumerate_law(p, without_replacement_law(q, k), rrs_without_replacement.kernel(p, q))
+    correct = enumerate_law(p, without_replacement_law(q, k), rrs_wor.kernel(p, q))
     assert same_distribution(correct["output"], p)

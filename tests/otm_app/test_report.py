@@ -285,7 +285,7 @@ def test_monte_carlo_cells_get_the_unsampled_paths_allowance_and_no_more(tmp_pat
     optimum by its standard errors plus unseen_paths_bound (every sampled path can agree
     while rare paths reject); beyond that it is flagged."""
     from otm_app.report.run import MC_FLAG_SIGMAS, _sanity_checks
-    from otm.rules.rrs_without_replacement import unseen_paths_bound
+    from otm.rules.rrs_wor import unseen_paths_bound
 
     rng = np.random.default_rng(12)
     scored, _, _ = _scored(rng, positions=2, vocab=400)
