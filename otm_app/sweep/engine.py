@@ -3,7 +3,8 @@
 - **Checks first**: every setting, the corpus manifest and the output folder are checked
   (:func:`check_config`, sizes by arithmetic) before a cluster starts or a file is written.
 - **Cluster**: ``scheduler=None`` starts a ``dask.distributed.LocalCluster`` of
-  ``workers`` single-threaded processes (0: one per core) and stops it afterwards;
+  ``workers`` single-threaded processes (0: one per core), without a dashboard and with its
+  HTTP routes on a free local port (:data:`LOCAL_HTTP_ADDRESS`), and stops it afterwards;
   ``scheduler="tcp://host:8786"`` connects to a running cluster instead, or fails with
   :class:`SchedulerError` when no Dask scheduler answers, or none of its workers joins,
   within ``connect_timeout`` seconds. Paths are made absolute on the client; the workers must reach the corpus and
@@ -56,6 +57,12 @@ CHECKSUMS = "parts.sha256"
 #: up to 32 MiB come from the heap, and the heap keeps up to 256 MiB of free memory at its top.
 WORKER_MALLOC = {"MALLOC_MMAP_THRESHOLD_": 32 << 20, "MALLOC_TRIM_THRESHOLD_": 256 << 20}
 
+#: Where the local cluster's scheduler serves its HTTP routes (health, metrics; no dashboard):
+#: a free port of the loopback interface. Dask's scheduler serves them even without a dashboard,
+#: by default on port 8787, and warns "Port 8787 is already in use" on the console whenever a
+#: second cluster runs (a sweep beside a report, two sweeps).
+LOCAL_HTTP_ADDRESS = "127.0.0.1:0"
+
 #: The largest number of drafts a sweep computes (a position's rrs chain costs ``k`` passes
 #: over the vocabulary, and every ``k`` is a row per computation).
 MAX_DRAFTS = 1024
@@ -92,7 +99,7 @@ def check_config(config: SweepConfig) -> None:
     if not _is_real(config.connect_timeout) or not 0 < config.connect_timeout < math.inf:
         raise InvalidArgumentError(f"--connect-timeout must be a positive number of seconds, got {config.connect_timeout!r}")
     if not _values(config.ks) or not all(_is_int(k) and 1 <= k <= MAX_DRAFTS for k in config.ks):
-        raise InvalidArgumentError(f"--ks must be integers from 1 to MAX_DRAFTS = {MAX_DRAFTS}, got {config.ks!r}")
+        raise InvalidArgumentError(f"-k/--k must be integers from 1 to MAX_DRAFTS = {MAX_DRAFTS}, got {config.ks!r}")
     if not _values(config.top_ps) or not all(_is_real(v) and 0 < v <= 1 for v in config.top_ps):
         raise InvalidArgumentError(f"--top-ps must be in (0, 1] (1 = none), got {config.top_ps!r}")
     if not _values(config.temperatures) or not all(_is_real(v) and 0 < v < math.inf for v in config.temperatures):
@@ -234,7 +241,8 @@ def local_cluster(workers: int):
 
     environ = {**dask.config.get("distributed.nanny.pre-spawn-environ", {}), **WORKER_MALLOC}
     with dask.config.set({"distributed.nanny.pre-spawn-environ": environ}):
-        return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
+        return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                            scheduler_kwargs={"dashboard_address": LOCAL_HTTP_ADDRESS})
 
 
 def connect(address: str, timeout: float):

@@ -123,7 +123,7 @@ def test_summary_means_are_the_table_means(corpus, tmp_path):
 
 def test_cli_sweep_writes_summary_and_figures(corpus, tmp_path, capsys):
     out = tmp_path / "cli"
-    status = main(["sweep", str(corpus), "--out", str(out), "--ks", "1-2", "--workers", "1", "--quiet", "--json",
+    status = main(["sweep", str(corpus), "--out", str(out), "-k", "1-2", "--workers", "1", "--quiet", "--json",
                    "--computations", "optimum_iid,rrs,is_truncated"])
     printed = json.loads(capsys.readouterr().out)
     assert status == 0
@@ -147,7 +147,7 @@ def test_bench_sweep_writes_costs_scaling_and_plan(tmp_path):
     import bench_sweep
 
     out = tmp_path / "bench.md"
-    text = bench_sweep.main(["--positions", "4", "--vocab", "64", "--ks", "1-2", "--out", str(out)])
+    text = bench_sweep.main(["--positions", "4", "--vocab", "64", "-k", "1-2", "--out", str(out)])
     assert out.read_text().strip() == text.strip()
     assert "| **all of them** |" in text
     assert re.search(r"\n\| 1 \| [\d.]+ \| [\d.]+ \| 1\.00x \|", text)  # one worker
@@ -171,6 +171,29 @@ def test_local_workers_run_with_the_allocator_settings():
     finally:
         cluster.close()
     assert environ == {**{name: str(value) for name, value in engine.WORKER_MALLOC.items()}, "OMP_NUM_THREADS": "1"}
+
+
+def test_a_local_cluster_beside_another_prints_no_port_warning(capfd):
+    """The local cluster serves no dashboard and takes a free port for the scheduler's HTTP
+    routes: with port 8787 taken (as by a second cluster, a report beside a sweep), nothing
+    like Dask's "Port 8787 is already in use" reaches the console or the warnings."""
+    import socket
+    import warnings
+
+    held = socket.socket()
+    try:
+        held.bind(("127.0.0.1", 8787))
+        held.listen()
+    except OSError:
+        pass  # taken already: the same situation
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            engine.local_cluster(1).close()
+    finally:
+        held.close()
+    said = capfd.readouterr().err + "".join(str(w.message) for w in caught)
+    assert "already in use" not in said and "8787" not in said
 
 
 @pytest.mark.parametrize("field, value, says", [
