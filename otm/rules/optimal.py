@@ -42,7 +42,8 @@ first ``k`` terms of that sequence (:func:`latent_iid_tuples`) are exactly i.i.d
 every one of them is a draft. The i.i.d. rule applied to them is lossless and accepts
 a draft with probability at least ``alpha*(p, iid)``; this is NOT the optimum of the
 without-replacement law (``alpha*`` without replacement is larger), see
-docs/optimal-verifier.md, section 8 (for two drafts: :mod:`otm.rules.optimal_pair_wor`).
+docs/optimal-verifier.md, section 8 (:mod:`otm.rules.optimal_wor`). The rule
+``"optimal_latent"`` is this construction (:mod:`otm.rules.optimal_latent`).
 
 Hub and greedy draft laws: SpecHub's verifier (:mod:`otm.rules.spechub`) and the
 greedy-draft verifier (:mod:`otm.rules.greedy`) already reach the per-token bound, the
@@ -449,15 +450,7 @@ def _law_in_rationals(p, q, k: int, sampling: str) -> RuleLaw:
     return RuleLaw(float(exact.acceptance), widened(exact.output_distribution), law, details)
 
 
-def exact_law_latent(p, q, k: int, *, method: str = "auto") -> RuleLaw:
-    """Rule ``"optimal_latent"``: the i.i.d.-optimal rule run on the latent i.i.d. draws
-    behind ``k`` drafts without replacement (module docstring): lossless, a draft accepted
-    with probability ``alpha*(p, iid law)``, NOT the without-replacement optimum."""
-    return exact_law(p, q, k, "without_replacement", method=method)
-
-
 __all__ = [
-    "exact_law_latent",
     "KERNEL_TOLERANCE",
     "SAMPLINGS",
     "SelectionParameters",

@@ -176,8 +176,8 @@ RULE_SPECS: dict[str, RuleSpec] = {spec.name: spec for spec in (
     ),
     RuleSpec(
         "optimal_latent", "the i.i.d.-optimal verifier on the latent draws behind drafts without replacement",
-        "this toolkit (docs/optimal-verifier.md)", "optimal", "without_replacement", reference_optimum="without_replacement",
-        at_least_single_draft=True, verifier="optimal_latent", law_function="exact_law_latent", latent_paths=True,
+        "this toolkit (docs/optimal-verifier.md)", "optimal_latent", "without_replacement",
+        reference_optimum="without_replacement", at_least_single_draft=True, verifier="optimal_latent", latent_paths=True,
     ),
     RuleSpec(
         "optimal_pair_wor", "the optimal rule for two drafts without replacement (water levels)",
