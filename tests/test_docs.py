@@ -1,8 +1,9 @@
 """The docs point at code and files that exist: every dotted name under one of the
 packages in docs/*.md and README.md resolves, every repository path they name
 (``otm/rules/rrs.py``, ``scripts/bench_optimum.py``, ``docs/theory.md``, ...) and every
-relative link target exists, and the rule table of docs/theory.md lists every rule of the
-registry with its modules. The examples of docs/howto-validate-verifier.md print the output
+relative link target exists, every anchor that a doc link or a source file cites
+(``docs/optimal-verifier.md#the-problem``) is a heading of that doc, and the rule table of
+docs/theory.md lists every rule of the registry with its modules. The examples of docs/howto-validate-verifier.md print the output
 the page shows under each."""
 from __future__ import annotations
 
@@ -30,6 +31,16 @@ BRACES = re.compile(r"\{([\w.,-]+)\}")
 #: The target of a markdown link or image to a file (``[text](theory.md#anchor)``),
 #: relative to the document; not ``M_[f,t](j)`` in a formula.
 LINK = re.compile(r"\]\(([\w./-]+\.\w+)(?:#[\w-]*)?\)")
+#: A link to a heading of a doc: ``[x](optimal-verifier.md#the-problem)`` inside docs/, or
+#: ``docs/optimal-verifier.md#the-problem`` from anywhere in the repository.
+ANCHOR_LINK = re.compile(r"(?:\]\(|(?<![\w/])docs/)([\w-]+\.md)#([\w-]+)")
+HEADING = re.compile(r"^#+ (.+?)\s*$", re.M)
+#: The files whose anchors into docs/ are checked: the docs and the code (not this file,
+#: whose checks hold stale anchors on purpose).
+ANCHOR_SOURCES = DOCS + sorted(
+    path for folder in PACKAGES + ("scripts", "research", "tests") for path in (ROOT / folder).rglob("*.py")
+    if path != Path(__file__).resolve()
+)
 
 
 def missing_paths(text: str, base: Path) -> list[str]:
@@ -43,6 +54,29 @@ def missing_paths(text: str, base: Path) -> list[str]:
             if not (any(ROOT.glob(path)) if "*" in path else (ROOT / path).exists()):
                 missing.append(path)
     missing += [target for target in sorted(set(LINK.findall(text))) if not (base / target).exists()]
+    return missing
+
+
+def anchors(markdown: str) -> set[str]:
+    """The anchors GitHub gives the headings of ``markdown``: lower case, punctuation
+    dropped, spaces to hyphens; a repeated heading gets ``-1``, ``-2``, ..."""
+    seen: dict[str, int] = {}
+    for heading in HEADING.findall(markdown):
+        slug = re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+        count = seen.get(slug, 0)
+        seen[slug] = count + 1
+        if count:
+            seen[f"{slug}-{count}"] = 1
+    return set(seen)
+
+
+def missing_anchors(text: str) -> list[str]:
+    """The ``doc.md#anchor`` links of ``text`` whose doc in docs/ has no such heading."""
+    missing = []
+    for name, anchor in sorted(set(ANCHOR_LINK.findall(text))):
+        doc = ROOT / "docs" / name
+        if doc.exists() and anchor not in anchors(doc.read_text()):
+            missing.append(f"{name}#{anchor}")
     return missing
 
 
@@ -74,6 +108,20 @@ def test_every_dotted_name_in_the_docs_resolves(doc):
 def test_every_path_in_the_docs_exists(doc):
     missing = missing_paths(doc.read_text(), doc.parent)
     assert missing == [], f"{doc.name} names files that do not exist: {missing}"
+
+
+@pytest.mark.parametrize("source", ANCHOR_SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_anchor_into_the_docs_exists(source):
+    missing = missing_anchors(source.read_text())
+    assert missing == [], f"{source.relative_to(ROOT)} links to headings that do not exist: {missing}"
+
+
+def test_the_anchor_check_catches_a_stale_anchor():
+    assert anchors("# The problem\n## Floats, and `x`\n## Floats, and `x`\n") == {
+        "the-problem", "floats-and-x", "floats-and-x-1"}
+    assert missing_anchors("[p](optimal-verifier.md#the-problem), docs/optimal-verifier.md#what-is-open") == []
+    assert missing_anchors("see docs/optimal-verifier.md#section-8") == ["optimal-verifier.md#section-8"]
+    assert missing_anchors("[x](theory.md#never-was)") == ["theory.md#never-was"]
 
 
 def test_the_path_check_catches_a_stale_path():
