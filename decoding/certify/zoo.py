@@ -40,6 +40,9 @@ sglang_stale_sibling_residual  no public report: SGLang's update of a      the t
 eagle_unprocessed_bonus        SafeAILab/EAGLE ``evaluate_posterior``      the bonus token drawn from
                                before commit bf10ac5 (2025-04-08)          the raw logits, not the
                                                                            processed ones
+trtllm_root_row_slice          TensorRT-LLM #15098 (a wrong logits         every tree position
+                               slice in EAGLE-3 dynamic-tree rejection     verified against its
+                               sampling)                                   request's root row
 =============================  ==========================================  =========================
 """
 from __future__ import annotations
@@ -63,6 +66,7 @@ from decoding.verifiers.base import VerifierOutput
 from .layouts.eagle import eagle_tree_verifier, evaluate_posterior
 from .layouts.sglang import inverse_cdf, sglang_tree_verifier, tree_speculative_sampling_target_only, verify_tree_greedy
 from .layouts.transformers import speculative_sampling, transformers_verifier
+from .layouts.trtllm import trtllm_tree_verifier, verify_dynamic_tree_rejection
 from .trees import sequence_law, stream_law
 from .layouts.vllm import (
     PLACEHOLDER_TOKEN_ID,
@@ -313,7 +317,7 @@ class TreeBug:
     """One bug class of a tree layout on its instance.
 
     Attributes:
-        name, source (the public report), layout (``"sglang"`` or ``"eagle"``), what (one line).
+        name, source (the public report), layout (``"sglang"``, ``"eagle"`` or ``"trtllm"``), what (one line).
         verify: the buggy sampler through its layout's adapter (the tree verifier contract of
             :mod:`decoding.certify.trees`); correct: the same layout without the bug.
         model: the target and draft over sequences; tree: the full ``k``-ary tree (``kary:k,d``);
@@ -400,6 +404,22 @@ def unprocessed_bonus(evaluate_posterior_function):
     return wrong
 
 
+def root_row_slice(sampler):
+    """**Deliberately wrong** (the class of TensorRT-LLM #15098, "incorrect logits slice for
+    verification" in EAGLE-3 dynamic-tree rejection sampling; the PR's public text does not say
+    which slice, so this is one representative): ``target_logits_tree`` holds each request's
+    root row at every tree position (one row per request repeated, as the linear path's slice
+    has), so every child and every bonus token is judged by the root's law."""
+
+    def wrong(**kwargs):
+        logits = kwargs["target_logits_tree"]
+        per_request = logits.reshape(kwargs["num_gens"], -1, logits.shape[-1])
+        kwargs["target_logits_tree"] = per_request[:, :1].expand_as(per_request).reshape(logits.shape)
+        return sampler(**kwargs)
+
+    return wrong
+
+
 #: The tree bugs' model: V = 4, trees up to depth 2.
 TREE_MODEL_SEED = 7
 
@@ -407,12 +427,12 @@ TREE_MODEL_SEED = 7
 EAGLE_TEMPERATURE = 0.3
 
 
-def _tree_bug(name, source, layout, what, verify, correct, model, k, depth, scheme, node_law, bonus=None) -> TreeBug:
+def _tree_bug(name, source, layout, what, verify, correct, model, k, depth, scheme, node_law, walk_row=None) -> TreeBug:
     """A :class:`TreeBug` on ``kary:k,depth``; its stream law from the walk's exact law
-    (:func:`otm.sequences.tree_walk_law`, the token at the full depth drawn from ``bonus(p)``,
-    default ``p``) continued by ``model``'s target."""
-    walk_model = model if bonus is None else sequence_model(
-        {s: bonus(row) if len(s) == depth else row for s, row in model.target_table.items()}, model.draft_table)
+    (:func:`otm.sequences.tree_walk_law` on the target rows the sampler uses, ``walk_row(prefix,
+    p)``, default ``p``) continued by ``model``'s target."""
+    walk_model = model if walk_row is None else sequence_model(
+        {s: walk_row(s, row) for s, row in model.target_table.items()}, model.draft_table)
     law = stream_law(model, tree_walk_law(walk_model, depth, k, node_law), depth + 1)
     return TreeBug(name, source, layout, what, verify, correct, model, f"kary:{k},{depth}", scheme, law,
                    total_variation(law, sequence_law(model, depth + 1)))
@@ -427,7 +447,8 @@ def tree_zoo() -> list[TreeBug]:
         _tree_bug("sglang_greedy_fallback", "SGLang #21275, #31214, #39253", "sglang",
                   "argmax tree verification at T > 0 where the sampling kernel is missing",
                   sglang_tree_verifier(greedy_fallback_sampler), sglang, model, 2, 2, scheme,
-                  target_only_node_law(scheme, "greedy"), bonus=lambda p: np.eye(p.size)[int(np.argmax(p))]),
+                  target_only_node_law(scheme, "greedy"),
+                  walk_row=lambda s, p: np.eye(p.size)[int(np.argmax(p))] if len(s) == 2 else p),
         _tree_bug("sglang_stale_sibling_residual", "no public report: SGLang's update of a rejected child removed",
                   "sglang", "the token after rejected children drawn from p, rejected ones included",
                   sglang_tree_verifier(stale_sibling_residual_sampler), sglang, model, 2, 2, scheme,
@@ -436,8 +457,14 @@ def tree_zoo() -> list[TreeBug]:
                   "the bonus token drawn from the raw logits, not the processed ones",
                   eagle_tree_verifier(unprocessed_bonus(evaluate_posterior), temperature=EAGLE_TEMPERATURE),
                   eagle_tree_verifier(evaluate_posterior, temperature=EAGLE_TEMPERATURE), model, 3, 1, scheme,
-                  target_only_node_law(scheme), bonus=lambda p: p**EAGLE_TEMPERATURE / (p**EAGLE_TEMPERATURE).sum()),
+                  target_only_node_law(scheme),
+                  walk_row=lambda s, p: p**EAGLE_TEMPERATURE / (p**EAGLE_TEMPERATURE).sum() if len(s) == 1 else p),
+        _tree_bug("trtllm_root_row_slice", "TensorRT-LLM #15098", "trtllm",
+                  "every tree position verified against its request's root logits row",
+                  trtllm_tree_verifier(root_row_slice(verify_dynamic_tree_rejection)),
+                  trtllm_tree_verifier(verify_dynamic_tree_rejection), model, 2, 2, scheme,
+                  target_only_node_law(scheme), walk_row=lambda s, p: model.target_table[()]),
     ]
 
 
-__all__ = ["Bug", "TreeBug", "single_draft_law", "target_only_node_law", "tree_zoo", "zoo"]
+__all__ = ["Bug", "TreeBug", "root_row_slice", "single_draft_law", "target_only_node_law", "tree_zoo", "zoo"]

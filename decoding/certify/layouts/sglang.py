@@ -178,7 +178,7 @@ def verify_tree_greedy(predicts, accept_index, accept_token_num, candidates, ret
 # --------------------------------------------------------------------------- the adapter
 
 
-def _accepted(tree: Tree, candidates, predicts, accept_index, accept_token_num) -> TreeVerifierOutput:
+def accepted_path(tree: Tree, candidates, predicts, accept_index, accept_token_num) -> TreeVerifierOutput:
     """The accepted node and emitted token of every row, after checking that ``accept_index``
     is a path from the root of ``tree`` and that the emitted tokens along it are the drafts."""
     bs, n_nodes = candidates.shape
@@ -227,12 +227,12 @@ def sglang_tree_verifier(sampler: SglangSampler, *, threshold_single: float = 1.
                 uniform_samples_for_final_sampling=torch.rand(bs, generator=generator, device=device),
                 target_probs=target_probs.contiguous(), draft_probs=torch.zeros_like(target_probs),
                 threshold_single=threshold_single, threshold_acc=threshold_acc, deterministic=True)
-        return _accepted(tree, candidates, predicts, accept_index, accept_token_num)
+        return accepted_path(tree, candidates, predicts, accept_index, accept_token_num)
 
     return tree_verify
 
 
 __all__ = [
-    "SglangSampler", "inverse_cdf", "sglang_tree_verifier", "tree_layout", "tree_speculative_sampling_target_only",
+    "SglangSampler", "accepted_path", "inverse_cdf", "sglang_tree_verifier", "tree_layout", "tree_speculative_sampling_target_only",
     "verify_tree_greedy",
 ]

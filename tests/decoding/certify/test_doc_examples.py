@@ -15,7 +15,8 @@ BLOCKS = re.findall(r"```python\n(.*?)```", PAGE.read_text(), flags=re.S)
 def test_the_page_has_a_test_file_per_layout():
     names = [block.splitlines()[0] for block in BLOCKS]
     assert names == ["# test_certify_verifier.py", "# test_certify_vllm_layout.py", "# test_certify_transformers.py",
-                     "# test_certify_sglang_layout.py", "# test_certify_eagle_layout.py"]
+                     "# test_certify_sglang_layout.py", "# test_certify_eagle_layout.py",
+                     "# test_certify_trtllm_layout.py"]
 
 
 @pytest.mark.parametrize("index", range(len(BLOCKS)))
