@@ -8,9 +8,12 @@ toolkit's tree verifier contract (:mod:`decoding.certify.trees`), and a plain Py
 implementation of the algorithm it publishes.
 
 The contract is the target-only one that TensorRT-LLM PR #15098 ("fix output distribution
-correctness for Eagle3 dynamic-tree rejection sampling") introduced: the earlier ``p / q``
-rejection kernel (with ``candidates``, deduplicated draft-probability rows and
-``draft_prob_indices``) is gone. The layout, for ``num_gens`` requests, each with a draft tree of
+correctness for Eagle3 dynamic-tree rejection sampling") introduced, op
+``verify_dynamic_tree_rejection_out_op(draftTokens, targetProbs, retrieveNextToken,
+retrieveNextSibling, treeValid, acceptIndex, acceptTokenNum, acceptToken, numSpecStep, seed,
+offset)``; the earlier signatures (``p / q`` rejection with ``candidates`` and draft
+probabilities, later with deduplicated draft-probability rows, ``draft_prob_indices``, compact
+target supports and draft logits) are gone. The layout, for ``num_gens`` requests, each with a draft tree of
 ``N`` tree positions (position 0 the root, the last verified token; every other position one
 draft)::
 
