@@ -8,7 +8,7 @@
 Rows: ``--rows`` random softmax pairs at ``--vocab`` tokens, target logits ``N(0, 2.5^2)``
 and draft logits = target + ``N(0, 1.5^2)`` (seeded), given to every verifier as
 probabilities in ``--dtype``. For each ``k`` and each draft scheme (i.i.d.:
-:mod:`decoding.verifiers.optimal`; without replacement: :mod:`decoding.verifiers.optimal_latent`)
+:mod:`decoding.verifiers.optimal`; without replacement: :mod:`decoding.verifiers.optimal_family.latent`)
 the drafts are drawn once, then each of these is timed ``--repeats`` times (median, in ms
 per row = the batched call's time / rows):
 
@@ -22,9 +22,9 @@ per row = the batched call's time / rows):
   buffers kept from one repeat to the next (the median excludes their first touch);
 - ``rrs``: :mod:`decoding.verifiers.rrs` ``verify`` on the same rows and drafts;
 - for drafts without replacement also ``rrs_wor`` (:mod:`decoding.verifiers.rrs_wor`), and at
-  ``k = 2`` ``optimal_pair_wor`` (:mod:`decoding.verifiers.optimal_pair_wor`, the verifier
+  ``k = 2`` ``optimal_pair_wor`` (:mod:`decoding.verifiers.optimal_family.pair`, the verifier
   attaining the without-replacement optimum; its rows go to the CPU from any device);
-- for drafts without replacement at ``k >= 3``, ``optimal_wor`` (:mod:`decoding.verifiers.optimal_wor`,
+- for drafts without replacement at ``k >= 3``, ``optimal_wor`` (:mod:`decoding.verifiers.optimal_family.wor`,
   the verifier attaining the without-replacement optimum) on the first ``--wor-rows`` rows
   (default 2; 0 leaves it out), one row per call and once each, as a decode meets each row:
   its set-up of the row is part of the time (a set-up is kept only for a call that repeats the
@@ -43,7 +43,7 @@ with it). With ``--vocabs``, first a table of the two full paths per row at each
 vocabularies (``k = 2``, the same kind of rows): where the merged rows start to pay off
 (:data:`decoding.verifiers.optimal_buckets.MIN_VOCAB`); and the water-level verifier's rows
 one after another, two drafts without replacement each, sorted and merged rows first
-(:func:`decoding.verifiers.optimal_pair_wor.verify_row`).
+(:func:`decoding.verifiers.optimal_family.pair.verify_row`).
 """
 from __future__ import annotations
 
@@ -56,7 +56,10 @@ import time
 import numpy as np
 import torch
 
-from decoding.verifiers import optimal, optimal_buckets, optimal_latent, optimal_pair_wor, optimal_wor, rrs, rrs_wor
+from decoding.verifiers import optimal, optimal_buckets, rrs, rrs_wor
+from decoding.verifiers.optimal_family import latent as optimal_latent
+from decoding.verifiers.optimal_family import pair as optimal_pair_wor
+from decoding.verifiers.optimal_family import wor as optimal_wor
 from decoding.verifiers.base import Scratch
 from otm.errors import NotApplicableError
 from otm.formulations.prefix_scan import iid_optimum_for_ks
@@ -105,7 +108,7 @@ def full_paths(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, repeats: 
 
 
 def pair_paths(p: torch.Tensor, q: torch.Tensor, repeats: int) -> tuple[float, float]:
-    """Seconds (median) of the water-level verifier's rows (:mod:`decoding.verifiers.optimal_pair_wor`)
+    """Seconds (median) of the water-level verifier's rows (:mod:`decoding.verifiers.optimal_family.pair`)
     on every row, two drafts without replacement each: the sorted row and the merged row
     first (``verify_row``; a row the merged row leaves undecided goes to the sorted row)."""
     p64, q64 = (rows_.double().cpu().numpy() for rows_ in (p, q))

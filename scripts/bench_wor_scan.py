@@ -1,20 +1,20 @@
 """The set-up of ``optimal_wor`` on whole real rows with its pass up the ranks compiled on the CPU
 and as a scan on a torch device, side by side in one run.
 
-Evidence behind docs/optimal-verifier.md, section 8 ("The set-up's pass on a GPU"). Per row
+Evidence behind docs/optimal-verifier.md#water-levels-for-drafts-without-replacement ("The set-up's pass on a GPU"). Per row
 (``--positions`` rows of an ``otm corpus`` directory, softmax at temperature 1 over the whole
 vocabulary) and ``k`` in ``--ks``: the time of the verifier's set-up (cut, flux, ``x`` and set
 masses: :func:`otm.rules.optimal_wor.clock_flux_setup`) with
-:class:`~decoding.verifiers.optimal_wor_numba.CompiledClockSetMasses` and with
-:func:`~decoding.verifiers.optimal_wor_numba.masses_on` ``(--device)``; then the walks of
-``--draws`` drafted sets from Lemma 9's bounds on each set-up (the first walk apart: on the
+:class:`~decoding.verifiers.optimal_family.clock_masses.CompiledClockSetMasses` and with
+:func:`~decoding.verifiers.optimal_family.clock_masses.masses_on` ``(--device)``; then the walks of
+``--draws`` drafted sets from the bounds on a water level from the flux on each set-up (the first walk apart: on the
 compiled set-up it computes the groups of ranks that the scan makes at once), how many of the
 walks both decide the same way (all must), and the largest difference of the two fluxes; then
 the pass alone, four ways on the same ranks: the compiled pass on the CPU node by node
-(:func:`~decoding.verifiers.optimal_wor_numba.prefix_pass`, without the groups) and at Chebyshev
-points (:mod:`decoding.verifiers.optimal_wor_chebyshev`, the CPU's default since 2026-11-27), the
-torch scan on ``--device`` (:mod:`decoding.verifiers.optimal_wor_torch`) and the kernels' scan
-where ``--device`` is a CUDA device (:mod:`decoding.verifiers.optimal_wor_cuda`), each with its
+(:func:`~decoding.verifiers.optimal_family.clock_masses.prefix_pass`, without the groups) and at Chebyshev
+points (:mod:`decoding.verifiers.optimal_family.setup.chebyshev`, the CPU's default since 2026-11-27), the
+torch scan on ``--device`` (:mod:`decoding.verifiers.optimal_family.setup.torch_scan`) and the kernels' scan
+where ``--device`` is a CUDA device (:mod:`decoding.verifiers.optimal_family.setup.cuda_scan`), each with its
 outputs brought to the CPU. One thread for torch and numba unless ``--threads``:
 
     python scripts/bench_wor_scan.py --corpus DIR --positions 4 --ks 3,8 --device cuda
@@ -65,8 +65,9 @@ def _walks(setup, sets, uniforms, margin, windows) -> tuple[list, float, float]:
 
 def _pass_alone(masses, device: str) -> str:
     """The pass over ``masses``' ranks four ways (module docstring), in ms."""
-    from decoding.verifiers import optimal_wor_cuda, optimal_wor_torch
-    from decoding.verifiers.optimal_wor_numba import SCAN_CHECKPOINT
+    from decoding.verifiers.optimal_family.setup import cuda_scan as optimal_wor_cuda
+    from decoding.verifiers.optimal_family.setup import torch_scan as optimal_wor_torch
+    from decoding.verifiers.optimal_family.clock_masses import SCAN_CHECKPOINT
 
     times = []
     for at_points in (False, True):  # node by node, then at Chebyshev points (the CPU's default)
@@ -108,7 +109,7 @@ def wide_pass(masses, nodes: np.ndarray, ranks: int | None = None) -> tuple[np.n
 
 def precision(rows, ks: list[int], device: str) -> None:
     """The ``--precision`` table (module docstring)."""
-    from decoding.verifiers.optimal_wor_numba import SCAN_CHECKPOINT, CompiledClockSetMasses, _device_scan
+    from decoding.verifiers.optimal_family.clock_masses import SCAN_CHECKPOINT, CompiledClockSetMasses, _device_scan
     from otm.formulations.prefix_scan import ratio_order
 
     print(f"last checkpoint against an 80-bit pass, largest relative difference (scan on {device})")
@@ -148,8 +149,8 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--precision", action="store_true", help="the products against an 80-bit pass instead")
     args = parser.parse_args(argv)
-    from decoding.verifiers import optimal_wor as verifier
-    from decoding.verifiers.optimal_wor_numba import CompiledClockSetMasses, masses_on
+    from decoding.verifiers.optimal_family import wor as verifier
+    from decoding.verifiers.optimal_family.clock_masses import CompiledClockSetMasses, masses_on
     from otm.corpus import Corpus
 
     torch.set_num_threads(args.threads)  # also the compiled passes' threads (decoding.verifiers.base.row_parts)

@@ -161,7 +161,7 @@ def greedy(p, draft_probs, drafts, uniforms):
 
 def optimal_pair_wor(p, draft_probs, drafts, uniforms):
     """The water-level rule for two drafts without replacement
-    (:mod:`decoding.verifiers.optimal_pair_wor`), with ``x`` and the levels from the exact
+    (:mod:`decoding.verifiers.optimal_family.pair`), with ``x`` and the levels from the exact
     law's construction (:func:`otm.rules.optimal_pair_wor.pair_parameters`, ``O(V * depth)``)."""
     target, draft = _norm([float(v) for v in p]), _norm([float(v) for v in draft_probs[0]])
     params = pair_parameters(np.array(target), np.array(draft))
@@ -189,7 +189,7 @@ def _checked_draw(target, draft, x, drafts, index, uniforms):
 
 def optimal_wor(p, draft_probs, drafts, uniforms):
     """The water-level rule for ``k`` drafts without replacement
-    (:mod:`decoding.verifiers.optimal_wor`): :func:`optimal_pair_wor` for two drafts; for more,
+    (:mod:`decoding.verifiers.optimal_family.wor`): :func:`optimal_pair_wor` for two drafts; for more,
     ``x``, the levels and each member's chance from the exact rule
     (:func:`otm.rules.optimal_wor.wor_parameters`, :func:`otm.rules.optimal_wor.selection_law`),
     the member drawn by inverse CDF over the members by rank ascending (the lowest member owns
@@ -248,8 +248,8 @@ def importance_sampling_truncated(p, draft_probs, drafts, uniforms, s: int = DEF
 
 
 #: Rule name -> reference function: one for every rule with a verifier (the registry's
-#: ``verifier``), named after its verifier module.
-REFERENCES = {spec.name: globals()[spec.verifier] for spec in rule_specs(verifier=True)}
+#: ``verifier``), named after its rule.
+REFERENCES = {spec.name: globals()[spec.name] for spec in rule_specs(verifier=True)}
 
 
 def run_reference(

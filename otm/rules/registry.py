@@ -177,13 +177,13 @@ RULE_SPECS: dict[str, RuleSpec] = {spec.name: spec for spec in (
     RuleSpec(
         "optimal_latent", "the i.i.d.-optimal verifier on the latent draws behind drafts without replacement",
         "this toolkit (docs/optimal-verifier.md)", "optimal_latent", "without_replacement",
-        reference_optimum="without_replacement", at_least_single_draft=True, verifier="optimal_latent", latent_paths=True,
+        reference_optimum="without_replacement", at_least_single_draft=True, verifier="optimal_family.latent", latent_paths=True,
     ),
     RuleSpec(
         "optimal_pair_wor", "the optimal rule for two drafts without replacement (water levels)",
         "this toolkit (docs/optimal-verifier.md, section 8)", "optimal_pair_wor", "without_replacement", ks=(2, 2),
         reference_optimum="without_replacement", attains_own_optimum=True, computed_as_optimum=True,
-        at_least_single_draft=True, verifier="optimal_pair_wor", gain_baselines=("rrs_wor",),
+        at_least_single_draft=True, verifier="optimal_family.pair", gain_baselines=("rrs_wor",),
     ),
     RuleSpec(
         "optimal_wor", "the optimal rule for k drafts without replacement (water levels)",
@@ -194,7 +194,7 @@ RULE_SPECS: dict[str, RuleSpec] = {spec.name: spec for spec in (
                      "refused in milliseconds above; k = 2 is optimal_pair_wor's nesting, which can take minutes at a "
                      "real vocabulary, so it is priced as an enumeration"), closed_form_ks=(3, None),
         reference_optimum="without_replacement", attains_own_optimum=True, computed_as_optimum=True,
-        at_least_single_draft=True, verifier="optimal_wor", gain_baselines=("rrs_wor",), in_report=True,
+        at_least_single_draft=True, verifier="optimal_family.wor", gain_baselines=("rrs_wor",), in_report=True,
     ),
     RuleSpec(
         "ensemble_weighted", "speculative ensemble, weighted", "Fu et al. 2025, eq. (4)",

@@ -1,5 +1,5 @@
 """Where float64 water levels above 1 come from on real rows (research/optimal_wor/JOURNAL.md,
-"Levels above 1 by rounding"; docs/optimal-verifier.md, section 8, "Floats and certificates").
+"Levels above 1 by rounding"; docs/optimal-verifier.md#floats-and-certificates).
 
 In exact arithmetic every water level lies in ``[0, 1]`` (Theorem 5). In float64 a few come
 out above 1 on rows with tiny draft probabilities (``T = 0.6``); the rule sets them to 1 and
@@ -39,7 +39,7 @@ def row_masses(qs: list, k: int):
     """``(masses, sigma)`` of the water levels for ``k`` drafts without replacement."""
     if k == 2:
         return optimal_pair_wor.pair_masses(qs, 0.0)
-    from decoding.verifiers.optimal_wor_numba import CompiledClockSetMasses
+    from decoding.verifiers.optimal_family.clock_masses import CompiledClockSetMasses
 
     masses = CompiledClockSetMasses(np.asarray(qs, dtype=np.float64), k)
     return masses, [float(v) for v in masses.sigma]

@@ -1,5 +1,5 @@
-"""The blocked scan of decoding.verifiers.optimal_wor_torch (the set-up's pass up the ranks on a
-torch device) against the compiled pass of decoding.verifiers.optimal_wor_numba and the numpy
+"""The blocked scan of decoding.verifiers.optimal_family.setup.torch_scan (the set-up's pass up the ranks on a
+torch device) against the compiled pass of decoding.verifiers.optimal_family.clock_masses and the numpy
 reference of otm.rules.wor_clock_masses: the same checkpoints, sigma and groups of ranks within
 roundoff, the same set masses, the same walks through the verifier; a scan without its prefix
 products, or with a product that drops a term, is caught by the same comparison."""
@@ -11,8 +11,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from decoding.verifiers import optimal_wor, optimal_wor_torch
-from decoding.verifiers.optimal_wor_numba import SCAN_CHECKPOINT, CompiledClockSetMasses, masses_on
+from decoding.verifiers.optimal_family import wor as optimal_wor
+from decoding.verifiers.optimal_family.setup import torch_scan as optimal_wor_torch
+from decoding.verifiers.optimal_family.clock_masses import SCAN_CHECKPOINT, CompiledClockSetMasses, masses_on
 from otm.rules.optimal_wor import clock_flux_setup
 
 from .test_optimal_wor_numba import AGREEMENT, _largest_disagreement
@@ -20,8 +21,7 @@ from .test_optimal_wor_numba import AGREEMENT, _largest_disagreement
 #: Relative agreement of the scan's values with the compiled pass's on rows of up to a few
 #: thousand ranks: the same non-negative terms multiplied in another bracketing (measured
 #: 7e-14 at 5,000 ranks while writing the module; about 2e-12 on whole Qwen rows of 151,665
-#: ranks, where the compiled pass itself is 7e-13 from an 80-bit pass: docs/optimal-verifier.md,
-#: section 8, "The set-up's pass on a GPU").
+#: ranks, where the compiled pass itself is 7e-13 from an 80-bit pass: docs/optimal-verifier-proofs.md#the-set-up-as-a-scan).
 SCAN_AGREEMENT = 1e-12
 
 #: Below this, two coefficients both count as 0 (the scan and the pass set subnormals to 0 at
@@ -30,7 +30,7 @@ TINY = 1e-290
 
 
 #: The compiled masses with their checkpoints at the scan's spacing (``SCAN_CHECKPOINT``, which
-#: :func:`~decoding.verifiers.optimal_wor_numba.masses_on` keeps on a device; the CPU's is wider):
+#: :func:`~decoding.verifiers.optimal_family.clock_masses.masses_on` keeps on a device; the CPU's is wider):
 #: what the scans are compared with, at the spacing the verifier scans at.
 AtScanSpacing = type("AtScanSpacing", (CompiledClockSetMasses,), {"checkpoint": SCAN_CHECKPOINT})
 

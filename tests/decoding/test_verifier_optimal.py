@@ -21,7 +21,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from decoding.validation.stats import binomial_z_test, chi_square_test
-from decoding.verifiers import optimal, optimal_latent
+from decoding.verifiers import optimal
+from decoding.verifiers.optimal_family import latent as optimal_latent
 from decoding.verifiers.base import VerifierOutput, draw_uniforms
 from decoding.verifiers.reference import run_reference
 from otm.errors import InvalidDraftCountError, ShapeMismatchError, UnknownNameError

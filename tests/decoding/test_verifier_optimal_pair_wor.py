@@ -1,6 +1,6 @@
 """The water-level verifier for two drafts without replacement
-(:mod:`decoding.verifiers.optimal_pair_wor`) and its compiled nesting
-(:mod:`decoding.verifiers.optimal_pair_wor_numba`).
+(:mod:`decoding.verifiers.optimal_family.pair`) and its compiled nesting
+(:mod:`decoding.verifiers.optimal_family.pair_levels`).
 
 The compiled levels are those of the exact law's construction
 (:func:`otm.rules.optimal_pair_wor.pair_parameters`, the slow reference); the yield of one
@@ -21,9 +21,9 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from decoding.validation.stats import binomial_z_test, chi_square_test
-from decoding.verifiers import optimal_pair_wor as verifier
-from decoding.verifiers import optimal_pair_wor_merged as merged
-from decoding.verifiers import optimal_pair_wor_numba as kernel
+from decoding.verifiers.optimal_family import pair as verifier
+from decoding.verifiers.optimal_family import pair_merged_rows as merged
+from decoding.verifiers.optimal_family import pair_levels as kernel
 from otm.errors import InvalidDistributionError, NotApplicableError
 from otm.formulations.prefix_scan import prefix_scan, ratio_order
 from otm.rules.optimal_pair_wor import pair_parameters, realised_selection
@@ -164,7 +164,7 @@ def _wrong_decisions(first_run) -> tuple[int, int]:
 
 
 def test_the_compiled_yield_bounds_decide_like_the_full_nesting():
-    """Lemma 9 in float64 (its exact form: tests/otm/test_rule_optimal_pair_wor.py): no
+    """The bounds on a water level from the flux, in float64 (its exact form: tests/otm/test_rule_optimal_pair_wor.py): no
     verdict contradicts the full nesting's level, and most are settled; with the pair's own
     span taken for its first run (the lower bound then ignores the pairs around it) some are
     wrong."""

@@ -16,7 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import decoding.verifiers.base as base
-from decoding.verifiers import get_verifier, importance_sampling_truncated, kseq, optimal, optimal_latent, spechub
+from decoding.verifiers import get_verifier, importance_sampling_truncated, kseq, optimal, spechub
+from decoding.verifiers.optimal_family import latent as optimal_latent
 from decoding.verifiers.base import VerifierOutput, inverse_cdf, sample_weighted
 from decoding.verifiers.reference import _inverse_cdf
 from otm.errors import InvalidDistributionError
@@ -413,7 +414,7 @@ def test_the_blocked_scan_is_a_cumulative_sum(rows, blocks, rest, seed, dtype, s
 @given(rows=st.integers(0, 9), vocab=st.integers(1, 3000), seed=st.integers(0, 2**31 - 1),
        dtype=st.sampled_from([torch.float32, torch.float64, torch.bfloat16, torch.float16]))
 def test_token_order_sums_are_the_last_cumulative_sums(rows, vocab, seed, dtype):
-    """:func:`decoding.verifiers.optimal_latent.token_order_sums` (a compiled pass, four rows
+    """:func:`decoding.verifiers.optimal_family.latent.token_order_sums` (a compiled pass, four rows
     at a time, and the rest one by one) is the last entry of the float64 cumulative sum, bit
     for bit; a pairwise float64 sum (torch's ``sum``), a different order, is not always."""
     g = torch.Generator().manual_seed(seed)

@@ -1,5 +1,5 @@
 """The clock integral's set masses and the water levels of ``k >= 3`` drafts without
-replacement, compiled: :class:`CompiledClockSetMasses`, for :mod:`decoding.verifiers.optimal_wor`.
+replacement, compiled: :class:`CompiledClockSetMasses`, for :mod:`decoding.verifiers.optimal_family.wor`.
 
 The same computation as the reference :class:`otm.rules.wor_clock_masses.ClockSetMasses`
 (the derivation: docs/optimal-verifier.md, section 8, "Beyond the enumeration") and the
@@ -52,8 +52,8 @@ from otm.rules.optimal_pair_wor import REMAINDER_FLOOR, flux_runs
 from otm.errors import NotApplicableError
 from otm.rules.wor_clock_masses import ClockSetMasses
 
-from .base import share_rows, sharing_threads
-from .kept import Kept
+from ..base import share_rows, sharing_threads
+from .cache import SizedCache
 
 _compiled = numba.njit(cache=True, nogil=True, error_model="numpy")
 
@@ -711,7 +711,7 @@ class CompiledClockSetMasses(ClockSetMasses):
     scan_device = None
 
     #: The pass up the ranks on the CPU: ``True``, each block's small clocks at a few Chebyshev
-    #: points (:func:`decoding.verifiers.optimal_wor_chebyshev.prefix_pass_chebyshev`, its nodes
+    #: points (:func:`decoding.verifiers.optimal_family.setup.chebyshev.prefix_pass_chebyshev`, its nodes
     #: dealt out among the threads of a share, one part on a small row); ``False``, :func:`prefix_pass`, node by node, its reference, shared among threads
     #: by chunks of nodes; ``None``, the first where the node-by-node pass would run on fewer
     #: than :attr:`points_below_threads` threads (:meth:`pass_at_points`). The two give the same
@@ -736,20 +736,20 @@ class CompiledClockSetMasses(ClockSetMasses):
         return 1 if self.n * self.s.size < SHARED_FROM else sharing_threads(len(node_chunks(self.s.size)))
 
     def _prefix_pass(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """:func:`~decoding.verifiers.optimal_wor_chebyshev.prefix_pass_chebyshev` where
+        """:func:`~decoding.verifiers.optimal_family.setup.chebyshev.prefix_pass_chebyshev` where
         :meth:`pass_at_points`, else :func:`prefix_pass` over each thread's chunks of nodes
         (:func:`by_node_parts`), ``sigma`` the sum of the chunks' parts in their order; or, on a
         :attr:`scan_device`, its scan (:func:`_device_scan`), with the groups of ranks."""
         self._groups = None  # (GE, GD) [groups, nodes, k], when first needed
         self._last = [np.empty((self.s.size, self.k)), np.empty((self.s.size, self.k)), self.n + 1]  # the prefix [0, at) last asked for
-        self._lazy = Kept(self.RUN_FLOATS_KEPT)  # (f, t) -> _LazyRun
+        self._lazy = SizedCache(self.RUN_FLOATS_KEPT)  # (f, t) -> _LazyRun
         if self.scan_device is not None:
             E0, D0, sigma, GE, GD = _device_scan(self.scan_device)(self.q, self.s, self.w, self._above, self.k,
                                                                    self.checkpoint, self.group, self.scan_device)
             self._groups, self._group_nodes = (GE, GD), np.full(GE.shape[0], self.s.size, dtype=np.int64)
             return E0, D0, sigma
         if self.pass_at_points():
-            from .optimal_wor_chebyshev import prefix_pass_chebyshev  # (it imports this module's helpers)
+            from .setup.chebyshev import prefix_pass_chebyshev  # (it imports this module's helpers)
 
             return prefix_pass_chebyshev(self.q, self.s, self.w, self._above, self.k, self.checkpoint,
                                          parts=self._pass_threads())
@@ -849,7 +849,7 @@ class CompiledClockSetMasses(ClockSetMasses):
         has up to ``nodes`` (a node computed again gets the same value, whatever the nodes asked
         for: each node's polynomials are its own): where the pass up the ranks takes the points
         (:meth:`pass_at_points`), each group's product at the Chebyshev points as a block of that
-        pass (:func:`decoding.verifiers.optimal_wor_chebyshev.group_pass_chebyshev`, one thread),
+        pass (:func:`decoding.verifiers.optimal_family.setup.chebyshev.group_pass_chebyshev`, one thread),
         else :func:`group_pass`, node by node, shared among threads by chunks of nodes (each
         thread's chunks in one pass)."""
         chunks, count = node_chunks(self.s.size), (self.n + self.group - 1) // self.group
@@ -865,7 +865,7 @@ class CompiledClockSetMasses(ClockSetMasses):
             a, b = first + int(missing[0]), first + int(missing[-1]) + 1
             start = int(self._group_nodes[a:b].min())
             if self.pass_at_points():
-                from .optimal_wor_chebyshev import group_pass_chebyshev  # (it imports this module's helpers)
+                from .setup.chebyshev import group_pass_chebyshev  # (it imports this module's helpers)
 
                 group_pass_chebyshev(self.q, self.s, self.k, self.group, *self._groups, a, b, nodes=(start, nodes))
                 self._group_nodes[a:b] = np.maximum(self._group_nodes[a:b], nodes)
@@ -953,15 +953,15 @@ SHARED_FROM = 50_000
 
 def _device_scan(device: str):
     """The scan of a :attr:`CompiledClockSetMasses.scan_device`: the CUDA kernels
-    (:mod:`decoding.verifiers.optimal_wor_cuda`) on a CUDA device where numba's CUDA target sees
-    one, the torch scan (:mod:`decoding.verifiers.optimal_wor_torch`, their reference: the same
+    (:mod:`decoding.verifiers.optimal_family.setup.cuda_scan`) on a CUDA device where numba's CUDA target sees
+    one, the torch scan (:mod:`decoding.verifiers.optimal_family.setup.torch_scan`, their reference: the same
     values within roundoff, slower) elsewhere."""
     from numba import cuda
 
     if device.startswith("cuda") and cuda.is_available():
-        from .optimal_wor_cuda import scan
+        from .setup.cuda_scan import scan
     else:
-        from .optimal_wor_torch import scan
+        from .setup.torch_scan import scan
     return scan
 
 
@@ -972,7 +972,7 @@ def masses_on(device: str) -> type[CompiledClockSetMasses]:
     ``sigma``, the checkpoints and every group of ranks at once, within roundoff of the compiled
     pass (:func:`_device_scan`: CUDA kernels on a GPU, the torch scan elsewhere); the rest of the
     set-up and the walks run on the CPU as before. What
-    :func:`decoding.verifiers.optimal_wor.row_setup` takes for rows on a GPU."""
+    :func:`decoding.verifiers.optimal_family.wor.row_setup` takes for rows on a GPU."""
     return type(CompiledClockSetMasses.__name__, (CompiledClockSetMasses,),
                 {"scan_device": device, "checkpoint": SCAN_CHECKPOINT, "__doc__": masses_on.__doc__,
                  "__module__": __name__})

@@ -1,4 +1,4 @@
-"""The blocked scan of :mod:`decoding.verifiers.optimal_wor_torch` as CUDA kernels (numba): the
+"""The blocked scan of :mod:`decoding.verifiers.optimal_family.setup.torch_scan` as CUDA kernels (numba): the
 same steps (each block's product, the blocks' prefixes, ``sigma`` from each block's prefix, the
 groups of ranks), with the polynomials of one block at one node held by one GPU thread for the
 whole block instead of written to memory at every rank.
@@ -16,7 +16,7 @@ group after group), and each group's blocks from its prefix (one thread per grou
 values at every call; no atomics).
 
 Each thread runs the compiled pass's arithmetic on its block (``e^{-q s} - 1`` by ``expm1``
-below ``ln 2``, as :func:`decoding.verifiers.optimal_wor_numba._clock` does beyond its Taylor
+below ``ln 2``, as :func:`decoding.verifiers.optimal_family.clock_masses._clock` does beyond its Taylor
 range), so the values agree with the torch scan's and the compiled pass's within roundoff
 (tests/decoding/test_optimal_wor_cuda.py: on a CUDA device, and through numba's CUDA simulator
 on the CPU). ``k`` up to :data:`MAX_K`; :func:`scan` takes the torch scan beyond.
@@ -40,7 +40,7 @@ import numpy as np
 import torch
 from numba import cuda
 
-from . import optimal_wor_torch
+from . import torch_scan
 
 #: The largest ``k`` the kernels are compiled for (each ``k`` its own code, a few seconds).
 MAX_K = 16
@@ -52,7 +52,7 @@ THREADS = 128
 @functools.cache
 def kernels(k: int) -> SimpleNamespace:
     """The kernels for ``k`` drafts (module docstring), compiled at their first launch."""
-    device, underflow = cuda.jit(device=True), optimal_wor_torch.EXP_UNDERFLOW
+    device, underflow = cuda.jit(device=True), torch_scan.EXP_UNDERFLOW
 
     @device
     def add_rank(E, D, q, s):
@@ -156,7 +156,7 @@ def kernels(k: int) -> SimpleNamespace:
     @cuda.jit
     def sigma_terms(q, above, s, w, every, PE, PD, terms):
         """``terms[r, i]``: node ``i``'s term of ``sigma_r`` (step 3 of
-        :mod:`decoding.verifiers.optimal_wor_torch`), from block ``c``'s prefix ``PE[c, i]``."""
+        :mod:`decoding.verifiers.optimal_family.setup.torch_scan`), from block ``c``'s prefix ``PE[c, i]``."""
         t, nodes = cuda.grid(1), s.shape[0]
         if t >= (PE.shape[0] - 1) * nodes:
             return
@@ -204,11 +204,11 @@ def _launch(kernel, threads: int, device: torch.device, *args) -> None:
 
 def scan(q: np.ndarray, s: np.ndarray, w: np.ndarray, above: np.ndarray, k: int, every: int, group: int,
          device: torch.device | str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`decoding.verifiers.optimal_wor_torch.scan` by the kernels (module docstring): the
+    """:func:`decoding.verifiers.optimal_family.setup.torch_scan.scan` by the kernels (module docstring): the
     same outputs, as CPU arrays; the torch scan where ``k >`` :data:`MAX_K`."""
     if k > MAX_K:
-        return optimal_wor_torch.scan(q, s, w, above, k, every, group, device)
-    optimal_wor_torch.check_arguments(k, every, group)
+        return torch_scan.scan(q, s, w, above, k, every, group, device)
+    torch_scan.check_arguments(k, every, group)
     device, run = torch.device(device), kernels(k)
     n, nodes, blocks = q.size, s.size, -(-q.size // every)
     groups, per_group = -(-n // group), group // every
@@ -230,7 +230,7 @@ def scan(q: np.ndarray, s: np.ndarray, w: np.ndarray, above: np.ndarray, k: int,
     PE[blocks], PD[blocks] = PG[groups], PGD[groups]  # every block below: the last checkpoint where n % every == 0
     _launch(run.sigma_terms, blocks * nodes, device, q_t, above_t, s_t, w_t, every, PE, PD, terms)
     checkpoints = n // every + 1
-    flushed = optimal_wor_torch.flushed
+    flushed = torch_scan.flushed
     return (flushed(PE[:checkpoints]), flushed(PD[:checkpoints]), np.ascontiguousarray(terms.sum(dim=1).cpu().numpy()),
             flushed(GE), flushed(GD))
 

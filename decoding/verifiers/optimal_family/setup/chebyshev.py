@@ -1,17 +1,17 @@
 """The set-up's pass up the ranks of ``optimal_wor`` on the CPU, with the small clocks of a block
 of ranks multiplied out at a few Chebyshev points and interpolated to the quadrature nodes:
 ``sigma`` and the checkpointed prefixes of
-:class:`~decoding.verifiers.optimal_wor_numba.CompiledClockSetMasses`, the values of
-:func:`~decoding.verifiers.optimal_wor_numba.prefix_pass` (its reference) within roundoff
+:class:`~decoding.verifiers.optimal_family.clock_masses.CompiledClockSetMasses`, the values of
+:func:`~decoding.verifiers.optimal_family.clock_masses.prefix_pass` (its reference) within roundoff
 (tests/decoding/test_optimal_wor_chebyshev.py), in a fraction of its rank-by-node work. The same
 for the groups of ranks a walk's long runs read (:func:`group_pass_chebyshev`: each group alone,
 as a block with no prefix below it; its reference
-:func:`~decoding.verifiers.optimal_wor_numba.group_pass`).
+:func:`~decoding.verifiers.optimal_family.clock_masses.group_pass`).
 
 **Why it pays.** On a whole row of the real vocabulary nearly every rank is a tail token whose
 clock has barely moved at most nodes: ``q s < 2^-6`` at most (block, live node) pairs, in
 blocks of 64 ranks and in the blocks of 256 ranks the verifier takes (its checkpoints' spacing,
-:attr:`~decoding.verifiers.optimal_wor_numba.CompiledClockSetMasses.checkpoint`: fewer pairs, each
+:attr:`~decoding.verifiers.optimal_family.clock_masses.CompiledClockSetMasses.checkpoint`: fewer pairs, each
 cheaper per rank). The compiled pass still updates ``k``
 coefficients of two polynomials at every rank and each of about a hundred live nodes. As a
 function of ``s`` below ``2^-6 / kappa`` (``kappa`` the block's largest ``q``), a block's products
@@ -63,7 +63,7 @@ ranks' work at the points is repeated in every part, the rest is divided
 (research/optimal_wor/JOURNAL.md, "The pass at points on two or three threads").
 
 **The other nodes.** Where ``kappa s >= tau``, the block's ranks are added one by one as in
-:func:`~decoding.verifiers.optimal_wor_numba.prefix_pass` (its clocks, the decay by quotients from
+:func:`~decoding.verifiers.optimal_family.clock_masses.prefix_pass` (its clocks, the decay by quotients from
 an exponential at the block's first rank, its flushing of subnormal coefficients), and a block
 with fewer than :data:`INTERPOLATE_FROM` interpolated nodes takes that route at every node.
 """
@@ -74,8 +74,8 @@ import math
 import numba
 import numpy as np
 
-from .base import share_rows
-from .optimal_wor_numba import _add_rank_by_degree, _clock, _merge, _normal, live_prefix_nodes, rank_terms
+from ...base import share_rows
+from ..clock_masses import _add_rank_by_degree, _clock, _merge, _normal, live_prefix_nodes, rank_terms
 
 #: The interpolated nodes of a block are those where ``kappa s`` (``kappa`` the block's largest
 #: ``q``) is below this (``tau`` of the module docstring): most (block, live node) pairs of a real
@@ -117,7 +117,7 @@ def prefix_pass_chebyshev(q: np.ndarray, s: np.ndarray, w: np.ndarray, above: np
                           parts: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(E0, D0, sigma)``: the checkpoints ``[n // every + 1, N, k]`` (the count polynomials of the
     ranks ``[0, c every)``) and ``sigma [n]``, the values of
-    :func:`~decoding.verifiers.optimal_wor_numba.prefix_pass` within roundoff, through the points
+    :func:`~decoding.verifiers.optimal_family.clock_masses.prefix_pass` within roundoff, through the points
     of the module docstring at each block's nodes where ``kappa s < below`` (every node the
     reference's way with ``interpolate_from`` above the nodes). ``parts > 1``: the nodes dealt
     out among that many threads (:func:`decoding.verifiers.base.share_rows`), the nodes ``i, i +
@@ -151,7 +151,7 @@ def group_pass_chebyshev(q: np.ndarray, s: np.ndarray, k: int, group: int, GE: n
                          interpolate_from: int = INTERPOLATE_FROM, nodes: tuple[int, int] | None = None) -> None:
     """``GE[g], GD[g]`` ``[N, k]`` for the groups ``first <= g < last``: the count polynomials of
     the ranks ``[g group, (g + 1) group)`` alone, the values of
-    :func:`~decoding.verifiers.optimal_wor_numba.group_pass` (its reference) within roundoff,
+    :func:`~decoding.verifiers.optimal_family.clock_masses.group_pass` (its reference) within roundoff,
     each group's product taken at the points and interpolated to the nodes where its largest
     ``q`` times ``s`` is below ``below`` (a block of :func:`prefix_pass_chebyshev` with no prefix
     below it and no ``sigma``: module docstring), node by node at the others. ``nodes``: only the

@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections import OrderedDict
 
 
-class Kept:
+class SizedCache:
     """The entries last put, least recently used out first, while their weights add up to at
     most ``limit``."""
 
@@ -28,4 +28,4 @@ class Kept:
         self._entries.clear()
 
 
-__all__ = ["Kept"]
+__all__ = ["SizedCache"]

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import torch
 
-from .base import (
+from ..base import (
     VerifierOutput,
     check_k,
     cumsum_rows,
@@ -37,8 +37,8 @@ from .base import (
     sample_without_replacement,
     verify_uniforms,
 )
-from .optimal import WORK_DTYPE, verify_tuples
-from .optimal import compile_seconds as compile_seconds  # the same compiled rows: otm decode's hook
+from ..optimal import WORK_DTYPE, verify_tuples
+from ..optimal import compile_seconds as compile_seconds  # the same compiled rows: otm decode's hook
 
 draft_scheme = "without_replacement"
 
@@ -84,7 +84,7 @@ def token_order_sums(probs: torch.Tensor) -> torch.Tensor:
     both (``scripts/bench_verifier_cost.py``)."""
     if probs.device.type != "cpu":
         return cumsum_rows(probs.to(WORK_DTYPE))[:, -1:]
-    from . import optimal_numba  # numba only where the CPU path runs
+    from .. import optimal_numba  # numba only where the CPU path runs
 
     rows = probs if probs.dtype in (torch.float32, torch.float64) else probs.float()
     out = torch.empty(probs.shape[0], dtype=WORK_DTYPE)

@@ -9,17 +9,17 @@ is selected. The selected draft ``Z`` is accepted with probability ``min(1, p(Z)
 (``x`` the selection law), otherwise the output is drawn from ``norm(max(p - x, 0))``.
 Output law ``p``; a draft is accepted with probability ``alpha*(p, Q_wor)``.
 
-``k = 2`` is :mod:`decoding.verifiers.optimal_pair_wor` (the walk is its yield), at any
+``k = 2`` is :mod:`decoding.verifiers.optimal_family.pair` (the walk is its yield), at any
 vocabulary. For ``k >= 3`` the levels come from :func:`otm.rules.optimal_wor.wor_parameters`,
 which sums the set masses over every draft tuple up to 1,000 of them, and beyond takes them
 from the clock integral compiled with the whole nesting
-(:class:`decoding.verifiers.optimal_wor_numba.CompiledClockSetMasses`, which keeps no tables
+(:class:`decoding.verifiers.optimal_family.clock_masses.CompiledClockSetMasses`, which keeps no tables
 of ``e^{-q s}``, so any vocabulary; its nesting within a minute where the runs of flux span up
 to about 2,000 ranks). On that path each distinct row of a call is first set up without the
 levels (:func:`row_setup`: cut, flux, ``x``, the compiled set masses; the pass up the ranks at
 Chebyshev points,
-:mod:`decoding.verifiers.optimal_wor_chebyshev`; rows on a CUDA device take that pass there, as
-kernels, :mod:`decoding.verifiers.optimal_wor_cuda`), and the walk of each of its drafted sets is
+:mod:`decoding.verifiers.optimal_family.setup.chebyshev`; rows on a CUDA device take that pass there, as
+kernels, :mod:`decoding.verifiers.optimal_family.setup.cuda_scan`), and the walk of each of its drafted sets is
 decided from the bounds of docs/optimal-verifier.md, Lemma 9 (bounds on a water level from the
 flux; section 8, "k drafts: the walk from bounds") where they settle it
 (:func:`otm.rules.water_level_bounds.walk_decision`); only the walks they leave open build the
@@ -37,7 +37,7 @@ is selected with probability ``x`` of it, by inverse CDF over the positions.
 Randomness (``uniforms_per_row(k) = 3``, as for two drafts): column 0 walks down the members
 (or picks the position of an exhausted support), column 1 accepts ``Z`` when ``u x(Z) <
 p(Z)``, column 2 draws the residual by inverse CDF over the ranks
-(:func:`decoding.verifiers.optimal_pair_wor.full_ratio_order`). Reference:
+(:func:`decoding.verifiers.optimal_family.pair.full_ratio_order`). Reference:
 :func:`decoding.verifiers.reference.optimal_wor`. Rows with a NaN, an inf, a negative entry
 or no mass raise :class:`otm.errors.InvalidDistributionError`; drafts that ``k`` draws without
 replacement cannot give raise :class:`otm.errors.NotApplicableError`.
@@ -55,9 +55,9 @@ from otm.rules.optimal_pair_wor import FluxSetup
 from otm.rules.optimal_wor import clock_flux_setup, wor_parameters
 from otm.rules.water_level_bounds import walk_decision
 
-from . import optimal_pair_wor
-from .kept import Kept
-from .base import (
+from . import pair
+from .cache import SizedCache
+from ..base import (
     VerifierOutput,
     check_k,
     first_draft_probs,
@@ -71,22 +71,22 @@ draft_scheme = "without_replacement"
 
 def compile_seconds(device: torch.device) -> float:
     """About how long the first ``verify`` compiles its per-row code on this machine: two drafts
-    compile :mod:`decoding.verifiers.optimal_pair_wor`'s code (its
-    :func:`~decoding.verifiers.optimal_pair_wor.compile_seconds`), more drafts the compiled clock
-    integral (:mod:`decoding.verifiers.optimal_wor_numba`, estimated at 5 s cold) and its pass
-    at Chebyshev points (:mod:`decoding.verifiers.optimal_wor_chebyshev`, 3 s); 0 for what
+    compile :mod:`decoding.verifiers.optimal_family.pair`'s code (its
+    :func:`~decoding.verifiers.optimal_family.pair.compile_seconds`), more drafts the compiled clock
+    integral (:mod:`decoding.verifiers.optimal_family.clock_masses`, estimated at 5 s cold) and its pass
+    at Chebyshev points (:mod:`decoding.verifiers.optimal_family.setup.chebyshev`, 3 s); 0 for what
     numba's cache already holds. On a CUDA device the set-up's kernels
-    (:mod:`decoding.verifiers.optimal_wor_cuda`) compile besides, at the first row of each ``k``
+    (:mod:`decoding.verifiers.optimal_family.setup.cuda_scan`) compile besides, at the first row of each ``k``
     and in every process: 1 s (docs/optimal-verifier.md, section 8, "The set-up's pass on a
     GPU"). An estimate for the announcement, not a limit. Read by ``otm decode``."""
-    from .optimal_numba import is_cached
-    from .optimal_wor_chebyshev import _pass as pass_at_points
-    from .optimal_wor_numba import lowest_law, water_levels
+    from ..optimal_numba import is_cached
+    from .setup.chebyshev import _pass as pass_at_points
+    from .clock_masses import lowest_law, water_levels
 
     clock = 0.0 if is_cached(water_levels) and is_cached(lowest_law) else 5.0
     points = 0.0 if is_cached(pass_at_points) else 3.0
     kernels = 1.0 if device.type == "cuda" else 0.0
-    return optimal_pair_wor.compile_seconds(device) + clock + points + kernels
+    return pair.compile_seconds(device) + clock + points + kernels
 
 
 def caveat(widest: int, top_p: float) -> str | None:
@@ -94,11 +94,11 @@ def caveat(widest: int, top_p: float) -> str | None:
     :mod:`decoding.verifiers.protocol`): with three or more drafts at a node and no top-p, the
     rows are whole vocabularies, where the verifier sets up each row and refuses a row whose walk
     the bounds leave open and whose nesting it estimates past
-    :attr:`~decoding.verifiers.optimal_wor_numba.CompiledClockSetMasses.max_nesting_seconds`
+    :attr:`~decoding.verifiers.optimal_family.clock_masses.CompiledClockSetMasses.max_nesting_seconds`
     (module docstring; docs/optimal-verifier.md, section 8)."""
     if widest < 3 or top_p < 1.0:
         return None
-    from .optimal_wor_numba import CompiledClockSetMasses
+    from .clock_masses import CompiledClockSetMasses
 
     limit = CompiledClockSetMasses.max_nesting_seconds
     return ("with 3 or more drafts at a node and no --top-p, the optimal_wor verifier sets up every row at the whole "
@@ -121,7 +121,7 @@ def sample_drafts(draft_probs: torch.Tensor, k: int, generator: torch.Generator 
 
 #: ``(p bytes, q bytes, k) -> (rank [V], levels [n + 1], x [V], support n)`` of the last 256
 #: rows whose levels were built (a row found here walks on its levels).
-_LEVELS = Kept(256)
+_LEVELS = SizedCache(256)
 
 
 def _row_parameters(key: tuple) -> tuple:
@@ -129,7 +129,7 @@ def _row_parameters(key: tuple) -> tuple:
     its ``(p bytes, q bytes, k)``), built once and kept in :data:`_LEVELS`."""
     if key in _LEVELS:
         return _LEVELS.get(key)
-    from .optimal_wor_numba import CompiledClockSetMasses  # numba only where a row is verified
+    from .clock_masses import CompiledClockSetMasses  # numba only where a row is verified
 
     p_bytes, q_bytes, k = key
     params = wor_parameters(np.frombuffer(p_bytes), np.frombuffer(q_bytes), k, clock_masses=CompiledClockSetMasses)
@@ -161,7 +161,7 @@ def row_setup(p: np.ndarray, q: np.ndarray, k: int, device: torch.device | None 
     :func:`~otm.rules.water_level_bounds.walk_decision` reads a span at a time. The last rows
     set up are kept while their tables hold at most :data:`SETUP_FLOATS_KEPT` floats in all, for
     calls that repeat a row. ``device``: where the rows came from; on a CUDA device the pass up the
-    ranks runs there (:func:`~decoding.verifiers.optimal_wor_numba.masses_on`, within roundoff of
+    ranks runs there (:func:`~decoding.verifiers.optimal_family.clock_masses.masses_on`, within roundoff of
     the CPU's pass), and the rest on the CPU. ``row_key``: ``(p.tobytes(), q.tobytes())`` where the
     caller has it (bytes keep their hash, so a row of the real vocabulary is hashed once, not at
     every cache)."""
@@ -169,7 +169,7 @@ def row_setup(p: np.ndarray, q: np.ndarray, k: int, device: torch.device | None 
     key = (*(row_key or _row_key(p, q)), k, str(device) if on_gpu else "cpu")
     if key in _SETUPS:
         return _SETUPS.get(key)
-    from .optimal_wor_numba import CompiledClockSetMasses, masses_on  # numba only where a row is verified
+    from .clock_masses import CompiledClockSetMasses, masses_on  # numba only where a row is verified
 
     try:
         setup = clock_flux_setup(p, q, k, clock_masses=masses_on(str(device)) if on_gpu else CompiledClockSetMasses)
@@ -194,7 +194,7 @@ SETUP_FLOATS_KEPT = 20_000_000
 
 #: ``(p bytes, q bytes, k) ->`` the set-up (or ``None``) of the last rows set up, weighed by their
 #: table floats.
-_SETUPS = Kept(SETUP_FLOATS_KEPT)
+_SETUPS = SizedCache(SETUP_FLOATS_KEPT)
 
 
 def _row_key(p: np.ndarray, q: np.ndarray) -> tuple[bytes, bytes]:
@@ -204,12 +204,12 @@ def _row_key(p: np.ndarray, q: np.ndarray) -> tuple[bytes, bytes]:
 
 def residual_order(p: np.ndarray, q: np.ndarray, setup: FluxSetup | None) -> np.ndarray:
     """``[V]`` the order the residual is drawn in,
-    :func:`decoding.verifiers.optimal_pair_wor.full_ratio_order`: from the row's set-up where it
+    :func:`decoding.verifiers.optimal_family.pair.full_ratio_order`: from the row's set-up where it
     has one (its ratio order of the ``q > 0``, :func:`otm.formulations.prefix_scan.ratio_order`,
     the same float64 ``p / q`` ascending with ties by id, then the ``q = 0`` by id), which spares a
     second sort of the row, else sorted here."""
     if setup is None:
-        return optimal_pair_wor.full_ratio_order(p, q)
+        return pair.full_ratio_order(p, q)
     return np.concatenate([np.asarray(setup.order, dtype=np.int64), np.flatnonzero(q == 0)])
 
 
@@ -221,7 +221,7 @@ def verify_row(p: np.ndarray, q: np.ndarray, drafts: tuple, uniforms: np.ndarray
     (:func:`otm.rules.water_level_bounds.walk_decision`, a decision taken only where it clears
     its threshold by the relative :data:`BOUND_MARGIN`), and the levels are built only where
     that leaves it open. ``order``: the residual's order, as
-    :func:`decoding.verifiers.optimal_pair_wor.checked_draw` takes it (by default
+    :func:`decoding.verifiers.optimal_family.pair.checked_draw` takes it (by default
     :func:`residual_order`, made at a residual); ``row_key`` as :func:`row_setup` takes it."""
     k = len(drafts)
     order = order if order is not None else functools.partial(residual_order, p, q, setup)
@@ -234,7 +234,7 @@ def verify_row(p: np.ndarray, q: np.ndarray, drafts: tuple, uniforms: np.ndarray
         index = walk_decision(setup.flux, setup.masses, [int(setup.rank[t]) for t in drafts], float(uniforms[0]),
                               margin=BOUND_MARGIN, windows=BOUND_WINDOWS)
         if index is not None:
-            return optimal_pair_wor.checked_draw(p, q, setup.selection, drafts, index, uniforms, order)
+            return pair.checked_draw(p, q, setup.selection, drafts, index, uniforms, order)
     try:
         if setup is not None and key not in _LEVELS:  # a nesting past its limit, refused before the levels' path
             flux, n = np.asarray(setup.flux, dtype=np.float64), len(setup.order)  # builds the masses again
@@ -251,11 +251,11 @@ def verify_row(p: np.ndarray, q: np.ndarray, drafts: tuple, uniforms: np.ndarray
         index = int(sample_weighted(weights, torch.tensor([float(uniforms[0])], dtype=torch.float64)))
     else:
         index = walk(levels, [int(rank[t]) for t in drafts], float(uniforms[0]))
-    return optimal_pair_wor.checked_draw(p, q, x, drafts, index, uniforms, order)
+    return pair.checked_draw(p, q, x, drafts, index, uniforms, order)
 
 
 #: Relative margin of the walk's decisions from bounds (as the pair verifier's,
-#: :data:`decoding.verifiers.optimal_pair_wor_numba.BOUND_MARGIN`): the set masses and ``sigma``
+#: :data:`decoding.verifiers.optimal_family.pair_levels.BOUND_MARGIN`): the set masses and ``sigma``
 #: of the clock integral are accurate to a few ``1e-14`` relative on rows of thousands of tokens
 #: and to about ``1e-11`` on whole rows of the real vocabulary, where the products of 151,665
 #: clocks near 1 carry their roundings (docs/optimal-verifier.md, section 8, "The set-up's pass on
@@ -272,7 +272,7 @@ def _normalised(probs: torch.Tensor, name: str) -> np.ndarray:
     rows = probs.detach().to("cpu", torch.float64).numpy()
     totals = rows.sum(axis=1, keepdims=True)
     if not (np.isfinite(totals).all() and (totals > 0).all() and (rows >= 0).all()):
-        optimal_pair_wor.refuse_rows(name)
+        pair.refuse_rows(name)
     return rows / totals
 
 
@@ -284,7 +284,7 @@ def verify(
 ) -> VerifierOutput:
     """The water-level verifier for ``k`` distinct drafts from ``draft_probs[:, 0]``."""
     if draft_tokens.dim() == 2 and draft_tokens.shape[1] == 2:
-        return optimal_pair_wor.verify(target_probs, draft_probs, draft_tokens, generator)
+        return pair.verify(target_probs, draft_probs, draft_tokens, generator)
     uniforms = verify_uniforms(target_probs, draft_probs, draft_tokens, generator, uniforms_per_row)
     p_rows = _normalised(target_probs, "target_probs")
     q_rows = _normalised(first_draft_probs(draft_probs), "draft_probs")

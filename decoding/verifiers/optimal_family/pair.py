@@ -15,13 +15,13 @@ Per row, on the CPU in float64 (a CUDA batch is brought to the CPU and its outpu
 back; the rows of a call are shared among ``torch.get_num_threads()`` threads by
 :func:`decoding.verifiers.base.share_rows`, a row's draw independent of the sharing). A row
 first goes through a *merged row*
-(:mod:`decoding.verifiers.optimal_pair_wor_merged`): the ratio keys cut into buckets, the
+(:mod:`decoding.verifiers.optimal_family.pair_merged_rows`): the ratio keys cut into buckets, the
 buckets whose ranks all have ``e = p - sigma`` of one sign kept as blocks, the others and the
 drafts' refined into sorted tokens; every value the draw reads is exact there, and the bounds
 of docs/optimal-verifier.md, Lemma 9 (bounds on a water-level yield from the flux), with bounds
 on the cuts inside blocks (Lemma 10, merged rows for two drafts), decide ``u < Y``. When they
 cannot (rarely, on real rows), the row goes to the *sorted row*: one stable sort of the
-ratios of the support, then :func:`decoding.verifiers.optimal_pair_wor_numba.pair_yield`,
+ratios of the support, then :func:`decoding.verifiers.optimal_family.pair_levels.pair_yield`,
 which computes the cut, the minimal flux and ``x`` in ``O(V)`` and the yield of the drafted
 pair (those bounds first, else only the nested runs that hold both drafts, each run's first
 cut to empty found in a lazy range-minimum tree). In exact arithmetic both paths draw the same.
@@ -42,7 +42,7 @@ below ``Y`` (``z`` when below ``p_z``), column 1 accepts ``Z`` when ``u x(Z) < p
 draws the residual by inverse CDF over the ranks (:func:`full_ratio_order`: by ``p / q``, the
 ``q = 0`` tokens last, ties by id), the order a merged row keeps. Only ``u < Y`` is needed (``pair_yield``'s
 ``decide``): bounds on ``Y`` from the flux alone settle most pairs without the nesting
-(:func:`decoding.verifiers.optimal_pair_wor_numba.yield_decision`), and otherwise the search
+(:func:`decoding.verifiers.optimal_family.pair_levels.yield_decision`), and otherwise the search
 for ``Y`` stops as soon as the levels it meets pass ``u``. Reference:
 :func:`decoding.verifiers.reference.optimal_pair_wor`, which computes ``x`` and the levels
 with the exact law's construction (:func:`otm.rules.optimal_pair_wor.pair_parameters`).
@@ -56,7 +56,7 @@ from otm.errors import InvalidDistributionError, InvalidDraftCountError, NotAppl
 from otm.formulations import prefix_scan
 from otm.rules.optimal_pair_wor import with_representable_weights
 
-from .base import (
+from ..base import (
     VerifierOutput,
     check_k,
     first_draft_probs,
@@ -65,9 +65,9 @@ from .base import (
     share_rows,
     verify_uniforms,
 )
-from .optimal import WORK_DTYPE, ratio_keys, stable_sort_rows
-from .optimal_numba import INF_KEY
-from .optimal_latent import token_order_sums
+from ..optimal import WORK_DTYPE, ratio_keys, stable_sort_rows
+from ..optimal_numba import INF_KEY
+from .latent import token_order_sums
 
 draft_scheme = "without_replacement"
 
@@ -80,9 +80,9 @@ def compile_seconds(device: torch.device) -> float:
     device: the rows run on the CPU): an estimate of 15 s until numba's cache holds the merged
     and the sorted rows' code, else 0.
     Read by ``otm decode``."""
-    from .optimal_numba import is_cached
-    from .optimal_pair_wor_merged import merged_row
-    from .optimal_pair_wor_numba import pair_yield
+    from ..optimal_numba import is_cached
+    from .pair_merged_rows import merged_row
+    from .pair_levels import pair_yield
 
     return 0.0 if is_cached(pair_yield) and is_cached(merged_row) else 15.0
 
@@ -146,7 +146,7 @@ def row_selection(p: np.ndarray, q: np.ndarray, drafts: tuple[int, int], u: floa
     ``u`` is below its ``p``). ``order``: :func:`full_ratio_order` of the row, if known. ``q``
     is taken as given: :func:`sorted_row` passes it through :func:`with_representable_weights`
     first, before the ratio order, which depends on it."""
-    from .optimal_pair_wor_numba import pair_yield  # numba only where a row is verified
+    from .pair_levels import pair_yield  # numba only where a row is verified
 
     support = _check_drafts(q, drafts)
     order = (full_ratio_order(p, q) if order is None else order)[:support]
@@ -167,7 +167,7 @@ def row_selection(p: np.ndarray, q: np.ndarray, drafts: tuple[int, int], u: floa
 def verify_row(p: np.ndarray, q: np.ndarray, drafts: tuple[int, int], uniforms: np.ndarray,
                work: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[int, int]:
     """``(token, accepted index)`` of one row (module docstring; ``-1``: the residual): on a
-    merged row (:func:`decoding.verifiers.optimal_pair_wor_merged.merged_row`, ``work`` its
+    merged row (:func:`decoding.verifiers.optimal_family.pair_merged_rows.merged_row`, ``work`` its
     two int64 ``[V]`` work arrays), or on the sorted row when that row goes back or ``q`` has
     a single token of positive probability. The merged row goes first since it is the faster
     from small vocabularies on (``scripts/bench_optimal_verifier.py --vocabs``,
@@ -175,7 +175,7 @@ def verify_row(p: np.ndarray, q: np.ndarray, drafts: tuple[int, int], uniforms: 
     support = _check_drafts(q, drafts)
     q = with_representable_weights(q)  # the same row unless a dominant token's complement is below 1e-289
     if support >= 2:
-        from .optimal_pair_wor_merged import BUCKETS, DRAWN, SIGN_MARGIN, merged_row
+        from .pair_merged_rows import BUCKETS, DRAWN, SIGN_MARGIN, merged_row
 
         keys, ids = work if work is not None else (np.empty(len(p), np.int64), np.empty(len(p), np.int64))
         token, index, outcome = merged_row(p, q, drafts[0], drafts[1], uniforms, BUCKETS, SIGN_MARGIN, keys, ids)
@@ -186,7 +186,7 @@ def verify_row(p: np.ndarray, q: np.ndarray, drafts: tuple[int, int], uniforms: 
 
 def sorted_row(p: np.ndarray, q: np.ndarray, drafts: tuple[int, int], uniforms: np.ndarray) -> tuple[int, int]:
     """:func:`verify_row` on the sorted row: one stable sort of the ratios, then the full
-    construction of :func:`decoding.verifiers.optimal_pair_wor_numba.pair_yield`."""
+    construction of :func:`decoding.verifiers.optimal_family.pair_levels.pair_yield`."""
     q = with_representable_weights(q)  # the same row unless a dominant token's complement is below 1e-289
     order = full_ratio_order(p, q)
     x, index = row_selection(p, q, drafts, float(uniforms[0]), order)
@@ -223,7 +223,7 @@ def verify(
 ) -> VerifierOutput:
     """The water-level verifier for two distinct drafts from ``draft_probs[:, 0]``."""
     uniforms = verify_uniforms(target_probs, draft_probs, draft_tokens, generator, uniforms_per_row)
-    from .optimal_pair_wor_numba import normalised_row  # numba only where a row is verified
+    from .pair_levels import normalised_row  # numba only where a row is verified
 
     rows = {}
     for name, probs in (("target_probs", target_probs), ("draft_probs", first_draft_probs(draft_probs))):
