@@ -55,6 +55,18 @@ class DefaultsOnceFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return text + " (default: %(default)s)"
 
 
+class _RefusedOption(argparse.Action):
+    """An option a command does not take, refused with ``message`` (what to write instead)
+    rather than read as an abbreviation of a longer option."""
+
+    def __init__(self, option_strings, dest, message: str, **kwargs):
+        super().__init__(option_strings, dest, nargs="?", **kwargs)
+        self.message = message
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.error(self.message)
+
+
 def _rule_name(allowed: list, extra: tuple = ()) -> callable:
     """An argparse type: a rule name (old names accepted) among ``allowed`` specs, or one
     of the names ``extra``."""
@@ -135,7 +147,7 @@ def _add_acceptance(sub) -> None:
     acc.add_argument("--target", help="target distribution p: a .npy (no pickles) or .json list of numbers")
     acc.add_argument("--draft", help="draft distribution q: a .npy or .json list of numbers")
     acc.add_argument("--example", choices=sorted(EXAMPLES), help="use a built-in (p, q) instead of files")
-    acc.add_argument("-k", type=int, default=d.k, help="number of drafts")
+    acc.add_argument("-k", "--k", dest="k", type=int, default=d.k, help="number of drafts")
     acc.add_argument("--sampling", choices=("iid", "without_replacement"), default=d.sampling,
                      help="draft scheme whose optimum takes --method")
     acc.add_argument("--method", default=d.method, choices=METHODS, help="how the optimum is computed")
@@ -249,7 +261,10 @@ def _add_report(sub) -> None:
                          "(slow: about 26 min on 2 CPU cores with the Qwen pair; --no-models: about 1 min)",
                          formatter_class=DefaultsOnceFormatter)
     rep.add_argument("--texts", default=d.texts, help="comma-separated built-in text names or text files (default: every built-in text)")
-    rep.add_argument("-k", "--k-max", dest="k_max", type=int, default=d.k_max, help="largest number of drafts; k = 1..K")
+    rep.add_argument("--k-max", metavar="K", type=int, default=d.k_max, help="largest number of drafts; k = 1..K")
+    rep.add_argument("-k", "--k", action=_RefusedOption, help=argparse.SUPPRESS,
+                     message="otm report takes --k-max K (every k = 1..K); -k/--k names exact draft counts in "
+                             "`otm acceptance` and `otm sweep`")
     rep.add_argument("--temperatures", type=_positive_floats, default=d.temperatures, help="comma-separated temperatures of the per-position tables")
     rep.add_argument("--rules", type=_rule_list(rule_specs(lossless=True)), default=d.rules, help="comma-separated rules")
     rep.add_argument("--out", default=d.out, help="output folder")
@@ -262,7 +277,7 @@ def _add_report(sub) -> None:
                      "(single and block decode a chain of the same depth)")
     rep.add_argument("--decode-temperature", type=float, default=d.decode_temperature, help="temperature of the decoding step")
     rep.add_argument("--no-decode", action="store_true", help="skip the speculative decoding step")
-    rep.add_argument("--positions", "--rule-positions", "--wor-positions", dest="positions", type=int, default=d.positions,
+    rep.add_argument("--positions", type=int, default=d.positions,
                      help="evenly spaced positions analysed, the same for every column (0 = every position)")
     rep.add_argument("--sweep-positions", type=int, default=d.sweep_positions, help="evenly spaced positions of the optimum-vs-temperature sweep (0 = all)")
     rep.add_argument("--mc-paths", type=int, default=d.mc_paths, help="Monte Carlo draft paths per position for rrs_wor at k > 2")
@@ -285,7 +300,8 @@ def _add_sweep(sub) -> None:
                         formatter_class=DefaultsOnceFormatter)
     sw.add_argument("corpus", help="a corpus folder (written by `otm corpus`, see otm.corpus)")
     sw.add_argument("--out", default=d.out, help="output folder: parts/*.parquet, summary.json, figures; rerun to resume")
-    sw.add_argument("--ks", type=_positive_ints, default=d.ks, help=f"draft counts, e.g. 1-8 or 2,4,8 (default: {listed(d.ks)})")
+    sw.add_argument("-k", "--k", dest="ks", metavar="K", type=_positive_ints, default=d.ks,
+                    help=f"draft counts, e.g. 1-8 or 2,4,8 (default: {listed(d.ks)})")
     sw.add_argument("--temperatures", type=_positive_floats, default=d.temperatures,
                     help=f"comma-separated temperatures (default: {listed(d.temperatures)})")
     sw.add_argument("--top-ps", dest="top_ps", type=_positive_floats, default=d.top_ps,

@@ -48,7 +48,7 @@ from .budget import PAIR_PARAMETERS, StepClock, decoding_parts, load_and_score_s
 #: Temperatures of the optimum-vs-temperature sweep.
 DEFAULT_SWEEP_TEMPERATURES = (0.3, 0.45, 0.6, 0.8, 1.0, 1.25, 1.5)
 
-#: The largest ``-k/--k-max`` the report takes: each k is a column at every position.
+#: The largest ``--k-max`` the report takes: each k is a column at every position.
 MAX_REPORT_K = 32
 
 def check_config(args: ReportConfig) -> None:
@@ -69,7 +69,7 @@ def check_config(args: ReportConfig) -> None:
 
         resolve_texts(args.texts)  # an unknown name or an unreadable file, before any work
     if not 1 <= args.k_max <= MAX_REPORT_K:
-        raise OTMError(f"-k/--k-max must be in 1..{MAX_REPORT_K} (each k is a column at every position), got {args.k_max}")
+        raise OTMError(f"--k-max must be in 1..{MAX_REPORT_K} (each k is a column at every position), got {args.k_max}")
     lossless = [spec.name for spec in rule_specs(lossless=True)]
     for rule in args.rules:
         if rule not in lossless:

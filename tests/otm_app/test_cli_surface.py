@@ -55,9 +55,9 @@ def json_runs(tmp_path_factory):
                         "--max-new-tokens", "4", "--json"),
                    _otm("decode", "--pair", "tiny", "--rule", "rrs", "--prompt", "1,2,3", "--max-new-tokens", "4",
                         "--record", str(recording), "--json")],
-        "sweep": [_otm("sweep", str(tmp / "corpus"), "--out", str(tmp / "sweep"), "--ks", "1-2", "--temperatures", "1",
+        "sweep": [_otm("sweep", str(tmp / "corpus"), "--out", str(tmp / "sweep"), "-k", "1-2", "--temperatures", "1",
                        "--computations", "optimum_iid,rrs", "--workers", "1", "--no-figures", "--quiet", "--json")],
-        "report": [_otm("report", "--no-models", "--out", str(tmp / "report"), "-k", "2", "--temperatures", "1",
+        "report": [_otm("report", "--no-models", "--out", str(tmp / "report"), "--k-max", "2", "--temperatures", "1",
                         "--sweep-positions", "2", "--positions", "2", "--quiet", "--json")],
     }
     runs["validate"] = [_otm("validate", str(recording), "--json")]
@@ -99,7 +99,7 @@ def run(capsys, *argv):
     (("theorems", "--instances", "-1"), "instances must be an integer in 1.."),
     (("theorems", "--instances", "1000000000000"), "instances must be an integer in 1.."),
     (("reproduce", "spechub-table4", "--pairs", "1000000000000"), "pairs must be an integer in 2.."),
-    (("report", "--no-models", "-k", "100000"), "-k/--k-max must be in 1..32"),
+    (("report", "--no-models", "--k-max", "100000"), "--k-max must be in 1..32"),
     (("report", "--no-models", "--out", "/dev/null/x"), "cannot make this folder"),
     (("report", "--texts", "/nonexistent.txt", "--no-decode"), "unknown built-in text"),
     (("acceptance", "--example", "spechub-fig5", "--temperature", "nan"), "temperature must be a finite number"),
@@ -115,7 +115,7 @@ def run(capsys, *argv):
     (("validate", "/nonexistent.npz"), "no such recording"),
     (("validate", "/etc/passwd"), "not a readable otm decode recording"),
     (("sweep", "/nonexistent"), "not an otm corpus"),
-    (("sweep", "/nonexistent", "--ks", "100000000"), "--ks"),
+    (("sweep", "/nonexistent", "-k", "100000000"), "-k/--k"),
     (("sweep", "/nonexistent", "--scheduler", "garbage://x"), "not a scheduler address"),
     (("corpus", "--pair", "tiny", "--shard-size", "0"), "--shard-size"),
 ])
@@ -202,3 +202,39 @@ def test_no_documented_option_lacks_help(capsys):
     missing = [f"otm {name} {a.option_strings[0]}" for name, parser in sub.choices.items()
                for a in parser._actions if a.option_strings and a.help is None]
     assert not missing, missing
+
+
+def _parsed(*argv):
+    return build_parser().parse_args(list(argv))
+
+
+def test_draft_counts_have_one_name_across_commands():
+    """``-k/--k`` is the draft count(s) a command computes, exactly those (one in
+    ``acceptance``; a list or range in ``sweep``); ``--k-max K`` is every ``k = 1..K``
+    (``report``). Each command's help names its own spelling."""
+    for flag in ("-k", "--k"):
+        assert _parsed("acceptance", flag, "3").k == 3
+        assert _parsed("sweep", "corpus", flag, "2,4").ks == (2, 4)
+        assert _parsed("sweep", "corpus", flag, "1-3").ks == (1, 2, 3)
+    assert _parsed("report", "--k-max", "3").k_max == 3
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    assert "-k K, --k K" in sub.choices["acceptance"].format_help()
+    assert "-k K, --k K" in sub.choices["sweep"].format_help()
+    report_help = sub.choices["report"].format_help()
+    assert "--k-max K" in report_help and " -k " not in report_help and "--k " not in report_help
+
+
+@pytest.mark.parametrize("argv, says", [
+    # -k means exact counts elsewhere; in report it was --k-max (and --k would abbreviate it)
+    (("report", "-k", "3"), "otm report takes --k-max K"),
+    (("report", "--k", "3"), "otm report takes --k-max K"),
+    (("sweep", "corpus", "--ks", "1-2"), "unrecognized arguments: --ks"),
+    (("report", "--rule-positions", "4"), "unrecognized arguments: --rule-positions"),
+    (("report", "--wor-positions", "4"), "unrecognized arguments: --wor-positions"),
+])
+def test_removed_spellings_are_one_line_errors(capsys, argv, says):
+    with pytest.raises(SystemExit) as stopped:
+        main(list(argv))
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert says in err and len(err.strip().splitlines()) == 1, err

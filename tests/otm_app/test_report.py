@@ -116,7 +116,7 @@ def _args(*argv):
 
 def test_command_line_lists_non_default_options():
     assert command_line(_args()) == "otm report"
-    assert command_line(_args("--no-models", "-k", "3")) == "otm report --k-max 3 --no-models"
+    assert command_line(_args("--no-models", "--k-max", "3")) == "otm report --k-max 3 --no-models"
     assert command_line(ReportConfig(k_max=3, no_models=True)) == "otm report --k-max 3 --no-models"
 
 
@@ -148,7 +148,7 @@ def _check_folder(folder, summary):
 
 def test_no_models_report_end_to_end(tmp_path, capsys):
     folder = tmp_path / "toy-report"
-    summary = run_report(_args("--no-models", "--out", str(folder), "-k", "3", "--quiet", "--positions", "6", "--sweep-positions", "4",
+    summary = run_report(_args("--no-models", "--out", str(folder), "--k-max", "3", "--quiet", "--positions", "6", "--sweep-positions", "4",
                                "--workers", "1"), THEOREM_ROWS)
     _check_folder(folder, summary)
     assert {"theorems", "acceptance", "decoding", "figures", "texts", "wall_seconds", "optimum_vs_temperature", "report"} <= set(summary)
@@ -180,7 +180,7 @@ def test_no_models_report_end_to_end(tmp_path, capsys):
 
 def test_tiny_pair_report_end_to_end(tmp_path):
     folder = tmp_path / "tiny-report"
-    summary = run_report(_args("--pair", "tiny", "--out", str(folder), "-k", "2", "--rules", "single,rrs,rrs_wor", "--max-new-tokens", "4",
+    summary = run_report(_args("--pair", "tiny", "--out", str(folder), "--k-max", "2", "--rules", "single,rrs,rrs_wor", "--max-new-tokens", "4",
                                "--quiet", "--json", "--sweep-positions", "4", "--workers", "1", "--keep-corpus"))
     _check_folder(folder, summary)
     rows = {r["rule"]: r for r in summary["decoding"]["rows"]}
@@ -244,7 +244,7 @@ def test_each_slow_step_prints_its_estimate_and_then_its_time(tmp_path, capsys, 
     clock = budget.StepClock(quiet=False)
     clock.start("theorems", "step 1/4", "the theorem suite", [(budget.THEOREM_SUITE_SECONDS, 1)])
     clock.end("theorems")
-    summary = run_report(_args("--no-models", "--out", str(tmp_path / "r"), "-k", "2", "--positions", "4", "--sweep-positions", "4",
+    summary = run_report(_args("--no-models", "--out", str(tmp_path / "r"), "--k-max", "2", "--positions", "4", "--sweep-positions", "4",
                                "--workers", "1", "--temperatures", "1"), THEOREM_ROWS, clock)
     err = capsys.readouterr().err
     assert re.search(r"step 2/4, every column at 4 positions .*: about \d+ s", err)
@@ -306,7 +306,7 @@ def test_tiny_pair_report_has_sane_sequence_verifier_rows(tmp_path):
     """The sequence-verifier part of the report on the tiny pair: block against single on a
     chain, traversal against rrs_wor on the tree, paired per step; the checks pass."""
     folder = tmp_path / "tiny-sequence"
-    summary = run_report(_args("--pair", "tiny", "--out", str(folder), "-k", "2", "--rules", "single,rrs_wor", "--max-new-tokens", "8",
+    summary = run_report(_args("--pair", "tiny", "--out", str(folder), "--k-max", "2", "--rules", "single,rrs_wor", "--max-new-tokens", "8",
                                "--quiet", "--json", "--sweep-positions", "4", "--workers", "1", "--tree", "binary:2"))
     sequence = summary["sequence_verifiers"]
     rows = {r["rule"]: r for r in sequence["rows"]}
@@ -516,7 +516,7 @@ def test_tiny_pair_report_compares_the_rules_paired(tmp_path):
     two drafts without replacement) equal on every tree; the console shows each figure with
     its standard error and labels the decodes' own figures as realised."""
     folder = tmp_path / "tiny-paired"
-    summary = run_report(_args("--pair", "tiny", "--out", str(folder), "-k", "2", "--rules", "single,rrs,greedy,optimal,optimal_wor,optimal_pair_wor",
+    summary = run_report(_args("--pair", "tiny", "--out", str(folder), "--k-max", "2", "--rules", "single,rrs,greedy,optimal,optimal_wor,optimal_pair_wor",
                                "--max-new-tokens", "6", "--quiet", "--json", "--sweep-positions", "4", "--workers", "1"))
     paired = summary["paired"]
     rows = {row["rule"]: row for row in paired["rows"]}

@@ -147,7 +147,7 @@ def test_bench_sweep_writes_costs_scaling_and_plan(tmp_path):
     import bench_sweep
 
     out = tmp_path / "bench.md"
-    text = bench_sweep.main(["--positions", "4", "--vocab", "64", "-k", "1-2", "--out", str(out)])
+    text = bench_sweep.main(["--positions", "4", "--vocab", "64", "--ks", "1-2", "--out", str(out)])
     assert out.read_text().strip() == text.strip()
     assert "| **all of them** |" in text
     assert re.search(r"\n\| 1 \| [\d.]+ \| [\d.]+ \| 1\.00x \|", text)  # one worker
