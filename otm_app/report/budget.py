@@ -25,8 +25,10 @@ On a machine shared with other work a step gets less than its cores: with ``n`` 
 of its own (1 for the main process, one per Dask worker, torch's threads for the models) and
 ``L`` busy threads of other work, each thread gets ``min(1, cores / (L + n))`` of a core, so
 the step takes ``max(1, (L + n) / cores)`` times its idle time (:func:`slowdown`). ``L`` is
-measured when the estimate is printed, from the share of a core a short busy loop of ours
-gets (:func:`other_busy_threads`); the estimate line says the factor when it is above 1. A
+measured when the estimate is printed: the runnable threads of every process but this one
+and its children (:func:`other_busy_threads`, from ``/proc``; the report's own threads, still
+spinning after the previous step or waiting in its Dask workers, are not other work); the
+estimate line says the factor when it is above 1. A
 step's load can change while it runs, so on a shared machine the estimate is as good as the
 load is steady; the line printed after each step shows the drift.
 """
@@ -35,6 +37,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from pathlib import Path
 
 #: Idle seconds of the theorem suite (one process; its CPU time, measured on the development machine).
 THEOREM_SUITE_SECONDS = 19.0
@@ -82,51 +85,81 @@ KERNEL_SECONDS = {"optimal": 0.15, "optimal_wor": 0.13, "optimal_pair_wor": 0.13
 DEFAULT_KERNEL_SECONDS = 0.005
 
 
-#: Wall seconds of the busy loop that measures this process's share of a core.
-SHARE_PROBE_SECONDS = 0.3
+#: Where the kernel lists the processes and their threads.
+PROC = Path("/proc")
 
-#: Seconds to wait before the probe: threads of ours that have just finished work (BLAS,
-#: OpenMP) spin for a moment before they sleep, and would count as other work.
-SHARE_PROBE_SETTLE_SECONDS = 0.2
-
-#: A share of a core at least this large means a core was free while the probe ran.
-FREE_CORE_SHARE = 0.95
+#: Reads of every thread's state that the load probe averages, and the seconds between two.
+LOAD_SAMPLES = 10
+LOAD_SAMPLE_SECONDS = 0.02
 
 
-def cpu_share(seconds: float = SHARE_PROBE_SECONDS) -> float:
-    """The share of a core one busy thread of this process gets now: the CPU time of a busy
-    loop over its wall time."""
-    wall, cpu = time.perf_counter(), time.thread_time()
-    while time.perf_counter() - wall < seconds:
-        pass
-    return (time.thread_time() - cpu) / (time.perf_counter() - wall)
+def _stat(text: str) -> tuple[str, int]:
+    """``(state, parent pid)`` of a ``/proc/.../stat`` line (the command name, in parentheses,
+    may itself hold spaces and parentheses: the fields follow its last ``)``)."""
+    fields = text[text.rindex(")") + 2:].split()
+    return fields[0], int(fields[1])
 
 
-def runnable_threads() -> float:
-    """Runnable threads of other processes: the running count of ``/proc/loadavg`` (which
-    counts this reader) less one, over ten reads 10 ms apart; 0 where there is no ``/proc``."""
-    counts = []
+def _read(path: Path) -> str | None:
     try:
-        for _ in range(10):
-            with open("/proc/loadavg") as handle:
-                counts.append(int(handle.read().split()[3].split("/")[0]) - 1)
-            time.sleep(0.01)
-    except (OSError, IndexError, ValueError):
+        return path.read_text()
+    except (OSError, UnicodeDecodeError):  # a process or thread that ended meanwhile
+        return None
+
+
+def _processes(proc: Path) -> list[Path]:
+    return [entry for entry in proc.iterdir() if entry.name.isdigit()]
+
+
+def process_tree(pid: int, proc: Path = PROC) -> set[int]:
+    """``pid`` and its descendants (the Dask workers, their helpers), from the parent pids in
+    ``proc/<pid>/stat``."""
+    children: dict[int, list[int]] = {}
+    for entry in _processes(proc):
+        text = _read(entry / "stat")
+        if text is not None:
+            children.setdefault(_stat(text)[1], []).append(int(entry.name))
+    tree, stack = set(), [pid]
+    while stack:
+        node = stack.pop()
+        if node not in tree:
+            tree.add(node)
+            stack += children.get(node, [])
+    return tree
+
+
+def runnable_threads(ours: set[int], proc: Path = PROC) -> int:
+    """Threads in state ``R`` (running or waiting for a core) of the processes not in ``ours``,
+    from one read of ``proc/<pid>/task/<tid>/stat``."""
+    count = 0
+    for entry in _processes(proc):
+        if int(entry.name) in ours:
+            continue
+        try:
+            tasks = list((entry / "task").iterdir())
+        except OSError:
+            continue
+        for task in tasks:
+            text = _read(task / "stat")
+            count += text is not None and _stat(text)[0] == "R"
+    return count
+
+
+def other_busy_threads(proc: Path = PROC, samples: int = LOAD_SAMPLES, pause: float = LOAD_SAMPLE_SECONDS) -> float:
+    """How many busy threads of other work share the cores now: the mean, over ``samples``
+    reads ``pause`` seconds apart, of the runnable threads of every process outside this one
+    and its descendants (whose threads, spinning down after their work or still alive, are the
+    report's own); 0 where ``proc`` cannot be read."""
+    try:
+        ours = process_tree(os.getpid(), proc)
+        counts = []
+        for sample in range(samples):
+            if sample:
+                time.sleep(pause)
+            counts.append(runnable_threads(ours, proc))
+    except OSError:
         return 0.0
-    return max(sum(counts) / len(counts), 0.0)
-
-
-def other_busy_threads() -> float:
-    """How many busy threads of other work share the cores now: from the share ``s`` of a
-    core a thread of ours gets, ``cores / s - 1`` (a fair scheduler gives each of ``L + 1``
-    busy threads ``cores / (L + 1)``); when a core is free (``s`` near 1), the other runnable
-    threads, at most ``cores - 1``."""
-    cores = os.cpu_count() or 1
-    time.sleep(SHARE_PROBE_SETTLE_SECONDS)
-    share = cpu_share()
-    if share < FREE_CORE_SHARE:
-        return cores / max(share, 1e-3) - 1
-    return min(runnable_threads(), cores - 1.0)
+    return sum(counts) / len(counts)
 
 
 def slowdown(threads: int, others: float | None = None) -> float:
@@ -237,4 +270,4 @@ class StepClock:
 
 
 __all__ = ["DASK_START_SECONDS", "KERNEL_SECONDS", "SECONDS_PER_POSITION", "SECONDS_PER_SWEEP_CELL", "StepClock", "THEOREM_SUITE_SECONDS",
-           "about", "cpu_share", "other_busy_threads", "runnable_threads", "slowdown"]
+           "about", "other_busy_threads", "process_tree", "runnable_threads", "slowdown"]

@@ -1,0 +1,78 @@
+"""``otm report``'s load probe (otm_app/report/budget.py) on a fake ``/proc``: only the
+runnable threads of other processes count, never the report's own process or its children."""
+import os
+import threading
+
+import pytest
+
+from otm_app.report import budget
+
+
+def _process(proc, pid, ppid, states, name="python"):
+    """A fake ``proc/<pid>`` with ``stat`` and one ``task/<tid>/stat`` per thread state."""
+    folder = proc / str(pid)
+    (folder / "task").mkdir(parents=True)
+    (folder / "stat").write_text(f"{pid} ({name}) {states[0]} {ppid} 1 1 0 -1\n")
+    for index, state in enumerate(states):
+        tid = pid if index == 0 else pid * 100 + index
+        (folder / "task" / str(tid)).mkdir()
+        (folder / "task" / str(tid) / "stat").write_text(f"{tid} ({name}) {state} {ppid} 1 1 0 -1\n")
+
+
+@pytest.fixture
+def proc(tmp_path):
+    """Us (pid 10) with four spinning torch threads, a Dask worker child (11, two busy
+    threads) and its own child (12); others: a busy pytest (20, three runnable of five
+    threads, a command name with spaces and parentheses), an idle shell (21), and the loop
+    parent 1."""
+    root = tmp_path / "proc"
+    _process(root, 1, 0, "S")
+    _process(root, 10, 1, "RRRRS")
+    _process(root, 11, 10, "RR")
+    _process(root, 12, 11, "R")
+    _process(root, 20, 1, "RRRSS", name="py (test) x")
+    _process(root, 21, 1, "S", name="bash")
+    (root / "loadavg").write_text("9.1 5 3 12/188 20586\n")  # not a process: ignored
+    return root
+
+
+def test_process_tree_is_us_and_our_descendants(proc):
+    assert budget.process_tree(10, proc) == {10, 11, 12}
+    assert budget.process_tree(1, proc) == {1, 10, 11, 12, 20, 21}
+
+
+def test_only_other_processes_runnable_threads_count(proc, monkeypatch):
+    """The old probe measured our share of a core, so our own spinning threads and live Dask
+    workers counted as other work (x8.6 before step 3); now they are left out."""
+    assert budget.runnable_threads({10, 11, 12}, proc) == 3
+    assert budget.runnable_threads(set(), proc) == 10
+    monkeypatch.setattr(budget.os, "getpid", lambda: 10)
+    assert budget.other_busy_threads(proc, samples=3, pause=0.0) == 3.0
+
+
+def test_the_probe_averages_its_samples(proc, monkeypatch):
+    monkeypatch.setattr(budget.os, "getpid", lambda: 10)
+    counts = iter([3, 0, 6, 3])
+    monkeypatch.setattr(budget, "runnable_threads", lambda ours, proc: next(counts))
+    assert budget.other_busy_threads(proc, samples=4, pause=0.0) == 3.0
+
+
+def test_a_thread_that_ends_while_read_is_skipped(proc, monkeypatch):
+    """A process or thread may end between listing and reading: it is not counted, no error."""
+    real = budget._read
+    monkeypatch.setattr(budget, "_read", lambda path: None if path.parent.name == "2001" else real(path))
+    assert budget.runnable_threads({10, 11, 12}, proc) == 2
+
+
+def test_no_proc_means_no_other_load(tmp_path):
+    assert budget.other_busy_threads(tmp_path / "missing", samples=2, pause=0.0) == 0.0
+
+
+def test_this_reading_thread_is_runnable_in_the_real_proc():
+    """On the machine itself the probe's own thread reads as runnable, which is why the
+    report's process is left out of the count."""
+    stat = budget.PROC / str(os.getpid()) / "task" / str(threading.get_native_id()) / "stat"
+    if not stat.is_file():
+        pytest.skip("no /proc")
+    assert budget._stat(stat.read_text()) == ("R", os.getppid())
+    assert os.getpid() in budget.process_tree(os.getppid())
