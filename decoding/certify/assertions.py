@@ -74,7 +74,7 @@ from otm.optimum import optimal_acceptance
 from otm.rules import rule_law, rule_spec
 from otm.tolerances import softmax_sum_tolerance
 
-from decoding.validation.own_verifier import DraftSampler, _tuple_count
+from decoding.validation.own_verifier import DraftSampler, draft_tuple_count
 from decoding.validation.stats import IMPOSSIBLE_PROBABILITY
 from decoding.verifiers.protocol import VerifyFunction
 
@@ -362,7 +362,7 @@ def _certify(assertion, verify, rule, p, q, k, scheme, n, alpha, seed, device, d
              draft_sampler) -> Certificate:
     p, q, k, n = _check_arguments(p, q, k, scheme, n, alpha)
     inputs = cast_inputs(p, q, dtype, device)
-    count = _tuple_count(inputs.q, k, scheme)
+    count = draft_tuple_count(inputs.q, k, scheme)
     enumerate_ = count <= max_tuples
     exact = rule_law(rule, inputs.p, inputs.q, k, method="enumeration" if enumerate_ else "auto") if rule else None
     law = (exact.draft_law if exact is not None else draft_law(scheme, inputs.q, k)) if enumerate_ else None

@@ -18,7 +18,13 @@ import torch
 from otm.distributions import as_distribution, total_variation
 from otm.draft_laws import DraftLaw
 
-from decoding.validation.own_verifier import ELEMENTS_PER_CALL, DraftSampler, _chunks, _run, default_draft_sampler
+from decoding.validation.own_verifier import (
+    ELEMENTS_PER_CALL,
+    DraftSampler,
+    chunk_sizes,
+    default_draft_sampler,
+    run_on_drafts,
+)
 from decoding.verifiers.protocol import VerifyFunction
 
 
@@ -96,7 +102,7 @@ def enumerated_rows(verify: VerifyFunction, inputs: Inputs, law: DraftLaw, n: in
     copies = np.maximum(1, np.ceil(n * weights)).astype(np.int64)
     owner = np.repeat(np.arange(len(weights)), copies)
     drafts = law.tuples[owner]
-    tokens, mismatched = _run(verify, inputs.target, inputs.draft, torch.as_tensor(drafts, device=inputs.target.device), generator)
+    tokens, mismatched = run_on_drafts(verify, inputs.target, inputs.draft, torch.as_tensor(drafts, device=inputs.target.device), generator)
     return Rows(drafts, tokens, (n * weights / copies)[owner], owner, n, mismatched)
 
 
@@ -107,8 +113,8 @@ def sampled_rows(verify: VerifyFunction, inputs: Inputs, scheme: str, k: int, n:
     sampler = draft_sampler or default_draft_sampler(scheme)
     vocab = inputs.target.shape[-1]
     per_call = max(1, ELEMENTS_PER_CALL // (vocab * k))
-    drafts = torch.cat([sampler(inputs.draft.expand(size, vocab), k, generator) for size in _chunks(n, per_call)])
-    tokens, mismatched = _run(verify, inputs.target, inputs.draft, drafts, generator)
+    drafts = torch.cat([sampler(inputs.draft.expand(size, vocab), k, generator) for size in chunk_sizes(n, per_call)])
+    tokens, mismatched = run_on_drafts(verify, inputs.target, inputs.draft, drafts, generator)
     return Rows(drafts.cpu().numpy(), tokens, np.ones(n), None, n, mismatched)
 
 

@@ -55,8 +55,8 @@ from decoding.runtime.trees import Tree, parse_tree
 from decoding.validation.own_tree_verifier import (
     PrefixTables,
     TreeVerifyFunction,
-    _run,
     enumerate_trees,
+    run_on_trees,
     sample_trees,
 )
 from decoding.validation.own_verifier import DraftSampler, default_draft_sampler
@@ -327,7 +327,7 @@ def assert_tree_lossless(verify: TreeVerifyFunction, tree: str | Tree, model: Se
     _check_detectable(detect_tv, detect_law, reference, tv, n, rows, cells, alpha, tolerance)
 
     def run(target_tables: PrefixTables) -> tuple[np.ndarray, np.ndarray]:
-        keys, taus = _run(verify, tree, target_tables, tokens, generator)
+        keys, taus = run_on_trees(verify, tree, target_tables, tokens, generator)
         return _stream_counts(keys, weights, tables.offset, vocab, levels), taus
 
     counts, taus = run(tables)

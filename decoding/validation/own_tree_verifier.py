@@ -391,7 +391,7 @@ def as_tree_output(result, tree: Tree, rows: int) -> TreeVerifierOutput:
     return TreeVerifierOutput(node.long(), tokens.long())
 
 
-def _run(verifier: TreeVerifyFunction, tree: Tree, tables: PrefixTables, tokens: torch.Tensor, generator):
+def run_on_trees(verifier: TreeVerifyFunction, tree: Tree, tables: PrefixTables, tokens: torch.Tensor, generator):
     """Run ``verifier`` on the trees ``tokens`` (``[rows, n_nodes]``) in chunks; returns
     ``(output ids [rows], accepted depths [rows])`` as numpy arrays."""
     chunk = max(1, ELEMENTS_PER_CALL // (tree.n_nodes * tables.vocab))
@@ -580,7 +580,7 @@ def validate_tree_verifier(
     else:
         tokens = sample_trees(tables, tree, samples, generator, draft_sampler or default_draft_sampler(scheme))
         row_weight = np.full(samples, 1.0 / samples)
-    keys, taus = _run(verifier, tree, tables, tokens, generator)
+    keys, taus = run_on_trees(verifier, tree, tables, tokens, generator)
     distinct, inverse = np.unique(keys, return_inverse=True)
     masses = np.bincount(inverse, weights=row_weight)
     output_law = {tables.sequence(int(key)): float(m) for key, m in zip(distinct, masses)}
@@ -759,6 +759,7 @@ __all__ = [
     "extended_law_test",
     "next_token_test",
     "node_walk_verifier",
+    "run_on_trees",
     "sample_trees",
     "validate_tree_verifier",
 ]

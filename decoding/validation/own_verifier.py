@@ -205,7 +205,7 @@ def default_draft_sampler(scheme: str) -> DraftSampler:
     }[scheme]
 
 
-def _run(verifier: VerifyFunction, p_t: torch.Tensor, q_t: torch.Tensor, drafts: torch.Tensor, generator) -> tuple[np.ndarray, int]:
+def run_on_drafts(verifier: VerifyFunction, p_t: torch.Tensor, q_t: torch.Tensor, drafts: torch.Tensor, generator) -> tuple[np.ndarray, int]:
     """Run ``verifier`` on ``drafts`` (``[rows, k]``) in chunks; returns ``(tokens [rows], mismatches)``."""
     rows, k = drafts.shape
     vocab = p_t.shape[-1]
@@ -313,7 +313,7 @@ def validate_verifier(
     vocab = p.size
     law = None
     if mode in ("auto", "enumeration"):
-        law = draft_law(scheme, q, k) if mode == "enumeration" or _tuple_count(q, k, scheme) <= max_tuples else None
+        law = draft_law(scheme, q, k) if mode == "enumeration" or draft_tuple_count(q, k, scheme) <= max_tuples else None
     p_t = torch.as_tensor(p, dtype=dtype, device=device).unsqueeze(0)
     q_t = torch.as_tensor(q, dtype=dtype, device=device).unsqueeze(0)
     generator = torch.Generator(device=p_t.device).manual_seed(seed)
@@ -322,7 +322,7 @@ def validate_verifier(
         weights = np.asarray(law.probs, dtype=np.float64)
         copies = np.maximum(1, np.ceil(samples * weights)).astype(np.int64)
         drafts = torch.as_tensor(np.repeat(law.tuples, copies, axis=0), device=p_t.device)
-        tokens, mismatched = _run(verifier, p_t, q_t, drafts, generator)
+        tokens, mismatched = run_on_drafts(verifier, p_t, q_t, drafts, generator)
         owner = np.repeat(np.arange(len(weights)), copies)
         row_weight = (weights / copies)[owner]  # Q(x) / n_x per row
         output_law = np.bincount(tokens, weights=row_weight, minlength=vocab)
@@ -333,8 +333,8 @@ def validate_verifier(
     else:
         sampler = draft_sampler or default_draft_sampler(scheme)
         drafts = torch.cat([sampler(q_t.expand(n, vocab), k, generator)
-                            for n in _chunks(samples, max(1, ELEMENTS_PER_CALL // (vocab * k)))])
-        tokens, mismatched = _run(verifier, p_t, q_t, drafts, generator)
+                            for n in chunk_sizes(samples, max(1, ELEMENTS_PER_CALL // (vocab * k)))])
+        tokens, mismatched = run_on_drafts(verifier, p_t, q_t, drafts, generator)
         output_law = np.bincount(tokens, minlength=vocab) / samples
         member = (drafts.cpu().numpy() == tokens[:, None]).any(axis=1)
         acceptance = float(member.mean())
@@ -366,12 +366,13 @@ def validate_verifier(
     )
 
 
-def _chunks(total: int, size: int):
+def chunk_sizes(total: int, size: int):
+    """The sizes of the chunks of at most ``size`` that ``total`` rows are run in."""
     for start in range(0, total, size):
         yield min(size, total - start)
 
 
-def _tuple_count(q: np.ndarray, k: int, scheme: str) -> int:
+def draft_tuple_count(q: np.ndarray, k: int, scheme: str) -> int:
     """Number of tuples of ``draft_law(scheme, q, k)`` without building it."""
     m = int(np.count_nonzero(q))
     if scheme == "iid":
@@ -436,9 +437,12 @@ __all__ = [
     "DEFAULT_SAMPLES",
     "ENUMERATION_LIMIT",
     "VerifierReport",
+    "chunk_sizes",
     "default_draft_sampler",
+    "draft_tuple_count",
     "example_unmasked_draft_probs_verifier",
     "example_unnormalised_residual_verifier",
+    "run_on_drafts",
     "validate_verifier",
     "wilson_interval",
     "z_test",
