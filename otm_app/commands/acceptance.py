@@ -42,6 +42,8 @@ def read_vector(path: str, role: str) -> np.ndarray:
     """A numeric 1-D vector from a ``.npy`` (no pickles) or ``.json`` (a list of numbers) file;
     :class:`InputFileError` naming ``role`` (``"--target"``, ``"--draft"``) otherwise."""
     file = Path(path)
+    if file.is_dir():
+        raise InputFileError(f"{role}: {path} is a directory; expected a .npy or .json file of numbers")
     if not file.is_file():
         raise InputFileError(f"{role}: no such file: {path}")
     try:

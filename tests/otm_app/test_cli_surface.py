@@ -105,6 +105,8 @@ def run(capsys, *argv):
     (("acceptance", "--example", "spechub-fig5", "--temperature", "nan"), "temperature must be a finite number"),
     (("acceptance", "--example", "spechub-fig5", "--time-budget", "-1"), "--time-budget"),
     (("acceptance", "--target", "/nonexistent.npy", "--draft", "/nonexistent.npy"), "no such file"),
+    (("acceptance", "--target", "/tmp", "--draft", "/nonexistent.npy"),
+     "--target: /tmp is a directory; expected a .npy or .json file of numbers"),
     (("decode", "--pair", "tiny", "--prompt", "1,2", "--max-new-tokens", "0"), "--max-new-tokens"),
     (("decode", "--pair", "tiny", "--prompt", "1,2", "--top-p", "nan"), "--top-p"),
     (("decode", "--pair", "tiny", "--prompt", "1,2", "--device", "bogus"), "not a torch device"),
