@@ -24,9 +24,6 @@ from otm.tolerances import AGREEMENT_TOLERANCE
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 #: Standard errors a seeded Monte Carlo estimate may stray from the exact value.
 MC_SIGMAS = 5.0
-#: How far a thread's CPU time may run ahead of the wall time it is measured over (the
-#: two clocks tick at different granularities).
-CLOCK_SLACK = 0.1
 
 
 def _pair(rng, vocab, scale=2.0):
@@ -213,24 +210,6 @@ def test_step_estimates_follow_the_cost_model(monkeypatch):
     clock.start("acceptance", "step 2/4", "the columns", full)
     assert clock.estimated["acceptance"] == pytest.approx(full[0][0] * 3.0 + full[1][0] * 2.5)
     assert clock.end("acceptance") >= 0 and set(clock.actual) == {"acceptance"}
-
-
-def test_other_busy_threads_from_our_share_of_a_core(monkeypatch, tmp_path):
-    """A thread of ours getting a third of a core on two cores: five other busy threads; with
-    a core free, the kernel's count of other runnable threads, at most one."""
-    from otm_app.report import budget
-
-    assert 0.0 < budget.cpu_share(0.05) <= 1.0 + CLOCK_SLACK
-    monkeypatch.setattr(budget.os, "cpu_count", lambda: 2)
-    monkeypatch.setattr(budget, "cpu_share", lambda: 1 / 3)
-    assert budget.other_busy_threads() == pytest.approx(5.0)
-    monkeypatch.setattr(budget, "cpu_share", lambda: 1.0)
-    loadavg = tmp_path / "loadavg"
-    loadavg.write_text("7.97 5.89 3.47 9/188 20586\n")
-    real_open = open
-    monkeypatch.setattr("builtins.open", lambda path, *a, **k: real_open(loadavg if path == "/proc/loadavg" else path, *a, **k))
-    assert budget.runnable_threads() == 8.0  # this reader is one of the 9
-    assert budget.other_busy_threads() == 1.0
 
 
 def test_each_slow_step_prints_its_estimate_and_then_its_time(tmp_path, capsys, monkeypatch):
