@@ -237,7 +237,7 @@ def _add_decode(sub) -> None:
                      help="sampling temperature of both models (0 = argmax)")
     dec.add_argument("--top-p", type=float, default=d.top_p,
                      help="nucleus sampling for both models: keep the most likely tokens up to this mass, in (0, 1] "
-                     "(unset or 1: none)")
+                     "(unset or 1: none; not for the ensemble rules)")
     dec.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens,
                      help="tokens generated per prompt (the last step's extra tokens are cut)")
     dec.add_argument("--prompt", help="the prompt (required unless --prompts)")

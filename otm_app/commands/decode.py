@@ -171,6 +171,12 @@ def run_decode(args: DecodeConfig) -> dict:
         if args.record:
             raise OTMError(f"--record does not apply to --rule {rule.name}: the speculative ensemble verifies against "
                            "r = E(q, p), not p, so there is no OTM gap to validate")
+        if top_p < 1:
+            raise OTMError(f"--top-p does not apply to --rule {rule.name}: the speculative ensemble samples r = E(q, p) "
+                           "of the tempered laws, which Fu et al. 2025 define without a nucleus; leave --top-p unset")
+        if args.tree:
+            raise OTMError(f"--tree does not apply to --rule {rule.name}: the speculative ensemble proposes chains "
+                           "of --gammas tokens")
         pair = load_named_pair(args.pair, device, dtype)
         return _run_ensemble(args, pair, texts, torch.Generator(device=device).manual_seed(seed), seed)
     tree_spec = args.tree or (DEFAULT_CHAIN if sequence is not None and sequence.tree_shape == "chain" else DEFAULT_TREE)

@@ -87,6 +87,26 @@ def test_decode_ensemble(capsys):
     assert len(summary["model_calls"]) == 2
 
 
+@pytest.mark.parametrize("option, says", [
+    (("--top-p", "0.9"), "--top-p does not apply to --rule ensemble_weighted"),
+    (("--tree", "chains:2,2"), "--tree does not apply to --rule ensemble_weighted"),
+])
+def test_decode_ensemble_refuses_options_it_would_ignore(capsys, option, says):
+    """The speculative ensemble samples r = E(q, p) along chains: a nucleus or a draft tree
+    was silently ignored; now a one-line error before any model is loaded."""
+    status, out, err = run(capsys, "decode", "--pair", "tiny", "--rule", "ensemble_weighted", *option,
+                           "--max-new-tokens", "3", "--prompt", "1,2", "--json")
+    assert status == 2 and out == ""
+    assert says in err and _one_line(err), err
+
+
+def test_decode_ensemble_takes_top_p_one_as_none(capsys):
+    status, out, err = run(capsys, "decode", "--pair", "tiny", "--rule", "ensemble_weighted", "--top-p", "1",
+                           "--max-new-tokens", "3", "--prompt", "1,2", "--json")
+    assert status == 0, err
+    assert json.loads(out)["tokens_generated"] == 3
+
+
 def test_decode_without_tree_uses_the_default_two_chains(capsys):
     status, out, _ = run(capsys, "decode", "--pair", "tiny", "--rule", "rrs", "--prompt", "1,2", "--max-new-tokens", "4", "--json")
     assert status == 0
