@@ -8,9 +8,8 @@ Computations (names used in sweep tables):
   optimum of every ``k`` comes from one sort; without replacement every ``k`` shares one
   order and its prefix data (:class:`otm.formulations.prefix_scan.WithoutReplacementScan`).
   The rules the registry marks ``computed_as_optimum`` are their law's optimum
-  (:class:`otm.rules.registry.RuleSpec`): ``optimal`` the i.i.d. one, ``optimal_pair_wor``
-  (``k = 2``) and ``optimal_wor`` the one without replacement (docs/optimal-verifier.md,
-  Theorems 1 and 5), ``greedy`` the greedy one. A sweep asks for one column per call; the
+  (:class:`otm.rules.registry.RuleSpec`): ``optimal`` the i.i.d. one, ``optimal_wor``
+  the one without replacement (docs/optimal-verifier-proofs.md), ``greedy`` the greedy one. A sweep asks for one column per call; the
   optima of the last ``(p, q)`` (compared by value) are kept, so a column equal to an optimum
   is not computed twice.
 - a rule name: its exact acceptance from the closed form of the rule registry where one
@@ -203,10 +202,10 @@ def _optimum_cell(p, q, k: int, name: str, solve=None) -> Cell:
 def _attained_optimum_cells(p, q, ks: list[int], rule: str, time_budget: float) -> list[Cell]:
     """``rule`` (``computed_as_optimum`` in the registry) at every ``k`` it is defined for: the
     optimum of its draft law, which it attains (its law is built on that optimum's cut; for the
-    water levels, Theorem 5 of docs/optimal-verifier.md, section 8), computed once per row for
+    water levels, Theorem 5 of docs/optimal-verifier.md#water-levels-for-drafts-without-replacement), computed once per row for
     the rule's column and the optimum's; not applicable at the other ``k``. What the verifiers answer at the real
     vocabulary is another matter: ``optimal_wor``'s at ``k >= 3`` draws the walks its bounds
-    decide and refuses the others (docs/optimal-verifier.md, "k drafts at the real vocabulary")."""
+    decide and refuses the others (docs/optimal-verifier.md#the-scope-of-the-k-draft-verifier)."""
     spec = rule_spec(rule)
     optimum = OPTIMUM_OF[spec.reference_optimum]
     allowed = [k for k in ks if spec.allows(k)]

@@ -11,11 +11,11 @@
   replacement and attains the same value;
 - the water-level rule for two drafts without replacement (``optimal_pair_wor``) is lossless
   and attains ``alpha*(p, WOR(q, 2))``, and its yields are bounded by the flux alone
-  (docs/optimal-verifier.md, section 8, Lemma 9: bounds on a water-level yield from the
-  flux); the same water levels for ``k = 3, 4``
+  (docs/optimal-verifier-proofs.md#bounds-on-a-water-level-from-the-flux); the same water levels for ``k = 3, 4``
   drafts (``optimal_wor``) are lossless and attain ``alpha*(p, WOR(q, k))``;
-- the water levels of both are probabilities (docs/optimal-verifier.md, section 8,
-  Theorem 5), checked claim by claim along the nesting.
+- the water levels of both are probabilities
+  (docs/optimal-verifier-proofs.md#water-levels-are-probabilities), checked claim by claim
+  along the nesting.
 """
 from __future__ import annotations
 
@@ -224,7 +224,7 @@ def check_optimal_verifier(instances: int, rng: np.random.Generator, law_fn=None
     optimum_fn = optimum_fn or (lambda p, q, k, sampling: otm.optimal_acceptance(p, q, k, sampling=sampling))
     check = Check(
         id="beyond.optimal_verifier", paper=PAPER,
-        source=f"{SOURCE}; docs/optimal-verifier.md Theorems 1-2 (after Khisti et al. 2025 and Thomas & Pal 2025)",
+        source=f"{SOURCE}; docs/optimal-verifier-proofs.md#the-level-rule-is-optimal-for-iid-drafts (after Khisti et al. 2025 and Thomas & Pal 2025)",
         claim="The optimal verifier outputs exactly p and accepts alpha*(p, q^k) with i.i.d. drafts; its latent form "
               "outputs exactly p with drafts without replacement and accepts at least alpha*(p, q^k) (at most that law's optimum).",
         formula="law(Y) = p; optimal: P(Y in S(X)) = alpha*(p, q^k); optimal_latent: alpha*(p, q^k) <= P(Y in S(X)) <= alpha*(p, WOR(q, k))",
@@ -255,14 +255,14 @@ def check_optimal_pair_wor(instances: int, rng: np.random.Generator, law_fn=None
     levels in ``[0, 1]``. Exact rational laws on small instances."""
     check = Check(
         id="beyond.optimal_pair_wor", paper=PAPER,
-        source=f"{SOURCE}; docs/optimal-verifier.md section 8 (two drafts without replacement, water levels)",
+        source=f"{SOURCE}; docs/optimal-verifier.md#water-levels-for-drafts-without-replacement (two drafts without replacement, water levels)",
         claim="For two drafts without replacement, the water-level rule outputs exactly p and accepts the optimum of "
               "that draft law; its yield probabilities (the water levels) lie in [0, 1].",
         formula="law(Y) = p; P(Y in S(X)) = alpha*(p, WOR(q, 2)); 0 <= L <= 1",
         method=RANDOM_SEARCH,
         note="Exact rationals (denominator 12, zeros included); V = 3..6, at least two tokens with q > 0. The levels "
-             "in [0, 1] are what the rule needs to be a rule; proved in docs/optimal-verifier.md (Theorem 5, its "
-             "steps checked by beyond.water_levels_at_most_one), checked here on the rule's own levels.",
+             "in [0, 1] are what the rule needs to be a rule; proved in docs/optimal-verifier-proofs.md (water levels are "
+             "probabilities, its steps checked by beyond.water_levels_at_most_one), checked here on the rule's own levels.",
     )
     return _water_level_search(check, "optimal_pair_wor", instances, rng, law_fn, optimum_fn, sizes=(3, 6), ks=(2, 2))
 
@@ -273,14 +273,14 @@ def check_optimal_wor(instances: int, rng: np.random.Generator, law_fn=None, opt
     ``alpha*(p, WOR(q, k))``, levels in ``[0, 1]``. Exact rational laws on small instances."""
     check = Check(
         id="beyond.optimal_wor", paper=PAPER,
-        source=f"{SOURCE}; docs/optimal-verifier.md section 8 (k drafts without replacement, the same water levels)",
+        source=f"{SOURCE}; docs/optimal-verifier.md#water-levels-for-drafts-without-replacement (k drafts without replacement, the same water levels)",
         claim="For k = 3 and 4 drafts without replacement, the water-level rule (go down from the highest member "
               "while a uniform is below the least level between it and the member) outputs exactly p and accepts "
               "the optimum of that draft law; its levels lie in [0, 1].",
         formula="law(Y) = p; P(Y in S(X)) = alpha*(p, WOR(q, k)); 0 <= L <= 1",
         method=RANDOM_SEARCH,
         note="Exact rationals (denominator 12, zeros included); V = 4..6, k = 3..min(4, V - 1), more than k tokens "
-             "with q > 0. The levels in [0, 1]: Theorem 5 of docs/optimal-verifier.md, checked here on the rule's own levels.",
+             "with q > 0. The levels in [0, 1]: water levels are probabilities, docs/optimal-verifier-proofs.md, checked here on the rule's own levels.",
     )
     return _water_level_search(check, "optimal_wor", instances, rng, law_fn, optimum_fn, sizes=(4, 6), ks=(3, 4))
 
@@ -310,7 +310,7 @@ def _water_level_search(check: Check, rule: str, instances: int, rng: np.random.
 
 
 def check_pair_wor_yield_bounds(instances: int, rng: np.random.Generator, lower_fn=None, at_most_fn=None) -> Check:
-    """Lemma 9 of docs/optimal-verifier.md: the water-level yields of ``optimal_pair_wor`` are
+    """Bounds on a water level from the flux (docs/optimal-verifier-proofs.md): the water-level yields of ``optimal_pair_wor`` are
     bounded by the flux alone, which lets its verifier skip the nesting. Exact rationals."""
     from otm.rules import optimal_pair_wor as pair_rule
 
@@ -318,7 +318,7 @@ def check_pair_wor_yield_bounds(instances: int, rng: np.random.Generator, lower_
     at_most_fn = at_most_fn or pair_rule.yield_at_most
     check = Check(
         id="beyond.pair_wor_yield_bounds", paper=PAPER,
-        source=f"{SOURCE}; docs/optimal-verifier.md section 8, Lemma 9 (bounds on a water-level yield, new)",
+        source=f"{SOURCE}; docs/optimal-verifier-proofs.md#bounds-on-a-water-level-from-the-flux",
         claim="For two drafts without replacement, the yield Y of a same-side pair in the water-level rule is at least "
               "the least flux over the first run's pair mass at the cuts between the pair, and at most u whenever the "
               "pair masses of the pair's span widened through the cuts whose own bound is at least u (or, level by "
@@ -363,8 +363,9 @@ def _exact_rows(instances: int, rng: np.random.Generator, sizes: tuple, ks: tupl
 
 
 def check_wor_walk_bounds(instances: int, rng: np.random.Generator, lower_fn=None, at_most_fn=None) -> Check:
-    """Lemma 9 for ``k`` drafts (docs/optimal-verifier.md, section 8, "k drafts: the walk from
-    bounds"): the least level between two members of a drafted set is bounded by the flux and
+    """Bounds on a water level from the flux, ``k`` drafts
+    (docs/optimal-verifier-proofs.md#bounds-on-a-water-level-from-the-flux): the least level between two
+    members of a drafted set is bounded by the flux and
     the set masses alone, which lets the verifier of ``optimal_wor`` decide its walk without the
     nesting. Exact rationals."""
     from otm.rules import optimal_wor as wor_rule
@@ -375,7 +376,7 @@ def check_wor_walk_bounds(instances: int, rng: np.random.Generator, lower_fn=Non
     at_most_fn = at_most_fn or bounds.span_at_most
     check = Check(
         id="beyond.wor_walk_bounds", paper=PAPER,
-        source=f"{SOURCE}; docs/optimal-verifier.md section 8, Lemma 9 for k drafts (the walk from bounds, new)",
+        source=f"{SOURCE}; docs/optimal-verifier-proofs.md#bounds-on-a-water-level-from-the-flux (k drafts)",
         claim="For k drafts without replacement, the least water level M between two members low < high of a drafted "
               "set on one side of the cut is at least the least flux over the first run's set mass at the cuts between "
               "them, and at most u whenever the set masses of their span widened through the cuts whose own bound is at "
@@ -410,7 +411,7 @@ def check_wor_walk_bounds(instances: int, rng: np.random.Generator, lower_fn=Non
 
 
 def check_water_levels_at_most_one(instances: int, rng: np.random.Generator, order_fn=None) -> Check:
-    """Theorem 5 of docs/optimal-verifier.md: the water levels are probabilities, for drafts
+    """Water levels are probabilities (docs/optimal-verifier-proofs.md), for drafts
     without replacement and i.i.d. drafts, any ``k``. Each claim of its proof
     (:mod:`otm.rules.water_level_residuals`) is checked at every run of the nesting, in exact
     rationals; ``order_fn(p, q)`` replaces the ratio order (the ingredient the proof needs)."""
@@ -421,7 +422,7 @@ def check_water_levels_at_most_one(instances: int, rng: np.random.Generator, ord
     order_fn = order_fn or ratio_order
     check = Check(
         id="beyond.water_levels_at_most_one", paper=PAPER,
-        source=f"{SOURCE}; docs/optimal-verifier.md section 8, Theorem 5 (the water levels are probabilities, new)",
+        source=f"{SOURCE}; docs/optimal-verifier-proofs.md#water-levels-are-probabilities",
         claim="In the water-level construction (k drafts without replacement or i.i.d., ranks by p/q), at every run "
               "R = [f, t] of the nesting and level s the residual y has y/q nondecreasing, nonnegative flux, every "
               "suffix receiving what must select in it, hence every cut's emptying level at most 1; the lowest-member "

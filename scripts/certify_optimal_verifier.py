@@ -24,7 +24,7 @@ the wall time. ``--rules optimal_pair_wor --ks 2`` certifies the water-level ver
 drafts without replacement (its exact acceptance is the optimum without replacement; ``--rules
 optimal_wor --ks 2`` runs the same verifier through the rule for any ``k``; at ``k >= 3`` it
 answers the walks its bounds decide and those whose levels nest within its time limit, and
-refuses a batch that holds any other, docs/optimal-verifier.md, section 8: such a
+refuses a batch that holds any other, docs/optimal-verifier.md#water-levels-for-drafts-without-replacement: such a
 certification is reported as ``REFUSED`` with the verifier's one-line reason, not as a pass
 or a fail). Each
 verification of ``--samples`` rows at this vocabulary costs about ``samples x 3 ms`` (8
@@ -49,7 +49,7 @@ from otm.corpus import Corpus
 from otm.errors import NotApplicableError
 
 #: Seconds per verified row at V = 151,936 for the time estimate (module docstring); the
-#: water-level verifier costs 1.3-8 ms per row (docs/optimal-verifier.md, section 8; the
+#: water-level verifier costs 1.3-8 ms per row (docs/optimal-verifier.md#water-levels-for-drafts-without-replacement; the
 #: certification of its section took 46 s for 6,000 rows on 2 threads).
 SECONDS_PER_ROW = {"optimal_pair_wor": 0.008, "optimal_wor": 0.008}
 DEFAULT_SECONDS_PER_ROW = 0.003

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The checks of decoding's CUDA path, on a machine with an NVIDIA GPU and a CUDA build of torch
-# (docs/optimal-verifier.md, section 9, "On a GPU (NVIDIA H200)"): run from the repository root, with the project installed or
+# (docs/optimal-verifier.md#on-a-gpu): run from the repository root, with the project installed or
 # on PYTHONPATH. Writes its logs and the verifier-cost tables to OUT_DIR (default cuda-check).
 #
 #     bash scripts/cuda_check.sh [OUT_DIR]

@@ -1,5 +1,5 @@
 """Where the optimal verifier's GPU time goes: the CUDA kernels of its full path, eager
-(docs/optimal-verifier.md section 9, "On a GPU").
+(docs/optimal-verifier.md#on-a-gpu).
 
     python scripts/profile_optimal_cuda.py [--rows 64] [--vocab 151936] [--k 2] [--calls 5]
 

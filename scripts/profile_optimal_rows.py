@@ -1,5 +1,4 @@
-"""Where the optimal verifier's time goes, stage by stage, per row (docs/optimal-verifier.md
-section 9).
+"""Where the optimal verifier's time goes, stage by stage, per row (docs/optimal-verifier.md#measured-cost).
 
     .venv/bin/python scripts/profile_optimal_rows.py [--pair qwen2.5-coder|zipf] [--rows 64]
         [--ks 2,4,8] [--repeats 5] [--threads 1] [--buckets 4096]

@@ -224,8 +224,8 @@ def blocked_cumsum(values: torch.Tensor, out: torch.Tensor | None = None, block:
     :func:`scan_block`) of a row is scanned on its own, then the blocks' totals, then each
     block gets the total of the blocks before it. Torch's GPU scan of a long innermost
     dimension runs one row per thread block (64 rows at ``V = 151,936`` in float64: about
-    290 us on an H200, a quarter of the optimal verifier's full path; docs/optimal-verifier.md
-    section 9, "On a GPU"), whereas ``batch * n / block`` short rows fill the device. The
+    290 us on an H200, a quarter of the optimal verifier's full path; docs/optimal-verifier.md#on-a-gpu),
+    whereas ``batch * n / block`` short rows fill the device. The
     same sums up to rounding (sums of other partial sums;
     tests/decoding/test_verifiers_fast_paths.py)."""
     batch, n = values.shape

@@ -4,7 +4,8 @@ On a GPU, a verification at the batch sizes of decoding is bound by kernel launc
 by memory traffic: at ``V = 151,936`` and 64 rows, the optimal verifier's full path
 (:func:`decoding.verifiers.optimal.verify_sorted`) is about 400 torch operations and 250
 kernels, and took about 6 ms per call on an H200 run eagerly, 8 rows about 4 ms
-(docs/optimal-verifier.md section 9, "On a GPU"; 0.9 ms at 8 rows replayed). A CUDA graph records those kernels once and launches them again
+(docs/optimal-verifier.md#on-a-gpu; 0.9 ms at 8 rows replayed). A CUDA graph records those kernels once and
+launches them again
 with one call (PyTorch, "CUDA Graphs", ``torch.cuda.graph``). The kernels are the same, so a
 replay computes the same floats as the eager call, bit for bit.
 

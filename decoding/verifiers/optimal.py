@@ -39,7 +39,7 @@ are exchangeable (i.i.d. ``u1, u2``, a symmetric tie-break), so given the drafts
 ``Z`` the selected position is uniform over the holders of ``Z``, and acceptance depends
 on ``Z`` and ``u4`` only; ``u5`` is unused on acceptance. Steps 4-5 as written let
 :mod:`decoding.verifiers.optimal_lazy` decide a row of identical drafts without steps
-1-3 when a bound on ``x`` makes the test certain (docs/optimal-verifier.md section 5.1);
+1-3 when a bound on ``x`` makes the test certain (docs/optimal-verifier.md#lazy-rows-of-identical-drafts);
 :func:`verify_tuples` sends every other row the full way.
 
 Law: ``Y ~ p`` and ``P(Y in S(X)) = P(accepted) = alpha*(p, iid law)`` (exactly in exact
@@ -176,7 +176,7 @@ def stable_sort_rows(keys: torch.Tensor, scratch: Scratch | None = None) -> tupl
     keys and the order (in ``scratch`` buffers when given). On the CPU from
     :data:`SORT_ROW_BY_ROW_VOCAB` tokens on, one row at a time: torch sorts a single contiguous
     int64 row by radix sort and a batch with a comparison sort, about 4x slower per row at
-    ``V = 151,936`` (docs/optimal-verifier.md section 9). A stable sort has one result, so both
+    ``V = 151,936`` (docs/optimal-verifier.md#measured-cost). A stable sort has one result, so both
     give the same order."""
     if keys.device.type != "cpu":
         return torch.sort(keys, dim=-1, stable=True)

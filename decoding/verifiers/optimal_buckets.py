@@ -1,5 +1,5 @@
 """The optimal verifier's full path without the sort, for the CPU from 1,024 tokens
-(our derivation, docs/optimal-verifier.md section 5.2).
+(our derivation, docs/optimal-verifier.md#merged-rows-without-the-sort).
 
 :func:`decoding.verifiers.optimal.row_parameters` sorts all ``V`` ratio keys of a row and
 computes every cumulative sum by rank; the draw then reads them at the drafts' ranks, at
@@ -8,7 +8,7 @@ their partners' and at the residual rank only. Here the keys are cut into at mos
 key) >> s``; the keys of ``p / q`` order like the ratios, so every bucket is a run of
 ranks), with a histogram pass for the sums of ``p`` and ``q`` per bucket. In a bucket
 where ``e_j = p_j - sigma_j`` has one strict sign at every rank, the whole bucket can be
-merged into one entry of ``p``, ``q`` equal to its sums (docs/optimal-verifier.md, Lemma 6,
+merged into one entry of ``p``, ``q`` equal to its sums (docs/optimal-verifier-proofs.md#merging-a-run-of-one-sign,
 merging a run of one sign):
 
 - ``C``, ``P`` at the bucket's ends are the same sums, and ``sigma`` summed over the bucket
@@ -23,7 +23,7 @@ merging a run of one sign):
 A bucket has one strict sign when ``r_low >= d_high (1 + margin)`` (all ``e > 0``) or
 ``r_high <= d_low (1 - margin)`` (all ``e < 0``), where ``r_low, r_high`` bound the
 normalised ratios its keys can hold and ``d`` (the mean of ``k v^(k-1)`` over a rank's
-block) lies in ``[k C_start^(k-1), k C_end^(k-1)]`` (Lemma 7 there, the sign test); the last bucket (keys
+block) lies in ``[k C_start^(k-1), k C_end^(k-1)]`` (the sign test of a bucket there); the last bucket (keys
 ``inf``: ``q = 0``) has ``e = p >= 0`` when it holds no ``q > 0`` token. Every other bucket
 holding a token, and the buckets of the drafts, are *refined*: their tokens are gathered
 (one pass over the bucket ids) and sorted by key, ties by id as in the full sort. On that
@@ -33,7 +33,8 @@ parameters as the full path at every refined rank (exactly in exact arithmetic; 
 the sums run in another order). If the draw reads a merged entry (a partner or the residual
 rank), its bucket is refined too and the draw repeated with the same uniforms; each
 repetition refines at least one more bucket, so this ends, at the latest with every bucket
-refined, which is the full row (Theorem 4 of the doc).
+refined, which is the full row (merged rows equal the full path,
+docs/optimal-verifier-proofs.md#merged-rows-equal-the-full-path).
 
 Cost per row: the ratio keys with their range, then the bucket ids with the histograms (two
 compiled passes over the vocabulary, :mod:`decoding.verifiers.optimal_numba`), the sign test
@@ -63,7 +64,7 @@ BUCKETS = 4096
 #: the merged rows on the CPU. Below, the full path sorts short rows quickly and batches many
 #: of them in one chunk; the two cross between 512 and 1,024 tokens
 #: (``scripts/bench_optimal_verifier.py --vocabs 256,512,1024,2048,4096,8192 --ks 2 --vocab
-#: 8192``, docs/optimal-verifier.md section 9).
+#: 8192``, docs/optimal-verifier.md#measured-cost).
 MIN_VOCAB = 1024
 
 

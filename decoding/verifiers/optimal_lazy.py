@@ -1,7 +1,7 @@
 """Lazy acceptance for the optimal verifiers: rows whose ``k`` drafts are one token ``a``
 and whose acceptance test is certain from a bound on ``sigma_a``, decided with one
 masked sum instead of the sort of :mod:`decoding.verifiers.optimal` (our derivation,
-docs/optimal-verifier.md section 5.1, "Lazy acceptance of identical drafts").
+docs/optimal-verifier.md#lazy-rows-of-identical-drafts).
 
 The full path accepts the selected draft ``Z`` without a test when its rank has
 ``e > 0`` (then ``x(Z) <= p(Z)`` in exact arithmetic), and otherwise when
@@ -42,7 +42,8 @@ from .base import Scratch, map_row_chunks, share_rows
 
 #: Relative widening of ``p_a`` in the tie test: larger than any rounding of the
 #: products in float32 or float64, so every token ranked before ``a`` passes it (in
-#: bfloat16 and float16 it rounds away and is not needed: docs/optimal-verifier.md, Lemma 5).
+#: bfloat16 and float16 it rounds away and is not needed:
+#: docs/optimal-verifier-proofs.md#a-bound-on-the-mass-of-identical-drafts).
 TAU = 2.0**-16
 
 #: Unit roundoff of float64.
@@ -88,7 +89,7 @@ def _masses(
     (:func:`decoding.verifiers.optimal_numba.row_sums`, the rows shared among threads by
     :func:`decoding.verifiers.base.share_rows`); elsewhere each converted into a float64
     buffer of ``scratch`` and summed. Any order of summation is within the bound of
-    docs/optimal-verifier.md, Lemma 5 (a bound on the drafted token's selection mass)."""
+    docs/optimal-verifier-proofs.md#a-bound-on-the-mass-of-identical-drafts."""
     scratch = Scratch() if scratch is None else scratch
     if target_probs.device.type == "cpu":
         from . import optimal_numba  # numba only where the CPU path runs
@@ -191,7 +192,8 @@ def certified_acceptance(
 ) -> torch.Tensor:  # [n] bool
     """Rows where the full path surely accepts ``tokens``: ``u4 sigma_up < p_low``, in two
     tiers. First with ``S^ = M^``, the sum of all of ``q`` (every token is in the set, so
-    the bound of docs/optimal-verifier.md, Lemma 5, holds a fortiori; ``sigma_up`` is then
+    the bound of docs/optimal-verifier-proofs.md#a-bound-on-the-mass-of-identical-drafts, holds a fortiori;
+    ``sigma_up`` is then
     about the membership probability ``1 - (1 - q_a)^k``): the two sums per row (on the CPU
     one compiled pass per row, read in place; elsewhere on chunks of rows,
     :func:`decoding.verifiers.base.map_row_chunks`), then a few ``[n]`` operations for all rows

@@ -10,13 +10,13 @@ a token is the int64 bit pattern of the float64 ``|p / q|`` (``inf`` or NaN wher
 both at least :data:`INF_KEY`), and the histograms add in token order, as ``scatter_add_``
 does on the CPU. Tests: the cut and the gather against torch versions, and the two sums of
 the lazy rows (which may add in any order) against their exact values within the bound of
-docs/optimal-verifier.md, Lemma 5 (a bound on the drafted token's selection mass), in
+docs/optimal-verifier-proofs.md#a-bound-on-the-mass-of-identical-drafts, in
 ``tests/decoding/test_verifier_optimal_numba.py``; the merge through the merged rows,
 ``tests/decoding/test_verifier_optimal_buckets.py``; the token-order sums against the last
 float64 cumulative sum, ``tests/decoding/test_verifiers_fast_paths.py``. torch has no fused
 operation for these passes: the cut of one row took about a dozen V-sized torch
 operations (two float64 copies, the division, its range, the bucket ids, two scatters), slower
-than these loops (``scripts/profile_optimal_rows.py``, docs/optimal-verifier.md section 9).
+than these loops (``scripts/profile_optimal_rows.py``, docs/optimal-verifier.md#measured-cost).
 
 ``error_model="numpy"``: a float division by zero gives ``inf`` or NaN, as in torch, instead
 of raising. ``cache=True``: compiled once per machine (with
@@ -53,8 +53,9 @@ def is_cached(function) -> bool:
 @numba.njit(cache=True, nogil=True, fastmath={"reassoc"})
 def row_sums(p, q):
     """``(sum q, sum p)`` in float64. ``reassoc`` lets the compiler add in any order (in
-    vector lanes): every order is within the bound of Lemma 5 (docs/optimal-verifier.md
-    section 5.1), which is all the lazy rows ask of these sums."""
+    vector lanes): every order is within the bound on the mass of identical drafts
+    (docs/optimal-verifier-proofs.md#a-bound-on-the-mass-of-identical-drafts), which is all the
+    lazy rows ask of these sums."""
     draft, target = 0.0, 0.0
     for i in range(p.shape[0]):
         target += np.float64(p[i])
@@ -66,7 +67,8 @@ def row_sums(p, q):
 def draft_mass_up_to(p, q, q_a, p_a_up):
     """The float64 sum of ``q[i]`` over the tokens with ``p[i] q_a <= q[i] p_a_up``, the
     products rounded in the row's dtype (``q_a``, ``p_a_up`` scalars of that dtype): the
-    tie-widened ratio test of Lemma 5 (docs/optimal-verifier.md section 5.1), in any order of
+    tie-widened ratio test of the bound on the mass of identical drafts
+    (docs/optimal-verifier-proofs.md#a-bound-on-the-mass-of-identical-drafts), in any order of
     summation as :func:`row_sums`."""
     total = 0.0
     for i in range(p.shape[0]):

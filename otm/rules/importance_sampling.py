@@ -8,9 +8,9 @@ selection with LP-optimal weights, then single-draft speculative sampling (Khist
 the selected token ``Z`` has law ``P_I`` with ``sum_y min(p(y), P_I(y)) = alpha*(p, Q)``;
 speculative sampling of ``Z`` against ``p`` then outputs exactly ``p`` and accepts with that
 probability. Without replacement it attains ``alpha*(p, Q_wor)`` for every ``k`` (for two
-drafts :mod:`otm.rules.optimal_pair_wor` does too, at far larger vocabularies); the LP has a
-weight per (tuple, position), so it is for small vocabularies (docs/optimal-verifier.md,
-section 8).
+drafts :mod:`otm.rules.optimal_wor` does too, at far larger vocabularies); the LP has a
+weight per (tuple, position), so it is for small vocabularies
+(docs/optimal-verifier.md#water-levels-for-drafts-without-replacement).
 """
 from __future__ import annotations
 

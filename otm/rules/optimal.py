@@ -42,7 +42,7 @@ first ``k`` terms of that sequence (:func:`latent_iid_tuples`) are exactly i.i.d
 every one of them is a draft. The i.i.d. rule applied to them is lossless and accepts
 a draft with probability at least ``alpha*(p, iid)``; this is NOT the optimum of the
 without-replacement law (``alpha*`` without replacement is larger), see
-docs/optimal-verifier.md, section 8 (:mod:`otm.rules.optimal_wor`). The rule
+docs/optimal-verifier.md#water-levels-for-drafts-without-replacement (:mod:`otm.rules.optimal_wor`). The rule
 ``"optimal_latent"`` is this construction (:mod:`otm.rules.optimal_latent`).
 
 Hub and greedy draft laws: SpecHub's verifier (:mod:`otm.rules.spechub`) and the

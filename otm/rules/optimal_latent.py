@@ -7,8 +7,7 @@ The ``k`` distinct drafts are the first ``k`` distinct tokens of an i.i.d. seque
 i.i.d.-optimal rule (:mod:`otm.rules.optimal`) applied to those terms is lossless and accepts
 a draft with probability ``alpha*(p, iid law)``; its membership acceptance lies between that
 and ``alpha*(p, without-replacement law)``, the optimum of its own draft law, which
-:mod:`otm.rules.optimal_wor` attains (docs/optimal-verifier.md, section 6, "Without
-replacement: the latent i.i.d. verifier").
+:mod:`otm.rules.optimal_wor` attains (docs/optimal-verifier.md#the-latent-rule-for-drafts-without-replacement).
 """
 from __future__ import annotations
 

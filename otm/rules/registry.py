@@ -43,7 +43,7 @@ class RuleSpec:
         reference_optimum: the draft scheme whose optimum is the fair reference (its own
             law's): a rule never beats it. ``None`` for rules not judged against ``p``.
         attains_own_optimum: it reaches that optimum on every instance (proved; for
-            ``optimal_pair_wor`` and ``optimal_wor`` by Theorem 5 of docs/optimal-verifier.md;
+            ``optimal_wor`` by docs/optimal-verifier-proofs.md, "Water levels are probabilities";
             checked by the theorem suite).
         computed_as_optimum: its law is built on the cut of that optimum, so where only its
             acceptance is asked for (a sweep's cells, the report's columns) it is computed as
@@ -180,14 +180,8 @@ RULE_SPECS: dict[str, RuleSpec] = {spec.name: spec for spec in (
         reference_optimum="without_replacement", at_least_single_draft=True, verifier="optimal_family.latent", latent_paths=True,
     ),
     RuleSpec(
-        "optimal_pair_wor", "the optimal rule for two drafts without replacement (water levels)",
-        "this toolkit (docs/optimal-verifier.md, section 8)", "optimal_pair_wor", "without_replacement", ks=(2, 2),
-        reference_optimum="without_replacement", attains_own_optimum=True, computed_as_optimum=True,
-        at_least_single_draft=True, verifier="optimal_family.pair", gain_baselines=("rrs_wor",),
-    ),
-    RuleSpec(
         "optimal_wor", "the optimal rule for k drafts without replacement (water levels)",
-        "this toolkit (docs/optimal-verifier.md, section 8)", "optimal_wor", "without_replacement", ks=(2, None),
+        "this toolkit (docs/optimal-verifier.md#water-levels-for-drafts-without-replacement)", "optimal_wor", "without_replacement", ks=(2, None),
         closed_form=("k >= 3: the water levels on the masses of the draft sets (from every draft tuple, or from the "
                      "clock integral for float inputs; otm.rules.optimal_wor.wor_parameters), seconds to a minute where "
                      "the clock integral's tables fit (about 2,000 tokens of draft support at k = 3, fewer at larger k), "

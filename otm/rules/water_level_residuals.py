@@ -1,7 +1,7 @@
 """The proof that the water levels are probabilities, followed step by step on one instance.
 
-docs/optimal-verifier.md, section 8, Theorem 5 (our derivation) proves ``0 <= L <= 1`` for
-the water-level rules (:mod:`otm.rules.optimal_pair_wor`, :mod:`otm.rules.optimal_wor`) by
+docs/optimal-verifier-proofs.md#water-levels-are-probabilities (our derivation) proves ``0 <= L <= 1`` for
+the water-level rules (:mod:`otm.rules.optimal_wor`, :mod:`otm.rules.optimal_wor`) by
 following the nesting level by level. This module recomputes, from the final levels alone
 (not from the construction's own bookkeeping), every quantity the proof speaks of, so that
 each of its steps can be checked in exact rationals (the theorem check

@@ -40,8 +40,8 @@ def write_figures(folder: Path, positions: dict, temperature_table: AcceptanceTa
 GAIN_TEXTS = {
     "optimal_gains": "Gain of the optimal verifier (i.i.d. drafts, attains the i.i.d. optimum) over each rule on its own "
                      "draft law (a negative gain means the rule's draft law beats i.i.d. drafts there)",
-    "optimal_wor_gains": "Gain of the water-level rule (k drafts without replacement, attains their optimum by Theorem 5 "
-                         "of docs/optimal-verifier.md; at the full vocabulary its verifier draws, for k >= 3, the walks its "
+    "optimal_wor_gains": "Gain of the water-level rule (k drafts without replacement, attains their optimum: its water levels are "
+                         "probabilities, docs/optimal-verifier-proofs.md; at the full vocabulary its verifier draws, for k >= 3, the walks its "
                          "bounds decide and refuses the others) over RRSw on the same draft law",
     "optimal_pair_wor_gains": "Gain of the water-level verifier (two drafts without replacement, attains their optimum) "
                               "over RRSw on the same draft law",

@@ -1,6 +1,6 @@
 """Which families of selection rules reach the optimum for two drafts without replacement?
 
-Evidence behind docs/optimal-verifier.md, section 8 (the optimum without replacement, and
+Evidence behind docs/optimal-verifier.md#water-levels-for-drafts-without-replacement (the optimum without replacement, and
 the water-level rule for two drafts). For ``k = 2`` a rule is a
 probability ``beta[a, b]`` of selecting the first draft when the drafts are ``a`` then
 ``b``; the pair has probability ``w_a q_b`` with ``w = q / (1 - q)``. Its selection law is

@@ -284,7 +284,7 @@ def _bounds_violations(p, q, drafts, k, shift: int = 0) -> tuple[int, int]:
 
 @pytest.mark.parametrize("k", [1, 2, 4, 8])
 def test_block_mean_bounds_hold_at_every_rank_of_a_merged_entry(k):
-    """Lemma 8: the bounds on ``d`` over a merged entry hold, in exact arithmetic, at every
+    """A partner in a merged entry: the bounds on ``d`` over a merged entry hold, in exact arithmetic, at every
     rank it stands for in the full path; the bounds of the next entry do not."""
     p, q, drafts, _ = zipf_rows(3, 2000, k, 50 + k, torch.float64)
     wrong, checked = _bounds_violations(p, q, drafts, k)

@@ -128,7 +128,7 @@ def test_rrs_wor_above_two_drafts_at_scale_is_labelled_monte_carlo_and_lp_rules_
 
 
 def test_water_level_rules_are_the_optimum_without_replacement_where_they_run():
-    """Both water-level columns are the optimum without replacement (Theorem 5), at any V:
+    """Both water-level columns are the optimum without replacement (water levels are probabilities), at any V:
     ``optimal_wor`` at every ``k``, which on a small row is its exact law too,
     ``optimal_pair_wor`` at ``k = 2`` only; ``k = 1`` is not applicable."""
     rng = np.random.default_rng(4)

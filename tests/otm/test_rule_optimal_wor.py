@@ -1,4 +1,4 @@
-"""Rule 'optimal_wor' (docs/optimal-verifier.md, section 8, "k drafts"): the water levels of two
+"""Rule 'optimal_wor' (docs/optimal-verifier.md#water-levels-for-drafts-without-replacement): the water levels of two
 drafts carried over to k drafts without replacement. Exact in rationals: output p, acceptance
 alpha*(p, Q_wor) = the max flow; the set masses are what they say; the checks fail on broken
 pieces."""

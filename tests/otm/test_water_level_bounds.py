@@ -1,5 +1,6 @@
-"""Lemma 9 for k drafts (otm.rules.water_level_bounds; docs/optimal-verifier.md, section 8, "k
-drafts: the walk from bounds"): where the bounds from the flux and the set masses decide the walk
+"""Bounds on a water level from the flux, k drafts (otm.rules.water_levels.bounds;
+docs/optimal-verifier-proofs.md#bounds-on-a-water-level-from-the-flux): where the bounds from the flux and
+the set masses decide the walk
 of rule 'optimal_wor', they decide it as the water levels do, exactly in rationals; at u = 0
 they always decide; with the set masses halved some decision is wrong."""
 from __future__ import annotations
@@ -139,7 +140,7 @@ def test_a_set_across_the_optimal_cut_selects_its_highest_member(k):
 
 
 def test_a_mass_rounded_to_zero_bounds_nothing():
-    """A cut whose set mass is 0 (which Theorem 5 (d) rules out in exact arithmetic, so only by
+    """A cut whose set mass is 0 (which claim (d) of "water levels are probabilities" rules out in exact arithmetic, so only by
     rounding) gives the lower bound 0 rather than a division by zero, in lists and in arrays:
     no walk goes down on it."""
     class Zero:

@@ -1,4 +1,4 @@
-"""Theorem 5 of docs/optimal-verifier.md (the water levels are probabilities), followed claim by
+"""Water levels are probabilities (docs/optimal-verifier-proofs.md#water-levels-are-probabilities), followed claim by
 claim along the nesting (otm.rules.water_level_residuals): every claim holds on exact instances,
 k = 2..4, drafts without replacement and i.i.d.; the certificate fails on broken levels, on a
 draft law without the exchange property, and the construction refuses out of the ratio order."""

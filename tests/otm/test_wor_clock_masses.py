@@ -143,7 +143,7 @@ def sharp_row(seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 def test_a_level_above_one_by_rounding_is_set_to_one_and_certified(monkeypatch):
     """On this row float64 raises one cut to 3e13 (a remainder of rounding over ranks of tiny
-    ``q``; the exact construction's levels stay below 0.83, Theorem 5). The clock path sets it
+    ``q``; the exact construction's levels stay below 0.83: water levels are probabilities). The clock path sets it
     to 1 and says so; the levels then realise ``x`` by the tuple enumeration too, ``x`` is the
     exact construction's, and the acceptance the prefix scan's. Capping a real level instead
     (every level above 0.5 set to 0.5) fails the certificate. (Uncapped, float64 refuses the row
