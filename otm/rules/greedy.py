@@ -62,15 +62,24 @@ def exact_law(p, q, k: int, *, method: str = "auto") -> RuleLaw:
         acceptance = min(np.minimum(p, membership).sum(), 1)  # a float sum can round to 1 + 1 ulp
         details["draft_accepted"] = acceptance
         return RuleLaw(acceptance, p.copy(), None, details)
-    draft_law = greedy_law(q, k)
-    last = draft_law.marginal(k - 1)  # q_R
+    return enumerated_rule_law(p, greedy_law(q, k), kernel(p, q, k), details)
+
+
+def kernel(p: np.ndarray, q: np.ndarray, k: int):
+    """The rule's kernel for a validated ``p``, ``q`` (``[V]``) and ``k <= V`` (module
+    docstring): ``kernel(draft tuple) -> (K(. | x) [V], P(a draft is the output))``. Built in
+    O(V log V) (one sort of ``q``), each call O(V)."""
+    fixed = greedy_order(q)[: k - 1]
+    last = greedy_membership(q, k)  # 1 on F, q_R on R
+    last[fixed] = 0  # q_R, the last draft's law
     leftover = positive_part(p - last)
     leftover[fixed] = p[fixed]
     final = normalise(leftover)
+    final_fixed = final[fixed].sum()
 
     def kernel(draft_tuple):
         z = draft_tuple[-1]
         a = accept_probability(p[z], last[z])
-        return a * one_hot(z, p) + (1 - a) * final, a + (1 - a) * final[fixed].sum()
+        return a * one_hot(z, p) + (1 - a) * final, a + (1 - a) * final_fixed
 
-    return enumerated_rule_law(p, draft_law, kernel, details)
+    return kernel

@@ -54,10 +54,9 @@ from decoding.runtime.tree_attention import TreeCache
 from decoding.runtime.tree_walk import NodeRules, resolve_rules
 from decoding.runtime.trees import Tree, parse_tree
 from decoding.verifiers import VERIFIERS
-from otm.draft_laws import greedy_membership, greedy_order
 from otm.errors import NotApplicableError
-from otm.rules import kseq, optimal, optimal_wor, rrs_wor, spechub, specinfer
-from otm.rules.enumeration import accept_probability, canonical_output_law, normalise, one_hot, positive_part, validate_pair
+from otm.rules import greedy, kseq, optimal, optimal_wor, rrs_wor, spechub, specinfer
+from otm.rules.enumeration import canonical_output_law, validate_pair
 from otm.rules.optimal_pair_wor import with_representable_weights
 
 from .decode import mean_and_error, rule_tree
@@ -68,24 +67,6 @@ BASELINE_RULE = "rrs"
 
 #: A difference smaller than this many standard errors is reported as unresolved.
 RESOLUTION_SIGMAS = 2.0
-
-
-def _greedy_kernel(p: np.ndarray, q: np.ndarray, k: int):
-    """``K(. | x)`` of :mod:`otm.rules.greedy` (its module docstring): accept the last draft
-    ``z`` with ``min(1, p(z) / q_R(z))``, else draw from ``norm(p on F, max(p - q_R, 0) on R)``."""
-    fixed = greedy_order(q)[: k - 1]
-    last = greedy_membership(q, k)  # 1 on F, q_R on R
-    last[fixed] = 0
-    leftover = positive_part(p - last)
-    leftover[fixed] = p[fixed]
-    final = normalise(leftover)
-
-    def kernel(draft_tuple):
-        z = draft_tuple[-1]
-        a = accept_probability(p[z], last[z])
-        return a * one_hot(z, p) + (1 - a) * final, None
-
-    return kernel
 
 
 def _kseq_kernel(p: np.ndarray, q: np.ndarray, k: int):
@@ -144,7 +125,7 @@ KERNELS: dict[str, Callable] = {
     "rrs_wor": lambda p, q, k: rrs_wor.kernel(p, q),
     "kseq": _kseq_kernel,
     "spechub": lambda p, q, k: spechub.kernel(p, q),
-    "greedy": _greedy_kernel,
+    "greedy": greedy.kernel,
     "optimal": lambda p, q, k: functools.partial(optimal.conditional_output_law, optimal.selection_parameters(p, q, k)),
     "optimal_wor": _water_level_kernel,
     "optimal_pair_wor": _water_level_kernel,
