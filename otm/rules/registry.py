@@ -43,7 +43,8 @@ class RuleSpec:
         reference_optimum: the draft scheme whose optimum is the fair reference (its own
             law's): a rule never beats it. ``None`` for rules not judged against ``p``.
         attains_own_optimum: it reaches that optimum on every instance (proved; for
-            ``optimal_wor`` by docs/optimal-verifier-proofs.md, "Water levels are probabilities";
+            ``optimal_pair_wor`` and ``optimal_wor`` by docs/optimal-verifier-proofs.md, "Water levels are
+            probabilities";
             checked by the theorem suite).
         computed_as_optimum: its law is built on the cut of that optimum, so where only its
             acceptance is asked for (a sweep's cells, the report's columns) it is computed as
@@ -178,6 +179,12 @@ RULE_SPECS: dict[str, RuleSpec] = {spec.name: spec for spec in (
         "optimal_latent", "the i.i.d.-optimal verifier on the latent draws behind drafts without replacement",
         "this toolkit (docs/optimal-verifier.md)", "optimal_latent", "without_replacement",
         reference_optimum="without_replacement", at_least_single_draft=True, verifier="optimal_family.latent", latent_paths=True,
+    ),
+    RuleSpec(
+        "optimal_pair_wor", "the optimal rule for two drafts without replacement (water levels)",
+        "this toolkit (docs/optimal-verifier.md#water-levels-for-drafts-without-replacement)", "optimal_pair_wor", "without_replacement", ks=(2, 2),
+        reference_optimum="without_replacement", attains_own_optimum=True, computed_as_optimum=True,
+        at_least_single_draft=True, verifier="optimal_family.pair", gain_baselines=("rrs_wor",),
     ),
     RuleSpec(
         "optimal_wor", "the optimal rule for k drafts without replacement (water levels)",
