@@ -10,3 +10,16 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="session")
+def qwen_wheels():
+    """Skip unless the embedded Qwen pair's model packages (its GGUF parts) are installed:
+    the set-up every test of the real Qwen models shares."""
+    from decoding.models import ModelPackageMissingError, qwen
+
+    try:
+        qwen.part_files(qwen.DRAFT_GGUF)
+        qwen.part_files(qwen.TARGET_GGUF)
+    except ModelPackageMissingError as exc:
+        pytest.skip(str(exc))

@@ -208,17 +208,8 @@ def test_the_cache_holds_float32_and_bfloat16_only(tmp_path):
 
 # ---------------------------------------------------------------- the real models
 
-def _require_wheels():
-    try:
-        qwen.part_files(qwen.DRAFT_GGUF)
-        qwen.part_files(qwen.TARGET_GGUF)
-    except ModelPackageMissingError as exc:
-        pytest.skip(str(exc))
-
-
 @pytest.fixture(scope="session")
-def qwen_pair():
-    _require_wheels()
+def qwen_pair(qwen_wheels):
     pair = load_qwen_pair()
     yield pair
     pair.release()
@@ -227,8 +218,7 @@ def qwen_pair():
 @pytest.mark.qwen
 @pytest.mark.slow
 @pytest.mark.parametrize("spec", [qwen.DRAFT_GGUF, qwen.TARGET_GGUF], ids=["draft", "target"])
-def test_embedded_wheels_have_the_pinned_hash(spec):
-    _require_wheels()
+def test_embedded_wheels_have_the_pinned_hash(spec, qwen_wheels):
     assert qwen.verify_parts(spec) == spec.sha256
 
 

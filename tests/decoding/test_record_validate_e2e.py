@@ -160,23 +160,12 @@ def test_record_top_m_option(tmp_path, capsys, monkeypatch):
     assert "GiB" in capsys.readouterr().err and not (tmp_path / "big.npz").exists()
 
 
-def _require_qwen():
-    from decoding.models import ModelPackageMissingError, qwen
-
-    try:
-        qwen.part_files(qwen.DRAFT_GGUF)
-        qwen.part_files(qwen.TARGET_GGUF)
-    except ModelPackageMissingError as exc:
-        pytest.skip(str(exc))
-
-
 @pytest.mark.qwen
 @pytest.mark.slow
-def test_qwen_default_dtype_records_and_validates(tmp_path, capsys):
-    """The Qwen pair at the default dtype (float32, V = 151,936): a float32 softmax sums to 1
-    only within ~1e-5, which the recording's fixed 1e-6 used to refuse. Whole rows, so every
-    node is exact and the verdict is PASS (memory: about 9 GB for the models' steps)."""
-    _require_qwen()
+def test_qwen_default_dtype_records_and_validates(tmp_path, capsys, qwen_wheels):
+    """The Qwen pair at the default dtype (bfloat16, its sampling laws float32, V = 151,936):
+    a float32 softmax sums to 1 only within ~1e-5, which the recording's fixed 1e-6 used to
+    refuse. Whole rows, so every node is exact and the verdict is PASS."""
     path = tmp_path / "qwen.npz"
     status = main(["decode", "--pair", "qwen2.5-coder", "--rule", "rrs", "--tree", "chains:2,2", "--max-new-tokens", "4",
                    "--prompt", "def binary_search(", "--record", str(path), "--record-top-m", "full", "--json"])
