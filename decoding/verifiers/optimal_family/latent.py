@@ -11,7 +11,7 @@ exactly i.i.d. from ``q`` and every one of them is a draft, so the optimal i.i.d
 verifier (:mod:`decoding.verifiers.optimal`) applied to them outputs ``Y ~ p`` and
 accepts a draft with probability ``alpha*(p, iid law)``. It is lossless and at least as
 good as the i.i.d. optimum, but NOT optimal for the without-replacement law, whose
-``alpha*`` is larger (docs/optimal-verifier.md, section 8).
+``alpha*`` is larger (docs/optimal-verifier.md#water-levels-for-drafts-without-replacement).
 
 A second module rather than a parameter: the draft scheme (``sample_drafts``) and the
 randomness contract differ from the i.i.d. verifier's.

@@ -1,8 +1,9 @@
 """The optimal verifier for two drafts without replacement (the water-level rule), batched.
 
-The rule of :mod:`otm.rules.optimal_pair_wor` (derivation, proof of losslessness and
-optimality, and the step that is checked rather than proved: docs/optimal-verifier.md,
-section 8): the drafts ``a`` then ``b`` are distinct, drawn successively from ``q``. Give
+The rule of :mod:`otm.rules.optimal_wor` (derivation, proof of losslessness and
+optimality, and the step that is checked rather than proved:
+docs/optimal-verifier.md#water-levels-for-drafts-without-replacement): the drafts ``a`` then ``b`` are
+distinct, drawn successively from ``q``. Give
 the tokens with ``q > 0`` ranks by ``p/q`` (ties by id), with the optimal cut ``m``. The
 member of higher rank is selected, except that within a side of the cut the higher member
 yields to the lower one with probability ``Y = min_{low < j <= high} L(j)``, the least water
@@ -18,8 +19,9 @@ first goes through a *merged row*
 (:mod:`decoding.verifiers.optimal_family.pair_merged_rows`): the ratio keys cut into buckets, the
 buckets whose ranks all have ``e = p - sigma`` of one sign kept as blocks, the others and the
 drafts' refined into sorted tokens; every value the draw reads is exact there, and the bounds
-of docs/optimal-verifier.md, Lemma 9 (bounds on a water-level yield from the flux), with bounds
-on the cuts inside blocks (Lemma 10, merged rows for two drafts), decide ``u < Y``. When they
+of docs/optimal-verifier-proofs.md#bounds-on-a-water-level-from-the-flux, with bounds
+on the cuts inside blocks (merged rows for two drafts,
+docs/optimal-verifier-proofs.md#merged-rows-for-two-drafts), decide ``u < Y``. When they
 cannot (rarely, on real rows), the row goes to the *sorted row*: one stable sort of the
 ratios of the support, then :func:`decoding.verifiers.optimal_family.pair_levels.pair_yield`,
 which computes the cut, the minimal flux and ``x`` in ``O(V)`` and the yield of the drafted
@@ -27,8 +29,8 @@ pair (those bounds first, else only the nested runs that hold both drafts, each 
 cut to empty found in a lazy range-minimum tree). In exact arithmetic both paths draw the same.
 The levels are rounded into ``[current level, 1]``; what that and the rounding floors leave
 of the flux uncarried moves the realised selection law away from ``x``; by how much on real
-rows, measured in 200-bit arithmetic: docs/optimal-verifier.md, section 8, "At the real
-vocabulary". Drafts that two draws without
+rows, measured in 200-bit arithmetic: docs/optimal-verifier.md#the-water-level-verifier-for-two-drafts.
+Drafts that two draws without
 replacement cannot give (equal, or one with ``q = 0`` while ``q`` has two tokens of positive
 probability) raise :class:`otm.errors.NotApplicableError`; rows with a NaN, an inf, a negative
 entry or no mass raise :class:`otm.errors.InvalidDistributionError`.
@@ -171,7 +173,7 @@ def verify_row(p: np.ndarray, q: np.ndarray, drafts: tuple[int, int], uniforms: 
     two int64 ``[V]`` work arrays), or on the sorted row when that row goes back or ``q`` has
     a single token of positive probability. The merged row goes first since it is the faster
     from small vocabularies on (``scripts/bench_optimal_verifier.py --vocabs``,
-    docs/optimal-verifier.md section 9)."""
+    docs/optimal-verifier.md#measured-cost)."""
     support = _check_drafts(q, drafts)
     q = with_representable_weights(q)  # the same row unless a dominant token's complement is below 1e-289
     if support >= 2:

@@ -3,7 +3,8 @@ nesting in ``O(log n)`` per refresh of a key, where the construction of
 :mod:`otm.rules.optimal_pair_wor` (the reference) rescans every run, ``O(n * depth)`` with
 ``depth`` about ``10^5`` on real rows.
 
-The construction is the reference's (docs/optimal-verifier.md, section 8): ranks by ``p/q``,
+The construction is the reference's (docs/optimal-verifier.md#water-levels-for-drafts-without-replacement):
+ranks by ``p/q``,
 the cut ``m``, the minimal flux ``F`` and the nested water levels ``L``; only the order in
 which the nesting is computed differs, and how the remaining flux of a cut is kept.
 
@@ -48,12 +49,14 @@ sums of a run accumulate in double-double (:func:`_child`), the range sums carry
 TwoSum errors, ``used(j)`` is their sum in float64; a remaining flux within ``FLOOR`` unit
 roundoffs of ``F(j)`` counts as zero (the cut empties at the current level), a key below the
 current level counts as the current level, and a level found above 1 is set to 1 (in exact arithmetic none is:
-docs/optimal-verifier.md, Theorem 5). Levels are therefore probabilities by construction, and the flux they leave uncarried (or carry twice)
+docs/optimal-verifier-proofs.md#water-levels-are-probabilities). Levels are therefore probabilities by
+construction, and the flux they leave uncarried (or carry twice)
 is what :func:`row_levels` returns as ``uncarried``. What the levels realise is checked
 independently in exact or 200-bit arithmetic by
 :func:`otm.rules.optimal_pair_wor.realised_selection`: on real Qwen rows at ``V = 151,936``
 the realised selection law is within about ``2e-12`` of ``x`` in total (and ``alpha*`` within
-``1e-12``; ``research/optimal_wor/pair_wor_verifier_at_scale.py``, docs/optimal-verifier.md section 8). On
+``1e-12``; ``research/optimal_wor/pair_wor_verifier_at_scale.py``,
+docs/optimal-verifier.md#water-levels-for-drafts-without-replacement). On
 small rows the levels agree with the reference construction to ``5e-14``
 (``tests/decoding/test_verifier_optimal_pair_wor.py``).
 
@@ -62,7 +65,8 @@ update stops at the first node it leaves unchanged. Most splits peel one rank of
 their run; the cuts about to empty form a front of near-equal keys that is refreshed at
 almost every peel. So :func:`pair_yield` first tries the bounds of :func:`yield_decision`,
 which settle most of the same-side pairs drawn on real rows in ``O(V)`` at most
-(docs/optimal-verifier.md, Lemma 9, bounds on a water-level yield from the flux; how often they
+(docs/optimal-verifier-proofs.md#bounds-on-a-water-level-from-the-flux, bounds on a water-level yield from
+the flux; how often they
 settle: section 8, "At the real vocabulary").
 
 ``cache=True``, ``error_model="numpy"``, no bounds checks: every array of a row has the
@@ -450,7 +454,8 @@ BOUND_MARGIN = 1e-9
 def yield_decision(flux, qt, qe, wt, we, f, t, low, high, u, blocks=None):
     """Whether ``u < Y`` for the pair of ranks ``low < high`` inside the first run ``[f, t]``
     (every cut of it carries flux), from the flux and the pair masses alone
-    (:func:`otm.rules.optimal_pair_wor.yield_decision`; docs/optimal-verifier.md, Lemma 9,
+    (:func:`otm.rules.water_levels.pair.yield_decision`;
+    docs/optimal-verifier-proofs.md#bounds-on-a-water-level-from-the-flux,
     bounds on a water-level yield from the flux). Returns ``(verdict, bound)``: ``(1, lower)``
     when ``u`` is below the lower bound
     ``lower = min_{low < j <= high} F(j) / Q_[f,t](j)`` of ``Y``; ``(-1, u)`` when the
@@ -488,7 +493,7 @@ def yield_decision(flux, qt, qe, wt, we, f, t, low, high, u, blocks=None):
 
 @_compiled
 def _cut_bound(flux, qt, qe, wt, we, f, i, t):
-    """The lower bound (docs/optimal-verifier.md, Lemma 9 (i)) of the level of cut ``i`` of the
+    """The lower bound (docs/optimal-verifier-proofs.md#bounds-on-a-water-level-from-the-flux (i)) of the level of cut ``i`` of the
     first run ``[f, t]``, less
     :data:`BOUND_MARGIN`."""
     return flux[i] / _across(qt, qe, wt, we, f, i, t)[0] * (1.0 - BOUND_MARGIN)
@@ -496,9 +501,9 @@ def _cut_bound(flux, qt, qe, wt, we, f, i, t):
 
 @_compiled
 def _inner_bound(flux, qt, qe, wt, we, f, e, t, blocks):
-    """A lower bound of the bounds ``F(j) / Q_[f,t](j)`` (docs/optimal-verifier.md, Lemma 9 (i)) at the cuts ``j`` inside
+    """A lower bound of the bounds ``F(j) / Q_[f,t](j)`` (docs/optimal-verifier-proofs.md#bounds-on-a-water-level-from-the-flux (i)) at the cuts ``j`` inside
     entry ``e`` of a merged row (``inf`` for a single rank, or when ``blocks`` is ``None``;
-    docs/optimal-verifier.md section 8, "Without the sort").
+    docs/optimal-verifier-proofs.md#merged-rows-for-two-drafts).
 
     ``blocks[e] = (spread, r, falling)``: ``spread`` at least ``1 / (1 - max q)`` of the block, ``r`` the
     least ratio ``p / q`` it can hold, ``falling`` 1 when it lies below the cut with ``e < 0``

@@ -1,5 +1,5 @@
 """The water-level verifier without the sort: one row on a merged row of ratio buckets
-(docs/optimal-verifier.md, section 8, "Without the sort"), compiled with numba.
+(docs/optimal-verifier-proofs.md#merged-rows-for-two-drafts), compiled with numba.
 
 The verifier of :mod:`decoding.verifiers.optimal_family.pair` needs the ranks by ``p / q`` only
 through sums over blocks of consecutive ranks, except at a few ranks. Cut the ratio keys
@@ -19,10 +19,11 @@ their tokens, sorted by key. On the merged row:
   monotone inside a block;
 - the drafts are single entries, so their ``x`` is exact, and so is the residual mass of a
   block on ``U`` (``p(E) - x(E)``; none on ``H``);
-- the tests of docs/optimal-verifier.md, Lemma 9 (bounds on a water-level yield from the flux)
+- the tests of docs/optimal-verifier-proofs.md#bounds-on-a-water-level-from-the-flux
   read ``F`` at the cuts between entries and bound the cuts inside a block
-  (:func:`decoding.verifiers.optimal_family.pair_levels.yield_decision` with ``blocks``; Lemma 10
-  (d), merged rows for two drafts); they prove ``u < Y`` or ``Y <= u`` or leave the pair undecided.
+  (:func:`decoding.verifiers.optimal_family.pair_levels.yield_decision` with ``blocks``; claim
+  (d) of docs/optimal-verifier-proofs.md#merged-rows-for-two-drafts); they prove ``u < Y`` or ``Y <= u`` or
+  leave the pair undecided.
 
 In exact arithmetic every value the draw reads is the sorted path's, so the draw is the
 sorted path's: the selected draft, its test and the residual rank (inverse CDF over the

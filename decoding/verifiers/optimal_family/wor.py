@@ -1,8 +1,9 @@
 """The optimal verifier for ``k`` drafts without replacement (water levels), batched.
 
-The rule of :mod:`otm.rules.optimal_wor` (derivation, and the proof that its levels are
-probabilities: docs/optimal-verifier.md, section 8, "k drafts" and Theorem 5): give the tokens with ``q > 0`` ranks by
-``p/q`` (ties by id), with the optimal cut ``m`` and the water levels ``L`` (``L(m) = 0``).
+The rule of :mod:`otm.rules.optimal_wor` (derivation:
+docs/optimal-verifier.md#water-levels-for-drafts-without-replacement; the proof that its levels
+are probabilities: docs/optimal-verifier-proofs.md#water-levels-are-probabilities): give the
+tokens with ``q > 0`` ranks by ``p/q`` (ties by id), with the optimal cut ``m`` and the water levels ``L`` (``L(m) = 0``).
 Going down from the highest-ranked draft through the others by rank, the walk goes on while
 ``u < M_i``, the least level between member ``i`` and the highest; the last member reached
 is selected. The selected draft ``Z`` is accepted with probability ``min(1, p(Z) / x(Z))``
@@ -20,12 +21,11 @@ levels (:func:`row_setup`: cut, flux, ``x``, the compiled set masses; the pass u
 Chebyshev points,
 :mod:`decoding.verifiers.optimal_family.setup.chebyshev`; rows on a CUDA device take that pass there, as
 kernels, :mod:`decoding.verifiers.optimal_family.setup.cuda_scan`), and the walk of each of its drafted sets is
-decided from the bounds of docs/optimal-verifier.md, Lemma 9 (bounds on a water level from the
-flux; section 8, "k drafts: the walk from bounds") where they settle it
-(:func:`otm.rules.water_level_bounds.walk_decision`); only the walks they leave open build the
+decided from the bounds of docs/optimal-verifier-proofs.md#bounds-on-a-water-level-from-the-flux where they settle it
+(:func:`otm.rules.water_levels.bounds.walk_decision`); only the walks they leave open build the
 levels. Open walks on rows past the nesting's time limit raise
 :class:`otm.errors.NotApplicableError` (:func:`caveat`; how often, at the real vocabulary:
-docs/optimal-verifier.md, section 8, "k drafts at the real vocabulary"). The levels come from
+docs/optimal-verifier.md#the-water-level-verifier-for-k-drafts). The levels come from
 the rule's certified float64 construction (wider arithmetic where float64 is not certified), the
 last 256 distinct rows kept (a batch of equal rows, as the tests draw, costs one construction;
 the cost of a distinct row: ``python -m research.optimal_wor.wor_water_levels --cost``).
@@ -77,8 +77,8 @@ def compile_seconds(device: torch.device) -> float:
     at Chebyshev points (:mod:`decoding.verifiers.optimal_family.setup.chebyshev`, 3 s); 0 for what
     numba's cache already holds. On a CUDA device the set-up's kernels
     (:mod:`decoding.verifiers.optimal_family.setup.cuda_scan`) compile besides, at the first row of each ``k``
-    and in every process: 1 s (docs/optimal-verifier.md, section 8, "The set-up's pass on a
-    GPU"). An estimate for the announcement, not a limit. Read by ``otm decode``."""
+    and in every process: 1 s (docs/optimal-verifier-proofs.md#the-set-up-as-a-scan). An estimate for the
+    announcement, not a limit. Read by ``otm decode``."""
     from ..optimal_numba import is_cached
     from .setup.chebyshev import _pass as pass_at_points
     from .clock_masses import lowest_law, water_levels
@@ -95,7 +95,7 @@ def caveat(widest: int, top_p: float) -> str | None:
     rows are whole vocabularies, where the verifier sets up each row and refuses a row whose walk
     the bounds leave open and whose nesting it estimates past
     :attr:`~decoding.verifiers.optimal_family.clock_masses.CompiledClockSetMasses.max_nesting_seconds`
-    (module docstring; docs/optimal-verifier.md, section 8)."""
+    (module docstring; docs/optimal-verifier.md#water-levels-for-drafts-without-replacement)."""
     if widest < 3 or top_p < 1.0:
         return None
     from .clock_masses import CompiledClockSetMasses
@@ -258,7 +258,8 @@ def verify_row(p: np.ndarray, q: np.ndarray, drafts: tuple, uniforms: np.ndarray
 #: :data:`decoding.verifiers.optimal_family.pair_levels.BOUND_MARGIN`): the set masses and ``sigma``
 #: of the clock integral are accurate to a few ``1e-14`` relative on rows of thousands of tokens
 #: and to about ``1e-11`` on whole rows of the real vocabulary, where the products of 151,665
-#: clocks near 1 carry their roundings (docs/optimal-verifier.md, section 8, "The set-up's pass on
+#: clocks near 1 carry their roundings (docs/optimal-verifier.md#water-levels-for-drafts-without-replacement,
+#: "The set-up's pass on
 #: a GPU").
 BOUND_MARGIN = 1e-9
 

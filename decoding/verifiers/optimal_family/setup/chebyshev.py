@@ -17,8 +17,8 @@ coefficients of two polynomials at every rank and each of about a hundred live n
 function of ``s`` below ``2^-6 / kappa`` (``kappa`` the block's largest ``q``), a block's products
 are so smooth that a dozen points carry them: the work per rank no longer grows with the nodes.
 
-**The identity (our derivation; docs/optimal-verifier.md, section 8, "The set-up's pass at
-Chebyshev points").** Take a block of ranks ``[b, e)``, its prefix ``(E_b, D_b)`` (the ranks ``[0,
+**The identity (our derivation; docs/optimal-verifier-proofs.md#the-set-up-at-chebyshev-points).** Take a
+block of ranks ``[b, e)``, its prefix ``(E_b, D_b)`` (the ranks ``[0,
 b)``), ``T_b = q([b, n))`` and, for ``a`` in the block, ``c_r = e^{q_r s} - 1``, ``F_a = prod_{b <= r <
 a} (1 + c_r z)`` and ``G_a = sum_{b <= r < a} q_r prod_{r' != r} (1 + c_r' z)`` (truncated at degree
 ``k - 1``; ``F_{a+1} = F_a (1 + c_a z)``, ``G_{a+1} = G_a (1 + c_a z) + q_a F_a``). Since ``a_r + b_r
@@ -43,8 +43,8 @@ weights ``Lambda_D[d, p] = sum_i w_i e^{-T_b s_i} [z^{k-1-d}] D_b(s_i) (u_i / u_
 nodes is ``e^{-S_B s} (E_b F_e, D_b F_e + E_b G_e)`` with ``F_e``, ``G_e`` interpolated. The weights
 take ``u_p^{-d}`` out of the sum over nodes (``u_i^d`` stays in it), so a (block, node) pair costs
 one barycentric basis and ``O(k P)`` multiply-adds, no division per ``(d, p)``, with ``sigma``
-as close to an 80-bit pass as the node-by-node pass (docs/optimal-verifier.md, section 8, "The
-set-up's pass at Chebyshev points", with the measured cost).
+as close to an 80-bit pass as the node-by-node pass
+(docs/optimal-verifier-proofs.md#the-set-up-at-chebyshev-points, with the measured cost).
 
 **Error.** Interpolation is exact for polynomials of degree below ``P``, so its error is at most
 ``1 + Lambda_P`` (the Lebesgue constant, ``<= 1 + (2 / pi) log(P + 1)`` at Chebyshev points) times
