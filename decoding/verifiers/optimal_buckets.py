@@ -8,8 +8,7 @@ their partners' and at the residual rank only. Here the keys are cut into at mos
 key) >> s``; the keys of ``p / q`` order like the ratios, so every bucket is a run of
 ranks), with a histogram pass for the sums of ``p`` and ``q`` per bucket. In a bucket
 where ``e_j = p_j - sigma_j`` has one strict sign at every rank, the whole bucket can be
-merged into one entry of ``p``, ``q`` equal to its sums (docs/optimal-verifier-proofs.md#merging-a-run-of-one-sign,
-merging a run of one sign):
+merged into one entry of ``p``, ``q`` equal to its sums (docs/optimal-verifier-proofs.md#merging-a-run-of-one-sign):
 
 - ``C``, ``P`` at the bucket's ends are the same sums, and ``sigma`` summed over the bucket
   telescopes to ``C_end^k - C_start^k``, the merged entry's own ``sigma``;

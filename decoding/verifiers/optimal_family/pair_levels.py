@@ -65,9 +65,8 @@ update stops at the first node it leaves unchanged. Most splits peel one rank of
 their run; the cuts about to empty form a front of near-equal keys that is refreshed at
 almost every peel. So :func:`pair_yield` first tries the bounds of :func:`yield_decision`,
 which settle most of the same-side pairs drawn on real rows in ``O(V)`` at most
-(docs/optimal-verifier-proofs.md#bounds-on-a-water-level-from-the-flux, bounds on a water-level yield from
-the flux; how often they
-settle: section 8, "At the real vocabulary").
+(docs/optimal-verifier-proofs.md#bounds-on-a-water-level-from-the-flux; how often they settle:
+docs/optimal-verifier.md#measured-cost).
 
 ``cache=True``, ``error_model="numpy"``, no bounds checks: every array of a row has the
 row's length ``n`` (or ``n + 1`` for cuts).
@@ -455,8 +454,7 @@ def yield_decision(flux, qt, qe, wt, we, f, t, low, high, u, blocks=None):
     """Whether ``u < Y`` for the pair of ranks ``low < high`` inside the first run ``[f, t]``
     (every cut of it carries flux), from the flux and the pair masses alone
     (:func:`otm.rules.water_levels.pair.yield_decision`;
-    docs/optimal-verifier-proofs.md#bounds-on-a-water-level-from-the-flux,
-    bounds on a water-level yield from the flux). Returns ``(verdict, bound)``: ``(1, lower)``
+    docs/optimal-verifier-proofs.md#bounds-on-a-water-level-from-the-flux). Returns ``(verdict, bound)``: ``(1, lower)``
     when ``u`` is below the lower bound
     ``lower = min_{low < j <= high} F(j) / Q_[f,t](j)`` of ``Y``; ``(-1, u)`` when the
     widened pair masses prove ``Y <= u`` (the narrowest window at every cut between the pair,

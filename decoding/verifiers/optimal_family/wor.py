@@ -258,9 +258,7 @@ def verify_row(p: np.ndarray, q: np.ndarray, drafts: tuple, uniforms: np.ndarray
 #: :data:`decoding.verifiers.optimal_family.pair_levels.BOUND_MARGIN`): the set masses and ``sigma``
 #: of the clock integral are accurate to a few ``1e-14`` relative on rows of thousands of tokens
 #: and to about ``1e-11`` on whole rows of the real vocabulary, where the products of 151,665
-#: clocks near 1 carry their roundings (docs/optimal-verifier.md#water-levels-for-drafts-without-replacement,
-#: "The set-up's pass on
-#: a GPU").
+#: clocks near 1 carry their roundings (docs/optimal-verifier-proofs.md#the-set-up-as-a-scan).
 BOUND_MARGIN = 1e-9
 
 #: At most this many windows in the walk's integral test (iii)
