@@ -248,18 +248,9 @@ def speculative_decode(
     """
     _check_max_new_tokens(max_new_tokens)
     start = time.perf_counter()
-    draft_model, target_model = _models(pair_or_models)
-    device = torch.device(device) if device is not None else next(target_model.parameters()).device
-    if dtype is not None or device != next(target_model.parameters()).device:
-        draft_model.to(device=device, dtype=dtype)
-        target_model.to(device=device, dtype=dtype)
+    draft_model, target_model, device = _place_models(pair_or_models, device, dtype)
     tree = parse_tree(tree)
-    if isinstance(rule, SequenceRule) or (isinstance(rule, str) and rule in SEQUENCE_RULES):
-        if single_rule is not None:
-            raise NotApplicableError(f"single_rule applies to node-wise rules; {rule} verifies the whole tree")
-        rules = resolve_sequence_rule(rule, tree, recording=record is not None)
-    else:
-        rules = resolve_rules(rule, single_rule) if not isinstance(rule, NodeRules) else rule
+    rules = _resolve_rules(rule, tree, single_rule, record)
     ids, valid = _prompt_batch(prompt_ids, device)
     batch = ids.shape[0]
     target_cache, draft_cache = TreeCache(target_model, batch, device), TreeCache(draft_model, batch, device)
@@ -275,37 +266,14 @@ def speculative_decode(
     steps_tokens: list[float] = []
     target_calls = draft_calls = 0
     bar = _progress(batch * max_new_tokens, progress)
-    has_children = tree.n_children > 0
     while not done.all():
         if record is not None:
             record.begin_step()
-        # 1. draft the tree, one draft forward per depth
-        tokens = torch.zeros(batch, tree.n_nodes, dtype=torch.int64, device=device)
-        tokens[:, 0] = last
-        draft_cache.begin_step(tree)
-        logits = draft_cache.forward_step(draft_pending, draft_pending_valid)
-        draft_calls += 1
-        q_root = probs_from_logits(logits[:, -1], temperature, top_p)
-        if target_calls == 0:
-            check_step_memory(batch, tree, q_root.shape[-1], q_root.dtype, device)
-        draft_probs = torch.zeros(batch, tree.n_nodes, q_root.shape[-1], dtype=q_root.dtype, device=device)
-        draft_probs[:, 0] = q_root
-        for depth in range(tree.max_depth):
-            draft_children(tree, depth, tokens, draft_probs, rules, generator)
-            nodes = tree.level(depth + 1)
-            nodes = nodes[has_children[nodes]]
-            if len(nodes):
-                logits = draft_cache.forward_step(node_tokens=tokens[:, nodes], nodes=nodes)
-                draft_calls += 1
-                draft_probs[:, nodes] = probs_from_logits(logits, temperature, top_p)
-        # 2. one target forward for the whole tree
-        target_cache.begin_step(tree)
-        logits = target_cache.forward_step(
-            tokens[:, :1], torch.ones(batch, 1, dtype=torch.bool, device=device), tokens[:, 1:], range(1, tree.n_nodes)
-        )
+        tokens, draft_probs, calls = _draft_tree(draft_cache, tree, last, draft_pending, draft_pending_valid, rules,
+                                                 generator, temperature, top_p, check_memory=target_calls == 0)
+        draft_calls += calls
+        target_probs = _target_laws(target_cache, tree, tokens, temperature, top_p)
         target_calls += 1
-        target_probs = probs_from_logits(logits, temperature, top_p)
-        # 3. walk the tree
         try:
             if isinstance(rules, SequenceRule):
                 walk = walk_sequence(tree, tokens, target_probs, draft_probs, rules, generator)
@@ -320,16 +288,10 @@ def speculative_decode(
         accepts += walk.accepts
         target_cache.commit(walk.path_nodes)
         draft_cache.commit(walk.path_nodes)
-        path_tokens = torch.where(walk.path_nodes >= 0, tokens.gather(1, walk.path_nodes.clamp(min=0)), -1)
-        # the draft cache lacks the last accepted node when it is a leaf (never forwarded)
-        last_node = walk.path_nodes.gather(1, (walk.n_accepted - 1).clamp(min=0).unsqueeze(1)).squeeze(1)
-        leaf_pending = (walk.n_accepted > 0) & ~torch.as_tensor(has_children, device=device)[last_node.clamp(min=0)]
-        draft_pending = torch.stack([torch.where(leaf_pending, tokens.gather(1, last_node.clamp(min=0).unsqueeze(1)).squeeze(1), 0), walk.final_token], dim=1)
-        draft_pending_valid = torch.stack([leaf_pending, torch.ones_like(leaf_pending)], dim=1)
+        draft_pending, draft_pending_valid = _draft_pending(tree, tokens, walk)
         last = walk.final_token
-        new_tokens = [[t for t in row if t >= 0] + [f] for row, f in zip(path_tokens.tolist(), walk.final_token.tolist())]
         steps_tokens.append(float((walk.n_accepted + 1).double().mean()))
-        added = _append(out, done, new_tokens, max_new_tokens, eos_token_id)
+        added = _append(out, done, _step_tokens(tokens, walk), max_new_tokens, eos_token_id)
         if bar is not None:
             bar.update(added)
     if bar is not None:
@@ -349,6 +311,87 @@ def speculative_decode(
         rule=rules.name,
         tree=tree.spec or str(tree.nested()),
     )
+
+
+def _place_models(pair_or_models, device, dtype) -> tuple[torch.nn.Module, torch.nn.Module, torch.device]:
+    """``(draft, target, device)``: the models moved to ``device``/``dtype`` (default: the target's device)."""
+    draft_model, target_model = _models(pair_or_models)
+    device = torch.device(device) if device is not None else next(target_model.parameters()).device
+    if dtype is not None or device != next(target_model.parameters()).device:
+        draft_model.to(device=device, dtype=dtype)
+        target_model.to(device=device, dtype=dtype)
+    return draft_model, target_model, device
+
+
+def _resolve_rules(rule, tree: Tree, single_rule, record) -> NodeRules | SequenceRule:
+    """The node-wise verifiers of ``rule`` (with ``single_rule`` at one-child nodes), or its
+    sequence-level verifier for ``tree``."""
+    if isinstance(rule, SequenceRule) or (isinstance(rule, str) and rule in SEQUENCE_RULES):
+        if single_rule is not None:
+            raise NotApplicableError(f"single_rule applies to node-wise rules; {rule} verifies the whole tree")
+        return resolve_sequence_rule(rule, tree, recording=record is not None)
+    return resolve_rules(rule, single_rule) if not isinstance(rule, NodeRules) else rule
+
+
+def _draft_tree(draft_cache: TreeCache, tree: Tree, last: torch.Tensor, pending: torch.Tensor,
+                pending_valid: torch.Tensor, rules, generator, temperature: float, top_p: float,
+                check_memory: bool) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """Step 1: draft the tree below ``last`` (``[batch]``), one draft forward per depth.
+
+    ``pending`` (``[batch, m]``, valid where ``pending_valid``) are the tokens the draft cache
+    has not seen yet. Returns the tree's tokens ``[batch, nodes]`` (node 0 is ``last``), the
+    draft laws at every node ``[batch, nodes, V]`` (zero at leaves) and the draft calls made;
+    ``check_memory`` checks one step's memory once ``V`` is known (:func:`check_step_memory`).
+    """
+    batch, device = last.shape[0], last.device
+    has_children = tree.n_children > 0
+    tokens = torch.zeros(batch, tree.n_nodes, dtype=torch.int64, device=device)
+    tokens[:, 0] = last
+    draft_cache.begin_step(tree)
+    logits = draft_cache.forward_step(pending, pending_valid)
+    calls = 1
+    q_root = probs_from_logits(logits[:, -1], temperature, top_p)
+    if check_memory:
+        check_step_memory(batch, tree, q_root.shape[-1], q_root.dtype, device)
+    draft_probs = torch.zeros(batch, tree.n_nodes, q_root.shape[-1], dtype=q_root.dtype, device=device)
+    draft_probs[:, 0] = q_root
+    for depth in range(tree.max_depth):
+        draft_children(tree, depth, tokens, draft_probs, rules, generator)
+        nodes = tree.level(depth + 1)
+        nodes = nodes[has_children[nodes]]
+        if len(nodes):
+            logits = draft_cache.forward_step(node_tokens=tokens[:, nodes], nodes=nodes)
+            calls += 1
+            draft_probs[:, nodes] = probs_from_logits(logits, temperature, top_p)
+    return tokens, draft_probs, calls
+
+
+def _target_laws(target_cache: TreeCache, tree: Tree, tokens: torch.Tensor, temperature: float,
+                 top_p: float) -> torch.Tensor:  # [batch, nodes, V]
+    """Step 2: one target forward for the root and every node of the tree: ``p`` at every node."""
+    batch, device = tokens.shape[0], tokens.device
+    target_cache.begin_step(tree)
+    logits = target_cache.forward_step(
+        tokens[:, :1], torch.ones(batch, 1, dtype=torch.bool, device=device), tokens[:, 1:], range(1, tree.n_nodes)
+    )
+    return probs_from_logits(logits, temperature, top_p)
+
+
+def _draft_pending(tree: Tree, tokens: torch.Tensor, walk) -> tuple[torch.Tensor, torch.Tensor]:
+    """The tokens the draft cache has to read at the next step (``[batch, 2]`` and its
+    validity): the last accepted node when it is a leaf (never forwarded), then the final token."""
+    has_children = torch.as_tensor(tree.n_children > 0, device=tokens.device)
+    last_node = walk.path_nodes.gather(1, (walk.n_accepted - 1).clamp(min=0).unsqueeze(1)).squeeze(1)
+    leaf_pending = (walk.n_accepted > 0) & ~has_children[last_node.clamp(min=0)]
+    leaf_token = tokens.gather(1, last_node.clamp(min=0).unsqueeze(1)).squeeze(1)
+    pending = torch.stack([torch.where(leaf_pending, leaf_token, 0), walk.final_token], dim=1)
+    return pending, torch.stack([leaf_pending, torch.ones_like(leaf_pending)], dim=1)
+
+
+def _step_tokens(tokens: torch.Tensor, walk) -> list[list[int]]:
+    """Each row's new tokens of a step: its accepted path, then the final (residual or bonus) token."""
+    path_tokens = torch.where(walk.path_nodes >= 0, tokens.gather(1, walk.path_nodes.clamp(min=0)), -1)
+    return [[t for t in row if t >= 0] + [f] for row, f in zip(path_tokens.tolist(), walk.final_token.tolist())]
 
 
 #: Tensors of ``[batch, nodes, V]`` that one decoding step holds at once: the draft laws,
