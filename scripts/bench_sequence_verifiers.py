@@ -44,7 +44,7 @@ difference and ``B`` the baseline's mean, its error by the delta method over pos
 
 The default run (6 positions x 6 texts; per temperature 8 chains of 4 tokens and 8
 ``binary:2`` trees) states its measured time in its output: 294 s with ``--threads 1`` on
-2 shared CPU cores, peak memory 10.6 GB (docs/sequences.md, section 9, has its table).
+2 shared CPU cores, peak memory 10.6 GB (docs/benchmarks.md, "Sequence verifiers on the Qwen pair", has its table).
 """
 from __future__ import annotations
 
