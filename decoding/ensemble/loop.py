@@ -193,95 +193,136 @@ def speculative_ensemble_decode(
     """
     start = time.perf_counter()
     models, device = _check_models(models, device, dtype)
-    n = len(models)
-    gammas = _check_gammas(gammas, n)
+    gammas = _check_gammas(gammas, len(models))
     max_new = _check_length(max_new_tokens)
-    ensemble_fn = make_ensemble(ensemble, n, weights=weights, lam=lam, mu=mu)
+    ensemble_fn = make_ensemble(ensemble, len(models), weights=weights, lam=lam, mu=mu)
     prompt = _check_prompts(prompt_ids, device)
-    batch, prompt_len = prompt.shape
-    window = sum(gammas) + 1  # pending tokens never exceed sum(gammas) (one round of turns)
-    width = prompt_len + max_new + window
-    rows_all = torch.arange(batch, device=device)
-
-    tokens = torch.zeros(batch, width, dtype=torch.int64, device=device)
-    tokens[:, :prompt_len] = prompt
-    n_commit = torch.full((batch,), prompt_len, dtype=torch.int64, device=device)  # committed length
-    n_total = n_commit.clone()  # committed + pending
-    generated_by = torch.zeros(batch, window, dtype=torch.int64, device=device)  # [batch, window] per pending slot
-    coverage = torch.zeros(n, batch, dtype=torch.int64, device=device)  # pending slots scored by each model
-    turn_model = torch.zeros(batch, dtype=torch.int64, device=device)
-    turn_left = torch.full((batch,), gammas[0], dtype=torch.int64, device=device)
-    gamma_t = torch.tensor(gammas, dtype=torch.int64, device=device)
-    cache = None  # [n, batch, window, vocab] logits, slot j = position n_commit + j
-    calls, verifications, accepts = [0] * n, [0] * n, [0] * n
-
-    done = n_commit - prompt_len >= max_new
+    prompt_len = prompt.shape[1]
+    state = _TurnState.start(prompt, gammas, max_new)
+    done = state.n_commit - prompt_len >= max_new
     while not bool(done.all()):
-        # 1. one call of each model on the rows whose turn it is
-        for m, model in enumerate(models):
-            rows = rows_all[~done & (turn_model == m)]
-            if rows.numel() == 0:
-                continue
-            length = int(n_total[rows].max())
-            logits = _forward(model, tokens[rows, :length])  # [r, length, vocab]
-            if cache is None:
-                cache_dtype = torch.promote_types(logits.dtype, torch.float32)  # as probs_from_logits
-                cache = torch.zeros(n, batch, window, logits.shape[-1], dtype=cache_dtype, device=device)
-            slots = (n_commit[rows, None] - 1 + torch.arange(window, device=device)).clamp(max=length - 1)
-            scored = logits.gather(1, slots[..., None].expand(-1, -1, logits.shape[-1])).to(cache.dtype)
-            cache[m, rows] = scored  # [r, window, vocab]
-            pending = n_total[rows] - n_commit[rows]
-            probs = probs_from_logits(scored[torch.arange(rows.numel(), device=device), pending], temperature)
-            new = sample_weighted(probs, draw_uniforms(generator, rows.numel(), 1, probs)[:, 0])
-            tokens[rows, n_total[rows]] = new
-            generated_by[rows, pending] = m
-            n_total[rows] += 1
-            coverage[m, rows] = pending + 1
-            turn_left[rows] -= 1
-            calls[m] += rows.numel()
-        assert int((n_total - n_commit).max()) < window, "pending tokens overflow the window"
-        # 2. verify front tokens scored by every model (Alg. 2's inner while)
-        while True:
-            ready = ~done & (n_total > n_commit) & (coverage.min(dim=0).values >= 1)
-            rows = rows_all[ready]
-            if rows.numel() == 0:
-                break
-            front = cache[:, rows, 0]  # [n, r, vocab]
-            proposer = generated_by[rows, 0]
-            proposal_probs = probs_from_logits(front[proposer, torch.arange(rows.numel(), device=device)], temperature)
-            r, x = ensemble_fn(front, temperature), tokens[rows, n_commit[rows]]
-            if verifier is None:
-                out = verify_against_ensemble(r, proposal_probs, x, generator)
-            else:
-                out = verifier(r, proposal_probs, x, proposer, generator)
-            accepted = out.accepted_index == 0
-            verifications = [v + int((proposer == m).sum()) for m, v in enumerate(verifications)]
-            accepts = [a + int((accepted & (proposer == m)).sum()) for m, a in enumerate(accepts)]
-            tokens[rows, n_commit[rows]] = out.tokens
-            n_commit[rows] += 1
-            cache[:, rows] = cache[:, rows].roll(-1, dims=2)
-            generated_by[rows] = generated_by[rows].roll(-1, dims=1)
-            coverage[:, rows] -= 1
-            rejected = rows[~accepted]
-            n_total[rejected] = n_commit[rejected]
-            coverage[:, rejected] = 0
-            turn_model[rejected] = 0
-            turn_left[rejected] = gammas[0]
-            done = n_commit - prompt_len >= max_new
-        # 3. a finished turn passes to the model that has scored the fewest pending tokens
-        ended = rows_all[~done & (turn_left == 0)]
-        nxt = coverage[:, ended].argmin(dim=0)
-        turn_model[ended] = nxt
-        turn_left[ended] = gamma_t[nxt]
-
+        state.call_models(models, done, temperature, generator)
+        while state.verify_front(ensemble_fn, done, temperature, generator, verifier):
+            done = state.n_commit - prompt_len >= max_new
+        state.pass_turns(done)
     return EnsembleDecodeResult(
-        tokens=tokens[:, prompt_len : prompt_len + max_new].clone(),
-        model_calls=calls,
-        verifications=verifications,
-        accepts=accepts,
+        tokens=state.tokens[:, prompt_len : prompt_len + max_new].clone(),
+        model_calls=state.calls,
+        verifications=state.verifications,
+        accepts=state.accepts,
         wall_seconds=time.perf_counter() - start,
         method="speculative_ensemble",
     )
+
+
+@dataclass
+class _TurnState:
+    """Every row's state in :func:`speculative_ensemble_decode`: its tokens (committed, then
+    pending), who generated and who scored each pending token, whose turn it is, and each
+    model's cached logits at the pending positions."""
+
+    gammas: torch.Tensor  # [n] each model's proposal length
+    tokens: torch.Tensor  # [batch, width]
+    n_commit: torch.Tensor  # [batch] committed length
+    n_total: torch.Tensor  # [batch] committed + pending
+    generated_by: torch.Tensor  # [batch, window] model of each pending slot
+    coverage: torch.Tensor  # [n, batch] pending slots scored by each model
+    turn_model: torch.Tensor  # [batch]
+    turn_left: torch.Tensor  # [batch] calls left in the turn
+    calls: list[int]
+    verifications: list[int]
+    accepts: list[int]
+    cache: torch.Tensor | None = None  # [n, batch, window, vocab] logits, slot j = position n_commit + j
+
+    @classmethod
+    def start(cls, prompt: torch.Tensor, gammas: list[int], max_new: int) -> "_TurnState":
+        batch, prompt_len = prompt.shape
+        n, device = len(gammas), prompt.device
+        window = sum(gammas) + 1  # pending tokens never exceed sum(gammas) (one round of turns)
+        tokens = torch.zeros(batch, prompt_len + max_new + window, dtype=torch.int64, device=device)
+        tokens[:, :prompt_len] = prompt
+        n_commit = torch.full((batch,), prompt_len, dtype=torch.int64, device=device)
+        return cls(gammas=torch.tensor(gammas, dtype=torch.int64, device=device), tokens=tokens, n_commit=n_commit, n_total=n_commit.clone(),
+                   generated_by=torch.zeros(batch, window, dtype=torch.int64, device=device),
+                   coverage=torch.zeros(n, batch, dtype=torch.int64, device=device),
+                   turn_model=torch.zeros(batch, dtype=torch.int64, device=device),
+                   turn_left=torch.full((batch,), gammas[0], dtype=torch.int64, device=device),
+                   calls=[0] * n, verifications=[0] * n, accepts=[0] * n)
+
+    @property
+    def window(self) -> int:
+        return self.generated_by.shape[1]
+
+    def call_models(self, models, done: torch.Tensor, temperature: float, generator) -> None:
+        """1. One call of each model on the rows whose turn it is: it scores every pending
+        token and samples one new token at the end."""
+        device = self.tokens.device
+        rows_all = torch.arange(self.tokens.shape[0], device=device)
+        for m, model in enumerate(models):
+            rows = rows_all[~done & (self.turn_model == m)]
+            if rows.numel() == 0:
+                continue
+            length = int(self.n_total[rows].max())
+            logits = _forward(model, self.tokens[rows, :length])  # [r, length, vocab]
+            if self.cache is None:
+                cache_dtype = torch.promote_types(logits.dtype, torch.float32)  # as probs_from_logits
+                self.cache = torch.zeros(len(models), self.tokens.shape[0], self.window, logits.shape[-1],
+                                         dtype=cache_dtype, device=device)
+            slots = (self.n_commit[rows, None] - 1 + torch.arange(self.window, device=device)).clamp(max=length - 1)
+            scored = logits.gather(1, slots[..., None].expand(-1, -1, logits.shape[-1])).to(self.cache.dtype)
+            self.cache[m, rows] = scored  # [r, window, vocab]
+            pending = self.n_total[rows] - self.n_commit[rows]
+            probs = probs_from_logits(scored[torch.arange(rows.numel(), device=device), pending], temperature)
+            new = sample_weighted(probs, draw_uniforms(generator, rows.numel(), 1, probs)[:, 0])
+            self.tokens[rows, self.n_total[rows]] = new
+            self.generated_by[rows, pending] = m
+            self.n_total[rows] += 1
+            self.coverage[m, rows] = pending + 1
+            self.turn_left[rows] -= 1
+            self.calls[m] += rows.numel()
+        assert int((self.n_total - self.n_commit).max()) < self.window, "pending tokens overflow the window"
+
+    def verify_front(self, ensemble_fn, done: torch.Tensor, temperature: float, generator, verifier) -> bool:
+        """2. Verify the oldest pending token of every row where every model has scored it
+        (one pass of Alg. 2's inner ``while``); ``False`` when no row had one. A rejection
+        commits the residual token, drops the row's pending tokens and gives the turn to the
+        default proposer."""
+        device = self.tokens.device
+        ready = ~done & (self.n_total > self.n_commit) & (self.coverage.min(dim=0).values >= 1)
+        rows = torch.arange(self.tokens.shape[0], device=device)[ready]
+        if rows.numel() == 0:
+            return False
+        front = self.cache[:, rows, 0]  # [n, r, vocab]
+        proposer = self.generated_by[rows, 0]
+        proposal_probs = probs_from_logits(front[proposer, torch.arange(rows.numel(), device=device)], temperature)
+        r, x = ensemble_fn(front, temperature), self.tokens[rows, self.n_commit[rows]]
+        if verifier is None:
+            out = verify_against_ensemble(r, proposal_probs, x, generator)
+        else:
+            out = verifier(r, proposal_probs, x, proposer, generator)
+        accepted = out.accepted_index == 0
+        for m in range(len(self.calls)):
+            self.verifications[m] += int((proposer == m).sum())
+            self.accepts[m] += int((accepted & (proposer == m)).sum())
+        self.tokens[rows, self.n_commit[rows]] = out.tokens
+        self.n_commit[rows] += 1
+        self.cache[:, rows] = self.cache[:, rows].roll(-1, dims=2)
+        self.generated_by[rows] = self.generated_by[rows].roll(-1, dims=1)
+        self.coverage[:, rows] -= 1
+        rejected = rows[~accepted]
+        self.n_total[rejected] = self.n_commit[rejected]
+        self.coverage[:, rejected] = 0
+        self.turn_model[rejected] = 0
+        self.turn_left[rejected] = self.gammas[0]
+        return True
+
+    def pass_turns(self, done: torch.Tensor) -> None:
+        """3. A finished turn passes to the model that has scored the fewest pending tokens
+        (ties to the lowest index)."""
+        ended = torch.arange(self.tokens.shape[0], device=self.tokens.device)[~done & (self.turn_left == 0)]
+        nxt = self.coverage[:, ended].argmin(dim=0)
+        self.turn_model[ended] = nxt
+        self.turn_left[ended] = self.gammas[nxt]
 
 
 def ensemble_autoregressive_decode(
