@@ -5,8 +5,11 @@ Computations (names used in sweep tables):
 
 - ``optimum_iid``, ``optimum_without_replacement``: the prefix scan (docs/theory.md 2.1);
   ``optimum_hub`` (``k = 2``), ``optimum_greedy``: the per-token bound (2.3). The i.i.d.
-  optimum of every ``k`` comes from one sort; without replacement every ``k`` shares one
-  order and its prefix data (:class:`otm.formulations.prefix_scan.WithoutReplacementScan`).
+  optimum of every ``k`` comes from one sort; without replacement the ``k`` of a call share
+  one order, its prefix data and one branch and bound whose rounds evaluate every ``k`` at
+  once (:meth:`otm.formulations.prefix_scan.WithoutReplacementScan.solve_together`; each value
+  within the scan's guarantee, so a column may differ in the last bits with the set of ``k``
+  asked together).
   The rules the registry marks ``computed_as_optimum`` are their law's optimum
   (:class:`otm.rules.registry.RuleSpec`): ``optimal`` the i.i.d. one, ``optimal_wor``
   the one without replacement (docs/optimal-verifier-proofs.md), ``greedy`` the greedy one. A sweep asks for one column per call; the
@@ -163,20 +166,30 @@ def _iid_optima(p, q, ks: list[int]) -> list[float]:
     return [results["optimum_iid", k] for k in ks]
 
 
-def _wor_optimum_cell(p, q, k: int) -> Cell:
-    """``optimum_without_replacement`` at ``k``, once per row and ``k``, the ``k``-independent
-    part of the scan shared by every ``k`` of the row; at ``k = 1`` (one draw from ``q``) the
-    i.i.d. optimum, which the scan computes the same way."""
+def _wor_optimum_cells(p, q, ks: list[int]) -> list[Cell]:
+    """``optimum_without_replacement`` at every ``k``, once per row and ``k``: the ``k`` of a call
+    not computed yet share one scan (:meth:`WithoutReplacementScan.solve_together`: one order,
+    its prefix data and every round's evaluations); at ``k = 1`` (one draw from ``q``) the
+    i.i.d. optimum, which the scan computes the same way; a ``k`` above the support of ``q``,
+    or a row whose shared scan is refused, one ``k`` at a time."""
+    name = "optimum_without_replacement"
     results = _LAST_ROW.results(p, q)
-    key = ("optimum_without_replacement", k)
-    if key not in results and k == 1:
-        results[key] = Cell(key[0], 1, _iid_optima(p, q, [1])[0])
-    if key not in results:
-        if "scan" not in results:
-            results["scan"] = WithoutReplacementScan(p, q)
-        scan = results["scan"]
-        results[key] = _optimum_cell(p, q, k, key[0], scan.solve if 1 <= k <= scan.n else None)
-    return results[key]
+    if 1 in ks and (name, 1) not in results:
+        results[name, 1] = Cell(name, 1, _iid_optima(p, q, [1])[0])
+    if "scan" not in results:
+        results["scan"] = WithoutReplacementScan(p, q)
+    scan = results["scan"]
+    together = sorted({k for k in ks if 2 <= k <= scan.n and (name, k) not in results})
+    if together:
+        try:
+            results.update({(name, k): Cell(name, k, float(solution.value))
+                            for k, solution in zip(together, scan.solve_together(together))})
+        except (NotApplicableError, InvalidDraftCountError):
+            pass  # each k alone below, with its own answer or reason
+    for k in ks:
+        if (name, k) not in results:
+            results[name, k] = _optimum_cell(p, q, k, name, scan.solve if 1 <= k <= scan.n else None)
+    return [results[name, k] for k in ks]
 
 
 def _optimum_cells(p, q, ks: list[int], name: str) -> list[Cell]:
@@ -184,7 +197,7 @@ def _optimum_cells(p, q, ks: list[int], name: str) -> list[Cell]:
     if name == "optimum_iid":
         return [Cell(name, k, v) for k, v in zip(ks, _iid_optima(p, q, ks))]
     if name == "optimum_without_replacement":
-        return [_wor_optimum_cell(p, q, k) for k in ks]
+        return _wor_optimum_cells(p, q, ks)
     if name == "optimum_greedy":
         return [Cell(name, k, v) for k, v in zip(ks, greedy_acceptance_for_ks(p, q, ks))]
     return [_optimum_cell(p, q, k, name) for k in ks]

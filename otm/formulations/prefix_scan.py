@@ -86,8 +86,7 @@ from .wor_all_in import (
     DraftPrefixes,
     accurate_cumsum,
     neighbour_bounds,
-    outside_at,
-    outside_prefixes,
+    outside_at_ks,
     quadrature_step,
 )
 
@@ -253,15 +252,41 @@ class WithoutReplacementScan:
             return _iid_float_scan(self.p, self.q, 1)
         if k > self.n:
             raise _too_few_tokens(self.n, k)
+        return self._scan([k])[0]
+
+    def solve_together(self, ks) -> list[OTMSolution]:
+        """The solutions at every ``k`` of ``ks`` (ints from 2 to :attr:`n`) from one branch and
+        bound for all of them (:func:`_wor_cut_gaps`): each round evaluates the prefixes that
+        any ``k`` leaves open at every ``k`` at once, from one state per prefix
+        (:func:`otm.formulations.wor_all_in.outside_at_ks`). Each value carries the same
+        guarantee as :meth:`solve`'s (within ``_TIE`` plus the evaluations' relative error of
+        the exact optimum), but is computed on another grid and set of prefixes, so it may
+        differ from :meth:`solve`'s in the last bits. :class:`InvalidDraftCountError` for a
+        ``k`` outside ``2..n``; a ``k`` whose clock integral cannot reach the smallest draft
+        probabilities is redone alone in rationals, as by :meth:`solve` (which may refuse it)."""
+        ks = [check_draft_count(k) for k in ks]
+        for k in ks:
+            if k == 1 or k > self.n:
+                raise _too_few_tokens(self.n, k) if k > 1 else InvalidDraftCountError(
+                    "solve_together covers k >= 2 (k = 1 is one draw from q: use solve)")
+        return self._scan(ks)
+
+    def _scan(self, ks: list[int]) -> list[OTMSolution]:
+        """The branch and bound at the distinct ``ks`` (each in ``2..n``), one solution per entry of ``ks``."""
         order, inside, beyond, draft = self._shared
-        details: dict = {"order": order, "scanned_prefixes": self.n + 1}
-        gap, outside = _wor_cut_gaps(inside, beyond, DraftPrefixes(draft, k), k, details)
-        if details["truncation_error_bound"] > _TRUNCATION_LIMIT:
-            return _wor_scan_in_rationals(self.p, self.q, k, details["truncation_error_bound"])
-        m = int(np.argmin(gap))
-        details["prefix_length"] = m
-        return cut_solution(1.0 + gap[m], "prefix_scan", order[:m], 1.0 + gap[m], 1 - outside[m], exact=False,
-                            details=details)
+        distinct = sorted(set(ks))
+        details = [{"order": order, "scanned_prefixes": self.n + 1} for _ in distinct]
+        scans = _wor_cut_gaps(inside, beyond, DraftPrefixes.together(draft, distinct), details)
+        solutions = {}
+        for k, (gap, outside), found in zip(distinct, scans, details):
+            if found["truncation_error_bound"] > _TRUNCATION_LIMIT:
+                solutions[k] = _wor_scan_in_rationals(self.p, self.q, k, found["truncation_error_bound"])
+                continue
+            m = int(np.argmin(gap))
+            found["prefix_length"] = m
+            solutions[k] = cut_solution(1.0 + gap[m], "prefix_scan", order[:m], 1.0 + gap[m], 1 - outside[m], exact=False,
+                                        details=found)
+        return [solutions[k] for k in ks]
 
 
 def _too_few_tokens(n: int, k: int) -> InvalidDraftCountError:
@@ -381,8 +406,9 @@ def _prefix_sums(values, exact: bool) -> np.ndarray:
     return np.concatenate([[0.0], np.cumsum(values)])
 
 
-def _wor_cut_gaps(inside, beyond, draft: DraftPrefixes, k: int, details: dict):
-    """``([n+1], [n+1])``: the cut minus one, ``f(H_m) - 1 = R(H_m) - p(outside H_m)``, and
+def _wor_cut_gaps(inside, beyond, drafts: list[DraftPrefixes], details: list[dict]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per ``k`` of ``drafts`` (the :class:`DraftPrefixes` of one order at distinct ``k``),
+    ``([n+1], [n+1])``: the cut minus one, ``f(H_m) - 1 = R(H_m) - p(outside H_m)``, and
     ``R(H_m) = 1 - Q(all in H_m)``, without replacement.
 
     The gap is formed from small terms on either side (``p(H) - T(H)`` while ``p(H) <= 1/2``,
@@ -404,9 +430,90 @@ def _wor_cut_gaps(inside, beyond, draft: DraftPrefixes, k: int, details: dict):
     ``gap >= gap(lo) >= best - _TIE``. So the returned minimum is within ``_TIE`` (plus the
     ~1e-15 relative error of the evaluations) of the true minimum, and is attained by an
     evaluated prefix: the others carry their upper bound ``hi``, their gap raised to just
-    above ``best``, so the argmin is never a bound. ``details`` gets ``candidates`` (prefixes
-    the closed-form bounds leave open), ``evaluated``, ``rounds`` and the largest quadrature
-    diagnostics of the evaluations."""
+    above ``best``, so the argmin is never a bound. ``details`` (one dict per ``k``) gets
+    ``candidates`` (prefixes the closed-form bounds leave open), ``evaluated``, ``rounds`` and
+    the largest quadrature diagnostics of the evaluations.
+
+    Several ``k`` run their rounds together: the scattered prefixes that any of them asks for
+    are evaluated at every ``k`` still open, from one state per prefix, and each ``k`` takes
+    every value as its own evaluation; a range is evaluated for the ``k`` that asks for it, from
+    a state of the same computation (:func:`outside_at_ks`: the moments, the costly part, once a
+    round instead of once a round and ``k``). Alone, a ``k`` runs exactly the rounds described
+    above."""
+    gap_of = _gap_form(inside, beyond)
+    scans = [_Search(draft) for draft in drafts]
+    active = list(range(len(drafts)))
+    while active:
+        probes, ranges, still = [], [], []
+        for i in active:
+            search, draft, k = scans[i], drafts[i], drafts[i].k
+            gap_low, search.gap = gap_of(search.lower), gap_of(search.upper)
+            search.best = search.gap[search.known].min()
+            open_ = np.flatnonzero(~search.known & ((gap_low < search.best - _TIE) | (search.gap < search.best)))
+            if open_.size == 0:
+                continue
+            still.append(i)
+            search.candidates = search.candidates or open_.size  # left open by the closed-form bounds
+            search.rounds += 1
+            span = np.arange(open_[0], open_[-1] + 1)
+            if open_.size <= _PROBES:
+                probes.append(open_)
+            elif span.size * k * draft.time_nodes(span, quadrature_step(k))[1].max() <= _RANGE_BUDGET:
+                ranges.append((i, span))
+            else:
+                spread = open_[np.linspace(0, open_.size - 1, _PROBES - 2).round().astype(np.int64)]
+                probes.append(np.unique(np.concatenate([spread, open_[[np.argmin(gap_low[open_]),
+                                                                       np.argmin(search.gap[open_])]]])))
+        active = still
+        if not active:
+            break
+        found: dict = {i: [] for i in active}  # (points, values, diagnostics) per k
+        points = np.unique(np.concatenate(probes)) if len(probes) > 1 else probes[0] if probes else np.zeros(0, np.int64)
+        values, infos, spans = outside_at_ks([drafts[i] for i in active], points,
+                                             ranges=[(active.index(i), span) for i, span in ranges])
+        if probes:
+            for i, value, info in zip(active, values, infos):
+                found[i].append((points, value, info))
+        for (i, span), (value, info) in zip(ranges, spans):
+            found[i].append((span, value, info))
+        for i in active:
+            scans[i].take(found[i])
+    out = []
+    for search, found in zip(scans, details):
+        gap = search.gap  # the last round evaluated nothing: gap_of(upper)
+        gap[~search.known] = np.maximum(gap[~search.known], np.nextafter(search.best, np.inf))
+        found.update(search.info, quadrature_error_estimate=search.info["coarse_step_difference"] ** 2,
+                     candidates=int(search.candidates), evaluated=int(search.evaluated), rounds=search.rounds)
+        out.append((gap, search.upper))
+    return out
+
+
+class _Search:
+    """One ``k``'s state in :func:`_wor_cut_gaps`: the bounds ``lower <= R <= upper`` of every
+    prefix, which are evaluated (``known``), the last gaps and the counts and diagnostics."""
+
+    def __init__(self, draft: DraftPrefixes):
+        self.outside = draft.outside
+        self.lower, self.upper = draft.lower.copy(), draft.upper.copy()
+        self.known = self.lower == self.upper  # m < k, m = n, and prefixes whose bounds already meet
+        self.info = {"coarse_step_difference": 0.0, "truncation_error_bound": 0.0, "nodes": 0}
+        self.rounds = self.evaluated = self.candidates = 0
+        self.gap = self.best = None
+
+    def take(self, evaluations) -> None:
+        """The values ``(points, values, diagnostics)`` of one round into the bounds."""
+        for points, values, step_info in evaluations:
+            values = np.clip(values, self.lower[points], self.upper[points])
+            self.lower[points] = self.upper[points] = values
+            self.evaluated += points.size
+            self.known[points] = True
+            self.info = {key: max(self.info[key], step_info[key]) for key in self.info}
+        self.lower, self.upper = neighbour_bounds(self.outside, self.known, self.lower, self.upper)
+
+
+def _gap_form(inside, beyond):
+    """``gap_of(outside)``: the cut minus one of every prefix from ``R`` (:func:`_wor_cut_gaps`),
+    ``p(H) - (1 - R)`` while ``p(H) <= 1/2``, ``R - p(outside H)`` after."""
     low = inside <= 0.5
     half = int(np.count_nonzero(low))
     ordered = bool(low[:half].all())  # p(H_m) grows with m, so the prefixes with p(H) <= 1/2 come first
@@ -420,36 +527,4 @@ def _wor_cut_gaps(inside, beyond, draft: DraftPrefixes, k: int, details: dict):
         np.subtract(outside[half:], beyond[half:], out=gap[half:])
         return gap
 
-    q_sorted = draft.q
-    lower, upper = draft.lower.copy(), draft.upper.copy()
-    known = lower == upper  # m < k, m = n, and prefixes whose bounds already meet
-    info = {"coarse_step_difference": 0.0, "truncation_error_bound": 0.0, "nodes": 0}
-    rounds = evaluated = candidates = 0
-    while True:
-        gap_low, gap_high = gap_of(lower), gap_of(upper)
-        best = gap_high[known].min()
-        open_ = np.flatnonzero(~known & ((gap_low < best - _TIE) | (gap_high < best)))
-        if open_.size == 0:
-            break
-        candidates = candidates or open_.size  # left open by the closed-form bounds
-        rounds += 1
-        span = np.arange(open_[0], open_[-1] + 1)
-        if open_.size <= _PROBES:
-            points, (values, step_info) = open_, outside_at(q_sorted, k, open_, draft=draft)
-        elif span.size * k * draft.time_nodes(span, quadrature_step(k))[1].max() <= _RANGE_BUDGET:
-            points, (values, step_info) = span, outside_prefixes(q_sorted, k, span, draft=draft)
-        else:
-            spread = open_[np.linspace(0, open_.size - 1, _PROBES - 2).round().astype(np.int64)]
-            points = np.unique(np.concatenate([spread, open_[[np.argmin(gap_low[open_]), np.argmin(gap_high[open_])]]]))
-            values, step_info = outside_at(q_sorted, k, points, draft=draft)
-        values = np.clip(values, lower[points], upper[points])
-        lower[points] = upper[points] = values
-        evaluated += points.size
-        known[points] = True
-        lower, upper = neighbour_bounds(draft.outside, known, lower, upper)
-        info = {key: max(info[key], step_info[key]) for key in info}
-    gap = gap_high  # the last round evaluated nothing: gap_of(upper)
-    gap[~known] = np.maximum(gap[~known], np.nextafter(best, np.inf))
-    details.update(info, quadrature_error_estimate=info["coarse_step_difference"] ** 2,
-                   candidates=int(candidates), evaluated=int(evaluated), rounds=rounds)
-    return gap, upper
+    return gap_of

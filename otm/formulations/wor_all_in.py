@@ -306,12 +306,18 @@ class DraftPrefixes:
         k: number of draws.
     """
 
-    def __init__(self, q_sorted, k: int):
+    def __init__(self, q_sorted, k: int, bounds: tuple | None = None):
         self.order = q_sorted if isinstance(q_sorted, DraftOrder) else DraftOrder(q_sorted)
         self.q = self.order.q  # [n]
         self.k = k
         self.outside = self.order.outside  # [n+1]
-        self.lower, self.upper, self.kth_largest = _prefix_bounds(self.order, k)  # [n+1] each
+        self.lower, self.upper, self.kth_largest = bounds or _prefix_bounds(self.order, k)  # [n+1] each
+
+    @classmethod
+    def together(cls, order: DraftOrder, ks: list[int]) -> list[DraftPrefixes]:
+        """One :class:`DraftPrefixes` per ``k`` of ``ks``, their bounds from one product
+        (:func:`_prefix_bounds_ks`: the margins of the largest ``k``, rigorous for all)."""
+        return [cls(order, k, bounds) for k, bounds in zip(ks, _prefix_bounds_ks(order, ks))]
 
     @property
     def descending(self) -> np.ndarray:  # [n]
@@ -322,12 +328,19 @@ class DraftPrefixes:
     def log_q(self) -> np.ndarray:  # [n]
         return self.order.log_q
 
-    def time_nodes(self, prefixes, step: float) -> tuple[float, np.ndarray, float]:
+    @property
+    def log_first_time(self) -> float:
+        """``log t_lo``, the first node of every prefix's range (module docstring, "Range")."""
+        k = self.k
+        return math.log((_TAIL * math.factorial(k + 1)) ** (1.0 / (k + 1)))
+
+    def time_nodes(self, prefixes, step: float, log_start: float | None = None) -> tuple[float, np.ndarray, float]:
         """``(log t_lo, [P] node counts, truncation bound)`` for the prefixes ``m`` (each in
         ``k..n-1``): prefix ``m`` uses the nodes ``log t_lo + g step``, ``g < count``, which
         cover its range ``[t_lo, t_hi(m)]`` (module docstring, "Range"); the bound is the
         largest tail mass left out, relative to ``c`` (``_TAIL`` unless a range hit
-        ``_MAX_TIME``)."""
+        ``_MAX_TIME``). ``log_start`` (at most :attr:`log_first_time`) starts the nodes
+        earlier: a grid shared with larger ``k``, whose ranges start later."""
         k = self.k
         kth = self.kth_largest[prefixes]
         c = self.outside[prefixes]
@@ -344,8 +357,10 @@ class DraftPrefixes:
                 own = k * np.exp(-kth[capped] * _MAX_TIME) / kth[capped] + k * gammaincc(k, _MAX_TIME)
                 outside = np.exp(-c[capped] * _MAX_TIME) / c[capped]
             truncation = max(truncation, float(np.minimum(own, outside).max()))
-        counts = np.floor((np.log(t_hi) - math.log(t_lo)) / step + 1e-9).astype(np.int64) + 1
-        return math.log(t_lo), counts, truncation
+        log_start = math.log(t_lo) if log_start is None else log_start
+        assert log_start <= math.log(t_lo), "a shared grid starts no later than this k's range"
+        counts = np.floor((np.log(t_hi) - log_start) / step + 1e-9).astype(np.int64) + 1
+        return log_start, counts, truncation
 
 
 def all_in_prefixes(q_sorted, k: int, prefixes, step: float | None = None) -> tuple[np.ndarray, dict]:
@@ -401,24 +416,79 @@ def outside_at(q_sorted, k: int, points, step: float | None = None,
     nodes: O(V N) for the moments plus O(P G (N k + k^2)), nothing proportional to the gaps
     between the points. Same returns as :func:`outside_prefixes`."""
     draft = draft if draft is not None else DraftPrefixes(q_sorted, k)
+    values, infos, _ = outside_at_ks([draft], points, step)
+    return values[0], infos[0]
+
+
+def outside_at_ks(drafts: list[DraftPrefixes], points, step: float | None = None,
+                  ranges=()) -> tuple[np.ndarray, list[dict], list[tuple[np.ndarray, dict]]]:
+    """``([K, P] values, [K] infos, ranges' values)``: :func:`outside_at` for every ``k`` of
+    ``drafts`` (the :class:`DraftPrefixes` of one order, one per ``k``) from one state per
+    point, and for each ``(i, span)`` of ``ranges`` the ``R`` of ``drafts[i]`` on the contiguous
+    prefixes ``span`` (each in ``k..n-1``) as by :func:`outside_prefixes`, its first state
+    taken from the same computation.
+
+    The head ``P(N_H(t) = j)``, ``j < k_max``, holds every smaller ``k``'s (``P(N < k)`` is its
+    partial sum), so the moments and the big tokens, the costly part, are computed once for
+    every ``k`` and range. The grid is the one of the largest ``k`` (the finest step, default
+    :func:`quadrature_step` of ``k_max``) started at the smallest ``k``'s first node; each ``k``
+    integrates over its own range of it. The state's cut-offs for ``k_max`` (a state set to 0
+    when ``t P(N < k_max) <= _TINY``) hold for every smaller ``k``, as ``P(N < k) <= P(N < k_max)``.
+    With one ``k`` this is :func:`outside_at` and :func:`outside_prefixes`, operation for operation."""
+    ks = [draft.k for draft in drafts]
+    k_max, n = max(ks), drafts[0].q.size
     points = np.asarray(points, dtype=np.int64)
-    out, todo_mask = _trivial_values(points, k, draft.q.size)
-    if not todo_mask.any():
-        return out, _empty_info()
-    unique = np.unique(points[todo_mask])
-    step = quadrature_step(k) if step is None else step
-    log_t_lo, counts, truncation = draft.time_nodes(unique, step)
-    values, difference = np.empty(unique.size), 0.0
-    nodes = int(counts.max())
-    group = max(1, min(_STATE_BUDGET // (nodes * max(k, _series(k).shape[0])), 2**16 // (nodes + 1)))  # memory, uint16 bins
+    out, masks = zip(*(_trivial_values(points, k, n) for k in ks))
+    out, infos = np.array(out), [_empty_info() for _ in ks]
+    step = quadrature_step(k_max) if step is None else step
+    log_start = min(draft.log_first_time for draft in drafts)
+    firsts = np.array([span[0] for _, span in ranges], dtype=np.int64)
+    unique = np.unique(np.concatenate([points[np.logical_or.reduce(masks)], firsts]))
+    if unique.size == 0:
+        return out, infos, []
+    valid = [unique >= k for k in ks]  # unique < n already
+    probed = np.isin(unique, points)  # not only the first prefix of a range
+    counts, truncations = np.zeros((len(ks), unique.size), dtype=np.int64), []
+    for i, draft in enumerate(drafts):
+        _, counts[i, valid[i]], truncation = draft.time_nodes(unique[valid[i]], step, log_start)
+        truncations.append(truncation)
+    nodes_of = counts.max(axis=0)  # [P] the nodes of a point: the longest range of its k
+    range_nodes = []
+    for i, span in ranges:
+        range_nodes.append(drafts[i].time_nodes(span, step, log_start)[1:])  # (counts, truncation)
+        where = np.searchsorted(unique, span[0])
+        nodes_of[where] = max(nodes_of[where], int(range_nodes[-1][0].max()))
+    values, differences = np.zeros((len(ks), unique.size)), np.zeros(len(ks))
+    group = max(1, min(_STATE_BUDGET // (int(nodes_of.max()) * max(k_max, _series(k_max).shape[0])),
+                       2**16 // (int(nodes_of.max()) + 1)))  # memory, uint16 bins
+    top = drafts[int(np.argmax(ks))]
+    heads = {}  # first prefix of a range -> its state [G, k_max]
     for start in range(0, unique.size, group):
         part = slice(start, start + group)
-        t = np.exp(log_t_lo + step * np.arange(counts[part].max()))  # [G]
-        below = _head_states(draft.q, k, unique[part], t, counts[part], draft.descending, draft.log_q).sum(axis=2)  # [P, G]
-        values[part], part_difference = _integrate(t, step, draft.outside[unique[part]], below, k, counts[part])
-        difference = max(difference, part_difference)
-    out[todo_mask] = values[np.searchsorted(unique, points[todo_mask])]
-    return out, _info(difference, truncation, int(counts.max()))
+        t = np.exp(log_start + step * np.arange(nodes_of[part].max()))  # [G]
+        states = _head_states(top.q, k_max, unique[part], t, nodes_of[part], top.descending, top.log_q)  # [P, G, k_max]
+        for row in np.flatnonzero(np.isin(unique[part], firsts)):
+            heads[int(unique[start + row])] = states[row]
+        for i, (draft, k) in enumerate(zip(drafts, ks)):
+            rows = np.flatnonzero(valid[i][part] & probed[part])
+            if rows.size == 0:
+                continue
+            below = states[rows, :, :k].sum(axis=2)  # [P', G] P(N < k)
+            chosen = unique[part][rows]
+            values[i, start + rows], difference = _integrate(t, step, draft.outside[chosen], below, k, counts[i, start + rows])
+            differences[i] = max(differences[i], difference)
+    for i, k in enumerate(ks):
+        if masks[i].any():
+            out[i, masks[i]] = values[i, np.searchsorted(unique, points[masks[i]])]
+            infos[i] = _info(float(differences[i]), truncations[i], int(counts[i].max()))
+    spans = []
+    for (i, span), (span_counts, truncation) in zip(ranges, range_nodes):
+        draft, k, nodes = drafts[i], drafts[i].k, int(span_counts.max())
+        t = np.exp(log_start + step * np.arange(nodes))  # [G]
+        below = _below_k(draft.q, k, int(span[0]), int(span[-1]), t, heads[int(span[0])][:nodes, :k])  # [G, L]
+        value, difference = _integrate(t, step, draft.outside[span], below.T, k, np.full(span.size, nodes))
+        spans.append((value, _info(difference, truncation, nodes)))
+    return out, infos, spans
 
 
 def neighbour_bounds(outside, known, lower, upper, margin: float = NEIGHBOUR_MARGIN) -> tuple[np.ndarray, np.ndarray]:
@@ -493,17 +563,29 @@ def _integrate(t, step: float, c, below, k: int, counts) -> tuple[np.ndarray, fl
 
 def _prefix_bounds(order: DraftOrder, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``([n+1] lo, [n+1] hi, [n+1] k-th largest q in H_m)`` (:func:`outside_bounds`)."""
+    return _prefix_bounds_ks(order, [k])[0]
+
+
+def _prefix_bounds_ks(order: DraftOrder, ks: list[int]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """:func:`_prefix_bounds` of every ``k`` in ``ks`` from one product: ``hi`` of ``k`` is the
+    product's first ``k`` factors (``i < k``); the factors' rounding margins are those of the
+    largest ``k`` (wider than a smaller ``k`` needs, so every bound stays rigorous)."""
     q = order.q
     n = q.size
     eps = np.finfo(np.float64).eps
     c, s = order.outside, order.inside
-    rest_all = _mass_without_largest(q, min(k, n)) * (1.0 - (math.log2(n + 1) + k + 2) * eps)  # lowered by its rounding
+    k_top = max(ks)
+    rest_all = _mass_without_largest(q, min(k_top, n)) * (1.0 - (math.log2(n + 1) + k_top + 2) * eps)  # lowered by its rounding
     index = np.arange(n + 1)
-    inside_low = s - (k + 4) * eps * s  # s minus the rounding bound of s - M_i(H), i < k
+    inside_low = s - (k_top + 4) * eps * s  # s minus the rounding bound of s - M_i(H), i < k
     top = np.zeros(n + 1)  # M_i(H_m)
     stay = np.ones(n + 1)  # prod_i (1 - c / (1 - M_i(H)))_+
     rest, factor = np.empty(n + 1), np.empty(n + 1)
-    for i in range(min(k, n)):
+    highs = {}  # factors multiplied -> r_hi
+    wanted = {min(k, n) for k in ks}
+    if 0 in wanted:
+        highs[0] = 1.0 - stay
+    for i in range(min(k_top, n)):
         if i:
             top += order.largest(i)  # L_i[m] = i-th largest q in H_m (0 if m < i)
             np.subtract(inside_low, top, out=rest)
@@ -517,18 +599,23 @@ def _prefix_bounds(order: DraftOrder, k: int) -> tuple[np.ndarray, np.ndarray, n
         factor -= 4 * eps
         np.clip(factor, 0.0, 1.0, out=factor)
         stay *= factor
-    with np.errstate(divide="ignore"):
-        r_lo = np.where(
-            c < 0.5,
-            -np.expm1(k * np.log1p(-np.minimum(c, 0.5))) * (1.0 - 16 * eps),
-            1.0 - np.minimum(s, 0.5) ** k * (1.0 + 16 * eps),
-        )
-    r_hi = 1.0 - stay
-    kth = order.largest(k) if n >= k else np.zeros(n + 1)
-    short = index < k
-    r_lo[short] = r_hi[short] = 1.0
-    r_lo[-1] = r_hi[-1] = 0.0 if n >= k else 1.0
-    return np.minimum(r_lo, r_hi), r_hi, kth
+        if i + 1 in wanted:
+            highs[i + 1] = 1.0 - stay
+    out = []
+    for k in ks:
+        with np.errstate(divide="ignore"):
+            r_lo = np.where(
+                c < 0.5,
+                -np.expm1(k * np.log1p(-np.minimum(c, 0.5))) * (1.0 - 16 * eps),
+                1.0 - np.minimum(s, 0.5) ** k * (1.0 + 16 * eps),
+            )
+        r_hi = highs[min(k, n)].copy()
+        kth = order.largest(k) if n >= k else np.zeros(n + 1)
+        short = index < k
+        r_lo[short] = r_hi[short] = 1.0
+        r_lo[-1] = r_hi[-1] = 0.0 if n >= k else 1.0
+        out.append((np.minimum(r_lo, r_hi), r_hi, kth))
+    return out
 
 
 def _mass_without_largest(q, count: int) -> np.ndarray:
