@@ -63,11 +63,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from typing import Callable
 
 import numpy as np
 import torch
 
-from otm.distributions import as_distribution, as_distribution_pair, check_draft_count
+from otm.distributions import as_distribution, as_distribution_pair, check_draft_count, total_variation
 from otm.draft_laws import ONE_Q_SCHEMES, draft_law
 from otm.errors import InvalidArgumentError, NotApplicableError, ShapeMismatchError, UnknownNameError
 from otm.optimum import optimal_acceptance
@@ -93,7 +94,7 @@ from .bounds import (
     set_threshold,
     upper_root,
 )
-from .harness import Inputs, Rows, cast_inputs, enumerated_rows, sampled_rows
+from .harness import Inputs, Rows, cast_inputs, enumerated_rows, enumeration_copies, sampled_rows
 
 #: Default false-alarm rate of an assertion (all its tests together).
 DEFAULT_ALPHA = 1e-9
@@ -180,9 +181,9 @@ class Power:
     def describe(self) -> str:
         """One line: what is detected with probability ``1 - miss``."""
         what = "acceptance above the optimum by" if self.assertion == "lossless" else "an acceptance off the rule's by"
-        return (f"power: with probability >= {1 - self.miss:g}, an output law at TV >= {self.tv:.4g} from p, "
-                f"and {what} >= {self.acceptance:.4g}, are detected (n={self.n:,}, alpha={self.alpha:g}, "
-                f"{self.cells} tokens" + (f", dtype tolerance {self.tolerance:.3g})" if self.tolerance >= SHOWN_TOLERANCE else ")"))
+        return power_line(f"an output law at TV >= {self.tv:.4g} from p, and {what} >= {self.acceptance:.4g}, are "
+                          f"detected", [f"n={self.n:,}", f"alpha={self.alpha:g}", f"{self.cells} tokens"],
+                          self.tolerance, self.miss)
 
 
 def power(n: int = DEFAULT_ROWS, vocab_size: int = 64, k: int = 2, *, alpha: float = DEFAULT_ALPHA,
@@ -218,42 +219,57 @@ def dtype_tolerance(dtype: torch.dtype, vocab_size: int) -> float:
     return softmax_sum_tolerance(str(dtype).replace("torch.", ""), vocab_size)
 
 
-@dataclass(frozen=True)
-class Certificate:
-    """What a certification measured (returned on success, attached to every failure).
+@dataclass(frozen=True, kw_only=True)
+class Measured:
+    """What every certificate holds (the assertions of :mod:`decoding.certify.chains` and
+    :mod:`decoding.certify.trees` too).
 
     Attributes:
-        assertion: ``"lossless"`` or ``"rule"``; rule: the rule claimed, or ``None``.
-        scheme, k, vocab_size; mode: ``"enumeration"`` or ``"sampling"``; tuples: enumerated tuples.
-        n, rows, alpha, seed, dtype, device: how it ran.
-        power: :class:`Power`.
-        output_test: the set test of the output law; output_estimate: ``[V]`` the estimated
-            output law ``P^``; tv_estimate: ``TV(P^, p)`` (noisy: the noise alone makes it about
-            ``power.tv / 3`` for a lossless verifier).
-        acceptance, acceptance_interval (at ``confidence``), rule_acceptance (the rule's
-            exact one, ``assert_rule``), optimum (``alpha*(p, Q)``).
-        position_test, tuple_test: ``assert_rule``'s tests (ii) and (iii) (``None`` where not run).
-        cast_tv: how far casting to ``dtype`` moved ``p`` (the tests use the cast law).
+        vocab_size; mode: ``"enumeration"`` or ``"sampling"``; n, rows, alpha, seed, dtype,
+            device: how it ran.
+        tv_estimate: the estimated law's TV from the reference (noisy: for a lossless verifier
+            the noise alone is a fraction of the power).
         control: what the negative controls did.
     """
 
-    assertion: str
-    rule: str | None
-    scheme: str
-    k: int
     vocab_size: int
     mode: str
-    tuples: int | None
     n: int
     rows: int
     alpha: float
     seed: int
     dtype: str
     device: str
+    tv_estimate: float
+    control: str = "not run"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Certificate(Measured):
+    """What a certification measured (returned on success, attached to every failure), besides
+    :class:`Measured`.
+
+    Attributes:
+        assertion: ``"lossless"`` or ``"rule"``; rule: the rule claimed, or ``None``.
+        scheme, k; tuples: enumerated tuples.
+        power: :class:`Power`.
+        output_test: the set test of the output law; output_estimate: ``[V]`` the estimated
+            output law ``P^`` (``tv_estimate``: ``TV(P^, p)``, about ``power.tv / 3`` from the
+            noise alone for a lossless verifier).
+        acceptance, acceptance_interval (at ``confidence``), rule_acceptance (the rule's
+            exact one, ``assert_rule``), optimum (``alpha*(p, Q)``).
+        position_test, tuple_test: ``assert_rule``'s tests (ii) and (iii) (``None`` where not run).
+        cast_tv: how far casting to ``dtype`` moved ``p`` (the tests use the cast law).
+    """
+
+    assertion: str
+    rule: str | None
+    scheme: str
+    k: int
+    tuples: int | None
     power: Power
     output_test: SetTest
     output_estimate: np.ndarray  # [V]
-    tv_estimate: float
     acceptance: float
     acceptance_interval: tuple[float, float]
     confidence: float
@@ -262,7 +278,6 @@ class Certificate:
     cast_tv: float
     position_test: SetTest | None = None
     tuple_test: dict | None = None
-    control: str = "not run"
     details: dict = field(default_factory=dict)
 
     @property
@@ -279,8 +294,7 @@ class Certificate:
             f"{claimed} on {self.scheme} drafts, k={self.k}, V={self.vocab_size}, {self.mode}"
             + (f" of {self.tuples:,} tuples" if self.tuples else "")
             + f", n={self.n:,} ({self.rows:,} rows), {self.dtype} on {self.device}, seed={self.seed}",
-            f"  output law: TV estimate {self.tv_estimate:.4g}; set test T={out.statistic:.4g} vs threshold "
-            f"{out.threshold:.4g} ({_p_bound(out.p_bound)})",
+            f"  output law: TV estimate {self.tv_estimate:.4g}; {set_test_line(out)}",
             f"  acceptance {self.acceptance:.4f} [{lo:.4f}, {hi:.4f}] at {self.confidence:.0%}"
             + (f"; rule {self.rule} exactly {self.rule_acceptance:.4f}" if self.rule_acceptance is not None else "")
             + f"; optimum for this draft law {self.optimum:.4f} (gap {self.gap:.4f})",
@@ -366,7 +380,7 @@ def _certify(assertion, verify, rule, p, q, k, scheme, n, alpha, seed, device, d
     enumerate_ = count <= max_tuples
     exact = rule_law(rule, inputs.p, inputs.q, k, method="enumeration" if enumerate_ else "auto") if rule else None
     law = (exact.draft_law if exact is not None else draft_law(scheme, inputs.q, k)) if enumerate_ else None
-    rows_planned = int(np.maximum(1, np.ceil(n * np.asarray(law.probs, dtype=np.float64))).sum()) if law else n
+    rows_planned = int(enumeration_copies(law.probs, n)[0].sum()) if law else n
     optimum = float(optimal_acceptance(inputs.p, inputs.q, k, sampling=scheme))
     reference = np.asarray(exact.output_distribution, dtype=np.float64) if exact is not None else inputs.p
     rule_acceptance = float(exact.acceptance) if exact is not None else None
@@ -374,7 +388,8 @@ def _certify(assertion, verify, rule, p, q, k, scheme, n, alpha, seed, device, d
     tolerance = dtype_tolerance(dtype, inputs.p.size)
     strength = power(n, cells, k, alpha=alpha, assertion=assertion, rows=rows_planned,
                      acceptance=optimum if rule is None else rule_acceptance, tolerance=tolerance)
-    _check_detectable(*detect, strength, reference)
+    require_detectable(*detect, reference, tv=strength.tv, n=n, rows=rows_planned, cells=cells, alpha=alpha,
+                       share=alpha / TESTS[assertion], tolerance=tolerance, law="an output law", of="p", unit="tokens")
     generator = torch.Generator(device=inputs.target.device).manual_seed(seed)
 
     def run(target_inputs: Inputs) -> Rows:
@@ -430,31 +445,76 @@ def _certify(assertion, verify, rule, p, q, k, scheme, n, alpha, seed, device, d
     return certificate
 
 
-def _check_detectable(detect_tv: float | None, detect_law, strength: Power, reference: np.ndarray) -> None:
-    """:class:`Undetectable` (before anything runs) when a deviation asked for is not sure to be seen."""
-    share = strength.alpha / TESTS[strength.assertion]
-    if detect_tv is not None and not strength.tv <= detect_tv:
-        needed = samples_needed(detect_tv, strength.cells, share, extra_rows=strength.rows - strength.n,
-                                tolerance=strength.tolerance)
-        raise Undetectable(f"undetectable at n={strength.n:,}: a deviation of TV {detect_tv:.3g} from p is below the "
-                           f"power (TV {strength.tv:.3g} detected with probability {1 - strength.miss:g} at "
-                           f"alpha={strength.alpha:g}, {strength.cells} tokens); it needs n >= {needed:,}")
+# --------------------------------------------------------------------------- shared by every assertion
+
+
+def require_detectable(detect_tv: float | None, detect_law, reference: np.ndarray, *, tv: float, n: int, rows: int,
+                       cells: int, alpha: float, share: float, tolerance: float, law: str, of: str, unit: str) -> None:
+    """:class:`Undetectable` (before anything runs) when a deviation asked for is not sure to be
+    seen: ``detect_tv`` above the power ``tv``, or the law ``detect_law`` (``reference``'s
+    shape) missed with probability above ``POWER_MISS`` by the test at ``share`` (the
+    assertion's ``alpha``, shown, split among its tests). ``law``, ``of``, ``unit``: what the
+    messages call the tested law, its reference and its cells."""
+    if detect_tv is not None and not tv <= detect_tv:
+        needed = samples_needed(detect_tv, cells, share, extra_rows=rows - n, tolerance=tolerance)
+        raise Undetectable(f"undetectable at n={n:,}: a deviation of TV {detect_tv:.3g} from {of} is below the power "
+                           f"(TV {tv:.3g} detected with probability {1 - POWER_MISS:g} at alpha={alpha:g}, {cells} "
+                           f"{unit}); it needs n >= {needed:,}")
     if detect_law is None:
         return
-    law = as_distribution(detect_law, "detect_law")
-    if law.shape != reference.shape:
-        raise ShapeMismatchError(f"detect_law has {law.size} tokens, p has {reference.size}")
-    miss = law_miss_bound(reference, law, strength.n, strength.rows, share, strength.tolerance)
-    if miss > strength.miss:
-        tv = 0.5 * float(np.abs(law - reference).sum())
-        if tv <= strength.tolerance:
-            raise Undetectable(f"undetectable at any n: the deviation given (an output law at TV {tv:.3g} from p) is "
-                               f"within the {strength.tolerance:.3g} allowed for rounding in this dtype")
-        needed = samples_needed_for_law(reference, law, share, strength.miss, strength.rows - strength.n,
-                                        strength.tolerance)
-        raise Undetectable(f"undetectable at n={strength.n:,}: the deviation given (an output law at TV {tv:.3g} from "
-                           f"p) is not sure to be detected (miss bound {miss:.3g} > {strength.miss:g} at "
-                           f"alpha={strength.alpha:g}); it needs n >= {needed:,}")
+    given = as_distribution(detect_law, "detect_law")
+    if given.shape != reference.shape:
+        raise ShapeMismatchError(f"detect_law is {law} over {reference.size} {unit}, got {given.size}")
+    miss = law_miss_bound(reference, given, n, rows, share, tolerance)
+    if miss > POWER_MISS:
+        given_tv = total_variation(given, reference)
+        if given_tv <= tolerance:
+            raise Undetectable(f"undetectable at any n: the deviation given ({law} at TV {given_tv:.3g} from {of}) is "
+                               f"within the {tolerance:.3g} allowed for rounding in this dtype")
+        needed = samples_needed_for_law(reference, given, share, POWER_MISS, rows - n, tolerance)
+        raise Undetectable(f"undetectable at n={n:,}: the deviation given ({law} at TV {given_tv:.3g} from {of}) is "
+                           f"not sure to be detected (miss bound {miss:.3g} > {POWER_MISS:g} at alpha={alpha:g}); it "
+                           f"needs n >= {needed:,}")
+
+
+def target_control(certificate, reference: np.ndarray, rows: int, cells: int, share: float, tolerance: float,
+                   twin_of: Callable, counts_of: Callable, *, law: str, of: str, given: str, verifier: str,
+                   hint: str = "") -> str:
+    """The negative control on the target (module docstring): the twin ``twin_of(tv)`` of the
+    target at the deviation ``tv`` detected with probability ``1 - CONTROL_MISS`` (``None``
+    where none exists) is run (``counts_of(twin)``: the weighted counts of its run) and must
+    fail the set test against ``reference``; the line for the certificate, else
+    :class:`NoPower`. ``given`` describes the twin (``{tv}`` is filled in)."""
+    n = certificate.n
+    tv = detectable_tv(n, rows, cells, share, CONTROL_MISS, tolerance)
+    twin = twin_of(tv) if math.isfinite(tv) else None
+    if twin is None:
+        raise NoPower(f"no power here: at n={n:,} no {law} is sure to be told from {of} (a twin at TV {tv:.3g} "
+                      f"cannot be built)\n" + certificate.report(), certificate)
+    test = set_test(counts_of(twin), reference, n, rows, share, tolerance)
+    given = given.format(tv=tv)
+    if test.passed:
+        raise NoPower(f"no power here: the same {verifier} given {given} was not detected (T={test.statistic:.4g} < "
+                      f"{test.threshold:.4g}){hint}\n" + certificate.report(), certificate)
+    return f"{given} detected (T={test.statistic:.4g} >= {test.threshold:.4g})"
+
+
+def power_line(detected: str, parts: list[str], tolerance: float, miss: float = POWER_MISS) -> str:
+    """A certificate's power line: ``detected`` with probability ``1 - miss``, then ``parts``
+    (and the dtype tolerance where it shows) in parentheses."""
+    shown = [*parts, f"dtype tolerance {tolerance:.3g}"] if tolerance >= SHOWN_TOLERANCE else parts
+    return f"power: with probability >= {1 - miss:g}, {detected} ({', '.join(shown)})"
+
+
+def set_test_line(test: SetTest) -> str:
+    """The set test's statistic, threshold and p-value bound, for a certificate's report."""
+    return f"set test T={test.statistic:.4g} vs threshold {test.threshold:.4g} ({_p_bound(test.p_bound)})"
+
+
+def worst_tokens(observed: np.ndarray, reference: np.ndarray, count: int = 3) -> str:
+    """The ``count`` tokens whose observed frequency is farthest from the reference, listed."""
+    worst = np.argsort(-np.abs(observed - reference), kind="stable")[:count]
+    return ", ".join(f"token {y}: {observed[y]:.4f} vs {reference[y]:.4f}" for y in worst)
 
 
 # --------------------------------------------------------------------------- failure messages
@@ -465,11 +525,9 @@ def _output_failure(observed: np.ndarray, reference: np.ndarray, test: SetTest, 
     if math.isinf(test.statistic):
         tokens = ", ".join(f"{y} ({observed[y]:.3g})" for y in test.deviating[:5])
         return f"output law is not {what}: it outputs tokens of probability 0: {tokens}"
-    worst = np.argsort(-np.abs(observed - reference), kind="stable")[:3]
-    listed = ", ".join(f"token {y}: {observed[y]:.4f} vs {reference[y]:.4f}" for y in worst)
     return (f"output law is not {what}: TV estimate {0.5 * float(np.abs(observed - reference).sum()):.4g}; the "
             f"tokens {_short(test.deviating)} carry {test.observed_mass:.4f} instead of {test.expected_mass:.4f}; "
-            f"worst tokens {listed}")
+            f"worst tokens {worst_tokens(observed, reference)}")
 
 
 def _position_failure(positions: np.ndarray, test: SetTest, rule: str, k: int) -> str:
@@ -577,21 +635,12 @@ def _target_twin(p: np.ndarray, tv: float) -> np.ndarray | None:
 def _controls(certificate: Certificate, inputs: Inputs, rows: Rows, run, reference: np.ndarray, share: float,
               seed: int, positions: np.ndarray | None) -> str:
     """Run the negative controls (module docstring); the line for the certificate, or :class:`NoPower`."""
-    n = certificate.n
-    tv = detectable_tv(n, rows.rows, certificate.output_test.cells, share, CONTROL_MISS, certificate.power.tolerance)
-    twin_p = _target_twin(inputs.p, tv) if math.isfinite(tv) else None
-    if twin_p is None:
-        raise NoPower(f"no power here: at n={n:,} no output law is sure to be told from p (a twin at TV {tv:.3g} "
-                      f"cannot be built)\n" + certificate.report(), certificate)
-    twin_inputs = cast_inputs(twin_p, inputs.q, inputs.target.dtype, inputs.target.device)
-    twin_rows = run(twin_inputs)
-    twin_test = set_test(twin_rows.output_counts(inputs.p.size), reference, n, twin_rows.rows, share,
-                         certificate.power.tolerance)
-    if twin_test.passed:
-        raise NoPower(f"no power here: the same verifier given a target at TV {tv:.4g} from p was not detected "
-                      f"(T={twin_test.statistic:.4g} < {twin_test.threshold:.4g}): does it read the target it is "
-                      f"given?\n" + certificate.report(), certificate)
-    line = f"a target at TV {tv:.4g} detected (T={twin_test.statistic:.4g} >= {twin_test.threshold:.4g})"
+    line = target_control(
+        certificate, reference, rows.rows, certificate.output_test.cells, share, certificate.power.tolerance,
+        lambda tv: _target_twin(inputs.p, tv),
+        lambda twin: run(cast_inputs(twin, inputs.q, inputs.target.dtype, inputs.target.device)).output_counts(inputs.p.size),
+        law="output law", of="p", given="a target at TV {tv:.4g} from p", verifier="verifier",
+        hint=": does it read the target it is given?")
     if positions is None:
         return line
     return line + "; " + _acceptance_control(certificate, rows, positions, share, seed)

@@ -75,6 +75,17 @@ def binary_kl(a, b) -> np.ndarray:
     return special.rel_entr(a, b) + special.rel_entr(1 - a, 1 - b)
 
 
+def _bisect(low: np.ndarray, high: np.ndarray, crossed) -> np.ndarray:
+    """Elementwise, the point of ``[low, high]`` where the monotone ``crossed(x)`` turns true
+    (false at ``low``, true at ``high``), to ``2^-ROOT_STEPS`` of the interval; its upper end."""
+    for _ in range(ROOT_STEPS):
+        middle = (low + high) / 2
+        above = crossed(middle)
+        high = np.where(above, middle, high)
+        low = np.where(above, low, middle)
+    return high
+
+
 def upper_root(mean, level, trials) -> np.ndarray:
     """The ``f >= mean`` with ``trials kl(f || mean) = level`` (elementwise; ``inf`` where
     even ``f = 1`` stays below ``level``): the smallest observed fraction that the upper
@@ -82,13 +93,8 @@ def upper_root(mean, level, trials) -> np.ndarray:
     mean = np.clip(np.asarray(mean, dtype=np.float64), 0.0, 1.0)
     level = np.broadcast_to(np.asarray(level, dtype=np.float64), mean.shape)
     reachable = trials * binary_kl(np.ones_like(mean), mean) >= level
-    low, high = mean.copy(), np.ones_like(mean)
-    for _ in range(ROOT_STEPS):
-        middle = (low + high) / 2
-        above = trials * binary_kl(middle, mean) >= level
-        high = np.where(above, middle, high)
-        low = np.where(above, low, middle)
-    return np.where(reachable, high, np.inf)
+    root = _bisect(mean.copy(), np.ones_like(mean), lambda f: trials * binary_kl(f, mean) >= level)
+    return np.where(reachable, root, np.inf)
 
 
 def mean_above(fraction, level, trials) -> np.ndarray:
@@ -96,13 +102,7 @@ def mean_above(fraction, level, trials) -> np.ndarray:
     largest mean under which ``fraction`` is still as likely as ``exp(-level)`` by the lower
     tail (1 where ``fraction`` is 1)."""
     fraction = np.clip(np.asarray(fraction, dtype=np.float64), 0.0, 1.0)
-    low, high = fraction.copy(), np.ones_like(fraction)
-    for _ in range(ROOT_STEPS):
-        middle = (low + high) / 2
-        beyond = trials * binary_kl(fraction, middle) >= level
-        high = np.where(beyond, middle, high)
-        low = np.where(beyond, low, middle)
-    return high
+    return _bisect(fraction.copy(), np.ones_like(fraction), lambda m: trials * binary_kl(fraction, m) >= level)
 
 
 def lower_root(mean, level, trials) -> np.ndarray:

@@ -39,65 +39,57 @@ from decoding.validation.stats import IMPOSSIBLE_PROBABILITY
 from decoding.verifiers.base import sample_iid
 
 from .assertions import (
-    CONTROL_MISS,
     DEFAULT_ALPHA,
     DEFAULT_ROWS,
     MAX_TUPLES,
     IndexMismatch,
-    NoPower,
+    Measured,
     OutputLawMismatch,
-    Undetectable,
     _check_arguments,
-    _p_bound,
-    dtype_tolerance,
     _target_twin,
+    dtype_tolerance,
+    power_line,
+    require_detectable,
+    set_test_line,
+    target_control,
+    worst_tokens,
 )
-from .bounds import POWER_MISS, SetTest, detectable_tv, samples_needed, set_test
-from .harness import Inputs, cast_inputs
+from .bounds import SetTest, detectable_tv, set_test
+from .harness import Inputs, cast_inputs, enumeration_copies
 
 #: ``chain_verify(target [b, g + 1, V], draft [b, g, V], drafts [b, g], generator) -> emitted [b, g + 1]``.
 ChainVerifyFunction = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, "torch.Generator | None"], torch.Tensor]
 
 
-@dataclass(frozen=True)
-class ChainCertificate:
-    """What :func:`assert_chain_lossless` measured.
+@dataclass(frozen=True, kw_only=True)
+class ChainCertificate(Measured):
+    """What :func:`assert_chain_lossless` measured, besides :class:`~decoding.certify.assertions.Measured`
+    (``tv_estimate``: the pair law's TV from ``p x p``).
 
     Attributes:
-        g, vocab_size, mode, n, rows, alpha, seed: how it ran.
+        g: drafts per chain.
         tv: the smallest TV of the pair law detected with probability ``1 - POWER_MISS``.
         pair_test: the set test of ``(Y_1, Y_2)`` against ``p x p``; first_token_law: ``[V]``
-            the estimated law of ``Y_1``; tv_estimate, first_tv_estimate: ``TV`` of the pair
-            law and of ``Y_1``'s law from theirs.
+            the estimated law of ``Y_1``; first_tv_estimate: its TV from ``p``.
         tokens_per_step: mean emitted tokens of the first step.
-        control: what the negative control did.
     """
 
     g: int
-    vocab_size: int
-    mode: str
-    n: int
-    rows: int
-    alpha: float
-    seed: int
     tv: float
     pair_test: SetTest
-    tv_estimate: float
     first_token_law: np.ndarray  # [V]
     first_tv_estimate: float
     tokens_per_step: float
-    control: str = "not run"
 
     def report(self) -> str:
         test = self.pair_test
         return "\n".join([
             f"chain verifier, g={self.g} drafts, V={self.vocab_size}, {self.mode}, n={self.n:,} ({self.rows:,} rows), "
             f"seed={self.seed}",
-            f"  (Y1, Y2) law: TV estimate {self.tv_estimate:.4g} (Y1 alone {self.first_tv_estimate:.4g}); set test "
-            f"T={test.statistic:.4g} vs threshold {test.threshold:.4g} ({_p_bound(test.p_bound)})",
+            f"  (Y1, Y2) law: TV estimate {self.tv_estimate:.4g} (Y1 alone {self.first_tv_estimate:.4g}); "
+            f"{set_test_line(test)}",
             f"  tokens per step {self.tokens_per_step:.4f}",
-            f"  power: with probability >= {1 - POWER_MISS:g}, a pair law at TV >= {self.tv:.4g} from p x p is detected "
-            f"(alpha={self.alpha:g})",
+            "  " + power_line(f"a pair law at TV >= {self.tv:.4g} from p x p is detected", [f"alpha={self.alpha:g}"], 0.0),
             f"  negative control: {self.control}",
         ])
 
@@ -157,21 +149,19 @@ def assert_chain_lossless(chain_verify: ChainVerifyFunction, p, q, g: int, *, n:
     live = int((inputs.p > IMPOSSIBLE_PROBABILITY).sum())
     count = int(np.count_nonzero(inputs.q)) ** g
     law = iid_law(inputs.q, g) if count <= max_tuples else None
-    rows = int(np.maximum(1, np.ceil(n * np.asarray(law.probs))).sum()) if law is not None else int(n)
+    copies, per_copy = enumeration_copies(law.probs, n) if law is not None else (None, None)
+    rows = int(copies.sum()) if law is not None else int(n)
     tolerance = dtype_tolerance(dtype, vocab)
     tv = detectable_tv(n, rows, live * live, alpha, tolerance=tolerance)
-    if detect_tv is not None and not tv <= detect_tv:
-        needed = samples_needed(detect_tv, live * live, alpha, extra_rows=rows - n, tolerance=tolerance)
-        raise Undetectable(f"undetectable at n={n:,}: a deviation of TV {detect_tv:.3g} of the pair law is below the "
-                           f"power (TV {tv:.3g} detected with probability {1 - POWER_MISS:g}); it needs n >= {needed:,}")
-    generator = torch.Generator(device=inputs.target.device).manual_seed(seed)
     reference = np.outer(inputs.p, inputs.p).ravel()
+    require_detectable(detect_tv, None, reference, tv=tv, n=n, rows=rows, cells=live * live, alpha=alpha, share=alpha,
+                       tolerance=tolerance, law="a pair law", of="p x p", unit="pairs")
+    generator = torch.Generator(device=inputs.target.device).manual_seed(seed)
 
     def run(target_inputs: Inputs):
         if law is not None:
-            copies = np.maximum(1, np.ceil(n * np.asarray(law.probs))).astype(np.int64)
             drafts = torch.as_tensor(np.repeat(law.tuples, copies, axis=0), device=inputs.target.device)
-            weights = np.repeat(n * np.asarray(law.probs) / copies, copies)
+            weights = np.repeat(per_copy, copies)
         else:
             drafts = sample_iid(inputs.draft.expand(n, vocab), g, generator)
             weights = np.ones(n)
@@ -190,7 +180,7 @@ def assert_chain_lossless(chain_verify: ChainVerifyFunction, p, q, g: int, *, n:
     first = counts.reshape(vocab, vocab).sum(axis=1) / n
     certificate = ChainCertificate(
         g=g, vocab_size=vocab, mode="enumeration" if law is not None else "sampling", n=n, rows=rows, alpha=alpha,
-        seed=seed, tv=tv, pair_test=pair_test, tv_estimate=0.5 * float(np.abs(counts / n - reference).sum()),
+        seed=seed, dtype=str(dtype).replace("torch.", ""), device=str(inputs.target.device), tv=tv, pair_test=pair_test, tv_estimate=0.5 * float(np.abs(counts / n - reference).sum()),
         first_token_law=first, first_tv_estimate=0.5 * float(np.abs(first - inputs.p).sum()),
         tokens_per_step=float((emitted >= 0).sum(axis=1).mean()),
     )
@@ -198,27 +188,17 @@ def assert_chain_lossless(chain_verify: ChainVerifyFunction, p, q, g: int, *, n:
         raise IndexMismatch(f"FAIL: the accepted prefix is not the drafted chain in {wrong:,} rows\n" + certificate.report(),
                             certificate)
     if not pair_test.passed:
-        worst = np.argsort(-np.abs(first - inputs.p), kind="stable")[:3]
-        listed = ", ".join(f"token {y}: {first[y]:.4f} vs {inputs.p[y]:.4f}" for y in worst)
         raise OutputLawMismatch(f"FAIL: the emitted tokens are not i.i.d. p: the first two carry mass "
                                 f"{pair_test.observed_mass:.4f} instead of {pair_test.expected_mass:.4f} on "
-                                f"{pair_test.deviating.size} pairs; first token: {listed}\n" + certificate.report(),
-                                certificate)
+                                f"{pair_test.deviating.size} pairs; first token: {worst_tokens(first, inputs.p)}\n"
+                                + certificate.report(), certificate)
     if not control:
         return certificate
-    target_tv = detectable_tv(n, rows, live * live, alpha, CONTROL_MISS, tolerance)
-    twin = _pair_twin(inputs.p, target_tv)
-    if twin is None:
-        raise NoPower(f"no power here: at n={n:,} no pair law is sure to be told from p x p\n" + certificate.report(),
-                      certificate)
-    twin_counts, _, _ = run(cast_inputs(twin, inputs.q, dtype, device))
-    twin_test = set_test(twin_counts, reference, n, rows, alpha, tolerance)
-    if twin_test.passed:
-        raise NoPower(f"no power here: the same chain verifier given targets whose pair law is at TV {target_tv:.4g} "
-                      f"was not detected (T={twin_test.statistic:.4g} < {twin_test.threshold:.4g})\n" + certificate.report(),
-                      certificate)
-    return replace(certificate, control=f"targets at pair TV {target_tv:.4g} detected (T={twin_test.statistic:.4g} >= "
-                                        f"{twin_test.threshold:.4g})")
+    line = target_control(certificate, reference, rows, live * live, alpha, tolerance,
+                          lambda pair_tv: _pair_twin(inputs.p, pair_tv),
+                          lambda twin: run(cast_inputs(twin, inputs.q, dtype, device))[0],
+                          law="pair law", of="p x p", given="targets at pair TV {tv:.4g}", verifier="chain verifier")
+    return replace(certificate, control=line)
 
 
 def _pair_twin(p: np.ndarray, tv: float) -> np.ndarray | None:
@@ -228,8 +208,6 @@ def _pair_twin(p: np.ndarray, tv: float) -> np.ndarray | None:
         twin = _target_twin(p, single)
         return math.inf if twin is None else 0.5 * float(np.abs(np.outer(twin, twin) - np.outer(p, p)).sum())
 
-    if not math.isfinite(tv):
-        return None
     low, high = 0.0, tv  # the pair distance is at least the single one
     for _ in range(60):
         middle = (low + high) / 2

@@ -96,14 +96,22 @@ class Rows:
         return float(self.weights[self.positions() < self.drafts.shape[1]].sum())
 
 
+def enumeration_copies(probs, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The enumeration design (module docstring) of outcomes of probabilities ``probs``:
+    ``(copies [T] int64, weight of each copy [T])``, ``n_x = max(1, ceil(n Q(x)))`` copies of
+    outcome ``x`` of weight ``n Q(x) / n_x`` each."""
+    probs = np.asarray(probs, dtype=np.float64)
+    copies = np.maximum(1, np.ceil(n * probs)).astype(np.int64)
+    return copies, n * probs / copies
+
+
 def enumerated_rows(verify: VerifyFunction, inputs: Inputs, law: DraftLaw, n: int, generator: torch.Generator) -> Rows:
     """The enumeration design (module docstring) on the tuples of ``law``."""
-    weights = np.asarray(law.probs, dtype=np.float64)
-    copies = np.maximum(1, np.ceil(n * weights)).astype(np.int64)
-    owner = np.repeat(np.arange(len(weights)), copies)
+    copies, weights = enumeration_copies(law.probs, n)
+    owner = np.repeat(np.arange(len(copies)), copies)
     drafts = law.tuples[owner]
     tokens, mismatched = run_on_drafts(verify, inputs.target, inputs.draft, torch.as_tensor(drafts, device=inputs.target.device), generator)
-    return Rows(drafts, tokens, (n * weights / copies)[owner], owner, n, mismatched)
+    return Rows(drafts, tokens, weights[owner], owner, n, mismatched)
 
 
 def sampled_rows(verify: VerifyFunction, inputs: Inputs, scheme: str, k: int, n: int, generator: torch.Generator,
@@ -118,4 +126,4 @@ def sampled_rows(verify: VerifyFunction, inputs: Inputs, scheme: str, k: int, n:
     return Rows(drafts.cpu().numpy(), tokens, np.ones(n), None, n, mismatched)
 
 
-__all__ = ["Inputs", "Rows", "cast_inputs", "enumerated_rows", "sampled_rows"]
+__all__ = ["Inputs", "Rows", "cast_inputs", "enumerated_rows", "enumeration_copies", "sampled_rows"]

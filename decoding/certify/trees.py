@@ -47,14 +47,15 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
-from otm.distributions import as_distribution, total_variation
-from otm.errors import NotApplicableError, ShapeMismatchError
+from otm.distributions import as_distribution
+from otm.errors import NotApplicableError
 from otm.sequences import OutputLaw, SequenceModel, sequence_model
 
-from decoding.runtime.trees import Tree, parse_tree
+from decoding.runtime.trees import Tree
 from decoding.validation.own_tree_verifier import (
     PrefixTables,
     TreeVerifyFunction,
+    check_model_and_tree,
     enumerate_trees,
     run_on_trees,
     sample_trees,
@@ -63,75 +64,56 @@ from decoding.validation.own_verifier import DraftSampler, default_draft_sampler
 from decoding.validation.stats import IMPOSSIBLE_PROBABILITY
 
 from .assertions import (
-    CONTROL_MISS,
     DEFAULT_ALPHA,
     DEFAULT_ROWS,
     MAX_TUPLES,
-    SHOWN_TOLERANCE,
-    NoPower,
+    Measured,
     OutputLawMismatch,
-    Undetectable,
     _check_arguments,
-    _p_bound,
     _target_twin,
     dtype_tolerance,
+    power_line,
+    require_detectable,
+    set_test_line,
+    target_control,
+    worst_tokens,
 )
-from .bounds import (
-    POWER_MISS,
-    SetTest,
-    detectable_tv,
-    law_miss_bound,
-    samples_needed,
-    samples_needed_for_law,
-    set_test,
-)
+from .bounds import POWER_MISS, SetTest, detectable_tv, set_test
+from .harness import enumeration_copies
 
 #: The most sequences ``V^(depth + 1)`` a certification tabulates (the prefix tables and the
 #: stream law both have about that many entries).
 MAX_SEQUENCES = 1 << 16
 
 
-@dataclass(frozen=True)
-class TreeCertificate:
-    """What :func:`assert_tree_lossless` measured.
+@dataclass(frozen=True, kw_only=True)
+class TreeCertificate(Measured):
+    """What :func:`assert_tree_lossless` measured, besides :class:`~decoding.certify.assertions.Measured`
+    (``tv_estimate``: the stream law's TV from ``P``).
 
     Attributes:
-        tree, scheme (the sibling law), vocab_size, depth, horizon ``H``, mode
-            (``"enumeration"`` or ``"sampling"``), trees (enumerated), n, rows, alpha, seed,
-            dtype, device: how it ran.
+        tree, scheme (the sibling law), depth, horizon ``H``, trees (enumerated): how it ran.
         tv: the smallest TV of the stream law from ``P`` detected with probability
             ``1 - POWER_MISS``; tolerance: the TV allowed for the dtype's rounding.
         stream_test: the set test of the stream's first ``H`` tokens against ``P``;
-            stream_estimate: ``[V^H]`` their estimated law (sequences in lexicographic order);
-            tv_estimate: its TV from ``P``.
+            stream_estimate: ``[V^H]`` their estimated law (sequences in lexicographic order).
         first_token_law: ``[V]`` the estimated law of the first emitted token;
             first_tv_estimate: its TV from ``p(. | root)``.
         expected_accepted: the mean accepted depth.
-        control: what the negative control did.
     """
 
     tree: str
     scheme: str
-    vocab_size: int
     depth: int
     horizon: int
-    mode: str
     trees: int | None
-    n: int
-    rows: int
-    alpha: float
-    seed: int
-    dtype: str
-    device: str
     tv: float
     tolerance: float
     stream_test: SetTest
     stream_estimate: np.ndarray  # [V^H]
-    tv_estimate: float
     first_token_law: np.ndarray  # [V]
     first_tv_estimate: float
     expected_accepted: float
-    control: str = "not run"
 
     def report(self) -> str:
         """The measurements, one per line (what a failure message ends with)."""
@@ -141,12 +123,10 @@ class TreeCertificate:
             f"{self.mode}" + (f" of {self.trees:,} draft trees" if self.trees else "")
             + f", n={self.n:,} ({self.rows:,} rows), {self.dtype} on {self.device}, seed={self.seed}",
             f"  stream of {self.horizon} tokens: TV estimate {self.tv_estimate:.4g} (first token alone "
-            f"{self.first_tv_estimate:.4g}); set test T={test.statistic:.4g} vs threshold {test.threshold:.4g} "
-            f"({_p_bound(test.p_bound)})",
+            f"{self.first_tv_estimate:.4g}); {set_test_line(test)}",
             f"  accepted depth {self.expected_accepted:.4f} on average",
-            f"  power: with probability >= {1 - POWER_MISS:g}, a stream law at TV >= {self.tv:.4g} from P is detected "
-            f"(alpha={self.alpha:g}, {test.cells} sequences"
-            + (f", dtype tolerance {self.tolerance:.3g})" if self.tolerance >= SHOWN_TOLERANCE else ")"),
+            "  " + power_line(f"a stream law at TV >= {self.tv:.4g} from P is detected",
+                              [f"alpha={self.alpha:g}", f"{test.cells} sequences"], self.tolerance),
             f"  negative control: {self.control}",
         ])
 
@@ -244,28 +224,6 @@ def _stream_counts(keys: np.ndarray, weights: np.ndarray, offset: np.ndarray, vo
     return _extend(levels, by_length, beyond)
 
 
-def _check_detectable(detect_tv, detect_law, reference: np.ndarray, tv: float, n: int, rows: int, cells: int,
-                      alpha: float, tolerance: float) -> None:
-    """:class:`Undetectable` (before anything runs) when a deviation asked for is not sure to be seen."""
-    if detect_tv is not None and not tv <= detect_tv:
-        needed = samples_needed(detect_tv, cells, alpha, extra_rows=rows - n, tolerance=tolerance)
-        raise Undetectable(f"undetectable at n={n:,}: a stream law at TV {detect_tv:.3g} from P is below the power "
-                           f"(TV {tv:.3g} detected with probability {1 - POWER_MISS:g}); it needs n >= {needed:,}")
-    if detect_law is None:
-        return
-    law = as_distribution(detect_law, "detect_law")
-    if law.shape != reference.shape:
-        raise ShapeMismatchError(f"detect_law is a stream law over V^H = {reference.size} sequences, got {law.size}")
-    if law_miss_bound(reference, law, n, rows, alpha, tolerance) > POWER_MISS:
-        law_tv = total_variation(law, reference)
-        if law_tv <= tolerance:
-            raise Undetectable(f"undetectable at any n: the stream law given (TV {law_tv:.3g} from P) is within the "
-                               f"{tolerance:.3g} allowed for rounding in this dtype")
-        needed = samples_needed_for_law(reference, law, alpha, POWER_MISS, rows - n, tolerance)
-        raise Undetectable(f"undetectable at n={n:,}: the stream law given (TV {law_tv:.3g} from P) is not sure to be "
-                           f"detected at alpha={alpha:g}; it needs n >= {needed:,}")
-
-
 def _sequences(cells: np.ndarray, vocab: int, horizon: int, limit: int = 5) -> str:
     """The first ``limit`` sequences of ``cells`` (codes), spelled out."""
     shown = [str(tuple(int(t) for t in np.unravel_index(int(c), (vocab,) * horizon))) for c in cells[:limit]]
@@ -290,19 +248,13 @@ def assert_tree_lossless(verify: TreeVerifyFunction, tree: str | Tree, model: Se
     model too short for it or more than :data:`MAX_SEQUENCES` sequences; typed
     :mod:`otm.errors` for other bad input and for malformed verifier outputs.
     """
-    if not isinstance(model, SequenceModel):
-        raise ShapeMismatchError(f"model must be an otm.sequences.SequenceModel (random_model, sequence_model, "
-                                 f"context_independent_model), got {type(model).__name__}")
-    tree = parse_tree(tree)
-    if tree.n_nodes < 2:
-        raise NotApplicableError("the tree has no draft node: give a tree with at least one draft (e.g. chain:1)")
+    tree = check_model_and_tree(model, tree)
     root = model.as_float()
     _, _, _, n = _check_arguments(root.target(()), root.draft(()), 1, scheme, n, alpha)
     depth, vocab = tree.max_depth, model.vocab_size
     horizon = depth + 1 if horizon is None else horizon
     if isinstance(horizon, bool) or not isinstance(horizon, (int, np.integer)) or not 1 <= horizon <= depth + 1:
         raise NotApplicableError(f"horizon must be an integer in 1..depth + 1 = {depth + 1}, got {horizon!r}")
-    model.require_length(depth + 1, f"the tree {tree.spec} (depth {depth}, plus the emitted token)")
     if vocab ** (depth + 1) > MAX_SEQUENCES:
         raise NotApplicableError(f"V^(depth + 1) = {vocab}^{depth + 1} sequences exceed MAX_SEQUENCES={MAX_SEQUENCES:,}: "
                                  f"certify on a smaller vocabulary or a shallower tree")
@@ -313,10 +265,9 @@ def assert_tree_lossless(verify: TreeVerifyFunction, tree: str | Tree, model: Se
     trees = enumerate_trees(cast, tree, scheme, max_trees)
     generator = torch.Generator(device=tables.target.device).manual_seed(seed)
     if trees is not None:
-        probs = np.array([float(w) for _, w in trees])
-        copies = np.maximum(1, np.ceil(n * probs)).astype(np.int64)
+        copies, per_copy = enumeration_copies([float(w) for _, w in trees], n)
         tokens = torch.as_tensor(np.repeat(np.stack([t for t, _ in trees]), copies, axis=0), device=tables.target.device)
-        weights = np.repeat(n * probs / copies, copies)
+        weights = np.repeat(per_copy, copies)
     else:
         tokens = sample_trees(tables, tree, n, generator, draft_sampler or default_draft_sampler(scheme))
         weights = np.ones(n)
@@ -324,7 +275,8 @@ def assert_tree_lossless(verify: TreeVerifyFunction, tree: str | Tree, model: Se
     cells = int((reference > IMPOSSIBLE_PROBABILITY).sum())
     tolerance = horizon * dtype_tolerance(dtype, vocab)
     tv = detectable_tv(n, rows, cells, alpha, POWER_MISS, tolerance)
-    _check_detectable(detect_tv, detect_law, reference, tv, n, rows, cells, alpha, tolerance)
+    require_detectable(detect_tv, detect_law, reference, tv=tv, n=n, rows=rows, cells=cells, alpha=alpha, share=alpha,
+                       tolerance=tolerance, law="a stream law", of="P", unit="sequences")
 
     def run(target_tables: PrefixTables) -> tuple[np.ndarray, np.ndarray]:
         keys, taus = run_on_trees(verify, tree, target_tables, tokens, generator)
@@ -346,21 +298,18 @@ def assert_tree_lossless(verify: TreeVerifyFunction, tree: str | Tree, model: Se
                                 certificate)
     if not control:
         return certificate
-    twin_tv = detectable_tv(n, rows, cells, alpha, CONTROL_MISS, tolerance)
-    twin = _target_twin(cast.target(()), twin_tv) if math.isfinite(twin_tv) else None
-    if twin is None:
-        raise NoPower(f"no power here: at n={n:,} no stream law is sure to be told from P (a twin at TV {twin_tv:.3g} "
-                      f"cannot be built)\n" + certificate.report(), certificate)
-    twin_tables = copy.copy(tables)
-    twin_tables.target = tables.target.clone()
-    twin_tables.target[0] = torch.as_tensor(twin, dtype=tables.target.dtype, device=tables.target.device)
-    twin_test = set_test(run(twin_tables)[0], reference, n, rows, alpha, tolerance)
-    if twin_test.passed:
-        raise NoPower(f"no power here: the same tree verifier given a root target at TV {twin_tv:.4g} from p was not "
-                      f"detected (T={twin_test.statistic:.4g} < {twin_test.threshold:.4g}): does it read the target "
-                      f"rows it is given?\n" + certificate.report(), certificate)
-    return replace(certificate, control=f"a root target at TV {twin_tv:.4g} detected (T={twin_test.statistic:.4g} >= "
-                                        f"{twin_test.threshold:.4g})")
+
+    def twin_counts(twin: np.ndarray) -> np.ndarray:
+        twin_tables = copy.copy(tables)
+        twin_tables.target = tables.target.clone()
+        twin_tables.target[0] = torch.as_tensor(twin, dtype=tables.target.dtype, device=tables.target.device)
+        return run(twin_tables)[0]
+
+    line = target_control(certificate, reference, rows, cells, alpha, tolerance,
+                          lambda tv: _target_twin(cast.target(()), tv), twin_counts, law="stream law", of="P",
+                          given="a root target at TV {tv:.4g} from p", verifier="tree verifier",
+                          hint=": does it read the target rows it is given?")
+    return replace(certificate, control=line)
 
 
 def _failure(certificate: TreeCertificate, reference: np.ndarray, p_root: np.ndarray, vocab: int) -> str:
@@ -369,12 +318,10 @@ def _failure(certificate: TreeCertificate, reference: np.ndarray, p_root: np.nda
     if math.isinf(test.statistic):
         return (f"FAIL: the stream of emitted tokens holds sequences of target probability 0: "
                 f"{_sequences(test.deviating, vocab, certificate.horizon)}")
-    worst = np.argsort(-np.abs(first - p_root), kind="stable")[:3]
-    listed = ", ".join(f"token {y}: {first[y]:.4f} vs {p_root[y]:.4f}" for y in worst)
     return (f"FAIL: the emitted tokens, continued by the target, are not P: TV estimate {certificate.tv_estimate:.4g}; "
             f"{test.deviating.size} sequences of {certificate.horizon} tokens carry {test.observed_mass:.4f} instead of "
             f"{test.expected_mass:.4f} (among them {_sequences(test.deviating, vocab, certificate.horizon, 3)}); first "
-            f"token: {listed}")
+            f"token: {worst_tokens(first, p_root)}")
 
 
 __all__ = ["MAX_SEQUENCES", "TreeCertificate", "assert_tree_lossless", "sequence_law", "stream_law"]

@@ -79,19 +79,13 @@ from .layouts.vllm import (
 
 
 @dataclass(frozen=True)
-class Bug:
-    """One bug class on its instance.
+class Fixture:
+    """What every fixture of the zoo has.
 
     Attributes:
-        name, source (the public report), layout (``"vllm"``, ``"transformers"`` or
-            ``"toolkit"``), what (one line).
-        verify: the buggy sampler through its layout's adapter (the toolkit's verifier
-            contract, or the chain contract of :mod:`decoding.certify.chains` when ``chain``).
-        correct: the same layout without the bug.
-        p, q: the instance (``q``: the law the drafts really come from); k: drafts (chain
-            length when ``chain``); scheme: the draft scheme.
-        output_law: ``[V]`` the exact law of the buggy output (of the first emitted token for a
-            chain); exact_tv: its total variation from ``p``.
+        name, source (the public report), layout (the engine's, or ``"toolkit"``), what (one line).
+        verify: the buggy sampler through its layout's adapter; correct: the same layout
+            without the bug.
     """
 
     name: str
@@ -100,6 +94,21 @@ class Bug:
     what: str
     verify: Callable
     correct: Callable
+
+
+@dataclass(frozen=True)
+class Bug(Fixture):
+    """One bug class on its instance (layouts ``"vllm"``, ``"transformers"``, ``"toolkit"``).
+
+    Attributes:
+        verify: the toolkit's verifier contract, or the chain contract of
+            :mod:`decoding.certify.chains` when ``chain``.
+        p, q: the instance (``q``: the law the drafts really come from); k: drafts (chain
+            length when ``chain``); scheme: the draft scheme.
+        output_law: ``[V]`` the exact law of the buggy output (of the first emitted token for a
+            chain); exact_tv: its total variation from ``p``.
+    """
+
     p: np.ndarray
     q: np.ndarray
     k: int
@@ -313,25 +322,18 @@ def zoo() -> list[Bug]:
 
 
 @dataclass(frozen=True)
-class TreeBug:
-    """One bug class of a tree layout on its instance.
+class TreeBug(Fixture):
+    """One bug class of a tree layout on its instance (layouts ``"sglang"``, ``"eagle"``,
+    ``"trtllm"``; ``verify`` and ``correct`` in the tree verifier contract of
+    :mod:`decoding.certify.trees`).
 
     Attributes:
-        name, source (the public report), layout (``"sglang"``, ``"eagle"`` or ``"trtllm"``), what (one line).
-        verify: the buggy sampler through its layout's adapter (the tree verifier contract of
-            :mod:`decoding.certify.trees`); correct: the same layout without the bug.
         model: the target and draft over sequences; tree: the full ``k``-ary tree (``kary:k,d``);
             scheme: the sibling law.
         stream_law: ``[V^(d + 1)]`` the exact law of the first ``d + 1`` stream tokens of the buggy
             sampler (:func:`decoding.certify.trees.stream_law`); exact_tv: its TV from ``P``.
     """
 
-    name: str
-    source: str
-    layout: str
-    what: str
-    verify: Callable
-    correct: Callable
     model: SequenceModel
     tree: str
     scheme: str
@@ -467,4 +469,4 @@ def tree_zoo() -> list[TreeBug]:
     ]
 
 
-__all__ = ["Bug", "TreeBug", "root_row_slice", "single_draft_law", "target_only_node_law", "tree_zoo", "zoo"]
+__all__ = ["Bug", "Fixture", "TreeBug", "root_row_slice", "single_draft_law", "target_only_node_law", "tree_zoo", "zoo"]

@@ -492,16 +492,24 @@ def extended_law_test(model: SequenceModel, output_law: dict, samples: int, alph
 # --------------------------------------------------------------------------- the validation
 
 
-def _check_inputs(model, tree_shape, scheme, rule, mode, samples, alpha, confidence) -> tuple[Tree, str]:
-    """``(tree, scheme)`` after checking every argument of :func:`validate_tree_verifier`."""
+def check_model_and_tree(model, tree_shape) -> Tree:
+    """The tree of ``tree_shape`` (a :func:`decoding.runtime.trees.parse_tree` spec or a
+    ``Tree``) after checking that it has a draft node and that ``model`` is a
+    :class:`~otm.sequences.SequenceModel` long enough for it (its depth plus the emitted token)."""
     if not isinstance(model, SequenceModel):
         raise InvalidDistributionError(f"model must be an otm.sequences.SequenceModel (otm.sequences.sequence_model, "
                                        f"random_model, ...), got {type(model).__name__}")
     tree = parse_tree(tree_shape)
     if tree.n_nodes < 2:
-        raise NotApplicableError("tree_shape has no draft node: give a tree with at least one draft (e.g. chain:1)")
+        raise NotApplicableError("the tree has no draft node: give a tree with at least one draft (e.g. chain:1)")
     model.require_length(tree.max_depth + 1,
                          f"the tree {tree.spec or tree.nested()} (depth {tree.max_depth}, plus the emitted token)")
+    return tree
+
+
+def _check_inputs(model, tree_shape, scheme, rule, mode, samples, alpha, confidence) -> tuple[Tree, str]:
+    """``(tree, scheme)`` after checking every argument of :func:`validate_tree_verifier`."""
+    tree = check_model_and_tree(model, tree_shape)
     if rule is not None and rule not in EXACT_RULES:
         raise UnknownNameError(f"unknown rule {rule!r}; the exact laws known here are {', '.join(EXACT_RULES)} (or None)")
     scheme = scheme or {"traversal": "without_replacement"}.get(rule, "iid")
@@ -751,6 +759,7 @@ __all__ = [
     "TreeVerifierReport",
     "as_tree_output",
     "chain_verifier",
+    "check_model_and_tree",
     "enumerate_trees",
     "example_shared_coin_tree_verifier",
     "example_stale_residual_tree_verifier",

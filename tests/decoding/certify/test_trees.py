@@ -13,7 +13,13 @@ from decoding.certify.trees import MAX_SEQUENCES, assert_tree_lossless, sequence
 from decoding.runtime.trees import InvalidTreeSpecError
 from decoding.validation.own_tree_verifier import example_stale_residual_tree_verifier, node_walk_verifier
 from decoding.verifiers import traversal
-from otm.errors import InvalidArgumentError, NotApplicableError, ShapeMismatchError, UnknownNameError
+from otm.errors import (
+    InvalidArgumentError,
+    InvalidDistributionError,
+    NotApplicableError,
+    ShapeMismatchError,
+    UnknownNameError,
+)
 from otm.sequences import context_independent_model, random_model, traversal_law, tree_walk_law
 
 from .conftest import N
@@ -103,14 +109,14 @@ def test_undetectable_deviations_are_refused_before_running():
         assert_tree_lossless(never, "kary:2,1", MODEL, n=1_000, detect_tv=0.01)
     near = sequence_law(MODEL, 2)
     near[[0, 1]] += [1e-3, -1e-3]
-    with pytest.raises(Undetectable, match=r"stream law given \(TV 0.001 from P\).*it needs n >= "):
+    with pytest.raises(Undetectable, match=r"deviation given \(a stream law at TV 0.001 from P\).*it needs n >= "):
         assert_tree_lossless(never, "kary:2,1", MODEL, n=1_000, detect_law=near)
-    with pytest.raises(ShapeMismatchError, match="stream law over V\\^H = 9"):
+    with pytest.raises(ShapeMismatchError, match="a stream law over 9 sequences"):
         assert_tree_lossless(never, "kary:2,1", MODEL, n=1_000, detect_law=[0.5, 0.5])
 
 
 @pytest.mark.parametrize("tree, model, kwargs, error, match", [
-    ("kary:2,1", MODEL.target_table, {}, ShapeMismatchError, "SequenceModel"),
+    ("kary:2,1", MODEL.target_table, {}, InvalidDistributionError, "SequenceModel"),
     ("kary:2,3", MODEL, {}, NotApplicableError, "build the model with length >= 4"),
     ("kary:2,1", MODEL, {"horizon": 3}, NotApplicableError, "horizon must be an integer in 1..depth"),
     ("kary:2,1", MODEL, {"scheme": "sorted"}, UnknownNameError, "unknown draft scheme"),
