@@ -68,8 +68,6 @@ import torch
 
 from otm.errors import InvalidArgumentError, ShapeMismatchError
 
-from decoding.validation.own_tree_verifier import TreeVerifierOutput
-
 from .sglang import accepted_path, inverse_cdf, tree_layout
 from .vllm import logits_of
 
