@@ -176,6 +176,8 @@ def _wor_optimum_cells(p, q, ks: list[int]) -> list[Cell]:
     results = _LAST_ROW.results(p, q)
     if 1 in ks and (name, 1) not in results:
         results[name, 1] = Cell(name, 1, _iid_optima(p, q, [1])[0])
+    if all((name, k) in results for k in ks):
+        return [results[name, k] for k in ks]
     if "scan" not in results:
         results["scan"] = WithoutReplacementScan(p, q)
     scan = results["scan"]
