@@ -90,7 +90,7 @@ def _rule_list(allowed: list) -> callable:
     one = _rule_name(allowed)
 
     def parse(text: str) -> tuple:
-        names = tuple(one(part.strip()) for part in text.split(",") if part.strip())
+        names = tuple(dict.fromkeys(one(part.strip()) for part in text.split(",") if part.strip()))  # an old name: one rule
         if not names:
             raise argparse.ArgumentTypeError("give at least one rule name")
         return names
@@ -125,7 +125,7 @@ def _computations(text: str) -> tuple:
             raise argparse.ArgumentTypeError(f"invalid computation {part!r}; choose from {', '.join(allowed)}") from None
     if not names:
         raise argparse.ArgumentTypeError("give at least one computation")
-    return tuple(names)
+    return tuple(dict.fromkeys(names))  # an old rule name and its current one: one column
 
 
 def _positive_floats(text: str) -> tuple:

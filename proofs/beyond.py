@@ -312,10 +312,10 @@ def _water_level_search(check: Check, rule: str, instances: int, rng: np.random.
 def check_pair_wor_yield_bounds(instances: int, rng: np.random.Generator, lower_fn=None, at_most_fn=None) -> Check:
     """Bounds on a water level from the flux (docs/optimal-verifier-proofs.md): the water-level yields of ``optimal_pair_wor`` are
     bounded by the flux alone, which lets its verifier skip the nesting. Exact rationals."""
-    from otm.rules import optimal_pair_wor as pair_rule
+    from otm.rules import water_levels
 
-    lower_fn = lower_fn or pair_rule.yield_lower_bound
-    at_most_fn = at_most_fn or pair_rule.yield_at_most
+    lower_fn = lower_fn or water_levels.pair.yield_lower_bound
+    at_most_fn = at_most_fn or water_levels.pair.yield_at_most
     check = Check(
         id="beyond.pair_wor_yield_bounds", paper=PAPER,
         source=f"{SOURCE}; docs/optimal-verifier-proofs.md#bounds-on-a-water-level-from-the-flux",
@@ -336,13 +336,13 @@ def check_pair_wor_yield_bounds(instances: int, rng: np.random.Generator, lower_
         p, q = random_exact(rng, V, 12), random_exact(rng, V, 12)
         if sum(1 for v in q if v > 0) < 2:
             continue
-        params = pair_rule.pair_parameters(p, q)
+        params = water_levels.pair_parameters(p, q)
         n, cut = len(params.order), params.cut
         for low, high in itertools.combinations(range(n), 2):
             if low < cut <= high:
                 continue
             case = {"p": p, "q": q, "k": 2, "pair": (low, high)}
-            y, lower = pair_rule.yield_probability(params, low, high), lower_fn(params, q, low, high)
+            y, lower = water_levels.pair.yield_probability(params, low, high), lower_fn(params, q, low, high)
             search.record(float(y - lower), {**case, "part": "Y >= lower bound"})
             for u in {Fraction(0), Fraction(1, 4), Fraction(1, 2), Fraction(3, 4), y, lower}:
                 if at_most_fn(params, q, low, high, u):
@@ -368,9 +368,9 @@ def check_wor_walk_bounds(instances: int, rng: np.random.Generator, lower_fn=Non
     members of a drafted set is bounded by the flux and
     the set masses alone, which lets the verifier of ``optimal_wor`` decide its walk without the
     nesting. Exact rationals."""
-    from otm.rules import optimal_wor as wor_rule
-    from otm.rules import water_level_bounds as bounds
-    from otm.rules.optimal_pair_wor import flux_setup
+    from otm.rules import optimal_wor as wor_rule, water_levels
+    from otm.rules.water_levels import bounds
+    from otm.rules.water_levels.construction import flux_setup
 
     lower_fn = lower_fn or bounds.span_lower_bound
     at_most_fn = at_most_fn or bounds.span_at_most
@@ -391,9 +391,9 @@ def check_wor_walk_bounds(instances: int, rng: np.random.Generator, lower_fn=Non
     )
     search = SlackSearch(tolerance=0.0)  # exact rationals
     for _, p, q, k in _exact_rows(instances, rng, sizes=(4, 7), ks=(3, 4)):
-        params = wor_rule.wor_parameters(p, q, k)
-        setup = flux_setup(p, q, ratio_order(p, q), wor_rule.set_masses(k))
-        for members in wor_rule.draft_sets([q[t] for t in params.order], k):
+        params = water_levels.wor_parameters(p, q, k)
+        setup = flux_setup(p, q, ratio_order(p, q), water_levels.set_masses.set_masses(k))
+        for members in water_levels.set_masses.draft_sets([q[t] for t in params.order], k):
             ranks = sorted(members)
             high = ranks[-1]
             for low in ranks[:-1]:
@@ -415,8 +415,8 @@ def check_water_levels_at_most_one(instances: int, rng: np.random.Generator, ord
     without replacement and i.i.d. drafts, any ``k``. Each claim of its proof
     (:mod:`otm.rules.water_level_residuals`) is checked at every run of the nesting, in exact
     rationals; ``order_fn(p, q)`` replaces the ratio order (the ingredient the proof needs)."""
-    from otm.rules.optimal_pair_wor import water_level_parameters
-    from otm.rules.optimal_wor import draft_sets, set_masses
+    from otm.rules.water_levels.construction import water_level_parameters
+    from otm.rules.water_levels.set_masses import draft_sets, set_masses
     from otm.rules.water_level_residuals import residual_runs, run_slacks
 
     order_fn = order_fn or ratio_order

@@ -5,7 +5,7 @@ run.
 Evidence behind docs/optimal-verifier.md#water-levels-for-drafts-without-replacement (the paragraphs on the pass at Chebyshev
 points). Per row (``--positions`` rows of an ``otm corpus`` directory, softmax at temperature 1
 over the whole vocabulary) and ``k`` in ``--ks``: the verifier's set-up (ratio order, set
-masses with their pass, cut, flux, ``x``: :func:`otm.rules.optimal_wor.clock_flux_setup` on
+masses with their pass, cut, flux, ``x``: :func:`otm.rules.water_levels.parameters.clock_flux_setup` on
 :class:`~decoding.verifiers.optimal_family.clock_masses.CompiledClockSetMasses`) and
 the pass up the ranks alone as the CPU takes it
 (:meth:`~decoding.verifiers.optimal_family.clock_masses.CompiledClockSetMasses._prefix_pass`, at Chebyshev
@@ -15,7 +15,7 @@ memory the set-up did not touch: the set-up is what a fresh row meets), and ever
 first walk that reads a long run computes of them, at most), and ``--walks`` walks of the
 verifier decided from the bounds on the row just set up (drafted sets without replacement from
 ``q`` and a uniform each, seeded by row and ``k``: the same in every tree;
-:func:`otm.rules.water_level_bounds.walk_decision` with the verifier's margin and windows, as
+:func:`otm.rules.water_levels.bounds.walk_decision` with the verifier's margin and windows, as
 :func:`decoding.verifiers.optimal_family.wor.verify_row` takes them: what a decode pays after the set-up,
 the groups of ranks the walks read included), each the median of ``--rounds`` timings. With
 ``--tree`` given more than once, each tree (a checkout of this repository, for example ``git
@@ -45,8 +45,8 @@ def _one_round(corpus: str, positions: int, ks: list[int], walks: int) -> dict:
     from decoding.verifiers.optimal_family import wor as optimal_wor
     from decoding.verifiers.optimal_family.clock_masses import CompiledClockSetMasses
     from otm.corpus import Corpus
-    from otm.rules.optimal_wor import clock_flux_setup
-    from otm.rules.water_level_bounds import walk_decision
+    from otm.rules.water_levels.parameters import clock_flux_setup
+    from otm.rules.water_levels.bounds import walk_decision
 
     torch.set_num_threads(1)
     warm = np.exp(np.linspace(0.0, 3.0, 300))

@@ -4,14 +4,14 @@ and as a scan on a torch device, side by side in one run.
 Evidence behind docs/optimal-verifier.md#water-levels-for-drafts-without-replacement ("The set-up's pass on a GPU"). Per row
 (``--positions`` rows of an ``otm corpus`` directory, softmax at temperature 1 over the whole
 vocabulary) and ``k`` in ``--ks``: the time of the verifier's set-up (cut, flux, ``x`` and set
-masses: :func:`otm.rules.optimal_wor.clock_flux_setup`) with
+masses: :func:`otm.rules.water_levels.parameters.clock_flux_setup`) with
 :class:`~decoding.verifiers.optimal_family.clock_masses.CompiledClockSetMasses` and with
-:func:`~decoding.verifiers.optimal_family.clock_masses.masses_on` ``(--device)``; then the walks of
+:func:`~decoding.verifiers.optimal_family.clock_masses.clock_masses` ``(--device)``; then the walks of
 ``--draws`` drafted sets from the bounds on a water level from the flux on each set-up (the first walk apart: on the
 compiled set-up it computes the groups of ranks that the scan makes at once), how many of the
 walks both decide the same way (all must), and the largest difference of the two fluxes; then
 the pass alone, four ways on the same ranks: the compiled pass on the CPU node by node
-(:func:`~decoding.verifiers.optimal_family.clock_masses.prefix_pass`, without the groups) and at Chebyshev
+(:func:`~decoding.verifiers.optimal_family.setup.numba_nodes.prefix_pass`, without the groups) and at Chebyshev
 points (:mod:`decoding.verifiers.optimal_family.setup.chebyshev`, the CPU's default since 2026-11-27), the
 torch scan on ``--device`` (:mod:`decoding.verifiers.optimal_family.setup.torch_scan`) and the kernels' scan
 where ``--device`` is a CUDA device (:mod:`decoding.verifiers.optimal_family.setup.cuda_scan`), each with its
@@ -40,8 +40,8 @@ import time
 import numpy as np
 import torch
 
-from otm.rules.optimal_wor import clock_flux_setup
-from otm.rules.water_level_bounds import walk_decision
+from otm.rules.water_levels.parameters import clock_flux_setup
+from otm.rules.water_levels.bounds import walk_decision
 
 
 def _timed_setup(p, q, k, masses):
@@ -66,16 +66,15 @@ def _walks(setup, sets, uniforms, margin, windows) -> tuple[list, float, float]:
 def _pass_alone(masses, device: str) -> str:
     """The pass over ``masses``' ranks four ways (module docstring), in ms."""
     from decoding.verifiers.optimal_family.setup import cuda_scan as optimal_wor_cuda
+    from decoding.verifiers.optimal_family.setup import chebyshev, numba_nodes
     from decoding.verifiers.optimal_family.setup import torch_scan as optimal_wor_torch
-    from decoding.verifiers.optimal_family.clock_masses import SCAN_CHECKPOINT
+    from decoding.verifiers.optimal_family.setup.torch_scan import SCAN_CHECKPOINT
 
     times = []
-    for at_points in (False, True):  # node by node, then at Chebyshev points (the CPU's default)
-        masses.prefix_at_points = at_points
+    for backend in (numba_nodes, chebyshev):  # node by node, then at Chebyshev points (the CPU's default)
         began = time.perf_counter()
-        masses._prefix_pass()
+        backend.prefix_tables(masses)
         times.append(time.perf_counter() - began)
-    del masses.prefix_at_points  # (the class's again)
     scans = [optimal_wor_torch.scan] + ([optimal_wor_cuda.scan] if device.startswith("cuda") else [])
     for scan in scans:  # at the spacing a device's scan keeps (the CPU's pass keeps a wider one)
         began = time.perf_counter()
@@ -109,7 +108,10 @@ def wide_pass(masses, nodes: np.ndarray, ranks: int | None = None) -> tuple[np.n
 
 def precision(rows, ks: list[int], device: str) -> None:
     """The ``--precision`` table (module docstring)."""
-    from decoding.verifiers.optimal_family.clock_masses import SCAN_CHECKPOINT, CompiledClockSetMasses, _device_scan
+    from decoding.verifiers.optimal_family.clock_masses import CompiledClockSetMasses, clock_masses
+    from decoding.verifiers.optimal_family.setup import pick
+    from decoding.verifiers.optimal_family.setup import torch_scan as optimal_wor_torch
+    from decoding.verifiers.optimal_family.setup.torch_scan import SCAN_CHECKPOINT
     from otm.formulations.prefix_scan import ratio_order
 
     print(f"last checkpoint against an 80-bit pass, largest relative difference (scan on {device})")
@@ -122,11 +124,12 @@ def precision(rows, ks: list[int], device: str) -> None:
         for k in ks:
             masses = CompiledClockSetMasses(q_ranked, k)
             nodes = np.unique(np.linspace(0, masses.s.size // 2, 4).astype(int))
-            E0, D0 = _device_scan(device)(masses.q, masses.s, masses.w, masses._above, k, SCAN_CHECKPOINT,
-                                          masses.group, device)[:2]  # at the spacing a device's scan keeps
+            scanner = pick(device, k, 1) if device.startswith("cuda") else optimal_wor_torch  # a scan on the device
+            E0, D0 = scanner.scan(masses.q, masses.s, masses.w, masses._above, k, SCAN_CHECKPOINT,
+                                  masses.group, device)[:2]  # at the spacing a device's scan keeps
             wide = {every: wide_pass(masses, nodes, (masses.n // every) * every)[:2]  # each pass's last checkpoint
                     for every in {masses.checkpoint, SCAN_CHECKPOINT}}
-            by_node = type("NodeByNode", (CompiledClockSetMasses,), {"prefix_at_points": False})(q_ranked, k)
+            by_node = clock_masses("cpu", "numba")(q_ranked, k)
             cells = []
             for ours, every in (((by_node._E0, by_node._D0), masses.checkpoint), ((masses._E0, masses._D0), masses.checkpoint),
                                 ((E0, D0), SCAN_CHECKPOINT)):
@@ -150,7 +153,7 @@ def main(argv=None) -> int:
     parser.add_argument("--precision", action="store_true", help="the products against an 80-bit pass instead")
     args = parser.parse_args(argv)
     from decoding.verifiers.optimal_family import wor as verifier
-    from decoding.verifiers.optimal_family.clock_masses import CompiledClockSetMasses, masses_on
+    from decoding.verifiers.optimal_family.clock_masses import CompiledClockSetMasses, clock_masses
     from otm.corpus import Corpus
 
     torch.set_num_threads(args.threads)  # also the compiled passes' threads (decoding.verifiers.base.row_parts)
@@ -162,7 +165,7 @@ def main(argv=None) -> int:
         return 0
     print(f"{args.positions} whole rows x {len(ks)} k, two set-ups each (about a second each; the first call also "
           f"compiles or loads numba's code and starts {args.device})", file=sys.stderr, flush=True)
-    scanned = masses_on(args.device)
+    scanned = clock_masses(args.device, None if args.device.startswith("cuda") else "torch")  # a scan on the device
     began = time.perf_counter()
     warm = np.exp(np.linspace(0.0, 3.0, 300))  # compile, load and start the device before timing
     for masses in (CompiledClockSetMasses, scanned):

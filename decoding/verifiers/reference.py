@@ -23,8 +23,9 @@ from otm.rules import rule_law
 from otm.rules.registry import rule_specs
 from otm.rules.importance_sampling_truncated import DEFAULT_ALPHABET_SIZE, DEFAULT_TRUNCATION
 from otm.rules.kseq import optimal_division_factor
-from otm.rules import optimal_wor as wor_rule
-from otm.rules.optimal_pair_wor import pair_parameters, selection_law
+from otm.rules import optimal_wor as wor_rule, water_levels
+from otm.rules.optimal_wor import selection_law
+from otm.rules.water_levels.pair import pair_parameters
 
 from .reference_optimal import optimal, optimal_latent
 
@@ -162,7 +163,7 @@ def greedy(p, draft_probs, drafts, uniforms):
 def optimal_pair_wor(p, draft_probs, drafts, uniforms):
     """The water-level rule for two drafts without replacement
     (:mod:`decoding.verifiers.optimal_family.pair`), with ``x`` and the levels from the exact
-    law's construction (:func:`otm.rules.optimal_pair_wor.pair_parameters`, ``O(V * depth)``)."""
+    law's construction (:func:`otm.rules.water_levels.pair.pair_parameters`, ``O(V * depth)``)."""
     target, draft = _norm([float(v) for v in p]), _norm([float(v) for v in draft_probs[0]])
     params = pair_parameters(np.array(target), np.array(draft))
     drafts = [int(t) for t in drafts]
@@ -191,13 +192,13 @@ def optimal_wor(p, draft_probs, drafts, uniforms):
     """The water-level rule for ``k`` drafts without replacement
     (:mod:`decoding.verifiers.optimal_family.wor`): :func:`optimal_pair_wor` for two drafts; for more,
     ``x``, the levels and each member's chance from the exact rule
-    (:func:`otm.rules.optimal_wor.wor_parameters`, :func:`otm.rules.optimal_wor.selection_law`),
+    (:func:`otm.rules.water_levels.parameters.wor_parameters`, :func:`otm.rules.optimal_wor.selection_law`),
     the member drawn by inverse CDF over the members by rank ascending (the lowest member owns
     ``[0, M_r)``, the next ``[M_r, M_{r-1})``, ...: the walk down from the highest)."""
     if len(drafts) == 2:
         return optimal_pair_wor(p, draft_probs, drafts, uniforms)
     target, draft = _norm([float(v) for v in p]), _norm([float(v) for v in draft_probs[0]])
-    params = wor_rule.wor_parameters(np.array(target), np.array(draft), len(drafts))
+    params = water_levels.wor_parameters(np.array(target), np.array(draft), len(drafts))
     drafts = [int(t) for t in drafts]
     chances = [float(c) for c in wor_rule.selection_law(params, drafts)]
     if len(params.order) <= len(drafts):  # the same set every time: a position by x

@@ -43,8 +43,7 @@ class RuleSpec:
         reference_optimum: the draft scheme whose optimum is the fair reference (its own
             law's): a rule never beats it. ``None`` for rules not judged against ``p``.
         attains_own_optimum: it reaches that optimum on every instance (proved; for
-            ``optimal_pair_wor`` and ``optimal_wor`` by docs/optimal-verifier-proofs.md, "Water levels are
-            probabilities";
+            ``optimal_wor`` by docs/optimal-verifier-proofs.md, "Water levels are probabilities";
             checked by the theorem suite).
         computed_as_optimum: its law is built on the cut of that optimum, so where only its
             acceptance is asked for (a sweep's cells, the report's columns) it is computed as
@@ -181,21 +180,16 @@ RULE_SPECS: dict[str, RuleSpec] = {spec.name: spec for spec in (
         reference_optimum="without_replacement", at_least_single_draft=True, verifier="optimal_family.latent", latent_paths=True,
     ),
     RuleSpec(
-        "optimal_pair_wor", "the optimal rule for two drafts without replacement (water levels)",
-        "this toolkit (docs/optimal-verifier.md#water-levels-for-drafts-without-replacement)", "optimal_pair_wor", "without_replacement", ks=(2, 2),
-        reference_optimum="without_replacement", attains_own_optimum=True, computed_as_optimum=True,
-        at_least_single_draft=True, verifier="optimal_family.pair", gain_baselines=("rrs_wor",),
-    ),
-    RuleSpec(
         "optimal_wor", "the optimal rule for k drafts without replacement (water levels)",
         "this toolkit (docs/optimal-verifier.md#water-levels-for-drafts-without-replacement)", "optimal_wor", "without_replacement", ks=(2, None),
         closed_form=("k >= 3: the water levels on the masses of the draft sets (from every draft tuple, or from the "
-                     "clock integral for float inputs; otm.rules.optimal_wor.wor_parameters), seconds to a minute where "
+                     "clock integral for float inputs; otm.rules.water_levels.parameters.wor_parameters), seconds to a minute where "
                      "the clock integral's tables fit (about 2,000 tokens of draft support at k = 3, fewer at larger k), "
-                     "refused in milliseconds above; k = 2 is optimal_pair_wor's nesting, which can take minutes at a "
+                     "refused in milliseconds above; k = 2 is the nesting on the pair masses, which can take minutes at a "
                      "real vocabulary, so it is priced as an enumeration"), closed_form_ks=(3, None),
         reference_optimum="without_replacement", attains_own_optimum=True, computed_as_optimum=True,
         at_least_single_draft=True, verifier="optimal_family.wor", gain_baselines=("rrs_wor",), in_report=True,
+        aliases=("optimal_pair_wor",),
     ),
     RuleSpec(
         "ensemble_weighted", "speculative ensemble, weighted", "Fu et al. 2025, eq. (4)",

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .optimal_pair_wor import PairParameters, level_components
+from .water_levels.construction import PairParameters, level_components
 
 
 @dataclass(frozen=True)

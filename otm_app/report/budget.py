@@ -78,7 +78,7 @@ SECONDS_PER_PARAMETER_FOREST_NODE = 9e-11
 #: Idle seconds of one rule's conditional law given the drafts at one node, at
 #: ``V = 151,936`` (:func:`otm_app.report.paired.descent_probabilities`; CPU time measured on
 #: rows of the Qwen pair at ``T = 1``).
-KERNEL_SECONDS = {"optimal": 0.15, "optimal_wor": 0.13, "optimal_pair_wor": 0.13, "spechub": 0.03, "greedy": 0.02,
+KERNEL_SECONDS = {"optimal": 0.15, "optimal_wor": 0.13, "spechub": 0.03, "greedy": 0.02,
                   "kseq": 0.015}
 
 #: ... of the other rules (a few passes over the vocabulary).

@@ -55,9 +55,9 @@ from decoding.runtime.tree_walk import NodeRules, resolve_rules
 from decoding.runtime.trees import Tree, parse_tree
 from decoding.verifiers import VERIFIERS
 from otm.errors import NotApplicableError
-from otm.rules import greedy, kseq, optimal, optimal_wor, rrs_wor, spechub, specinfer
+from otm.rules import greedy, kseq, optimal, optimal_wor, rrs_wor, spechub, specinfer, water_levels
 from otm.rules.enumeration import canonical_output_law, validate_pair
-from otm.rules.optimal_pair_wor import with_representable_weights
+from otm.rules.water_levels.pair import with_representable_weights
 
 from .decode import mean_and_error, rule_tree
 
@@ -77,18 +77,18 @@ def _kseq_kernel(p: np.ndarray, q: np.ndarray, k: int):
 
 def _water_level_kernel(p: np.ndarray, q: np.ndarray, k: int):
     """``K(. | x)`` of the water-level rule (:mod:`otm.rules.optimal_wor`; at two drafts
-    :mod:`otm.rules.optimal_pair_wor`): select by the water levels, accept ``Z`` with
+    :mod:`otm.rules.optimal_wor`): select by the water levels, accept ``Z`` with
     ``min(1, p(Z) / x(Z))``, else draw from ``norm(max(p - x, 0))``. At two drafts the
     selection comes from the verifier's compiled construction
     (:func:`decoding.verifiers.optimal_family.pair_levels.pair_yield`: ``x``, and ``Y``, the
     probability that the pair selects its member of lower rank), since the exact law's
-    construction of the levels (:func:`otm.rules.optimal_pair_wor.pair_parameters`) runs in
+    construction of the levels (:func:`otm.rules.water_levels.pair.pair_parameters`) runs in
     Python over the ranks, minutes on a real row; from three drafts, from
-    :func:`otm.rules.optimal_wor.wor_parameters` with the verifier's compiled clock masses."""
+    :func:`otm.rules.water_levels.parameters.wor_parameters` with the verifier's compiled clock masses."""
     if k >= 3:
         from decoding.verifiers.optimal_family.clock_masses import CompiledClockSetMasses
 
-        params = optimal_wor.wor_parameters(p, q, k, clock_masses=CompiledClockSetMasses)
+        params = water_levels.wor_parameters(p, q, k, clock_masses=CompiledClockSetMasses)
         return functools.partial(optimal_wor.conditional_output_law, params)
     from decoding.verifiers.optimal_family.pair import UNIT, full_ratio_order
     from decoding.verifiers.optimal_family.pair_levels import pair_yield
@@ -128,7 +128,6 @@ KERNELS: dict[str, Callable] = {
     "greedy": greedy.kernel,
     "optimal": lambda p, q, k: functools.partial(optimal.conditional_output_law, optimal.selection_parameters(p, q, k)),
     "optimal_wor": _water_level_kernel,
-    "optimal_pair_wor": _water_level_kernel,
 }
 
 

@@ -31,6 +31,7 @@ import shlex
 import shutil
 import sys
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -114,9 +115,7 @@ def run_report(args: ReportConfig, theorem_rows: list | None = None, clock: Step
             message is extended with the ``--no-models`` hint).
     """
     check_config(args)
-    from otm_app.report.position_sweep import PositionSettings, analyse_positions, optimum_vs_temperature, spaced_rows
-    from otm_app.report.sources import decoding_prompts, resolve_texts, toy_texts
-    from otm_app.report.write import write_figures, write_markdown
+    from otm_app.report.sources import resolve_texts, toy_texts
 
     clock = clock or StepClock(args.quiet)
     progress = _progress_factory(args.quiet)
@@ -130,6 +129,56 @@ def run_report(args: ReportConfig, theorem_rows: list | None = None, clock: Step
     else:
         pair, scored = _score_with_models(args, texts, progress, clock)
         mode = args.pair
+    acceptance = _acceptance_step(args, scored, folder, clock, progress)
+    decoding, paired, sequence_verifiers = _decoding_step(args, pair, scored, texts, clock, progress)
+    if pair is not None:
+        pair.release()
+
+    tick = time.perf_counter()
+    summary = {
+        "command": command_line(args),
+        "mode": mode,
+        "source": scored.source,
+        "out": str(folder),
+        "texts": [{"name": s.name, "kind": kind, "positions": s.n_positions} for s, kind in zip(scored.scores, scored.kinds)],
+        "ks": list(acceptance.ks),
+        "temperatures": list(args.temperatures),
+        "rules": list(args.rules),
+        "theorems": summarise_theorems(theorem_rows),
+        **acceptance.summary(args, scored),
+        "decoding": decoding,
+        "paired": paired,
+        "sequence_verifiers": sequence_verifiers,
+    }
+    _write_report(args, folder, summary, acceptance, theorem_rows, clock, tick)
+    if not args.json:
+        print(summary_table(summary))
+    return summary
+
+
+@dataclass(frozen=True)
+class _AcceptanceStep:
+    """What step 2 computed: the per-position tables by temperature, over ``k = 1..k_max``,
+    and the optimum against temperature on ``sweep_rows``."""
+
+    ks: tuple
+    positions: dict
+    sweep_rows: np.ndarray
+    temperature_table: object
+
+    def summary(self, args: ReportConfig, scored) -> dict:
+        """Its entries of the summary: ``acceptance`` and ``optimum_vs_temperature``."""
+        return {
+            "acceptance": {f"{t:g}": _acceptance_summary(result, scored, args.mc_paths) for t, result in self.positions.items()},
+            "optimum_vs_temperature": {"positions": int(self.sweep_rows.size), "temperatures": list(DEFAULT_SWEEP_TEMPERATURES),
+                                       "columns": {n: v.tolist() for n, v in self.temperature_table.columns.items()}},
+        }
+
+
+def _acceptance_step(args: ReportConfig, scored, folder, clock: StepClock, progress) -> _AcceptanceStep:
+    """Step 2: every column at the analysed positions and temperatures (on the sweep engine),
+    then the optimum against temperature."""
+    from otm_app.report.position_sweep import PositionSettings, analyse_positions, optimum_vs_temperature, spaced_rows
 
     ks = tuple(range(1, args.k_max + 1))
     settings = PositionSettings(ks, tuple(args.rules), args.positions, args.mc_paths, args.workers)
@@ -147,42 +196,31 @@ def run_report(args: ReportConfig, theorem_rows: list | None = None, clock: Step
     sweep_ks = sorted({k for k in (1, 2, 4, args.k_max) if k <= args.k_max})
     temperature_table = optimum_vs_temperature(target_logits, draft_logits, sweep_rows, DEFAULT_SWEEP_TEMPERATURES, sweep_ks, scored.source, progress("temperature sweep"))
     clock.end("acceptance")
+    return _AcceptanceStep(ks, positions, sweep_rows, temperature_table)
+
+
+def _decoding_step(args: ReportConfig, pair, scored, texts, clock: StepClock, progress) -> tuple[dict, dict, dict]:
+    """Step 3 (:func:`_decode`), or its three summary entries saying why it was skipped."""
+    from otm_app.report.sources import decoding_prompts
 
     reason = "--no-models: there is no model pair to decode with" if args.no_models else "--no-decode" if args.no_decode else ""
-    decoding, paired = {"rows": [], "reason": reason}, {"rows": [], "skipped": [], "reason": reason}
-    sequence_verifiers = {"rows": [], "reason": reason, "checks": []}
-    if not reason:
-        decoding, paired, sequence_verifiers = _decode(args, pair, scored, decoding_prompts(pair, texts, args.seed, args.decode_prompts),
-                                                       clock, progress)
-    if pair is not None:
-        pair.release()
+    if reason:
+        return {"rows": [], "reason": reason}, {"rows": [], "skipped": [], "reason": reason}, {"rows": [], "reason": reason, "checks": []}
+    return _decode(args, pair, scored, decoding_prompts(pair, texts, args.seed, args.decode_prompts), clock, progress)
 
-    tick = time.perf_counter()
-    summary = {
-        "command": command_line(args),
-        "mode": mode,
-        "source": scored.source,
-        "out": str(folder),
-        "texts": [{"name": s.name, "kind": kind, "positions": s.n_positions} for s, kind in zip(scored.scores, scored.kinds)],
-        "ks": list(ks),
-        "temperatures": list(args.temperatures),
-        "rules": list(args.rules),
-        "theorems": summarise_theorems(theorem_rows),
-        "acceptance": {f"{t:g}": _acceptance_summary(result, scored, args.mc_paths) for t, result in positions.items()},
-        "optimum_vs_temperature": {"positions": int(sweep_rows.size), "temperatures": list(DEFAULT_SWEEP_TEMPERATURES),
-                                   "columns": {n: v.tolist() for n, v in temperature_table.columns.items()}},
-        "decoding": decoding,
-        "paired": paired,
-        "sequence_verifiers": sequence_verifiers,
-    }
-    gap_ks = sorted({2, args.k_max} & set(ks))
-    summary["figures"] = write_figures(folder, positions, temperature_table, theorem_rows, gap_ks)
+
+def _write_report(args: ReportConfig, folder, summary: dict, acceptance: _AcceptanceStep, theorem_rows: list,
+                  clock: StepClock, tick: float) -> None:
+    """Step 4: the figures and ``report.md``; ``summary`` gets their paths and the step times
+    (writing timed from ``tick``)."""
+    from otm_app.report.write import write_figures, write_markdown
+
+    gap_ks = sorted({2, args.k_max} & set(acceptance.ks))
+    summary["figures"] = write_figures(folder, acceptance.positions, acceptance.temperature_table, theorem_rows, gap_ks)
     summary["wall_seconds"] = {**clock.actual, "writing": time.perf_counter() - tick, "total": clock.elapsed()}
     summary["estimated_seconds"] = dict(clock.estimated)
-    summary["report"] = str(write_markdown(folder, summary, positions, temperature_table, summary["figures"], theorem_rows))
-    if not args.json:
-        print(summary_table(summary))
-    return summary
+    summary["report"] = str(write_markdown(folder, summary, acceptance.positions, acceptance.temperature_table,
+                                           summary["figures"], theorem_rows))
 
 
 def paired_positions(args: ReportConfig) -> int:
@@ -286,7 +324,7 @@ GAIN_RULES = {spec.name: spec.gain_baselines for spec in rule_specs() if spec.ga
 def optimal_gains(result, optimal: str = "optimal") -> dict:
     """Per ``k``: mean and standard error over positions of ``optimal - rule`` for each rule
     of ``GAIN_RULES[optimal]`` that was computed (each rule on its own draft law; NaN cells
-    left out: spechub and optimal_pair_wor exist at ``k = 2`` only, the water-level rules from ``k = 2``);
+    left out: spechub exists at ``k = 2`` only, the water-level rule from ``k = 2``);
     for ``rrs_wor``, also ``monte_carlo_error``: the Monte Carlo standard error of that mean
     over the same positions (0 where every cell is exact)."""
     columns = result.table.columns

@@ -43,8 +43,6 @@ GAIN_TEXTS = {
     "optimal_wor_gains": "Gain of the water-level rule (k drafts without replacement, attains their optimum: its water levels are "
                          "probabilities, docs/optimal-verifier-proofs.md; at the full vocabulary its verifier draws, for k >= 3, the walks its "
                          "bounds decide and refuses the others) over RRSw on the same draft law",
-    "optimal_pair_wor_gains": "Gain of the water-level verifier (two drafts without replacement, attains their optimum) "
-                              "over RRSw on the same draft law",
 }
 
 

@@ -14,7 +14,7 @@ stored logits at ``--temperature``, over the full vocabulary. For every position
   refreshes per cut, the largest level, how many levels were found above 1 and set to 1,
   and the flux it estimates uncarried;
 - **realised law**: the selection law ``x'`` those float levels realise, computed with
-  ``--bits``-bit floats (mpmath) by :func:`otm.rules.optimal_pair_wor.realised_selection`:
+  ``--bits``-bit floats (mpmath) by :func:`otm.rules.water_levels.pair.realised_selection`:
   ``sum |x' - x|`` (``x`` the law the verifier checks against; the output law is off ``p`` by
   at most this in total variation) and ``alpha* - sum min(p, x')`` (acceptance lost to the
   floats; ``alpha*`` the prefix scan without replacement);
@@ -57,7 +57,7 @@ from decoding.verifiers.optimal_family.pair_merged_rows import BUCKETS, DRAWN, S
 from decoding.verifiers.optimal_family.pair_levels import first_run, row_levels, row_setup, yield_decision
 from otm.corpus import Corpus
 from otm.formulations.prefix_scan import prefix_scan
-from otm.rules.optimal_pair_wor import realised_selection
+from otm.rules.water_levels.pair import realised_selection
 from scripts.certify_optimal_verifier import corpus_report
 
 #: The verifiers timed side by side (``rrs``: on distinct drafts, for time only).

@@ -5,7 +5,7 @@ In exact arithmetic every water level lies in ``[0, 1]`` (Theorem 5). In float64
 out above 1 on rows with tiny draft probabilities (``T = 0.6``); the rule sets them to 1 and
 certifies the law the levels realise. This script shows, per corpus row cut to its ``--top``
 likeliest tokens, the float64 construction's levels twice: with the minimal flux as the rule
-computes it (a flux of at most 8 unit roundoffs dropped, ``otm.rules.optimal_pair_wor``'s
+computes it (a flux of at most 8 unit roundoffs dropped, ``otm.rules.optimal_wor``'s
 ``_minimal_flux``) and with the raw walks (nothing dropped), and for the largest level its cut,
 that cut's flux, the largest flux dropped at a cut within 3 ranks below it, the last run of the
 nesting around the cut (its ends are the nearest cuts of lower level), that run's mass across
@@ -27,18 +27,18 @@ import numpy as np
 
 from otm.corpus import Corpus
 from otm.formulations.prefix_scan import ratio_order
-from otm.rules import optimal_pair_wor
+from otm.rules import water_levels
 from research.optimal_wor.wor_pair_rules import likeliest
 
 UNIT = float(np.finfo(np.float64).eps)
-#: A level counts as above 1 past the rule's own tolerance (``optimal_pair_wor._construct``).
+#: A level counts as above 1 past the rule's own tolerance (``water_levels.construction._construct``).
 ABOVE_ONE = 1 + 4096 * UNIT
 
 
 def row_masses(qs: list, k: int):
     """``(masses, sigma)`` of the water levels for ``k`` drafts without replacement."""
     if k == 2:
-        return optimal_pair_wor.pair_masses(qs, 0.0)
+        return water_levels.pair.pair_masses(qs, 0.0)
     from decoding.verifiers.optimal_family.clock_masses import CompiledClockSetMasses
 
     masses = CompiledClockSetMasses(np.asarray(qs, dtype=np.float64), k)
@@ -60,7 +60,7 @@ def raw_flux(ps: list, sigma: list, m: int) -> list:
 def float_levels(masses, flux: list, m: int) -> np.ndarray:
     levels = [0.0] * len(flux)
     for lo, hi in ((m, len(flux) - 2), (0, m - 1)):
-        optimal_pair_wor._nest(masses, flux, lo, hi, levels, UNIT)
+        water_levels.construction._nest(masses, flux, lo, hi, levels, UNIT)
     return np.asarray(levels)
 
 
@@ -98,7 +98,7 @@ def main(argv=None) -> None:
         masses, sigma = row_masses(qs, args.k)
         f = np.concatenate([[0.0], np.cumsum(ps)]) + 1 - np.concatenate([[0.0], np.cumsum(sigma)])
         m = int(np.argmin(f))  # the first minimiser, as the rule's
-        dropped = optimal_pair_wor._minimal_flux(ps, sigma, m, 0.0, UNIT)
+        dropped = water_levels.construction._minimal_flux(ps, sigma, m, 0.0, UNIT)
         raw = raw_flux(ps, sigma, m)
         with_drop, without = float_levels(masses, dropped, m), float_levels(masses, raw, m)
         cut = int(np.argmax(with_drop))

@@ -36,7 +36,7 @@ ascending; ``H`` = ranks below the optimal cut, ``U`` the others.
   (with what the ranks above gave it) exceeds ``p`` yields whole pairs to the ranks just
   below it, nearest first, until it is down to ``p`` (a deterministic depth per rank);
   "gap" is the largest excess over ``p`` left in ``U``.
-- ``water_levels`` (a construction: the rule ``optimal_pair_wor``, :mod:`otm.rules.optimal_pair_wor`):
+- ``water_levels`` (a construction: the rule ``optimal_pair_wor``, :mod:`otm.rules.optimal_wor`):
   the minimal flux across the cuts, realised by yields ``min`` of nested water levels;
   "gap" is ``alpha*`` minus its acceptance.
 
@@ -70,7 +70,7 @@ import numpy as np
 from scipy.optimize import linprog
 
 from otm.formulations.prefix_scan import prefix_scan, ratio_order
-from otm.rules import optimal_pair_wor
+from otm.rules import optimal_wor, water_levels
 
 #: A family "reaches" the optimum on an instance when its LP value is within this of alpha*.
 REACH_TOLERANCE = 1e-8
@@ -277,7 +277,7 @@ def run(instances: int, seed: int) -> dict:
             gaps[name].append(pair.optimum - family(pair))
         gaps["pair_fifo"].append(pair_fifo_overflow(pair))
         gaps["shallow_depth"].append(shallow_depth_excess(pair))
-        gaps["water_levels"].append(pair.optimum - float(optimal_pair_wor.exact_law(*raw, 2, method="closed_form").acceptance))
+        gaps["water_levels"].append(pair.optimum - float(optimal_wor.exact_law(*raw, 2, method="closed_form").acceptance))
         if (i + 1) % 50 == 0:
             print(f"  {i + 1}/{instances} instances ({time.perf_counter() - start:.0f} s)", file=sys.stderr, flush=True)
     return {name: np.array(values) for name, values in gaps.items()}
@@ -303,7 +303,7 @@ def check_exact(instances: int, seed: int) -> None:
     short, largest = 0, Fraction(0)
     for i in range(instances):
         p, q = exact_instance(rng)
-        law = optimal_pair_wor.exact_law(p, q, 2, method="closed_form")
+        law = optimal_wor.exact_law(p, q, 2, method="closed_form")
         short += law.acceptance != prefix_scan(p, q, 2, "without_replacement").value
         largest = max(largest, max(law.details["levels"]))
         if (i + 1) % 500 == 0:
@@ -322,11 +322,11 @@ def check_any_flux(instances: int, seed: int) -> None:
         n = int(rng.integers(3, 8))
         weights = rng.integers(1, 12, size=n)
         total = int(weights.sum()) + int(rng.integers(0, 20))  # a side: q sums to at most 1
-        pair_mass, _ = optimal_pair_wor._PairMass.of_ranked([Fraction(int(v), total) for v in weights], Fraction(0))
+        pair_mass, _ = water_levels.pair._PairMass.of_ranked([Fraction(int(v), total) for v in weights], Fraction(0))
         flux = ([Fraction(0)] + [pair_mass.across(0, j, n - 1) * Fraction(int(rng.integers(1, 30)), 20) for j in range(1, n)]
                 + [Fraction(0)])
         levels = [Fraction(0)] * (n + 1)
-        optimal_pair_wor._water_levels(pair_mass, flux, 0, n - 1, levels, 0)
+        water_levels.construction._water_levels(pair_mass, flux, 0, n - 1, levels, 0)
         pairs = [(b, c) for b in range(n) for c in range(b + 1, n)]
         cover = np.array([[1.0 if b < j <= c else 0.0 for b, c in pairs] for j in range(1, n)])
         mass = [float(pair_mass.across(b, c, c) - pair_mass.across(b + 1, c, c)) for b, c in pairs]  # Q_bc
@@ -373,13 +373,13 @@ def check_stress(instances: int, seed: int) -> None:
     gap, redone = 0.0, 0
     for i in range(instances):
         p, q = stress_instance(rng)
-        law = optimal_pair_wor.exact_law(p, q, 2, method="closed_form")
+        law = optimal_wor.exact_law(p, q, 2, method="closed_form")
         redone += law.details["arithmetic"] != "float64"
         gap = max(gap, abs(law.acceptance - prefix_scan(p, q, 2, "without_replacement").value))
         if (i + 1) % 1000 == 0:
             print(f"  {i + 1}/{instances} instances", file=sys.stderr, flush=True)
     print(f"float stress: {instances} instances, largest |acceptance - alpha*| {gap:.2g}, "
-          f"redone in {optimal_pair_wor.FALLBACK_BITS}-bit floats {redone}")
+          f"redone in {water_levels.construction.FALLBACK_BITS}-bit floats {redone}")
 
 
 def likeliest(p: np.ndarray, q: np.ndarray, top: int) -> tuple[np.ndarray, np.ndarray]:
@@ -396,7 +396,7 @@ def check_corpus(directory: str, positions: int, top: int) -> None:
     gap, largest, began = 0.0, 0.0, time.perf_counter()
     for done, (_, _, p, q) in enumerate(rows, 1):
         p, q = likeliest(p, q, top)
-        law = optimal_pair_wor.exact_law(p, q, 2, method="closed_form")
+        law = optimal_wor.exact_law(p, q, 2, method="closed_form")
         gap = max(gap, abs(law.acceptance - prefix_scan(p, q, 2, "without_replacement").value))
         largest = max(largest, float(max(law.details["levels"])))
         print(f"  {done}/{len(rows)} rows ({time.perf_counter() - began:.0f} s)", file=sys.stderr, flush=True)

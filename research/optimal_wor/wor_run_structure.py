@@ -25,7 +25,7 @@ import numpy as np
 from decoding.verifiers.optimal_family.pair import UNIT, ratio_order
 from decoding.verifiers.optimal_family.pair_levels import row_levels
 from otm.corpus import Corpus
-from otm.rules.optimal_pair_wor import flux_runs
+from otm.rules.water_levels.construction import flux_runs
 
 
 def row_structure(p: np.ndarray, q: np.ndarray) -> dict:

@@ -5,7 +5,7 @@ batched verifier for ``k >= 3`` drafts without replacement (:mod:`decoding.verif
 first sets a row up on the clock integral (cut, flux, ``x``, set masses:
 :func:`decoding.verifiers.optimal_family.wor.row_setup`; rows off that path, with few draft tuples or at
 most ``k`` tokens with ``q > 0``, and rows past its tables are listed as such), then decides the walk of each drafted set
-from Lemma 9's bounds (:func:`otm.rules.water_level_bounds.walk_decision`, with the verifier's
+from Lemma 9's bounds (:func:`otm.rules.water_levels.bounds.walk_decision`, with the verifier's
 margin and windows), and builds the water levels only for the sets they leave undecided. On
 real rows (``--positions`` rows of an ``otm corpus`` directory at ``--temperature``, each cut
 to its top-p nucleus over the whole vocabulary with ``--top-p``, else to its ``--top``
@@ -13,7 +13,7 @@ likeliest tokens), per row and ``k`` in ``--ks``: the support, the longest run o
 nesting's own time estimate, the set-up's time, how many of ``--draws`` drafted sets (drawn
 without replacement from ``q``, a uniform each) the bounds decide and their mean time, and,
 where the nesting's estimate is at most ``--levels-limit`` seconds, the time of the full
-levels (:func:`otm.rules.optimal_wor.wor_parameters`, the verifier's clock path) and how many
+levels (:func:`otm.rules.water_levels.parameters.wor_parameters`, the verifier's clock path) and how many
 decisions differ from the walk on those levels (none may):
 
     python -m research.optimal_wor.wor_walk_bounds --corpus DIR --positions 8 --top-p 0.99 --ks 3,8
@@ -31,7 +31,7 @@ time and what came back (the drawn token, or the typed refusal's class and first
 computes against the flux in exact rationals from the same ``p`` and ``sigma`` (summation
 rounding), the flux and the interval masses of the longest run at the quadrature's step
 against those at half the step (quadrature error), and the flux against the flux from a
-quadrature that starts at ``1e-10 / k`` (:func:`otm.rules.wor_clock_masses.lower_end`'s
+quadrature that starts at ``1e-10 / k`` (:func:`otm.rules.water_levels.clock_masses.lower_end`'s
 truncation, with the rounding of the other nodes' sums), largest absolute and relative differences
 (relative over the cuts whose flux or mass is above ``1e-12``), beside the verifier's relative
 margin (:data:`decoding.verifiers.optimal_family.wor.BOUND_MARGIN`):
@@ -58,9 +58,9 @@ from unittest import mock
 import numpy as np
 
 from otm.errors import NotApplicableError
-from otm.rules.optimal_pair_wor import FluxSetup
-from otm.rules.optimal_wor import clock_flux_setup, wor_parameters
-from otm.rules.water_level_bounds import first_run, span_at_most, span_lower_bound, walk_decision
+from otm.rules.water_levels.construction import FluxSetup
+from otm.rules.water_levels.parameters import clock_flux_setup, wor_parameters
+from otm.rules.water_levels.bounds import first_run, span_at_most, span_lower_bound, walk_decision
 from research.optimal_wor.wor_pair_rules import likeliest
 from research.optimal_wor.wor_water_levels import warm_compiled_code
 
@@ -256,8 +256,8 @@ def precision(directory: str, positions: int, ks: list[int], temperature: float)
     from decoding.verifiers.optimal_family import wor as verifier
     from decoding.verifiers.optimal_family.clock_masses import CompiledClockSetMasses
     from otm.corpus import Corpus
-    from otm.rules import wor_clock_masses
-    from otm.rules.optimal_pair_wor import flux_runs, flux_setup
+    from otm.rules.water_levels import clock_masses
+    from otm.rules.water_levels.construction import flux_runs, flux_setup
 
     def differences(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
         relative = np.abs(a - b)[b > 1e-12] / b[b > 1e-12]
@@ -272,9 +272,9 @@ def precision(directory: str, positions: int, ks: list[int], temperature: float)
     for text, position, p, q in Corpus(directory).spaced_rows(positions, temperature):
         for k in ks:
             setup = clock_flux_setup(p, q, k, clock_masses=CompiledClockSetMasses)
-            with mock.patch.object(wor_clock_masses, "BASE_STEP", wor_clock_masses.BASE_STEP / 2):
+            with mock.patch.object(clock_masses, "BASE_STEP", clock_masses.BASE_STEP / 2):
                 fine = clock_flux_setup(p, q, k, clock_masses=CompiledClockSetMasses)
-            with mock.patch.object(wor_clock_masses, "lower_end", lambda k: 1e-10 / k):
+            with mock.patch.object(clock_masses, "lower_end", lambda k: 1e-10 / k):
                 wide = clock_flux_setup(p, q, k, clock_masses=CompiledClockSetMasses)
             exact_p = np.empty(len(p), dtype=object)
             exact_p[:] = [Fraction(float(v)) for v in p]

@@ -32,7 +32,7 @@ instance above 1 (refused by the rule):
 ``--corpus DIR --float`` runs the rule itself on such rows as floats instead: its float64
 construction, certified by the selection law its levels realise (else redone in rationals),
 per ``k`` in ``--ks``; where the draft tuples are too many to enumerate, its set masses and
-its certificate come from the clock integral (:mod:`otm.rules.wor_clock_masses`). The same
+its certificate come from the clock integral (:mod:`otm.rules.water_levels.clock_masses`). The same
 rows are timed again on the verifier's path, which takes the compiled clock integral
 (:mod:`decoding.verifiers.optimal_family.clock_masses`) from 1,000 tuples on (``--verifier-only``: that
 path alone, for rows of a thousand tokens, where the numpy path takes minutes per row;
@@ -61,12 +61,12 @@ every size but the first has more than 1,000 draft tuples, the verifier's clock 
     python -m research.optimal_wor.wor_water_levels --cost
 
 ``--quadrature`` measures the clock integral's trapezoid step
-(:func:`otm.rules.wor_clock_masses.quadrature_step`): at steps 0.04 to 0.4 in ``log s``, the
+(:func:`otm.rules.water_levels.clock_masses.quadrature_step`): at steps 0.04 to 0.4 in ``log s``, the
 largest relative error of every ``sigma`` and interval mass against the enumerated law on 40
 random rows (5-8 tokens, ``k = 3..5``, ``q`` over 9 decades), and for ``k = 3..32`` against the
 step 0.04 on 6 rows of 40 tokens each (``q`` over 3 and 12 decades; ``sigma`` and the masses of
 two runs), beside the step the module takes; and the quadrature's lower end
-(:func:`otm.rules.wor_clock_masses.lower_end`) against one at ``1e-10 / k``, at the module's
+(:func:`otm.rules.water_levels.clock_masses.lower_end`) against one at ``1e-10 / k``, at the module's
 step, on the same kind of rows for ``k = 3..32`` (the nodes each takes):
 
     python -m research.optimal_wor.wor_water_levels --quadrature
@@ -83,8 +83,9 @@ import numpy as np
 from otm.draft_laws import iid_law, without_replacement_law
 from otm.errors import NotApplicableError
 from otm.formulations.prefix_scan import prefix_scan, ratio_order
-from otm.rules import optimal_wor
-from otm.rules.optimal_pair_wor import water_level_parameters
+from otm.rules import optimal_wor, water_levels
+from otm.distributions import as_fractions
+from otm.rules.water_levels.construction import water_level_parameters
 from research.optimal_wor.wor_pair_rules import exact_instance, likeliest
 
 LAWS = {"without_replacement": without_replacement_law, "iid": iid_law}
@@ -95,7 +96,7 @@ def check(p, q, k: int, law: str) -> dict:
     prefix scan, its enumerated output law against ``p``."""
     draft_law = LAWS[law]
     try:
-        params = water_level_parameters(p, q, ratio_order(p, q), optimal_wor.set_masses(k, draft_law))
+        params = water_level_parameters(p, q, ratio_order(p, q), water_levels.set_masses.set_masses(k, draft_law))
     except NotApplicableError:
         return {"refused": True}
     tuples = draft_law(q, k)
@@ -125,7 +126,7 @@ def corpus_instances(directory: str, positions: int, top: int):
 
     for _, _, p, q in Corpus(directory).spaced_rows(positions, 1.0):
         keep = np.argsort(-(p + q))[:top]
-        p, q = (optimal_wor.as_fractions(v[keep]) for v in (p, q))
+        p, q = (as_fractions(v[keep]) for v in (p, q))
         for k in range(3, min(top - 1, 5) + 1):
             yield p, q, k
 
@@ -136,7 +137,7 @@ def warm_compiled_code() -> None:
     from decoding.verifiers.optimal_family.clock_masses import CompiledClockSetMasses
 
     p, q = (np.exp(np.linspace(0, shift, 12)) for shift in (2.0, -1.0))
-    optimal_wor.wor_parameters(p / p.sum(), q / q.sum(), 3, clock_masses=CompiledClockSetMasses)
+    water_levels.wor_parameters(p / p.sum(), q / q.sum(), 3, clock_masses=CompiledClockSetMasses)
 
 
 def float_rows(directory: str, positions: int, top: int, ks: list[int], verifier_only: bool = False,
@@ -167,7 +168,7 @@ def float_rows(directory: str, positions: int, top: int, ks: list[int], verifier
                 began = time.perf_counter()
                 row = stats[(k, name)]
                 try:
-                    params = optimal_wor.wor_parameters(p, q, k, **options)
+                    params = water_levels.wor_parameters(p, q, k, **options)
                 except NotApplicableError as refusal:  # past the limits: counted, and its time
                     row["refused"] += 1
                     row["seconds"] += time.perf_counter() - began
@@ -183,7 +184,7 @@ def float_rows(directory: str, positions: int, top: int, ks: list[int], verifier
                 row["clock"] += clock
                 row["certified"] += params.arithmetic.startswith("float64")
                 row["capped"] += "set to 1" in params.arithmetic
-                realised = optimal_wor.clock_realised_error if clock else optimal_wor.realised_error
+                realised = water_levels.parameters.clock_realised_error if clock else water_levels.parameters.realised_error
                 row["error"] = max(row["error"], realised(params, q, k))
                 row["largest"] = max(row["largest"], max(params.levels))
         print(f"  {done}/{len(rows)} rows", file=sys.stderr, flush=True)
@@ -221,11 +222,11 @@ def nesting_rate(directory: str, positions: int, top: int, ks: list[int]) -> Non
 
     warm_compiled_code()
     rows = Corpus(directory).spaced_rows(positions, 1.0)
-    optimal_wor.wor_parameters(*likeliest(rows[0][2], rows[0][3], 30), 3, clock_masses=TimedMasses)  # compiled
+    water_levels.wor_parameters(*likeliest(rows[0][2], rows[0][3], 30), 3, clock_masses=TimedMasses)  # compiled
     timed.clear()
     for k in ks:
         for _, _, p, q in rows:
-            optimal_wor.wor_parameters(*likeliest(p, q, top), k, clock_masses=TimedMasses)
+            water_levels.wor_parameters(*likeliest(p, q, top), k, clock_masses=TimedMasses)
         print(f"  k = {k} done", file=sys.stderr, flush=True)
     print(f"the compiled nesting on {len(rows)} corpus rows cut to {top} tokens, nestings of at least 0.05 s")
     print("| k | nestings | work units (len^2 N k) per second | seconds per len^2 N | without the table of e^{-q s} "
@@ -243,9 +244,9 @@ def nesting_rate(directory: str, positions: int, top: int, ks: list[int]) -> Non
 def largest_level(logits_p: np.ndarray, logits_q: np.ndarray, k: int):
     """The largest water level of the exact construction at ``softmax`` of the logits, or
     ``None`` where it refuses (a level above 1)."""
-    p, q = (optimal_wor.as_fractions(np.exp(v - v.max())) for v in (logits_p, logits_q))
+    p, q = (as_fractions(np.exp(v - v.max())) for v in (logits_p, logits_q))
     try:
-        return max(water_level_parameters(p, q, ratio_order(p, q), optimal_wor.set_masses(k)).levels)
+        return max(water_level_parameters(p, q, ratio_order(p, q), water_levels.set_masses.set_masses(k)).levels)
     except NotApplicableError:
         return None
 
@@ -262,8 +263,8 @@ def adversarial(restarts: int, seed: int, steps: int = 150) -> None:
         level, step = largest_level(lp, lq, k), 1.0
         for _ in range(steps):
             if level is None:
-                print(f"ABOVE 1: k={k}, p={list(optimal_wor.as_fractions(np.exp(lp - lp.max())))}, "
-                      f"q={list(optimal_wor.as_fractions(np.exp(lq - lq.max())))}", flush=True)
+                print(f"ABOVE 1: k={k}, p={list(as_fractions(np.exp(lp - lp.max())))}, "
+                      f"q={list(as_fractions(np.exp(lq - lq.max())))}", flush=True)
                 break
             trial_p, trial_q = lp + rng.normal(0, step, V), lq + rng.normal(0, step, V)
             trial = largest_level(trial_p, trial_q, k)
@@ -307,7 +308,7 @@ def cost(rows: int = 20, sizes=((8, 3), (8, 4), (12, 3), (12, 4), (30, 3), (20, 
 def quadrature(seed: int = 1) -> None:
     """The trapezoid step against the enumerated law and against a fine step (module docstring)."""
     from otm.draft_laws import without_replacement_law
-    from otm.rules import wor_clock_masses as clock
+    from otm.rules.water_levels import clock_masses as clock
 
     def masses_at(step: float, q: np.ndarray, k: int, lower_end=None):
         with mock.patch.object(clock, "quadrature_step", lambda _: step), \

@@ -1,6 +1,6 @@
 """The compiled clock integral and nesting of ``k >= 3`` drafts without replacement
-(decoding.verifiers.optimal_family.clock_masses) against their reference (otm.rules.wor_clock_masses and
-the Python nesting of otm.rules.optimal_pair_wor): the same sigma, interval masses and
+(decoding.verifiers.optimal_family.clock_masses) against their reference (otm.rules.water_levels.clock_masses and
+the Python nesting of otm.rules.optimal_wor): the same sigma, interval masses and
 lowest-member laws to a few roundoffs, the same levels, certified; and a compiled integrand
 missing a term is caught by the comparison."""
 from __future__ import annotations
@@ -12,11 +12,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from decoding.verifiers.optimal_family import clock_kernels as kernels
 from decoding.verifiers.optimal_family import clock_masses as compiled
+from decoding.verifiers.optimal_family.setup import numba_nodes as nodes_pass
 from otm.errors import NotApplicableError
 from otm.formulations.prefix_scan import ratio_order
-from otm.rules import optimal_pair_wor, optimal_wor
-from otm.rules.wor_clock_masses import ClockSetMasses, built_set_masses, clock_set_masses
+from otm.rules import optimal_wor, water_levels
+from otm.rules.water_levels.clock_masses import ClockSetMasses, built_set_masses, clock_set_masses
 
 #: Relative agreement of the compiled values with the reference's (the same terms summed in
 #: another order: measured 1.6e-15 at most while writing the module).
@@ -57,12 +59,12 @@ def test_the_compiled_masses_are_the_references(seed, n, k, spread):
 
 
 class NodeByNode(compiled.CompiledClockSetMasses):
-    """The pass up the ranks node by node (:func:`compiled.prefix_pass`, shared among threads by
+    """The pass up the ranks node by node (:func:`nodes_pass.prefix_pass`, shared among threads by
     chunks of nodes), the reference of the default pass at Chebyshev points
     (tests/decoding/test_optimal_wor_chebyshev.py): the tests of that pass's own properties take
     it."""
 
-    prefix_at_points = False
+    setup = "numba"
 
 
 class EveryFourRanks(NodeByNode):
@@ -78,19 +80,19 @@ def test_a_compiled_integrand_missing_a_term_is_caught(monkeypatch):
     q = _row(1, 12)
     assert _largest_disagreement(q, 3) <= AGREEMENT
     assert _largest_disagreement(q, 3, EveryFourRanks) <= AGREEMENT
-    original = compiled.prefix_pass
+    original = nodes_pass.prefix_pass
 
     def without_d(q, s, w, above, k, every, E0, D0, *rest):
         original(q, s, w, above, k, every, E0, D0, *rest)
         D0[:] = 0.0
 
-    monkeypatch.setattr(compiled, "prefix_pass", without_d)
+    monkeypatch.setattr(nodes_pass, "prefix_pass", without_d)
     assert _largest_disagreement(q, 3, EveryFourRanks) > 1e-3
 
 
 def _prefix(masses, f: int):
     if isinstance(masses, compiled.CompiledClockSetMasses):
-        return compiled.prefix_at(masses.q, masses.s, masses._E0, masses._D0, masses.checkpoint, f, masses.k)
+        return kernels.prefix_at(masses.q, masses.s, masses._E0, masses._D0, masses.checkpoint, f, masses.k)
     return masses._prefix(f)
 
 
@@ -113,37 +115,37 @@ def test_checkpointed_prefixes_are_the_one_pass_values_bit_for_bit(every):
         masses = type("Checkpointed", (cls,), {"checkpoint": every})(q, 4)
         E, D, at = np.empty_like(masses._E0[0]), np.empty_like(masses._D0[0]), 151  # the nesting's route: from the last prefix
         for f in np.random.default_rng(0).integers(0, 151, size=300):  # up and down, near and far
-            at = compiled.advance_prefix(masses.q, masses.s, masses._E0, masses._D0, every, int(f), 4, E, D, at)
+            at = kernels.advance_prefix(masses.q, masses.s, masses._E0, masses._D0, every, int(f), 4, E, D, at)
             E1, D1 = _prefix(masses, int(f))
             assert np.array_equal(E, E1) and np.array_equal(D, D1)
 
 
 def _every_chunk(masses) -> np.ndarray:
-    return np.arange(len(compiled.node_chunks(masses.s.size)), dtype=np.int64)
+    return np.arange(len(kernels.node_chunks(masses.s.size)), dtype=np.int64)
 
 
 def _python_pass(masses) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(E0, D0, parts)`` of :func:`compiled.prefix_pass` run as Python over every chunk of
+    """``(E0, D0, parts)`` of :func:`nodes_pass.prefix_pass` run as Python over every chunk of
     ``masses`` (so module attributes patched by a test take effect)."""
     chunks = _every_chunk(masses)
     E0, D0, parts = np.empty_like(masses._E0), np.empty_like(masses._D0), np.zeros((len(chunks), masses.n))
-    compiled.prefix_pass.py_func(masses.q, masses.s, masses.w, masses._above, masses.k, masses.checkpoint, chunks,
+    nodes_pass.prefix_pass.py_func(masses.q, masses.s, masses.w, masses._above, masses.k, masses.checkpoint, chunks,
                                  E0, D0, parts)
     return E0, D0, parts
 
 
 def _rebuilt_checkpoints(masses) -> tuple[np.ndarray, np.ndarray]:
-    """The checkpointed prefixes rebuilt rank by rank at every node (:func:`compiled.prefix_at`
+    """The checkpointed prefixes rebuilt rank by rank at every node (:func:`kernels.prefix_at`
     from the empty group, node by node, no node left out)."""
     n, every = masses.n, masses.checkpoint
-    pairs = [compiled.prefix_at(masses.q, masses.s, masses._E0[:1], masses._D0[:1], n + 1, c * every, masses.k)
+    pairs = [kernels.prefix_at(masses.q, masses.s, masses._E0[:1], masses._D0[:1], n + 1, c * every, masses.k)
              for c in range(masses._E0.shape[0])]
     return np.stack([E for E, _ in pairs]), np.stack([D for _, D in pairs])
 
 
 def test_the_prefix_pass_leaves_only_nodes_whose_polynomials_are_zero(monkeypatch):
     """Past the last node where a prefix's ``(E, D)`` has a coefficient other than 0 the pass
-    stops updating (:func:`compiled.live_prefix_nodes`): on a row whose three likeliest draft
+    stops updating (:func:`kernels.live_prefix_nodes`): on a row whose three likeliest draft
     tokens come first it does stop (the last prefix is 0 at the top nodes), and its checkpoints
     are to the bit those rebuilt rank by rank at every node, its ``sigma`` the reference's; a
     pass that leaves one node more is caught by the same comparison."""
@@ -153,8 +155,8 @@ def test_the_prefix_pass_leaves_only_nodes_whose_polynomials_are_zero(monkeypatc
     E, D = _rebuilt_checkpoints(masses)
     assert np.array_equal(masses._E0, E) and np.array_equal(masses._D0, D)
     assert _relative(ClockSetMasses(q, 3).sigma, masses.sigma) <= AGREEMENT
-    original = compiled.live_prefix_nodes
-    monkeypatch.setattr(compiled, "live_prefix_nodes", lambda E, D, nodes: max(0, original(E, D, nodes) - 1))
+    original = kernels.live_prefix_nodes
+    monkeypatch.setattr(nodes_pass, "live_prefix_nodes", lambda E, D, nodes: max(0, original(E, D, nodes) - 1))
     E0, D0, _ = _python_pass(masses)
     assert not (np.array_equal(E0, E) and np.array_equal(D0, D))
 
@@ -172,7 +174,7 @@ def test_every_pass_that_leaves_zero_nodes_gives_the_values_at_every_node(seed, 
     assert np.array_equal(masses._E0, E) and np.array_equal(masses._D0, D)
     count = (n + 7) // 8
     GE, GD = np.empty((count, masses.s.size, k)), np.empty((count, masses.s.size, k))
-    compiled.group_pass(masses.q, masses.s, k, 8, GE, GD, 0, count, _every_chunk(masses))
+    nodes_pass.group_pass(masses.q, masses.s, k, 8, GE, GD, 0, count, _every_chunk(masses))
     for g in range(count):
         E1, D1 = _added(masses, 8 * g, min(8 * g + 8, n), k)
         assert np.array_equal(GE[g], E1) and np.array_equal(GD[g], D1)
@@ -184,17 +186,17 @@ def test_one_pass_over_many_chunks_gives_each_chunks_values():
     ``sigma`` to the bit."""
     q = _row(4, 200, 2.0)
     masses = EveryFourRanks(q, 5)
-    count = len(compiled.node_chunks(masses.s.size))
+    count = len(kernels.node_chunks(masses.s.size))
     assert count > 3
     results = []
     for sets in ([np.arange(count)], [np.arange(0, count, 2), np.arange(1, count, 2)], [np.array([c]) for c in range(count)]):
         E0, D0, parts = np.zeros_like(masses._E0), np.zeros_like(masses._D0), np.zeros((count, masses.n))
         for chunks in sets:
-            compiled.prefix_pass(masses.q, masses.s, masses.w, masses._above, 5, 4, chunks.astype(np.int64), E0, D0, parts)
+            nodes_pass.prefix_pass(masses.q, masses.s, masses.w, masses._above, 5, 4, chunks.astype(np.int64), E0, D0, parts)
         results.append((E0, D0, parts))
     for E0, D0, parts in results[1:]:
         assert all(np.array_equal(a, b) for a, b in zip((E0, D0, parts), results[0]))
-    assert np.array_equal(results[0][0], masses._E0) and np.array_equal(compiled._in_order(results[0][2]), masses.sigma)
+    assert np.array_equal(results[0][0], masses._E0) and np.array_equal(kernels.in_order(results[0][2]), masses.sigma)
 
 
 def test_a_run_in_blocks_gives_the_same_masses():
@@ -209,17 +211,17 @@ def test_a_run_in_blocks_gives_the_same_masses():
     masses = compiled.CompiledClockSetMasses(q, 4)
     for f, t in [(0, 149), (17, 140), (60, 61)]:
         whole = np.empty(t - f)
-        no_table = (compiled.NO_TABLE, compiled.NO_TABLE, 0)
-        compiled.run_masses(masses.q, masses.s, masses.w, masses._above, *masses._prefix(f), f, t, 4, whole, 1024, *no_table)
+        no_table = (kernels.NO_TABLE, kernels.NO_TABLE, 0)
+        kernels.run_masses(masses.q, masses.s, masses.w, masses._above, *masses._prefix(f), f, t, 4, whole, 1024, *no_table)
         for block in (1, 5, 11, 133):
             blocked = np.empty(t - f)
-            compiled.run_masses(masses.q, masses.s, masses.w, masses._above, *masses._prefix(f), f, t, 4, blocked, block,
+            kernels.run_masses(masses.q, masses.s, masses.w, masses._above, *masses._prefix(f), f, t, 4, blocked, block,
                                 *no_table)
             assert np.array_equal(blocked, whole)
         for first, last in ((0, 150), (f + 3, t - 2)):  # e^{-q s} read from a table of all or some of the ranks
             tabled = np.empty(t - f)
-            compiled.run_masses(masses.q, masses.s, masses.w, masses._above, *masses._prefix(f), f, t, 4, tabled, 5,
-                                *compiled.clock_table(masses.q, masses.s, first, max(last, first)), first)
+            kernels.run_masses(masses.q, masses.s, masses.w, masses._above, *masses._prefix(f), f, t, 4, tabled, 5,
+                                *kernels.clock_table(masses.q, masses.s, first, max(last, first)), first)
             assert np.array_equal(tabled, whole)
         short = type("Short", (compiled.CompiledClockSetMasses,), {"run_block": 5})(q, 4)  # computed whole
         assert [short.across(f, j, t) for j in range(f + 1, t + 1)] == whole.tolist()
@@ -247,13 +249,13 @@ def test_ranges_multiplied_out_from_groups_give_the_runs_masses():
     nodes = masses.s.size
     for lo, hi in [(0, 150), (3, 5), (8, 16), (5, 140), (17, 17), (149, 150)]:
         E, D = np.empty((nodes, 4)), np.empty((nodes, 4))
-        compiled.range_group(masses.q, masses.s, GE, GD, 8, lo, hi, 4, E, D)
+        kernels.range_group(masses.q, masses.s, GE, GD, 8, lo, hi, 4, E, D)
         E1, D1 = _added(masses, lo, hi)
         assert np.allclose(E, E1, rtol=RANGE_AGREEMENT, atol=SUBNORMAL) and np.allclose(D, D1, rtol=RANGE_AGREEMENT, atol=SUBNORMAL)
     for f, t in [(0, 149), (17, 140)]:
         whole = np.empty(t - f)
-        compiled.run_masses(masses.q, masses.s, masses.w, masses._above, *masses._prefix(f), f, t, 4, whole, 1024,
-                            compiled.NO_TABLE, compiled.NO_TABLE, 0)
+        kernels.run_masses(masses.q, masses.s, masses.w, masses._above, *masses._prefix(f), f, t, 4, whole, 1024,
+                            kernels.NO_TABLE, kernels.NO_TABLE, 0)
         for lo, hi in [(f + 1, t), (f + 30, f + 47), (t, t)]:
             assert np.allclose(Grouped(q, 4).across_cuts(f, lo, hi, t), whole[lo - f - 1:hi - f], rtol=RANGE_AGREEMENT, atol=0)
         for j in range(f + 1, t + 1, 7):
@@ -262,8 +264,8 @@ def test_ranges_multiplied_out_from_groups_give_the_runs_masses():
     broken._group_polynomials()[0][5] *= 1 + 1e-7  # the ranks 40..47, at every node
     got = broken.across_cuts(17, 100, 140, 149)  # [17, 100) from the groups (a run from rank 0 takes the prefix)
     whole = np.empty(132)
-    compiled.run_masses(masses.q, masses.s, masses.w, masses._above, *masses._prefix(17), 17, 149, 4, whole, 1024,
-                        compiled.NO_TABLE, compiled.NO_TABLE, 0)
+    kernels.run_masses(masses.q, masses.s, masses.w, masses._above, *masses._prefix(17), 17, 149, 4, whole, 1024,
+                        kernels.NO_TABLE, kernels.NO_TABLE, 0)
     assert np.allclose(Grouped(q, 4).across_cuts(17, 100, 140, 149), whole[82:123], rtol=RANGE_AGREEMENT, atol=0)
     assert not np.allclose(got, whole[82:123], rtol=RANGE_AGREEMENT, atol=0)
 
@@ -276,11 +278,11 @@ def _range_at_every_node(masses, GE, GD, group: int, lo: int, hi: int) -> tuple[
     r = lo
     while r < hi:
         if r % group == 0 and r + group <= hi:
-            compiled._merge(E, D, GE[r // group], GD[r // group], 4)
+            kernels._merge(E, D, GE[r // group], GD[r // group], 4)
             r += group
             continue
-        compiled._clock(masses.q[r], masses.s, nodes, none, some)
-        compiled._add_rank(E, D, none, some, masses.q[r], E, D, 4)
+        kernels._clock(masses.q[r], masses.s, nodes, none, some)
+        kernels._add_rank(E, D, none, some, masses.q[r], E, D, 4)
         r += 1
     return E, D
 
@@ -297,32 +299,32 @@ def test_groups_ranges_and_spans_leave_only_nodes_that_are_zero(monkeypatch):
     masses = type("Grouped", (compiled.CompiledClockSetMasses,), {"group": 8, "eager_ranks": 0})(q, 4)
     nodes, count = masses.s.size, 150 // 8 + 1
     GE, GD = np.empty((count, nodes, 4)), np.empty((count, nodes, 4))
-    compiled.group_pass(masses.q, masses.s, 4, 8, GE, GD, 0, count, _every_chunk(masses))
+    nodes_pass.group_pass(masses.q, masses.s, 4, 8, GE, GD, 0, count, _every_chunk(masses))
     assert np.all(GE[:, -1] == 0.0) and np.all(GD[:, -1] == 0.0)
     for g in range(count):
         E, D = _added(masses, 8 * g, min(8 * g + 8, 150))
         assert np.array_equal(GE[g], E) and np.array_equal(GD[g], D)
     for lo, hi in [(0, 150), (3, 5), (8, 16), (5, 140), (17, 17), (149, 150)]:
         E, D = np.empty((nodes, 4)), np.empty((nodes, 4))
-        compiled.range_group(masses.q, masses.s, GE, GD, 8, lo, hi, 4, E, D)
+        kernels.range_group(masses.q, masses.s, GE, GD, 8, lo, hi, 4, E, D)
         E1, D1 = _range_at_every_node(masses, GE, GD, 8, lo, hi)
         assert np.array_equal(E, E1) and np.array_equal(D, D1)
     for f, low, high, t in [(0, 40, 60, 149), (17, 30, 31, 140), (20, 100, 140, 149)]:
         E0f, D0f = (array.copy() for array in masses._prefix(f))
         EL, DL = _range_at_every_node(masses, GE, GD, 8, f, low)
         got = np.empty(high - low)
-        compiled.stretch_masses(masses.q, masses.s, masses.w, masses._above, E0f, D0f, EL, DL, GE, GD, 8, low, high, t,
+        kernels.stretch_masses(masses.q, masses.s, masses.w, masses._above, E0f, D0f, EL, DL, GE, GD, 8, low, high, t,
                                 4, got, 256)
         decay = np.exp(-masses._above[t] * masses.s) * masses.w
         E2, D2 = _range_at_every_node(masses, GE, GD, 8, high + 1, t + 1)
         at_every_node = np.empty(high - low)
-        compiled._cuts_between(masses.q, masses.s, EL, DL, E2, D2, E0f, D0f, decay, 4, low, high, at_every_node, 256,
-                               compiled.NO_TABLE, compiled.NO_TABLE, 0)
+        kernels._cuts_between(masses.q, masses.s, EL, DL, E2, D2, E0f, D0f, decay, 4, low, high, at_every_node, 256,
+                               kernels.NO_TABLE, kernels.NO_TABLE, 0)
         assert np.array_equal(got, at_every_node)
-    original = compiled.live_prefix_nodes
-    monkeypatch.setattr(compiled, "live_prefix_nodes", lambda E, D, nodes: max(0, original(E, D, nodes) - 1))
+    original = kernels.live_prefix_nodes
+    monkeypatch.setattr(nodes_pass, "live_prefix_nodes", lambda E, D, nodes: max(0, original(E, D, nodes) - 1))
     broken_E, broken_D = np.empty_like(GE), np.empty_like(GD)
-    compiled.group_pass.py_func(masses.q, masses.s, 4, 8, broken_E, broken_D, 0, count, _every_chunk(masses))
+    nodes_pass.group_pass.py_func(masses.q, masses.s, 4, 8, broken_E, broken_D, 0, count, _every_chunk(masses))
     assert not (np.array_equal(broken_E, GE) and np.array_equal(broken_D, GD))
 
 
@@ -330,7 +332,7 @@ def test_groups_ranges_and_spans_leave_only_nodes_that_are_zero(monkeypatch):
 @given(seed=st.integers(0, 10_000), n=st.integers(5, 300), kind=st.sampled_from(["softmax", "equal", "one_hot", "sharp"]))
 def test_the_compiled_flux_is_the_python_walks_to_the_bit(seed, n, kind):
     """``flux_setup`` with the compiled masses walks the flux in compiled code
-    (:func:`compiled.minimal_flux`): the same flux, cut and ``x`` to the bit as the Python walks
+    (:func:`kernels.minimal_flux`): the same flux, cut and ``x`` to the bit as the Python walks
     on the same ``p`` and ``sigma`` (masses without the compiled walk), on softmax rows, ``p =
     q``, one-hot ``p`` and sharp rows."""
     rng = np.random.default_rng(seed)
@@ -338,8 +340,8 @@ def test_the_compiled_flux_is_the_python_walks_to_the_bit(seed, n, kind):
     p = {"equal": q.copy(), "one_hot": np.eye(n)[rng.integers(n)]}.get(kind, _row(seed + 1, n, 2.0 if kind == "sharp" else 1.0))
     order = ratio_order(p, q)
     masses = compiled.CompiledClockSetMasses(q[order] / q[order].sum(), 3)
-    compiled_setup = optimal_pair_wor.flux_setup(p, q, order, built_set_masses(masses))
-    walked = optimal_pair_wor.flux_setup(p, q, order, built_set_masses(_WithoutCompiledFlux(masses)))
+    compiled_setup = water_levels.flux_setup(p, q, order, built_set_masses(masses))
+    walked = water_levels.flux_setup(p, q, order, built_set_masses(_WithoutCompiledFlux(masses)))
     assert isinstance(walked.flux, list) and isinstance(compiled_setup.flux, np.ndarray)
     assert compiled_setup.cut == walked.cut and np.array_equal(compiled_setup.flux, walked.flux)
     assert np.array_equal(compiled_setup.selection, walked.selection)
@@ -353,8 +355,8 @@ def test_the_compiled_flux_comparison_sees_one_ulp():
     masses = compiled.CompiledClockSetMasses(q[order] / q[order].sum(), 3)
     moved = p.copy()
     moved[order[0]] = np.nextafter(moved[order[0]], 1.0)
-    walked = optimal_pair_wor.flux_setup(p, q, order, built_set_masses(_WithoutCompiledFlux(masses)))
-    assert not np.array_equal(optimal_pair_wor.flux_setup(moved, q, order, built_set_masses(masses)).flux, walked.flux)
+    walked = water_levels.flux_setup(p, q, order, built_set_masses(_WithoutCompiledFlux(masses)))
+    assert not np.array_equal(water_levels.flux_setup(moved, q, order, built_set_masses(masses)).flux, walked.flux)
 
 
 class _WithoutCompiledFlux:
@@ -384,8 +386,8 @@ def _added(masses, lo: int, hi: int, k: int = 4) -> tuple[np.ndarray, np.ndarray
     E, D = _empty(masses.s.size, k), np.zeros((masses.s.size, k))
     none, some = np.empty(masses.s.size), np.empty(masses.s.size)
     for r in range(lo, hi):
-        compiled._clock(masses.q[r], masses.s, masses.s.size, none, some)
-        compiled._add_rank(E, D, none, some, masses.q[r], E, D, k)
+        kernels._clock(masses.q[r], masses.s, masses.s.size, none, some)
+        kernels._add_rank(E, D, none, some, masses.q[r], E, D, k)
     return E, D
 
 
@@ -403,18 +405,18 @@ def test_passes_shared_among_threads_give_the_same_values(monkeypatch):
     alone = serial(q, 4)
     masses_alone = [alone.across(0, j, 149) for j in range(1, 150)]
     seen = set()
-    original = compiled.prefix_pass
+    original = nodes_pass.prefix_pass
 
     def noting(*args):
         seen.add(threading.get_ident())
         original(*args)
 
-    monkeypatch.setattr(compiled, "SHARED_FROM", 0)
-    monkeypatch.setattr(compiled, "prefix_pass", noting)
+    monkeypatch.setattr(kernels, "SHARED_FROM", 0)
+    monkeypatch.setattr(nodes_pass, "prefix_pass", noting)
     monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     shared = serial(q, 4)
-    assert len(seen) > 1 and len(compiled.node_chunks(shared.s.size)) > 2
+    assert len(seen) > 1 and len(kernels.node_chunks(shared.s.size)) > 2
     assert np.array_equal(shared.sigma, alone.sigma) and np.array_equal(shared._E0, alone._E0)
     assert np.array_equal(shared._D0, alone._D0)
     assert [shared.across(0, j, 149) for j in range(1, 150)] == masses_alone
@@ -433,8 +435,8 @@ def test_the_compiled_nesting_gives_the_references_levels(seed, n, k):
     logits = 3 * rng.normal(size=n)
     p, q = (np.exp(v - v.max()) / np.exp(v - v.max()).sum() for v in (logits, logits + rng.normal(size=n)))
     order = ratio_order(p, q)
-    reference = optimal_pair_wor.water_level_parameters(p, q, order, clock_set_masses(k))
-    fast = optimal_pair_wor.water_level_parameters(p, q, order, clock_set_masses(k, compiled.CompiledClockSetMasses))
+    reference = water_levels.water_level_parameters(p, q, order, clock_set_masses(k))
+    fast = water_levels.water_level_parameters(p, q, order, clock_set_masses(k, compiled.CompiledClockSetMasses))
     assert fast.arithmetic == reference.arithmetic == "float64"
     tied = {fast.cut, reference.cut} <= {0, n} and abs(reference.acceptance - 1.0) <= 1e-14
     assert fast.cut == reference.cut or tied
@@ -443,16 +445,16 @@ def test_the_compiled_nesting_gives_the_references_levels(seed, n, k):
     difference = np.abs(np.asarray(fast.levels) - np.asarray(reference.levels))
     assert difference.max() <= 1e-6 and np.median(difference) <= 1e-13
     for params in (reference, fast):
-        assert optimal_wor.clock_realised_error(params, q, k, compiled.CompiledClockSetMasses) <= optimal_wor.CERTIFICATE_TOLERANCE
+        assert water_levels.parameters.clock_realised_error(params, q, k, compiled.CompiledClockSetMasses) <= water_levels.CERTIFICATE_TOLERANCE
 
 
 def test_levels_that_do_not_carry_the_flux_fail_the_compiled_certificate():
     rng = np.random.default_rng(5)
     logits = 3 * rng.normal(size=50)
     p, q = (np.exp(v - v.max()) / np.exp(v - v.max()).sum() for v in (logits, logits + rng.normal(size=50)))
-    params = optimal_wor.wor_parameters(p, q, 3, clock_masses=compiled.CompiledClockSetMasses)
+    params = water_levels.wor_parameters(p, q, 3, clock_masses=compiled.CompiledClockSetMasses)
     halved = dataclasses.replace(params, levels=[v / 2 for v in params.levels])
-    assert optimal_wor.clock_realised_error(halved, q, 3, compiled.CompiledClockSetMasses) > 1e-4
+    assert water_levels.parameters.clock_realised_error(halved, q, 3, compiled.CompiledClockSetMasses) > 1e-4
 
 
 def test_a_cut_with_flux_and_no_mass_is_a_typed_refusal():
@@ -477,7 +479,7 @@ def test_the_verifier_announces_no_compiling_once_the_clock_path_ran(monkeypatch
     from decoding.verifiers.optimal_family.setup import chebyshev as optimal_wor_chebyshev
     from decoding.verifiers.optimal_family import wor as verifier
     p, q = (np.exp(np.linspace(0, shift, 12)) for shift in (2.0, -1.0))  # 1,320 triples: the compiled path
-    params = optimal_wor.wor_parameters(p / p.sum(), q / q.sum(), 3, clock_masses=compiled.CompiledClockSetMasses)
+    params = water_levels.wor_parameters(p / p.sum(), q / q.sum(), 3, clock_masses=compiled.CompiledClockSetMasses)
     assert "clock integral" in params.arithmetic
     cpu, gpu = torch.device("cpu"), torch.device("cuda")
     assert verifier.compile_seconds(cpu) == optimal_pair_wor.compile_seconds(cpu)
@@ -550,8 +552,8 @@ def test_the_clock_is_exact_to_two_roundings_on_either_side_of_its_taylor_nodes(
     ``z = 40``, the Taylor nodes leading; a series cut after ``z^2`` misses the same bound."""
     s = np.geomspace(1e-30, 40.0, 2_000)
     none, some = np.empty(s.size), np.empty(s.size)
-    compiled._clock(1.0, s, s.size, none, some)
-    taylor = s < compiled.TAYLOR_BELOW
+    kernels._clock(1.0, s, s.size, none, some)
+    taylor = s < kernels.TAYLOR_BELOW
     assert 500 < np.count_nonzero(taylor) < s.size
     assert _clock_error(none, some, s) <= CLOCK_ERROR
     cut = -s[taylor] * (1.0 - 0.5 * s[taylor])  # the series to z^2 only
@@ -560,7 +562,7 @@ def test_the_clock_is_exact_to_two_roundings_on_either_side_of_its_taylor_nodes(
 
 def _sigma_by_one_pass(masses) -> np.ndarray:
     """``sigma`` from :func:`_python_pass`."""
-    return compiled._in_order(_python_pass(masses)[2])
+    return kernels.in_order(_python_pass(masses)[2])
 
 
 @settings(max_examples=10, deadline=None)
@@ -583,17 +585,17 @@ def test_a_decay_left_undivided_is_caught_and_unanchored_quotients_agree(monkeyp
     masses = EveryFourRanks(q, 4)
     reference = ClockSetMasses(q, 4).sigma
     assert _relative(masses.sigma, _sigma_by_one_pass(masses)) <= AGREEMENT
-    monkeypatch.setattr(compiled, "DECAY_ANCHOR", 10 ** 9)
+    monkeypatch.setattr(nodes_pass, "DECAY_ANCHOR", 10 ** 9)
     assert _relative(reference, _sigma_by_one_pass(masses)) <= AGREEMENT
-    decay = compiled._decay
-    monkeypatch.setattr(compiled, "rank_terms", compiled.rank_terms.py_func)  # (so it calls the patched _decay)
-    monkeypatch.setattr(compiled, "_decay", lambda before, none, above, s, exact:
+    decay = kernels._decay
+    monkeypatch.setattr(nodes_pass, "rank_terms", kernels.rank_terms.py_func)  # (so it calls the patched _decay)
+    monkeypatch.setattr(kernels, "_decay", lambda before, none, above, s, exact:
                         before if before > 0 else decay(before, none, above, s, exact))
     assert _relative(reference, _sigma_by_one_pass(masses)) > 1e-6
 
 
 def _subnormal(values: np.ndarray) -> int:
-    return int(np.count_nonzero((values > 0) & (values < compiled.SMALLEST_NORMAL)))
+    return int(np.count_nonzero((values > 0) & (values < kernels.SMALLEST_NORMAL)))
 
 
 def test_the_passes_adding_ranks_leave_no_subnormal_coefficient(monkeypatch):
@@ -605,8 +607,8 @@ def test_the_passes_adding_ranks_leave_no_subnormal_coefficient(monkeypatch):
     masses = EveryFourRanks(q, 3)
     assert _subnormal(masses._E0) + _subnormal(masses._D0) == 0
     assert _relative(ClockSetMasses(q, 3).sigma, masses.sigma) <= AGREEMENT
-    monkeypatch.setattr(compiled, "_normal", lambda x: x)
-    monkeypatch.setattr(compiled, "_add_rank_by_degree", compiled._add_rank_by_degree.py_func)
+    monkeypatch.setattr(kernels, "_normal", lambda x: x)
+    monkeypatch.setattr(nodes_pass, "_add_rank_by_degree", kernels._add_rank_by_degree.py_func)
     E0, D0, _ = _python_pass(masses)
     assert _subnormal(E0) + _subnormal(D0) > 0
 
@@ -614,11 +616,11 @@ def test_the_passes_adding_ranks_leave_no_subnormal_coefficient(monkeypatch):
 @pytest.mark.parametrize("at_points", [True, False])
 def test_a_stretch_computes_its_groups_only_at_the_nodes_its_run_reads(at_points):
     """A run that ends below the top ranks reads only the nodes where ``e^{-q(above t) s}`` has not
-    underflowed (:func:`compiled.read_nodes`): its stretches compute the groups of ranks at those
+    underflowed (:func:`kernels.read_nodes`): its stretches compute the groups of ranks at those
     nodes' chunks alone, and give the masses, to the bit, of masses whose every group was computed
     at every node first; with the groups' nodes cut below what the run reads, the masses move."""
     q = _row(5, 3000, 3.0)
-    kind = type("Chosen", (compiled.CompiledClockSetMasses,), {"prefix_at_points": at_points, "eager_ranks": 64})
+    kind = type("Chosen", (compiled.CompiledClockSetMasses,), {"setup": "chebyshev" if at_points else "numba", "eager_ranks": 64})
     f, lo, hi, t = 100, 1200, 1260, 2000  # above t: about a third of the mass
     lazy, whole = kind(q, 3), kind(q, 3)
     whole._group_polynomials()
@@ -626,7 +628,7 @@ def test_a_stretch_computes_its_groups_only_at_the_nodes_its_run_reads(at_points
     computed = lazy._group_nodes[lazy._group_nodes > 0]
     assert computed.size and computed.max() < lazy.s.size  # fewer nodes than the row has
     _, s, w, above = lazy._tables()[:4]
-    live = compiled.read_nodes(s, w, above[t], *lazy._prefix(f))
+    live = kernels.read_nodes(s, w, above[t], *lazy._prefix(f))
     assert live <= computed.min()
     np.testing.assert_array_equal(got, want)
     short = kind(q, 3)

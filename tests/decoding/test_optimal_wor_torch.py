@@ -1,6 +1,6 @@
 """The blocked scan of decoding.verifiers.optimal_family.setup.torch_scan (the set-up's pass up the ranks on a
 torch device) against the compiled pass of decoding.verifiers.optimal_family.clock_masses and the numpy
-reference of otm.rules.wor_clock_masses: the same checkpoints, sigma and groups of ranks within
+reference of otm.rules.water_levels.clock_masses: the same checkpoints, sigma and groups of ranks within
 roundoff, the same set masses, the same walks through the verifier; a scan without its prefix
 products, or with a product that drops a term, is caught by the same comparison."""
 from __future__ import annotations
@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 from decoding.verifiers.optimal_family import wor as optimal_wor
 from decoding.verifiers.optimal_family.setup import torch_scan as optimal_wor_torch
-from decoding.verifiers.optimal_family.clock_masses import SCAN_CHECKPOINT, CompiledClockSetMasses, masses_on
-from otm.rules.optimal_wor import clock_flux_setup
+from decoding.verifiers.optimal_family.setup.torch_scan import SCAN_CHECKPOINT
+from decoding.verifiers.optimal_family.clock_masses import CompiledClockSetMasses, clock_masses
+from otm.rules.water_levels.parameters import clock_flux_setup
 
 from .test_optimal_wor_numba import AGREEMENT, _largest_disagreement
 
@@ -30,7 +31,7 @@ TINY = 1e-290
 
 
 #: The compiled masses with their checkpoints at the scan's spacing (``SCAN_CHECKPOINT``, which
-#: :func:`~decoding.verifiers.optimal_family.clock_masses.masses_on` keeps on a device; the CPU's is wider):
+#: :func:`~decoding.verifiers.optimal_family.clock_masses.clock_masses` keeps on a device; the CPU's is wider):
 #: what the scans are compared with, at the spacing the verifier scans at.
 AtScanSpacing = type("AtScanSpacing", (CompiledClockSetMasses,), {"checkpoint": SCAN_CHECKPOINT})
 
@@ -105,13 +106,14 @@ def test_masses_from_the_scan_are_the_references(seed, n, k):
     """Every interval mass and lowest-member law from the scan's checkpoints and groups, against
     the numpy reference (the comparison of tests/decoding/test_optimal_wor_numba.py)."""
     q = _ranks(seed, n, 6.0)
-    assert _largest_disagreement(q, min(k, n - 1), fast_class=masses_on("cpu")) <= AGREEMENT
+    assert _largest_disagreement(q, min(k, n - 1), fast_class=clock_masses("cpu", "torch")) <= AGREEMENT
 
 
-def test_masses_on_a_device_keep_their_class():
-    assert masses_on("cpu") is masses_on("cpu")
-    assert issubclass(masses_on("cpu"), CompiledClockSetMasses) and masses_on("cpu").scan_device == "cpu"
-    assert CompiledClockSetMasses.scan_device is None
+def test_masses_of_a_device_and_backend_keep_their_class():
+    scanned = clock_masses("cpu", "torch")
+    assert scanned is clock_masses("cpu", "torch") and issubclass(scanned, CompiledClockSetMasses)
+    assert scanned.setup == "torch" and scanned.checkpoint == SCAN_CHECKPOINT
+    assert clock_masses("cpu") is CompiledClockSetMasses and CompiledClockSetMasses.setup is None
 
 
 def test_scan_refuses_groups_across_blocks():
@@ -137,4 +139,4 @@ def assert_same_walks(k: int, first, second) -> None:
 @pytest.mark.parametrize("k", [3, 8])
 def test_the_verifier_walks_the_same_on_scanned_masses(k):
     """The compiled pass and the scan (:func:`assert_same_walks`)."""
-    assert_same_walks(k, CompiledClockSetMasses, masses_on("cpu"))
+    assert_same_walks(k, CompiledClockSetMasses, clock_masses("cpu", "torch"))

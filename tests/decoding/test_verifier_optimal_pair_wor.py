@@ -3,7 +3,7 @@
 (:mod:`decoding.verifiers.optimal_family.pair_levels`).
 
 The compiled levels are those of the exact law's construction
-(:func:`otm.rules.optimal_pair_wor.pair_parameters`, the slow reference); the yield of one
+(:func:`otm.rules.water_levels.pair.pair_parameters`, the slow reference); the yield of one
 pair found along its own runs is the full nesting's, bit for bit; and the levels *realise*
 the selection law they are verified against: the flux the yields carry, summed pair by pair
 in exact rationals from the float levels, gives back ``x``. Each check fails on a broken
@@ -26,7 +26,7 @@ from decoding.verifiers.optimal_family import pair_merged_rows as merged
 from decoding.verifiers.optimal_family import pair_levels as kernel
 from otm.errors import InvalidDistributionError, NotApplicableError
 from otm.formulations.prefix_scan import prefix_scan, ratio_order
-from otm.rules.optimal_pair_wor import pair_parameters, realised_selection
+from otm.rules.water_levels.pair import pair_parameters, realised_selection
 
 UNIT = verifier.UNIT
 #: Compiled against reference levels: both round, in different orders (a level is a ratio of
@@ -69,7 +69,7 @@ def _levels(p_r, q_r):
 
 
 def _realised(q_r, levels, cut) -> list:
-    """:func:`otm.rules.optimal_pair_wor.realised_selection` of the float levels, in exact
+    """:func:`otm.rules.water_levels.pair.realised_selection` of the float levels, in exact
     rationals (``q`` renormalised exactly)."""
     q = [Fraction(v) for v in q_r]
     total = sum(q)
@@ -164,7 +164,7 @@ def _wrong_decisions(first_run) -> tuple[int, int]:
 
 
 def test_the_compiled_yield_bounds_decide_like_the_full_nesting():
-    """The bounds on a water level from the flux, in float64 (its exact form: tests/otm/test_rule_optimal_pair_wor.py): no
+    """The bounds on a water level from the flux, in float64 (its exact form: tests/otm/test_water_levels_pair.py): no
     verdict contradicts the full nesting's level, and most are settled; with the pair's own
     span taken for its first run (the lower bound then ignores the pairs around it) some are
     wrong."""

@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from decoding.verifiers.optimal_family import wor as verifier
 from otm.errors import InvalidDistributionError, InvalidDraftCountError, NotApplicableError
 from otm.formulations.prefix_scan import prefix_scan
-from otm.rules import optimal_wor as rule
+from otm.rules import optimal_wor as rule, water_levels
 from otm.rules import rule_law
-from otm.rules.water_level_bounds import walk_decision
+from otm.rules.water_levels.bounds import walk_decision
 from decoding.validation.stats import binomial_z_test, chi_square_test
 
 ALPHA = 1e-4
@@ -69,7 +69,7 @@ def test_past_the_tuple_enumeration_it_draws_p_with_the_clock_masses():
     V, k, rows = 150, 3, 20_000
     logits = 3 * rng.normal(size=V)  # a draft close to the target, as real rows are: deep levels
     p, q = (np.exp(v - v.max()) / np.exp(v - v.max()).sum() for v in (logits, logits + rng.normal(size=V)))
-    params = rule.wor_parameters(p, q, k)
+    params = water_levels.wor_parameters(p, q, k)
     assert "clock integral" in params.arithmetic and max(params.levels) > 0.5
     g = torch.Generator().manual_seed(0)
     target = torch.tensor(p).expand(rows, -1).contiguous()
@@ -108,7 +108,7 @@ def test_equal_rows_of_a_call_share_the_residuals_order(monkeypatch):
 def test_broken_clock_masses_are_refused_not_drawn_from(monkeypatch):
     """Interval masses 10% low give levels that do not realise x: the certificate (the runs'
     lowest-member laws) refuses the row, in float64 and again in wide floats."""
-    from otm.rules import wor_clock_masses
+    from otm.rules.water_levels import clock_masses as wor_clock_masses
 
     rng = np.random.default_rng(0)
     logits = 3 * rng.normal(size=150)
@@ -116,7 +116,7 @@ def test_broken_clock_masses_are_refused_not_drawn_from(monkeypatch):
     original = wor_clock_masses.ClockSetMasses.across
     monkeypatch.setattr(wor_clock_masses.ClockSetMasses, "across", lambda self, f, j, t: 0.9 * original(self, f, j, t))
     with pytest.raises(NotApplicableError, match="do not realise x"):
-        rule.wor_parameters(p, q, 3)
+        water_levels.wor_parameters(p, q, 3)
 
 
 def test_a_compiled_nesting_that_stops_short_is_refused(monkeypatch):
@@ -128,7 +128,7 @@ def test_a_compiled_nesting_that_stops_short_is_refused(monkeypatch):
     rng = np.random.default_rng(0)
     logits = 3 * rng.normal(size=150)
     p, q = (np.exp(v - v.max()) / np.exp(v - v.max()).sum() for v in (logits, logits + rng.normal(size=150)))
-    assert rule.wor_parameters(p, q, 3, clock_masses=CompiledClockSetMasses).arithmetic.startswith("float64")
+    assert water_levels.wor_parameters(p, q, 3, clock_masses=CompiledClockSetMasses).arithmetic.startswith("float64")
     original = CompiledClockSetMasses.water_levels
 
     def short(self, flux, lo, hi, levels, unit):
@@ -137,9 +137,9 @@ def test_a_compiled_nesting_that_stops_short_is_refused(monkeypatch):
         return done
 
     monkeypatch.setattr(CompiledClockSetMasses, "water_levels", short)
-    params = rule.wor_parameters(p, q, 3, clock_masses=CompiledClockSetMasses)
+    params = water_levels.wor_parameters(p, q, 3, clock_masses=CompiledClockSetMasses)
     assert "256-bit floats (float64 levels did not realise x)" in params.arithmetic
-    assert rule.clock_realised_error(params, q, 3, CompiledClockSetMasses) <= rule.CERTIFICATE_TOLERANCE
+    assert water_levels.parameters.clock_realised_error(params, q, 3, CompiledClockSetMasses) <= water_levels.CERTIFICATE_TOLERANCE
 
 
 def test_levels_that_cannot_be_certified_on_the_clock_masses_are_refused(monkeypatch):
@@ -160,7 +160,7 @@ def test_levels_that_cannot_be_certified_on_the_clock_masses_are_refused(monkeyp
     monkeypatch.setattr(CompiledClockSetMasses, "water_levels", too_high)
     monkeypatch.setattr(CompiledClockSetMasses, "across", lambda self, f, j, t: 0.5 * original(self, f, j, t))
     with pytest.raises(NotApplicableError, match="cannot be certified on the clock integral's float64 set masses.*q down to"):
-        rule.wor_parameters(p, q, 3, clock_masses=CompiledClockSetMasses)
+        water_levels.wor_parameters(p, q, 3, clock_masses=CompiledClockSetMasses)
 
 
 def _clock_row(V: int = 150, seed: int = 0):
@@ -181,10 +181,10 @@ def test_walks_decided_by_bounds_are_the_levels_walks():
     from decoding.verifiers.optimal_family.clock_masses import CompiledClockSetMasses
 
     p, q = _clock_row()
-    params = rule.wor_parameters(p, q, 3)
+    params = water_levels.wor_parameters(p, q, 3)
     setup = verifier.row_setup(p, q, 3)
     spans = type("Spans", (CompiledClockSetMasses,), {"eager_ranks": 0, "group": 8})
-    by_spans = rule.clock_flux_setup(p, q, 3, clock_masses=spans)
+    by_spans = water_levels.clock_flux_setup(p, q, 3, clock_masses=spans)
     rng = np.random.default_rng(1)
     draws = [(rng.choice(len(q), 3, replace=False, p=q), float(rng.random())) for _ in range(300)]
 
@@ -242,7 +242,7 @@ def test_walks_decided_by_bounds_are_the_levels_walks_on_degenerate_rows(row):
     p, q, k = row
     setup = verifier.row_setup(p, q, k)
     assert setup is not None  # more than 1,000 draft tuples, more than k tokens with q > 0
-    params = rule.wor_parameters(p, q, k)
+    params = water_levels.wor_parameters(p, q, k)
     rng = np.random.default_rng(0)
     for _ in range(40):
         drafts = rng.choice(len(q), k, replace=False, p=q)
@@ -356,9 +356,9 @@ def test_a_whole_real_row_at_eight_drafts_is_kept_set_up():
     sparser), so calls that repeat a row (a certification's chunks of one row) set it up once; and
     not two, which nothing needs (a lower peak meets the development VM's slow first
     touch of memory less often: research/optimal_wor/wor_fresh_rows.py)."""
-    from decoding.verifiers.optimal_family.clock_masses import CompiledClockSetMasses, masses_on
+    from decoding.verifiers.optimal_family.clock_masses import CompiledClockSetMasses, clock_masses
 
-    whole = masses_on("cuda").table_floats(151_936, 450, 8)  # checkpoints at every 64th rank
+    whole = clock_masses("cuda").table_floats(151_936, 450, 8)  # checkpoints at every 64th rank
     assert whole <= verifier.SETUP_FLOATS_KEPT < 2 * whole
     on_the_cpu = CompiledClockSetMasses.table_floats(151_936, 450, 8)  # at every 256th: a third of it
     assert 3 * on_the_cpu <= verifier.SETUP_FLOATS_KEPT < 4 * on_the_cpu
@@ -383,7 +383,7 @@ def test_cheap_bounds_decide_every_walk_as_the_exact_bounds_do():
         draws = [(rng.choice(len(q), k, replace=False, p=q), float(rng.random())) for _ in range(300)]
 
         def verdicts(masses_class):
-            setup = rule.clock_flux_setup(p, q, k, clock_masses=masses_class)
+            setup = water_levels.clock_flux_setup(p, q, k, clock_masses=masses_class)
             flux = np.asarray(setup.flux, dtype=np.float64)
             return [walk_decision(flux, setup.masses, [int(setup.rank[t]) for t in drafts], u,
                                   margin=verifier.BOUND_MARGIN, windows=verifier.BOUND_WINDOWS) for drafts, u in draws]
@@ -402,7 +402,7 @@ def test_highest_in_bounds_every_interval_mass_above():
 
     p, q = _clock_row(V=200, seed=4)
     for k in (3, 5):
-        masses = rule.clock_flux_setup(p, q, k, clock_masses=CompiledClockSetMasses).masses
+        masses = water_levels.clock_flux_setup(p, q, k, clock_masses=CompiledClockSetMasses).masses
         n = masses.n
         tightest = np.inf
         for f, t in [(0, n - 1), (0, n // 2), (n // 3, n - 1), (n // 4, n // 2)]:
@@ -474,7 +474,7 @@ def test_denormal_draft_probabilities_follow_the_law(k):
 def test_denormal_draft_probabilities_without_the_floor_fail(monkeypatch):
     """With the range waiting for the smallest clock, ``90 / 5e-324`` overflows and the row
     cannot be set up (as before the floor)."""
-    from otm.rules import wor_clock_masses
+    from otm.rules.water_levels import clock_masses as wor_clock_masses
 
     monkeypatch.setattr(wor_clock_masses, "RINGING_FLOOR", 0.0)
     p, q = _denormal_row(seed=1)  # a row the verifier has not set up (it keeps set-ups by row)

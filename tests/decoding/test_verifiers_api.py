@@ -73,7 +73,7 @@ def test_shape_errors(name):
 @pytest.mark.parametrize(
     "name, k",
     [("single", 2), ("spechub", 3), ("spechub", 1), ("greedy", 4), ("rrs", 0), ("kseq", True), ("rrs_wor", 4),
-     ("optimal_pair_wor", 1), ("optimal_pair_wor", 3), ("optimal_wor", 1), ("optimal_wor", 4)],
+     ("optimal_pair_wor", 1), ("optimal_wor", 1), ("optimal_wor", 4)],
 )
 def test_impossible_draft_counts(name, k):
     with pytest.raises(InvalidDraftCountError):

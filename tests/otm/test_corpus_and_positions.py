@@ -130,7 +130,7 @@ def test_rrs_wor_above_two_drafts_at_scale_is_labelled_monte_carlo_and_lp_rules_
 def test_water_level_rules_are_the_optimum_without_replacement_where_they_run():
     """Both water-level columns are the optimum without replacement (water levels are probabilities), at any V:
     ``optimal_wor`` at every ``k``, which on a small row is its exact law too,
-    ``optimal_pair_wor`` at ``k = 2`` only; ``k = 1`` is not applicable."""
+    ``optimal_pair_wor`` (its old name) the same; ``k = 1`` is not applicable."""
     rng = np.random.default_rng(4)
     p, q = logits_to_probs(2 * rng.standard_normal(7)), logits_to_probs(2 * rng.standard_normal(7))
     by = {(c.computation, c.k): c for c in position_cells(p, q, [1, 2, 3], ("optimal_pair_wor", "optimal_wor"), rng)}
@@ -139,7 +139,7 @@ def test_water_level_rules_are_the_optimum_without_replacement_where_they_run():
         assert abs(by["optimal_wor", k].value - optimum) <= AGREEMENT_TOLERANCE
         assert abs(float(otm.rule_acceptance("optimal_wor", p, q, k)) - optimum) <= AGREEMENT_TOLERANCE
     assert by["optimal_pair_wor", 2].value == by["optimal_wor", 2].value
-    assert by["optimal_pair_wor", 3].method == "not_applicable"
+    assert by["optimal_pair_wor", 3].value == by["optimal_wor", 3].value  # the old name of optimal_wor
     assert by["optimal_wor", 1].method == "not_applicable" and by["optimal_pair_wor", 1].method == "not_applicable"
     V = 5000
     p, q = logits_to_probs(3 * rng.standard_normal(V)), logits_to_probs(3 * rng.standard_normal(V))

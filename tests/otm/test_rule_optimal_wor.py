@@ -17,8 +17,9 @@ from otm.draft_laws import iid_law, without_replacement_law
 from otm.errors import InvalidDistributionError, InvalidDraftCountError, NotApplicableError
 from otm.formulations.max_flow import solve_max_flow
 from otm.formulations.prefix_scan import prefix_scan, ratio_order
-from otm.rules import optimal_pair_wor, optimal_wor as rule
-from otm.rules.enumeration import enumerate_law
+from otm.distributions import as_fractions
+from otm.rules import optimal_wor as rule, rule_law, rule_spec, water_levels
+from otm.rules.enumeration import canonical_output_law, enumerate_law
 from otm.tolerances import AGREEMENT_TOLERANCE
 
 
@@ -59,7 +60,7 @@ def test_the_construction_is_what_the_derivation_says(instance):
     """Levels in [0, 1], zero at the cut; x <= p on U and x >= p on H; the enumerated
     selection law is x; the chances depend on the set, not on the order of the drafts."""
     p, q, k = instance
-    params = rule.wor_parameters(p, q, k)
+    params = water_levels.wor_parameters(p, q, k)
     assert all(0 <= level <= 1 for level in params.levels) and params.levels[params.cut] == 0
     for token in range(len(p)):
         if params.rank[token] >= params.cut:
@@ -81,7 +82,7 @@ def test_set_masses_are_what_they_say(case):
     """``across(f, j, t)`` equals its definition summed set by set, and ``sigma`` the mass of
     each highest member."""
     n, weighted = case
-    masses = rule.SetMasses([s for s, _ in weighted], [F(w) for _, w in weighted], n, F(0))
+    masses = water_levels.set_masses.SetMasses([s for s, _ in weighted], [F(w) for _, w in weighted], n, F(0))
     for f in range(n):
         for t in range(f, n):
             for j in range(f + 1, t + 1):
@@ -91,19 +92,51 @@ def test_set_masses_are_what_they_say(case):
     assert masses.sigma == [sum((F(w) for s, w in weighted if max(s) == a), F(0)) for a in range(n)]
 
 
+def _pair_rule_selection(params, draft) -> list:
+    """The two-draft water-level rule as first defined (the rule ``optimal_pair_wor``): the
+    higher-ranked member is selected, except that on one side of the cut the lower one is
+    selected with probability ``yield_probability``; a pair with a ``q = 0`` draft (exhausted
+    support) selects by ``x``."""
+    a, b = (int(params.rank[int(t)]) for t in draft)
+    if min(a, b) < 0:
+        return [params.selection[int(t)] for t in draft]
+    low, high = min(a, b), max(a, b)
+    take_low = 0 if low < params.cut <= high else water_levels.pair.yield_probability(params, low, high)
+    return [take_low, 1 - take_low] if a == low else [1 - take_low, take_low]
+
+
 @settings(max_examples=40, deadline=None)
 @given(exact_instances(max_vocab=7).map(lambda i: i[:2]))
 def test_two_drafts_from_sets_are_the_pair_rule(pair):
-    """At ``k = 2`` the set masses give the pair rule's levels exactly (its masses are the
-    closed form of the same sums), and the rule is the pair rule."""
+    """At ``k = 2`` the set masses give the pair masses' levels exactly (those masses are the
+    closed form of the same sums), and the rule selects as the pair rule did."""
     p, q = pair
-    from_sets = optimal_pair_wor.water_level_parameters(p, q, ratio_order(p, q), rule.set_masses(2))
-    pair_rule = optimal_pair_wor.pair_parameters(p, q)
+    from_sets = water_levels.water_level_parameters(p, q, ratio_order(p, q), water_levels.set_masses.set_masses(2))
+    pair_rule = water_levels.pair_parameters(p, q)
     assert from_sets.levels == pair_rule.levels and list(from_sets.selection) == list(pair_rule.selection)
-    assert rule.wor_parameters(p, q, 2).levels == pair_rule.levels
-    law = without_replacement_law(q, 2)
-    for draft in law.tuples:
-        assert rule.selection_law(pair_rule, draft) == optimal_pair_wor.selection_law(pair_rule, draft)
+    assert water_levels.wor_parameters(p, q, 2).levels == pair_rule.levels
+    for draft in without_replacement_law(q, 2).tuples:
+        assert rule.selection_law(pair_rule, draft) == _pair_rule_selection(pair_rule, draft)
+
+
+@pytest.mark.parametrize("p, q", [
+    ([F(1, 2), F(1, 3), F(1, 6)], [F(1, 6), F(1, 3), F(1, 2)]),
+    ([F(1, 10), F(2, 5), F(1, 5), F(3, 10)], [F(2, 5), F(1, 10), F(3, 10), F(1, 5)]),
+    ([F(1, 4), F(1, 4), F(1, 2), F(0)], [F(1, 2), F(0), F(1, 2), F(0)]),
+    ([F(1, 3), F(1, 3), F(1, 3)], [F(1), F(0), F(0)]),  # one token of q > 0: the exhausted support
+])
+def test_optimal_pair_wor_is_optimal_wor_at_two_drafts(p, q):
+    """The old name ``optimal_pair_wor`` resolves to ``optimal_wor``, and at ``k = 2`` the law is
+    the pair rule's exactly: the same coupling of draft tuples and outputs, built from the pair
+    rule's selection."""
+    assert rule_spec("optimal_pair_wor") is rule_spec("optimal_wor")
+    p, q = np.array(p, dtype=object), np.array(q, dtype=object)
+    params = water_levels.pair_parameters(p, q)
+    by_pair_rule = enumerate_law(p, without_replacement_law(q, 2), lambda draft: canonical_output_law(
+        p, params.selection, draft, _pair_rule_selection(params, draft)))
+    law = rule_law("optimal_pair_wor", p, q, 2, method="enumeration")
+    assert (law.details["coupling"] == by_pair_rule["coupling"]).all() and list(law.output_distribution) == list(p)
+    assert law.acceptance == rule_law("optimal_wor", p, q, 2, method="closed_form").acceptance
 
 
 #: A float64 set mass against the exact one: the rounding of a sum of up to ``k!`` products of ``k``
@@ -117,8 +150,8 @@ def test_draft_sets_in_floats_are_the_exact_ones_rounded(instance):
     """The float64 set masses of :func:`draft_sets` against the exact ones, both draft laws."""
     _, q, k = instance
     for law in (without_replacement_law, iid_law):
-        exact = rule.draft_sets(list(q), k, law)
-        floats = rule.draft_sets([float(v) for v in q], k, law)
+        exact = water_levels.set_masses.draft_sets(list(q), k, law)
+        floats = water_levels.set_masses.draft_sets([float(v) for v in q], k, law)
         assert exact.keys() == floats.keys()
         assert all(isinstance(floats[s], float) and abs(floats[s] - float(exact[s])) <= SET_MASS_ROUNDING for s in exact)
 
@@ -131,7 +164,7 @@ def test_the_same_levels_reach_the_iid_optimum_on_iid_draft_sets():
     for _ in range(12):
         V, k = int(rng.integers(3, 6)), int(rng.integers(2, 4))
         p, q = (np.array([F(int(v), int(r.sum())) for v in r], dtype=object) for r in rng.integers(1, 10, size=(2, V)))
-        params = optimal_pair_wor.water_level_parameters(p, q, ratio_order(p, q), rule.set_masses(k, iid_law))
+        params = water_levels.water_level_parameters(p, q, ratio_order(p, q), water_levels.set_masses.set_masses(k, iid_law))
         assert params.acceptance == prefix_scan(p, q, k, "iid").value
         by_ranks = lambda params, draft: rule.member_chances(params.levels, [int(params.rank[t]) for t in draft])  # noqa: E731
         assert selection_of(params, iid_law(q, k), by_ranks) == list(params.selection)  # repeated drafts too
@@ -144,7 +177,7 @@ def test_wrong_levels_and_masses_are_caught(monkeypatch):
     p = np.array([F(1, 10), F(1, 5), F(3, 10), F(1, 4), F(3, 20)], dtype=object)
     q = np.array([F(3, 10), F(1, 4), F(1, 5), F(1, 10), F(3, 20)], dtype=object)
     k = 3
-    params = rule.wor_parameters(p, q, k)
+    params = water_levels.wor_parameters(p, q, k)
     assert max(params.levels) > 0
     law = without_replacement_law(q, k)
 
@@ -155,9 +188,9 @@ def test_wrong_levels_and_masses_are_caught(monkeypatch):
     assert list(output(dataclasses.replace(params, levels=[v / 2 for v in params.levels]))) != list(p)
     none = dataclasses.replace(params, levels=[F(0)] * len(params.levels))
     assert sum(min(a, b) for a, b in zip(p, selection_of(none, law))) < params.acceptance
-    across = rule.SetMasses.across
-    monkeypatch.setattr(rule.SetMasses, "across", lambda self, f, j, t: across(self, f, j, t) / 2)
-    broken = rule.wor_parameters(p, q, k)
+    across = water_levels.set_masses.SetMasses.across
+    monkeypatch.setattr(water_levels.set_masses.SetMasses, "across", lambda self, f, j, t: across(self, f, j, t) / 2)
+    broken = water_levels.wor_parameters(p, q, k)
     assert selection_of(broken, law) != list(broken.selection)
 
 
@@ -195,10 +228,10 @@ def test_float_inputs_are_built_in_certified_float64():
         q = np.maximum(q, 1e-9)
         q /= q.sum()
         k = int(rng.integers(3, 5))
-        params = rule.wor_parameters(p, q, k)
+        params = water_levels.wor_parameters(p, q, k)
         assert params.arithmetic == "float64"
-        assert rule.realised_error(params, q, k) <= rule.CERTIFICATE_TOLERANCE
-        exact = rule.wor_parameters(rule.as_fractions(p), rule.as_fractions(q), k)
+        assert water_levels.parameters.realised_error(params, q, k) <= water_levels.CERTIFICATE_TOLERANCE
+        exact = water_levels.wor_parameters(as_fractions(p), as_fractions(q), k)
         assert np.allclose([float(v) for v in exact.levels], params.levels, atol=1e-9, rtol=0)
         assert abs(params.acceptance - prefix_scan(p, q, k, "without_replacement").value) <= AGREEMENT_TOLERANCE
 
@@ -206,12 +239,12 @@ def test_float_inputs_are_built_in_certified_float64():
 def test_the_certificate_catches_wrong_float_levels_and_falls_back_to_rationals(monkeypatch):
     p = np.array([0.1, 0.2, 0.3, 0.25, 0.15])
     q = np.array([0.3, 0.25, 0.2, 0.1, 0.15])
-    params = rule.wor_parameters(p, q, 3)
-    assert max(params.levels) > 0 and rule.realised_error(params, q, 3) <= rule.CERTIFICATE_TOLERANCE
+    params = water_levels.wor_parameters(p, q, 3)
+    assert max(params.levels) > 0 and water_levels.parameters.realised_error(params, q, 3) <= water_levels.CERTIFICATE_TOLERANCE
     halved = dataclasses.replace(params, levels=[v / 2 for v in params.levels])
-    assert rule.realised_error(halved, q, 3) > 1e-3
-    monkeypatch.setattr(rule, "realised_error", lambda params, q, k: 1.0)  # as if float64 had failed
-    redone = rule.wor_parameters(p, q, 3)
+    assert water_levels.parameters.realised_error(halved, q, 3) > 1e-3
+    monkeypatch.setattr(water_levels.parameters, "realised_error", lambda params, q, k: 1.0)  # as if float64 had failed
+    redone = water_levels.wor_parameters(p, q, 3)
     assert redone.arithmetic == "exact rationals from the float inputs (float64 levels did not realise x)"
     assert np.allclose(redone.levels, params.levels, atol=1e-12, rtol=0)
 
@@ -222,21 +255,21 @@ def test_past_the_rational_limit_the_fallback_is_wide_floats_certified_again(mon
     typed refusal, not a silently wrong rule."""
     p = np.array([0.1, 0.2, 0.3, 0.25, 0.15])
     q = np.array([0.3, 0.25, 0.2, 0.1, 0.15])
-    monkeypatch.setattr(rule, "MAX_RULE_ENUMERATION", 10)  # 60 tuples count as many
-    real = rule.realised_error
+    monkeypatch.setattr(water_levels.parameters, "MAX_RULE_ENUMERATION", 10)  # 60 tuples count as many
+    real = water_levels.parameters.realised_error
     calls = []
 
     def first_fails(params, q, k):
         calls.append(params.arithmetic)
         return 1.0 if len(calls) == 1 else real(params, q, k)
 
-    monkeypatch.setattr(rule, "realised_error", first_fails)
-    redone = rule.wor_parameters(p, q, 3)
+    monkeypatch.setattr(water_levels.parameters, "realised_error", first_fails)
+    redone = water_levels.wor_parameters(p, q, 3)
     assert redone.arithmetic == "256-bit floats (float64 levels did not realise x)"
-    assert calls == ["float64", redone.arithmetic] and real(redone, q, 3) <= rule.CERTIFICATE_TOLERANCE
-    monkeypatch.setattr(rule, "realised_error", lambda params, q, k: 1.0)
+    assert calls == ["float64", redone.arithmetic] and real(redone, q, 3) <= water_levels.CERTIFICATE_TOLERANCE
+    monkeypatch.setattr(water_levels.parameters, "realised_error", lambda params, q, k: 1.0)
     with pytest.raises(NotApplicableError, match="do not realise x"):
-        rule.wor_parameters(p, q, 3)
+        water_levels.wor_parameters(p, q, 3)
 
 
 def test_bad_input_is_a_typed_error():
@@ -258,7 +291,7 @@ def test_every_tuple_position_is_a_member():
     """The chances of a tuple sum to 1 and are nonnegative, whatever its order."""
     p = np.array([F(1, 10), F(1, 5), F(3, 10), F(1, 4), F(3, 20)], dtype=object)
     q = np.array([F(3, 10), F(1, 4), F(1, 5), F(1, 10), F(3, 20)], dtype=object)
-    params = rule.wor_parameters(p, q, 4)
+    params = water_levels.wor_parameters(p, q, 4)
     for draft in itertools.permutations(range(5), 4):
         chances = rule.selection_law(params, draft)
         assert sum(chances) == 1 and min(chances) >= 0
@@ -291,12 +324,12 @@ def test_float_rows_with_an_exhausted_support_are_the_exact_ones_rounded():
         p[rng.choice(V, size=40, replace=False)] = rng.random(40)
         q[rng.choice(V, size=n, replace=False)] = rng.random(n)
         p, q = p / p.sum(), q / q.sum()
-        params = rule.wor_parameters(p, q, 3)
+        params = water_levels.wor_parameters(p, q, 3)
         assert params.arithmetic == "float64" and len(params.order) == n
-        exact_p, exact_q = rule.as_fractions(p), rule.as_fractions(q)
+        exact_p, exact_q = as_fractions(p), as_fractions(q)
         total = sum(F(float(v)) for v in p)
         assert sum(exact_p) == 1 and all(exact_p[i] == F(float(p[i])) / total for i in range(V))
-        exact = rule.wor_parameters(exact_p, exact_q, 3)
+        exact = water_levels.wor_parameters(exact_p, exact_q, 3)
         assert np.max(np.abs(params.selection - np.array([float(v) for v in exact.selection]))) <= 4e-16
         assert abs(params.acceptance - float(exact.acceptance)) <= 4e-16
         assert list(params.order) == list(exact.order)

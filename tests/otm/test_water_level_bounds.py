@@ -13,9 +13,9 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from otm.formulations.prefix_scan import ratio_order
-from otm.rules import optimal_wor as rule
-from otm.rules.optimal_pair_wor import flux_setup
-from otm.rules.water_level_bounds import span_decision, span_lower_bound, walk_decision
+from otm.rules import optimal_wor as rule, water_levels
+from otm.rules.water_levels.construction import flux_setup
+from otm.rules.water_levels.bounds import span_decision, span_lower_bound, walk_decision
 
 
 @st.composite
@@ -62,13 +62,13 @@ def _decisions(p, q, k: int, masses_scale=1, windows=(None,)):
     """``[(wrong, decided, total)]``, one per entry of ``windows``, over every draft set of the
     row and ``u`` at 0, at each ``M_i``, ``M_i -+ 1/1000``, ``1/2`` and ``999/1000`` (the row's
     levels, flux and draft sets built once for all of them)."""
-    params = rule.wor_parameters(p, q, k)
-    setup = flux_setup(p, q, ratio_order(p, q), rule.set_masses(k))
+    params = water_levels.wor_parameters(p, q, k)
+    setup = flux_setup(p, q, ratio_order(p, q), water_levels.set_masses.set_masses(k))
     masses = setup.masses
     if masses_scale != 1:
         original = masses.across
         masses.across = lambda f, j, t: masses_scale * original(f, j, t)
-    sets = rule.draft_sets([q[t] for t in params.order], k)
+    sets = water_levels.set_masses.draft_sets([q[t] for t in params.order], k)
     results = []
     for window in windows:
         wrong = decided = total = 0
@@ -130,7 +130,7 @@ def test_a_set_across_the_optimal_cut_selects_its_highest_member(k):
     while True:  # a row whose cut leaves at least k - 1 ranks below it and one above
         p, q = (rng.integers(1, 10, size=8) for _ in range(2))
         p, q = (np.array([F(int(v), int(r.sum())) for v in r], dtype=object) for r in (p, q))
-        setup = flux_setup(p, q, ratio_order(p, q), rule.set_masses(k))
+        setup = flux_setup(p, q, ratio_order(p, q), water_levels.set_masses.set_masses(k))
         if k - 1 <= setup.cut < len(setup.order):
             break
     assert setup.flux[setup.cut] == 0

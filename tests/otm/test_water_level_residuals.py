@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from otm.draft_laws import iid_law, without_replacement_law
 from otm.errors import NotApplicableError
 from otm.formulations.prefix_scan import ratio_order
-from otm.rules.optimal_pair_wor import water_level_parameters
-from otm.rules.optimal_wor import draft_sets, set_masses
+from otm.rules.water_levels.construction import water_level_parameters
+from otm.rules.water_levels.set_masses import draft_sets, set_masses
 from otm.rules.water_level_residuals import ResidualRun, residual_runs, run_slacks
 
 

@@ -1,4 +1,4 @@
-"""Set masses of k drafts without replacement by the clock integral (otm.rules.wor_clock_masses):
+"""Set masses of k drafts without replacement by the clock integral (otm.rules.water_levels.clock_masses):
 against the enumerated law (sigma, every interval mass, every lowest-member law), the levels
 they give against the enumerated construction, their certificate, the rule's use of them past
 the tuple enumeration, and what breaks them."""
@@ -14,8 +14,10 @@ from hypothesis import strategies as st
 from otm.draft_laws import without_replacement_law
 from otm.errors import NotApplicableError
 from otm.formulations.prefix_scan import prefix_scan, ratio_order
-from otm.rules import optimal_wor, wor_clock_masses as clock
-from otm.rules.optimal_pair_wor import water_level_parameters
+from otm.distributions import as_fractions
+from otm.rules import optimal_wor, water_levels
+from otm.rules.water_levels import clock_masses as clock
+from otm.rules.water_levels.construction import water_level_parameters
 
 #: Relative agreement of the clock integral with the enumerated law (measured: a few 1e-14).
 CLOCK_TOLERANCE = 1e-12
@@ -101,11 +103,11 @@ def test_the_levels_are_the_enumerated_construction_and_certified(seed, k):
     n = 8
     p, q = rng.dirichlet(np.full(n, 0.5)), rng.dirichlet(np.full(n, 0.5))
     order = ratio_order(p, q)
-    enumerated = water_level_parameters(p, q, order, optimal_wor.set_masses(k))
+    enumerated = water_level_parameters(p, q, order, water_levels.set_masses.set_masses(k))
     by_clock = water_level_parameters(p, q, order, clock.clock_set_masses(k))
     assert np.max(np.abs(np.asarray(enumerated.levels, float) - np.asarray(by_clock.levels, float))) <= 1e-10
-    assert optimal_wor.clock_realised_error(by_clock, q, k) <= optimal_wor.CERTIFICATE_TOLERANCE
-    assert optimal_wor.realised_error(by_clock, q, k) <= optimal_wor.CERTIFICATE_TOLERANCE  # and by enumeration
+    assert water_levels.parameters.clock_realised_error(by_clock, q, k) <= water_levels.CERTIFICATE_TOLERANCE
+    assert water_levels.parameters.realised_error(by_clock, q, k) <= water_levels.CERTIFICATE_TOLERANCE  # and by enumeration
 
 
 def test_the_certificate_catches_broken_levels():
@@ -114,8 +116,8 @@ def test_the_certificate_catches_broken_levels():
     params = water_level_parameters(p, q, ratio_order(p, q), clock.clock_set_masses(3))
     assert max(params.levels) > 0.01
     halved = dataclasses.replace(params, levels=[level / 2 for level in params.levels])
-    assert optimal_wor.clock_realised_error(params, q, 3) <= optimal_wor.CERTIFICATE_TOLERANCE
-    assert optimal_wor.clock_realised_error(halved, q, 3) > 1e-4
+    assert water_levels.parameters.clock_realised_error(params, q, 3) <= water_levels.CERTIFICATE_TOLERANCE
+    assert water_levels.parameters.clock_realised_error(halved, q, 3) > 1e-4
 
 
 def test_the_rule_takes_them_past_the_enumeration(monkeypatch):
@@ -123,9 +125,9 @@ def test_the_rule_takes_them_past_the_enumeration(monkeypatch):
     levels, certified, the prefix scan's optimum; exact rows are still refused."""
     rng = np.random.default_rng(5)
     p, q = rng.dirichlet(np.full(8, 0.4)), rng.dirichlet(np.full(8, 0.4))
-    enumerated = optimal_wor.wor_parameters(p, q, 4)
-    monkeypatch.setattr(optimal_wor, "MAX_ENUMERATED_TUPLES", 10)
-    by_clock = optimal_wor.wor_parameters(p, q, 4)
+    enumerated = water_levels.wor_parameters(p, q, 4)
+    monkeypatch.setattr(water_levels.parameters, "MAX_ENUMERATED_TUPLES", 10)
+    by_clock = water_levels.wor_parameters(p, q, 4)
     assert "clock integral" in by_clock.arithmetic and "clock integral" not in enumerated.arithmetic
     assert np.max(np.abs(np.asarray(enumerated.levels, float) - np.asarray(by_clock.levels, float))) <= 1e-10
     assert abs(by_clock.acceptance - prefix_scan(p, q, 4, "without_replacement").value) <= 1e-12
@@ -152,22 +154,22 @@ def test_a_level_above_one_by_rounding_is_set_to_one_and_certified(monkeypatch):
     order = ratio_order(p, q)
     uncapped = water_level_parameters(p, q, order, clock.clock_set_masses(3))  # float64 refuses it: redone wider
     assert uncapped.arithmetic == "256-bit floats (float64 not accurate enough)"
-    float64 = optimal_wor.set_masses(3)  # the enumerated float64 masses round the same way
+    float64 = water_levels.set_masses.set_masses(3)  # the enumerated float64 masses round the same way
     assert max(water_level_parameters(p, q, order, float64, clip_rounding=True).levels) == 1
-    enumerated = optimal_wor.wor_parameters(p, q, 3)  # the tuples' path: capped too, certified by them
+    enumerated = water_levels.wor_parameters(p, q, 3)  # the tuples' path: capped too, certified by them
     assert enumerated.arithmetic == "float64, 1 level above 1 by rounding set to 1"
-    assert optimal_wor.realised_error(enumerated, q, 3) <= optimal_wor.CERTIFICATE_TOLERANCE
-    monkeypatch.setattr(optimal_wor, "MAX_ENUMERATED_TUPLES", 10)  # 2,730 triples count as many
-    params = optimal_wor.wor_parameters(p, q, 3)
+    assert water_levels.parameters.realised_error(enumerated, q, 3) <= water_levels.CERTIFICATE_TOLERANCE
+    monkeypatch.setattr(water_levels.parameters, "MAX_ENUMERATED_TUPLES", 10)  # 2,730 triples count as many
+    params = water_levels.wor_parameters(p, q, 3)
     assert params.arithmetic == "float64, 1 level above 1 by rounding set to 1, set masses by the clock integral"
-    exact = optimal_wor.wor_parameters(optimal_wor.as_fractions(p), optimal_wor.as_fractions(q), 3)
+    exact = water_levels.wor_parameters(as_fractions(p), as_fractions(q), 3)
     assert max(exact.levels) < 0.83
     assert np.abs(np.asarray(params.selection, float) - np.asarray(exact.selection, float)).max() <= 1e-12
-    assert optimal_wor.realised_error(params, q, 3) <= optimal_wor.CERTIFICATE_TOLERANCE
+    assert water_levels.parameters.realised_error(params, q, 3) <= water_levels.CERTIFICATE_TOLERANCE
     assert abs(params.acceptance - prefix_scan(p, q, 3, "without_replacement").value) <= 1e-12
     overcapped = dataclasses.replace(params, levels=[min(level, 0.5) for level in params.levels])
-    assert optimal_wor.realised_error(overcapped, q, 3) > 1e-3
-    assert optimal_wor.clock_realised_error(overcapped, q, 3) > 1e-3
+    assert water_levels.parameters.realised_error(overcapped, q, 3) > 1e-3
+    assert water_levels.parameters.clock_realised_error(overcapped, q, 3) > 1e-3
 
 
 def test_beyond_enumeration_at_a_few_hundred_tokens():
@@ -175,15 +177,15 @@ def test_beyond_enumeration_at_a_few_hundred_tokens():
     scan's optimum (computed by another integral, otm.formulations.wor_all_in)."""
     rng = np.random.default_rng(6)
     p, q = rng.dirichlet(np.full(150, 0.3)), rng.dirichlet(np.full(150, 0.3))
-    params = optimal_wor.wor_parameters(p, q, 3)
+    params = water_levels.wor_parameters(p, q, 3)
     assert "clock integral" in params.arithmetic
     assert 0 <= min(params.levels) and max(params.levels) <= 1
-    assert optimal_wor.clock_realised_error(params, q, 3) <= optimal_wor.CERTIFICATE_TOLERANCE
+    assert water_levels.parameters.clock_realised_error(params, q, 3) <= water_levels.CERTIFICATE_TOLERANCE
     assert abs(params.acceptance - prefix_scan(p, q, 3, "without_replacement").value) <= 1e-12
 
 
 def test_too_large_tables_are_refused():
     with pytest.raises(NotApplicableError, match="clock integral's tables"):
-        optimal_wor.wor_parameters(np.ones(5000) / 5000, np.ones(5000) / 5000, 3)
+        water_levels.wor_parameters(np.ones(5000) / 5000, np.ones(5000) / 5000, 3)
     with pytest.raises(NotApplicableError, match="more than 1e[+]18 draft tuples"):  # the count is capped, and says so
-        optimal_wor.wor_parameters(np.ones(60_000) / 60_000, np.ones(60_000) / 60_000, 8)
+        water_levels.wor_parameters(np.ones(60_000) / 60_000, np.ones(60_000) / 60_000, 8)

@@ -215,7 +215,7 @@ def test_acceptance_prices_the_rules_by_the_drafts_support_not_the_vocabulary(tm
     summary = json.loads(out)
     assert status == 0
     for rule, law in [("importance_sampling", "iid"), ("importance_sampling_wor", "without_replacement"),
-                      ("optimal_pair_wor", "without_replacement"), ("optimal_wor", "without_replacement")]:
+                      ("optimal_wor", "without_replacement")]:
         assert summary["rules"][rule] == pytest.approx(summary["optimal"][law], abs=1e-9), (rule, summary["notes"])
     assert summary["rules"]["importance_sampling_truncated"] is not None
 

@@ -372,7 +372,7 @@ def test_report_settings_are_checked_before_the_theorem_suite(monkeypatch, chang
 PAIRED_SAMPLES = 20_000
 #: The rules the paired comparison evaluates and a k at which each is defined.
 PAIRED_RULES = [("rrs", 3), ("rrs_wor", 3), ("kseq", 3), ("spechub", 2), ("greedy", 3), ("optimal", 3), ("optimal_wor", 3),
-                ("optimal_pair_wor", 2)]
+                ("optimal_wor", 2)]
 
 
 @pytest.mark.parametrize("rule, k", PAIRED_RULES)
@@ -491,8 +491,8 @@ def test_resolved_needs_two_standard_errors():
 
 def test_tiny_pair_report_compares_the_rules_paired(tmp_path):
     """Step 3 on the tiny pair: every rule's expected tokens per call at the same positions,
-    the difference from rrs position by position, the water-level rules (one verifier at
-    two drafts without replacement) equal on every tree; the console shows each figure with
+    the difference from rrs position by position, the water-level rule once (optimal_pair_wor
+    is its old name); the console shows each figure with
     its standard error and labels the decodes' own figures as realised."""
     folder = tmp_path / "tiny-paired"
     summary = run_report(_args("--pair", "tiny", "--out", str(folder), "--k-max", "2", "--rules", "single,rrs,greedy,optimal,optimal_wor,optimal_pair_wor",
@@ -500,14 +500,13 @@ def test_tiny_pair_report_compares_the_rules_paired(tmp_path):
     paired = summary["paired"]
     rows = {row["rule"]: row for row in paired["rows"]}
     assert paired["baseline"] == "rrs" and paired["positions"] == 2 * 6 and paired["skipped"] == []
-    assert list(rows) == ["single", "rrs", "greedy", "optimal", "optimal_wor", "optimal_pair_wor"]
+    assert list(rows) == ["single", "rrs", "greedy", "optimal", "optimal_wor"]
     assert rows["single"]["tree"] == "chain:3" and rows["optimal_wor"]["draft_law"] == "without_replacement"
     for rule, row in rows.items():
         mean, error = row["expected_tokens"]
         assert 1.0 <= mean <= 4.0 and 0.0 <= error < 1.0
         if rule != "rrs":  # a mean of paired differences is the difference of the means
             assert row["difference"][0] == pytest.approx(mean - rows["rrs"]["expected_tokens"][0], abs=1e-12)
-    assert rows["optimal_wor"]["expected_tokens"] == pytest.approx(rows["optimal_pair_wor"]["expected_tokens"], abs=AGREEMENT_TOLERANCE)
     assert rows["rrs"]["difference"] is None and rows["rrs"]["resolved"]
     realised = {row["rule"]: row for row in summary["decoding"]["rows"]}
     assert all(row["steps"] >= 2 and row["block_efficiency_error"] >= 0 for row in realised.values())
@@ -516,7 +515,7 @@ def test_tiny_pair_report_compares_the_rules_paired(tmp_path):
     assert re.search(r"optimal\s+binary:3\s+\d\.\d{3} ± \d\.\d{3}\s+[+-]\d\.\d{3} ± \d\.\d{3}", table)
     assert re.search(r"realised: .*\n(.*\n)*\s+optimal\s+binary:3\s+\d\.\d{3} ± \d\.\d{3}\s+\(\d+ steps\)", table)
     text = (folder / "report.md").read_text()
-    assert "**Expected tokens per target call, paired**" in text and "| optimal_pair_wor | `binary:3` | without_replacement |" in text
+    assert "**Expected tokens per target call, paired**" in text and "| optimal_wor | `binary:3` | without_replacement |" in text
 
 
 def test_console_marks_monte_carlo_values_with_their_errors(tmp_path):
@@ -550,25 +549,25 @@ def test_console_marks_monte_carlo_values_with_their_errors(tmp_path):
 def test_water_level_moves_from_the_compiled_construction_are_the_exact_laws(seed):
     """At two drafts the paired comparison takes the water-level rule's selection from its
     verifier's compiled construction: the same conditional law as the exact one of
-    otm.rules.optimal_pair_wor, on every pair of a small vocabulary (and on an exhausted
+    otm.rules.optimal_wor, on every pair of a small vocabulary (and on an exhausted
     support, a one-hot q)."""
-    from otm.rules import optimal_pair_wor
+    from otm.rules import optimal_wor, water_levels
     from otm_app.report.paired import descent_probabilities
 
     rng = np.random.default_rng(seed)
     vocab = 6
     p, q = rng.dirichlet(0.6 * np.ones(vocab)), rng.dirichlet(0.6 * np.ones(vocab))
-    params = optimal_pair_wor.pair_parameters(p, q)
+    params = water_levels.pair_parameters(p, q)
     for a in range(vocab):
         for b in range(vocab):
             if a != b:
-                row, _ = optimal_pair_wor.conditional_output_law(params, (a, b))
+                row, _ = optimal_wor.conditional_output_law(params, (a, b))
                 moves = descent_probabilities("optimal_wor", p, q, (a, b))
                 assert moves == pytest.approx({a: row[a], b: row[b]}, abs=AGREEMENT_TOLERANCE)
     one_hot = np.eye(vocab)[seed]
     drafts = (seed, 1 if seed == 0 else 0)  # the q = 0 draft is the lowest other id, as the sampler draws it
-    row, _ = optimal_pair_wor.conditional_output_law(optimal_pair_wor.pair_parameters(p, one_hot), drafts)
-    assert descent_probabilities("optimal_pair_wor", p, one_hot, drafts) == pytest.approx(
+    row, _ = optimal_wor.conditional_output_law(water_levels.pair_parameters(p, one_hot), drafts)
+    assert descent_probabilities("optimal_wor", p, one_hot, drafts) == pytest.approx(
         {t: row[t] for t in drafts}, abs=AGREEMENT_TOLERANCE)
 
 

@@ -8,7 +8,7 @@ import numpy as np
 
 import otm
 
-from otm.rules import optimal_pair_wor as pair_rule
+from otm.rules import water_levels
 from proofs import beyond, table4
 from tests.proofs.proofs_support import rule_swapped
 
@@ -149,7 +149,7 @@ def test_water_levels_at_most_one_holds_and_fails_out_of_the_ratio_order():
 
 
 def test_wor_walk_bounds_hold_and_each_part_fails_on_a_broken_ingredient():
-    from otm.rules import water_level_bounds as bounds
+    from otm.rules.water_levels import bounds
 
     assert beyond.check_wor_walk_bounds(N, rng()).status == "holds"
 
@@ -168,7 +168,7 @@ def test_pair_wor_yield_bounds_hold_and_each_part_fails_on_a_broken_ingredient()
     assert beyond.check_pair_wor_yield_bounds(N, rng()).status == "holds"
 
     def doubled_lower(params, q, low, high):  # twice Lemma 9 (i)'s bound: above Y somewhere
-        return 2 * pair_rule.yield_lower_bound(params, q, low, high)
+        return 2 * water_levels.pair.yield_lower_bound(params, q, low, high)
 
     def always_at_most(params, q, low, high, u):  # "Y <= u" claimed for every u
         return True

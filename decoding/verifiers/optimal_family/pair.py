@@ -47,7 +47,7 @@ draws the residual by inverse CDF over the ranks (:func:`full_ratio_order`: by `
 (:func:`decoding.verifiers.optimal_family.pair_levels.yield_decision`), and otherwise the search
 for ``Y`` stops as soon as the levels it meets pass ``u``. Reference:
 :func:`decoding.verifiers.reference.optimal_pair_wor`, which computes ``x`` and the levels
-with the exact law's construction (:func:`otm.rules.optimal_pair_wor.pair_parameters`).
+with the exact law's construction (:func:`otm.rules.water_levels.pair.pair_parameters`).
 """
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ import torch
 
 from otm.errors import InvalidDistributionError, InvalidDraftCountError, NotApplicableError
 from otm.formulations import prefix_scan
-from otm.rules.optimal_pair_wor import with_representable_weights
+from otm.rules.water_levels.pair import with_representable_weights
 
 from ..base import (
     VerifierOutput,

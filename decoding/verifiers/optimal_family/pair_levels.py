@@ -1,6 +1,6 @@
 """The water levels of the two-draft optimum without replacement, compiled with numba: a lazy
 nesting in ``O(log n)`` per refresh of a key, where the construction of
-:mod:`otm.rules.optimal_pair_wor` (the reference) rescans every run, ``O(n * depth)`` with
+:mod:`otm.rules.optimal_wor` (the reference) rescans every run, ``O(n * depth)`` with
 ``depth`` about ``10^5`` on real rows.
 
 The construction is the reference's (docs/optimal-verifier.md#water-levels-for-drafts-without-replacement):
@@ -53,7 +53,7 @@ docs/optimal-verifier-proofs.md#water-levels-are-probabilities). Levels are ther
 construction, and the flux they leave uncarried (or carry twice)
 is what :func:`row_levels` returns as ``uncarried``. What the levels realise is checked
 independently in exact or 200-bit arithmetic by
-:func:`otm.rules.optimal_pair_wor.realised_selection`: on real Qwen rows at ``V = 151,936``
+:func:`otm.rules.water_levels.pair.realised_selection`: on real Qwen rows at ``V = 151,936``
 the realised selection law is within about ``2e-12`` of ``x`` in total (and ``alpha*`` within
 ``1e-12``; ``research/optimal_wor/pair_wor_verifier_at_scale.py``,
 docs/optimal-verifier.md#water-levels-for-drafts-without-replacement). On
@@ -563,7 +563,7 @@ def _edge_ratio(n0, b1, c1, d0, b2, c2, x):
 
 @_compiled
 def _window_integral(flux, qt, qe, wt, we, f, t, low, high, j, u, blocks):
-    """``integral_0^u Q_{W_s}(j) ds`` (:func:`otm.rules.optimal_pair_wor.yield_at_most`): the
+    """``integral_0^u Q_{W_s}(j) ds`` (:func:`otm.rules.water_levels.pair.yield_at_most`): the
     pair's span widened through the cuts whose bound exceeds ``s``; the window shrinks from
     outside as ``s`` passes the running minima of the bounds going outward (on a merged row a
     block leaves the window when the level passes its :func:`_inner_bound`). ``O(t - f)``."""

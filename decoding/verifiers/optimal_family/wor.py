@@ -11,16 +11,16 @@ is selected. The selected draft ``Z`` is accepted with probability ``min(1, p(Z)
 Output law ``p``; a draft is accepted with probability ``alpha*(p, Q_wor)``.
 
 ``k = 2`` is :mod:`decoding.verifiers.optimal_family.pair` (the walk is its yield), at any
-vocabulary. For ``k >= 3`` the levels come from :func:`otm.rules.optimal_wor.wor_parameters`,
+vocabulary. For ``k >= 3`` the levels come from :func:`otm.rules.water_levels.parameters.wor_parameters`,
 which sums the set masses over every draft tuple up to 1,000 of them, and beyond takes them
 from the clock integral compiled with the whole nesting
 (:class:`decoding.verifiers.optimal_family.clock_masses.CompiledClockSetMasses`, which keeps no tables
 of ``e^{-q s}``, so any vocabulary; its nesting within a minute where the runs of flux span up
 to about 2,000 ranks). On that path each distinct row of a call is first set up without the
-levels (:func:`row_setup`: cut, flux, ``x``, the compiled set masses; the pass up the ranks at
-Chebyshev points,
-:mod:`decoding.verifiers.optimal_family.setup.chebyshev`; rows on a CUDA device take that pass there, as
-kernels, :mod:`decoding.verifiers.optimal_family.setup.cuda_scan`), and the walk of each of its drafted sets is
+levels (:func:`row_setup`: cut, flux, ``x``, the compiled set masses; the pass up the ranks by
+the set-up backend :func:`decoding.verifiers.optimal_family.setup.pick` finds for the row's
+device, ``k`` and threads: at Chebyshev points or node by node on the CPU, as CUDA kernels on a
+GPU), and the walk of each of its drafted sets is
 decided from the bounds of docs/optimal-verifier-proofs.md#bounds-on-a-water-level-from-the-flux where they settle it
 (:func:`otm.rules.water_levels.bounds.walk_decision`); only the walks they leave open build the
 levels. Open walks on rows past the nesting's time limit raise
@@ -51,9 +51,9 @@ import numpy as np
 import torch
 
 from otm.errors import InvalidDraftCountError, NotApplicableError
-from otm.rules.optimal_pair_wor import FluxSetup
-from otm.rules.optimal_wor import clock_flux_setup, wor_parameters
-from otm.rules.water_level_bounds import walk_decision
+from otm.rules.water_levels.construction import FluxSetup
+from otm.rules.water_levels.parameters import clock_flux_setup, wor_parameters
+from otm.rules.water_levels.bounds import walk_decision
 
 from . import pair
 from .cache import SizedCache
@@ -73,7 +73,7 @@ def compile_seconds(device: torch.device) -> float:
     """About how long the first ``verify`` compiles its per-row code on this machine: two drafts
     compile :mod:`decoding.verifiers.optimal_family.pair`'s code (its
     :func:`~decoding.verifiers.optimal_family.pair.compile_seconds`), more drafts the compiled clock
-    integral (:mod:`decoding.verifiers.optimal_family.clock_masses`, estimated at 5 s cold) and its pass
+    integral (:mod:`decoding.verifiers.optimal_family.clock_kernels`, estimated at 5 s cold) and its pass
     at Chebyshev points (:mod:`decoding.verifiers.optimal_family.setup.chebyshev`, 3 s); 0 for what
     numba's cache already holds. On a CUDA device the set-up's kernels
     (:mod:`decoding.verifiers.optimal_family.setup.cuda_scan`) compile besides, at the first row of each ``k``
@@ -81,7 +81,7 @@ def compile_seconds(device: torch.device) -> float:
     announcement, not a limit. Read by ``otm decode``."""
     from ..optimal_numba import is_cached
     from .setup.chebyshev import _pass as pass_at_points
-    from .clock_masses import lowest_law, water_levels
+    from .clock_kernels import lowest_law, water_levels
 
     clock = 0.0 if is_cached(water_levels) and is_cached(lowest_law) else 5.0
     points = 0.0 if is_cached(pass_at_points) else 3.0
@@ -154,14 +154,14 @@ def walk(levels: list, ranks: list, u: float) -> int:
 def row_setup(p: np.ndarray, q: np.ndarray, k: int, device: torch.device | None = None,
               row_key: tuple | None = None) -> FluxSetup | None:
     """The cut, flux, ``x`` and compiled clock masses of one normalised row on the clock path
-    (:func:`otm.rules.optimal_wor.clock_flux_setup`), what :func:`verify_row` decides the walk
+    (:func:`otm.rules.water_levels.parameters.clock_flux_setup`), what :func:`verify_row` decides the walk
     from before it builds levels; ``None`` for a row off that path (``k = 2``, few draft
     tuples, at most ``k`` tokens with ``q > 0``) or past the clock integral's limit (the
     levels' path then enumerates the row or refuses it). Its flux is a float64 array, which
-    :func:`~otm.rules.water_level_bounds.walk_decision` reads a span at a time. The last rows
+    :func:`~otm.rules.water_levels.bounds.walk_decision` reads a span at a time. The last rows
     set up are kept while their tables hold at most :data:`SETUP_FLOATS_KEPT` floats in all, for
     calls that repeat a row. ``device``: where the rows came from; on a CUDA device the pass up the
-    ranks runs there (:func:`~decoding.verifiers.optimal_family.clock_masses.masses_on`, within roundoff of
+    ranks runs there (:func:`~decoding.verifiers.optimal_family.clock_masses.clock_masses`, within roundoff of
     the CPU's pass), and the rest on the CPU. ``row_key``: ``(p.tobytes(), q.tobytes())`` where the
     caller has it (bytes keep their hash, so a row of the real vocabulary is hashed once, not at
     every cache)."""
@@ -169,10 +169,10 @@ def row_setup(p: np.ndarray, q: np.ndarray, k: int, device: torch.device | None 
     key = (*(row_key or _row_key(p, q)), k, str(device) if on_gpu else "cpu")
     if key in _SETUPS:
         return _SETUPS.get(key)
-    from .clock_masses import CompiledClockSetMasses, masses_on  # numba only where a row is verified
+    from .clock_masses import clock_masses  # numba only where a row is verified
 
     try:
-        setup = clock_flux_setup(p, q, k, clock_masses=masses_on(str(device)) if on_gpu else CompiledClockSetMasses)
+        setup = clock_flux_setup(p, q, k, clock_masses=clock_masses(str(device) if on_gpu else "cpu"))
     except NotApplicableError:
         setup = None
     if setup is not None:  # the bounds read the flux a span at a time (walk_decision)
@@ -218,7 +218,7 @@ def verify_row(p: np.ndarray, q: np.ndarray, drafts: tuple, uniforms: np.ndarray
     """``(token, accepted index)`` of one row (``p``, ``q`` ``[V]`` float64, normalised; ``-1``:
     the residual), ``k = len(drafts) >= 3``. With the row's :func:`row_setup`, unless its levels
     are already built, the walk is first decided from the flux and the set masses alone
-    (:func:`otm.rules.water_level_bounds.walk_decision`, a decision taken only where it clears
+    (:func:`otm.rules.water_levels.bounds.walk_decision`, a decision taken only where it clears
     its threshold by the relative :data:`BOUND_MARGIN`), and the levels are built only where
     that leaves it open. ``order``: the residual's order, as
     :func:`decoding.verifiers.optimal_family.pair.checked_draw` takes it (by default
@@ -262,7 +262,7 @@ def verify_row(p: np.ndarray, q: np.ndarray, drafts: tuple, uniforms: np.ndarray
 BOUND_MARGIN = 1e-9
 
 #: At most this many windows in the walk's integral test (iii)
-#: (:func:`otm.rules.water_level_bounds.span_at_most`): each costs a pass of the clock integral
+#: (:func:`otm.rules.water_levels.bounds.span_at_most`): each costs a pass of the clock integral
 #: over its ranks.
 BOUND_WINDOWS = 4
 

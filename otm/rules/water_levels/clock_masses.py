@@ -1,7 +1,8 @@
 """Set masses of ``k`` drafts without replacement by the clock integral (float64), for the
-water levels of :mod:`otm.rules.optimal_wor` where the draft tuples are too many to enumerate.
+water levels (:mod:`otm.rules.water_levels.construction`) where the draft tuples are too many
+to enumerate.
 
-Derived here (docs/optimal-verifier.md, section 8, "Beyond the enumeration"). The ``k``
+Derived here (docs/optimal-verifier-proofs.md#set-masses-by-the-clock-integral). The ``k``
 distinct drafts are the first ``k`` arrivals of independent clocks ``Exp(q_i)``
 (docs/theory.md 2.2). At time ``s`` a group ``A`` of tokens has the count generating
 function ``E_A(x) = prod_{i in A} (e^{-q_i s} + x (1 - e^{-q_i s}))`` (coefficient ``r``: the
@@ -53,8 +54,8 @@ import functools
 
 import numpy as np
 
-from ..draft_laws import MAX_ENUMERATED_TUPLES
-from .optimal_pair_wor import level_components
+from ...draft_laws import MAX_ENUMERATED_TUPLES
+from .construction import level_components
 
 #: Trapezoid step in ``log s`` up to ``k = 8`` drafts, narrowed beyond (:func:`quadrature_step`).
 BASE_STEP = 0.16
@@ -107,10 +108,10 @@ def node_count(q_ranked: np.ndarray, k: int) -> int:
 
 
 class ClockSetMasses:
-    """The ``masses`` of :func:`otm.rules.optimal_pair_wor.water_level_parameters` for ``k``
+    """The ``masses`` of :func:`otm.rules.water_levels.construction.water_level_parameters` for ``k``
     drafts without replacement, by the clock integral (module docstring); ``q_ranked`` the
-    ``q > 0`` by rank (float64). Its compiled twin (the same values, and the whole nesting in
-    one call) is :class:`decoding.verifiers.optimal_wor_numba.CompiledClockSetMasses`."""
+    ``q > 0`` by rank (float64). The batched verifier has a compiled twin (the same values, and
+    the whole nesting in one call), tested against this reference."""
 
     #: The largest :meth:`table_floats` this class builds.
     max_table_floats = MAX_TABLE_FLOATS
@@ -118,7 +119,7 @@ class ClockSetMasses:
     #: The prefix polynomials are kept at every this many ranks.
     checkpoint = CHECKPOINT
 
-    #: :func:`otm.rules.optimal_wor.wor_parameters` enumerates the draft tuples of float inputs
+    #: :func:`otm.rules.water_levels.parameters.wor_parameters` enumerates the draft tuples of float inputs
     #: up to this many (their own certificate), and takes this class's masses beyond.
     enumerate_up_to = MAX_ENUMERATED_TUPLES
 
@@ -280,9 +281,9 @@ def _coefficient(A: np.ndarray, B: np.ndarray, degree: int) -> np.ndarray:
 
 
 def clock_set_masses(k: int, masses_class=ClockSetMasses):
-    """The ``masses_of`` of :func:`otm.rules.optimal_pair_wor.water_level_parameters` for
+    """The ``masses_of`` of :func:`otm.rules.water_levels.construction.water_level_parameters` for
     ``k >= 3`` drafts without replacement by the clock integral: float64 masses under any
-    float arithmetic (as :func:`otm.rules.optimal_wor.set_masses` for float inputs), from
+    float arithmetic (as :func:`otm.rules.water_levels.set_masses.set_masses` for float inputs), from
     ``masses_class`` (this module's, or its compiled twin)."""
 
     def masses_of(qs: list, zero):
@@ -292,7 +293,7 @@ def clock_set_masses(k: int, masses_class=ClockSetMasses):
 
 
 def built_set_masses(masses: ClockSetMasses):
-    """The ``masses_of`` of :func:`otm.rules.optimal_pair_wor.water_level_parameters` for
+    """The ``masses_of`` of :func:`otm.rules.water_levels.construction.water_level_parameters` for
     clock masses already built from the construction's ``q`` by rank (so that one build serves
     the float64 construction, its wide redo and the certificates)."""
 

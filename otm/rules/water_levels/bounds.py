@@ -1,8 +1,8 @@
 """Bounds on the water levels from the flux alone, for any draft law of the water levels.
 
-Lemma 9 of docs/optimal-verifier.md, section 8 (our derivation), stated there for two drafts
-and proved there for ``k`` (section 8, "k drafts: the walk from bounds"): the water levels
-``L`` of :func:`otm.rules.optimal_pair_wor.water_level_parameters` satisfy, at every cut
+Bounds on a water level from the flux, for any ``k`` (our derivation:
+docs/optimal-verifier-proofs.md#bounds-on-a-water-level-from-the-flux): the water levels
+``L`` of :func:`otm.rules.water_levels.construction.water_level_parameters` satisfy, at every cut
 ``j`` with flux ``F(j) > 0``,
 
     F(j) = integral_0^L(j) M_{R_s(j)}(j) ds,
@@ -26,8 +26,8 @@ member ``low``):
 
 Any number type (exact in rationals); ``margin`` makes every float comparison take a
 decision only where it clears its threshold by that relative amount. For two drafts the
-pair rule's :func:`otm.rules.optimal_pair_wor.yield_decision` is :func:`span_decision` on its
-pair masses; the verifiers of ``k >= 3`` drafts (:mod:`decoding.verifiers.optimal_wor`) walk
+pair rule's :func:`otm.rules.water_levels.pair.yield_decision` is :func:`span_decision` on its
+pair masses; the batched verifier of ``k >= 3`` drafts walks
 with :func:`walk_decision` and build the levels only where it leaves the walk undecided.
 
 Where the flux is a float array and the masses give a run's cuts at once and an upper bound by
@@ -71,9 +71,10 @@ def _carries(flux, lo: int, hi: int) -> bool:
 
 
 def cut_bound(flux, masses, run: tuple[int, int], j: int, margin=0):
-    """The lower bound of docs/optimal-verifier.md, Lemma 9 (i), at one cut ``j`` of ``run``:
+    """The lower bound (i) of the module docstring at one cut ``j`` of ``run``:
     ``L(j) >= F(j) / M_run(j)``, less ``margin`` (relative); 0 (no information) where the mass
-    rounds to 0, which Theorem 5 (d) rules out in exact arithmetic."""
+    rounds to 0, which exact arithmetic rules out
+    (docs/optimal-verifier-proofs.md#water-levels-are-probabilities)."""
     f, t = run
     mass = masses.across(f, j, t)
     return flux[j] / mass * (1 - margin) if mass > 0 else mass * 0
@@ -266,7 +267,7 @@ class _Widening:
     def read_on(self, s) -> bool:
         """Read the next stretch on each side where no cut read has a bound below ``s`` and the
         run goes on; ``False`` when neither side needs it (the window of ``s`` is then
-        :meth:`window`'s, the widening of Lemma 9 (ii))."""
+        :meth:`window`'s, the widening of bound (ii) of the module docstring)."""
         more = False
         read = self.lower_of or self.bounds_of
         if self._first_below("left", s) == len(self.left) and self.low - len(self.left) > self.f:

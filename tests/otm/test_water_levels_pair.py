@@ -1,6 +1,7 @@
-"""Rule 'optimal_pair_wor' (docs/optimal-verifier.md, section 8): for two drafts without
-replacement it outputs p and accepts alpha*(p, Q_wor), exactly in rationals; the pieces of
-the construction hold what the derivation says; the checks fail on broken pieces."""
+"""The water levels of two drafts without replacement (otm.rules.water_levels.pair;
+docs/optimal-verifier.md#water-levels-for-drafts-without-replacement): the rule optimal_wor at
+k = 2 outputs p and accepts alpha*(p, Q_wor), exactly in rationals; the pieces of the
+construction hold what the derivation says; the checks fail on broken pieces."""
 from __future__ import annotations
 
 import dataclasses
@@ -14,8 +15,8 @@ from hypothesis import strategies as st
 from otm.draft_laws import without_replacement_law
 from otm.errors import InvalidDraftCountError, NotApplicableError
 from otm.formulations.max_flow import solve_max_flow
-from otm.formulations.prefix_scan import prefix_scan
-from otm.rules import optimal_pair_wor as rule
+from otm.formulations.prefix_scan import prefix_scan, ratio_order
+from otm.rules import optimal_wor, water_levels
 from otm.rules.enumeration import enumerate_law
 from otm.tolerances import AGREEMENT_TOLERANCE
 
@@ -34,11 +35,11 @@ def exact_pairs(draw, max_vocab=7):
 @given(exact_pairs())
 def test_lossless_and_optimal_in_rationals(pair):
     p, q = pair
-    law = rule.exact_law(p, q, 2, method="enumeration")
+    law = optimal_wor.exact_law(p, q, 2, method="enumeration")
     optimum = prefix_scan(p, q, 2, "without_replacement").value
     assert list(law.output_distribution) == list(p)
     assert law.acceptance == optimum == solve_max_flow(p, without_replacement_law(q, 2)).acceptance
-    assert rule.exact_law(p, q, 2, method="closed_form").acceptance == optimum
+    assert optimal_wor.exact_law(p, q, 2, method="closed_form").acceptance == optimum
 
 
 @settings(max_examples=60, deadline=None)
@@ -48,7 +49,7 @@ def test_realised_selection_is_the_law_of_the_yields(pair, numerators):
     yields summed over every ordered pair of the draft law, for any levels in [0, 1]; with
     the construction's levels it is ``x`` (the certificate the compiled verifier is checked by)."""
     p, q = pair
-    params = rule.pair_parameters(p, q)
+    params = water_levels.pair_parameters(p, q)
     order, n, cut = params.order, len(params.order), params.cut
     q_ranked = [q[t] for t in order]
     levels = [F(0)] + [F(v, 8) for v in numerators[: n - 1]] + [F(0)] * (n - len(numerators[: n - 1]))
@@ -59,8 +60,8 @@ def test_realised_selection_is_the_law_of_the_yields(pair, numerators):
         take_low = F(0) if low < cut <= high else min(levels[low + 1 : high + 1])
         expected[low] += mass * take_low
         expected[high] += mass * (1 - take_low)
-    assert rule.realised_selection(q_ranked, levels, cut) == expected
-    assert rule.realised_selection(q_ranked, params.levels, cut) == [params.selection[t] for t in order]
+    assert water_levels.pair.realised_selection(q_ranked, levels, cut) == expected
+    assert water_levels.pair.realised_selection(q_ranked, params.levels, cut) == [params.selection[t] for t in order]
 
 
 @settings(max_examples=60, deadline=None)
@@ -69,7 +70,7 @@ def test_the_construction_is_what_the_derivation_says(pair):
     """Levels in [0, 1]; x <= p on U and x >= p on H; the enumerated selection law is x; the
     yields depend on the pair, not on the order of the drafts."""
     p, q = pair
-    params = rule.pair_parameters(p, q)
+    params = water_levels.pair_parameters(p, q)
     assert all(0 <= level <= 1 for level in params.levels)
     x, rank = params.selection, params.rank
     for token in range(len(p)):
@@ -79,7 +80,7 @@ def test_the_construction_is_what_the_derivation_says(pair):
             assert x[token] >= p[token]
     law = without_replacement_law(q, 2)
     for pair_tokens in law.tuples:
-        assert rule.selection_law(params, pair_tokens) == rule.selection_law(params, pair_tokens[::-1])[::-1]
+        assert optimal_wor.selection_law(params, pair_tokens) == optimal_wor.selection_law(params, pair_tokens[::-1])[::-1]
     assert list(selection_of(params, law)) == list(x)
 
 
@@ -87,7 +88,7 @@ def selection_of(params, law) -> np.ndarray:
     """The law of the selected draft, by enumeration of the pairs (exact)."""
     selected = np.array([F(0)] * law.vocab_size, dtype=object)
     for pair_tokens, prob in zip(law.tuples, law.probs):
-        for token, chance in zip(pair_tokens, rule.selection_law(params, pair_tokens)):
+        for token, chance in zip(pair_tokens, optimal_wor.selection_law(params, pair_tokens)):
             selected[token] += prob * chance
     return selected
 
@@ -98,13 +99,13 @@ def _same_side_pairs(params):
 
 
 def _wrong_decisions(params, q) -> int:
-    """Decisions of :func:`rule.yield_decision` that contradict ``u < Y`` over the same-side
+    """Decisions of :func:`water_levels.pair.yield_decision` that contradict ``u < Y`` over the same-side
     pairs and ``u`` at ``0``, ``Y``, ``Y -+ 1/1000``, ``1/2`` and ``999/1000``."""
     wrong = 0
     for low, high in _same_side_pairs(params):
-        y = rule.yield_probability(params, low, high)
+        y = water_levels.pair.yield_probability(params, low, high)
         for u in {F(0), y, max(F(0), y - F(1, 1000)), min(F(999, 1000), y + F(1, 1000)), F(1, 2), F(999, 1000)}:
-            decision = rule.yield_decision(params, q, low, high, u)
+            decision = water_levels.pair.yield_decision(params, q, low, high, u)
             wrong += decision is not None and decision != (u < y)
     return wrong
 
@@ -112,13 +113,13 @@ def _wrong_decisions(params, q) -> int:
 @settings(max_examples=80, deadline=None)
 @given(exact_pairs(max_vocab=9))
 def test_the_yield_bounds_decide_correctly_in_rationals(pair):
-    """Lemma 9: where the bounds from the flux settle ``u < Y``, they settle it right, exactly;
+    """Bounds on a water level from the flux: where the bounds from the flux settle ``u < Y``, they settle it right, exactly;
     and the lower bound is positive wherever ``Y`` is (``u = 0`` is always settled)."""
     p, q = pair
-    params = rule.pair_parameters(p, q)
+    params = water_levels.pair_parameters(p, q)
     assert _wrong_decisions(params, q) == 0
     for low, high in _same_side_pairs(params):
-        assert rule.yield_decision(params, q, low, high, F(0)) == (rule.yield_probability(params, low, high) > 0)
+        assert water_levels.pair.yield_decision(params, q, low, high, F(0)) == (water_levels.pair.yield_probability(params, low, high) > 0)
 
 
 def test_the_yield_bounds_check_fails_on_halved_pair_masses(monkeypatch):
@@ -128,10 +129,10 @@ def test_the_yield_bounds_check_fails_on_halved_pair_masses(monkeypatch):
     for _ in range(40):
         p, q = (rng.integers(1, 10, size=9) for _ in range(2))
         p, q = (np.array([F(int(v), int(r.sum())) for v in r], dtype=object) for r in (p, q))
-        instances.append((rule.pair_parameters(p, q), q))
+        instances.append((water_levels.pair_parameters(p, q), q))
     assert sum(_wrong_decisions(params, q) for params, q in instances) == 0
-    across = rule._PairMass.across
-    monkeypatch.setattr(rule._PairMass, "across", lambda self, f, j, t: across(self, f, j, t) / 2)
+    across = water_levels.pair._PairMass.across
+    monkeypatch.setattr(water_levels.pair._PairMass, "across", lambda self, f, j, t: across(self, f, j, t) / 2)
     assert sum(_wrong_decisions(params, q) for params, q in instances) > 0
 
 
@@ -143,7 +144,7 @@ def test_floats_agree_with_the_optimum_at_moderate_vocabularies():
         p, q = rng.dirichlet(np.ones(V) * 0.3), rng.dirichlet(np.ones(V) * 0.3)
         q = np.maximum(q, 1e-9)
         q /= q.sum()
-        law = rule.exact_law(p, q, 2, method="closed_form")
+        law = optimal_wor.exact_law(p, q, 2, method="closed_form")
         assert abs(law.acceptance - prefix_scan(p, q, 2, "without_replacement").value) <= AGREEMENT_TOLERANCE
 
 
@@ -152,7 +153,7 @@ def test_above_the_iid_optimum_and_the_other_rules():
     strictly above the i.i.d. optimum that 'optimal_latent' reaches."""
     p = np.array([F(1, 2), F(1, 3), F(1, 6)], dtype=object)
     q = np.array([F(1, 10), F(3, 5), F(3, 10)], dtype=object)
-    law = rule.exact_law(p, q, 2, method="enumeration")
+    law = optimal_wor.exact_law(p, q, 2, method="enumeration")
     assert law.acceptance == prefix_scan(p, q, 2, "without_replacement").value > prefix_scan(p, q, 2).value
 
 
@@ -162,12 +163,12 @@ def test_wrong_levels_are_caught():
     leave the acceptance below the optimum."""
     p = np.array([F(1, 10), F(1, 5), F(3, 10), F(2, 5)], dtype=object)
     q = np.array([F(2, 5), F(3, 10), F(1, 5), F(1, 10)], dtype=object)
-    params = rule.pair_parameters(p, q)
+    params = water_levels.pair_parameters(p, q)
     assert max(params.levels) > 0
     law = without_replacement_law(q, 2)
 
     def output(parameters):
-        return enumerate_law(p, law, lambda pair: rule.conditional_output_law(parameters, pair))
+        return enumerate_law(p, law, lambda pair: optimal_wor.conditional_output_law(parameters, pair))
 
     assert list(output(params)["output"]) == list(p)
     halved = dataclasses.replace(params, levels=[level / 2 for level in params.levels])
@@ -181,26 +182,26 @@ def test_a_level_above_one_is_refused(monkeypatch):
         for j in range(lo + 1, hi + 1):
             levels[j] += 2
 
-    monkeypatch.setattr(rule, "_water_levels", overflow)
+    monkeypatch.setattr(water_levels.construction, "_water_levels", overflow)
     with pytest.raises(NotApplicableError, match="outside \\[0, 1\\]"):
-        rule.pair_parameters(np.array([0.1, 0.2, 0.3, 0.4]), np.array([0.4, 0.3, 0.2, 0.1]))
+        water_levels.pair_parameters(np.array([0.1, 0.2, 0.3, 0.4]), np.array([0.4, 0.3, 0.2, 0.1]))
 
 
 def test_degenerate_inputs():
-    law = rule.exact_law([0.25, 0.75], [0.25, 0.75], 2, method="enumeration")  # p = q, two tokens: both drafted
+    law = optimal_wor.exact_law([0.25, 0.75], [0.25, 0.75], 2, method="enumeration")  # p = q, two tokens: both drafted
     assert abs(law.acceptance - 1) <= AGREEMENT_TOLERANCE
-    law = rule.exact_law([0.5, 0.5, 0.0, 0.0], [0.0, 0.0, 0.5, 0.5], 2, method="enumeration")  # disjoint supports
+    law = optimal_wor.exact_law([0.5, 0.5, 0.0, 0.0], [0.0, 0.0, 0.5, 0.5], 2, method="enumeration")  # disjoint supports
     assert law.acceptance == 0 and list(law.output_distribution) == [0.5, 0.5, 0.0, 0.0]
-    law = rule.exact_law([0.2, 0.3, 0.5], [0.0, 1.0, 0.0], 2, method="enumeration")  # one-hot q: drafts 1 and 0
+    law = optimal_wor.exact_law([0.2, 0.3, 0.5], [0.0, 1.0, 0.0], 2, method="enumeration")  # one-hot q: drafts 1 and 0
     assert abs(law.acceptance - 0.5) <= AGREEMENT_TOLERANCE
     assert np.allclose(law.output_distribution, [0.2, 0.3, 0.5])
 
 
 def test_bad_input_is_a_typed_error():
-    with pytest.raises(InvalidDraftCountError, match="k = 2 only"):
-        rule.exact_law([0.5, 0.5], [0.5, 0.5], 3)
+    with pytest.raises(InvalidDraftCountError, match="vocabulary of 2"):
+        optimal_wor.exact_law([0.5, 0.5], [0.5, 0.5], 3)
     with pytest.raises(InvalidDraftCountError, match="vocabulary of 1"):
-        rule.exact_law([1.0], [1.0], 2)
+        optimal_wor.exact_law([1.0], [1.0], 2)
 
 
 def test_flux_runs_are_the_maximal_runs_of_cuts_with_flux():
@@ -212,7 +213,7 @@ def test_flux_runs_are_the_maximal_runs_of_cuts_with_flux():
         flux = np.where(rng.random(n + 1) < 0.5, rng.random(n + 1), 0.0)
         lo = int(rng.integers(0, n))
         hi = int(rng.integers(lo, n))
-        runs = rule.flux_runs(flux, lo, hi)
+        runs = water_levels.construction.flux_runs(flux, lo, hi)
         inner = sorted(j for f, t in runs for j in range(f + 1, t + 1))
         assert inner == [j for j in range(lo + 1, hi + 1) if flux[j] > 0]
         assert all(lo <= f < t <= hi for f, t in runs)
@@ -252,18 +253,18 @@ def test_float_rows_set_up_as_the_generic_loops_do_to_the_bit(row, masses):
     """``flux_setup`` on float arrays (numpy, Python floats) gives the cut, flux and ``x`` of
     its generic loops on the same floats (an object array), bit for bit, with the pair masses
     and with the clock integral's (k = 3)."""
-    from otm.rules.wor_clock_masses import ClockSetMasses, built_set_masses
+    from otm.rules.water_levels.clock_masses import ClockSetMasses, built_set_masses
 
     p, q = row
-    order = rule.ratio_order(p, q)
+    order = ratio_order(p, q)
     if masses == "pair":
-        masses_of = rule.pair_masses
+        masses_of = water_levels.pair.pair_masses
     else:
         assume(np.count_nonzero(q) > 3)
         ranked = q[order[:np.count_nonzero(q)]]
         masses_of = built_set_masses(ClockSetMasses(ranked / ranked.sum(), 3))
-    fast = rule.flux_setup(p, q, order, masses_of)
-    loops = rule.flux_setup(p.astype(object), q.astype(object), order, masses_of)
+    fast = water_levels.flux_setup(p, q, order, masses_of)
+    loops = water_levels.flux_setup(p.astype(object), q.astype(object), order, masses_of)
     for a, b in zip(_setup_arrays(fast), _setup_arrays(loops)):
         assert np.array_equal(a, b)
     assert fast.acceptance == _setup_arrays(fast)[-1]
@@ -274,11 +275,11 @@ def test_the_bitwise_set_up_comparison_sees_one_ulp():
     the lowest ratio moved by one ulp (the first term of every running sum) gives another set-up."""
     rng = np.random.default_rng(3)
     p, q = (v / v.sum() for v in np.exp(rng.normal(0, 2.0, (2, 30))))
-    order = rule.ratio_order(p, q)
+    order = ratio_order(p, q)
     moved = p.copy()
     moved[order[0]] = np.nextafter(moved[order[0]], 1.0)
-    fast = rule.flux_setup(moved, q, order, rule.pair_masses)
-    loops = rule.flux_setup(p.astype(object), q.astype(object), order, rule.pair_masses)
+    fast = water_levels.flux_setup(moved, q, order, water_levels.pair.pair_masses)
+    loops = water_levels.flux_setup(p.astype(object), q.astype(object), order, water_levels.pair.pair_masses)
     assert not all(np.array_equal(a, b) for a, b in zip(_setup_arrays(fast), _setup_arrays(loops)))
 
 
@@ -287,7 +288,7 @@ def test_representable_weights_scale_only_a_denormal_complement():
     whose complement is below ``COMPLEMENT_FLOOR`` keeps its ``q``, the others are multiplied by
     one power of two (exactly, denormals included) that lifts their mass into
     ``[COMPLEMENT_FLOOR, 2 COMPLEMENT_FLOOR)``; the result is a fixed point."""
-    from otm.rules.optimal_pair_wor import COMPLEMENT_FLOOR, with_representable_weights
+    from otm.rules.water_levels.pair import COMPLEMENT_FLOOR, with_representable_weights
 
     ordinary = [np.array([0.2, 0.3, 0.5]), np.array([0.0, 1.0, 0.0]), np.array([1e-200, 1.0, 3e-200]),
                 np.array([0.2, 0.8], dtype=np.float32)]
@@ -316,7 +317,7 @@ def test_ranges_beyond_every_float_precision_are_built_in_rationals(row):
     from otm.distributions import as_fractions
 
     p = np.array(row)
-    params = rule.pair_parameters(p, p.copy())
+    params = water_levels.pair_parameters(p, p.copy())
     assert params.arithmetic.startswith("exact rationals")
     from otm.rules import rule_law
 
