@@ -146,11 +146,6 @@ def test_optional_core_modules_name_their_extra_when_it_is_missing(module):
 #: The packages whose module import graph must have no cycles.
 ACYCLIC_PACKAGES = ("solvers", "otm", "proofs", "decoding", "otm_app")
 
-#: Cycles known and being removed, each a set of modules. The optimal_wor verifier's numba
-#: passes and its Chebyshev set-up import each other; the fix is under way elsewhere.
-KNOWN_CYCLES = (frozenset({"decoding.verifiers.optimal_family.clock_masses", "decoding.verifiers.optimal_family.setup.chebyshev"}),)
-
-
 def import_cycles(graph) -> list[frozenset]:
     """The sets of modules of ``graph`` that import each other in a circle (its strongly
     connected components of more than one module; a package counts as the module of its
@@ -163,7 +158,7 @@ def import_cycles(graph) -> list[frozenset]:
 
 def test_the_packages_have_no_import_cycles():
     cycles = import_cycles(grimp.build_graph(*ACYCLIC_PACKAGES, cache_dir=None))
-    assert [sorted(cycle) for cycle in cycles if cycle not in KNOWN_CYCLES] == []
+    assert [sorted(cycle) for cycle in cycles] == []
 
 
 def test_the_cycle_check_catches_a_cycle():

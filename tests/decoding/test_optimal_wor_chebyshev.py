@@ -1,6 +1,6 @@
 """The pass up the ranks at Chebyshev points (decoding.verifiers.optimal_family.setup.chebyshev, the CPU
 default of the compiled clock masses) against its reference, the node-by-node pass
-(decoding.verifiers.optimal_family.clock_masses.prefix_pass): the same checkpoints and sigma within
+(decoding.verifiers.optimal_family.setup.numba_nodes.prefix_pass): the same checkpoints and sigma within
 roundoff on rows of 40 to 151,936 ranks, hypothesis rows and degenerate rows, with both of its
 routes (interpolated and node-by-node nodes) taken; the same walks through the verifier; and
 too few points, or a Taylor series cut short, is caught by the same comparison."""
@@ -192,7 +192,7 @@ def test_the_pass_at_points_is_as_close_to_a_wider_pass(k):
     (12 decades of ``q``), with both routes taken; ``sigma`` off by
     ``1e-13`` relative is caught by the same comparison."""
     q = _ranks(11 + k, 2000, 12.0)
-    masses = type("AtPoints", (CompiledClockSetMasses,), {"prefix_at_points": True})(q, k)
+    masses = type("AtPoints", (CompiledClockSetMasses,), {"setup": "chebyshev"})(q, k)
     interpolated, by_node = _both_routes(q, k)
     assert interpolated > 0 and by_node > 0
     wide = wide_pass(masses, np.arange(masses.s.size))[2]
@@ -204,7 +204,7 @@ def test_the_pass_at_points_is_as_close_to_a_wider_pass(k):
 @pytest.mark.parametrize("k", [3, 8])
 def test_the_verifier_walks_the_same_at_points(k):
     """The pass at points and node by node (:func:`assert_same_walks`)."""
-    assert_same_walks(k, type("AtPoints", (CompiledClockSetMasses,), {"prefix_at_points": True}), NodeByNode)
+    assert_same_walks(k, type("AtPoints", (CompiledClockSetMasses,), {"setup": "chebyshev"}), NodeByNode)
 
 
 def test_the_pass_at_points_runs_where_the_node_pass_has_few_threads(monkeypatch):
@@ -227,11 +227,11 @@ def test_the_pass_at_points_runs_where_the_node_pass_has_few_threads(monkeypatch
     for threads, at_points in ((1, True), (2, True), (3, True), (4, False), (16, False)):
         monkeypatch.setattr(torch, "get_num_threads", lambda threads=threads: threads)
         masses = CompiledClockSetMasses(q, 3)
-        assert masses.pass_at_points() is at_points and ran == ([("points", threads)] if at_points else [])
+        assert (masses._backend is optimal_wor_chebyshev) is at_points and ran == ([("points", threads)] if at_points else [])
         ran.clear()
-    assert CompiledClockSetMasses(q[:40] / q[:40].sum(), 3).pass_at_points()  # a small row: one thread
+    assert CompiledClockSetMasses(q[:40] / q[:40].sum(), 3)._backend is optimal_wor_chebyshev  # a small row: one thread
     monkeypatch.setattr(threading.current_thread(), "name", base._POOL_PREFIX + "_0")  # as a pool thread is named
-    assert base.sharing_threads(100) == 1 and CompiledClockSetMasses(q, 3).pass_at_points()  # within a share
+    assert base.sharing_threads(100) == 1 and CompiledClockSetMasses(q, 3)._backend is optimal_wor_chebyshev  # within a share
 
 
 def _group_disagreement(q: np.ndarray, k: int, group: int = 512) -> tuple[float, int, int]:
@@ -239,7 +239,8 @@ def _group_disagreement(q: np.ndarray, k: int, group: int = 512) -> tuple[float,
     (:func:`optimal_wor_chebyshev.group_pass_chebyshev`) from the node-by-node group pass's, and
     the (group, node) pairs each route takes (interpolated: the group's largest ``q`` times ``s``
     below ``INTERPOLATE_BELOW`` at enough nodes), counted from the row alone."""
-    from decoding.verifiers.optimal_family.clock_masses import group_pass, node_chunks
+    from decoding.verifiers.optimal_family.setup.numba_nodes import group_pass
+    from decoding.verifiers.optimal_family.clock_kernels import node_chunks
 
     masses = NodeByNode(q, k)
     groups, nodes = (masses.n + group - 1) // group, masses.s.size
@@ -285,16 +286,16 @@ def test_groups_at_too_few_points_are_caught(monkeypatch):
 @pytest.mark.parametrize("at_points", [True, False])
 def test_the_masses_take_their_groups_where_they_take_their_pass(monkeypatch, at_points):
     """The compiled masses compute the groups a long run reads at points where their pass runs at
-    points (:meth:`pass_at_points`), node by node elsewhere; the same interval masses either way
+    points (the set-up backend the registry picks), node by node elsewhere; the same interval masses either way
     (the runs read through the groups: ``eager_ranks`` below their length)."""
-    from decoding.verifiers.optimal_family import clock_masses as optimal_wor_numba
+    from decoding.verifiers.optimal_family.setup import numba_nodes as optimal_wor_numba
     q = _ranks(13, 3000, 12.0)
     ran = []
     for name in ("group_pass_chebyshev", "group_pass"):
         module = optimal_wor_chebyshev if name == "group_pass_chebyshev" else optimal_wor_numba
         original = getattr(module, name)
         monkeypatch.setattr(module, name, lambda *a, _o=original, _n=name, **kw: ran.append(_n) or _o(*a, **kw))
-    masses = type("Chosen", (CompiledClockSetMasses,), {"prefix_at_points": at_points, "eager_ranks": 64})(q, 3)
+    masses = type("Chosen", (CompiledClockSetMasses,), {"setup": "chebyshev" if at_points else "numba", "eager_ranks": 64})(q, 3)
     values = [masses.across(f, j, t) for f, j, t in ((0, 1500, 2999), (100, 2000, 2900), (600, 700, 2500))]
     assert set(ran) == {"group_pass_chebyshev" if at_points else "group_pass"}
     reference = NodeByNode(q, 3)

@@ -90,10 +90,12 @@ needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA d
 @needs_cuda
 @pytest.mark.parametrize("n, k", [(5000, 3), (5000, 8), (151_936, 4), (3000, 16), (700, 20)])
 def test_cuda_kernels_are_the_compiled_pass(n, k):
-    """On the GPU (``k = 20``: past ``MAX_K``, the torch scan on the device)."""
-    from decoding.verifiers.optimal_family.setup import cuda_scan as optimal_wor_cuda
+    """On the GPU, by the scan the registry picks there (``k = 20``: past the kernels' ``MAX_K``,
+    the torch scan on the device)."""
+    from decoding.verifiers.optimal_family.setup import pick
     masses = AtScanSpacing(_ranks(n + k, n, 12.0), k)
-    scanned = optimal_wor_cuda.scan(masses.q, masses.s, masses.w, masses._above, k, masses.checkpoint,
+    assert pick("cuda", k, 1).CAPABILITIES.name == ("cuda" if k <= 16 else "torch")
+    scanned = pick("cuda", k, 1).scan(masses.q, masses.s, masses.w, masses._above, k, masses.checkpoint,
                                     masses.group, "cuda")
     assert _scan_disagreement(masses, scanned) <= SCAN_AGREEMENT
 
@@ -103,7 +105,7 @@ def test_cuda_rows_are_set_up_by_the_kernels():
     rng = np.random.default_rng(8)
     p, q = rng.dirichlet(np.full(3000, 0.3)), rng.dirichlet(np.full(3000, 0.3))
     setup = optimal_wor.row_setup(p, q, 4, torch.device("cuda"))
-    assert setup.masses.scan_device == "cuda"
+    assert setup.masses.device == "cuda" and setup.masses._backend.CAPABILITIES.name == "cuda"
     on_cpu = optimal_wor.row_setup(p, q, 4)
     assert setup.cut == on_cpu.cut
     np.testing.assert_allclose(np.asarray(setup.flux), np.asarray(on_cpu.flux), rtol=0, atol=1e-14)

@@ -2,11 +2,11 @@
 of ranks multiplied out at a few Chebyshev points and interpolated to the quadrature nodes:
 ``sigma`` and the checkpointed prefixes of
 :class:`~decoding.verifiers.optimal_family.clock_masses.CompiledClockSetMasses`, the values of
-:func:`~decoding.verifiers.optimal_family.clock_masses.prefix_pass` (its reference) within roundoff
+:func:`~decoding.verifiers.optimal_family.setup.numba_nodes.prefix_pass` (its reference) within roundoff
 (tests/decoding/test_optimal_wor_chebyshev.py), in a fraction of its rank-by-node work. The same
 for the groups of ranks a walk's long runs read (:func:`group_pass_chebyshev`: each group alone,
 as a block with no prefix below it; its reference
-:func:`~decoding.verifiers.optimal_family.clock_masses.group_pass`).
+:func:`~decoding.verifiers.optimal_family.setup.numba_nodes.group_pass`).
 
 **Why it pays.** On a whole row of the real vocabulary nearly every rank is a tail token whose
 clock has barely moved at most nodes: ``q s < 2^-6`` at most (block, live node) pairs, in
@@ -63,7 +63,7 @@ ranks' work at the points is repeated in every part, the rest is divided
 (research/optimal_wor/JOURNAL.md, "The pass at points on two or three threads").
 
 **The other nodes.** Where ``kappa s >= tau``, the block's ranks are added one by one as in
-:func:`~decoding.verifiers.optimal_family.clock_masses.prefix_pass` (its clocks, the decay by quotients from
+:func:`~decoding.verifiers.optimal_family.setup.numba_nodes.prefix_pass` (its clocks, the decay by quotients from
 an exponential at the block's first rank, its flushing of subnormal coefficients), and a block
 with fewer than :data:`INTERPOLATE_FROM` interpolated nodes takes that route at every node.
 """
@@ -75,7 +75,24 @@ import numba
 import numpy as np
 
 from ...base import share_rows
-from ..clock_masses import _add_rank_by_degree, _clock, _merge, _normal, live_prefix_nodes, rank_terms
+from ..clock_kernels import _add_rank_by_degree, _clock, _merge, _normal, live_prefix_nodes, rank_terms
+from .capabilities import SetupCapabilities
+
+#: Picked where the node-by-node pass (:mod:`decoding.verifiers.optimal_family.setup.numba_nodes`)
+#: would be shared among fewer than 4 threads: the pass at points is the faster on few threads,
+#: and from about 4 the node-by-node pass dealt among threads catches up (``python
+#: scripts/bench_wor_scan.py --threads``; research/optimal_wor/JOURNAL.md, "Figures moved from
+#: docstrings"). The two give the same values within roundoff, not to the bit.
+CAPABILITIES = SetupCapabilities(
+    name="chebyshev",
+    devices=("cpu",),
+    max_k=None,
+    max_threads=3,
+    checkpoint=256,
+    all_groups=False,
+    automatic=True,
+    description="each block's small clocks at a few Chebyshev points, compiled with numba, on the CPU",
+)
 
 #: The interpolated nodes of a block are those where ``kappa s`` (``kappa`` the block's largest
 #: ``q``) is below this (``tau`` of the module docstring): most (block, live node) pairs of a real
@@ -94,6 +111,27 @@ TRUNCATION = 2.0 ** -60
 
 
 _compiled = numba.njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "nsz"})
+
+
+def available() -> bool:
+    """Always (numba's CPU target)."""
+    return True
+
+
+def prefix_tables(masses) -> tuple:
+    """``(E0, D0, sigma, None)`` of the row of ``masses`` (the protocol of
+    :mod:`decoding.verifiers.optimal_family.setup`): :func:`prefix_pass_chebyshev`, its nodes dealt
+    out among the threads of the row's share (one part on a small row)."""
+    E0, D0, sigma = prefix_pass_chebyshev(masses.q, masses.s, masses.w, masses._above, masses.k, masses.checkpoint,
+                                          parts=masses._pass_threads())
+    return E0, D0, sigma, None
+
+
+def group_tables(masses, GE: np.ndarray, GD: np.ndarray, first: int, last: int, start: int, nodes: int) -> int:
+    """``GE[g], GD[g]`` for the groups ``first <= g < last`` at the nodes ``[start, nodes)``
+    (:func:`group_pass_chebyshev`, one thread); returns ``nodes``."""
+    group_pass_chebyshev(masses.q, masses.s, masses.k, masses.group, GE, GD, first, last, nodes=(start, nodes))
+    return nodes
 
 
 def chebyshev_points(k: int, below: float = INTERPOLATE_BELOW) -> int:
@@ -117,7 +155,7 @@ def prefix_pass_chebyshev(q: np.ndarray, s: np.ndarray, w: np.ndarray, above: np
                           parts: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(E0, D0, sigma)``: the checkpoints ``[n // every + 1, N, k]`` (the count polynomials of the
     ranks ``[0, c every)``) and ``sigma [n]``, the values of
-    :func:`~decoding.verifiers.optimal_family.clock_masses.prefix_pass` within roundoff, through the points
+    :func:`~decoding.verifiers.optimal_family.setup.numba_nodes.prefix_pass` within roundoff, through the points
     of the module docstring at each block's nodes where ``kappa s < below`` (every node the
     reference's way with ``interpolate_from`` above the nodes). ``parts > 1``: the nodes dealt
     out among that many threads (:func:`decoding.verifiers.base.share_rows`), the nodes ``i, i +
@@ -151,7 +189,7 @@ def group_pass_chebyshev(q: np.ndarray, s: np.ndarray, k: int, group: int, GE: n
                          interpolate_from: int = INTERPOLATE_FROM, nodes: tuple[int, int] | None = None) -> None:
     """``GE[g], GD[g]`` ``[N, k]`` for the groups ``first <= g < last``: the count polynomials of
     the ranks ``[g group, (g + 1) group)`` alone, the values of
-    :func:`~decoding.verifiers.optimal_family.clock_masses.group_pass` (its reference) within roundoff,
+    :func:`~decoding.verifiers.optimal_family.setup.numba_nodes.group_pass` (its reference) within roundoff,
     each group's product taken at the points and interpolated to the nodes where its largest
     ``q`` times ``s`` is below ``below`` (a block of :func:`prefix_pass_chebyshev` with no prefix
     below it and no ``sigma``: module docstring), node by node at the others. ``nodes``: only the
@@ -367,5 +405,5 @@ def _basis_powers(factor, u, reciprocal, basis, out):
             out[d, p] = out[d - 1, p] * (u * reciprocal[p])
 
 
-__all__ = ["INTERPOLATE_BELOW", "INTERPOLATE_FROM", "TRUNCATION", "chebyshev_points", "group_pass_chebyshev",
+__all__ = ["CAPABILITIES", "available", "group_tables", "prefix_tables", "INTERPOLATE_BELOW", "INTERPOLATE_FROM", "TRUNCATION", "chebyshev_points", "group_pass_chebyshev",
            "prefix_pass_chebyshev", "taylor_terms"]

@@ -16,10 +16,10 @@ group after group), and each group's blocks from its prefix (one thread per grou
 values at every call; no atomics).
 
 Each thread runs the compiled pass's arithmetic on its block (``e^{-q s} - 1`` by ``expm1``
-below ``ln 2``, as :func:`decoding.verifiers.optimal_family.clock_masses._clock` does beyond its Taylor
+below ``ln 2``, as :func:`decoding.verifiers.optimal_family.clock_kernels._clock` does beyond its Taylor
 range), so the values agree with the torch scan's and the compiled pass's within roundoff
 (tests/decoding/test_optimal_wor_cuda.py: on a CUDA device, and through numba's CUDA simulator
-on the CPU). ``k`` up to :data:`MAX_K`; :func:`scan` takes the torch scan beyond.
+on the CPU). ``k`` up to :data:`MAX_K` (:attr:`CAPABILITIES`; the torch scan beyond).
 
 numba's CUDA target (the ``numba-cuda`` package on a GPU machine) registers ``np.row_stack`` when
 it first compiles a kernel, and NumPy 2.5 removed that alias of ``np.vstack``: numba-cuda 0.30.4,
@@ -41,9 +41,21 @@ import torch
 from numba import cuda
 
 from . import torch_scan
+from .capabilities import SetupCapabilities
 
 #: The largest ``k`` the kernels are compiled for (each ``k`` its own code, a few seconds).
 MAX_K = 16
+
+CAPABILITIES = SetupCapabilities(
+    name="cuda",
+    devices=("cuda",),
+    max_k=MAX_K,
+    max_threads=None,
+    checkpoint=torch_scan.SCAN_CHECKPOINT,
+    all_groups=True,
+    automatic=True,
+    description="the blocked scan as CUDA kernels compiled with numba, one GPU thread per block and node",
+)
 
 #: Threads per CUDA block of every kernel.
 THREADS = 128
@@ -202,12 +214,26 @@ def _launch(kernel, threads: int, device: torch.device, *args) -> None:
         kernel[-(-threads // THREADS), THREADS, stream](*arrays)
 
 
+def available() -> bool:
+    """Whether numba's CUDA target sees a device."""
+    return cuda.is_available()
+
+
+def prefix_tables(masses) -> tuple:
+    """``(E0, D0, sigma, (GE, GD))`` of the row of ``masses`` (the protocol of
+    :mod:`decoding.verifiers.optimal_family.setup`): :func:`scan` on ``masses.device``."""
+    E0, D0, sigma, GE, GD = scan(masses.q, masses.s, masses.w, masses._above, masses.k, masses.checkpoint,
+                                 masses.group, masses.device)
+    return E0, D0, sigma, (GE, GD)
+
+
 def scan(q: np.ndarray, s: np.ndarray, w: np.ndarray, above: np.ndarray, k: int, every: int, group: int,
          device: torch.device | str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """:func:`decoding.verifiers.optimal_family.setup.torch_scan.scan` by the kernels (module docstring): the
-    same outputs, as CPU arrays; the torch scan where ``k >`` :data:`MAX_K`."""
+    same outputs, as CPU arrays; ``k`` up to :data:`MAX_K` (:class:`ValueError` beyond: the registry
+    gives such rows to the torch scan)."""
     if k > MAX_K:
-        return torch_scan.scan(q, s, w, above, k, every, group, device)
+        raise ValueError(f"the CUDA kernels are compiled for k <= {MAX_K}, not k={k}")
     torch_scan.check_arguments(k, every, group)
     device, run = torch.device(device), kernels(k)
     n, nodes, blocks = q.size, s.size, -(-q.size // every)
@@ -235,4 +261,4 @@ def scan(q: np.ndarray, s: np.ndarray, w: np.ndarray, above: np.ndarray, k: int,
             flushed(GE), flushed(GD))
 
 
-__all__ = ["MAX_K", "THREADS", "kernels", "scan"]
+__all__ = ["CAPABILITIES", "MAX_K", "available", "prefix_tables", "THREADS", "kernels", "scan"]

@@ -2,18 +2,18 @@
 checkpointed prefixes and the groups of ranks of
 :class:`~decoding.verifiers.optimal_family.clock_masses.CompiledClockSetMasses` by a blocked scan
 (:func:`scan`; the masses class that takes it,
-:func:`decoding.verifiers.optimal_family.clock_masses.masses_on`). It is the plain reference of the CUDA
+:func:`decoding.verifiers.optimal_family.clock_masses.clock_masses`). It is the plain reference of the CUDA
 kernels (:mod:`decoding.verifiers.optimal_family.setup.cuda_scan`, the same steps with each thread's
 polynomials kept in registers), and their stand-in on a device where numba's CUDA target is
 missing: as torch operations its steps 1 and 3 are bound by memory traffic, no faster on an H200
-than the compiled pass on 16 CPU cores (docs/optimal-verifier.md, section 8, "The set-up's pass
-on a GPU").
+than the compiled pass on 16 CPU cores (docs/optimal-verifier-proofs.md#the-set-up-as-a-scan).
 
 **The products as a scan (our derivation).** At a quadrature node ``s`` a group ``G`` of ranks has
 the count polynomials, truncated at degree ``k - 1``,
 ``E_G(z) = prod_{r in G} (a_r + b_r z)`` and ``D_G(z) = sum_{r in G} q_r a_r prod_{r' in G, r' != r}
 (a_r' + b_r' z)``, with ``a_r = e^{-q_r s}`` (no arrival by ``s``) and ``b_r = 1 - a_r``
-(docs/optimal-verifier.md, section 8). ``D_G`` is the ``epsilon`` part of ``prod_r (a_r + b_r z +
+(docs/optimal-verifier.md#water-levels-for-drafts-without-replacement). ``D_G`` is the ``epsilon`` part of
+``prod_r (a_r + b_r z +
 epsilon q_r a_r)`` with ``epsilon^2 = 0``, so two disjoint groups unite as dual polynomials
 multiply, ``(E, D) (E', D') = (E E', D E' + E D')``: associative and commutative, with ``(1, 0)``
 the empty group, and a rank the factor ``(a + b z, q a)`` (the compiled pass's ``_add_rank``
@@ -46,10 +46,30 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .capabilities import SetupCapabilities
+
+#: The checkpoints' spacing of the scans on a device: their blocks of ranks, the spacing their
+#: kernels were tuned and checked at (docs/optimal-verifier-proofs.md#the-set-up-as-a-scan); the
+#: torch scan launches about ``20`` kernels per rank of it.
+SCAN_CHECKPOINT = 64
+
+#: The plain reference of the CUDA kernels, and their stand-in on a CUDA device where numba's CUDA
+#: target is missing or ``k`` is past theirs; on the CPU the compiled passes come first.
+CAPABILITIES = SetupCapabilities(
+    name="torch",
+    devices=("cpu", "cuda"),
+    max_k=None,
+    max_threads=None,
+    checkpoint=SCAN_CHECKPOINT,
+    all_groups=True,
+    automatic=True,
+    description="a blocked scan in torch operations, on any torch device",
+)
+
 #: ``e^{-x}`` is 0 in float64 beyond this ``x``: the compiled pass stops its sum over nodes there.
 EXP_UNDERFLOW = 745.2
 
-#: The least normal float64 (as :data:`decoding.verifiers.optimal_family.clock_masses.SMALLEST_NORMAL`).
+#: The least normal float64 (as :data:`decoding.verifiers.optimal_family.clock_kernels.SMALLEST_NORMAL`).
 SMALLEST_NORMAL = 2.2250738585072014e-308
 
 
@@ -111,6 +131,20 @@ def check_arguments(k: int, every: int, group: int) -> None:
         raise ValueError(f"scan needs k >= 2 and group a multiple of every; got k={k}, every={every}, group={group}")
 
 
+def available() -> bool:
+    """Always (torch)."""
+    return True
+
+
+def prefix_tables(masses) -> tuple:
+    """``(E0, D0, sigma, (GE, GD))`` of the row of ``masses`` (the protocol of
+    :mod:`decoding.verifiers.optimal_family.setup`): :func:`scan` on ``masses.device``, every group
+    of ranks at once."""
+    E0, D0, sigma, GE, GD = scan(masses.q, masses.s, masses.w, masses._above, masses.k, masses.checkpoint,
+                                 masses.group, masses.device)
+    return E0, D0, sigma, (GE, GD)
+
+
 def scan(q: np.ndarray, s: np.ndarray, w: np.ndarray, above: np.ndarray, k: int, every: int, group: int,
          device: torch.device | str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``(E0, D0, sigma, GE, GD)`` of the ranks ``q`` ``[n]`` (float64, by rank) at the nodes ``s``
@@ -166,4 +200,4 @@ def scan(q: np.ndarray, s: np.ndarray, w: np.ndarray, above: np.ndarray, k: int,
             np.ascontiguousarray(sigma.reshape(-1)[:n].cpu().numpy()), flushed(GE), flushed(GD))
 
 
-__all__ = ["EXP_UNDERFLOW", "check_arguments", "flushed", "inclusive_products", "scan"]
+__all__ = ["CAPABILITIES", "EXP_UNDERFLOW", "SCAN_CHECKPOINT", "available", "prefix_tables", "check_arguments", "flushed", "inclusive_products", "scan"]
