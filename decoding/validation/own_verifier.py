@@ -319,51 +319,77 @@ def validate_verifier(
     generator = torch.Generator(device=p_t.device).manual_seed(seed)
     details: dict = {}
     if law is not None:
-        weights = np.asarray(law.probs, dtype=np.float64)
-        copies = np.maximum(1, np.ceil(samples * weights)).astype(np.int64)
-        drafts = torch.as_tensor(np.repeat(law.tuples, copies, axis=0), device=p_t.device)
-        tokens, mismatched = run_on_drafts(verifier, p_t, q_t, drafts, generator)
-        owner = np.repeat(np.arange(len(weights)), copies)
-        row_weight = (weights / copies)[owner]  # Q(x) / n_x per row
-        output_law = np.bincount(tokens, weights=row_weight, minlength=vocab)
-        member = (np.repeat(law.tuples, copies, axis=0) == tokens[:, None]).any(axis=1)
-        acceptance = float((row_weight * member).sum())
-        mode_used, rows = "enumeration", len(tokens)
-        details["tuples"] = len(weights)
+        estimate = _enumerated_estimate(verifier, law, samples, p_t, q_t, generator)
+        details["tuples"] = len(law.probs)
     else:
-        sampler = draft_sampler or default_draft_sampler(scheme)
-        drafts = torch.cat([sampler(q_t.expand(n, vocab), k, generator)
-                            for n in chunk_sizes(samples, max(1, ELEMENTS_PER_CALL // (vocab * k)))])
-        tokens, mismatched = run_on_drafts(verifier, p_t, q_t, drafts, generator)
-        output_law = np.bincount(tokens, minlength=vocab) / samples
-        member = (drafts.cpu().numpy() == tokens[:, None]).any(axis=1)
-        acceptance = float(member.mean())
-        mode_used, rows = "sampling", samples
-    details["mismatched_accepted_index"] = mismatched
-    law_test = chi_square_test(samples * output_law, p, alpha)
+        estimate = _sampled_estimate(verifier, draft_sampler or default_draft_sampler(scheme), samples, k, p_t, q_t, generator)
+    details["mismatched_accepted_index"] = estimate.mismatched
+    law_test = chi_square_test(samples * estimate.output_law, p, alpha)
     optimum = float(optimal_acceptance(p, q, k, sampling=scheme))
+    acceptance = estimate.acceptance
     lo, hi = wilson_interval(acceptance, samples, confidence)
     details["beats_optimum"] = lo > optimum  # impossible for a lossless verifier
-    expected, acceptance_test = None, None
-    if rule is not None:
-        try:
-            expected = float(rule_acceptance(rule, p, q, k))
-        except OTMError as exc:
-            spec = rule_spec(rule)
-            if spec.attains_own_optimum and spec.reference_optimum == scheme:
-                expected = optimum  # its exact law is too costly here, but it is this optimum
-                details["expected_acceptance_from"] = "the optimum of its draft law, which the rule attains"
-            else:
-                details["expected_acceptance_error"] = str(exc)
-        if expected is not None:
-            acceptance_test = _acceptance_z_test(acceptance, samples, expected, alpha)
+    expected = None if rule is None else _expected_acceptance(rule, p, q, k, scheme, optimum, details)
+    acceptance_test = None if expected is None else _acceptance_z_test(acceptance, samples, expected, alpha)
     return VerifierReport(
-        scheme=scheme, rule=rule, k=k, vocab_size=vocab, mode=mode_used, samples=samples, verifier_rows=rows,
-        lossless=law_test.passed, law_test=law_test, output_law=output_law, acceptance=acceptance,
+        scheme=scheme, rule=rule, k=k, vocab_size=vocab, mode=estimate.mode, samples=samples, verifier_rows=estimate.rows,
+        lossless=law_test.passed, law_test=law_test, output_law=estimate.output_law, acceptance=acceptance,
         acceptance_interval=(lo, hi), confidence=confidence, optimum=optimum, gap=optimum - acceptance,
         gap_interval=(optimum - hi, optimum - lo), expected_acceptance=expected, acceptance_test=acceptance_test,
         details=details,
     )
+
+
+@dataclass(frozen=True)
+class _Estimate:
+    """The verifier's estimated output law and acceptance, from ``rows`` runs in ``mode``;
+    ``mismatched``: rows whose ``accepted_index`` does not point at the output token."""
+
+    mode: str
+    rows: int
+    output_law: np.ndarray  # [V]
+    acceptance: float
+    mismatched: int
+
+
+def _enumerated_estimate(verifier: VerifyFunction, law, samples: int, p_t: torch.Tensor, q_t: torch.Tensor,
+                         generator) -> _Estimate:
+    """Every draft tuple of ``law``, ``ceil(N Q(x))`` times (at least once), each row weighted
+    by ``Q(x) / copies``: the output law and acceptance with the draft noise integrated out."""
+    vocab = p_t.shape[-1]
+    weights = np.asarray(law.probs, dtype=np.float64)
+    copies = np.maximum(1, np.ceil(samples * weights)).astype(np.int64)
+    drafts = np.repeat(law.tuples, copies, axis=0)
+    tokens, mismatched = run_on_drafts(verifier, p_t, q_t, torch.as_tensor(drafts, device=p_t.device), generator)
+    row_weight = (weights / copies)[np.repeat(np.arange(len(weights)), copies)]  # Q(x) / n_x per row
+    output_law = np.bincount(tokens, weights=row_weight, minlength=vocab)
+    member = (drafts == tokens[:, None]).any(axis=1)
+    return _Estimate("enumeration", len(tokens), output_law, float((row_weight * member).sum()), mismatched)
+
+
+def _sampled_estimate(verifier: VerifyFunction, sampler: DraftSampler, samples: int, k: int, p_t: torch.Tensor,
+                      q_t: torch.Tensor, generator) -> _Estimate:
+    """``N`` rows of drafts from ``sampler``: the empirical output law and acceptance."""
+    vocab = p_t.shape[-1]
+    drafts = torch.cat([sampler(q_t.expand(n, vocab), k, generator)
+                        for n in chunk_sizes(samples, max(1, ELEMENTS_PER_CALL // (vocab * k)))])
+    tokens, mismatched = run_on_drafts(verifier, p_t, q_t, drafts, generator)
+    member = (drafts.cpu().numpy() == tokens[:, None]).any(axis=1)
+    return _Estimate("sampling", samples, np.bincount(tokens, minlength=vocab) / samples, float(member.mean()), mismatched)
+
+
+def _expected_acceptance(rule: str, p, q, k: int, scheme: str, optimum: float, details: dict) -> float | None:
+    """``rule``'s exact acceptance; where its exact law is too costly, the optimum of its
+    draft law if the rule attains it, else ``None`` (``details`` says which and why)."""
+    try:
+        return float(rule_acceptance(rule, p, q, k))
+    except OTMError as exc:
+        spec = rule_spec(rule)
+        if spec.attains_own_optimum and spec.reference_optimum == scheme:
+            details["expected_acceptance_from"] = "the optimum of its draft law, which the rule attains"
+            return optimum
+        details["expected_acceptance_error"] = str(exc)
+        return None
 
 
 def chunk_sizes(total: int, size: int):
