@@ -413,11 +413,11 @@ def check_wor_walk_bounds(instances: int, rng: np.random.Generator, lower_fn=Non
 def check_water_levels_at_most_one(instances: int, rng: np.random.Generator, order_fn=None) -> Check:
     """Water levels are probabilities (docs/optimal-verifier-proofs.md), for drafts
     without replacement and i.i.d. drafts, any ``k``. Each claim of its proof
-    (:mod:`otm.rules.water_level_residuals`) is checked at every run of the nesting, in exact
+    (:mod:`proofs.water_level_residuals`) is checked at every run of the nesting, in exact
     rationals; ``order_fn(p, q)`` replaces the ratio order (the ingredient the proof needs)."""
     from otm.rules.water_levels.construction import water_level_parameters
     from otm.rules.water_levels.set_masses import draft_sets, set_masses
-    from otm.rules.water_level_residuals import residual_runs, run_slacks
+    from .water_level_residuals import residual_runs, run_slacks
 
     order_fn = order_fn or ratio_order
     check = Check(

@@ -182,19 +182,19 @@ def _acceptance_step(args: ReportConfig, scored, folder, clock: StepClock, progr
 
     ks = tuple(range(1, args.k_max + 1))
     settings = PositionSettings(ks, tuple(args.rules), args.positions, args.mc_paths, args.workers)
-    target_logits, draft_logits = scored.target_logits, scored.draft_logits
-    sweep_rows = spaced_rows(target_logits.shape[0], args.sweep_positions)
-    n_analysed, workers = spaced_rows(target_logits.shape[0], args.positions).size, local_workers(args.workers)
+    sweep_rows = spaced_rows(scored.n_positions, args.sweep_positions)
+    n_analysed, workers = spaced_rows(scored.n_positions, args.positions).size, local_workers(args.workers)
     clock.start("acceptance", "step 2/4",
                 f"every column at {n_analysed} positions x {len(args.temperatures)} temperatures, k = 1..{args.k_max}, on "
                 f"{workers} Dask worker(s), then the temperature sweep on {sweep_rows.size} positions",
-                sweep_parts(n_analysed, len(args.temperatures), args.k_max, target_logits.shape[1], workers, sweep_rows.size,
+                sweep_parts(n_analysed, len(args.temperatures), args.k_max, scored.vocab_size, workers, sweep_rows.size,
                             len(DEFAULT_SWEEP_TEMPERATURES)), " (--positions 64 for a quick look)")
     positions = analyse_positions(scored, args.temperatures, settings, folder, args.seed, quiet=args.quiet)
     if not args.keep_corpus:
         shutil.rmtree(folder / "corpus", ignore_errors=True)
     sweep_ks = sorted({k for k in (1, 2, 4, args.k_max) if k <= args.k_max})
-    temperature_table = optimum_vs_temperature(target_logits, draft_logits, sweep_rows, DEFAULT_SWEEP_TEMPERATURES, sweep_ks, scored.source, progress("temperature sweep"))
+    temperature_table = optimum_vs_temperature(*scored.logits_at(sweep_rows), range(sweep_rows.size), DEFAULT_SWEEP_TEMPERATURES,
+                                               sweep_ks, scored.source, progress("temperature sweep"))
     clock.end("acceptance")
     return _AcceptanceStep(ks, positions, sweep_rows, temperature_table)
 
@@ -244,7 +244,7 @@ def _decode(args: ReportConfig, pair, scored, prompts: list, clock: StepClock, p
     clock.start("decoding", "step 3/4",
                 f"{decodes} decodes ({len(args.rules)} rules, block and traversal verification) x {len(prompts)} prompts x "
                 f"{args.max_new_tokens} tokens, and every rule's expected tokens per call at {n_paired} positions",
-                decoding_parts(model_parameters(pair), scored.target_logits.shape[1], decodes * len(prompts), args.max_new_tokens,
+                decoding_parts(model_parameters(pair), scored.vocab_size, decodes * len(prompts), args.max_new_tokens,
                                n_paired, 1 + sum(inner.values()), kernel_nodes, torch.get_num_threads()),
                 " (--no-decode skips it)")
     settings = {"temperature": args.decode_temperature, "max_new_tokens": args.max_new_tokens, "seed": args.seed,

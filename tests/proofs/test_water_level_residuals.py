@@ -1,5 +1,5 @@
 """Water levels are probabilities (docs/optimal-verifier-proofs.md#water-levels-are-probabilities), followed claim by
-claim along the nesting (otm.rules.water_level_residuals): every claim holds on exact instances,
+claim along the nesting (proofs.water_level_residuals): every claim holds on exact instances,
 k = 2..4, drafts without replacement and i.i.d.; the certificate fails on broken levels, on a
 draft law without the exchange property, and the construction refuses out of the ratio order."""
 from __future__ import annotations
@@ -17,7 +17,7 @@ from otm.errors import NotApplicableError
 from otm.formulations.prefix_scan import ratio_order
 from otm.rules.water_levels.construction import water_level_parameters
 from otm.rules.water_levels.set_masses import draft_sets, set_masses
-from otm.rules.water_level_residuals import ResidualRun, residual_runs, run_slacks
+from proofs.water_level_residuals import ResidualRun, residual_runs, run_slacks
 
 
 @st.composite

@@ -1,11 +1,11 @@
 """The proof that the water levels are probabilities, followed step by step on one instance.
 
-docs/optimal-verifier-proofs.md#water-levels-are-probabilities (our derivation) proves ``0 <= L <= 1`` for
-the water-level rules (:mod:`otm.rules.optimal_wor`, :mod:`otm.rules.optimal_wor`) by
-following the nesting level by level. This module recomputes, from the final levels alone
+docs/optimal-verifier-proofs.md#water-levels-are-probabilities (our derivation) proves ``0 <= L <= 1``
+for the water-level rule (:mod:`otm.rules.optimal_wor`; its engine :mod:`otm.rules.water_levels`)
+by following the nesting level by level. This module recomputes, from the final levels alone
 (not from the construction's own bookkeeping), every quantity the proof speaks of, so that
 each of its steps can be checked in exact rationals (the theorem check
-``beyond.water_levels_at_most_one`` and tests/otm/test_water_level_residuals.py).
+``beyond.water_levels_at_most_one`` and tests/proofs/test_water_level_residuals.py).
 
 Notation (ranks ``0..n-1`` by ``p/q`` ascending, ``q > 0``; ``g(B) = P(S ⊆ B)`` for the draft
 set ``S``; ``x`` the rule's target selection law). At level ``u`` the walk selects, in the
@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .water_levels.construction import PairParameters, level_components
+from otm.rules.water_levels.construction import PairParameters, level_components
 
 
 @dataclass(frozen=True)
