@@ -210,9 +210,11 @@ def scored_tokens(pair: str, texts) -> int:
     return round(sum(len(t.text) for t in texts) / CHARS_PER_TOKEN)
 
 
-def load_and_score_seconds(parameters: float, tokens: int) -> float:
-    """Idle seconds to load a pair of ``parameters`` and score ``tokens`` tokens through it."""
-    return parameters * (LOAD_SECONDS_PER_PARAMETER + tokens * SCORE_SECONDS_PER_PARAMETER_TOKEN)
+def load_and_score_parts(parameters: float, tokens: int, threads: int) -> list[tuple[float, int]]:
+    """Loading a pair of ``parameters`` and scoring ``tokens`` tokens through it on ``threads``
+    torch threads, as ``[(idle seconds, threads)]``."""
+    work = parameters * (LOAD_SECONDS_PER_PARAMETER + tokens * SCORE_SECONDS_PER_PARAMETER_TOKEN)
+    return [(work / threads, threads)]
 
 
 def sweep_parts(n_positions: int, n_temperatures: int, k_max: int, vocab: int, workers: int, n_sweep: int,
@@ -227,7 +229,7 @@ def sweep_parts(n_positions: int, n_temperatures: int, k_max: int, vocab: int, w
 
 def decoding_parts(parameters: float, vocab: int, decodes: int, tokens: int, paired_positions: int, forest_nodes: int,
                    kernel_nodes: dict, model_threads: int) -> list[tuple[float, int]]:
-    """Step 3 as ``[(idle seconds, threads)]``: ``decodes`` decodes (one per rule and prompt,
+    """Step 3 as ``[(idle seconds, threads)]``, the models on ``model_threads`` torch threads: ``decodes`` decodes (one per rule and prompt,
     and the sequence verifiers') of ``tokens`` tokens each, then the paired comparison at
     ``paired_positions`` positions (a forest with ``forest_nodes`` nodes with children;
     ``kernel_nodes``: rule -> its nodes with children)."""
@@ -235,7 +237,7 @@ def decoding_parts(parameters: float, vocab: int, decodes: int, tokens: int, pai
     kernels = sum(KERNEL_SECONDS.get(rule, DEFAULT_KERNEL_SECONDS) * nodes for rule, nodes in kernel_nodes.items())
     models = parameters * (decodes * (SECONDS_PER_PARAMETER_DECODE + tokens * SECONDS_PER_PARAMETER_TOKEN)
                            + paired_positions * forest_nodes * SECONDS_PER_PARAMETER_FOREST_NODE)
-    return [(models, model_threads), (paired_positions * kernels * scale, 1)]
+    return [(models / model_threads, model_threads), (paired_positions * kernels * scale, 1)]
 
 
 class StepClock:
