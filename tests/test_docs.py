@@ -3,7 +3,7 @@ packages in docs/*.md and README.md resolves, every repository path they name
 (``otm/rules/rrs.py``, ``scripts/bench_optimum.py``, ``docs/theory.md``, ...) and every
 relative link target exists, every anchor that a doc link or a source file cites
 (``docs/optimal-verifier.md#the-problem``) is a heading of that doc, and the rule table of
-docs/theory.md lists every rule of the registry with its modules. The examples of docs/howto-validate-verifier.md print the output
+docs/theory.md is the one scripts/gen_rule_table.py generates from the registry. The examples of docs/howto-validate-verifier.md print the output
 the page shows under each."""
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from otm.rules.registry import RULE_SPECS
+from scripts import gen_rule_table
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md"]
@@ -162,12 +163,25 @@ def test_the_howto_examples_print_what_the_page_shows(capsys, monkeypatch):
         assert capsys.readouterr().out == shown
 
 
-def test_theory_rule_table_lists_every_rule_with_its_modules():
+def test_theory_rule_table_is_generated_from_the_registry():
     text = (ROOT / "docs" / "theory.md").read_text()
-    table = text[text.index("<!-- rule table"):]
-    rows = {line.split("|")[1].strip().strip("`"): line for line in table.splitlines() if line.startswith("| `")}
-    assert set(rows) == set(RULE_SPECS)
-    for name, spec in RULE_SPECS.items():
-        assert f"`otm.rules.{spec.module}`" in rows[name]
-        if spec.verifier:
-            assert f"`decoding.verifiers.{spec.verifier}`" in rows[name]
+    assert gen_rule_table.with_table(text) == text, (
+        f"docs/theory.md's rule table differs from otm.rules.registry: run {gen_rule_table.COMMAND}")
+
+
+def test_the_rule_table_lists_every_rule_and_catches_a_stale_doc(tmp_path, monkeypatch):
+    table = gen_rule_table.rule_table()
+    rows = [line for line in table.splitlines() if line.startswith("| `")]
+    assert [line.split("`")[1] for line in rows] == list(RULE_SPECS)
+    for spec, line in zip(RULE_SPECS.values(), rows):
+        assert f"`otm.rules.{spec.module}.{spec.law_function}`" in line
+        assert (f"`decoding.verifiers.{spec.verifier}`" if spec.verifier else "| - |") in line
+    stale = tmp_path / "theory.md"
+    stale.write_text("intro\n" + table.replace(rows[-1] + "\n", "") + "\nrest\n")
+    monkeypatch.setattr(gen_rule_table, "DOC", stale)
+    monkeypatch.setattr(gen_rule_table, "ROOT", tmp_path)
+    assert gen_rule_table.main(["--check"]) == 1
+    assert gen_rule_table.main([]) == 0 and gen_rule_table.main(["--check"]) == 0
+    assert stale.read_text() == "intro\n" + table + "\nrest\n"
+    with pytest.raises(ValueError, match="rules:begin"):
+        gen_rule_table.with_table("no markers")
