@@ -101,18 +101,20 @@ def analyse_positions(scored, temperatures: Sequence[float], settings: PositionS
     for s in scored.scores:  # the analysed rows of each text, keeping their positions
         mask = keep[offset:offset + s.n_positions]
         token_ids = np.concatenate([s.token_ids[:1], s.next_token_ids[mask]])  # each kept row's next token stays its own
-        chosen.append((TextScores(s.name, token_ids, s.target_logits[mask], s.draft_logits[mask]), np.flatnonzero(mask)))
+        whole = mask.all()  # every row: the arrays themselves, not a copy
+        chosen.append((TextScores(s.name, token_ids, s.target_logits if whole else s.target_logits[mask],
+                                  s.draft_logits if whole else s.draft_logits[mask]), np.flatnonzero(mask)))
         offset += s.n_positions
-    vocab = scored.scores[0].target_logits.shape[1]
     corpus = folder / "corpus"
-    write_corpus([c[0] for c in chosen], corpus, vocab, shard_size=32, dtype="float32", source=scored.source)
+    write_corpus([c[0] for c in chosen], corpus, scored.vocab_size, shard_size=32, dtype="float32", source=scored.source)
+    order = _row_order(chosen)
+    del chosen  # the analysed rows' logits are in the corpus now; not held through the sweep
     computations = (OPTIMAL_IID, OPTIMAL_WOR, *settings.rules)
     config = SweepConfig(corpus=str(corpus), out=str(folder / "sweep"), ks=ks, temperatures=tuple(temperatures),
                          computations=computations, workers=settings.workers, mc_paths=settings.mc_paths, seed=seed,
                          figures=False, quiet=quiet)
     run_sweep(config)
     table = read_table(config.out)
-    order = _row_order(chosen)
     return {float(t): _result(table, float(t), ks, computations, order, rows) for t in temperatures}
 
 

@@ -35,7 +35,8 @@ PROMPT_CHARS = 120
 
 @dataclass(frozen=True)
 class ScoredTexts:
-    """Teacher-forced rows of every text, stacked.
+    """Teacher-forced rows of every text, in text order (row ``i`` of the texts one after another;
+    :meth:`logits_at` copies the rows asked for, nothing stacks them all).
 
     Attributes:
         scores: one :class:`decoding.models.teacher_forcing.TextScores` per text.
@@ -48,16 +49,30 @@ class ScoredTexts:
     source: str
 
     @property
-    def target_logits(self) -> np.ndarray:  # [n, V]
-        return np.concatenate([s.target_logits for s in self.scores])
-
-    @property
-    def draft_logits(self) -> np.ndarray:  # [n, V]
-        return np.concatenate([s.draft_logits for s in self.scores])
-
-    @property
     def text_of_row(self) -> np.ndarray:  # [n] index of the text each row belongs to
         return np.concatenate([np.full(s.n_positions, i) for i, s in enumerate(self.scores)])
+
+    @property
+    def n_positions(self) -> int:
+        """Rows of every text together (the stacked arrays' length, without stacking them)."""
+        return sum(s.n_positions for s in self.scores)
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.scores[0].target_logits.shape[1])
+
+    def logits_at(self, rows) -> tuple[np.ndarray, np.ndarray]:  # [r, V] each
+        """``(target_logits[rows], draft_logits[rows])`` of the stacked rows, copying only those
+        rows (stacking every row copies all the logits of both models)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        ends = np.cumsum([s.n_positions for s in self.scores])
+        text = np.searchsorted(ends, rows, side="right")
+        local = rows - (ends - [s.n_positions for s in self.scores])[text]
+        shape = (0, self.vocab_size)
+        target = [self.scores[i].target_logits[j] for i, j in zip(text, local)]
+        draft = [self.scores[i].draft_logits[j] for i, j in zip(text, local)]
+        return (np.stack(target) if target else np.zeros(shape, np.float32),
+                np.stack(draft) if draft else np.zeros(shape, np.float32))
 
 
 def resolve_texts(spec: str | None) -> list[BuiltinText]:
