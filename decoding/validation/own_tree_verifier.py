@@ -580,10 +580,7 @@ def validate_tree_verifier(
         raise NotApplicableError(f"more than max_trees={max_trees} draft trees: raise max_trees or use mode='sampling'")
     details: dict = {}
     if trees is not None:
-        weights = np.array([float(w) for _, w in trees])
-        copies = np.maximum(1, np.ceil(samples * weights)).astype(np.int64)
-        tokens = torch.as_tensor(np.repeat(np.stack([t for t, _ in trees]), copies, axis=0), device=tables.target.device)
-        row_weight = np.repeat(weights / copies, copies)  # Q(x) / n_x per row
+        tokens, row_weight = _enumerated_rows(trees, samples, tables.target.device)
         details["trees"] = len(trees)
     else:
         tokens = sample_trees(tables, tree, samples, generator, draft_sampler or default_draft_sampler(scheme))
@@ -596,23 +593,16 @@ def validate_tree_verifier(
     extended_test = extended_law_test(model, output_law, samples, alpha / 2, depth + 1)
 
     lengths = np.bincount(taus, weights=row_weight, minlength=depth + 1)  # [depth + 1]
-    mean = float(lengths @ np.arange(depth + 1))
-    variance = float(lengths @ (np.arange(depth + 1) - mean) ** 2)
-    half = float(scipy_stats.norm.ppf(0.5 + confidence / 2)) * math.sqrt(variance / samples)
-    interval = (max(0.0, mean - half), min(float(depth), mean + half))
+    mean, interval = _accepted_length_interval(lengths, samples, confidence)
     optimum, kind, details["optimum_note"] = _optimum(
         model, tree, scheme, lambda: trees is not None or enumerate_trees(model, tree, scheme, max_trees) is not None)
     gap = gap_interval = optimum_test = None
     if optimum is not None:
         gap, gap_interval = optimum - mean, (optimum - interval[1], optimum - interval[0])
-        bound = optimum * (depth - optimum)  # Bhatia-Davis: Var(tau) at E[tau] = optimum; 0 at optimum 0 or depth
-        optimum_test = z_test(mean, optimum, bound / samples if bound > AGREEMENT_TOLERANCE else 0.0, alpha,
-                              what="accepted length", tolerance=AGREEMENT_TOLERANCE, above_only=True)
+        optimum_test = _not_above_optimum_test(mean, optimum, depth, samples, alpha)
     expected = rule_test = None
     if law is not None:
-        expected = float(law.expected_accepted())
-        variance = sum(float(m) * (t - expected) ** 2 for t, m in law.accepted_length_distribution().items())
-        rule_test = z_test(mean, expected, variance / samples, alpha, what="accepted length", tolerance=AGREEMENT_TOLERANCE)
+        expected, rule_test = _rule_length_test(law, mean, samples, alpha)
     return TreeVerifierReport(
         tree=tree.spec or str(tree.nested()), scheme=scheme, rule=rule, vocab_size=model.vocab_size, depth=depth,
         n_nodes=tree.n_nodes, mode="sampling" if trees is None else "enumeration", samples=samples,
@@ -622,6 +612,40 @@ def validate_tree_verifier(
         optimum_kind=kind, gap=gap, gap_interval=gap_interval, optimum_test=optimum_test,
         expected_rule_accepted=expected, rule_test=rule_test, details=details,
     )
+
+
+def _enumerated_rows(trees: list, samples: int, device) -> tuple[torch.Tensor, np.ndarray]:
+    """Every draft tree ``x`` of ``trees`` (``(tokens, Q(x))`` pairs), ``ceil(N Q(x))`` times
+    (at least once): the rows ``[rows, n_nodes]`` and each row's weight ``Q(x) / copies``."""
+    weights = np.array([float(w) for _, w in trees])
+    copies = np.maximum(1, np.ceil(samples * weights)).astype(np.int64)
+    tokens = torch.as_tensor(np.repeat(np.stack([t for t, _ in trees]), copies, axis=0), device=device)
+    return tokens, np.repeat(weights / copies, copies)
+
+
+def _accepted_length_interval(lengths: np.ndarray, samples: int, confidence: float) -> tuple[float, tuple[float, float]]:
+    """``E[tau]`` of the accepted-length law ``lengths`` (``[depth + 1]``) and its normal
+    interval at ``confidence`` for ``samples`` draws, clipped to ``[0, depth]``."""
+    depth = lengths.size - 1
+    mean = float(lengths @ np.arange(depth + 1))
+    variance = float(lengths @ (np.arange(depth + 1) - mean) ** 2)
+    half = float(scipy_stats.norm.ppf(0.5 + confidence / 2)) * math.sqrt(variance / samples)
+    return mean, (max(0.0, mean - half), min(float(depth), mean + half))
+
+
+def _not_above_optimum_test(mean: float, optimum: float, depth: int, samples: int, alpha: float) -> GoodnessOfFit:
+    """The one-sided test of "``E[tau]`` not above ``optimum``", with the largest variance a
+    length in ``[0, depth]`` of mean ``optimum`` can have."""
+    bound = optimum * (depth - optimum)  # Bhatia-Davis: Var(tau) at E[tau] = optimum; 0 at optimum 0 or depth
+    return z_test(mean, optimum, bound / samples if bound > AGREEMENT_TOLERANCE else 0.0, alpha,
+                  what="accepted length", tolerance=AGREEMENT_TOLERANCE, above_only=True)
+
+
+def _rule_length_test(law, mean: float, samples: int, alpha: float) -> tuple[float, GoodnessOfFit]:
+    """``E[tau]`` of the rule's exact ``law`` and the z-test of ``mean`` against it."""
+    expected = float(law.expected_accepted())
+    variance = sum(float(m) * (t - expected) ** 2 for t, m in law.accepted_length_distribution().items())
+    return expected, z_test(mean, expected, variance / samples, alpha, what="accepted length", tolerance=AGREEMENT_TOLERANCE)
 
 
 # --------------------------------------------------------------------------- adapters
