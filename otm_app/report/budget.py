@@ -34,6 +34,7 @@ load is steady; the line printed after each step shows the drift.
 """
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
@@ -170,6 +171,16 @@ def slowdown(threads: int, others: float | None = None) -> float:
     return max(1.0, (others + threads) / cores)
 
 
+def model_threads(others: float) -> int:
+    """Threads for the models' forwards beside ``others`` busy threads of other work: the cores
+    left free, at least one. A forward runs hundreds of short parallel regions whose threads
+    wait for each other at every barrier, so one thread that loses its core to other work
+    stalls the rest: on a busy machine one thread is several times faster than two, in wall
+    and in CPU time (docs/report.md, "Budget and measured wall time")."""
+    cores = os.cpu_count() or 1
+    return max(1, min(cores, math.floor(cores - others + 0.5)))
+
+
 def about(seconds: float) -> str:
     """``about N s`` or ``about N min``."""
     return f"about {seconds / 60:.0f} min" if seconds >= 90 else f"about {seconds:.0f} s"
@@ -199,9 +210,11 @@ def scored_tokens(pair: str, texts) -> int:
     return round(sum(len(t.text) for t in texts) / CHARS_PER_TOKEN)
 
 
-def load_and_score_seconds(parameters: float, tokens: int) -> float:
-    """Idle seconds to load a pair of ``parameters`` and score ``tokens`` tokens through it."""
-    return parameters * (LOAD_SECONDS_PER_PARAMETER + tokens * SCORE_SECONDS_PER_PARAMETER_TOKEN)
+def load_and_score_parts(parameters: float, tokens: int, threads: int) -> list[tuple[float, int]]:
+    """Loading a pair of ``parameters`` and scoring ``tokens`` tokens through it on ``threads``
+    torch threads, as ``[(idle seconds, threads)]``."""
+    work = parameters * (LOAD_SECONDS_PER_PARAMETER + tokens * SCORE_SECONDS_PER_PARAMETER_TOKEN)
+    return [(work / threads, threads)]
 
 
 def sweep_parts(n_positions: int, n_temperatures: int, k_max: int, vocab: int, workers: int, n_sweep: int,
@@ -216,7 +229,7 @@ def sweep_parts(n_positions: int, n_temperatures: int, k_max: int, vocab: int, w
 
 def decoding_parts(parameters: float, vocab: int, decodes: int, tokens: int, paired_positions: int, forest_nodes: int,
                    kernel_nodes: dict, model_threads: int) -> list[tuple[float, int]]:
-    """Step 3 as ``[(idle seconds, threads)]``: ``decodes`` decodes (one per rule and prompt,
+    """Step 3 as ``[(idle seconds, threads)]``, the models on ``model_threads`` torch threads: ``decodes`` decodes (one per rule and prompt,
     and the sequence verifiers') of ``tokens`` tokens each, then the paired comparison at
     ``paired_positions`` positions (a forest with ``forest_nodes`` nodes with children;
     ``kernel_nodes``: rule -> its nodes with children)."""
@@ -224,7 +237,7 @@ def decoding_parts(parameters: float, vocab: int, decodes: int, tokens: int, pai
     kernels = sum(KERNEL_SECONDS.get(rule, DEFAULT_KERNEL_SECONDS) * nodes for rule, nodes in kernel_nodes.items())
     models = parameters * (decodes * (SECONDS_PER_PARAMETER_DECODE + tokens * SECONDS_PER_PARAMETER_TOKEN)
                            + paired_positions * forest_nodes * SECONDS_PER_PARAMETER_FOREST_NODE)
-    return [(models, model_threads), (paired_positions * kernels * scale, 1)]
+    return [(models / model_threads, model_threads), (paired_positions * kernels * scale, 1)]
 
 
 class StepClock:
@@ -238,11 +251,12 @@ class StepClock:
         self.actual: dict[str, float] = {}
         self._started: dict[str, tuple[float, str]] = {}
 
-    def start(self, key: str, label: str, what: str, parts: list[tuple[float, int]], hint: str = "") -> None:
+    def start(self, key: str, label: str, what: str, parts: list[tuple[float, int]], hint: str = "",
+              others: float | None = None) -> None:
         """Start step ``key`` (``label`` e.g. ``"step 2/4"``) made of ``parts``, ``(idle
         seconds, busy threads)`` each: its estimate is their sum, each times its
-        :func:`slowdown` here and now."""
-        others = other_busy_threads()
+        :func:`slowdown` beside ``others`` busy threads (measured here and now when ``None``)."""
+        others = other_busy_threads() if others is None else others
         idle = sum(seconds for seconds, _ in parts)
         self.estimated[key] = sum(seconds * slowdown(threads, others) for seconds, threads in parts)
         self._started[key] = (time.perf_counter(), label)
@@ -270,4 +284,4 @@ class StepClock:
 
 
 __all__ = ["DASK_START_SECONDS", "KERNEL_SECONDS", "SECONDS_PER_POSITION", "SECONDS_PER_SWEEP_CELL", "StepClock", "THEOREM_SUITE_SECONDS",
-           "about", "other_busy_threads", "process_tree", "runnable_threads", "slowdown"]
+           "about", "model_threads", "other_busy_threads", "process_tree", "runnable_threads", "slowdown"]

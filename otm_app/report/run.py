@@ -26,6 +26,7 @@ dict``; :func:`summary_table` formats the summary (``run_report`` prints it unle
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import shlex
 import shutil
@@ -44,7 +45,8 @@ from otm.tolerances import AGREEMENT_TOLERANCE
 from ..configs import ReportConfig
 from ..outputs import output_folder
 from ..sweep.engine import local_workers
-from .budget import PAIR_PARAMETERS, StepClock, decoding_parts, load_and_score_seconds, model_parameters, scored_tokens, sweep_parts
+from .budget import (PAIR_PARAMETERS, StepClock, decoding_parts, load_and_score_parts, model_parameters, model_threads,
+                     other_busy_threads, scored_tokens, sweep_parts)
 
 #: Temperatures of the optimum-vs-temperature sweep.
 DEFAULT_SWEEP_TEMPERATURES = (0.3, 0.45, 0.6, 0.8, 1.0, 1.25, 1.5)
@@ -182,19 +184,19 @@ def _acceptance_step(args: ReportConfig, scored, folder, clock: StepClock, progr
 
     ks = tuple(range(1, args.k_max + 1))
     settings = PositionSettings(ks, tuple(args.rules), args.positions, args.mc_paths, args.workers)
-    target_logits, draft_logits = scored.target_logits, scored.draft_logits
-    sweep_rows = spaced_rows(target_logits.shape[0], args.sweep_positions)
-    n_analysed, workers = spaced_rows(target_logits.shape[0], args.positions).size, local_workers(args.workers)
+    sweep_rows = spaced_rows(scored.n_positions, args.sweep_positions)
+    n_analysed, workers = spaced_rows(scored.n_positions, args.positions).size, local_workers(args.workers)
     clock.start("acceptance", "step 2/4",
                 f"every column at {n_analysed} positions x {len(args.temperatures)} temperatures, k = 1..{args.k_max}, on "
                 f"{workers} Dask worker(s), then the temperature sweep on {sweep_rows.size} positions",
-                sweep_parts(n_analysed, len(args.temperatures), args.k_max, target_logits.shape[1], workers, sweep_rows.size,
+                sweep_parts(n_analysed, len(args.temperatures), args.k_max, scored.vocab_size, workers, sweep_rows.size,
                             len(DEFAULT_SWEEP_TEMPERATURES)), " (--positions 64 for a quick look)")
     positions = analyse_positions(scored, args.temperatures, settings, folder, args.seed, quiet=args.quiet)
     if not args.keep_corpus:
         shutil.rmtree(folder / "corpus", ignore_errors=True)
     sweep_ks = sorted({k for k in (1, 2, 4, args.k_max) if k <= args.k_max})
-    temperature_table = optimum_vs_temperature(target_logits, draft_logits, sweep_rows, DEFAULT_SWEEP_TEMPERATURES, sweep_ks, scored.source, progress("temperature sweep"))
+    temperature_table = optimum_vs_temperature(*scored.logits_at(sweep_rows), range(sweep_rows.size), DEFAULT_SWEEP_TEMPERATURES,
+                                               sweep_ks, scored.source, progress("temperature sweep"))
     clock.end("acceptance")
     return _AcceptanceStep(ks, positions, sweep_rows, temperature_table)
 
@@ -230,23 +232,33 @@ def paired_positions(args: ReportConfig) -> int:
 
 
 def _decode(args: ReportConfig, pair, scored, prompts: list, clock: StepClock, progress) -> tuple[dict, dict, dict]:
-    """Step 3: the realised decodes, the paired comparison, the sequence verifiers."""
-    import torch
-
+    """Step 3: the realised decodes, the paired comparison, the sequence verifiers, the models
+    on the cores other work leaves free (:func:`otm_app.report.budget.model_threads`)."""
     from decoding.runtime.trees import parse_tree
-    from otm_app.report.decode import decode_rules, decode_sequence_verifiers, rule_tree, sequence_checks
-    from otm_app.report.paired import compare_rules, draft_groups
+    from otm_app.report.decode import rule_tree
+    from otm_app.report.paired import draft_groups
 
     groups, _ = draft_groups(args.rules, args.tree)
     inner = {spec: int((parse_tree(spec).n_children > 0).sum()) for spec, _ in groups}
     kernel_nodes = {rule: inner[rule_tree(rule, args.tree)] for members in groups.values() for rule in members}
     decodes, n_paired = len(args.rules) + 2, paired_positions(args)
-    clock.start("decoding", "step 3/4",
-                f"{decodes} decodes ({len(args.rules)} rules, block and traversal verification) x {len(prompts)} prompts x "
-                f"{args.max_new_tokens} tokens, and every rule's expected tokens per call at {n_paired} positions",
-                decoding_parts(model_parameters(pair), scored.target_logits.shape[1], decodes * len(prompts), args.max_new_tokens,
-                               n_paired, 1 + sum(inner.values()), kernel_nodes, torch.get_num_threads()),
-                " (--no-decode skips it)")
+    others = other_busy_threads()
+    with torch_threads(model_threads(others)) as threads:
+        clock.start("decoding", "step 3/4",
+                    f"{decodes} decodes ({len(args.rules)} rules, block and traversal verification) x {len(prompts)} prompts x "
+                    f"{args.max_new_tokens} tokens, and every rule's expected tokens per call at {n_paired} positions",
+                    decoding_parts(model_parameters(pair), scored.vocab_size, decodes * len(prompts), args.max_new_tokens,
+                                   n_paired, 1 + sum(inner.values()), kernel_nodes, threads),
+                    " (--no-decode skips it)", others)
+        return _decode_step(args, pair, scored, prompts, clock, progress)
+
+
+def _decode_step(args: ReportConfig, pair, scored, prompts: list, clock: StepClock, progress) -> tuple[dict, dict, dict]:
+    """Step 3 after its estimate (:func:`_decode`)."""
+    from otm_app.report.decode import decode_rules, decode_sequence_verifiers, sequence_checks
+    from otm_app.report.paired import compare_rules
+
+    n_paired = paired_positions(args)
     settings = {"temperature": args.decode_temperature, "max_new_tokens": args.max_new_tokens, "seed": args.seed,
                 "prompts": [label for label, _ in prompts]}
     tick = time.perf_counter()
@@ -278,21 +290,34 @@ def command_line(args: ReportConfig) -> str:
 
 
 def _score_with_models(args, texts, progress, clock: StepClock):
-    import torch
-
     from decoding.models import ModelPackageMissingError
     from otm_app.report.sources import load_report_pair, score_report_texts
 
     tokens = scored_tokens(args.pair, texts)
-    clock.start("scoring", "step 2/4", f"loading the {args.pair} pair and scoring about {tokens} tokens",
-                [(load_and_score_seconds(PAIR_PARAMETERS[args.pair], tokens), torch.get_num_threads())])
-    try:
-        pair = load_report_pair(args.pair, args.device, args.dtype)
-    except ModelPackageMissingError as exc:
-        raise ModelPackageMissingError(f"{exc}. Or run `otm report --no-models` for a report on toy distributions without any model.") from exc
-    scored = score_report_texts(pair, texts, args.seed, progress("scoring"))
+    others = other_busy_threads()
+    with torch_threads(model_threads(others)) as threads:
+        clock.start("scoring", "step 2/4", f"loading the {args.pair} pair and scoring about {tokens} tokens",
+                    load_and_score_parts(PAIR_PARAMETERS[args.pair], tokens, threads), others=others)
+        try:
+            pair = load_report_pair(args.pair, args.device, args.dtype)
+        except ModelPackageMissingError as exc:
+            raise ModelPackageMissingError(f"{exc}. Or run `otm report --no-models` for a report on toy distributions without any model.") from exc
+        scored = score_report_texts(pair, texts, args.seed, progress("scoring"))
     clock.end("scoring")
     return pair, scored
+
+
+@contextlib.contextmanager
+def torch_threads(threads: int):
+    """torch's intra-op threads set to ``threads`` inside the block, restored after it."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield threads
+    finally:
+        torch.set_num_threads(before)
 
 
 def _acceptance_summary(result, scored, mc_paths: int) -> dict:
