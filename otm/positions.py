@@ -217,7 +217,8 @@ def _optimum_cell(p, q, k: int, name: str, solve=None) -> Cell:
 def _attained_optimum_cells(p, q, ks: list[int], rule: str, time_budget: float) -> list[Cell]:
     """``rule`` (``computed_as_optimum`` in the registry) at every ``k`` it is defined for: the
     optimum of its draft law, which it attains (its law is built on that optimum's cut; for the
-    water levels, Theorem 5 of docs/optimal-verifier.md#water-levels-for-drafts-without-replacement), computed once per row for
+    water levels, because they are probabilities:
+    docs/optimal-verifier-proofs.md#water-levels-are-probabilities), computed once per row for
     the rule's column and the optimum's; not applicable at the other ``k``. What the verifiers answer at the real
     vocabulary is another matter: ``optimal_wor``'s at ``k >= 3`` draws the walks its bounds
     decide and refuses the others (docs/optimal-verifier.md#the-scope-of-the-k-draft-verifier)."""
