@@ -153,10 +153,10 @@ class CompiledClockSetMasses(ClockSetMasses):
 
     #: The set-up backend by name (one of :data:`decoding.verifiers.optimal_family.setup.BACKENDS`),
     #: or ``None``: the one :func:`decoding.verifiers.optimal_family.setup.pick` finds for
-    #: :attr:`device`, ``k`` and the threads of each row (:meth:`_pass_threads`).
+    #: :attr:`device`, ``k`` and the threads of each row (:meth:`pass_threads`).
     setup = None
 
-    def _pass_threads(self) -> int:
+    def pass_threads(self) -> int:
         """The threads the pass up the ranks is shared among: one on a small row (fewer than
         :data:`~decoding.verifiers.optimal_family.clock_kernels.SHARED_FROM` rank-nodes), else
         those of a share of its chunks of nodes."""
@@ -169,7 +169,7 @@ class CompiledClockSetMasses(ClockSetMasses):
         self._groups = None  # (GE, GD) [groups, nodes, k], when first needed
         self._last = [np.empty((self.s.size, self.k)), np.empty((self.s.size, self.k)), self.n + 1]  # the prefix [0, at) last asked for
         self._lazy = SizedCache(self.RUN_FLOATS_KEPT)  # (f, t) -> _LazyRun
-        self._backend = pick(self.device, self.k, self._pass_threads(), self.setup)
+        self._backend = pick(self.device, self.k, self.pass_threads(), self.setup)
         E0, D0, sigma, groups = self._backend.prefix_tables(self)
         if groups is not None:
             self._groups, self._group_nodes = groups, np.full(groups[0].shape[0], self.s.size, dtype=np.int64)

@@ -9,6 +9,11 @@ One backend per module, each with a ``CAPABILITIES`` constant
     group_tables(masses, GE, GD, first, last, start, nodes) -> int
                                                        # the groups first..last - 1 at least at
                                                        # the nodes [start, nodes); the nodes now held
+                                                       # (where CAPABILITIES.all_groups is False)
+
+``masses`` is the row's :class:`~decoding.verifiers.optimal_family.clock_masses.CompiledClockSetMasses`
+(its ``q`` by rank, nodes ``s``, weights ``w``, ``_above``, ``k``, ``checkpoint``, ``group``,
+``device`` and ``pass_threads()``).
 
 The backends give the reference's values within roundoff (tests/decoding/test_optimal_wor_setup.py
 holds each to ``reference`` on the same rows). :func:`pick` is the one place that chooses: the

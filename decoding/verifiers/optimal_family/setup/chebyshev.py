@@ -123,7 +123,7 @@ def prefix_tables(masses) -> tuple:
     :mod:`decoding.verifiers.optimal_family.setup`): :func:`prefix_pass_chebyshev`, its nodes dealt
     out among the threads of the row's share (one part on a small row)."""
     E0, D0, sigma = prefix_pass_chebyshev(masses.q, masses.s, masses.w, masses._above, masses.k, masses.checkpoint,
-                                          parts=masses._pass_threads())
+                                          parts=masses.pass_threads())
     return E0, D0, sigma, None
 
 
