@@ -458,7 +458,7 @@ def _wor_cut_gaps(inside, beyond, drafts: list[DraftPrefixes], details: list[dic
             span = np.arange(open_[0], open_[-1] + 1)
             if open_.size <= _PROBES:
                 probes.append(open_)
-            elif span.size * k * draft.time_nodes(span, quadrature_step(k))[1].max() <= _RANGE_BUDGET:
+            elif span.size * k <= _RANGE_BUDGET and span.size * k * draft.time_nodes(span, quadrature_step(k))[1].max() <= _RANGE_BUDGET:
                 ranges.append((i, span))
             else:
                 spread = open_[np.linspace(0, open_.size - 1, _PROBES - 2).round().astype(np.int64)]

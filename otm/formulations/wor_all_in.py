@@ -468,7 +468,7 @@ def outside_at_ks(drafts: list[DraftPrefixes], points, step: float | None = None
         t = np.exp(log_start + step * np.arange(nodes_of[part].max()))  # [G]
         states = _head_states(top.q, k_max, unique[part], t, nodes_of[part], top.descending, top.log_q)  # [P, G, k_max]
         for row in np.flatnonzero(np.isin(unique[part], firsts)):
-            heads[int(unique[start + row])] = states[row]
+            heads[int(unique[start + row])] = states[row].copy()  # not a view holding the group's states
         for i, (draft, k) in enumerate(zip(drafts, ks)):
             rows = np.flatnonzero(valid[i][part] & probed[part])
             if rows.size == 0:
@@ -576,7 +576,6 @@ def _prefix_bounds_ks(order: DraftOrder, ks: list[int]) -> list[tuple[np.ndarray
     c, s = order.outside, order.inside
     k_top = max(ks)
     rest_all = _mass_without_largest(q, min(k_top, n)) * (1.0 - (math.log2(n + 1) + k_top + 2) * eps)  # lowered by its rounding
-    index = np.arange(n + 1)
     inside_low = s - (k_top + 4) * eps * s  # s minus the rounding bound of s - M_i(H), i < k
     top = np.zeros(n + 1)  # M_i(H_m)
     stay = np.ones(n + 1)  # prod_i (1 - c / (1 - M_i(H)))_+
@@ -602,17 +601,15 @@ def _prefix_bounds_ks(order: DraftOrder, ks: list[int]) -> list[tuple[np.ndarray
         if i + 1 in wanted:
             highs[i + 1] = 1.0 - stay
     out = []
+    small_outside = c < 0.5
+    with np.errstate(divide="ignore"):
+        log_inside = np.log1p(-np.minimum(c, 0.5))  # log(1 - c) where c < 1/2
+    inside_half = np.minimum(s, 0.5)
     for k in ks:
-        with np.errstate(divide="ignore"):
-            r_lo = np.where(
-                c < 0.5,
-                -np.expm1(k * np.log1p(-np.minimum(c, 0.5))) * (1.0 - 16 * eps),
-                1.0 - np.minimum(s, 0.5) ** k * (1.0 + 16 * eps),
-            )
+        r_lo = np.where(small_outside, -np.expm1(k * log_inside) * (1.0 - 16 * eps), 1.0 - inside_half ** k * (1.0 + 16 * eps))
         r_hi = highs[min(k, n)].copy()
         kth = order.largest(k) if n >= k else np.zeros(n + 1)
-        short = index < k
-        r_lo[short] = r_hi[short] = 1.0
+        r_lo[:k] = r_hi[:k] = 1.0  # fewer than k tokens
         r_lo[-1] = r_hi[-1] = 0.0 if n >= k else 1.0
         out.append((np.minimum(r_lo, r_hi), r_hi, kth))
     return out
