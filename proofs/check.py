@@ -31,7 +31,7 @@ class Check:
 
     Attributes:
         id: ``"<paper>.<claim>"``, e.g. ``"spechub.thm3"``.
-        paper: ``"spechub" | "khisti" | "spectr" | "leviathan" | "ensemble" | "beyond"``.
+        paper: ``"spechub" | "khisti" | "spectr" | "leviathan" | "ensemble" | "theory" | "sequences"``.
         source: the paper and theorem / equation / table, e.g. ``"SpecHub (Sun et al. 2024), Thm 3 (App. C.3)"``.
         claim: the statement in words (in this project's letters: p = target, q = draft).
         formula: the statement as a formula.

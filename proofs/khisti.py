@@ -13,7 +13,7 @@ reconstructed from the surviving prose and re-derived (p = target, q = draft):
   only when ``p = q``.
 - The k > 2 conjecture (numerically verified by the authors): ``alpha* = 1`` iff
   ``p(S) >= q(S)^k`` for every S. It follows from the min-cut formula
-  ``alpha* = min_H p(H) + 1 - q(H)^k`` (docs/theory.md), checked in :mod:`proofs.beyond`.
+  ``alpha* = min_H p(H) + 1 - q(H)^k`` (docs/theory.md), checked in :mod:`proofs.theory`.
 """
 from __future__ import annotations
 

@@ -15,14 +15,15 @@ from typing import Callable
 
 import numpy as np
 
-from . import beyond, khisti, leviathan, sequences, spechub, spectr, speculative_ensemble
+from . import khisti, leviathan, sequences, spechub, spectr, speculative_ensemble, theory
 from .check import NOT_CHECKABLE, Check
 
-#: Paper names accepted by ``otm theorems --paper`` (one per paper), then "beyond", then "sequences"
-#: (chains and trees of drafts: block and traversal verification, docs/sequences.md).
-PAPERS = ("spechub", "khisti", "spectr", "leviathan", "ensemble", "beyond", "sequences")
+#: Paper names accepted by ``otm theorems --paper`` (one per paper), then "theory" (the toolkit's own
+#: results, docs/theory.md), then "sequences" (chains and trees of drafts: block and traversal
+#: verification, docs/sequences.md).
+PAPERS = ("spechub", "khisti", "spectr", "leviathan", "ensemble", "theory", "sequences")
 
-_MODULES = {"spechub": spechub, "khisti": khisti, "spectr": spectr, "leviathan": leviathan, "ensemble": speculative_ensemble, "beyond": beyond,
+_MODULES = {"spechub": spechub, "khisti": khisti, "spectr": spectr, "leviathan": leviathan, "ensemble": speculative_ensemble, "theory": theory,
             "sequences": sequences}
 
 #: Default instance budget per randomized check: the full run takes a minute or two on 2 cores.

@@ -20,7 +20,7 @@ FINDINGS = """\
 4. **The text of Khisti et al. (2025) we worked from lost its formulas.** Thm 2 (p(S) >= q(S)^2), Thm 3 (min_S p(S) + q(S^c)^2 + 2 q(S) q(S^c)),
    Example 1 (thresholds 1/9 and 4/9) and Fig. 2's parameters are reconstructions; the first three hold.
    **The k > 2 conjecture is a theorem**: it follows from the min-cut formula alpha* = min_H p(H) + 1 - q(H)^k
-   (beyond.min_cut), and holds numerically for k = 3, 4. Eq. (12) is checked in the form reconstructed in
+   (theory.min_cut), and holds numerically for k = 3, 4. Eq. (12) is checked in the form reconstructed in
    `otm.rules.importance_sampling_truncated` (an a-posteriori penalty).
 5. **Khisti et al. (2025) canonical LP in float**: on instances with tiny probabilities it disagrees with the full LP by up
    to ~3e-9 (above the 1e-9 agreement tolerance); re-solved in exact rationals the two agree, so this is
@@ -38,7 +38,7 @@ FINDINGS = """\
 10. **Implementation findings** (otm core, not papers), reported while the core was being written:
     `solve_max_flow` crashed (`KeyError: 'source'` in networkx's dinitz) or returned an uncertified flow
     (preflow-push, capacities ~1e-18) on some float instances; both were fixed in the core during this work and
-    `beyond.max_flow_certificate` now holds. SpecHub's enumerated law is NaN when q(a) rounds to 1.0 in float
+    `theory.max_flow_certificate` now holds. SpecHub's enumerated law is NaN when q(a) rounds to 1.0 in float
     while other q are tiny but positive (e.g. q = [1.0, 1e-30, 2e-30]); the closed form is fine.
 """
 

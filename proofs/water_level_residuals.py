@@ -5,7 +5,7 @@ for the water-level rule (:mod:`otm.rules.optimal_wor`; its engine :mod:`otm.rul
 by following the nesting level by level. This module recomputes, from the final levels alone
 (not from the construction's own bookkeeping), every quantity the proof speaks of, so that
 each of its steps can be checked in exact rationals (the theorem check
-``beyond.water_levels_at_most_one`` and tests/proofs/test_water_level_residuals.py).
+``theory.water_levels_at_most_one`` and tests/proofs/test_water_level_residuals.py).
 
 Notation (ranks ``0..n-1`` by ``p/q`` ascending, ``q > 0``; ``g(B) = P(S ⊆ B)`` for the draft
 set ``S``; ``x`` the rule's target selection law). At level ``u`` the walk selects, in the

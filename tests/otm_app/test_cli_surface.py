@@ -233,6 +233,7 @@ def test_draft_counts_have_one_name_across_commands():
     (("sweep", "corpus", "--ks", "1-2"), "unrecognized arguments: --ks"),
     (("report", "--rule-positions", "4"), "unrecognized arguments: --rule-positions"),
     (("report", "--wor-positions", "4"), "unrecognized arguments: --wor-positions"),
+    (("theorems", "--paper", "beyond"), "invalid choice: 'beyond'"),  # now theory, like sequences: its document
 ])
 def test_removed_spellings_are_one_line_errors(capsys, argv, says):
     with pytest.raises(SystemExit) as stopped:
@@ -240,3 +241,7 @@ def test_removed_spellings_are_one_line_errors(capsys, argv, says):
     assert stopped.value.code == 2
     err = capsys.readouterr().err
     assert says in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_the_toolkits_own_results_are_the_paper_theory():
+    assert _parsed("theorems", "--paper", "theory").paper == "theory"

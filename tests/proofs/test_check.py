@@ -63,7 +63,7 @@ def test_as_dict_is_json_ready():
 
 
 def test_registry_lists_every_paper_and_rejects_unknown_names():
-    assert set(PAPERS) == {"spechub", "khisti", "spectr", "leviathan", "ensemble", "beyond", "sequences"}
+    assert set(PAPERS) == {"spechub", "khisti", "spectr", "leviathan", "ensemble", "theory", "sequences"}
     ids = list(registry())
     assert len(ids) == len(set(ids)) >= 35
     assert all(cid.split(".")[0] in PAPERS for cid in ids)

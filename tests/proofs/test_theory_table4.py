@@ -1,4 +1,4 @@
-"""Beyond-the-papers identities, and the Table 4 reproduction's plumbing (2 pairs)."""
+"""The toolkit's own results (proofs.theory), and the Table 4 reproduction's plumbing (2 pairs)."""
 from __future__ import annotations
 
 import dataclasses
@@ -9,7 +9,7 @@ import numpy as np
 import otm
 
 from otm.rules import water_levels
-from proofs import beyond, table4
+from proofs import table4, theory
 from tests.proofs.proofs_support import rule_swapped
 
 N = 5
@@ -20,34 +20,34 @@ def rng():
 
 
 def test_min_cut():
-    assert beyond.check_min_cut(N, rng()).status == "holds"
+    assert theory.check_min_cut(N, rng()).status == "holds"
     whole_set_only = lambda p, law: 1.0  # noqa: E731
-    assert beyond.check_min_cut(N, rng(), cut_fn=whole_set_only).status == "fails"
+    assert theory.check_min_cut(N, rng(), cut_fn=whole_set_only).status == "fails"
 
 
 def test_prefix():
-    assert beyond.check_prefix(2 * N, rng()).status == "holds"
+    assert theory.check_prefix(2 * N, rng()).status == "holds"
 
     def descending(p, q):
-        for mask in beyond.ratio_prefixes(p, q):
+        for mask in theory.ratio_prefixes(p, q):
             yield ~mask
 
-    assert beyond.check_prefix(2 * N, rng(), prefixes_fn=descending).status == "fails"
+    assert theory.check_prefix(2 * N, rng(), prefixes_fn=descending).status == "fails"
 
 
 def test_spechub_greedy():
-    assert beyond.check_spechub_greedy(N, rng()).status == "holds"
-    assert beyond.check_spechub_greedy(N, rng(), acceptance_fn=rule_swapped({"greedy": ("rrs", 2)})).status == "fails"
+    assert theory.check_spechub_greedy(N, rng()).status == "holds"
+    assert theory.check_spechub_greedy(N, rng(), acceptance_fn=rule_swapped({"greedy": ("rrs", 2)})).status == "fails"
 
 
 def test_no_rule_beats_optimum():
-    assert beyond.check_no_rule_beats_optimum(2, rng()).status == "holds"
-    lowered = lambda p, law: beyond.lp_optimum_for_law(p, law) - 0.05  # noqa: E731
-    assert beyond.check_no_rule_beats_optimum(2, rng(), optimum_for_law=lowered).status == "fails"
+    assert theory.check_no_rule_beats_optimum(2, rng()).status == "holds"
+    lowered = lambda p, law: theory.lp_optimum_for_law(p, law) - 0.05  # noqa: E731
+    assert theory.check_no_rule_beats_optimum(2, rng(), optimum_for_law=lowered).status == "fails"
 
 
 def test_optimal_verifier_holds_and_each_part_fails_on_a_broken_ingredient():
-    assert beyond.check_optimal_verifier(N, rng()).status == "holds"
+    assert theory.check_optimal_verifier(N, rng()).status == "holds"
 
     def rrs_instead(rule, p, q, k):  # lossless but not optimal
         return otm.rule_law("rrs" if rule == "optimal" else "rrs_wor", p, q, k)
@@ -60,7 +60,7 @@ def test_optimal_verifier_holds_and_each_part_fails_on_a_broken_ingredient():
         return value - Fraction(1, 10) if sampling == "without_replacement" else value
 
     for broken in ({"law_fn": rrs_instead}, {"law_fn": draft_as_output}, {"optimum_fn": wor_optimum_lowered}):
-        check = beyond.check_optimal_verifier(N, rng(), **broken)
+        check = theory.check_optimal_verifier(N, rng(), **broken)
         assert check.status == "fails", broken
 
 
@@ -89,7 +89,7 @@ def test_max_flow_certificate_counts_a_crash_as_a_failure():
     def crashing(p, law):
         raise KeyError("source")
 
-    check = beyond.check_max_flow_certificate(2, rng(), flow=crashing)
+    check = theory.check_max_flow_certificate(2, rng(), flow=crashing)
     assert check.status == "fails"
     assert "KeyError" in check.counterexample["error"]
 
@@ -118,7 +118,7 @@ def test_table4_readings():
 
 
 def test_optimal_pair_wor_holds_and_each_part_fails_on_a_broken_ingredient():
-    assert beyond.check_optimal_pair_wor(N, rng()).status == "holds"
+    assert theory.check_optimal_pair_wor(N, rng()).status == "holds"
 
     def latent_instead(rule, p, q, k, **params):  # lossless, only the i.i.d. optimum, no levels
         return otm.rule_law("optimal_latent", p, q, k)
@@ -131,27 +131,27 @@ def test_optimal_pair_wor_holds_and_each_part_fails_on_a_broken_ingredient():
         return dataclasses.replace(law, details={**law.details, "levels": [*law.details["levels"], Fraction(11, 10)]})
 
     for broken in ({"law_fn": latent_instead}, {"law_fn": draft_as_output}, {"law_fn": levels_above_one}):
-        check = beyond.check_optimal_pair_wor(N, rng(), **broken)
+        check = theory.check_optimal_pair_wor(N, rng(), **broken)
         assert check.status == "fails", broken
 
 
 def test_water_levels_at_most_one_holds_and_fails_out_of_the_ratio_order():
-    assert beyond.check_water_levels_at_most_one(N, rng()).status == "holds"
+    assert theory.check_water_levels_at_most_one(N, rng()).status == "holds"
 
     def top_two_swapped(p, q):  # the ratio order with its two highest support ranks exchanged
-        order = beyond.ratio_order(p, q).copy()
+        order = theory.ratio_order(p, q).copy()
         n = sum(1 for v in q if v > 0)
         order[[n - 2, n - 1]] = order[[n - 1, n - 2]]
         return order
 
-    check = beyond.check_water_levels_at_most_one(N, rng(), order_fn=top_two_swapped)
+    check = theory.check_water_levels_at_most_one(N, rng(), order_fn=top_two_swapped)
     assert check.status == "fails" and "levels in [0, 1]" in check.counterexample["part"]
 
 
 def test_wor_walk_bounds_hold_and_each_part_fails_on_a_broken_ingredient():
     from otm.rules.water_levels import bounds
 
-    assert beyond.check_wor_walk_bounds(N, rng()).status == "holds"
+    assert theory.check_wor_walk_bounds(N, rng()).status == "holds"
 
     def doubled_lower(flux, masses, run, low, high):  # twice Lemma 9 (i)'s bound: above M somewhere
         return 2 * bounds.span_lower_bound(flux, masses, run, low, high)
@@ -160,12 +160,12 @@ def test_wor_walk_bounds_hold_and_each_part_fails_on_a_broken_ingredient():
         return True
 
     for broken in ({"lower_fn": doubled_lower}, {"at_most_fn": always_at_most}):
-        check = beyond.check_wor_walk_bounds(N, rng(), **broken)
+        check = theory.check_wor_walk_bounds(N, rng(), **broken)
         assert check.status == "fails", broken
 
 
 def test_pair_wor_yield_bounds_hold_and_each_part_fails_on_a_broken_ingredient():
-    assert beyond.check_pair_wor_yield_bounds(N, rng()).status == "holds"
+    assert theory.check_pair_wor_yield_bounds(N, rng()).status == "holds"
 
     def doubled_lower(params, q, low, high):  # twice Lemma 9 (i)'s bound: above Y somewhere
         return 2 * water_levels.pair.yield_lower_bound(params, q, low, high)
@@ -174,5 +174,5 @@ def test_pair_wor_yield_bounds_hold_and_each_part_fails_on_a_broken_ingredient()
         return True
 
     for broken in ({"lower_fn": doubled_lower}, {"at_most_fn": always_at_most}):
-        check = beyond.check_pair_wor_yield_bounds(N, rng(), **broken)
+        check = theory.check_pair_wor_yield_bounds(N, rng(), **broken)
         assert check.status == "fails", broken

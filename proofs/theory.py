@@ -1,4 +1,4 @@
-"""Identities beyond the papers (docs/theory.md, sections 1-3), checked the same way.
+"""The toolkit's own results, beyond the papers (docs/theory.md, sections 1-3), checked the same way.
 
 - min-cut formula: ``alpha*(p, Q) = min_H p(H) + 1 - Q(all drafts in H)`` for any k, any Q;
 - prefix optimality: for i.i.d. and without-replacement drafts a minimising ``H`` is a
@@ -36,7 +36,7 @@ from .check import RANDOM_SEARCH, Check, SlackSearch, identity_slack, run_search
 from .instances import random_exact, random_pair
 from .spechub import random_law_cases
 
-PAPER = "beyond"
+PAPER = "theory"
 SOURCE = "docs/theory.md"
 
 
@@ -55,7 +55,7 @@ def check_min_cut(instances: int, rng: np.random.Generator, cut_fn=brute_force_m
     """The min-cut formula for any k and any joint Q (brute force over H vs the full LP)."""
     full = full or solve_full_lp
     check = Check(
-        id="beyond.min_cut", paper=PAPER, source=f"{SOURCE}; SpecHub (Sun et al. 2024), App. F generalised",
+        id="theory.min_cut", paper=PAPER, source=f"{SOURCE}; SpecHub (Sun et al. 2024), App. F generalised",
         claim="For any number of drafts and any joint draft law Q, the optimal acceptance is the minimum over token sets H of p(H) + 1 - Q(all drafts in H).",
         formula="alpha*(p, Q) = min_H [ p(H) + 1 - Q(X_1..X_k in H) ]",
         method=RANDOM_SEARCH,
@@ -75,11 +75,11 @@ def check_max_flow_certificate(instances: int, rng: np.random.Generator, flow=No
     cut_value = cut_value or min_cut_value
     full = full or solve_full_lp
     check = Check(
-        id="beyond.max_flow_certificate", paper=PAPER, source=f"{SOURCE}; SpecHub (Sun et al. 2024), App. F generalised (implementation check)",
+        id="theory.max_flow_certificate", paper=PAPER, source=f"{SOURCE}; SpecHub (Sun et al. 2024), App. F generalised (implementation check)",
         claim="otm's max-flow formulation returns the OTM optimum, with a cut H whose capacity p(H) + 1 - Q(all in H) equals it.",
         formula="maxflow(p, Q) = alpha*(p, Q) = min_cut_value(p, Q, cut_tokens)",
         method=RANDOM_SEARCH,
-        note="Same instances as beyond.min_cut; checks the implementation (networkx behind solvers.max_flow), not a paper.",
+        note="Same instances as theory.min_cut; checks the implementation (networkx behind solvers.max_flow), not a paper.",
     )
 
     def slack(c):
@@ -113,7 +113,7 @@ def check_prefix(instances: int, rng: np.random.Generator, prefixes_fn=ratio_pre
     """The prefix theorem for i.i.d. and without-replacement drafts, and otm's prefix scan."""
     closed_form = closed_form or prefix_scan
     check = Check(
-        id="beyond.prefix", paper=PAPER, source=f"{SOURCE} (prefix scan)",
+        id="theory.prefix", paper=PAPER, source=f"{SOURCE} (prefix scan)",
         claim="For i.i.d. drafts and drafts without replacement, the min cut is attained on a prefix of the tokens sorted by p/q ascending, so one sort and one scan give the optimum.",
         formula="min_H [p(H) + 1 - Q(all in H)] = min_m [p(H_m) + 1 - Q(all in H_m)],  H_m = first m tokens by p/q",
         method=RANDOM_SEARCH,
@@ -154,7 +154,7 @@ def check_spechub_greedy(instances: int, rng: np.random.Generator, acceptance_fn
     acceptance_fn = acceptance_fn or otm.rule_acceptance
     optimum_for_law = optimum_for_law or lp_optimum_for_law
     check = Check(
-        id="beyond.spechub_greedy", paper=PAPER, source=f"{SOURCE}; SpecHub (Sun et al. 2024), §4",
+        id="theory.spechub_greedy", paper=PAPER, source=f"{SOURCE}; SpecHub (Sun et al. 2024), §4",
         claim="If q has at least two tokens with positive probability, SpecHub and the greedy-draft verifier with k = 2 have the same acceptance, "
         "p(a) + sum_{x != a} min(p(x), q(x)/(1-q(a))), which is the per-token bound and the optimum of either law.",
         formula="|supp q| >= 2  =>  acc_SpecHub = acc_greedy(k=2) = sum_y min(p(y), P(y in S)) = alpha*(p, hub) = alpha*(p, greedy_2)",
@@ -194,7 +194,7 @@ def check_no_rule_beats_optimum(instances: int, rng: np.random.Generator, law_fn
     law_fn = law_fn or otm.rule_law
     optimum_for_law = optimum_for_law or lp_optimum_for_law
     check = Check(
-        id="beyond.no_rule_beats_optimum", paper=PAPER, source=f"{SOURCE}, section 1.1 (a lossless rule is a feasible plan of its own law's LP)",
+        id="theory.no_rule_beats_optimum", paper=PAPER, source=f"{SOURCE}, section 1.1 (a lossless rule is a feasible plan of its own law's LP)",
         claim="No selection rule accepts more than the OTM optimum of its own joint draft law, which is at most the per-token bound.",
         formula="acc_rule(p, q, k) <= alpha*(p, Q_rule) <= sum_y min(p(y), P_Q(y in S))",
         method=RANDOM_SEARCH,
@@ -223,7 +223,7 @@ def check_optimal_verifier(instances: int, rng: np.random.Generator, law_fn=None
     law_fn = law_fn or otm.rule_law
     optimum_fn = optimum_fn or (lambda p, q, k, sampling: otm.optimal_acceptance(p, q, k, sampling=sampling))
     check = Check(
-        id="beyond.optimal_verifier", paper=PAPER,
+        id="theory.optimal_verifier", paper=PAPER,
         source=f"{SOURCE}; docs/optimal-verifier-proofs.md#the-level-rule-is-optimal-for-iid-drafts (after Khisti et al. 2025 and Thomas & Pal 2025)",
         claim="The optimal verifier outputs exactly p and accepts alpha*(p, q^k) with i.i.d. drafts; its latent form "
               "outputs exactly p with drafts without replacement and accepts at least alpha*(p, q^k) (at most that law's optimum).",
@@ -254,7 +254,7 @@ def check_optimal_pair_wor(instances: int, rng: np.random.Generator, law_fn=None
     """``optimal_pair_wor``: output law ``p`` and acceptance ``alpha*(p, WOR(q, 2))``, its water
     levels in ``[0, 1]``. Exact rational laws on small instances."""
     check = Check(
-        id="beyond.optimal_pair_wor", paper=PAPER,
+        id="theory.optimal_pair_wor", paper=PAPER,
         source=f"{SOURCE}; docs/optimal-verifier.md#water-levels-for-drafts-without-replacement (two drafts without replacement, water levels)",
         claim="For two drafts without replacement, the water-level rule outputs exactly p and accepts the optimum of "
               "that draft law; its yield probabilities (the water levels) lie in [0, 1].",
@@ -262,7 +262,7 @@ def check_optimal_pair_wor(instances: int, rng: np.random.Generator, law_fn=None
         method=RANDOM_SEARCH,
         note="Exact rationals (denominator 12, zeros included); V = 3..6, at least two tokens with q > 0. The levels "
              "in [0, 1] are what the rule needs to be a rule; proved in docs/optimal-verifier-proofs.md (water levels are "
-             "probabilities, its steps checked by beyond.water_levels_at_most_one), checked here on the rule's own levels.",
+             "probabilities, its steps checked by theory.water_levels_at_most_one), checked here on the rule's own levels.",
     )
     return _water_level_search(check, "optimal_pair_wor", instances, rng, law_fn, optimum_fn, sizes=(3, 6), ks=(2, 2))
 
@@ -272,7 +272,7 @@ def check_optimal_wor(instances: int, rng: np.random.Generator, law_fn=None, opt
     without replacement (draft sets in place of pairs): output law ``p``, acceptance
     ``alpha*(p, WOR(q, k))``, levels in ``[0, 1]``. Exact rational laws on small instances."""
     check = Check(
-        id="beyond.optimal_wor", paper=PAPER,
+        id="theory.optimal_wor", paper=PAPER,
         source=f"{SOURCE}; docs/optimal-verifier.md#water-levels-for-drafts-without-replacement (k drafts without replacement, the same water levels)",
         claim="For k = 3 and 4 drafts without replacement, the water-level rule (go down from the highest member "
               "while a uniform is below the least level between it and the member) outputs exactly p and accepts "
@@ -317,7 +317,7 @@ def check_pair_wor_yield_bounds(instances: int, rng: np.random.Generator, lower_
     lower_fn = lower_fn or water_levels.pair.yield_lower_bound
     at_most_fn = at_most_fn or water_levels.pair.yield_at_most
     check = Check(
-        id="beyond.pair_wor_yield_bounds", paper=PAPER,
+        id="theory.pair_wor_yield_bounds", paper=PAPER,
         source=f"{SOURCE}; docs/optimal-verifier-proofs.md#bounds-on-a-water-level-from-the-flux",
         claim="For two drafts without replacement, the yield Y of a same-side pair in the water-level rule is at least "
               "the least flux over the first run's pair mass at the cuts between the pair, and at most u whenever the "
@@ -375,7 +375,7 @@ def check_wor_walk_bounds(instances: int, rng: np.random.Generator, lower_fn=Non
     lower_fn = lower_fn or bounds.span_lower_bound
     at_most_fn = at_most_fn or bounds.span_at_most
     check = Check(
-        id="beyond.wor_walk_bounds", paper=PAPER,
+        id="theory.wor_walk_bounds", paper=PAPER,
         source=f"{SOURCE}; docs/optimal-verifier-proofs.md#bounds-on-a-water-level-from-the-flux (k drafts)",
         claim="For k drafts without replacement, the least water level M between two members low < high of a drafted "
               "set on one side of the cut is at least the least flux over the first run's set mass at the cuts between "
@@ -421,7 +421,7 @@ def check_water_levels_at_most_one(instances: int, rng: np.random.Generator, ord
 
     order_fn = order_fn or ratio_order
     check = Check(
-        id="beyond.water_levels_at_most_one", paper=PAPER,
+        id="theory.water_levels_at_most_one", paper=PAPER,
         source=f"{SOURCE}; docs/optimal-verifier-proofs.md#water-levels-are-probabilities",
         claim="In the water-level construction (k drafts without replacement or i.i.d., ranks by p/q), at every run "
               "R = [f, t] of the nesting and level s the residual y has y/q nondecreasing, nonnegative flux, every "
@@ -462,15 +462,15 @@ def check_water_levels_at_most_one(instances: int, rng: np.random.Generator, ord
 
 
 CHECKS = {
-    "beyond.min_cut": lambda n, rng: check_min_cut(n, rng),
-    "beyond.max_flow_certificate": lambda n, rng: check_max_flow_certificate(n, rng),
-    "beyond.prefix": lambda n, rng: check_prefix(n, rng),
-    "beyond.spechub_greedy": lambda n, rng: check_spechub_greedy(n, rng),
-    "beyond.no_rule_beats_optimum": lambda n, rng: check_no_rule_beats_optimum(n, rng),
-    "beyond.optimal_verifier": lambda n, rng: check_optimal_verifier(n, rng),
-    "beyond.optimal_pair_wor": lambda n, rng: check_optimal_pair_wor(n, rng),
-    "beyond.optimal_wor": lambda n, rng: check_optimal_wor(n, rng),
-    "beyond.pair_wor_yield_bounds": lambda n, rng: check_pair_wor_yield_bounds(n, rng),
-    "beyond.water_levels_at_most_one": lambda n, rng: check_water_levels_at_most_one(n, rng),
-    "beyond.wor_walk_bounds": lambda n, rng: check_wor_walk_bounds(n, rng),
+    "theory.min_cut": lambda n, rng: check_min_cut(n, rng),
+    "theory.max_flow_certificate": lambda n, rng: check_max_flow_certificate(n, rng),
+    "theory.prefix": lambda n, rng: check_prefix(n, rng),
+    "theory.spechub_greedy": lambda n, rng: check_spechub_greedy(n, rng),
+    "theory.no_rule_beats_optimum": lambda n, rng: check_no_rule_beats_optimum(n, rng),
+    "theory.optimal_verifier": lambda n, rng: check_optimal_verifier(n, rng),
+    "theory.optimal_pair_wor": lambda n, rng: check_optimal_pair_wor(n, rng),
+    "theory.optimal_wor": lambda n, rng: check_optimal_wor(n, rng),
+    "theory.pair_wor_yield_bounds": lambda n, rng: check_pair_wor_yield_bounds(n, rng),
+    "theory.water_levels_at_most_one": lambda n, rng: check_water_levels_at_most_one(n, rng),
+    "theory.wor_walk_bounds": lambda n, rng: check_wor_walk_bounds(n, rng),
 }
