@@ -13,6 +13,7 @@ are all derived from :data:`RULE_SPECS`; nothing else lists rule names.
 """
 from __future__ import annotations
 
+import importlib
 import math
 from dataclasses import dataclass
 
@@ -66,6 +67,9 @@ class RuleSpec:
         latent_paths: the exact law enumerates, for every draft tuple, the latent i.i.d.
             sequences behind it (up to ``k^k``; ``optimal_latent``), so a tuple costs
             :data:`LATENT_SECONDS_PER_PATH` ``* k^k`` at least.
+        cost_model: for a closed form that is not near free, ``"module.function"`` under
+            :mod:`otm.rules` estimating its seconds from ``(draft support, k)``, what
+            :func:`estimated_seconds` returns there (``None``: a closed form costs nothing).
         aliases: earlier names, still accepted.
     """
 
@@ -89,6 +93,7 @@ class RuleSpec:
     law_function: str = "exact_law"
     seconds_per_lp_tuple: float | None = None
     latent_paths: bool = False
+    cost_model: str | None = None
     aliases: tuple = ()
 
     def allows(self, k: int) -> bool:
@@ -183,10 +188,11 @@ RULE_SPECS: dict[str, RuleSpec] = {spec.name: spec for spec in (
         "optimal_wor", "the optimal rule for k drafts without replacement (water levels)",
         "this toolkit (docs/optimal-verifier.md#water-levels-for-drafts-without-replacement)", "optimal_wor", "without_replacement", ks=(2, None),
         closed_form=("k >= 3: the water levels on the masses of the draft sets (from every draft tuple, or from the "
-                     "clock integral for float inputs; otm.rules.water_levels.parameters.wor_parameters), seconds to a minute where "
-                     "the clock integral's tables fit (about 2,000 tokens of draft support at k = 3, fewer at larger k), "
-                     "refused in milliseconds above; k = 2 is the nesting on the pair masses, which can take minutes at a "
-                     "real vocabulary, so it is priced as an enumeration"), closed_form_ks=(3, None),
+                     "clock integral for float inputs; otm.rules.water_levels.parameters.wor_parameters), priced by its "
+                     "cost model (the tuples, or the clock integral's tables up to their limit; refused in milliseconds "
+                     "above); k = 2 is the nesting on the pair masses, which can take minutes at a real vocabulary, so it "
+                     "is priced as an enumeration"), closed_form_ks=(3, None),
+        cost_model="water_levels.parameters.estimated_seconds",
         reference_optimum="without_replacement", attains_own_optimum=True, computed_as_optimum=True,
         at_least_single_draft=True, verifier="optimal_family.wor", gain_baselines=("rrs_wor",), in_report=True,
         aliases=("optimal_pair_wor",),
@@ -240,13 +246,17 @@ def rule_specs(*, lossless: bool | None = None, verifier: bool | None = None,
 
 
 def estimated_seconds(spec: RuleSpec, vocab_size: int, k: int) -> float:
-    """Estimated cost of ``spec``'s exact law at ``(V, k)``: near zero for a closed form,
-    the number of draft tuples times the measured ``seconds_per_lp_tuple`` for an LP rule,
+    """Estimated cost of ``spec``'s exact law at ``(V, k)``: for a closed form near zero, or
+    its ``cost_model``'s estimate; the number of draft tuples times the measured
+    ``seconds_per_lp_tuple`` for an LP rule,
     and the tuple enumeration's cost otherwise (``V^k`` or ``V!/(V-k)!`` tuples, about
     ``ENUMERATION_SECONDS_PER_TUPLE`` each, or ``LATENT_SECONDS_PER_PATH * k^k`` for a rule
     with ``latent_paths``). ``inf`` when the count overflows a float."""
     if spec.has_closed_form(k):
-        return 0.0
+        if spec.cost_model is None:
+            return 0.0
+        module, function = spec.cost_model.rsplit(".", 1)
+        return float(getattr(importlib.import_module(f"{__package__}.{module}"), function)(vocab_size, k))
     per_tuple = spec.seconds_per_lp_tuple or ENUMERATION_SECONDS_PER_TUPLE
     if k * math.log10(max(vocab_size, 2)) > 300 or (spec.latent_paths and k * math.log10(k) > 300):
         return math.inf  # more tuples (or latent paths) than a float holds
@@ -256,16 +266,14 @@ def estimated_seconds(spec: RuleSpec, vocab_size: int, k: int) -> float:
     return float(tuples) * per_tuple
 
 
-#: Measured cost of enumerating one draft tuple of a rule's law (a Python loop: 1e-5 to
-#: 2.4e-5 s per tuple measured by ``python scripts/bench_rule_cost.py``; the LP rules'
-#: constants come from the same script: importance_sampling 0.9-2.6e-4 s per tuple and
-#: growing with the LP's size, importance_sampling_wor 2.2-3.6e-4, importance_sampling_truncated
-#: 0.4-5e-5).
+#: Cost of enumerating one draft tuple of a rule's law (a Python loop), an upper value of what
+#: ``python scripts/bench_rule_cost.py`` measures; the LP rules' ``seconds_per_lp_tuple`` come
+#: from the same script.
 ENUMERATION_SECONDS_PER_TUPLE = 3e-5
 
-#: Cost per latent path of ``optimal_latent``'s exact law (measured at V = 5..8, k = 2..5:
-#: 2.5e-4, 1.1e-4, 1.1e-3 and 4.6e-3 to 7.6e-3 s per draft tuple; ``4e-6 k^k`` bounds the
-#: k >= 4 figures, the enumeration constant the smaller ones).
+#: Cost per latent path of ``optimal_latent``'s exact law: ``LATENT_SECONDS_PER_PATH * k^k``
+#: bounds its cost per draft tuple from ``k = 4`` on, as ``python scripts/bench_rule_cost.py``
+#: measures it (below, the enumeration constant does).
 LATENT_SECONDS_PER_PATH = 4e-6
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import doctest
 import importlib
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -76,11 +77,28 @@ def test_optimal_wor_answers_by_its_water_levels_beyond_enumeration():
     rng = np.random.default_rng(400)
     p, q = rng.dirichlet(np.ones(400)), rng.dirichlet(np.ones(400))
     spec = rule_spec("optimal_wor")
-    assert estimated_seconds(spec, 400, 3) == 0.0 and estimated_seconds(spec, 400, 2) > 0.0
+    assert spec.has_closed_form(3) and not spec.has_closed_form(2)
+    assert estimated_seconds(spec, 400, 3) > 0.0 and estimated_seconds(spec, 400, 2) > 0.0
     law = rule_law("optimal_wor", p, q, 3)
     assert law.details["method"] == "closed_form"
     optimum = optimal_acceptance(p, q, 3, sampling="without_replacement")
     assert abs(law.acceptance - optimum) <= AGREEMENT_TOLERANCE
+
+
+def test_optimal_wor_is_priced_by_its_cost_model():
+    """At k >= 3 optimal_wor's closed form is priced by what it computes, not as free: the
+    enumerated draft tuples of a small support, the clock integral's tables (up to their limit)
+    of a large one; the other closed forms stay free."""
+    from otm.rules.water_levels import clock_masses, parameters
+
+    spec = rule_spec("optimal_wor")
+    assert estimated_seconds(spec, 20, 3) == parameters.ENUMERATED_SECONDS_PER_DRAFT * 3 * math.perm(20, 3)
+    limit = clock_masses.MAX_TABLE_FLOATS // 2
+    for vocab in (5_000, 151_936):
+        assert estimated_seconds(spec, vocab, 3) == parameters.CLOCK_SECONDS_PER_ENTRY * 3 * limit
+    assert estimated_seconds(spec, 5_000, 8) > estimated_seconds(spec, 5_000, 3) > 2.0 > estimated_seconds(spec, 20, 3)
+    assert estimated_seconds(spec, 3, 3) == 0.0  # every token drafted: no construction
+    assert all(estimated_seconds(s, 5_000, 3) == 0.0 for s in RULE_SPECS.values() if s.has_closed_form(3) and s.cost_model is None)
 
 
 def test_optimal_wor_refuses_in_milliseconds_past_its_closed_form():

@@ -12,6 +12,7 @@ wider arithmetic or refused (docs/optimal-verifier.md#floats-and-certificates).
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 
@@ -20,7 +21,7 @@ from ...draft_laws import MAX_ENUMERATED_TUPLES, greedy_order, without_replaceme
 from ...errors import InvalidDraftCountError, NotApplicableError
 from ...formulations.prefix_scan import ratio_order
 from ..enumeration import MAX_RULE_ENUMERATION, TUPLE_COUNT_CAP, count_without_replacement, is_exact, support_size, zeros_like
-from .clock_masses import ClockSetMasses, built_set_masses, node_count
+from .clock_masses import RINGING_FLOOR, ClockSetMasses, built_set_masses, node_count
 from .clock_masses import realised_selection as clock_realised_selection
 from .construction import FluxSetup, PairParameters, WaterLevelRangeError, flux_setup, water_level_parameters, wider_parameters
 from .pair import pair_parameters
@@ -78,6 +79,36 @@ def wor_parameters(p, q, k: int, *, clock_masses=ClockSetMasses) -> PairParamete
         raise NotApplicableError(f"rule 'optimal_wor': its levels do not realise x within {CERTIFICATE_TOLERANCE:g} "
                                  f"here, even in wide floats, and {_counted(tuples)} draft tuples are too many for rationals")
     return params
+
+
+#: Seconds per draft of every ordered draft tuple of a float row whose set masses are enumerated
+#: (the masses, the nesting on them and the certificate): :func:`estimated_seconds`, measured by
+#: ``python scripts/bench_water_level_cost.py``.
+ENUMERATED_SECONDS_PER_DRAFT = 1e-5
+
+#: Seconds per entry (rank x quadrature node x draft) of a float row built on the clock integral
+#: (its tables, the passes over every run of the nesting, the certificate): the same script.
+CLOCK_SECONDS_PER_ENTRY = 5e-5
+
+
+def estimated_seconds(support: int, k: int) -> float:
+    """An upper estimate of the seconds :func:`wor_parameters` takes on a float row with
+    ``support`` tokens of ``q > 0`` and ``k >= 3`` drafts, from the path it takes:
+    :data:`ENUMERATED_SECONDS_PER_DRAFT` per draft of every ordered draft tuple where it
+    enumerates them; on the
+    clock integral, :data:`CLOCK_SECONDS_PER_ENTRY` per entry of its tables (``support`` ranks by
+    the nodes of the smallest ``q`` the quadrature waits for, :data:`~otm.rules.water_levels.
+    clock_masses.RINGING_FLOOR`) times ``k``, the entries capped at the tables' limit
+    (``ClockSetMasses.max_table_floats / 2``: a larger row is refused in milliseconds). What a row
+    costs within that depends on the depth of its nesting, which only the construction finds.
+    At most ``k`` tokens of ``q > 0``: no construction, 0."""
+    if support <= k:
+        return 0.0
+    tuples = math.perm(support, k)
+    if tuples <= min(MAX_ENUMERATED_TUPLES, ClockSetMasses.enumerate_up_to):
+        return ENUMERATED_SECONDS_PER_DRAFT * k * tuples
+    entries = min(support * node_count(np.array([RINGING_FLOOR]), k), ClockSetMasses.max_table_floats // 2)
+    return CLOCK_SECONDS_PER_ENTRY * k * entries
 
 
 def _takes_clock_path(p, n: int, k: int, tuples: int, clock_masses) -> bool:
@@ -211,5 +242,6 @@ def _deterministic_set(p, q, order, n: int, k: int) -> PairParameters:
 
 
 __all__ = [
-    "CERTIFICATE_TOLERANCE", "clock_flux_setup", "clock_realised_error", "realised_error", "wor_parameters",
+    "CERTIFICATE_TOLERANCE", "CLOCK_SECONDS_PER_ENTRY", "ENUMERATED_SECONDS_PER_DRAFT", "clock_flux_setup", "clock_realised_error",
+    "estimated_seconds", "realised_error", "wor_parameters",
 ]
