@@ -34,7 +34,6 @@ load is steady; the line printed after each step shows the drift.
 """
 from __future__ import annotations
 
-import math
 import os
 import sys
 import time
@@ -171,16 +170,6 @@ def slowdown(threads: int, others: float | None = None) -> float:
     return max(1.0, (others + threads) / cores)
 
 
-def model_threads(others: float) -> int:
-    """Threads for the models' forwards beside ``others`` busy threads of other work: the cores
-    left free, at least one. A forward runs hundreds of short parallel regions whose threads
-    wait for each other at every barrier, so one thread that loses its core to other work
-    stalls the rest: on a busy machine one thread is several times faster than two, in wall
-    and in CPU time (docs/report.md, "Budget and measured wall time")."""
-    cores = os.cpu_count() or 1
-    return max(1, min(cores, math.floor(cores - others + 0.5)))
-
-
 def about(seconds: float) -> str:
     """``about N s`` or ``about N min``."""
     return f"about {seconds / 60:.0f} min" if seconds >= 90 else f"about {seconds:.0f} s"
@@ -284,4 +273,4 @@ class StepClock:
 
 
 __all__ = ["DASK_START_SECONDS", "KERNEL_SECONDS", "SECONDS_PER_POSITION", "SECONDS_PER_SWEEP_CELL", "StepClock", "THEOREM_SUITE_SECONDS",
-           "about", "model_threads", "other_busy_threads", "process_tree", "runnable_threads", "slowdown"]
+           "about", "other_busy_threads", "process_tree", "runnable_threads", "slowdown"]

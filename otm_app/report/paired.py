@@ -196,7 +196,8 @@ class TextCaches:
               generator: torch.Generator) -> list[tuple]:
         """Every tree drafted after ``token_ids[:end]`` with its sampler (one draft forward
         per depth, one target forward over the nodes with children); per tree
-        ``(tokens [n_nodes], {node: p}, {node: q})``, ``p`` and ``q`` float32 ``[V]``."""
+        ``(tokens [n_nodes], {node: p}, {node: q})``, ``p`` and ``q`` float64 ``[V]``
+        (:func:`float64_law`), computed once per forest node (the trees share the root)."""
         whole, index = forest(trees)
         inner = [int(v) for v in np.flatnonzero(whole.n_children > 0) if v > 0]
         pending = torch.tensor([self.token_ids[self.committed:end]], dtype=torch.int64, device=self.device)
@@ -204,12 +205,19 @@ class TextCaches:
         tokens = torch.zeros(whole.n_nodes, dtype=torch.int64, device=self.device)
         self.draft_cache.begin_step(whole)
         draft_logits = {0: self.draft_cache.forward_step(pending, valid)[0, -1]}
+        draft_probs: dict[int, torch.Tensor] = {}  # forest node -> q (float32), the law its drafts are drawn from
+
+        def q_at(v: int) -> torch.Tensor:
+            if v not in draft_probs:
+                draft_probs[v] = probs_from_logits(draft_logits[v], temperature)
+            return draft_probs[v]
+
         for depth in range(whole.max_depth):
             for tree, at, rules in zip(trees, index, samplers):
                 for u in tree.level(depth):
                     k = int(tree.n_children[u])
                     if k:
-                        q = probs_from_logits(draft_logits[int(at[u])], temperature).unsqueeze(0)
+                        q = q_at(int(at[u])).unsqueeze(0)
                         tokens[torch.as_tensor(at[tree.children(u)])] = rules.for_k(k).sample_drafts(q, k, generator)[0]
             level = [v for v in inner if whole.depth[v] == depth + 1]
             if level:
@@ -222,23 +230,20 @@ class TextCaches:
         self.draft_cache.commit(prefix_only)
         self.target_cache.commit(prefix_only)
         self.committed = end
+        laws = {v: (float64_law(probs_from_logits(target_logits[v], temperature)), float64_law(q_at(v))) for v in target_logits}
         drafted = []
         for tree, at in zip(trees, index):
             nodes = [int(u) for u in np.flatnonzero(tree.n_children > 0)]
-            drafted.append((tokens[torch.as_tensor(at)].tolist(),
-                            {u: probs_from_logits(target_logits[int(at[u])], temperature) for u in nodes},
-                            {u: probs_from_logits(draft_logits[int(at[u])], temperature) for u in nodes}))
+            drafted.append((tokens[torch.as_tensor(at)].tolist(), {u: laws[int(at[u])][0] for u in nodes},
+                            {u: laws[int(at[u])][1] for u in nodes}))
         return drafted
 
 
-def _float64_laws(laws: dict) -> dict:
-    """``{node: [V]}`` in float64, renormalised: the models' float32 softmax sums to 1 only to
+def float64_law(law: torch.Tensor) -> np.ndarray:
+    """A ``[V]`` law in float64, renormalised: the models' float32 softmax sums to 1 only to
     its rounding (up to about 5e-5 at ``V = 151,936``); the verifiers compute in float64 too."""
-    out = {}
-    for node, law in laws.items():
-        law = law.double()
-        out[node] = (law / law.sum()).cpu().numpy()
-    return out
+    law = law.double()
+    return (law / law.sum()).cpu().numpy()
 
 
 def draft_groups(rules: Sequence[str], tree: str) -> tuple[dict, list[dict]]:
@@ -298,7 +303,6 @@ def compare_rules(pair, scored, rules: Sequence[str], tree: str, temperature: fl
             caches = {text: TextCaches(pair, scored.scores[text].token_ids)}
         drafted = caches[text].draft(position + 1, trees, samplers, temperature, generator)
         for (tokens, target_probs, draft_probs), members, shape in zip(drafted, groups.values(), trees):
-            target_probs, draft_probs = _float64_laws(target_probs), _float64_laws(draft_probs)
             for rule in (rule for rule in members if rule not in refused):
                 try:
                     values[rule].append(1 + expected_accepted(node_rules[rule], shape, tokens, target_probs, draft_probs))
@@ -327,4 +331,4 @@ def resolved(difference: Sequence[float]) -> bool:
 
 
 __all__ = ["BASELINE_RULE", "KERNELS", "RESOLUTION_SIGMAS", "TextCaches", "compare_rules", "context_rows", "descent_probabilities",
-           "draft_groups", "expected_accepted", "forest", "resolved"]
+           "draft_groups", "expected_accepted", "float64_law", "forest", "resolved"]

@@ -45,8 +45,7 @@ from otm.tolerances import AGREEMENT_TOLERANCE
 from ..configs import ReportConfig
 from ..outputs import output_folder
 from ..sweep.engine import local_workers
-from .budget import (PAIR_PARAMETERS, StepClock, decoding_parts, load_and_score_parts, model_parameters, model_threads,
-                     other_busy_threads, scored_tokens, sweep_parts)
+from .budget import PAIR_PARAMETERS, StepClock, decoding_parts, load_and_score_parts, model_parameters, scored_tokens, sweep_parts
 
 #: Temperatures of the optimum-vs-temperature sweep.
 DEFAULT_SWEEP_TEMPERATURES = (0.3, 0.45, 0.6, 0.8, 1.0, 1.25, 1.5)
@@ -225,6 +224,14 @@ def _write_report(args: ReportConfig, folder, summary: dict, acceptance: _Accept
                                            summary["figures"], theorem_rows))
 
 
+#: torch threads of the models in step 3. Fixed, whatever the machine and its load: on the
+#: CPU a bfloat16 matrix product's rounding depends on how many threads share its sum, so
+#: step 3's draws, hence its numbers, would change with the thread count; and one thread is
+#: the fastest on a busy machine, where threads wait for each other at every parallel region
+#: of a forward (docs/report.md, "Budget and measured wall time").
+DECODE_THREADS = 1
+
+
 def paired_positions(args: ReportConfig) -> int:
     """Positions of the paired comparison: as many as the tokens each rule decodes
     (``--decode-prompts`` x ``--max-new-tokens``)."""
@@ -233,7 +240,7 @@ def paired_positions(args: ReportConfig) -> int:
 
 def _decode(args: ReportConfig, pair, scored, prompts: list, clock: StepClock, progress) -> tuple[dict, dict, dict]:
     """Step 3: the realised decodes, the paired comparison, the sequence verifiers, the models
-    on the cores other work leaves free (:func:`otm_app.report.budget.model_threads`)."""
+    on :data:`DECODE_THREADS` torch threads."""
     from decoding.runtime.trees import parse_tree
     from otm_app.report.decode import rule_tree
     from otm_app.report.paired import draft_groups
@@ -242,14 +249,13 @@ def _decode(args: ReportConfig, pair, scored, prompts: list, clock: StepClock, p
     inner = {spec: int((parse_tree(spec).n_children > 0).sum()) for spec, _ in groups}
     kernel_nodes = {rule: inner[rule_tree(rule, args.tree)] for members in groups.values() for rule in members}
     decodes, n_paired = len(args.rules) + 2, paired_positions(args)
-    others = other_busy_threads()
-    with torch_threads(model_threads(others)) as threads:
+    with torch_threads(DECODE_THREADS) as threads:
         clock.start("decoding", "step 3/4",
                     f"{decodes} decodes ({len(args.rules)} rules, block and traversal verification) x {len(prompts)} prompts x "
                     f"{args.max_new_tokens} tokens, and every rule's expected tokens per call at {n_paired} positions",
                     decoding_parts(model_parameters(pair), scored.vocab_size, decodes * len(prompts), args.max_new_tokens,
                                    n_paired, 1 + sum(inner.values()), kernel_nodes, threads),
-                    " (--no-decode skips it)", others)
+                    " (--no-decode skips it)")
         return _decode_step(args, pair, scored, prompts, clock, progress)
 
 
@@ -290,19 +296,19 @@ def command_line(args: ReportConfig) -> str:
 
 
 def _score_with_models(args, texts, progress, clock: StepClock):
+    import torch
+
     from decoding.models import ModelPackageMissingError
     from otm_app.report.sources import load_report_pair, score_report_texts
 
     tokens = scored_tokens(args.pair, texts)
-    others = other_busy_threads()
-    with torch_threads(model_threads(others)) as threads:
-        clock.start("scoring", "step 2/4", f"loading the {args.pair} pair and scoring about {tokens} tokens",
-                    load_and_score_parts(PAIR_PARAMETERS[args.pair], tokens, threads), others=others)
-        try:
-            pair = load_report_pair(args.pair, args.device, args.dtype)
-        except ModelPackageMissingError as exc:
-            raise ModelPackageMissingError(f"{exc}. Or run `otm report --no-models` for a report on toy distributions without any model.") from exc
-        scored = score_report_texts(pair, texts, args.seed, progress("scoring"))
+    clock.start("scoring", "step 2/4", f"loading the {args.pair} pair and scoring about {tokens} tokens",
+                load_and_score_parts(PAIR_PARAMETERS[args.pair], tokens, torch.get_num_threads()))
+    try:
+        pair = load_report_pair(args.pair, args.device, args.dtype)
+    except ModelPackageMissingError as exc:
+        raise ModelPackageMissingError(f"{exc}. Or run `otm report --no-models` for a report on toy distributions without any model.") from exc
+    scored = score_report_texts(pair, texts, args.seed, progress("scoring"))
     clock.end("scoring")
     return pair, scored
 

@@ -477,9 +477,28 @@ def test_text_caches_give_the_teacher_forced_laws_at_the_root():
     caches, generator = TextCaches(pair, text.token_ids), torch.Generator().manual_seed(0)
     for position in (3, 9):  # two contexts of one text: the second forwards only the new tokens
         (tokens, target, draft), = caches.draft(position + 1, [parse_tree("binary:2")], [resolve_rules("rrs")], 1.0, generator)
-        assert np.allclose(target[0].numpy(), probs_from_logits(torch.as_tensor(text.target_logits[position]), 1.0).numpy(), atol=1e-5)
-        assert np.allclose(draft[0].numpy(), probs_from_logits(torch.as_tensor(text.draft_logits[position]), 1.0).numpy(), atol=1e-5)
+        assert np.allclose(target[0], probs_from_logits(torch.as_tensor(text.target_logits[position]), 1.0).numpy(), atol=1e-5)
+        assert np.allclose(draft[0], probs_from_logits(torch.as_tensor(text.draft_logits[position]), 1.0).numpy(), atol=1e-5)
         assert set(target) == {0, 1, 2} and len(tokens) == 7
+        assert target[0].dtype == np.float64 and math.isclose(target[0].sum(), 1.0, rel_tol=1e-12)
+
+
+def test_trees_drafted_at_one_context_share_the_root_laws():
+    """Every tree of the forest hangs under the context's last token: its p and q are computed
+    once and shared (they were computed once per tree), and are the law the drafts came from."""
+    import torch
+
+    from decoding.runtime.trees import parse_tree
+    from decoding.runtime.tree_walk import resolve_rules
+    from otm_app.report.paired import TextCaches
+    from otm_app.report.sources import load_report_pair, score_report_texts
+
+    pair = load_report_pair("tiny")
+    text = score_report_texts(pair, [], 0).scores[0]
+    trees, samplers = [parse_tree("binary:2"), parse_tree("chain:2")], [resolve_rules("rrs"), resolve_rules("single")]
+    (_, p1, q1), (_, p2, q2) = TextCaches(pair, text.token_ids).draft(6, trees, samplers, 1.0, torch.Generator().manual_seed(0))
+    assert p1[0] is p2[0] and q1[0] is q2[0]
+    assert set(p1) == {0, 1, 2} and set(p2) == {0, 1}
 
 
 def test_resolved_needs_two_standard_errors():

@@ -76,3 +76,35 @@ def test_this_reading_thread_is_runnable_in_the_real_proc():
         pytest.skip("no /proc")
     assert budget._stat(stat.read_text()) == ("R", os.getppid())
     assert os.getpid() in budget.process_tree(os.getppid())
+
+
+def test_the_models_work_is_shared_by_their_threads():
+    """The models' cost is one core's work, divided among their threads; the kernels run on one."""
+    one = budget.decoding_parts(2e9, 151_936, 20, 24, 48, 27, {"rrs": 7}, 1)
+    two = budget.decoding_parts(2e9, 151_936, 20, 24, 48, 27, {"rrs": 7}, 2)
+    assert two[0] == (pytest.approx(one[0][0] / 2), 2) and one[1] == two[1] == (pytest.approx(48 * 7 * budget.DEFAULT_KERNEL_SECONDS), 1)
+    assert budget.load_and_score_parts(2e9, 800, 2)[0][0] == pytest.approx(budget.load_and_score_parts(2e9, 800, 1)[0][0] / 2)
+
+
+def test_step_3_runs_the_models_on_a_fixed_thread_count(monkeypatch):
+    """A bfloat16 product's rounding on the CPU depends on the thread count, so step 3 runs on
+    DECODE_THREADS whatever the machine (its numbers once moved with the core count), and
+    gives the thread count back afterwards."""
+    import torch
+
+    from otm_app.configs import ReportConfig
+    from otm_app.report import run
+    from otm_app.report.sources import load_report_pair, score_report_texts
+
+    pair = load_report_pair("tiny")
+    scored = score_report_texts(pair, [], 0)
+    seen = []
+    monkeypatch.setattr(run, "_decode_step", lambda *args: seen.append(torch.get_num_threads()) or ({}, {}, {}))
+    monkeypatch.setattr(budget, "other_busy_threads", lambda: 0.0)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        run._decode(ReportConfig(pair="tiny"), pair, scored, [], budget.StepClock(quiet=True), None)
+        assert seen == [run.DECODE_THREADS] and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
