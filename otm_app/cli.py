@@ -263,8 +263,8 @@ def _add_report(sub) -> None:
     rep.add_argument("--texts", default=d.texts, help="comma-separated built-in text names or text files (default: every built-in text)")
     rep.add_argument("--k-max", metavar="K", type=int, default=d.k_max, help="largest number of drafts; k = 1..K")
     rep.add_argument("-k", "--k", action=_RefusedOption, help=argparse.SUPPRESS,
-                     message="otm report takes --k-max K (every k = 1..K); -k/--k names exact draft counts in "
-                             "`otm acceptance` and `otm sweep`")
+                     message="otm report takes --k-max K (every k = 1..K); -k/--k is one draft count "
+                             "(`otm acceptance`), --ks a list of them (`otm sweep`)")
     rep.add_argument("--temperatures", type=_positive_floats, default=d.temperatures, help="comma-separated temperatures of the per-position tables")
     rep.add_argument("--rules", type=_rule_list(rule_specs(lossless=True)), default=d.rules, help="comma-separated rules")
     rep.add_argument("--out", default=d.out, help="output folder")
@@ -300,8 +300,7 @@ def _add_sweep(sub) -> None:
                         formatter_class=DefaultsOnceFormatter)
     sw.add_argument("corpus", help="a corpus folder (written by `otm corpus`, see otm.corpus)")
     sw.add_argument("--out", default=d.out, help="output folder: parts/*.parquet, summary.json, figures; rerun to resume")
-    sw.add_argument("-k", "--k", dest="ks", metavar="K", type=_positive_ints, default=d.ks,
-                    help=f"draft counts, e.g. 1-8 or 2,4,8 (default: {listed(d.ks)})")
+    sw.add_argument("--ks", type=_positive_ints, default=d.ks, help=f"draft counts, e.g. 1-8 or 2,4,8 (default: {listed(d.ks)})")
     sw.add_argument("--temperatures", type=_positive_floats, default=d.temperatures,
                     help=f"comma-separated temperatures (default: {listed(d.temperatures)})")
     sw.add_argument("--top-ps", dest="top_ps", type=_positive_floats, default=d.top_ps,

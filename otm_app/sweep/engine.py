@@ -99,7 +99,7 @@ def check_config(config: SweepConfig) -> None:
     if not _is_real(config.connect_timeout) or not 0 < config.connect_timeout < math.inf:
         raise InvalidArgumentError(f"--connect-timeout must be a positive number of seconds, got {config.connect_timeout!r}")
     if not _values(config.ks) or not all(_is_int(k) and 1 <= k <= MAX_DRAFTS for k in config.ks):
-        raise InvalidArgumentError(f"-k/--k must be integers from 1 to MAX_DRAFTS = {MAX_DRAFTS}, got {config.ks!r}")
+        raise InvalidArgumentError(f"--ks must be integers from 1 to MAX_DRAFTS = {MAX_DRAFTS}, got {config.ks!r}")
     if not _values(config.top_ps) or not all(_is_real(v) and 0 < v <= 1 for v in config.top_ps):
         raise InvalidArgumentError(f"--top-ps must be in (0, 1] (1 = none), got {config.top_ps!r}")
     if not _values(config.temperatures) or not all(_is_real(v) and 0 < v < math.inf for v in config.temperatures):

@@ -55,7 +55,7 @@ def json_runs(tmp_path_factory):
                         "--max-new-tokens", "4", "--json"),
                    _otm("decode", "--pair", "tiny", "--rule", "rrs", "--prompt", "1,2,3", "--max-new-tokens", "4",
                         "--record", str(recording), "--json")],
-        "sweep": [_otm("sweep", str(tmp / "corpus"), "--out", str(tmp / "sweep"), "-k", "1-2", "--temperatures", "1",
+        "sweep": [_otm("sweep", str(tmp / "corpus"), "--out", str(tmp / "sweep"), "--ks", "1-2", "--temperatures", "1",
                        "--computations", "optimum_iid,rrs", "--workers", "1", "--no-figures", "--quiet", "--json")],
         "report": [_otm("report", "--no-models", "--out", str(tmp / "report"), "--k-max", "2", "--temperatures", "1",
                         "--sweep-positions", "2", "--positions", "2", "--quiet", "--json")],
@@ -117,7 +117,7 @@ def run(capsys, *argv):
     (("validate", "/nonexistent.npz"), "no such recording"),
     (("validate", "/etc/passwd"), "not a readable otm decode recording"),
     (("sweep", "/nonexistent"), "not an otm corpus"),
-    (("sweep", "/nonexistent", "-k", "100000000"), "-k/--k"),
+    (("sweep", "/nonexistent", "--ks", "100000000"), "--ks"),
     (("sweep", "/nonexistent", "--scheduler", "garbage://x"), "not a scheduler address"),
     (("corpus", "--pair", "tiny", "--shard-size", "0"), "--shard-size"),
 ])
@@ -210,27 +210,27 @@ def _parsed(*argv):
     return build_parser().parse_args(list(argv))
 
 
-def test_draft_counts_have_one_name_across_commands():
-    """``-k/--k`` is the draft count(s) a command computes, exactly those (one in
-    ``acceptance``; a list or range in ``sweep``); ``--k-max K`` is every ``k = 1..K``
-    (``report``). Each command's help names its own spelling."""
+def test_draft_counts_have_one_name_per_meaning_across_commands():
+    """As ``--temperature``/``--temperatures`` and ``--top-p``/``--top-ps``: ``-k/--k`` is one
+    draft count (``acceptance``), ``--ks`` a list of them (``sweep``), ``--k-max K`` every
+    ``k = 1..K`` (``report``, whose ``-k`` meant that). Each command's help names its own."""
     for flag in ("-k", "--k"):
         assert _parsed("acceptance", flag, "3").k == 3
-        assert _parsed("sweep", "corpus", flag, "2,4").ks == (2, 4)
-        assert _parsed("sweep", "corpus", flag, "1-3").ks == (1, 2, 3)
+    assert _parsed("sweep", "corpus", "--ks", "2,4").ks == (2, 4)
+    assert _parsed("sweep", "corpus", "--ks", "1-3").ks == (1, 2, 3)
     assert _parsed("report", "--k-max", "3").k_max == 3
     sub = next(a for a in build_parser()._actions if a.dest == "command")
     assert "-k K, --k K" in sub.choices["acceptance"].format_help()
-    assert "-k K, --k K" in sub.choices["sweep"].format_help()
+    assert "--ks KS" in sub.choices["sweep"].format_help()
     report_help = sub.choices["report"].format_help()
     assert "--k-max K" in report_help and " -k " not in report_help and "--k " not in report_help
 
 
 @pytest.mark.parametrize("argv, says", [
-    # -k means exact counts elsewhere; in report it was --k-max (and --k would abbreviate it)
+    # -k is one count elsewhere; in report it was --k-max (and --k would abbreviate it)
     (("report", "-k", "3"), "otm report takes --k-max K"),
     (("report", "--k", "3"), "otm report takes --k-max K"),
-    (("sweep", "corpus", "--ks", "1-2"), "unrecognized arguments: --ks"),
+    (("sweep", "corpus", "-k", "2"), "unrecognized arguments: -k"),
     (("report", "--rule-positions", "4"), "unrecognized arguments: --rule-positions"),
     (("report", "--wor-positions", "4"), "unrecognized arguments: --wor-positions"),
     (("theorems", "--paper", "beyond"), "invalid choice: 'beyond'"),  # now theory, like sequences: its document

@@ -123,7 +123,7 @@ def test_summary_means_are_the_table_means(corpus, tmp_path):
 
 def test_cli_sweep_writes_summary_and_figures(corpus, tmp_path, capsys):
     out = tmp_path / "cli"
-    status = main(["sweep", str(corpus), "--out", str(out), "-k", "1-2", "--workers", "1", "--quiet", "--json",
+    status = main(["sweep", str(corpus), "--out", str(out), "--ks", "1-2", "--workers", "1", "--quiet", "--json",
                    "--computations", "optimum_iid,rrs,is_truncated"])
     printed = json.loads(capsys.readouterr().out)
     assert status == 0

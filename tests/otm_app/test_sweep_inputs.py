@@ -43,9 +43,9 @@ def swept(tmp_path_factory):
 
 
 @pytest.mark.parametrize("field, value, says", [
-    ("ks", (1, 100_000_000), f"-k/--k must be integers from 1 to MAX_DRAFTS = {MAX_DRAFTS}"),
-    ("ks", (), "-k/--k must be integers"),
-    ("ks", (True,), "-k/--k must be integers"),
+    ("ks", (1, 100_000_000), f"--ks must be integers from 1 to MAX_DRAFTS = {MAX_DRAFTS}"),
+    ("ks", (), "--ks must be integers"),
+    ("ks", (True,), "--ks must be integers"),
     ("mc_paths", 1, "--mc-paths must be an integer >= 2"),  # the estimate's standard error needs 2 paths
     ("mc_paths", 1 << 22, f"above MAX_MC_DRAWS = {MAX_MC_DRAWS:,}"),  # x 8 drafts
     ("positions_per_task", 20_000, f"above MAX_TASK_ROWS = {MAX_TASK_ROWS:,}"),  # 20,000 x 8 k x 9 computations

@@ -219,7 +219,7 @@ def test_a_sweep_over_a_bad_corpus_is_one_line_without_retries(tmp_path, capfd, 
         return real(corpus_folder, task, settings, parts)
 
     monkeypatch.setattr(engine, "run_task", counted)
-    status = main(["sweep", str(corpus), "--out", str(tmp_path / "out"), "-k", "1-2", "--computations", "optimum_iid",
+    status = main(["sweep", str(corpus), "--out", str(tmp_path / "out"), "--ks", "1-2", "--computations", "optimum_iid",
                    "--workers", "1", "--positions-per-task", "4", "--retries", "2", "--quiet", "--no-figures"])
     err = capfd.readouterr().err
     assert status == 2
