@@ -78,7 +78,7 @@ def profile(p: torch.Tensor, q: torch.Tensor, k: int, repeats: int, buckets: int
         entry["cut"] = median_ms(lambda: [cut(row) for row in picked], repeats) / len(picked)
         first_round = []  # per full row: its cut, its first-round buckets and a copy of its bucket ids
         for row in picked:
-            target, draft, sizes, lower, sign = cut(row)
+            target, draft, sizes, lower, _, sign = cut(row)
             refined = (sizes > 0) & (sign == 0)
             refined[ids[drafts_np[row]]] = True
             first_round.append((row, target, draft, sizes, lower, refined, ids.copy()))

@@ -92,12 +92,15 @@ def verify_rows(
     scratch: Scratch | None = None,
     buckets: int = BUCKETS,
     margin: float | None = None,  # the sign test's (default: sign_margin(V, k))
+    split_tokens: int = compiled.SPLIT_TOKENS,
+    fanout: int = compiled.SPLIT_FANOUT,
 ) -> VerifierOutput:
     """Steps 1-5 of :mod:`decoding.verifiers.optimal` on merged rows (module docstring) for
     ``rows`` of the batch (``[n]`` outputs): the draw of the full path in exact arithmetic,
     each row by :func:`decoding.verifiers.optimal_merged.verify_row`, the rows shared among
-    ``torch.get_num_threads()`` threads. ``buckets`` and ``margin`` are there for the tests
-    and the profile (coarse buckets, a broken margin)."""
+    ``torch.get_num_threads()`` threads. ``buckets``, ``margin``, ``split_tokens`` and
+    ``fanout`` (:func:`decoding.verifiers.optimal_merged.split_runs`) are there for the tests
+    and the profile (coarse buckets, a broken margin, splits at a small vocabulary)."""
     scratch = Scratch() if scratch is None else scratch
     rows = torch.arange(draft_tokens.shape[0]) if rows is None else rows
     count, k, vocab = rows.numel(), draft_tokens.shape[1], target_probs.shape[1]
@@ -116,8 +119,8 @@ def verify_rows(
                  scratch.take(f"bucket ids {part}", (vocab,), torch.int32, cpu).numpy()) for part in range(row_parts(count))]
 
         def run(part: int, parts: int) -> None:
-            compiled.verify_rows(p, q, picked, drafts, u, buckets, margin, *work[part], tokens, accepted_index,
-                                 part, parts)
+            compiled.verify_rows(p, q, picked, drafts, u, buckets, margin, split_tokens, fanout, *work[part], tokens,
+                                 accepted_index, part, parts)
 
         share_rows(run, count)
     device = draft_tokens.device

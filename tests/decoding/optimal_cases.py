@@ -75,13 +75,13 @@ def row_numpy(values: torch.Tensor) -> np.ndarray:
 
 def compiled_cut(p: torch.Tensor, q: torch.Tensor, k: int, buckets: int = optimal_buckets.BUCKETS, margin: float | None = None):
     """:func:`decoding.verifiers.optimal_merged.cut` of one row ``p``, ``q`` ``[V]``: the
-    bucket ids and, per bucket, the sums of ``p`` and ``q``, the sizes, the lower keys, the
+    bucket ids and, per bucket, the sums of ``p`` and ``q``, the sizes, the lower and upper keys, the
     signs and whether it holds a token (``torch`` tensors), with the row's NumPy views."""
     vocab = p.shape[0]
     p_np, q_np = row_numpy(p), row_numpy(q)
     keys, ids = np.empty(vocab, np.int64), np.empty(vocab, np.int32)
     margin = optimal_buckets.sign_margin(vocab, k) if margin is None else margin
-    target, draft, sizes, lower, sign = optimal_merged.cut(p_np, q_np, k, buckets, margin, keys, ids)
-    as_torch = [torch.from_numpy(a) for a in (ids, target, draft, sizes, lower, sign)]
-    return SimpleNamespace(**dict(zip(("ids", "target", "draft", "sizes", "lower", "sign"), as_torch)),
+    target, draft, sizes, lower, upper, sign = optimal_merged.cut(p_np, q_np, k, buckets, margin, keys, ids)
+    as_torch = [torch.from_numpy(a) for a in (ids, target, draft, sizes, lower, upper, sign)]
+    return SimpleNamespace(**dict(zip(("ids", "target", "draft", "sizes", "lower", "upper", "sign"), as_torch)),
                            present=torch.from_numpy(sizes > 0), p=p_np, q=q_np)
