@@ -91,7 +91,7 @@ from .wor_all_in import (
 )
 
 #: Sampling schemes the prefix scan covers.
-PREFIX_SAMPLINGS = ("iid", "without_replacement")
+PREFIX_SCHEMES = ("iid", "without_replacement")
 #: Without replacement: a prefix whose cut is provably within this of the least evaluated
 #: cut is not evaluated (the returned optimum is within it of the exact one; 4 ulps of 1).
 _TIE = 2.0**-50
@@ -141,7 +141,7 @@ def _order_past_overflow(p, q, ratio, order, overflowed, stable: bool) -> np.nda
     return np.concatenate([head, big, np.flatnonzero(q == 0)])
 
 
-def prefix_scan(p, q, k: int, sampling: str = "iid") -> OTMSolution:
+def prefix_scan(p, q, k: int, draft_scheme: str = "iid") -> OTMSolution:
     """Optimal acceptance ``alpha*(p, Q)`` for ``k`` drafts from ``q``, i.i.d. or without
     replacement, by the prefix scan (module docstring).
 
@@ -149,7 +149,7 @@ def prefix_scan(p, q, k: int, sampling: str = "iid") -> OTMSolution:
         p: ``[V]`` target distribution (float, or exact Fractions for an exact answer).
         q: ``[V]`` draft distribution, same number type as ``p``.
         k: number of drafts.
-        sampling: ``"iid"`` or ``"without_replacement"``.
+        draft_scheme: ``"iid"`` or ``"without_replacement"``.
 
     Returns:
         :class:`OTMSolution` with ``method="prefix_scan"``, ``cut`` = the optimal prefix
@@ -162,29 +162,29 @@ def prefix_scan(p, q, k: int, sampling: str = "iid") -> OTMSolution:
     >>> round(prefix_scan([1.0, 0.0], [0.5, 0.5], 2).value, 12)  # 1 - (1/2)^2
     0.75
     """
-    if sampling not in PREFIX_SAMPLINGS:
-        raise UnknownNameError(f"prefix_scan covers sampling in {PREFIX_SAMPLINGS}, got {sampling!r}")
+    if draft_scheme not in PREFIX_SCHEMES:
+        raise UnknownNameError(f"unknown draft scheme {draft_scheme!r} for prefix_scan; choose one of {PREFIX_SCHEMES}")
     k = check_draft_count(k)
     p, q = _pair(p, q)
-    return valid_prefix_scan(p, q, k, sampling)
+    return valid_prefix_scan(p, q, k, draft_scheme)
 
 
-def valid_prefix_scan(p: np.ndarray, q: np.ndarray, k: int, sampling: str) -> OTMSolution:
+def valid_prefix_scan(p: np.ndarray, q: np.ndarray, k: int, draft_scheme: str) -> OTMSolution:
     """:func:`prefix_scan` of checked inputs: ``p``, ``q`` validated (float64, or exact
     Fractions both), ``k`` an int ``>= 1``; nothing checked again."""
-    assert isinstance(k, int) and k >= 1 and sampling in PREFIX_SAMPLINGS, (k, sampling)
+    assert isinstance(k, int) and k >= 1 and draft_scheme in PREFIX_SCHEMES, (k, draft_scheme)
     exact = p.dtype == object
-    if not exact and (sampling == "iid" or k == 1):  # k = 1: both schemes are one draw from q
+    if not exact and (draft_scheme == "iid" or k == 1):  # k = 1: both schemes are one draw from q
         return _iid_float_scan(p, q, k)
     if not exact:
         return WithoutReplacementScan.of_valid(p, q).solve_checked(k)
     order = ratio_order(p, q)
     n = int(sum(1 for v in q if v > 0))
-    if sampling == "without_replacement" and k > n:
+    if draft_scheme == "without_replacement" and k > n:
         raise _too_few_tokens(n, k)
     p_sorted, q_sorted = p[order[:n]], q[order[:n]]
     details: dict = {"order": order, "scanned_prefixes": n + 1}
-    if sampling == "iid" or k == 1:
+    if draft_scheme == "iid" or k == 1:
         outside = 1 - _prefix_sums(q_sorted, True) ** k
     else:
         law = valid_draft_law("without_replacement", q, k)
@@ -201,7 +201,8 @@ class WithoutReplacementScan:
     does not depend on ``k`` is computed once, on first use: the ratio order, the target's
     prefix sums and the draft's prefix masses and order statistics
     (:class:`otm.formulations.wor_all_in.DraftOrder`). A per-position table asks for every
-    ``k`` of the same row (:mod:`otm.positions`).
+    ``k`` of the same row at once (:meth:`solve_together`, :mod:`otm.positions`): one branch
+    and bound for all of them, the same guarantee as ``solve`` at each ``k``.
 
     Args:
         p, q: ``[V]`` target and draft distributions (floats; validated as by :func:`prefix_scan`).
