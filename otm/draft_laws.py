@@ -34,7 +34,7 @@ from .distributions import as_distribution, check_draft_count
 from .errors import InvalidDistributionError, InvalidDraftCountError, NotApplicableError, ShapeMismatchError, UnknownNameError
 
 #: Every draft scheme (the joint law of the k drafts, docs/notation.md): what :func:`draft_law`
-#: builds, what ``sampling=`` names in the public functions (``--sampling`` on the command
+#: builds, what ``draft_scheme=`` names in the public functions (``--draft-scheme`` on the command
 #: line) and a rule's ``draft_scheme`` (:mod:`otm.rules.registry`). ``"independent"`` draws
 #: draft ``i`` from its own ``q_i`` (``q`` is ``[k, V]``); the others draw from one ``q``.
 DRAFT_SCHEMES = ("iid", "without_replacement", "hub", "greedy", "independent")
@@ -461,24 +461,24 @@ def check_scheme_draft_count(scheme: str, k, vocab_size: int) -> int:
     return k
 
 
-def draft_law(sampling: str, q, k: int) -> DraftLaw:
-    """The joint draft law of ``k`` drafts of the draft scheme ``sampling`` (one of
+def draft_law(draft_scheme: str, q, k: int) -> DraftLaw:
+    """The joint draft law of ``k`` drafts of the draft scheme ``draft_scheme`` (one of
     :data:`DRAFT_SCHEMES`) from ``q``: ``[V]``, or ``[k, V]`` for ``"independent"`` (also
     accepted with ``"iid"``: draft ``i`` from ``q_i``).
 
     >>> draft_law("without_replacement", [0.5, 0.5], 2).tuples.tolist()
     [[0, 1], [1, 0]]
     """
-    if sampling not in DRAFT_SCHEMES:
-        raise UnknownNameError(f"unknown draft scheme {sampling!r}; choose one of {DRAFT_SCHEMES}")
-    if sampling == "independent" or (sampling == "iid" and np.ndim(q) == 2):
+    if draft_scheme not in DRAFT_SCHEMES:
+        raise UnknownNameError(f"unknown draft scheme {draft_scheme!r}; choose one of {DRAFT_SCHEMES}")
+    if draft_scheme == "independent" or (draft_scheme == "iid" and np.ndim(q) == 2):
         if np.ndim(q) != 2:
             raise ShapeMismatchError(f"independent drafts need k draft distributions q ([k, V]), got shape {np.shape(q)}")
         if len(q) != check_draft_count(k):
             raise ShapeMismatchError(f"got {len(q)} draft distributions for k={k}")
         return independent_law(q)
     q = _validated(q)
-    return valid_draft_law(sampling, q, check_scheme_draft_count(sampling, k, q.size))
+    return valid_draft_law(draft_scheme, q, check_scheme_draft_count(draft_scheme, k, q.size))
 
 
 def valid_draft_law(scheme: str, q, k: int) -> DraftLaw:

@@ -85,14 +85,14 @@ def three_token_table(ts: Sequence[float], first: float = 1 / 3, k: int = 2, rul
     return AcceptanceTable(table.parameter, table.unit, table.values, {**table.columns, SINGLE_AT_K1: single.columns["single"]}, table.notes, title)
 
 
-def uniform_table(draft_size: int, target_sizes: Sequence[int], ks: Sequence[int], sampling: str = "iid") -> AcceptanceTable:
+def uniform_table(draft_size: int, target_sizes: Sequence[int], ks: Sequence[int], draft_scheme: str = "iid") -> AcceptanceTable:
     """SpecTr Fig. 1 (SpecTr, Sun et al. 2023, App. B.2): ``alpha*`` for target ``U(m)``, draft ``U(d)``
     (nested supports) against ``k``, one column per ``m``."""
     ks = [check_draft_count(k) for k in ks]
-    columns = {f"p = U({m}), r = {draft_size / m:g}": np.array([float(uniform_optimum(m, draft_size, k, sampling)) for k in ks]) for m in target_sizes}
+    columns = {f"p = U({m}), r = {draft_size / m:g}": np.array([float(uniform_optimum(m, draft_size, k, draft_scheme)) for k in ks]) for m in target_sizes}
     return AcceptanceTable(
         "k", "drafts", np.asarray(ks, dtype=np.float64), columns, {},
-        f"SpecTr Fig. 1: optimal acceptance vs k, draft q = U({draft_size}), target p = U(d/r) ({sampling.replace('_', ' ')})",
+        f"SpecTr Fig. 1: optimal acceptance vs k, draft q = U({draft_size}), target p = U(d/r) ({draft_scheme.replace('_', ' ')})",
     )
 
 

@@ -30,18 +30,18 @@ from .solution import OTMSolution
 METHODS = ("auto", "closed_form", "prefix_scan", "per_token_bound", "max_flow", "full_lp", "simplified_lp", "canonical_lp")
 
 
-def solve_optimum(p, q, k: int, sampling: str = "iid", method: str = "auto", backend: str = "highs") -> OTMSolution:
+def solve_optimum(p, q, k: int, draft_scheme: str = "iid", method: str = "auto", backend: str = "highs") -> OTMSolution:
     """Optimal acceptance of ``k`` drafts from ``q`` against the target ``p``, with its
     certificate.
 
     Args:
         p: ``[V]`` target distribution (floats, or exact Fractions).
-        q: ``[V]`` draft distribution; ``[k, V]`` for ``sampling="independent"`` (also
+        q: ``[V]`` draft distribution; ``[k, V]`` for ``draft_scheme="independent"`` (also
             accepted with ``"iid"``): k independent drafts with different laws (closed form
             does not apply).
         k: number of drafts, checked here once (for the draft scheme too: 2 for ``"hub"``, at
             most ``V`` without replacement and greedy) and passed on as checked.
-        sampling: the draft scheme, one of :data:`otm.draft_laws.DRAFT_SCHEMES`.
+        draft_scheme: the draft scheme, one of :data:`otm.draft_laws.DRAFT_SCHEMES`.
         method: one of :data:`METHODS`.
         backend: LP backend name for the LP methods.
 
@@ -54,37 +54,37 @@ def solve_optimum(p, q, k: int, sampling: str = "iid", method: str = "auto", bac
     0.75
     """
     method = _check_method(method)
-    if sampling not in DRAFT_SCHEMES:
-        raise UnknownNameError(f"unknown draft scheme sampling={sampling!r}; choose one of {DRAFT_SCHEMES}")
+    if draft_scheme not in DRAFT_SCHEMES:
+        raise UnknownNameError(f"unknown draft scheme {draft_scheme!r}; choose one of {DRAFT_SCHEMES}")
     raw = {"p": p, "q": q}
-    p, q, k = _validated(p, q, k, sampling)
-    solution = _dispatch(p, q, k, sampling, method, backend)
+    p, q, k = _validated(p, q, k, draft_scheme)
+    solution = _dispatch(p, q, k, draft_scheme, method, backend)
     if p.dtype != object:
         solution.details["inputs"] = {name: normalisation_note(value, name) for name, value in raw.items() if np.ndim(value) == 1}
     return solution
 
 
-def _dispatch(p, q, k: int, sampling: str, method: str, backend: str) -> OTMSolution:
+def _dispatch(p, q, k: int, draft_scheme: str, method: str, backend: str) -> OTMSolution:
     if method == "auto":
-        method = "closed_form" if closed_form_method(q, sampling) else "max_flow"
+        method = "closed_form" if closed_form_method(q, draft_scheme) else "max_flow"
     if method in ("closed_form", "prefix_scan", "per_token_bound"):
-        covering = closed_form_method(q, sampling)
+        covering = closed_form_method(q, draft_scheme)
         if method != "closed_form" and covering != method:
-            raise NotApplicableError(f"method {method!r} does not cover sampling={sampling!r} (use {covering or 'max_flow'!r})")
-        covering_method(q, sampling)  # no closed form at all: NotApplicableError
-        return valid_closed_form(p, q, k, sampling)
-    law = valid_draft_law("independent" if np.ndim(q) == 2 else sampling, q, k)
+            raise NotApplicableError(f"method {method!r} does not cover draft_scheme={draft_scheme!r} (use {covering or 'max_flow'!r})")
+        covering_method(q, draft_scheme)  # no closed form at all: NotApplicableError
+        return valid_closed_form(p, q, k, draft_scheme)
+    law = valid_draft_law("independent" if np.ndim(q) == 2 else draft_scheme, q, k)
     return _solve_law(p, law, method, backend)
 
 
-def optimal_acceptance(p, q, k: int, sampling: str = "iid", method: str = "auto"):
-    """``solve_optimum(p, q, k, sampling, method).value``: a float, or a Fraction for
+def optimal_acceptance(p, q, k: int, draft_scheme: str = "iid", method: str = "auto"):
+    """``solve_optimum(p, q, k, draft_scheme, method).value``: a float, or a Fraction for
     exact inputs.
 
     >>> optimal_acceptance([0.5, 0.5], [0.5, 0.5], 3)
     1.0
     """
-    return solve_optimum(p, q, k, sampling, method).value
+    return solve_optimum(p, q, k, draft_scheme, method).value
 
 
 def optimal_acceptance_for_law(p, law: DraftLaw, method: str = "auto", backend: str = "highs"):
@@ -110,17 +110,17 @@ def _check_method(method: str) -> str:
     return method
 
 
-def _validated(p, q, k: int, sampling: str):
+def _validated(p, q, k: int, draft_scheme: str):
     """Validated ``(p, q, k)``, exact Fractions kept; ``q`` may be ``[k, V]`` for independent
     drafts; ``k`` checked for the scheme: the only check of ``k`` in a :func:`solve_optimum` call."""
     exact = _is_exact(p) or _is_exact(q)
     as_dist = as_exact_distribution if exact else as_distribution
     p = as_dist(p, "p (target)")
-    if np.ndim(q) == 2 and sampling not in ("iid", "independent"):
-        raise NotApplicableError(f"a list of k draft distributions needs sampling='independent', got {sampling!r}")
-    if sampling == "independent" and np.ndim(q) != 2:
-        raise ShapeMismatchError(f"sampling='independent' takes k draft distributions q ([k, V]), got shape {np.shape(q)}")
-    k = check_scheme_draft_count(sampling, k, p.size)
+    if np.ndim(q) == 2 and draft_scheme not in ("iid", "independent"):
+        raise NotApplicableError(f"a list of k draft distributions needs draft_scheme='independent', got {draft_scheme!r}")
+    if draft_scheme == "independent" and np.ndim(q) != 2:
+        raise ShapeMismatchError(f"draft_scheme='independent' takes k draft distributions q ([k, V]), got shape {np.shape(q)}")
+    k = check_scheme_draft_count(draft_scheme, k, p.size)
     qs = draft_distributions(q, k, p.size)  # shapes, sums (each input keeps its dtype's tolerance)
     if exact:
         qs = [as_exact_distribution(qi, f"q_{i + 1} (draft {i + 1})") for i, qi in enumerate(np.atleast_2d(np.asarray(q, dtype=object)))]

@@ -197,7 +197,7 @@ def acceptance_point(p, q, k: int, rules: Sequence[str] = LOSSLESS_RULES, optima
     _check_names(rules, optima)
     values, notes = {}, {}
     for name in optima:
-        values[name], why = _attempt(lambda: optimal_acceptance(p, q, k, sampling=OPTIMUM_COLUMNS[name]))
+        values[name], why = _attempt(lambda: optimal_acceptance(p, q, k, draft_scheme=OPTIMUM_COLUMNS[name]))
         if why:
             notes[name] = why
     support = draft_support(q)

@@ -282,13 +282,13 @@ def check_thm4(instances: int, rng: np.random.Generator, acceptance_fn=None, opt
     for case in cases():
         if thm4_margin(case["p"], case["q"]) > 0:
             search.record(
-                float(acceptance_fn("spechub", case["p"], case["q"], 2)) - float(optimum_fn(case["p"], case["q"], 2, sampling="iid")),
+                float(acceptance_fn("spechub", case["p"], case["q"], 2)) - float(optimum_fn(case["p"], case["q"], 2, draft_scheme="iid")),
                 case,
             )
     below = 0
     for _ in range(instances):  # is the hypothesis needed? (informational)
         p, q = random_pair(rng, int(rng.integers(2, 9)))
-        if thm4_margin(p, q) <= 0 and float(acceptance_fn("spechub", p, q, 2)) < float(optimum_fn(p, q, 2, sampling="iid")) - 1e-9:
+        if thm4_margin(p, q) <= 0 and float(acceptance_fn("spechub", p, q, 2)) < float(optimum_fn(p, q, 2, draft_scheme="iid")) - 1e-9:
             below += 1
     check.note += f" Without the hypothesis, SpecHub < OTM(i.i.d.) on {below} of {instances} random pairs."
     return search.finish(check)

@@ -40,7 +40,7 @@ def lp_optimum(p, q, k: int) -> float:
 
 def fast_optimum(p, q, k: int) -> float:
     """``alpha_k(p, q)`` from ``otm.optimal_acceptance`` (closed-form prefix scan)."""
-    return float(otm.optimal_acceptance(p, q, k, sampling="iid"))
+    return float(otm.optimal_acceptance(p, q, k, draft_scheme="iid"))
 
 
 def small_cases(rng, count: int, max_vocab: int = 5, max_k: int = 3):

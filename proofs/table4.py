@@ -116,8 +116,8 @@ def acceptances(p, q, rrsw_method: str = "exact", rng: np.random.Generator | Non
     return {
         "RRS": float(rule_acceptance("rrs", p, q, 2, method="closed_form")),
         "RRSw": rrsw,
-        "OTM": float(optimal_acceptance(p, q, 2, sampling="iid")),
-        "OTMw": float(optimal_acceptance(p, q, 2, sampling="without_replacement")),
+        "OTM": float(optimal_acceptance(p, q, 2, draft_scheme="iid")),
+        "OTMw": float(optimal_acceptance(p, q, 2, draft_scheme="without_replacement")),
         "SpecHub": float(rule_acceptance("spechub", p, q, 2, method="closed_form")),
     }
 

@@ -126,15 +126,15 @@ def check_prefix(instances: int, rng: np.random.Generator, prefixes_fn=ratio_pre
         p, q = random_pair(rng, V)
         if rng.random() < 0.2:  # ties in p/q
             p = q.copy()
-        for sampling in ("iid", "without_replacement"):
-            if sampling == "without_replacement" and np.count_nonzero(q) < k:
+        for draft_scheme in ("iid", "without_replacement"):
+            if draft_scheme == "without_replacement" and np.count_nonzero(q) < k:
                 continue
-            law = iid_law(q, k) if sampling == "iid" else without_replacement_law(q, k)
+            law = iid_law(q, k) if draft_scheme == "iid" else without_replacement_law(q, k)
             everything = brute_force_min_cut(p, law)
             prefix_best = min(float(p[m].sum()) + 1 - float(law.all_in_probability(m)) for m in prefixes_fn(p, q))
-            case = {"p": p, "q": q, "k": k, "sampling": sampling}
+            case = {"p": p, "q": q, "k": k, "draft_scheme": draft_scheme}
             search.record(identity_slack(prefix_best, everything), {**case, "part": "prefix = all sets"})
-            search.record(identity_slack(float(closed_form(p, q, k, sampling).value), everything), {**case, "part": "otm prefix_scan"})
+            search.record(identity_slack(float(closed_form(p, q, k, draft_scheme).value), everything), {**case, "part": "otm prefix_scan"})
     return search.finish(check)
 
 
@@ -221,7 +221,7 @@ def check_optimal_verifier(instances: int, rng: np.random.Generator, law_fn=None
     (drafts without replacement): output law ``p`` and acceptance between ``alpha*(p, q^k)``
     and the without-replacement optimum. Exact rational laws on small instances."""
     law_fn = law_fn or otm.rule_law
-    optimum_fn = optimum_fn or (lambda p, q, k, sampling: otm.optimal_acceptance(p, q, k, sampling=sampling))
+    optimum_fn = optimum_fn or (lambda p, q, k, draft_scheme: otm.optimal_acceptance(p, q, k, draft_scheme=draft_scheme))
     check = Check(
         id="theory.optimal_verifier", paper=PAPER,
         source=f"{SOURCE}; docs/optimal-verifier-proofs.md#the-level-rule-is-optimal-for-iid-drafts (after Khisti et al. 2025 and Thomas & Pal 2025)",
@@ -291,7 +291,7 @@ def _water_level_search(check: Check, rule: str, instances: int, rng: np.random.
     ``V - 1``), two tokens with ``q > 0`` at least (``k = 2``) or more than ``k``; the
     enumerated law of ``rule``."""
     law_fn = law_fn or otm.rule_law
-    optimum_fn = optimum_fn or (lambda p, q, k: otm.optimal_acceptance(p, q, k, sampling="without_replacement"))
+    optimum_fn = optimum_fn or (lambda p, q, k: otm.optimal_acceptance(p, q, k, draft_scheme="without_replacement"))
     search = SlackSearch()
     for _ in range(instances):
         V = int(rng.integers(sizes[0], sizes[1] + 1))

@@ -72,7 +72,7 @@ def exact_root_acceptance(rule: str, p: np.ndarray, q: np.ndarray, k: int) -> fl
 
 def own_optimum(rule: str, p: np.ndarray, q: np.ndarray, k: int) -> float:
     """OTM optimum for the joint draft law of the rule (its registry reference)."""
-    return float(optimal_acceptance(p, q, k, sampling=rule_spec(rule).reference_optimum))
+    return float(optimal_acceptance(p, q, k, draft_scheme=rule_spec(rule).reference_optimum))
 
 
 class StepStats:

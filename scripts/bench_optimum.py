@@ -123,21 +123,21 @@ def part_a_stress(rng) -> list[str]:
     return lines
 
 
-def _child(conn, p, q, k, sampling, method):
+def _child(conn, p, q, k, draft_scheme, method):
     start = time.perf_counter()
     try:
-        value = float(solve_optimum(p, q, k, sampling, method=method).acceptance)
+        value = float(solve_optimum(p, q, k, draft_scheme, method=method).acceptance)
     except Exception as exc:  # reported in the table, not hidden as a timeout
         conn.send((None, type(exc).__name__))
         return
     conn.send((value, time.perf_counter() - start))
 
 
-def timed_call(p, q, k, sampling, method, cap):
+def timed_call(p, q, k, draft_scheme, method, cap):
     """``(value, seconds)``, ``(None, error name)``, or ``None`` past the cap (the child is
     terminated)."""
     parent, child = mp.Pipe(duplex=False)
-    proc = mp.get_context("fork").Process(target=_child, args=(child, p, q, k, sampling, method))
+    proc = mp.get_context("fork").Process(target=_child, args=(child, p, q, k, draft_scheme, method))
     proc.start()
     ready = parent.poll(cap)
     result = parent.recv() if ready else None

@@ -5,7 +5,7 @@
 
 For every variant of every family of ``scripts/pair_families.py`` (``seeds`` instances
 each) and every ``k``: the median of ``repeats`` calls of
-``otm.optimal_acceptance(p, q, k, sampling="without_replacement")`` and, in one more call
+``otm.optimal_acceptance(p, q, k, draft_scheme="without_replacement")`` and, in one more call
 under ``tracemalloc``, the peak memory allocated above what was held before the call (numpy
 reports its buffers to tracemalloc) with the solver's details (rounds of the branch and
 bound, prefixes evaluated, time nodes). One ``np.argsort`` of ``vocab`` random floats is
@@ -49,7 +49,7 @@ def traced_solve(p, q, k: int):
 
 
 def measure(family: str, label: str, seed: int, p, q, k: int, repeats: int) -> dict:
-    seconds = median_time(lambda: optimal_acceptance(p, q, k, sampling="without_replacement"), repeats)
+    seconds = median_time(lambda: optimal_acceptance(p, q, k, draft_scheme="without_replacement"), repeats)
     solution, peak = traced_solve(p, q, k)
     details = solution.details
     return {

@@ -73,7 +73,7 @@ def rows(vocab: int, seed: int) -> dict[str, tuple]:
 
 def entry_points(methods: list[str]) -> list[tuple[str, object]]:
     """``(name, call(p, q, k))`` for every entry point of the module docstring."""
-    calls = [(f"optimal_acceptance[{scheme}]", lambda p, q, k, s=scheme: otm.optimal_acceptance(p, q, k, sampling=s))
+    calls = [(f"optimal_acceptance[{scheme}]", lambda p, q, k, s=scheme: otm.optimal_acceptance(p, q, k, draft_scheme=s))
              for scheme in ONE_Q_SCHEMES]
     calls += [(f"solve_optimum[{method}]", lambda p, q, k, m=method: otm.solve_optimum(p, q, k, method=m).value)
               for method in methods]

@@ -381,7 +381,7 @@ def _certify(assertion, verify, rule, p, q, k, scheme, n, alpha, seed, device, d
     exact = rule_law(rule, inputs.p, inputs.q, k, method="enumeration" if enumerate_ else "auto") if rule else None
     law = (exact.draft_law if exact is not None else draft_law(scheme, inputs.q, k)) if enumerate_ else None
     rows_planned = int(enumeration_copies(law.probs, n)[0].sum()) if law else n
-    optimum = float(optimal_acceptance(inputs.p, inputs.q, k, sampling=scheme))
+    optimum = float(optimal_acceptance(inputs.p, inputs.q, k, draft_scheme=scheme))
     reference = np.asarray(exact.output_distribution, dtype=np.float64) if exact is not None else inputs.p
     rule_acceptance = float(exact.acceptance) if exact is not None else None
     cells = int((reference > IMPOSSIBLE_PROBABILITY).sum())

@@ -325,7 +325,7 @@ def validate_verifier(
         estimate = _sampled_estimate(verifier, draft_sampler or default_draft_sampler(scheme), samples, k, p_t, q_t, generator)
     details["mismatched_accepted_index"] = estimate.mismatched
     law_test = chi_square_test(samples * estimate.output_law, p, alpha)
-    optimum = float(optimal_acceptance(p, q, k, sampling=scheme))
+    optimum = float(optimal_acceptance(p, q, k, draft_scheme=scheme))
     acceptance = estimate.acceptance
     lo, hi = wilson_interval(acceptance, samples, confidence)
     details["beats_optimum"] = lo > optimum  # impossible for a lossless verifier

@@ -182,13 +182,13 @@ def scheme_optimum(node: NodeInstance, k: int, scheme: str) -> Bounds:
         return _per_token_optimum(node.p, node.q, node.ids, node.p_tail, node.q_tail, k, scheme)
     p, q = node.merged()
     if scheme == "iid":
-        merged = optimal_acceptance(p, q, k, sampling="iid")
+        merged = optimal_acceptance(p, q, k, draft_scheme="iid")
         if node.q_tail <= TAIL_NEGLIGIBLE:
             return Bounds.point(merged)
         return Bounds(max(0.0, merged - node.p_tail), merged, "i.i.d. optimum bounded from the merged tail")
     if scheme == "without_replacement":
         if node.q_tail <= TAIL_NEGLIGIBLE:
-            return Bounds.point(optimal_acceptance(p, q, k, sampling="without_replacement"))
+            return Bounds.point(optimal_acceptance(p, q, k, draft_scheme="without_replacement"))
         lower = scheme_optimum(node, k, "iid").lo
         top = np.sort(node.q_top_probs[node.q_top_ids >= 0])[::-1]
         taken = np.concatenate([[0.0], np.cumsum(top[: k - 1])])

@@ -37,7 +37,7 @@ def khisti_k2_closed_form(p, q):
     return value if exact else float(value)
 
 
-def acceptance_is_one(p, q, k: int, sampling: str = "iid", tolerance: float = AGREEMENT_TOLERANCE) -> bool:
+def acceptance_is_one(p, q, k: int, draft_scheme: str = "iid", tolerance: float = AGREEMENT_TOLERANCE) -> bool:
     """Whether the optimal acceptance equals 1 (Khisti et al. 2025, Thm 2 for k = 2; any k here).
 
     ``alpha* = 1`` iff ``p(H) >= Q(all drafts in H)`` for every ``H`` (i.i.d.:
@@ -51,7 +51,7 @@ def acceptance_is_one(p, q, k: int, sampling: str = "iid", tolerance: float = AG
     >>> acceptance_is_one([0.5, 0.5], [0.9, 0.1], 2)   # S = {0}: 0.5 < 0.81
     False
     """
-    value = prefix_scan(p, q, k, sampling).acceptance
+    value = prefix_scan(p, q, k, draft_scheme).acceptance
     if isinstance(value, float):
         return bool(value >= 1.0 - tolerance)
     return bool(value >= 1)

@@ -30,32 +30,32 @@ def per_token_bound(p, law: DraftLaw):
     return np.minimum(p, law.membership_probs()).sum()
 
 
-def solve_per_token_bound(p, q, k: int, sampling: str) -> OTMSolution:
+def solve_per_token_bound(p, q, k: int, draft_scheme: str) -> OTMSolution:
     """The optimum for the hub law (``k = 2``) or greedy drafts by the per-token bound.
 
     >>> float(solve_per_token_bound(np.array([0.1, 0.6, 0.3]), np.array([0.5, 0.3, 0.2]), 2, "hub").value)
     1.0
     """
-    if sampling not in ATTAINED_FOR:
-        raise NotApplicableError(f"the per-token bound is the optimum only for the {ATTAINED_FOR} laws, not {sampling!r}")
-    if sampling == "hub":
+    if draft_scheme not in ATTAINED_FOR:
+        raise NotApplicableError(f"the per-token bound is the optimum only for the {ATTAINED_FOR} laws, not {draft_scheme!r}")
+    if draft_scheme == "hub":
         check_scheme_draft_count("hub", k, np.size(q))
-        return _optimum(p, hub_membership(q), sampling)
-    return _optimum(p, greedy_membership(q, k), sampling)
+        return _optimum(p, hub_membership(q), draft_scheme)
+    return _optimum(p, greedy_membership(q, k), draft_scheme)
 
 
-def per_token_optimum(p, q, k: int, sampling: str) -> OTMSolution:
+def per_token_optimum(p, q, k: int, draft_scheme: str) -> OTMSolution:
     """:func:`solve_per_token_bound` of checked inputs: ``p``, ``q`` validated, ``k`` checked
-    for ``sampling`` (:func:`otm.draft_laws.check_scheme_draft_count`); nothing checked again."""
-    return _optimum(p, valid_membership(sampling, q, k), sampling)
+    for ``draft_scheme`` (:func:`otm.draft_laws.check_scheme_draft_count`); nothing checked again."""
+    return _optimum(p, valid_membership(draft_scheme, q, k), draft_scheme)
 
 
-def _optimum(p, membership: np.ndarray, sampling: str) -> OTMSolution:
+def _optimum(p, membership: np.ndarray, draft_scheme: str) -> OTMSolution:
     exact = membership.dtype == object
     value = min(np.minimum(p, membership).sum(), 1)  # a float sum can round to 1 + 1 ulp
     return OTMSolution(value=value if exact else float(value), method="per_token_bound", exact=exact,
                        verified_gap=0 if exact else 0.0,
-                       details={"sampling": sampling, "attained_by": "spechub" if sampling == "hub" else "greedy"})
+                       details={"draft_scheme": draft_scheme, "attained_by": "spechub" if draft_scheme == "hub" else "greedy"})
 
 
 __all__ = ["ATTAINED_FOR", "per_token_bound", "per_token_optimum", "solve_per_token_bound"]

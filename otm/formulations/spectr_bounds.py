@@ -70,7 +70,7 @@ def bernoulli_optimum(target_one: float, draft_one: float, k: int) -> float:
     return min(a, 1 - (1 - b) ** k) + min(1 - a, 1 - b**k)
 
 
-def uniform_optimum(target_size: int, draft_size: int, k: int, sampling: str = "iid") -> Fraction:
+def uniform_optimum(target_size: int, draft_size: int, k: int, draft_scheme: str = "iid") -> Fraction:
     """Optimal acceptance for ``p = U(target_size)``, ``q = U(draft_size)``, both uniform on
     the FIRST tokens of the vocabulary (nested supports), exact.
 
@@ -87,12 +87,12 @@ def uniform_optimum(target_size: int, draft_size: int, k: int, sampling: str = "
     m, n = int(target_size), int(draft_size)
     if m < 1 or n < 1:
         raise InvalidDistributionError(f"uniform supports need at least one token, got {m} and {n}")
-    if sampling not in ("iid", "without_replacement"):
-        raise UnknownNameError(f"sampling must be 'iid' or 'without_replacement', got {sampling!r}")
-    if sampling == "without_replacement" and k > n:
+    if draft_scheme not in ("iid", "without_replacement"):
+        raise UnknownNameError(f"unknown draft scheme {draft_scheme!r}; choose 'iid' or 'without_replacement'")
+    if draft_scheme == "without_replacement" and k > n:
         raise InvalidDraftCountError(f"k={k} distinct drafts from a uniform draft on {n} tokens")
     if m > n:
         return Fraction(n, m)
-    if sampling == "iid":
+    if draft_scheme == "iid":
         return 1 - (1 - Fraction(m, n)) ** k
     return 1 - Fraction(comb(n - m, k), comb(n, k))

@@ -36,7 +36,7 @@ law is ``p`` for any selection rule; the acceptance is ``sum min(p, x) = alpha*`
 max-flow optimum, so this is an optimal lossless rule. Per row: one sort and O(V) scans
 (:func:`selection_parameters`); per draft position: one binary search.
 
-**Without replacement** (``sampling="without_replacement"``): the ``k`` distinct drafts
+**Without replacement** (``draft_scheme="without_replacement"``): the ``k`` distinct drafts
 are the first ``k`` distinct tokens of an i.i.d. sequence from ``q``; given them, the
 first ``k`` terms of that sequence (:func:`latent_iid_tuples`) are exactly i.i.d., and
 every one of them is a draft. The i.i.d. rule applied to them is lossless and accepts
@@ -76,8 +76,9 @@ from .enumeration import (
     zeros_like,
 )
 
-#: ``sampling=`` values of :func:`exact_law` and :func:`selection_parameters`.
-SAMPLINGS = ("iid", "without_replacement")
+#: The draft schemes the rule covers: ``draft_scheme=`` of :func:`exact_law` and
+#: :func:`selection_parameters`.
+COVERED_SCHEMES = ("iid", "without_replacement")
 
 
 @dataclass(frozen=True, eq=False)
@@ -88,7 +89,7 @@ class SelectionParameters:
 
     Attributes:
         k: number of drafts.
-        sampling: ``"iid"`` or ``"without_replacement"`` (the i.i.d. parameters serve both).
+        draft_scheme: ``"iid"`` or ``"without_replacement"`` (the i.i.d. parameters serve both).
         order: ``[n]`` token ids with ``q > 0``, ``p/q`` ascending.
         rank: ``[V]`` rank of each token, ``-1`` where ``q = 0``.
         cut: ``m``, the number of ranks in the optimal prefix ``H``.
@@ -106,7 +107,7 @@ class SelectionParameters:
     """
 
     k: int
-    sampling: str
+    draft_scheme: str
     order: np.ndarray  # [n]
     rank: np.ndarray  # [V]
     cut: int
@@ -160,7 +161,7 @@ def _intervals(amounts: np.ndarray, total) -> tuple[np.ndarray, np.ndarray]:
     return starts, np.where(matched > 0, matched, matched * 0)
 
 
-def selection_parameters(p, q, k: int, sampling: str = "iid", *, cut: int | None = None) -> SelectionParameters:
+def selection_parameters(p, q, k: int, draft_scheme: str = "iid", *, cut: int | None = None) -> SelectionParameters:
     """Precompute the selection of the optimal rule (module docstring): one sort and
     O(V k) arithmetic; exact Fractions in, exact Fractions out.
 
@@ -168,7 +169,7 @@ def selection_parameters(p, q, k: int, sampling: str = "iid", *, cut: int | None
         p: ``[V]`` target distribution.
         q: ``[V]`` draft distribution.
         k: number of drafts.
-        sampling: one of :data:`SAMPLINGS`.
+        draft_scheme: one of :data:`COVERED_SCHEMES`.
         cut: the number of ranks in ``H``; ``None`` (default) is the optimal prefix cut.
             The construction is valid only for an optimal cut: the matchings pair every
             surplus with lower ranks (and every shortfall with higher ones) exactly because
@@ -181,8 +182,8 @@ def selection_parameters(p, q, k: int, sampling: str = "iid", *, cut: int | None
     >>> params.cut, [float(v) for v in params.selection], float(params.acceptance)
     (0, [0.5, 0.5], 1.0)
     """
-    if sampling not in SAMPLINGS:
-        raise UnknownNameError(f"sampling must be one of {SAMPLINGS}, got {sampling!r}")
+    if draft_scheme not in COVERED_SCHEMES:
+        raise UnknownNameError(f"unknown draft scheme {draft_scheme!r} for rule 'optimal'; choose one of {COVERED_SCHEMES}")
     k = check_draft_count(k)
     p, q = validate_one_q(p, q, "rule 'optimal' builds its drafts from one q ([V] vector)")
     exact = is_exact(p)
@@ -240,7 +241,7 @@ def selection_parameters(p, q, k: int, sampling: str = "iid", *, cut: int | None
     acceptance = np.minimum(p, selection).sum()
     return SelectionParameters(
         k=k,
-        sampling=sampling,
+        draft_scheme=draft_scheme,
         order=order,
         rank=rank,
         cut=cut,
@@ -347,7 +348,7 @@ def selection_law(params: SelectionParameters, draft_tuple) -> np.ndarray:  # [k
     tuples, each latent draw crediting the position it repeats)."""
     draft_tuple = [int(t) for t in draft_tuple]
     out = zeros_like(np.empty(len(draft_tuple), dtype=params.target.dtype))
-    if params.sampling == "iid":
+    if params.draft_scheme == "iid":
         for j, prob in enumerate(_iid_selection(params, [int(params.rank[t]) for t in draft_tuple])):
             out[j] = out[j] + prob
         return out
@@ -365,12 +366,12 @@ def conditional_output_law(params: SelectionParameters, draft_tuple):
     return canonical_output_law(params.target, params.selection, draft_tuple, selection_law(params, draft_tuple))
 
 
-def exact_law(p, q, k: int, sampling: str = "iid", *, method: str = "auto") -> RuleLaw:
+def exact_law(p, q, k: int, draft_scheme: str = "iid", *, method: str = "auto") -> RuleLaw:
     """Exact law of the optimal verifier (module docstring).
 
-    ``sampling="iid"``: acceptance ``alpha*(p, iid law)`` (``method="closed_form"``:
+    ``draft_scheme="iid"``: acceptance ``alpha*(p, iid law)`` (``method="closed_form"``:
     :func:`selection_parameters`, O(V log V); ``"enumeration"``: the coupling over
-    every draft tuple). ``sampling="without_replacement"``: the latent i.i.d. rule,
+    every draft tuple). ``draft_scheme="without_replacement"``: the latent i.i.d. rule,
     by enumeration only; ``details["draft_accepted"] = alpha*(p, iid law)`` and the
     membership acceptance lies between it and ``alpha*`` without replacement.
 
@@ -381,22 +382,22 @@ def exact_law(p, q, k: int, sampling: str = "iid", *, method: str = "auto") -> R
     >>> round(float(law.acceptance), 12)  # = alpha* = min over prefixes
     0.85
     """
-    if sampling not in SAMPLINGS:
+    if draft_scheme not in COVERED_SCHEMES:
         raise UnknownNameError(
-            f"rule 'optimal' covers sampling in {SAMPLINGS}, got {sampling!r}; for the hub and greedy "
+            f"rule 'optimal' covers the draft schemes {COVERED_SCHEMES}, got {draft_scheme!r}; for the hub and greedy "
             "draft laws the rules 'spechub' and 'greedy' are already optimal"
         )
     p, q = validate_one_q(p, q, "rule 'optimal' builds its drafts from one q ([V] vector)")
-    params = selection_parameters(p, q, k, sampling)
-    count = count_iid if sampling == "iid" else count_without_replacement
+    params = selection_parameters(p, q, k, draft_scheme)
+    count = count_iid if draft_scheme == "iid" else count_without_replacement
     n_tuples = count(q, params.k)
-    method = resolve_method(method, n_tuples, sampling == "iid", "optimal", len(p))
+    method = resolve_method(method, n_tuples, draft_scheme == "iid", "optimal", len(p))
     details = {"method": method, "cut": params.cut, "selection": params.selection, "draft_accepted": params.acceptance}
     if method == "closed_form":
         return RuleLaw(params.acceptance, p.copy(), None, details)
     if not is_exact(p) and not kernel_is_probability(params):
-        return _law_in_rationals(p, q, k, sampling)
-    law = iid_law(q, params.k) if sampling == "iid" else without_replacement_law(q, params.k)
+        return _law_in_rationals(p, q, k, draft_scheme)
+    law = iid_law(q, params.k) if draft_scheme == "iid" else without_replacement_law(q, params.k)
     result = enumerated_rule_law(p, law, lambda draft_tuple: conditional_output_law(params, draft_tuple), details)
     if not is_exact(p):
         return result
@@ -426,7 +427,7 @@ def kernel_is_probability(params: SelectionParameters) -> bool:
     return True
 
 
-def _law_in_rationals(p, q, k: int, sampling: str) -> RuleLaw:
+def _law_in_rationals(p, q, k: int, draft_scheme: str) -> RuleLaw:
     """The enumerated law from the same floats in exact rationals, rounded back to float64
     (``details["arithmetic"]`` says so): the float kernel was not a probability
     (:func:`kernel_is_probability`). It is enumerated on the tokens of ``p > 0`` or ``q > 0``
@@ -434,7 +435,7 @@ def _law_in_rationals(p, q, k: int, sampling: str) -> RuleLaw:
     low-temperature row of a large vocabulary, a few tokens above 0, from costing rational
     arithmetic over every token (5 s at 5,000 tokens before)."""
     active = np.flatnonzero((p > 0) | (q > 0))
-    exact = exact_law(as_fractions(p[active]), as_fractions(q[active]), k, sampling, method="enumeration")
+    exact = exact_law(as_fractions(p[active]), as_fractions(q[active]), k, draft_scheme, method="enumeration")
 
     def widened(values) -> np.ndarray:  # [..., len(active)] -> [..., V], float64
         out = np.zeros(np.shape(values)[:-1] + (p.size,))
@@ -446,13 +447,13 @@ def _law_in_rationals(p, q, k: int, sampling: str) -> RuleLaw:
         if key in details:
             details[key] = widened(details[key])
     details["draft_accepted"] = float(details["draft_accepted"])
-    law = iid_law(q, k) if sampling == "iid" else without_replacement_law(q, k)
+    law = iid_law(q, k) if draft_scheme == "iid" else without_replacement_law(q, k)
     return RuleLaw(float(exact.acceptance), widened(exact.output_distribution), law, details)
 
 
 __all__ = [
+    "COVERED_SCHEMES",
     "KERNEL_TOLERANCE",
-    "SAMPLINGS",
     "SelectionParameters",
     "block_distribution",
     "conditional_output_law",

@@ -32,7 +32,7 @@ def optimal_node_law(p, q, k: int, draft: str = "iid") -> RuleLaw:
     >>> law.acceptance, law.details["accepted_per_token"].tolist()
     (Fraction(1, 2), [Fraction(1, 2), Fraction(0, 1)])
     """
-    solution = solve_optimum(p, q, k, sampling=draft, method="max_flow")
+    solution = solve_optimum(p, q, k, draft_scheme=draft, method="max_flow")
     exact = solution.exact
     p = np.asarray(p, dtype=object if exact else np.float64)
     accepted = np.array([Fraction(0)] * p.size, dtype=object) if exact else np.zeros(p.size)

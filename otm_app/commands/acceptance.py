@@ -98,9 +98,9 @@ def acceptance_summary(p, q, config: AcceptanceConfig, progress=None) -> dict:
     k = check_draft_count(config.k)
     optimal, methods, notes = {}, {}, {}
     for scheme in OPTIMUM_SCHEMES:
-        method = config.method if scheme == config.sampling else "auto"
+        method = config.method if scheme == config.draft_scheme else "auto"
         try:
-            solution = solve_optimum(p, q, k, sampling=scheme, method=method)
+            solution = solve_optimum(p, q, k, draft_scheme=scheme, method=method)
             optimal[scheme], methods[scheme] = float(solution.value), solution.method
         except (NotApplicableError, InvalidDraftCountError) as exc:  # k distinct drafts from fewer tokens
             optimal[scheme], notes[f"optimal.{scheme}"] = None, str(exc)

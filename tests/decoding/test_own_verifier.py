@@ -44,7 +44,7 @@ def test_toolkit_verifiers_pass_by_enumeration(rule):
     assert report.law_test.alpha == DEFAULT_ALPHA
     lo, hi = report.acceptance_interval
     assert lo <= float(rule_acceptance(rule, P, Q, 2)) <= hi
-    assert report.optimum == pytest.approx(float(optimal_acceptance(P, Q, 2, sampling=report.scheme)))
+    assert report.optimum == pytest.approx(float(optimal_acceptance(P, Q, 2, draft_scheme=report.scheme)))
     assert report.gap_interval[0] <= report.gap <= report.gap_interval[1]
     assert report.details["mismatched_accepted_index"] == 0
     assert not report.details["beats_optimum"]

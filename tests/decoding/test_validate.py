@@ -73,7 +73,7 @@ def test_full_recording_is_exact_and_matches_dense_recomputation(recordings, rul
         assert n.rule_name == name
         assert n.scheme == rule_scheme(name)
         assert abs(n.rule.value - float(rule_acceptance(name, p, q, n.k))) <= RECORDING_TOLERANCE
-        assert abs(n.optimum.value - float(optimal_acceptance(p, q, n.k, sampling=n.scheme))) <= RECORDING_TOLERANCE
+        assert abs(n.optimum.value - float(optimal_acceptance(p, q, n.k, draft_scheme=n.scheme))) <= RECORDING_TOLERANCE
         assert n.rule.value <= n.optimum.value + RECORDING_TOLERANCE <= n.best.value + 2 * RECORDING_TOLERANCE
     by_rule = result.summary["by_rule"][rule]
     assert by_rule["n_exact"] == by_rule["n_nodes"]

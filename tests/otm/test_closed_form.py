@@ -11,7 +11,7 @@ from otm.draft_laws import iid_law, table_law, without_replacement_law
 from otm.errors import InvalidDistributionError, InvalidDraftCountError, UnknownNameError
 from otm.formulations.full_lp import solve_full_lp
 from otm.formulations.khisti_k2 import acceptance_is_one, khisti_k2_closed_form
-from otm.formulations.prefix_scan import prefix_scan, ratio_order
+from otm.formulations.prefix_scan import PREFIX_SCHEMES, prefix_scan, ratio_order
 from otm.formulations.spectr_bounds import bernoulli_optimum, spectr_upper_bound, uniform_optimum
 from otm.formulations import wor_all_in
 from otm.formulations.wor_all_in import all_in_bounds, all_in_prefixes, outside_bounds, outside_prefixes
@@ -22,8 +22,6 @@ from otm.tolerances import AGREEMENT_TOLERANCE
 #: margin covers the float64 inputs' own rounding.
 WOR_RELATIVE_ACCURACY = 1e-12
 
-SAMPLINGS = ("iid", "without_replacement")
-
 
 def exact_vector(floats):
     """Fractions equal to the given floats, renormalised to sum exactly 1."""
@@ -32,8 +30,8 @@ def exact_vector(floats):
     return np.array([v / total for v in fr], dtype=object)
 
 
-def build_law(q, k, sampling):
-    return iid_law(q, k) if sampling == "iid" else without_replacement_law(q, k)
+def build_law(q, k, draft_scheme):
+    return iid_law(q, k) if draft_scheme == "iid" else without_replacement_law(q, k)
 
 
 def cut_values(p, law):
@@ -75,26 +73,26 @@ def instances(draw, max_vocab=5):
         q[-1] = 1.0
     p, q = exact_vector(p / p.sum()), exact_vector(q / q.sum())
     n = sum(1 for v in q if v > 0)
-    sampling = draw(st.sampled_from(SAMPLINGS))
-    k = draw(st.integers(1, n if sampling == "without_replacement" else 4))
-    return p, q, k, sampling
+    draft_scheme = draw(st.sampled_from(PREFIX_SCHEMES))
+    k = draw(st.integers(1, n if draft_scheme == "without_replacement" else 4))
+    return p, q, k, draft_scheme
 
 
 @given(instances())
 def test_prefix_scan_equals_min_over_all_sets(instance):
-    p, q, k, sampling = instance
-    expected = brute_force(p, build_law(q, k, sampling))
-    exact = prefix_scan(p, q, k, sampling)
+    p, q, k, draft_scheme = instance
+    expected = brute_force(p, build_law(q, k, draft_scheme))
+    exact = prefix_scan(p, q, k, draft_scheme)
     assert exact.acceptance == expected  # exact rationals, no tolerance
-    floats = prefix_scan(p.astype(float), q.astype(float), k, sampling)
+    floats = prefix_scan(p.astype(float), q.astype(float), k, draft_scheme)
     assert abs(floats.acceptance - float(expected)) <= AGREEMENT_TOLERANCE
 
 
 @given(instances())
 def test_certificate_is_a_cut_with_the_stated_value(instance):
-    p, q, k, sampling = instance
-    sol = prefix_scan(p, q, k, sampling)
-    law = build_law(q, k, sampling)
+    p, q, k, draft_scheme = instance
+    sol = prefix_scan(p, q, k, draft_scheme)
+    law = build_law(q, k, draft_scheme)
     H = sol.cut
     assert sol.all_in == law.all_in_probability(H)
     assert sol.cut_value == sum(p[H], start=Fraction(0)) + 1 - sol.all_in
@@ -104,9 +102,9 @@ def test_certificate_is_a_cut_with_the_stated_value(instance):
 
 @given(instances(max_vocab=4))
 def test_prefix_scan_agrees_with_full_lp(instance):
-    p, q, k, sampling = instance
-    lp = solve_full_lp(p.astype(float), build_law(q.astype(float), k, sampling))
-    assert abs(prefix_scan(p.astype(float), q.astype(float), k, sampling).acceptance - lp.acceptance) <= AGREEMENT_TOLERANCE
+    p, q, k, draft_scheme = instance
+    lp = solve_full_lp(p.astype(float), build_law(q.astype(float), k, draft_scheme))
+    assert abs(prefix_scan(p.astype(float), q.astype(float), k, draft_scheme).acceptance - lp.acceptance) <= AGREEMENT_TOLERANCE
 
 
 def test_max_flow_agrees_when_available():
@@ -115,11 +113,11 @@ def test_max_flow_agrees_when_available():
     max_flow = pytest.importorskip("otm.formulations.max_flow")
     from networkx.algorithms.flow import preflow_push
     rng = np.random.default_rng(5)
-    for sampling in SAMPLINGS:
+    for draft_scheme in PREFIX_SCHEMES:
         for _ in range(10):
             p, q = rng.dirichlet(np.ones(5)), rng.dirichlet(np.ones(5))
-            flow = max_flow.solve_max_flow(p, build_law(q, 3, sampling), flow_func=preflow_push)
-            assert abs(prefix_scan(p, q, 3, sampling).acceptance - flow.acceptance) <= AGREEMENT_TOLERANCE
+            flow = max_flow.solve_max_flow(p, build_law(q, 3, draft_scheme), flow_func=preflow_push)
+            assert abs(prefix_scan(p, q, 3, draft_scheme).acceptance - flow.acceptance) <= AGREEMENT_TOLERANCE
 
 
 def test_a_broken_closed_form_is_caught_by_the_same_comparison():
@@ -196,14 +194,14 @@ def test_exchange_lemma_fails_for_a_general_table_law():
     pytest.fail("no table law violating the exchange lemma found")
 
 
-@pytest.mark.parametrize("sampling", SAMPLINGS)
-def test_every_tie_breaking_gives_an_optimal_prefix(sampling):
+@pytest.mark.parametrize("draft_scheme", PREFIX_SCHEMES)
+def test_every_tie_breaking_gives_an_optimal_prefix(draft_scheme):
     """p/q ties: whatever order the tied tokens take, the best prefix is a min cut (the
     proof's last step); exact rationals, all orders of the tie class."""
     q = exact_vector([0.1, 0.2, 0.3, 0.15, 0.25])
     p = np.array([Fraction(1, 2) * q[0], Fraction(1, 2) * q[1], Fraction(1, 2) * q[2], 0, 0], dtype=object)
     p[3] = p[4] = (1 - p[:3].sum()) / 2
-    law = build_law(q, 3, sampling)
+    law = build_law(q, 3, draft_scheme)
     best = brute_force(p, law)
     for tied in itertools.permutations([0, 1, 2]):
         order = list(tied) + [3, 4]
@@ -306,7 +304,7 @@ def test_without_replacement_bounds_reject_the_iid_value():
     assert prefix_scan(p, q, 2, "iid").acceptance != brute_force(p, without_replacement_law(q, 2))
 
 
-@pytest.mark.parametrize("sampling", SAMPLINGS)
+@pytest.mark.parametrize("draft_scheme", PREFIX_SCHEMES)
 @pytest.mark.parametrize(
     "p, q, k, expected",
     [
@@ -317,8 +315,8 @@ def test_without_replacement_bounds_reject_the_iid_value():
         ([0.5, 0.5, 0.0], [0.5, 0.25, 0.25], 1, 0.75),  # k = 1: 1 - TV
     ],
 )
-def test_edge_cases(p, q, k, expected, sampling):
-    assert abs(prefix_scan(p, q, k, sampling).acceptance - expected) <= AGREEMENT_TOLERANCE
+def test_edge_cases(p, q, k, expected, draft_scheme):
+    assert abs(prefix_scan(p, q, k, draft_scheme).acceptance - expected) <= AGREEMENT_TOLERANCE
 
 
 def test_one_hot_target_iid_and_without_replacement():
@@ -349,11 +347,11 @@ def test_khisti_theorem_3_equals_min_cut(instance):
 
 @given(instances(max_vocab=4))
 def test_acceptance_is_one_iff_every_set_satisfies_the_condition(instance):
-    p, q, k, sampling = instance
-    law = build_law(q, k, sampling)
+    p, q, k, draft_scheme = instance
+    law = build_law(q, k, draft_scheme)
     condition = all(sum(p[list(H)], start=Fraction(0)) >= law.all_in_probability(np.array(H, dtype=np.int64))
                     for r in range(len(p) + 1) for H in itertools.combinations(range(len(p)), r))
-    assert acceptance_is_one(p, q, k, sampling) == condition
+    assert acceptance_is_one(p, q, k, draft_scheme) == condition
 
 
 def test_acceptance_one_with_p_not_equal_q():
@@ -388,16 +386,16 @@ def test_bernoulli_closed_form_against_lp(a, b, k):
     assert abs(spectr_upper_bound(p, q, k) - expected) <= AGREEMENT_TOLERANCE  # tight (App. B.2)
 
 
-@pytest.mark.parametrize("sampling", SAMPLINGS)
+@pytest.mark.parametrize("draft_scheme", PREFIX_SCHEMES)
 @pytest.mark.parametrize("m, n, k", [(2, 4, 2), (1, 4, 3), (3, 4, 2), (4, 2, 2), (2, 2, 1)])
-def test_uniform_closed_form_against_lp(m, n, k, sampling):
+def test_uniform_closed_form_against_lp(m, n, k, draft_scheme):
     V = max(m, n)
     p = [Fraction(1, m) if i < m else Fraction(0) for i in range(V)]
     q = [Fraction(1, n) if i < n else Fraction(0) for i in range(V)]
-    expected = uniform_optimum(m, n, k, sampling)
-    law = build_law(np.array(q, dtype=object), k, sampling)
+    expected = uniform_optimum(m, n, k, draft_scheme)
+    law = build_law(np.array(q, dtype=object), k, draft_scheme)
     assert brute_force(np.array(p, dtype=object), law) == expected
-    lp = solve_full_lp(np.array(p, dtype=float), build_law(np.array(q, dtype=float), k, sampling))
+    lp = solve_full_lp(np.array(p, dtype=float), build_law(np.array(q, dtype=float), k, draft_scheme))
     assert abs(lp.acceptance - float(expected)) <= AGREEMENT_TOLERANCE
 
 

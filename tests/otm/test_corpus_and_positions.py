@@ -101,8 +101,8 @@ def test_cells_equal_direct_calls_of_the_core(seed):
     by = {(c.computation, c.k): c for c in cells}
     for k in (1, 2, 3):
         assert abs(by["optimum_iid", k].value - otm.optimal_acceptance(p, q, k)) <= AGREEMENT_TOLERANCE
-        assert abs(by["optimum_without_replacement", k].value - otm.optimal_acceptance(p, q, k, sampling="without_replacement", method="max_flow")) <= AGREEMENT_TOLERANCE
-        assert abs(by["optimum_greedy", k].value - otm.optimal_acceptance(p, q, k, sampling="greedy", method="max_flow")) <= AGREEMENT_TOLERANCE
+        assert abs(by["optimum_without_replacement", k].value - otm.optimal_acceptance(p, q, k, draft_scheme="without_replacement", method="max_flow")) <= AGREEMENT_TOLERANCE
+        assert abs(by["optimum_greedy", k].value - otm.optimal_acceptance(p, q, k, draft_scheme="greedy", method="max_flow")) <= AGREEMENT_TOLERANCE
         for rule in ("rrs", "rrs_wor", "kseq", "greedy", "importance_sampling"):
             assert by[rule, k].method == "exact"  # V = 7: every law is cheap enough to enumerate
             enumerated = {} if rule == "importance_sampling" else {"method": "enumeration"}  # the slow reference
@@ -135,7 +135,7 @@ def test_water_level_rules_are_the_optimum_without_replacement_where_they_run():
     p, q = logits_to_probs(2 * rng.standard_normal(7)), logits_to_probs(2 * rng.standard_normal(7))
     by = {(c.computation, c.k): c for c in position_cells(p, q, [1, 2, 3], ("optimal_pair_wor", "optimal_wor"), rng)}
     for k in (2, 3):
-        optimum = otm.optimal_acceptance(p, q, k, sampling="without_replacement", method="max_flow")
+        optimum = otm.optimal_acceptance(p, q, k, draft_scheme="without_replacement", method="max_flow")
         assert abs(by["optimal_wor", k].value - optimum) <= AGREEMENT_TOLERANCE
         assert abs(float(otm.rule_acceptance("optimal_wor", p, q, k)) - optimum) <= AGREEMENT_TOLERANCE
     assert by["optimal_pair_wor", 2].value == by["optimal_wor", 2].value
@@ -166,7 +166,7 @@ def test_all_k_fast_paths_equal_the_per_k_closed_forms(vocab, scale):
     for fast, rule in ((rrs_acceptance_for_ks, "rrs"), (kseq_acceptance_for_ks, "kseq"), (greedy_acceptance_for_ks, "greedy")):
         reference = [float(otm.rule_acceptance(rule, p, q, k, method="closed_form")) for k in ks]
         np.testing.assert_allclose(fast(p, q, ks), reference, rtol=0, atol=AGREEMENT_TOLERANCE, err_msg=rule)
-    greedy_optimum = [otm.optimal_acceptance(p, q, k, sampling="greedy") for k in ks]
+    greedy_optimum = [otm.optimal_acceptance(p, q, k, draft_scheme="greedy") for k in ks]
     np.testing.assert_allclose(greedy_acceptance_for_ks(p, q, ks), greedy_optimum, rtol=0, atol=AGREEMENT_TOLERANCE)
 
 

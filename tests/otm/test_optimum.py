@@ -19,12 +19,12 @@ from otm.tolerances import AGREEMENT_TOLERANCE
 SOLVERS = [m for m in METHODS if m != "auto"]
 
 
-@pytest.mark.parametrize("sampling", ["iid", "without_replacement"])
+@pytest.mark.parametrize("draft_scheme", ["iid", "without_replacement"])
 @pytest.mark.parametrize("seed", range(4))
-def test_every_method_gives_the_same_optimum(sampling, seed):
+def test_every_method_gives_the_same_optimum(draft_scheme, seed):
     rng = np.random.default_rng(seed)
     p, q = rng.dirichlet(np.ones(4) * 0.7), rng.dirichlet(np.ones(4) * 0.7)
-    values = {m: optimal_acceptance(p, q, 3, sampling, method=m) for m in METHODS if m != "per_token_bound"}
+    values = {m: optimal_acceptance(p, q, 3, draft_scheme, method=m) for m in METHODS if m != "per_token_bound"}
     for m, v in values.items():
         assert abs(v - values["full_lp"]) <= AGREEMENT_TOLERANCE, (m, values)
 
@@ -38,13 +38,13 @@ def test_auto_uses_the_closed_form_when_it_applies_else_max_flow():
     assert solve_optimum(p, [q, [0.1, 0.1, 0.8]], 2).method == "max_flow"
 
 
-@pytest.mark.parametrize("sampling, k", [("hub", 2), ("greedy", 2), ("greedy", 3)])
-def test_per_token_bound_is_the_max_flow_optimum_of_hub_and_greedy_laws(sampling, k):
+@pytest.mark.parametrize("draft_scheme, k", [("hub", 2), ("greedy", 2), ("greedy", 3)])
+def test_per_token_bound_is_the_max_flow_optimum_of_hub_and_greedy_laws(draft_scheme, k):
     rng = np.random.default_rng(7)
     for _ in range(20):
         p, q = rng.dirichlet(np.ones(5) * 0.5), rng.dirichlet(np.ones(5) * 0.5)
-        closed = solve_optimum(p, q, k, sampling)
-        flow = solve_optimum(p, q, k, sampling, method="max_flow")
+        closed = solve_optimum(p, q, k, draft_scheme)
+        flow = solve_optimum(p, q, k, draft_scheme, method="max_flow")
         assert closed.method == "per_token_bound"
         assert abs(closed.value - flow.value) <= AGREEMENT_TOLERANCE
 
@@ -82,7 +82,7 @@ def test_unknown_names_list_the_options():
     with pytest.raises(UnknownNameError, match="max_flow"):
         solve_optimum([1.0], [1.0], 1, method="simplex")
     with pytest.raises(UnknownNameError, match="without_replacement"):
-        solve_optimum([1.0], [1.0], 1, sampling="with_replacement")
+        solve_optimum([1.0], [1.0], 1, draft_scheme="with_replacement")
     with pytest.raises(UnknownNameError):
         optimal_acceptance_for_law([1.0], iid_law([1.0], 1), method="nope")
 
@@ -108,8 +108,8 @@ def test_exact_inputs_give_exact_answers():
 @pytest.mark.parametrize("method", ["auto", "closed_form", "max_flow", "full_lp"])
 def test_for_law_matches_the_vector_api(method):
     p, q = [0.1, 0.6, 0.3], [0.5, 0.3, 0.2]
-    for law, sampling in ((iid_law(q, 2), "iid"), (without_replacement_law(q, 2), "without_replacement")):
-        expected = optimal_acceptance(p, q, 2, sampling)
+    for law, draft_scheme in ((iid_law(q, 2), "iid"), (without_replacement_law(q, 2), "without_replacement")):
+        expected = optimal_acceptance(p, q, 2, draft_scheme)
         assert abs(optimal_acceptance_for_law(p, law, method=method) - expected) <= AGREEMENT_TOLERANCE
 
 
@@ -139,10 +139,10 @@ def test_without_replacement_with_exhausted_support(q, k):
 def test_scheme_optimum_hub_and_greedy_match_max_flow(seed):
     rng = np.random.default_rng(seed)
     p, q = rng.dirichlet(np.ones(6) * 0.7), rng.dirichlet(np.ones(6) * 0.7)
-    assert abs(float(optimal_acceptance(p, q, 2, sampling="hub")) - optimal_acceptance_for_law(p, hub_law(q))) <= AGREEMENT_TOLERANCE
-    assert abs(float(optimal_acceptance(p, q, 2, sampling="hub")) - float(rule_acceptance("spechub", p, q, 2))) <= AGREEMENT_TOLERANCE
+    assert abs(float(optimal_acceptance(p, q, 2, draft_scheme="hub")) - optimal_acceptance_for_law(p, hub_law(q))) <= AGREEMENT_TOLERANCE
+    assert abs(float(optimal_acceptance(p, q, 2, draft_scheme="hub")) - float(rule_acceptance("spechub", p, q, 2))) <= AGREEMENT_TOLERANCE
     for k in (1, 2, 3):
-        assert abs(float(optimal_acceptance(p, q, k, sampling="greedy")) - optimal_acceptance_for_law(p, greedy_law(q, k))) <= AGREEMENT_TOLERANCE
+        assert abs(float(optimal_acceptance(p, q, k, draft_scheme="greedy")) - optimal_acceptance_for_law(p, greedy_law(q, k))) <= AGREEMENT_TOLERANCE
 
 
 @pytest.mark.parametrize("p,q", [
@@ -153,7 +153,7 @@ def test_scheme_optimum_hub_and_greedy_match_max_flow(seed):
 ])
 def test_scheme_optimum_degenerate_inputs(p, q):
     for scheme in ("iid", "hub", "greedy"):
-        value = float(optimal_acceptance(p, q, 2, sampling=scheme))
+        value = float(optimal_acceptance(p, q, 2, draft_scheme=scheme))
         reference = optimal_acceptance_for_law(p, {"iid": None, "hub": hub_law(q), "greedy": greedy_law(q, 2)}[scheme]) \
             if scheme != "iid" else optimal_acceptance(p, q, 2, "iid", method="max_flow")
         assert np.isfinite(value)
@@ -164,7 +164,7 @@ def test_scheme_optimum_at_qwen_vocabulary_without_enumeration():
     rng = np.random.default_rng(0)
     vocab = 151_936
     p, q = rng.dirichlet(np.full(vocab, 0.05)), rng.dirichlet(np.full(vocab, 0.05))
-    values = {s: float(optimal_acceptance(p, q, 2, sampling=s)) for s in ("iid", "hub", "greedy")}
+    values = {s: float(optimal_acceptance(p, q, 2, draft_scheme=s)) for s in ("iid", "hub", "greedy")}
     assert all(0 <= v <= 1 for v in values.values())
     assert values["iid"] >= float(np.minimum(p, q).sum()) - AGREEMENT_TOLERANCE  # 2 drafts beat 1
 
@@ -185,25 +185,25 @@ def _draft_count_checks(call) -> int:
     return len(calls)
 
 
-@pytest.mark.parametrize(("sampling", "method"), [
+@pytest.mark.parametrize(("draft_scheme", "method"), [
     ("iid", "auto"), ("iid", "max_flow"), ("iid", "full_lp"), ("without_replacement", "auto"),
     ("without_replacement", "canonical_lp"), ("hub", "auto"), ("hub", "simplified_lp"), ("greedy", "auto"),
     ("greedy", "max_flow"), ("independent", "auto"),
 ])
-def test_k_is_checked_once_per_call(sampling, method):
+def test_k_is_checked_once_per_call(draft_scheme, method):
     """solve_optimum checks k once, for its draft scheme, and passes it inward (it was checked
     three or four times in one call, by every function on the way)."""
     p, q = [0.1, 0.2, 0.3, 0.4], [0.4, 0.3, 0.2, 0.1]
     k = 2
-    q = [q, q[::-1]] if sampling == "independent" else q
-    assert _draft_count_checks(lambda: solve_optimum(p, q, k, sampling, method)) == 1
+    q = [q, q[::-1]] if draft_scheme == "independent" else q
+    assert _draft_count_checks(lambda: solve_optimum(p, q, k, draft_scheme, method)) == 1
     exact_q = [Fraction(1, 4)] * 4
     assert _draft_count_checks(lambda: solve_optimum([Fraction(1, 2), Fraction(1, 2), 0, 0], [exact_q] * 2
-                                                     if sampling == "independent" else exact_q, k, sampling, method)) == 1
+                                                     if draft_scheme == "independent" else exact_q, k, draft_scheme, method)) == 1
 
 
 def test_independent_drafts_by_their_scheme_name():
-    """sampling="independent" takes k draft distributions, as "iid" with [k, V] does."""
+    """draft_scheme="independent" takes k draft distributions, as "iid" with [k, V] does."""
     p, q1, q2 = [0.2, 0.3, 0.5], [0.5, 0.3, 0.2], [0.1, 0.1, 0.8]
     assert solve_optimum(p, [q1, q2], 2, "independent").value == solve_optimum(p, [q1, q2], 2, "iid").value
     with pytest.raises(ShapeMismatchError, match=r"\[k, V\]"):

@@ -135,8 +135,8 @@ def test_top_p_masked_pairs_at_llm_scale():
     p = logits_to_probs(z, 0.7, top_p=0.9)
     q = logits_to_probs(z + _logits(3, QWEN_VOCAB, 1.0).numpy(), 0.7, top_p=0.9)
     assert (q == 0).sum() > QWEN_VOCAB // 2
-    for sampling in ("iid", "hub", "greedy"):
-        assert 0 < otm.optimal_acceptance(p, q, 2, sampling=sampling) <= 1
+    for draft_scheme in ("iid", "hub", "greedy"):
+        assert 0 < otm.optimal_acceptance(p, q, 2, draft_scheme=draft_scheme) <= 1
 
 
 # ----------------------------------------------------------------------- refusals in milliseconds
@@ -233,8 +233,8 @@ def test_a_flow_over_hundreds_of_thousands_of_tuples_is_refused_before_it_starts
     would run for hours; each is refused with a typed error that names the closed form."""
     p = logits_to_probs(_logits(6, QWEN_VOCAB, 2.0).numpy(), 1.0)
     with pytest.raises(NotApplicableError, match="MAX_FLOW_TUPLES.*closed_form"):
-        otm.solve_optimum(p, p, 2, sampling="hub", method=method)
-    assert otm.solve_optimum(p, p, 2, sampling="hub").value == pytest.approx(1.0, abs=AGREEMENT_TOLERANCE)
+        otm.solve_optimum(p, p, 2, draft_scheme="hub", method=method)
+    assert otm.solve_optimum(p, p, 2, draft_scheme="hub").value == pytest.approx(1.0, abs=AGREEMENT_TOLERANCE)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -254,7 +254,7 @@ def test_huge_k_is_answered_or_refused_quickly_never_hangs():
     _refused_fast(lambda: otm.rule_acceptance("rrs", np.tile(p, 3000) / 3000, np.tile(q, 3000) / 3000, 10**6),
                   NotApplicableError, "MAX_CLOSED_FORM_WORK")
     _refused_fast(lambda: otm.rule_acceptance("greedy", p, q, 10**9), InvalidDraftCountError, "greedy")
-    _refused_fast(lambda: otm.optimal_acceptance(p, q, 10**6, sampling="without_replacement"), InvalidDraftCountError, "k=")
+    _refused_fast(lambda: otm.optimal_acceptance(p, q, 10**6, draft_scheme="without_replacement"), InvalidDraftCountError, "k=")
     start = time.perf_counter()
     assert otm.rule_acceptance("kseq", p, q, 10**6) <= 1
     assert otm.optimal_acceptance(p, q, 10**6) <= 1

@@ -66,7 +66,7 @@ def test_k2_closed_form_runs_at_the_llm_vocabulary():
     p, q = rng.dirichlet(np.ones(151_936) * 0.1), rng.dirichlet(np.ones(151_936) * 0.1)
     value = rule_acceptance("rrs_wor", p, q, 2)
     assert np.minimum(p, q).sum() <= value <= rule_acceptance("rrs_wor", p, q, 2, method="closed_form") + 0.0
-    assert value <= float(__import__("otm").optimal_acceptance(p, q, 2, sampling="without_replacement")) + AGREEMENT_TOLERANCE
+    assert value <= float(__import__("otm").optimal_acceptance(p, q, 2, draft_scheme="without_replacement")) + AGREEMENT_TOLERANCE
 
 
 def test_one_positive_draft_token_falls_back_to_the_one_tuple_enumeration():

@@ -70,10 +70,10 @@ EDGE_CASES = {
 }
 
 
-def optimum(p, q, k: int, sampling: str = "iid"):
+def optimum(p, q, k: int, draft_scheme: str = "iid"):
     """``alpha*`` by the prefix scan, checked against the max flow on the enumerated law."""
-    value = prefix_scan(p, q, k, sampling).value
-    assert solve_optimum(p, q, k, sampling, method="max_flow").value == value
+    value = prefix_scan(p, q, k, draft_scheme).value
+    assert solve_optimum(p, q, k, draft_scheme, method="max_flow").value == value
     return value
 
 
@@ -261,7 +261,7 @@ def test_float_path_agrees_with_the_exact_one(instance):
 
 def test_bad_inputs_raise_typed_errors():
     p, q = EDGE_CASES["uniform_vs_skewed"]
-    with pytest.raises(UnknownNameError, match="sampling"):
+    with pytest.raises(UnknownNameError, match="draft scheme"):
         exact_law(p, q, 2, "hub")
     with pytest.raises(NotApplicableError, match="closed form"):
         exact_law(p, q, 2, "without_replacement", method="closed_form")

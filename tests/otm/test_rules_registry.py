@@ -67,7 +67,7 @@ def test_every_spec_states_facts_about_other_specs_consistently(spec):
 def test_a_rule_computed_as_its_optimum_has_that_acceptance(spec):
     p, q = exact(1, 4, 2, 3, 6), exact(3, 1, 1, 5, 2)
     for k in range(spec.ks[0], (spec.ks[1] or 3) + 1):
-        assert rule_acceptance(spec.name, p, q, k) == optimal_acceptance(p, q, k, sampling=spec.reference_optimum)
+        assert rule_acceptance(spec.name, p, q, k) == optimal_acceptance(p, q, k, draft_scheme=spec.reference_optimum)
 
 
 def test_optimal_wor_answers_by_its_water_levels_beyond_enumeration():
@@ -81,7 +81,7 @@ def test_optimal_wor_answers_by_its_water_levels_beyond_enumeration():
     assert estimated_seconds(spec, 400, 3) > 0.0 and estimated_seconds(spec, 400, 2) > 0.0
     law = rule_law("optimal_wor", p, q, 3)
     assert law.details["method"] == "closed_form"
-    optimum = optimal_acceptance(p, q, 3, sampling="without_replacement")
+    optimum = optimal_acceptance(p, q, 3, draft_scheme="without_replacement")
     assert abs(law.acceptance - optimum) <= AGREEMENT_TOLERANCE
 
 

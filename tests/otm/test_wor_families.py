@@ -133,7 +133,7 @@ def test_every_family_matches_the_exact_optimum_at_small_vocabulary(instance):
     expected = prefix_scan(exact_vector(p), exact_vector(q), k, "without_replacement")  # Fraction enumeration
     got = prefix_scan(p, q, k, "without_replacement")
     assert abs(got.value - float(expected.value)) <= OPTIMUM_ACCURACY, (family, label, k)
-    assert abs(optimal_acceptance(p, q, k, sampling="without_replacement") - float(expected.value)) <= OPTIMUM_ACCURACY
+    assert abs(optimal_acceptance(p, q, k, draft_scheme="without_replacement") - float(expected.value)) <= OPTIMUM_ACCURACY
 
 
 @settings(max_examples=40, deadline=None)
@@ -444,10 +444,10 @@ def test_more_drafts_than_the_support_raise_in_the_scan():
     with pytest.raises(InvalidDraftCountError, match="k=3"):
         prefix_scan(p, q, 3, "without_replacement")
     with pytest.raises(InvalidDraftCountError):
-        optimal_acceptance(p, q, 5, sampling="without_replacement")  # k > V: no k distinct tokens
+        optimal_acceptance(p, q, 5, draft_scheme="without_replacement")  # k > V: no k distinct tokens
     # V >= k > support: the public optimum takes the exhausted-support closed form, p(S)
     # with S = the support plus the lowest-index token with q = 0 (docs/theory.md 2.2)
-    assert abs(optimal_acceptance(p, q, 3, sampling="without_replacement") - 1.0) <= AGREEMENT_TOLERANCE
+    assert abs(optimal_acceptance(p, q, 3, draft_scheme="without_replacement") - 1.0) <= AGREEMENT_TOLERANCE
 
 
 def test_one_hot_draft():

@@ -60,7 +60,7 @@ def test_analyse_positions_matches_direct_calls(tmp_path):
         q = logits_to_probs(w[i].astype(np.float32).astype(np.float64), 0.7)
         for a, k in enumerate((1, 2, 3)):
             assert abs(columns[OPTIMAL_IID][j, a] - optimal_acceptance(p, q, k)) < AGREEMENT_TOLERANCE
-            assert abs(columns[OPTIMAL_WOR][j, a] - optimal_acceptance(p, q, k, sampling="without_replacement")) < AGREEMENT_TOLERANCE
+            assert abs(columns[OPTIMAL_WOR][j, a] - optimal_acceptance(p, q, k, draft_scheme="without_replacement")) < AGREEMENT_TOLERANCE
             assert abs(columns["kseq"][j, a] - float(rule_acceptance("kseq", p, q, k))) < AGREEMENT_TOLERANCE
             assert abs(columns["rrs_wor"][j, a] - float(rule_acceptance("rrs_wor", p, q, k))) < AGREEMENT_TOLERANCE
         assert np.isnan(columns["single"][j, 1])

@@ -55,9 +55,9 @@ def test_optimal_verifier_holds_and_each_part_fails_on_a_broken_ingredient():
     def draft_as_output(rule, p, q, k):  # optimal acceptance, but outputs q
         return dataclasses.replace(otm.rule_law(rule, p, q, k), output_distribution=np.asarray(q))
 
-    def wor_optimum_lowered(p, q, k, sampling):  # the latent verifier then "beats" it
-        value = otm.optimal_acceptance(p, q, k, sampling=sampling)
-        return value - Fraction(1, 10) if sampling == "without_replacement" else value
+    def wor_optimum_lowered(p, q, k, draft_scheme):  # the latent verifier then "beats" it
+        value = otm.optimal_acceptance(p, q, k, draft_scheme=draft_scheme)
+        return value - Fraction(1, 10) if draft_scheme == "without_replacement" else value
 
     for broken in ({"law_fn": rrs_instead}, {"law_fn": draft_as_output}, {"optimum_fn": wor_optimum_lowered}):
         check = theory.check_optimal_verifier(N, rng(), **broken)

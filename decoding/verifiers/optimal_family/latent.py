@@ -1,5 +1,5 @@
 """The latent-i.i.d. verifier for drafts without replacement, batched
-(:mod:`otm.rules.optimal`, ``sampling="without_replacement"``; docs/optimal-verifier.md).
+(:mod:`otm.rules.optimal`, ``draft_scheme="without_replacement"``; docs/optimal-verifier.md).
 
 ``k`` distinct drafts drawn successively from ``q`` are the first ``k`` distinct terms
 of an i.i.d. sequence from ``q``. Given the drafts ``x_1..x_k``, the first ``k`` terms of

@@ -33,7 +33,7 @@ def test_toolkit_verifiers_are_their_rule(rule):
     assert certificate.rule_acceptance == pytest.approx(float(rule_acceptance(rule, P, Q, 2)), abs=1e-6)
     lo, hi = certificate.acceptance_interval
     assert lo <= certificate.rule_acceptance <= hi
-    assert certificate.optimum == pytest.approx(float(optimal_acceptance(P, Q, 2, sampling=certificate.scheme)), abs=1e-6)
+    assert certificate.optimum == pytest.approx(float(optimal_acceptance(P, Q, 2, draft_scheme=certificate.scheme)), abs=1e-6)
     assert "detected" in certificate.control
 
 
