@@ -12,6 +12,7 @@ import argparse
 import os
 import sys
 
+from otm.corpus import DTYPES as CORPUS_DTYPES
 from otm.errors import OTMError
 from otm.optimum import METHODS
 from otm.rules.registry import rule_spec, rule_specs
@@ -148,8 +149,10 @@ def _add_acceptance(sub) -> None:
     acc.add_argument("--draft", help="draft distribution q: a .npy or .json list of numbers")
     acc.add_argument("--example", choices=sorted(EXAMPLES), help="use a built-in (p, q) instead of files")
     acc.add_argument("-k", "--k", dest="k", type=int, default=d.k, help="number of drafts")
-    acc.add_argument("--sampling", choices=("iid", "without_replacement"), default=d.sampling,
+    acc.add_argument("--draft-scheme", choices=("iid", "without_replacement"), default=d.draft_scheme,
                      help="draft scheme whose optimum takes --method")
+    acc.add_argument("--sampling", action=_RefusedOption, help=argparse.SUPPRESS,
+                     message="--sampling is now --draft-scheme (the draft scheme whose optimum takes --method)")
     acc.add_argument("--method", default=d.method, choices=METHODS, help="how the optimum is computed")
     acc.add_argument("--rules", type=_rule_list(rule_specs(lossless=True)), default=d.rules,
                      help="comma-separated rules to compute whatever their cost (default: every lossless rule "
@@ -331,8 +334,11 @@ def _add_corpus(sub) -> None:
     co.add_argument("--texts", default=d.texts, help="comma-separated built-in text names or text files (default: every built-in text)")
     co.add_argument("--out", default=d.out, help="corpus folder to write")
     co.add_argument("--shard-size", type=int, default=d.shard_size, help="positions per shard")
-    co.add_argument("--dtype", default=d.dtype, choices=("float16", "float32"), help="how the logits are stored")
-    co.add_argument("--model-dtype", default=d.model_dtype, choices=MODEL_DTYPES, help="dtype the models run in")
+    co.add_argument("--dtype", default=d.dtype, choices=MODEL_DTYPES, help="dtype the models run in")
+    co.add_argument("--logits-dtype", default=d.logits_dtype, choices=CORPUS_DTYPES, help="how the logits are stored")
+    co.add_argument("--model-dtype", action=_RefusedOption, help=argparse.SUPPRESS,
+                    message="--model-dtype is now --dtype (the dtype the models run in, as in otm decode and otm report); "
+                            "--logits-dtype is how the logits are stored")
     co.add_argument("--device", default=d.device, help="where the models run")
     co.add_argument("--quiet", action="store_true", help="no progress bar")
     co.set_defaults(command_config=CorpusConfig, run="otm_app.commands.sweep:corpus_command")

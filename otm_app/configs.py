@@ -43,7 +43,7 @@ class AcceptanceConfig(_FromMapping):
     draft: str | None = None
     example: str | None = None
     k: int = 2
-    sampling: str = "iid"
+    draft_scheme: str = "iid"
     method: str = "auto"
     rules: tuple | None = None
     time_budget: float = 2.0
@@ -147,8 +147,8 @@ class CorpusConfig(_FromMapping):
     texts: str | None = None
     out: str = "otm-corpus"
     shard_size: int = 64
-    dtype: str = "float16"  # how the logits are stored
-    model_dtype: str = "bfloat16"  # the dtype the models run in
+    dtype: str = "bfloat16"  # the dtype the models run in, as for decode and report
+    logits_dtype: str = "float16"  # how the logits are stored
     device: str = "cpu"
     quiet: bool = False
 

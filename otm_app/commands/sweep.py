@@ -63,12 +63,12 @@ def check_corpus_config(config: CorpusConfig) -> None:
     model loads or a text is scored."""
     if isinstance(config.shard_size, bool) or not isinstance(config.shard_size, int) or config.shard_size < 1:
         raise InvalidArgumentError(f"--shard-size must be an integer >= 1, got {config.shard_size!r}")
-    if config.dtype not in DTYPES:
-        raise UnknownNameError(f"--dtype must be one of {', '.join(DTYPES)}, got {config.dtype!r}")
+    if config.logits_dtype not in DTYPES:
+        raise UnknownNameError(f"--logits-dtype must be one of {', '.join(DTYPES)}, got {config.logits_dtype!r}")
     from .decode import DTYPES as MODEL_DTYPES
 
-    if config.model_dtype not in MODEL_DTYPES:
-        raise UnknownNameError(f"--model-dtype must be one of {', '.join(MODEL_DTYPES)}, got {config.model_dtype!r}")
+    if config.dtype not in MODEL_DTYPES:
+        raise UnknownNameError(f"--dtype must be one of {', '.join(MODEL_DTYPES)}, got {config.dtype!r}")
     output_folder(config.out)
 
 
@@ -82,14 +82,15 @@ def corpus_command(config: CorpusConfig) -> int:
 
     check_corpus_config(config)
     texts = resolve_texts(config.texts)
-    pair = load_named_pair(config.pair, check_device(config.device), MODEL_DTYPES[config.model_dtype])
     progress = None
     if not config.quiet:
         from tqdm.auto import tqdm
 
+        print(f"models in {config.dtype}, logits stored as {config.logits_dtype}", file=sys.stderr)
         progress = lambda items: tqdm(items, desc="scoring texts", file=sys.stderr)  # noqa: E731
+    pair = load_named_pair(config.pair, check_device(config.device), MODEL_DTYPES[config.dtype])
     scored = score_report_texts(pair, texts, seed=0, progress=progress)
-    corpus = write_corpus(scored.scores, config.out, pair.vocab_size, shard_size=config.shard_size, dtype=config.dtype,
+    corpus = write_corpus(scored.scores, config.out, pair.vocab_size, shard_size=config.shard_size, dtype=config.logits_dtype,
                           source=scored.source, n_real_tokens=pair.n_real_tokens)
     print(f"wrote {corpus.n_positions} positions of {len(corpus.texts)} texts in {len(corpus.shards)} shards to {config.out}")
     return 0

@@ -234,6 +234,9 @@ def test_draft_counts_have_one_name_per_meaning_across_commands():
     (("report", "--rule-positions", "4"), "unrecognized arguments: --rule-positions"),
     (("report", "--wor-positions", "4"), "unrecognized arguments: --wor-positions"),
     (("theorems", "--paper", "beyond"), "invalid choice: 'beyond'"),  # now theory, like sequences: its document
+    (("acceptance", "--sampling", "iid"), "--sampling is now --draft-scheme"),
+    (("acceptance", "--sampling"), "--sampling is now --draft-scheme"),
+    (("corpus", "--model-dtype", "float32"), "--model-dtype is now --dtype"),
 ])
 def test_removed_spellings_are_one_line_errors(capsys, argv, says):
     with pytest.raises(SystemExit) as stopped:
@@ -241,6 +244,46 @@ def test_removed_spellings_are_one_line_errors(capsys, argv, says):
     assert stopped.value.code == 2
     err = capsys.readouterr().err
     assert says in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_draft_scheme_is_draft_scheme_everywhere():
+    """``--draft-scheme`` on the command line, as ``draft_scheme=`` in the Python API and a
+    rule's ``draft_scheme`` in the registry."""
+    assert _parsed("acceptance").draft_scheme == "iid"
+    assert _parsed("acceptance", "--draft-scheme", "without_replacement").draft_scheme == "without_replacement"
+    help_text = next(a for a in build_parser()._actions if a.dest == "command").choices["acceptance"].format_help()
+    assert "--draft-scheme" in help_text and "--sampling" not in help_text
+
+
+def test_dtype_is_the_models_dtype_in_every_command():
+    """``--dtype`` is the dtype the models run in for corpus as for decode and report (float64
+    was never a storage dtype); the corpus' storage is ``--logits-dtype``."""
+    for command in ("decode", "report", "corpus"):
+        assert _parsed(command, "--dtype", "float64").dtype == "float64"
+    assert _parsed("decode").dtype == _parsed("report").dtype == _parsed("corpus").dtype == "bfloat16"
+    corpus = _parsed("corpus", "--logits-dtype", "float32")
+    assert (corpus.dtype, corpus.logits_dtype) == ("bfloat16", "float32")
+    assert _parsed("corpus").logits_dtype == "float16"
+
+
+def test_corpus_says_both_dtypes_at_start(capsys, tmp_path):
+    status, out, err = run(capsys, "corpus", "--pair", "tiny", "--out", str(tmp_path / "c"), "--dtype", "float32",
+                           "--logits-dtype", "float32")
+    assert status == 0, err
+    assert err.splitlines()[0] == "models in float32, logits stored as float32"
+    assert json.loads((tmp_path / "c" / "corpus.json").read_text())["dtype"] == "float32"
+    status, out, err = run(capsys, "corpus", "--pair", "tiny", "--out", str(tmp_path / "q"), "--quiet")
+    assert status == 0 and "models in" not in err, err
+
+
+@pytest.mark.parametrize("argv, new", [
+    (("acceptance", "--example", "spechub-fig5", "--sampling", "iid"), "--draft-scheme"),
+    (("corpus", "--pair", "tiny", "--model-dtype", "float32"), "--dtype"),
+])
+def test_old_spellings_are_refused_in_a_process(argv, new):
+    done = _otm(*argv)
+    assert done.returncode == 2 and done.stdout == ""
+    assert len(done.stderr.strip().splitlines()) == 1 and new in done.stderr, done.stderr
 
 
 def test_the_toolkits_own_results_are_the_paper_theory():
