@@ -21,6 +21,9 @@ time"), as a sum of what it does:
   per rule and node with children, its conditional law given the drafts at the full
   vocabulary (:data:`KERNEL_SECONDS`, scaled by the vocabulary).
 
+The models' costs are one core's work, divided among their torch threads (step 3 runs them
+on one, :data:`otm_app.report.run.DECODE_THREADS`); the kernels run on one core.
+
 On a machine shared with other work a step gets less than its cores: with ``n`` busy threads
 of its own (1 for the main process, one per Dask worker, torch's threads for the models) and
 ``L`` busy threads of other work, each thread gets ``min(1, cores / (L + n))`` of a core, so
@@ -42,9 +45,10 @@ from pathlib import Path
 #: Idle seconds of the theorem suite (one process; its CPU time, measured on the development machine).
 THEOREM_SUITE_SECONDS = 19.0
 
-#: Idle seconds per model parameter to load a pair from the local cache (float32), and per
+#: Seconds of one core per model parameter to load a pair from the local cache, and per
 #: parameter and token it scores (teacher forcing in both models; the draft is unloaded while
-#: the target scores, then loaded again): 5 s and 40 ms a token for the Qwen pair.
+#: the target scores, then loaded again): 5 s and 40 ms a token for the Qwen pair in bfloat16
+#: (CPU time, docs/report.md, "Budget and measured wall time"); torch's threads share them.
 LOAD_SECONDS_PER_PARAMETER = 2.5e-9
 SCORE_SECONDS_PER_PARAMETER_TOKEN = 2e-11
 
@@ -64,25 +68,27 @@ SECONDS_PER_SWEEP_CELL = 0.03
 #: The vocabulary the per-position costs were measured at (the Qwen pair's).
 REFERENCE_VOCAB = 151_936
 
-#: Idle seconds per model parameter (draft and target together) per decoded token, and per
-#: decode and prompt (the prompt's prefill in both models, the first steps' set-up): 0.5 s
-#: and 3 s on the Qwen pair.
-SECONDS_PER_PARAMETER_TOKEN = 2.5e-10
-SECONDS_PER_PARAMETER_DECODE = 1.5e-9
+#: Seconds of one core per model parameter (draft and target together) per decoded token, and
+#: per decode and prompt (the prompt's prefill in both models, the first steps' set-up), in
+#: bfloat16: 0.24 s and 0.7 s on the Qwen pair (CPU time of step 3's decodes on one thread).
+SECONDS_PER_PARAMETER_TOKEN = 1.2e-10
+SECONDS_PER_PARAMETER_DECODE = 3.4e-10
 
-#: Idle seconds per model parameter and forest node with children of the paired comparison
-#: (the forwards of the text since the previous position and of the forest; about 6 s a
-#: position for the Qwen pair and the default rules' 32 such nodes).
-SECONDS_PER_PARAMETER_FOREST_NODE = 9e-11
+#: Seconds of one core per model parameter and forest node with children of the paired
+#: comparison (the forwards of the text since the previous position and of the forest, and
+#: the laws at its nodes; about 1.2 s a position for the Qwen pair in bfloat16 and the default
+#: rules' 32 such nodes).
+SECONDS_PER_PARAMETER_FOREST_NODE = 1.85e-11
 
-#: Idle seconds of one rule's conditional law given the drafts at one node, at
-#: ``V = 151,936`` (:func:`otm_app.report.paired.descent_probabilities`; CPU time measured on
-#: rows of the Qwen pair at ``T = 1``).
-KERNEL_SECONDS = {"optimal": 0.15, "optimal_wor": 0.13, "spechub": 0.03, "greedy": 0.02,
-                  "kseq": 0.015}
+#: Seconds of one core for one rule's conditional laws given the drafts, per node with
+#: children of its tree, at ``V = 151,936`` (:func:`otm_app.report.paired.descent_probabilities`;
+#: the walk of an i.i.d. rule merges the nodes holding the accepted token, so a call there can
+#: have up to 8 drafts on ``binary:3``; CPU time on the Qwen pair's rows at ``T = 1``).
+KERNEL_SECONDS = {"optimal": 0.5, "optimal_wor": 0.05, "optimal_pair_wor": 0.05, "spechub": 0.017, "greedy": 0.012,
+                  "kseq": 0.007}
 
 #: ... of the other rules (a few passes over the vocabulary).
-DEFAULT_KERNEL_SECONDS = 0.005
+DEFAULT_KERNEL_SECONDS = 0.002
 
 
 #: Where the kernel lists the processes and their threads.
