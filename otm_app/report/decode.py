@@ -29,6 +29,8 @@ import torch
 from decoding.runtime.trees import parse_tree
 from decoding.validation.stats import ratio_and_error
 from decoding.verifiers import VERIFIERS, block, traversal
+from otm.rules.registry import rule_spec
+from otm.sequences.registry import SEQUENCE_RULES
 from otm.tolerances import AGREEMENT_TOLERANCE
 
 #: (sequence verifier, the node-wise rule it is compared with on the same drafts).
@@ -36,9 +38,11 @@ SEQUENCE_COMPARISONS = (("block", "single"), ("traversal", "rrs_wor"))
 
 
 def rule_tree(rule: str, tree: str) -> str:
-    """The tree spec a rule decodes with: ``tree``, or a chain of the same depth for the
-    chain rules ``single`` and ``block``."""
-    if rule in ("single", "block"):
+    """The tree spec a rule decodes with: ``tree``, or a chain of the same depth for a rule that
+    verifies one draft at a time (a rule of :mod:`otm.rules.registry` defined for ``k = 1`` only,
+    a sequence verifier of :mod:`otm.sequences.registry` whose tree shape is a chain)."""
+    chain = SEQUENCE_RULES[rule].tree_shape == "chain" if rule in SEQUENCE_RULES else rule_spec(rule).ks[1] == 1
+    if chain:
         return f"chain:{max(parse_tree(tree).max_depth, 1)}"
     return tree
 

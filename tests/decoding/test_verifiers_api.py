@@ -14,7 +14,9 @@ Q = torch.tensor([[0.5, 0.3, 0.2], [0.2, 0.2, 0.6]], dtype=torch.float64)
 
 
 def _k(name: str) -> int:
-    return 1 if name == "single" else 2
+    """Two drafts where the rule allows them, else its one count (the registry's ``ks``)."""
+    spec = rule_spec(name)
+    return 2 if spec.allows(2) else spec.ks[0]
 
 
 def test_registry_names_are_otm_rules_and_modules_have_the_api():
