@@ -40,7 +40,6 @@ V = 6
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 MODULES = {"optimal": optimal, "optimal_latent": optimal_latent}
-SAMPLING = {"optimal": "iid", "optimal_latent": "without_replacement"}
 
 _rng = np.random.default_rng(20240601)
 _P = _rng.dirichlet(np.ones(V))
@@ -128,7 +127,7 @@ def test_sampler_matches_exact_law(name, instance, k):
     p, q = INSTANCES[instance]
     if name == "optimal_latent" and k > V:
         pytest.skip("k > V")
-    law = exact_law(p, q, k, SAMPLING[name])
+    law = exact_law(p, q, k, MODULES[name].draft_scheme)
     if name == "optimal":
         assert abs(float(law.acceptance) - prefix_scan(p, q, k).value) <= AGREEMENT_TOLERANCE
     drafts, out = _run(MODULES[name], p, q, k, ROWS, _seed(name, instance, k))
@@ -152,7 +151,7 @@ def test_without_replacement_exhausted_support_matches_exact_law():
 @pytest.mark.parametrize("name", list(MODULES))
 def test_float32_inputs_follow_the_law(name):
     p, q = INSTANCES["exchanges"]
-    law = exact_law(p, q, 3, SAMPLING[name])
+    law = exact_law(p, q, 3, MODULES[name].draft_scheme)
     drafts, out = _run(MODULES[name], p, q, 3, ROWS, _seed(name, "f32"), torch.float32)
     for check, result in _law_checks(law, drafts, out).items():
         assert result.passed, f"{name} float32 {check}: {result.reason}"
