@@ -23,6 +23,7 @@ from decoding.verifiers.reference import _inverse_cdf
 from otm.errors import InvalidDistributionError
 from otm.rules.importance_sampling_truncated import truncation_order
 from otm.rules.kseq import optimal_division_factor
+from otm.rules.registry import rule_spec
 from otm.tolerances import AGREEMENT_TOLERANCE
 
 import bench_verifier_cost
@@ -57,7 +58,7 @@ CHUNKED = ("single", "rrs", "rrs_wor", "specinfer", "kseq", "spechub", "importan
 @pytest.mark.parametrize("rule", CHUNKED)
 def test_chunking_does_not_change_any_draw(rule, monkeypatch):
     """Rows never share randomness: one row per chunk gives the draws of one chunk."""
-    k = 1 if rule == "single" else 2 if rule == "spechub" else 3
+    k = min(rule_spec(rule).ks[1] or 3, 3)  # the most drafts up to 3 (the registry)
     p, q = _rows(24, 700, seed=len(rule))
     monkeypatch.setattr(base, "CPU_CHUNK_BYTES", 1 << 40)
     whole = _outputs(rule, p, q, k)
