@@ -2,7 +2,8 @@
 
 Each rule is one :class:`RuleSpec`. The command line's choices, the report's columns,
 recording validation, the theorem suite, the decoding verifiers' registry and the tests
-are all derived from :data:`RULE_SPECS`; nothing else lists rule names.
+are all derived from :data:`RULE_SPECS`; nothing else lists rule names. A new rule is its module,
+its spec here, its verifier and its reference (docs/adding-a-rule.md).
 
 >>> rule_spec("rrs").draft_scheme, rule_spec("spechub").ks
 ('iid', (2, 2))
