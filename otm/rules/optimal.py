@@ -298,6 +298,8 @@ def _iid_selection(params: SelectionParameters, ranks: list[int]) -> list:
     """``P(position j is selected)`` for an i.i.d. tuple of ranks: the highest level wins,
     ties within a block split uniformly:
     ``sum_b P_j(b) int_0^1 prod_{l != j} (P_l(< b) + z P_l(b)) dz``."""
+    if not is_exact(params.target):
+        return _iid_selection_floats(params, ranks)
     dists = [block_distribution(params, r) for r in ranks]
     one = dists[0][ranks[0]] * 0 + 1
     below_of = [_mass_below(dist, one * 0) for dist in dists]
@@ -314,6 +316,40 @@ def _iid_selection(params: SelectionParameters, ranks: list[int]) -> list:
                 poly = [a * below + b * tied for a, b in zip(poly + [one * 0], [one * 0] + poly)]
             total = total + weight * sum(c / (i + 1) for i, c in enumerate(poly))
         out.append(total)
+    return out
+
+
+def _iid_selection_floats(params: SelectionParameters, ranks: list[int]) -> list[float]:
+    """:func:`_iid_selection` of float parameters on arrays, the same operations in the same
+    order, so the same floats: each distinct rank's block distribution is built once, and each
+    position's blocks are swept together (a merged node of a decoding tree has up to 8 drafts,
+    each with up to tens of thousands of blocks)."""
+    tables = {}
+    for rank in set(ranks):
+        dist = block_distribution(params, rank)
+        blocks = np.fromiter(dist, dtype=np.int64, count=len(dist))  # insertion order
+        weights = np.fromiter(dist.values(), dtype=np.float64, count=len(dist))
+        order = np.argsort(blocks, kind="stable")
+        below = np.concatenate([[0.0], np.cumsum(weights[order])])  # P(< block), summed as _mass_below does
+        tables[rank] = (blocks, weights, blocks[order], weights[order], below)
+    out = []
+    for j, rank in enumerate(ranks):
+        blocks, weights = tables[rank][:2]
+        poly = [np.ones(blocks.size)]
+        for l, other in enumerate(ranks):
+            if l == j:
+                continue
+            _, _, sorted_blocks, sorted_weights, below_sums = tables[other]
+            at = np.searchsorted(sorted_blocks, blocks, side="left")
+            below = below_sums[at]
+            inside = np.minimum(at, sorted_blocks.size - 1)
+            tied = np.where((at < sorted_blocks.size) & (sorted_blocks[inside] == blocks), sorted_weights[inside], 0.0)
+            zero = np.zeros(blocks.size)
+            poly = [a * below + b * tied for a, b in zip(poly + [zero], [zero] + poly)]
+        integral = np.zeros(blocks.size)
+        for i, c in enumerate(poly):
+            integral = integral + c / (i + 1)
+        out.append(float(np.cumsum(weights * integral)[-1]))  # summed in the blocks' order, as the loop does
     return out
 
 
