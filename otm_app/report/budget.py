@@ -84,7 +84,7 @@ SECONDS_PER_PARAMETER_FOREST_NODE = 1.85e-11
 #: children of its tree, at ``V = 151,936`` (:func:`otm_app.report.paired.descent_probabilities`;
 #: the walk of an i.i.d. rule merges the nodes holding the accepted token, so a call there can
 #: have up to 8 drafts on ``binary:3``; CPU time on the Qwen pair's rows at ``T = 1``).
-KERNEL_SECONDS = {"optimal": 0.5, "optimal_wor": 0.05, "optimal_pair_wor": 0.05, "spechub": 0.017, "greedy": 0.012,
+KERNEL_SECONDS = {"optimal": 0.04, "optimal_wor": 0.05, "optimal_pair_wor": 0.05, "spechub": 0.017, "greedy": 0.012,
                   "kseq": 0.007}
 
 #: ... of the other rules (a few passes over the vocabulary).
@@ -134,10 +134,11 @@ def process_tree(pid: int, proc: Path = PROC) -> set[int]:
     return tree
 
 
-def runnable_threads(ours: set[int], proc: Path = PROC) -> int:
+def runnable_threads(ours: set[int], proc: Path = PROC, by_session: bool = False) -> int:
     """Threads in state ``R`` (running or waiting for a core) of the processes not in ``ours``,
-    from one read of ``proc/<pid>/task/<tid>/stat``."""
-    count = 0
+    from one read of ``proc/<pid>/task/<tid>/stat``; ``by_session``: the sessions
+    (``proc/<pid>/autogroup``) holding such threads instead, each counted once."""
+    threads, sessions = 0, set()
     for entry in _processes(proc):
         if int(entry.name) in ours:
             continue
@@ -145,34 +146,49 @@ def runnable_threads(ours: set[int], proc: Path = PROC) -> int:
             tasks = list((entry / "task").iterdir())
         except OSError:
             continue
-        for task in tasks:
-            text = _read(task / "stat")
-            count += text is not None and _stat(text)[0] == "R"
-    return count
+        running = sum(1 for task in tasks if (text := _read(task / "stat")) is not None and _stat(text)[0] == "R")
+        threads += running
+        if running and by_session:
+            group = _read(entry / "autogroup")
+            sessions.add(group.split()[0] if group else entry.name)
+    return len(sessions) if by_session else threads
+
+
+def shares_by_session(proc: Path = PROC) -> bool:
+    """Whether the kernel shares the cores between sessions before threads (``autogroup``:
+    each session with work gets an equal share, whatever its number of threads)."""
+    return (_read(proc / "sys" / "kernel" / "sched_autogroup_enabled") or "0").strip() == "1"
 
 
 def other_busy_threads(proc: Path = PROC, samples: int = LOAD_SAMPLES, pause: float = LOAD_SAMPLE_SECONDS) -> float:
-    """How many busy threads of other work share the cores now: the mean, over ``samples``
-    reads ``pause`` seconds apart, of the runnable threads of every process outside this one
-    and its descendants (whose threads, spinning down after their work or still alive, are the
-    report's own); 0 where ``proc`` cannot be read."""
+    """How much other work shares the cores now: the mean, over ``samples`` reads ``pause``
+    seconds apart, of the runnable threads of every process outside this one and its
+    descendants (whose threads, spinning down after their work or still alive, are the
+    report's own), or of their sessions where the kernel shares by session
+    (:func:`shares_by_session`); 0 where ``proc`` cannot be read."""
     try:
         ours = process_tree(os.getpid(), proc)
+        by_session = shares_by_session(proc)
         counts = []
         for sample in range(samples):
             if sample:
                 time.sleep(pause)
-            counts.append(runnable_threads(ours, proc))
+            counts.append(runnable_threads(ours, proc, by_session))
     except OSError:
         return 0.0
     return sum(counts) / len(counts)
 
 
-def slowdown(threads: int, others: float | None = None) -> float:
-    """``max(1, (others + threads) / cores)``: how much longer than on an idle machine a step
-    with ``threads`` busy threads takes beside ``others`` runnable threads (module docstring)."""
+def slowdown(threads: int, others: float | None = None, by_session: bool | None = None) -> float:
+    """How much longer than on an idle machine a step with ``threads`` busy threads takes
+    beside ``others`` busy threads of other work (module docstring): ``max(1, (others +
+    threads) / cores)``; where the kernel shares by session (``others`` then counts sessions,
+    and the step's threads are one session), ``threads`` over the cores its session gets,
+    ``max(cores / (others + 1), cores - others)``, at least 1."""
     cores = os.cpu_count() or 1
     others = other_busy_threads() if others is None else others
+    if shares_by_session() if by_session is None else by_session:
+        return max(1.0, threads / max(cores / (others + 1), cores - others))
     return max(1.0, (others + threads) / cores)
 
 
@@ -252,12 +268,14 @@ class StepClock:
         seconds, busy threads)`` each: its estimate is their sum, each times its
         :func:`slowdown` beside ``others`` busy threads (measured here and now when ``None``)."""
         others = other_busy_threads() if others is None else others
+        by_session = shares_by_session()
         idle = sum(seconds for seconds, _ in parts)
-        self.estimated[key] = sum(seconds * slowdown(threads, others) for seconds, threads in parts)
+        self.estimated[key] = sum(seconds * slowdown(threads, others, by_session) for seconds, threads in parts)
         self._started[key] = (time.perf_counter(), label)
         if not self.quiet:
             factor = self.estimated[key] / idle if idle > 0 else 1.0
-            load = f" ({others:.0f} other busy threads on {os.cpu_count()} cores: x{factor:.1f})" if factor > 1.1 else ""
+            unit = "sessions" if by_session else "threads"
+            load = f" ({others:.0f} other busy {unit} on {os.cpu_count()} cores: x{factor:.1f})" if factor > 1.1 else ""
             print(f"otm report: {label}, {what}: {about(self.estimated[key])}{load}{hint}", file=sys.stderr, flush=True)
 
     def elapsed(self) -> float:
@@ -279,4 +297,4 @@ class StepClock:
 
 
 __all__ = ["DASK_START_SECONDS", "KERNEL_SECONDS", "SECONDS_PER_POSITION", "SECONDS_PER_SWEEP_CELL", "StepClock", "THEOREM_SUITE_SECONDS",
-           "about", "other_busy_threads", "process_tree", "runnable_threads", "slowdown"]
+           "about", "other_busy_threads", "process_tree", "runnable_threads", "shares_by_session", "slowdown"]

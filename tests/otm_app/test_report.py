@@ -204,6 +204,7 @@ def test_step_estimates_follow_the_cost_model(monkeypatch):
     toy = budget.sweep_parts(48, 2, 8, 512, 2, 48, 7)  # --no-models: the start-up is most of it
     assert toy[0][0] == pytest.approx(budget.DASK_START_SECONDS + 48 * 2 * budget.SECONDS_PER_POSITION * 512 / 151_936 / 2)
     monkeypatch.setattr(budget.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(budget, "shares_by_session", lambda: False)  # threads share the cores fairly
     assert budget.slowdown(2, others=0.0) == 1.0 and budget.slowdown(1, others=5.0) == 3.0
     monkeypatch.setattr(budget, "other_busy_threads", lambda: 4.0)
     clock = budget.StepClock(quiet=True)

@@ -8,11 +8,12 @@ import pytest
 from otm_app.report import budget
 
 
-def _process(proc, pid, ppid, states, name="python"):
-    """A fake ``proc/<pid>`` with ``stat`` and one ``task/<tid>/stat`` per thread state."""
+def _process(proc, pid, ppid, states, name="python", session=None):
+    """A fake ``proc/<pid>`` with ``stat``, ``autogroup`` and one ``task/<tid>/stat`` per thread state."""
     folder = proc / str(pid)
     (folder / "task").mkdir(parents=True)
     (folder / "stat").write_text(f"{pid} ({name}) {states[0]} {ppid} 1 1 0 -1\n")
+    (folder / "autogroup").write_text(f"/autogroup-{session or pid} nice 0\n")
     for index, state in enumerate(states):
         tid = pid if index == 0 else pid * 100 + index
         (folder / "task" / str(tid)).mkdir()
@@ -30,30 +31,37 @@ def proc(tmp_path):
     _process(root, 10, 1, "RRRRS")
     _process(root, 11, 10, "RR")
     _process(root, 12, 11, "R")
-    _process(root, 20, 1, "RRRSS", name="py (test) x")
-    _process(root, 21, 1, "S", name="bash")
+    _process(root, 20, 1, "RRRSS", name="py (test) x", session=7)
+    _process(root, 21, 1, "S", name="bash", session=7)
+    _process(root, 22, 21, "R", session=7)  # the busy pytest's session: one share of the cores
+    _process(root, 30, 1, "R", session=9)
+    (root / "sys" / "kernel").mkdir(parents=True)
+    (root / "sys" / "kernel" / "sched_autogroup_enabled").write_text("1\n")
     (root / "loadavg").write_text("9.1 5 3 12/188 20586\n")  # not a process: ignored
     return root
 
 
 def test_process_tree_is_us_and_our_descendants(proc):
     assert budget.process_tree(10, proc) == {10, 11, 12}
-    assert budget.process_tree(1, proc) == {1, 10, 11, 12, 20, 21}
+    assert budget.process_tree(1, proc) == {1, 10, 11, 12, 20, 21, 22, 30}
 
 
 def test_only_other_processes_runnable_threads_count(proc, monkeypatch):
     """The old probe measured our share of a core, so our own spinning threads and live Dask
     workers counted as other work (x8.6 before step 3); now they are left out."""
-    assert budget.runnable_threads({10, 11, 12}, proc) == 3
-    assert budget.runnable_threads(set(), proc) == 10
+    assert budget.runnable_threads({10, 11, 12}, proc) == 5
+    assert budget.runnable_threads(set(), proc) == 12
+    assert budget.runnable_threads({10, 11, 12}, proc, by_session=True) == 2  # sessions 7 and 9
     monkeypatch.setattr(budget.os, "getpid", lambda: 10)
-    assert budget.other_busy_threads(proc, samples=3, pause=0.0) == 3.0
+    assert budget.other_busy_threads(proc, samples=3, pause=0.0) == 2.0
+    (proc / "sys" / "kernel" / "sched_autogroup_enabled").write_text("0\n")
+    assert budget.other_busy_threads(proc, samples=3, pause=0.0) == 5.0
 
 
 def test_the_probe_averages_its_samples(proc, monkeypatch):
     monkeypatch.setattr(budget.os, "getpid", lambda: 10)
     counts = iter([3, 0, 6, 3])
-    monkeypatch.setattr(budget, "runnable_threads", lambda ours, proc: next(counts))
+    monkeypatch.setattr(budget, "runnable_threads", lambda ours, proc, by_session: next(counts))
     assert budget.other_busy_threads(proc, samples=4, pause=0.0) == 3.0
 
 
@@ -61,7 +69,7 @@ def test_a_thread_that_ends_while_read_is_skipped(proc, monkeypatch):
     """A process or thread may end between listing and reading: it is not counted, no error."""
     real = budget._read
     monkeypatch.setattr(budget, "_read", lambda path: None if path.parent.name == "2001" else real(path))
-    assert budget.runnable_threads({10, 11, 12}, proc) == 2
+    assert budget.runnable_threads({10, 11, 12}, proc) == 4
 
 
 def test_no_proc_means_no_other_load(tmp_path):
@@ -108,3 +116,16 @@ def test_step_3_runs_the_models_on_a_fixed_thread_count(monkeypatch):
         assert seen == [run.DECODE_THREADS] and torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+def test_where_sessions_share_the_cores_a_step_gets_its_sessions_share(monkeypatch):
+    """With autogroup each busy session gets an equal share of the cores, whatever its threads:
+    the report's threads share one session's, and sessions of one thread leave the rest."""
+    monkeypatch.setattr(budget.os, "cpu_count", lambda: 2)
+    assert budget.slowdown(1, 0.0, by_session=True) == 1.0 and budget.slowdown(2, 1.0, by_session=True) == 2.0
+    assert budget.slowdown(1, 3.0, by_session=True) == 2.0 and budget.slowdown(2, 3.0, by_session=True) == 4.0
+    assert budget.slowdown(2, 3.0, by_session=False) == 2.5  # threads shared fairly
+
+
+def test_no_autogroup_file_means_threads_share_fairly(tmp_path):
+    assert budget.shares_by_session(tmp_path) is False
