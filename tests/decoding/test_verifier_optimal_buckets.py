@@ -11,7 +11,11 @@ path (row_parameters: the stable sort of every ratio key):
 - draws equal the full path's, draw for draw, on Zipf-like rows with many buckets (also in
   bfloat16 and float16), on the families of tests/decoding/optimal_cases.py, with coarse buckets (several refinement
   rounds, shown to happen), on degenerate rows and with the rows shared among two threads;
-  a classification that calls every bucket pure is shown to change draws.
+  a classification that calls every bucket pure is shown to change draws;
+- buckets split into runs (large buckets of degenerate rows): draws equal the plain-Python
+  reference on every input family of scripts/bench_input_families.py with splits several
+  levels deep, and the sorted path's at ``V = 151,936``; every run is a stretch of consecutive
+  ranks of the full sort (a split that breaks that is shown to be caught).
 
 The merged rows are built with the compiled steps of :mod:`decoding.verifiers.optimal_merged`
 (the cut, the gather, the merge and the parameters), which :func:`optimal_buckets.verify_rows`
@@ -28,7 +32,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from decoding.verifiers import optimal, optimal_buckets, optimal_merged
+import bench_input_families
+from decoding.verifiers import optimal, optimal_buckets, optimal_merged, optimal_numba, reference_optimal
 from otm.errors import ShapeMismatchError
 
 from .optimal_cases import FAMILIES, case, case_parameters, compiled_cut
@@ -353,3 +358,80 @@ def test_the_cpu_verifier_takes_the_merged_path(monkeypatch):
     out = optimal.verify_tuples(p, q, drafts, uniforms)
     full = optimal.verify_rows(optimal.row_parameters(p, q, 3), p, q, drafts, uniforms)
     assert seen and out.tokens.tolist() == full.tokens.tolist()
+
+
+#: The vocabulary of the real models (Qwen2.5): where one bucket of a degenerate row holds
+#: most of the tokens and is split into runs instead of gathered.
+REAL_VOCAB = 151_936
+#: Split parameters that make a vocabulary of tens of tokens split, several levels deep.
+SMALL_SPLITS = {"buckets": 8, "split_tokens": 3, "fanout": 4}
+
+
+def _family_rows(family: str, rows: int, vocab: int, k: int, seed: int):
+    """``(p, q, drafts, uniforms)`` of an input family of ``scripts/bench_input_families.py``."""
+    g = torch.Generator().manual_seed(seed)
+    p, q = bench_input_families.PURE_FAMILIES[family](rows, vocab, g)
+    drafts = optimal.sample_drafts(q, k, g)
+    return p, q, drafts, torch.rand(rows, optimal.uniforms_per_row(k), generator=g, dtype=torch.float64)
+
+
+DEGENERATE = [f for f in bench_input_families.PURE_FAMILIES if f != bench_input_families.TYPICAL]
+
+
+@pytest.mark.parametrize("k", [1, 2, 4])
+@pytest.mark.parametrize("family", DEGENERATE)
+def test_split_runs_draw_as_the_reference_on_degenerate_families(family, k):
+    """Many small rows whose buckets are split into runs, several levels deep: every draw is
+    the plain-Python reference's (``decoding.verifiers.reference_optimal``), token and index."""
+    p, q, drafts, uniforms = _family_rows(family, 150, 40, k, 7 + k)
+    merged = optimal_buckets.verify_rows(p, q, drafts, uniforms, **SMALL_SPLITS)
+    for r in range(p.shape[0]):
+        want = reference_optimal.optimal(p[r], q[r].unsqueeze(0), drafts[r], uniforms[r])
+        assert (merged.tokens[r].item(), merged.accepted_index[r].item()) == want, r
+
+
+@pytest.mark.parametrize("family", DEGENERATE)
+def test_degenerate_rows_at_the_real_vocabulary_draw_as_the_full_path(family):
+    """A few rows at ``V = 151,936`` with the default buckets and splits (one bucket of these
+    rows holds most of the vocabulary): the sorted path's draws."""
+    for k in (2, 4):
+        _assert_same_draws(*_family_rows(family, 3, REAL_VOCAB, k, k))
+
+
+def _runs_are_rank_intervals(p, q, ids, table, k) -> bool:
+    """Whether every run of a run table (:func:`optimal_merged.split_runs`) holds a stretch of
+    consecutive ranks of the full sort, with its tokens' sums and placed at its first token."""
+    order = optimal.row_parameters(p.unsqueeze(0), q.unsqueeze(0), k).order[0]
+    run_of_rank = torch.from_numpy(ids.astype(np.int64))[order]
+    for run in torch.unique(run_of_rank).tolist():
+        ranks = (run_of_rank == run).nonzero().squeeze(1)
+        tokens = order[ranks]
+        if ranks[-1] - ranks[0] + 1 != ranks.numel() or table[run, optimal_merged.SIZE] != ranks.numel():
+            return False
+        if table[run, optimal_merged.STATE] == optimal_merged.KEPT and table[run, optimal_merged.FIRST_ID] >= 0:
+            if table[run, optimal_merged.FIRST_ID] != tokens[0]:
+                return False
+    return True
+
+
+def test_split_runs_are_stretches_of_consecutive_ranks():
+    """One-hot ``p`` (keys 0 on all but one token, ties by id) and ``p = q`` (one key) split two
+    levels deep: each run is an interval of ranks of the full sort; a run moved one token off
+    its boundary (deliberately broken: split at the wrong index) is not."""
+    for family in ("onehot_p", "p_eq_q", "ties"):
+        p, q, _, _ = _family_rows(family, 1, 300, 2, 3)
+        cut = compiled_cut(p[0], q[0], 2, buckets=8)
+        ids, keys = cut.ids.numpy().copy(), np.empty(300, np.int64)
+        optimal_numba.ratio_key_range(cut.p, cut.q, keys)
+        table, sums = optimal_merged.bucket_runs(cut.lower.numpy(), cut.upper.numpy(), cut.sizes.numpy(),
+                                                 cut.sign.numpy(), cut.target.numpy(), cut.draft.numpy(), 300)
+        for _ in range(2):
+            large = (table[:, optimal_merged.SIZE] > 16) & (table[:, optimal_merged.STATE] == optimal_merged.KEPT)
+            table, sums, _ = optimal_merged.split_runs(cut.p, cut.q, keys, ids, table, sums, large, 16, 8)
+        assert table.shape[0] > 8 + 2 + 8  # split twice
+        assert _runs_are_rank_intervals(p[0], q[0], ids, table, 2), family
+        new = np.nonzero((table[:, optimal_merged.STATE] == optimal_merged.KEPT) & (table[:, optimal_merged.SIZE] > 1))[0]
+        a, b = table[new[new >= 10][:2], optimal_merged.ID_LO]  # the first tokens of two new runs, swapped
+        broken = ids.copy()
+        broken[a], broken[b] = ids[b], ids[a]
+        assert not _runs_are_rank_intervals(p[0], q[0], broken, table, 2), family
