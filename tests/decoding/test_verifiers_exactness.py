@@ -137,9 +137,14 @@ def _law_checks(law, draft_tokens: torch.Tensor, out: VerifierOutput) -> dict:
         accepted = int((out.accepted_index.cpu().numpy() >= 0).sum())
         checks["draft_accepted"] = binomial_z_test(accepted, n, float(law.details["draft_accepted"]), ALPHA)
     if law.draft_law is not None:
-        tuples = law.draft_law.tuples
-        codes = {tuple(t): j for j, t in enumerate(tuples.tolist())}
-        index = np.array([codes.get(tuple(t), len(tuples)) for t in x.tolist()])
+        # each row's index among the law's tuples (len(tuples) for a tuple outside it), by its
+        # digits in base V, without a Python tuple per row
+        tuples = law.draft_law.tuples  # [m, k]
+        assert ((x >= 0) & (x < V)).all(), "draft ids past the vocabulary"
+        digits = V ** np.arange(x.shape[1])
+        index_of = np.full(V ** x.shape[1], len(tuples))
+        index_of[tuples @ digits] = np.arange(len(tuples))
+        index = index_of[x @ digits]
         probs = np.append(law.draft_law.probs.astype(np.float64), 0.0)
         checks["drafts"] = chi_square_test(np.bincount(index, minlength=len(probs)), probs, ALPHA)
     return checks
