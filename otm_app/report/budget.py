@@ -70,8 +70,9 @@ REFERENCE_VOCAB = 151_936
 
 #: Seconds of one core per model parameter (draft and target together) per decoded token, and
 #: per decode and prompt (the prompt's prefill in both models, the first steps' set-up), in
-#: bfloat16: 0.24 s and 0.7 s on the Qwen pair (CPU time of step 3's decodes on one thread).
-SECONDS_PER_PARAMETER_TOKEN = 1.2e-10
+#: bfloat16: 0.3 s and 0.7 s on the Qwen pair (CPU time of step 3's decodes on one thread, a code and a
+#: prose prompt).
+SECONDS_PER_PARAMETER_TOKEN = 1.5e-10
 SECONDS_PER_PARAMETER_DECODE = 3.4e-10
 
 #: Seconds of one core per model parameter and forest node with children of the paired

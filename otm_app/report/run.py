@@ -32,7 +32,7 @@ import shlex
 import shutil
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -131,6 +131,7 @@ def run_report(args: ReportConfig, theorem_rows: list | None = None, clock: Step
         pair, scored = _score_with_models(args, texts, progress, clock)
         mode = args.pair
     acceptance = _acceptance_step(args, scored, folder, clock, progress)
+    scored = without_logits(scored)  # step 3 would hold them beside both models
     decoding, paired, sequence_verifiers = _decoding_step(args, pair, scored, texts, clock, progress)
     if pair is not None:
         pair.release()
@@ -200,6 +201,17 @@ def _acceptance_step(args: ReportConfig, scored, folder, clock: StepClock, progr
     return _AcceptanceStep(ks, positions, sweep_rows, temperature_table)
 
 
+def without_logits(scored):
+    """``scored`` without its teacher-forced logits (``2 x rows x V`` float32, the report's
+    largest arrays): each text keeps its name, token ids and row count (zero-width logits),
+    which is all that step 3 and the summary read of it."""
+    def light(score):
+        empty = np.empty((score.n_positions, 0), dtype=np.float32)
+        return replace(score, target_logits=empty, draft_logits=empty)
+
+    return replace(scored, scores=[light(score) for score in scored.scores])
+
+
 def _decoding_step(args: ReportConfig, pair, scored, texts, clock: StepClock, progress) -> tuple[dict, dict, dict]:
     """Step 3 (:func:`_decode`), or its three summary entries saying why it was skipped."""
     from otm_app.report.sources import decoding_prompts
@@ -253,7 +265,7 @@ def _decode(args: ReportConfig, pair, scored, prompts: list, clock: StepClock, p
         clock.start("decoding", "step 3/4",
                     f"{decodes} decodes ({len(args.rules)} rules, block and traversal verification) x {len(prompts)} prompts x "
                     f"{args.max_new_tokens} tokens, and every rule's expected tokens per call at {n_paired} positions",
-                    decoding_parts(model_parameters(pair), scored.vocab_size, decodes * len(prompts), args.max_new_tokens,
+                    decoding_parts(model_parameters(pair), pair.vocab_size, decodes * len(prompts), args.max_new_tokens,
                                    n_paired, 1 + sum(inner.values()), kernel_nodes, threads),
                     " (--no-decode skips it)")
         return _decode_step(args, pair, scored, prompts, clock, progress)
@@ -502,4 +514,4 @@ def _decoding_lines(summary: dict, error_cell) -> list[str]:
     return lines
 
 
-__all__ = ["command_line", "paired_positions", "run_report", "summarise_theorems", "summary_table"]
+__all__ = ["command_line", "paired_positions", "run_report", "summarise_theorems", "summary_table", "without_logits"]

@@ -129,3 +129,17 @@ def test_where_sessions_share_the_cores_a_step_gets_its_sessions_share(monkeypat
 
 def test_no_autogroup_file_means_threads_share_fairly(tmp_path):
     assert budget.shares_by_session(tmp_path) is False
+
+
+def test_step_3_gets_the_texts_without_their_logits():
+    """Step 3 held every text's teacher-forced logits (2 x rows x V float32, 0.9 GB for the
+    built-in texts) beside both models; it reads only the texts' token ids and row counts."""
+    from otm_app.report.run import without_logits
+    from otm_app.report.sources import load_report_pair, score_report_texts
+
+    scored = score_report_texts(load_report_pair("tiny"), [], 0)
+    light = without_logits(scored)
+    assert [s.n_positions for s in light.scores] == [s.n_positions for s in scored.scores]
+    assert (light.text_of_row == scored.text_of_row).all() and light.kinds == scored.kinds
+    assert all((a.token_ids == b.token_ids).all() for a, b in zip(light.scores, scored.scores))
+    assert all(s.target_logits.nbytes == s.draft_logits.nbytes == 0 for s in light.scores)
