@@ -386,20 +386,20 @@ def _id_intervals(table, chosen):
 
 
 @_compiled
-def _move_tokens(p, q, keys, run_ids, run, first_new, by_id, run_key, origin, shift, fanout, start, end, size, id_lo,
-                 id_hi, key_lo, key_hi, first_id, p_sum, q_sum):
-    """The pass of :func:`split_runs` for one split run: its tokens (ids ``start..end``, among
-    others') to new runs ``first_new + c``, ``c = ((id or key) - origin) >> shift``, and the
+def _move_tokens(p, q, keys, run_ids, run, first_new, origin, shift, fanout, start, end, size, id_lo, id_hi, key_lo,
+                 key_hi, first_id, p_sum, q_sum):
+    """The pass of :func:`split_runs` for one run split by key: its tokens (ids ``start..end``,
+    among others') to new runs ``first_new + c``, ``c = (key - origin) >> shift``, and the
     sums, key and id ranges of each new run (arrays by ``c``). One branch per stretch of tokens
     of one new run, not per token (a random mix of runs would mispredict one branch in two):
     the selections are arithmetic, the other runs' tokens add 0, and a stretch's sums stay in
-    registers. A run of one key ``run_key`` (``by_id``) gives it to every new run."""
+    registers."""
     current, count, p_run, q_run, low, high, first, last = -1, 0, 0.0, 0.0, _NO_KEY, -1, 0, 0
     for i in range(start, end + 1):
         g, p_i, q_i = run_ids[i], np.float64(p[i]), np.float64(q[i])  # loaded before any selection
         moved = g == run
         key = min(keys[i], INF_KEY)  # the key the sorted path gives the token (q <= 0: inf or NaN, at least INF_KEY)
-        c = min(max(((i if by_id else key) - origin) >> shift, 0), fanout - 1)
+        c = min(max((key - origin) >> shift, 0), fanout - 1)
         c = current + moved * (c - current)
         if c != current:  # a new stretch, at a token of the run
             if current >= 0:
@@ -412,18 +412,14 @@ def _move_tokens(p, q, keys, run_ids, run, first_new, by_id, run_key, origin, sh
         p_run += p_i * moved
         q_run += q_i * moved
         last += moved * (i - last)
-        if not by_id:  # the same branch for every token
-            mine = low + moved * (key - low)
-            below = mine < low
-            first += below * (i - first)  # the stretch's first token in rank order: (key, id) smallest
-            low += below * (mine - low)
-            high = max(high, key * moved)
+        mine = low + moved * (key - low)
+        below = mine < low
+        first += below * (i - first)  # the stretch's first token in rank order: (key, id) smallest
+        low += below * (mine - low)
+        high = max(high, key * moved)
     if current >= 0:
         _close_stretch(current, count, p_run, q_run, low, high, first, last, size, id_lo, id_hi, key_lo, key_hi, first_id,
                        p_sum, q_sum)
-    if by_id:
-        for c in range(fanout):
-            key_lo[c], key_hi[c], first_id[c] = run_key, run_key, id_lo[c]
 
 
 @_compiled
@@ -440,20 +436,74 @@ def _close_stretch(c, count, p_run, q_run, low, high, first, last, size, id_lo, 
 
 
 @_compiled
+def _tighten_key_ranges(keys, run_ids, table, loose):
+    """Set ``KEY_LO``, ``KEY_HI`` of the ``loose`` runs to the smallest and largest key of their
+    tokens (one pass; a bucket's bounds can hold a single key: ratios of few values)."""
+    low, high = np.full(table.shape[0], _NO_KEY), np.full(table.shape[0], -1)
+    for i in range(run_ids.shape[0]):
+        g, key = run_ids[i], min(keys[i], INF_KEY)
+        low[g], high[g] = min(low[g], key), max(high[g], key)
+    for g in np.nonzero(loose)[0]:
+        table[g, KEY_LO], table[g, KEY_HI] = low[g], high[g]
+
+
+@_compiled
+def _move_by_id(p, q, run_ids, slot_of, slot_base, n, shift, start, end, size, p_sum, q_sum):
+    """The pass of :func:`split_runs` for runs of one key each with the same id range
+    ``start..end``, all at once (``slot_of``: run -> its slot, ``len(slot_base)`` for other
+    runs): a token of slot ``s`` to new run ``n + slot_base[s] + ((id - start) >> shift)``,
+    summed into ``size``, ``p_sum``, ``q_sum`` at ``slot_base[s] + c``. Per token a few additions
+    into a slot of small arrays, and one branch per ``2^shift`` ids (where the new runs change)."""
+    slots = slot_base.shape[0]
+    count, p_run, q_run = np.zeros(slots + 1, np.int64), np.zeros(slots + 1), np.zeros(slots + 1)
+    current = 0
+    for i in range(start, end + 1):
+        g, p_i, q_i = run_ids[i], np.float64(p[i]), np.float64(q[i])
+        c = (i - start) >> shift
+        if c != current:
+            _close_slots(current, count, p_run, q_run, slot_base, size, p_sum, q_sum)
+            current = c
+        s = slot_of[g]
+        run_ids[i] = g + (s < slots) * (n + slot_base[min(s, slots - 1)] + c - g)
+        count[s] += 1
+        p_run[s] += p_i
+        q_run[s] += q_i
+    _close_slots(current, count, p_run, q_run, slot_base, size, p_sum, q_sum)
+
+
+@_compiled
+def _close_slots(c, count, p_run, q_run, slot_base, size, p_sum, q_sum):
+    """Add the slots' counts and sums to their new runs ``slot_base + c`` and empty them."""
+    for s in range(slot_base.shape[0]):
+        size[slot_base[s] + c] += count[s]
+        p_sum[slot_base[s] + c] += p_run[s]
+        q_sum[slot_base[s] + c] += q_run[s]
+    count[:] = 0
+    p_run[:] = 0.0
+    q_run[:] = 0.0
+
+
+@_compiled
 def split_runs(p, q, keys, run_ids, table, sums, chosen, split_tokens, fanout):
     """Refine the ``chosen`` runs of a row (docs/optimal-verifier.md section 5.2, "Large
     buckets"): one of at most ``split_tokens`` tokens is gathered (its tokens become entries,
     ``STATE`` = ``EXPANDED``); a larger one is split into at most ``fanout`` runs of
     consecutive ranks, by the high bits of ``key - KEY_LO`` when its keys differ, else (all its
     ranks one key, ordered by id as the stable sort orders them) by those of ``id - ID_LO``.
-    The gather reads the ids the gathered runs span (``[ID_LO, ID_HI]``: the whole row for a
-    bucket, a short stretch for a run split by id), each split one pass over the ids of its run
-    (:func:`_move_tokens`). A new run inherits the sign of a one-sign run (a sub-run of a run of
+    A bucket's key bounds are first narrowed to its tokens' keys (:func:`_tighten_key_ranges`),
+    so a bucket of one key is split by id at once. The gather reads the ids the gathered runs
+    span (``[ID_LO, ID_HI]``: the whole row for a bucket, a short stretch for a run split by
+    id); a split by key is one pass over the ids of its run (:func:`_move_tokens`), the splits by
+    id of runs with one id range one pass for all (:func:`_move_by_id`). A new run inherits the sign of a one-sign run (a sub-run of a run of
     one sign has that sign); the runs of a mixed one are ``UNTESTED``. Returns the grown table
     and sums and the gathered tokens (as :func:`gather`)."""
     n = table.shape[0]
     base, shift, origin = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64)
     by_id, expand = np.zeros(n, np.bool_), np.zeros(n, np.bool_)
+    large = chosen & (table[:, SIZE] > split_tokens)
+    loose = large & (table[:, FIRST_ID] < 0) & (table[:, KEY_LO] < table[:, KEY_HI])  # a bucket's bounds
+    if loose.any():
+        _tighten_key_ranges(keys, run_ids, table, loose)
     extra, gathered = 0, 0
     for g in range(n):
         if not chosen[g]:
@@ -484,11 +534,25 @@ def split_runs(p, q, keys, run_ids, table, sums, chosen, split_tokens, fanout):
             if expand[g] and m < gathered:
                 ids[m], member_keys[m], target[m], draft[m], runs[m] = i, min(keys[i], INF_KEY), p[i], q[i], g
                 m += 1
-    for g in np.nonzero(chosen & ~expand)[0]:
+    moved = chosen & ~expand
+    for g in np.nonzero(moved & ~by_id)[0]:
         at = base[g]
-        _move_tokens(p, q, keys, run_ids, g, n + at, by_id[g], table[g, KEY_LO], origin[g], shift[g], fanout,
-                     table[g, ID_LO], table[g, ID_HI], size[at:], id_lo[at:], id_hi[at:], key_lo[at:], key_hi[at:],
-                     first_id[at:], p_sum[at:], q_sum[at:])
+        _move_tokens(p, q, keys, run_ids, g, n + at, origin[g], shift[g], fanout, table[g, ID_LO], table[g, ID_HI],
+                     size[at:], id_lo[at:], id_hi[at:], key_lo[at:], key_hi[at:], first_id[at:], p_sum[at:], q_sum[at:])
+    for g in np.nonzero(moved & by_id)[0]:
+        if not moved[g]:
+            continue
+        group = np.nonzero(moved & by_id & (table[:, ID_LO] == table[g, ID_LO]) & (table[:, ID_HI] == table[g, ID_HI]))[0]
+        slot_of = np.full(n + extra, group.shape[0], np.int64)  # tokens already moved are in new runs
+        slot_of[group] = np.arange(group.shape[0])
+        start, end = table[g, ID_LO], table[g, ID_HI]
+        _move_by_id(p, q, run_ids, slot_of, base[group], n, shift[g], start, end, size, p_sum, q_sum)
+        for h in group:
+            moved[h] = False
+            for c in range(fanout):
+                at = base[h] + c
+                id_lo[at], id_hi[at] = start + (c << shift[g]), min(start + ((c + 1) << shift[g]) - 1, end)
+                key_lo[at], key_hi[at], first_id[at] = table[h, KEY_LO], table[h, KEY_LO], id_lo[at]
     grown, grown_sums = np.zeros((n + extra, 9), np.int64), np.zeros((n + extra, 2))
     grown[:n], grown_sums[:n] = table, sums
     for g in range(n):

@@ -398,19 +398,21 @@ def test_degenerate_rows_at_the_real_vocabulary_draw_as_the_full_path(family):
         _assert_same_draws(*_family_rows(family, 3, REAL_VOCAB, k, k))
 
 
-def _runs_are_rank_intervals(p, q, ids, table, k) -> bool:
+def _runs_are_rank_intervals(p, q, keys, ids, table, k) -> bool:
     """Whether every run of a run table (:func:`optimal_merged.split_runs`) holds a stretch of
-    consecutive ranks of the full sort, with its tokens' sums and placed at its first token."""
+    consecutive ranks of the full sort, as many as its size, and is placed (``FIRST_KEY``,
+    ``FIRST_ID``) after the rank before it and at or before its first rank."""
     order = optimal.row_parameters(p.unsqueeze(0), q.unsqueeze(0), k).order[0]
     run_of_rank = torch.from_numpy(ids.astype(np.int64))[order]
+    place = [(min(int(keys[t]), optimal_merged.INF_KEY), int(t)) for t in order]
     for run in torch.unique(run_of_rank).tolist():
         ranks = (run_of_rank == run).nonzero().squeeze(1)
-        tokens = order[ranks]
         if ranks[-1] - ranks[0] + 1 != ranks.numel() or table[run, optimal_merged.SIZE] != ranks.numel():
             return False
-        if table[run, optimal_merged.STATE] == optimal_merged.KEPT and table[run, optimal_merged.FIRST_ID] >= 0:
-            if table[run, optimal_merged.FIRST_ID] != tokens[0]:
-                return False
+        at = (int(table[run, optimal_merged.FIRST_KEY]), int(table[run, optimal_merged.FIRST_ID]))
+        first = int(ranks[0])
+        if not (first == 0 or place[first - 1] < at) or not at <= place[first]:
+            return False
     return True
 
 
@@ -429,9 +431,9 @@ def test_split_runs_are_stretches_of_consecutive_ranks():
             large = (table[:, optimal_merged.SIZE] > 16) & (table[:, optimal_merged.STATE] == optimal_merged.KEPT)
             table, sums, _ = optimal_merged.split_runs(cut.p, cut.q, keys, ids, table, sums, large, 16, 8)
         assert table.shape[0] > 8 + 2 + 8  # split twice
-        assert _runs_are_rank_intervals(p[0], q[0], ids, table, 2), family
+        assert _runs_are_rank_intervals(p[0], q[0], keys, ids, table, 2), family
         new = np.nonzero((table[:, optimal_merged.STATE] == optimal_merged.KEPT) & (table[:, optimal_merged.SIZE] > 1))[0]
         a, b = table[new[new >= 10][:2], optimal_merged.ID_LO]  # the first tokens of two new runs, swapped
         broken = ids.copy()
         broken[a], broken[b] = ids[b], ids[a]
-        assert not _runs_are_rank_intervals(p[0], q[0], broken, table, 2), family
+        assert not _runs_are_rank_intervals(p[0], q[0], keys, broken, table, 2), family
