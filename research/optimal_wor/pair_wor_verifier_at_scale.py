@@ -51,7 +51,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from decoding.verifiers import VERIFIERS
+from decoding.verifiers import get_verifier
 from decoding.verifiers.optimal_family.pair import UNIT, ratio_order, sorted_row
 from decoding.verifiers.optimal_family.pair_merged_rows import BUCKETS, DRAWN, SIGN_MARGIN, merged_row
 from decoding.verifiers.optimal_family.pair_levels import first_run, row_levels, row_setup, yield_decision
@@ -176,9 +176,9 @@ def timed_rows(p: np.ndarray, q: np.ndarray, pairs: int, seed: int, repeats: int
     one batched argsort of their ratios (the least of ``repeats`` calls after a warm-up)."""
     target = torch.as_tensor(p, dtype=torch.float32).expand(pairs, -1).contiguous()
     draft = torch.as_tensor(q, dtype=torch.float32).expand(pairs, -1).contiguous()
-    drafts = VERIFIERS["rrs_wor"].sample_drafts(draft, 2, torch.Generator().manual_seed(seed))
+    drafts = get_verifier("rrs_wor").sample_drafts(draft, 2, torch.Generator().manual_seed(seed))
     draft_probs = draft.unsqueeze(1).expand(-1, 2, -1)
-    out = {name: least_ms_per_row(lambda v=VERIFIERS[name].verify: v(target, draft_probs, drafts,
+    out = {name: least_ms_per_row(lambda v=get_verifier(name).verify: v(target, draft_probs, drafts,
                                                                         torch.Generator().manual_seed(seed)),
                                   repeats, pairs)
            for name in TIMED}
