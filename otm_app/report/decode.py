@@ -19,7 +19,9 @@ paired comparison on the same drafts, far less noisy than two separate decodes.
 """
 from __future__ import annotations
 
+import ctypes
 import dataclasses
+import functools
 import math
 from collections.abc import Sequence
 
@@ -80,6 +82,7 @@ def decode_rules(pair, prompts: Sequence[tuple[str, list]], rules: Sequence[str]
             seconds += result.wall_seconds
             attempts = np.add(attempts, result.attempts_by_depth) if attempts is not None else np.asarray(result.attempts_by_depth)
             accepts = np.add(accepts, result.accepts_by_depth) if accepts is not None else np.asarray(result.accepts_by_depth)
+            release_free_heap()
         efficiency, error = mean_and_error(steps)
         rows.append({
             "rule": rule,
@@ -120,6 +123,23 @@ class StepValues:
         self.baseline += baseline.double().cpu().tolist()
 
 
+@functools.cache
+def _libc():
+    try:
+        return ctypes.CDLL("libc.so.6")
+    except OSError:  # not glibc
+        return None
+
+
+def release_free_heap() -> None:
+    """Give the free pages of the C heap back to the system (glibc's ``malloc_trim``; nothing
+    where there is no glibc): a decode allocates and frees ``[nodes, V]`` tensors of a few MB
+    at every step, and the heap they are carved from keeps its high-water mark resident."""
+    libc = _libc()
+    if libc is not None and hasattr(libc, "malloc_trim"):
+        libc.malloc_trim(0)
+
+
 def mean_and_error(values: Sequence[float]) -> list[float]:
     """``[mean, standard error]`` over samples (steps, or positions; NaN error with fewer than 2)."""
     x = np.asarray(values, dtype=np.float64)
@@ -157,6 +177,7 @@ def decode_sequence_verifiers(pair, prompts: Sequence[tuple[str, list]], tree: s
                                         generator=generator, progress=progress, eos_token_id=eos)
             steps += result.steps_tokens
             seconds += result.wall_seconds
+            release_free_heap()
         sequence, base = np.asarray(values.sequence) + 1, np.asarray(values.baseline) + 1
         efficiency, error = mean_and_error(steps)
         rows.append({
@@ -194,5 +215,5 @@ def sequence_checks(rows: list[dict]) -> list[str]:
     return problems
 
 
-__all__ = ["SEQUENCE_COMPARISONS", "StepValues", "decode_rules", "decode_sequence_verifiers", "mean_and_error", "rule_tree",
+__all__ = ["SEQUENCE_COMPARISONS", "StepValues", "decode_rules", "decode_sequence_verifiers", "mean_and_error", "release_free_heap", "rule_tree",
            "sequence_checks"]

@@ -59,7 +59,7 @@ from otm.rules import greedy, kseq, optimal, optimal_wor, rrs_wor, spechub, spec
 from otm.rules.enumeration import canonical_output_law, validate_pair
 from otm.rules.water_levels.pair import with_representable_weights
 
-from .decode import mean_and_error, rule_tree
+from .decode import mean_and_error, release_free_heap, rule_tree
 
 #: The rule every other is compared with when it is among the rules (else the first rule
 #: that is evaluated): recursive rejection sampling with i.i.d. drafts, the common baseline.
@@ -302,6 +302,7 @@ def compare_rules(pair, scored, rules: Sequence[str], tree: str, temperature: fl
         if text not in caches:  # contexts come text by text: one text's caches at a time
             caches = {text: TextCaches(pair, scored.scores[text].token_ids)}
         drafted = caches[text].draft(position + 1, trees, samplers, temperature, generator)
+        release_free_heap()
         for (tokens, target_probs, draft_probs), members, shape in zip(drafted, groups.values(), trees):
             for rule in (rule for rule in members if rule not in refused):
                 try:
