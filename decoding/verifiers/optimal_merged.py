@@ -485,9 +485,9 @@ def _close_slots(c, count, p_run, q_run, slot_base, size, p_sum, q_sum):
 
 @_compiled
 def split_runs(p, q, keys, run_ids, table, sums, chosen, split_tokens, fanout):
-    """Refine the ``chosen`` runs of a row (docs/optimal-verifier.md section 5.2, "Large
-    buckets"): one of at most ``split_tokens`` tokens is gathered (its tokens become entries,
-    ``STATE`` = ``EXPANDED``); a larger one is split into at most ``fanout`` runs of
+    """Refine the ``chosen`` runs of a row (module docstring, large buckets): one of at most
+    ``split_tokens`` tokens is gathered (its tokens become entries, ``STATE`` = ``EXPANDED``);
+    a larger one is split into at most ``fanout`` runs of
     consecutive ranks, by the high bits of ``key - KEY_LO`` when its keys differ, else (all its
     ranks one key, ordered by id as the stable sort orders them) by those of ``id - ID_LO``.
     A bucket's key bounds are first narrowed to its tokens' keys (:func:`_tighten_key_ranges`),
@@ -619,8 +619,10 @@ def sign_runs(order, p_r, q_r, entry_run, table, k, margin):
 def verify_row(p, q, drafts, u, buckets, margin, keys, ids, split_tokens=SPLIT_TOKENS, fanout=SPLIT_FANOUT):
     """The optimal verifier's draw for one row on merged rows
     (docs/optimal-verifier-proofs.md#merged-rows-equal-the-full-path): the cut; the mixed
-    buckets and the drafts' refined (a large one split into runs, :func:`split_runs`, until
-    every draft is an entry of its own and no run is mixed); the
+    buckets and the drafts' refined and every large bucket split into runs (:func:`split_runs`:
+    the runs of one id range in one pass; the draw would often read a large bucket of one sign,
+    such as the ``q = 0`` tokens on a rejection), until every draft is an entry of its own and no
+    run is mixed; the
     merged row, its parameters and the draw; while the draw read a merged entry, that run
     refined and the draw repeated with the same uniforms. ``keys`` (int64) and ``ids`` (int32,
     then the run of each token) are work arrays of the row's length; ``split_tokens`` and
@@ -629,7 +631,7 @@ def verify_row(p, q, drafts, u, buckets, margin, keys, ids, split_tokens=SPLIT_T
     k = drafts.shape[0]
     target, draft, sizes, lower, upper, sign = cut(p, q, k, buckets, margin, keys, ids)
     table, sums = bucket_runs(lower, upper, sizes, sign, target, draft, p.shape[0])
-    chosen = (sizes > 0) & (sign == 0)
+    chosen = ((sizes > 0) & (sign == 0)) | (sizes > split_tokens)  # every large bucket split in one pass
     for j in range(k):
         chosen[ids[drafts[j]]] = True
     members = _no_members()
