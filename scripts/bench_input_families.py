@@ -14,7 +14,8 @@ of a rule and ``k``. Those families are timed round-robin (repetition by repetit
 change of load on this shared machine falls on all of them alike; the table reports the
 median cost per row of the typical family and every other family's as a multiple of it (the
 figures to read: absolute times move with the load). ``--out`` replaces the section of the
-file headed :data:`HEADING` (up to the next ``## `` heading), or appends it.
+file headed :func:`heading` (up to the next ``## `` heading), or appends it: one section per
+vocabulary.
 
 Families (each row normalised; ``V >= 2``):
 
@@ -197,13 +198,20 @@ def verdict(results: dict[tuple[str, int], dict]) -> str:
     return line
 
 
-def replace_section(text: str, section: str) -> str:
-    """``text`` with its :data:`HEADING` section (up to the next ``## `` heading) replaced by
-    ``section``, or ``section`` appended when it has none."""
-    if HEADING not in text:
+def heading(vocab: int) -> str:
+    """The section's heading: :data:`HEADING` at the default vocabulary (6), with the vocabulary
+    at any other."""
+    return HEADING if vocab == 6 else f"{HEADING} at V = {vocab:,}"
+
+
+def replace_section(text: str, section: str, title: str = HEADING) -> str:
+    """``text`` with its section headed by the line ``title`` (up to the next ``## `` heading)
+    replaced by ``section``, or ``section`` appended when it has none."""
+    line = f"\n{title}\n"
+    if line not in "\n" + text:
         return text.rstrip("\n") + "\n\n" + section if text.strip() else section
-    start = text.index(HEADING)
-    following = text.find("\n## ", start + len(HEADING))
+    start = ("\n" + text).index(line)
+    following = text.find("\n## ", start + len(title))
     rest = "" if following < 0 else text[following + 1:]
     return text[:start] + section + ("\n" + rest if rest else "")
 
@@ -246,7 +254,7 @@ def main(argv: list[str] | None = None) -> dict:
     load_after = os.getloadavg()
     command = "python " + " ".join(["scripts/bench_input_families.py"] + (sys.argv[1:] if argv is None else argv))
     section = "\n".join([
-        HEADING,
+        heading(args.vocab),
         "",
         f"Command: `{command}` ({datetime.date.today().isoformat()}; {platform.platform()}, {os.cpu_count()} CPUs, "
         f"{args.threads} torch thread(s); 1-minute load average {load_before[0]:.1f} before, {load_after[0]:.1f} after; "
@@ -266,7 +274,7 @@ def main(argv: list[str] | None = None) -> dict:
     print(section)
     if args.out:
         path = Path(args.out)
-        path.write_text(replace_section(path.read_text() if path.exists() else "", section))
+        path.write_text(replace_section(path.read_text() if path.exists() else "", section, heading(args.vocab)))
     data = {"results": [{"rule": name, "k": k, **entry} for (name, k), entry in results.items()], "section": section}
     if args.json:
         Path(args.json).write_text(json.dumps(data, indent=1))

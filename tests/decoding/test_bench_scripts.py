@@ -223,3 +223,15 @@ def test_bench_input_families_quick(tmp_path):
     new = tmp_path / "new.md"
     bench_input_families.main(["--quick", "--rules", "rrs", "--out", str(new)])
     assert new.read_text().startswith(heading) and new.read_text().count(heading) == 1
+
+
+def test_bench_input_families_one_section_per_vocabulary():
+    """The section of another vocabulary is headed by it and replaced alone: the default
+    vocabulary's section, whose heading it extends, is kept."""
+    big = bench_input_families.heading(151_936)
+    assert big == f"{bench_input_families.HEADING} at V = 151,936" and bench_input_families.heading(6) == bench_input_families.HEADING
+    text = f"# B\n\n{bench_input_families.HEADING}\n\nsmall\n\n{big}\n\nold\n\n## Later\n\nkept\n"
+    replaced = bench_input_families.replace_section(text, f"{big}\n\nnew\n", big)
+    assert replaced == f"# B\n\n{bench_input_families.HEADING}\n\nsmall\n\n{big}\n\nnew\n\n## Later\n\nkept\n"
+    appended = bench_input_families.replace_section(f"# B\n\n{bench_input_families.HEADING}\n\nsmall\n", f"{big}\n\nnew\n", big)
+    assert appended == f"# B\n\n{bench_input_families.HEADING}\n\nsmall\n\n{big}\n\nnew\n"
