@@ -47,23 +47,24 @@ THEOREM_SUITE_SECONDS = 19.0
 
 #: Seconds of one core per model parameter to load a pair from the local cache, and per
 #: parameter and token it scores (teacher forcing in both models; the draft is unloaded while
-#: the target scores, then loaded again): 5 s and 40 ms a token for the Qwen pair in bfloat16
+#: the target scores, then loaded again): 5 s and 20 ms a token for the Qwen pair in bfloat16
 #: (CPU time, docs/report.md, "Budget and measured wall time"); torch's threads share them.
 LOAD_SECONDS_PER_PARAMETER = 2.5e-9
-SCORE_SECONDS_PER_PARAMETER_TOKEN = 2e-11
+SCORE_SECONDS_PER_PARAMETER_TOKEN = 1e-11
 
-#: Idle seconds to start the local Dask cluster and have its workers import the sweep's code.
-DASK_START_SECONDS = 3.0
+#: Idle seconds to start the local Dask cluster, have its workers import the sweep's code and
+#: write the scored positions as the sweep's corpus.
+DASK_START_SECONDS = 8.0
 
 #: Seconds of one core per analysed position and temperature for step 2's sweep with every
 #: default computation at ``k = 1..8`` and ``V = 151,936`` (measured with ``optimal_wor``
 #: among the default columns and the workers' allocator settings,
 #: ``otm_app.sweep.engine.WORKER_MALLOC``; docs/report.md, "Budget and measured wall time").
-SECONDS_PER_POSITION = 1.6
+SECONDS_PER_POSITION = 0.33
 
 #: Seconds per position and temperature of the optimum-vs-temperature sweep at
 #: ``V = 151,936``, in the main process after the Dask step.
-SECONDS_PER_SWEEP_CELL = 0.03
+SECONDS_PER_SWEEP_CELL = 0.016
 
 #: The vocabulary the per-position costs were measured at (the Qwen pair's).
 REFERENCE_VOCAB = 151_936
