@@ -8,23 +8,23 @@
 Rows: ``--rows`` random softmax pairs at ``--vocab`` tokens, target logits ``N(0, 2.5^2)``
 and draft logits = target + ``N(0, 1.5^2)`` (seeded), given to every verifier as
 probabilities in ``--dtype``. For each ``k`` and each draft scheme (i.i.d.:
-:mod:`decoding.verifiers.optimal`; without replacement: :mod:`decoding.verifiers.optimal_family.latent`)
+:mod:`decoding.verifiers.optimal.iid`; without replacement: :mod:`decoding.verifiers.optimal.latent`)
 the drafts are drawn once, then each of these is timed ``--repeats`` times (median, in ms
 per row = the batched call's time / rows):
 
 - ``optimal``: the optimal verifier's ``verify`` on all rows in one call;
 - ``sorted``, ``merged``: its full path on every row (no lazy rows), with the stable sort of
-  every ratio key (:func:`decoding.verifiers.optimal.verify_sorted`) and with the merged rows of :mod:`decoding.verifiers.optimal_buckets`
+  every ratio key (:func:`decoding.verifiers.optimal.iid.verify_sorted`) and with the merged rows of :mod:`decoding.verifiers.optimal.unsorted`
   (i.i.d. drafts only; the two give the same draws);
 - ``argsort``: ``torch.argsort(p / q, dim=-1)`` on the same rows (one batched sort);
-- ``row sort``: :func:`decoding.verifiers.optimal.stable_sort_rows` of the float64 ratio
+- ``row sort``: :func:`decoding.verifiers.optimal.iid.stable_sort_rows` of the float64 ratio
   bits, the sort the optimal verifier does (one row at a time, torch's radix sort), into
   buffers kept from one repeat to the next (the median excludes their first touch);
 - ``rrs``: :mod:`decoding.verifiers.rrs` ``verify`` on the same rows and drafts;
 - for drafts without replacement also ``rrs_wor`` (:mod:`decoding.verifiers.rrs_wor`), and at
-  ``k = 2`` ``optimal_pair_wor`` (:mod:`decoding.verifiers.optimal_family.pair`, the verifier
+  ``k = 2`` ``optimal_pair_wor`` (:mod:`decoding.verifiers.optimal.pair`, the verifier
   attaining the without-replacement optimum; its rows go to the CPU from any device);
-- for drafts without replacement at ``k >= 3``, ``optimal_wor`` (:mod:`decoding.verifiers.optimal_family.wor`,
+- for drafts without replacement at ``k >= 3``, ``optimal_wor`` (:mod:`decoding.verifiers.optimal.wor`,
   the verifier attaining the without-replacement optimum) on the first ``--wor-rows`` rows
   (default 2; 0 leaves it out), one row per call and once each, as a decode meets each row:
   its set-up of the row is part of the time (a set-up is kept only for a call that repeats the
@@ -41,9 +41,9 @@ the optimal verifier takes its sorted path there (``torch.sort`` of the batch on
 Prints a markdown table and the machine's load average (timings on a shared machine move
 with it). With ``--vocabs``, first a table of the two full paths per row at each of those
 vocabularies (``k = 2``, the same kind of rows): where the merged rows start to pay off
-(:data:`decoding.verifiers.optimal_buckets.MIN_VOCAB`); and the water-level verifier's rows
+(:data:`decoding.verifiers.optimal.unsorted.MIN_VOCAB`); and the water-level verifier's rows
 one after another, two drafts without replacement each, sorted and merged rows first
-(:func:`decoding.verifiers.optimal_family.pair.verify_row`).
+(:func:`decoding.verifiers.optimal.pair.verify_row`).
 """
 from __future__ import annotations
 
@@ -56,10 +56,11 @@ import time
 import numpy as np
 import torch
 
-from decoding.verifiers import optimal, optimal_buckets, rrs, rrs_wor
-from decoding.verifiers.optimal_family import latent as optimal_latent
-from decoding.verifiers.optimal_family import pair as optimal_pair_wor
-from decoding.verifiers.optimal_family import wor as optimal_wor
+from decoding.verifiers import rrs, rrs_wor
+from decoding.verifiers.optimal import iid as optimal, unsorted as optimal_buckets
+from decoding.verifiers.optimal import latent as optimal_latent
+from decoding.verifiers.optimal import pair as optimal_pair_wor
+from decoding.verifiers.optimal import wor as optimal_wor
 from decoding.verifiers.base import Scratch
 from otm.errors import NotApplicableError
 from otm.formulations.prefix_scan import iid_optimum_for_ks
@@ -108,7 +109,7 @@ def full_paths(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, repeats: 
 
 
 def pair_paths(p: torch.Tensor, q: torch.Tensor, repeats: int) -> tuple[float, float]:
-    """Seconds (median) of the water-level verifier's rows (:mod:`decoding.verifiers.optimal_family.pair`)
+    """Seconds (median) of the water-level verifier's rows (:mod:`decoding.verifiers.optimal.pair`)
     on every row, two drafts without replacement each: the sorted row and the merged row
     first (``verify_row``; a row the merged row leaves undecided goes to the sorted row)."""
     p64, q64 = (rows_.double().cpu().numpy() for rows_ in (p, q))

@@ -44,8 +44,8 @@ V-sized passes per row: an elementwise op, reduction, scan, copy or sort over on
 ``[vocab]`` row counts 1, whatever its dtype; ``softmax`` and ``multinomial`` count 1
 though they sweep the row several times inside; numpy and numba work (the plans of
 ``importance_sampling_truncated``; the compiled passes over the vocabulary of ``optimal`` and
-``optimal_latent`` on the CPU, :mod:`decoding.verifiers.optimal_numba`, counted in the
-docstring of :mod:`decoding.verifiers.optimal_buckets`) is not seen. Mean over :data:`PASS_RUNS` calls with
+``optimal_latent`` on the CPU, :mod:`decoding.verifiers.optimal.row_passes`, counted in the
+docstring of :mod:`decoding.verifiers.optimal.unsorted`) is not seen. Mean over :data:`PASS_RUNS` calls with
 fresh uniforms (the lazy verifiers' count depends on how many rows are rejected). The
 module docstring of each verifier derives the same count analytically.
 """

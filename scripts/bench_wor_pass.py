@@ -6,17 +6,17 @@ Evidence behind docs/optimal-verifier.md#water-levels-for-drafts-without-replace
 points). Per row (``--positions`` rows of an ``otm corpus`` directory, softmax at temperature 1
 over the whole vocabulary) and ``k`` in ``--ks``: the verifier's set-up (ratio order, set
 masses with their pass, cut, flux, ``x``: :func:`otm.rules.water_levels.parameters.clock_flux_setup` on
-:class:`~decoding.verifiers.optimal_family.clock_masses.CompiledClockSetMasses`) and
+:class:`~decoding.verifiers.optimal.clock_masses.CompiledClockSetMasses`) and
 the pass up the ranks alone as the CPU takes it
-(:meth:`~decoding.verifiers.optimal_family.clock_masses.CompiledClockSetMasses._prefix_pass`, at Chebyshev
+(:meth:`~decoding.verifiers.optimal.clock_masses.CompiledClockSetMasses._prefix_pass`, at Chebyshev
 points on one thread, timed after the set-up while its checkpoints are still held, so it pays for
 memory the set-up did not touch: the set-up is what a fresh row meets), and every group of ranks
-(:meth:`~decoding.verifiers.optimal_family.clock_masses.CompiledClockSetMasses._group_polynomials`: what the
+(:meth:`~decoding.verifiers.optimal.clock_masses.CompiledClockSetMasses._group_polynomials`: what the
 first walk that reads a long run computes of them, at most), and ``--walks`` walks of the
 verifier decided from the bounds on the row just set up (drafted sets without replacement from
 ``q`` and a uniform each, seeded by row and ``k``: the same in every tree;
 :func:`otm.rules.water_levels.bounds.walk_decision` with the verifier's margin and windows, as
-:func:`decoding.verifiers.optimal_family.wor.verify_row` takes them: what a decode pays after the set-up,
+:func:`decoding.verifiers.optimal.wor.verify_row` takes them: what a decode pays after the set-up,
 the groups of ranks the walks read included), each the median of ``--rounds`` timings. With
 ``--tree`` given more than once, each tree (a checkout of this repository, for example ``git
 worktree add /tmp/before <commit>``) is imported in a process of its own, the trees taken in
@@ -42,8 +42,8 @@ def _one_round(corpus: str, positions: int, ks: list[int], walks: int) -> dict:
     import numpy as np
     import torch
 
-    from decoding.verifiers.optimal_family import wor as optimal_wor
-    from decoding.verifiers.optimal_family.clock_masses import CompiledClockSetMasses
+    from decoding.verifiers.optimal import wor as optimal_wor
+    from decoding.verifiers.optimal.clock_masses import CompiledClockSetMasses
     from otm.corpus import Corpus
     from otm.rules.water_levels.parameters import clock_flux_setup
     from otm.rules.water_levels.bounds import walk_decision

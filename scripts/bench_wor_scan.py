@@ -5,16 +5,16 @@ Evidence behind docs/optimal-verifier.md#water-levels-for-drafts-without-replace
 (``--positions`` rows of an ``otm corpus`` directory, softmax at temperature 1 over the whole
 vocabulary) and ``k`` in ``--ks``: the time of the verifier's set-up (cut, flux, ``x`` and set
 masses: :func:`otm.rules.water_levels.parameters.clock_flux_setup`) with
-:class:`~decoding.verifiers.optimal_family.clock_masses.CompiledClockSetMasses` and with
-:func:`~decoding.verifiers.optimal_family.clock_masses.clock_masses` ``(--device)``; then the walks of
+:class:`~decoding.verifiers.optimal.clock_masses.CompiledClockSetMasses` and with
+:func:`~decoding.verifiers.optimal.clock_masses.clock_masses` ``(--device)``; then the walks of
 ``--draws`` drafted sets from the bounds on a water level from the flux on each set-up (the first walk apart: on the
 compiled set-up it computes the groups of ranks that the scan makes at once), how many of the
 walks both decide the same way (all must), and the largest difference of the two fluxes; then
 the pass alone, four ways on the same ranks: the compiled pass on the CPU node by node
-(:func:`~decoding.verifiers.optimal_family.setup.numba_nodes.prefix_pass`, without the groups) and at Chebyshev
-points (:mod:`decoding.verifiers.optimal_family.setup.chebyshev`, the CPU's default since 2026-11-27), the
-torch scan on ``--device`` (:mod:`decoding.verifiers.optimal_family.setup.torch_scan`) and the kernels' scan
-where ``--device`` is a CUDA device (:mod:`decoding.verifiers.optimal_family.setup.cuda_scan`), each with its
+(:func:`~decoding.verifiers.optimal.setup.numba_nodes.prefix_pass`, without the groups) and at Chebyshev
+points (:mod:`decoding.verifiers.optimal.setup.chebyshev`, the CPU's default since 2026-11-27), the
+torch scan on ``--device`` (:mod:`decoding.verifiers.optimal.setup.torch_scan`) and the kernels' scan
+where ``--device`` is a CUDA device (:mod:`decoding.verifiers.optimal.setup.cuda_scan`), each with its
 outputs brought to the CPU. One thread for torch and numba unless ``--threads``:
 
     python scripts/bench_wor_scan.py --corpus DIR --positions 4 --ks 3,8 --device cuda
@@ -65,10 +65,10 @@ def _walks(setup, sets, uniforms, margin, windows) -> tuple[list, float, float]:
 
 def _pass_alone(masses, device: str) -> str:
     """The pass over ``masses``' ranks four ways (module docstring), in ms."""
-    from decoding.verifiers.optimal_family.setup import cuda_scan as optimal_wor_cuda
-    from decoding.verifiers.optimal_family.setup import chebyshev, numba_nodes
-    from decoding.verifiers.optimal_family.setup import torch_scan as optimal_wor_torch
-    from decoding.verifiers.optimal_family.setup.torch_scan import SCAN_CHECKPOINT
+    from decoding.verifiers.optimal.setup import cuda_scan as optimal_wor_cuda
+    from decoding.verifiers.optimal.setup import chebyshev, numba_nodes
+    from decoding.verifiers.optimal.setup import torch_scan as optimal_wor_torch
+    from decoding.verifiers.optimal.setup.torch_scan import SCAN_CHECKPOINT
 
     times = []
     for backend in (numba_nodes, chebyshev):  # node by node, then at Chebyshev points (the CPU's default)
@@ -108,10 +108,10 @@ def wide_pass(masses, nodes: np.ndarray, ranks: int | None = None) -> tuple[np.n
 
 def precision(rows, ks: list[int], device: str) -> None:
     """The ``--precision`` table (module docstring)."""
-    from decoding.verifiers.optimal_family.clock_masses import CompiledClockSetMasses, clock_masses
-    from decoding.verifiers.optimal_family.setup import pick
-    from decoding.verifiers.optimal_family.setup import torch_scan as optimal_wor_torch
-    from decoding.verifiers.optimal_family.setup.torch_scan import SCAN_CHECKPOINT
+    from decoding.verifiers.optimal.clock_masses import CompiledClockSetMasses, clock_masses
+    from decoding.verifiers.optimal.setup import pick
+    from decoding.verifiers.optimal.setup import torch_scan as optimal_wor_torch
+    from decoding.verifiers.optimal.setup.torch_scan import SCAN_CHECKPOINT
     from otm.formulations.prefix_scan import ratio_order
 
     print(f"last checkpoint against an 80-bit pass, largest relative difference (scan on {device})")
@@ -152,8 +152,8 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--precision", action="store_true", help="the products against an 80-bit pass instead")
     args = parser.parse_args(argv)
-    from decoding.verifiers.optimal_family import wor as verifier
-    from decoding.verifiers.optimal_family.clock_masses import CompiledClockSetMasses, clock_masses
+    from decoding.verifiers.optimal import wor as verifier
+    from decoding.verifiers.optimal.clock_masses import CompiledClockSetMasses, clock_masses
     from otm.corpus import Corpus
 
     torch.set_num_threads(args.threads)  # also the compiled passes' threads (decoding.verifiers.base.row_parts)

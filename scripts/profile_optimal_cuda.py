@@ -4,7 +4,7 @@
     python scripts/profile_optimal_cuda.py [--rows 64] [--vocab 151936] [--k 2] [--calls 5]
 
 Rows as in ``scripts/bench_optimal_verifier.py`` (random softmax pairs, float32), on the
-GPU. Runs :func:`decoding.verifiers.optimal.verify_sorted` (the full path every CUDA row
+GPU. Runs :func:`decoding.verifiers.optimal.iid.verify_sorted` (the full path every CUDA row
 takes; eager, so each torch operation is its own kernel) once to warm up, then ``--calls``
 times under ``torch.profiler`` and prints the operations by total CUDA time: the share of
 the sort, of the scans and of the elementwise passes, and how many kernels one call
@@ -18,7 +18,7 @@ import sys
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from decoding.verifiers import optimal
+from decoding.verifiers.optimal import iid as optimal
 from bench_optimal_verifier import QWEN_VOCAB, softmax_rows
 
 

@@ -10,15 +10,15 @@ rows, the others the *full* rows. Medians of ``--repeats`` calls after a warm-up
 row of the rows concerned:
 
 - ``rrs``: :mod:`decoding.verifiers.rrs` ``verify`` on all rows (per row of all rows);
-- ``lazy``: :func:`decoding.verifiers.optimal_lazy.certified_acceptance` on the lazy rows;
-- ``cut``: :func:`decoding.verifiers.optimal_merged.cut` of each full row (the ratio keys
+- ``lazy``: :func:`decoding.verifiers.optimal.identical_drafts.certified_acceptance` on the lazy rows;
+- ``cut``: :func:`decoding.verifiers.optimal.unsorted_rows.cut` of each full row (the ratio keys
   and their range, the bucket ids with the histograms, the sign test);
-- ``gather``: :func:`decoding.verifiers.optimal_merged.gather` of each full row's first
+- ``gather``: :func:`decoding.verifiers.optimal.unsorted_rows.gather` of each full row's first
   round (the mixed buckets and the drafts'; its bucket ids copied aside, so read from
   further away in the caches than in a call, where the gather follows the row's cut);
 - ``merged``: the first round's merged row, its parameters and the draw of each full row
-  (:func:`decoding.verifiers.optimal_merged.merged_row`, ``ranked_parameters``, ``draw``);
-- ``full``: :func:`decoding.verifiers.optimal_buckets.verify_rows` on the full rows, every
+  (:func:`decoding.verifiers.optimal.unsorted_rows.merged_row`, ``ranked_parameters``, ``draw``);
+- ``full``: :func:`decoding.verifiers.optimal.unsorted.verify_rows` on the full rows, every
   round included (on ``--threads`` threads), with ``rounds`` = the mean number of draws per
   full row.
 """
@@ -29,8 +29,9 @@ import argparse
 import numpy as np
 import torch
 
-from decoding.verifiers import optimal, optimal_buckets, optimal_merged, rrs
-from decoding.verifiers.optimal_lazy import certified_acceptance, identical_drafts
+from decoding.verifiers import rrs
+from decoding.verifiers.optimal import iid as optimal, unsorted as optimal_buckets, unsorted_rows as optimal_merged
+from decoding.verifiers.optimal.identical_drafts import certified_acceptance, identical_drafts
 from bench_verifier_cost import QWEN_VOCAB, pair_logits, timed, zipf_logits
 
 
@@ -114,7 +115,7 @@ def main(argv=None) -> list[dict]:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--buckets", type=int, default=optimal_buckets.BUCKETS,
-                        help="buckets per row of the merged rows (decoding.verifiers.optimal_buckets.BUCKETS)")
+                        help="buckets per row of the merged rows (decoding.verifiers.optimal.unsorted.BUCKETS)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     p, q = rows_of(args.pair, args.rows)

@@ -2,7 +2,7 @@
 
 On a GPU, a verification at the batch sizes of decoding is bound by kernel launches, not
 by memory traffic: at ``V = 151,936`` and 64 rows, the optimal verifier's full path
-(:func:`decoding.verifiers.optimal.verify_sorted`) is about 400 torch operations and 250
+(:func:`decoding.verifiers.optimal.iid.verify_sorted`) is about 400 torch operations and 250
 kernels, and took about 6 ms per call on an H200 run eagerly, 8 rows about 4 ms
 (docs/optimal-verifier.md#on-a-gpu; 0.9 ms at 8 rows replayed). A CUDA graph records those kernels once and
 launches them again

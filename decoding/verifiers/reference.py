@@ -27,7 +27,7 @@ from otm.rules import optimal_wor as wor_rule, water_levels
 from otm.rules.optimal_wor import selection_law
 from otm.rules.water_levels.pair import pair_parameters
 
-from .reference_optimal import optimal, optimal_latent
+from .optimal.reference import optimal, optimal_latent
 
 
 def _inverse_cdf(weights: list[float], u: float) -> int:
@@ -162,7 +162,7 @@ def greedy(p, draft_probs, drafts, uniforms):
 
 def optimal_pair_wor(p, draft_probs, drafts, uniforms):
     """The water-level rule for two drafts without replacement
-    (:mod:`decoding.verifiers.optimal_family.pair`), with ``x`` and the levels from the exact
+    (:mod:`decoding.verifiers.optimal.pair`), with ``x`` and the levels from the exact
     law's construction (:func:`otm.rules.water_levels.pair.pair_parameters`, ``O(V * depth)``)."""
     target, draft = _norm([float(v) for v in p]), _norm([float(v) for v in draft_probs[0]])
     params = pair_parameters(np.array(target), np.array(draft))
@@ -190,7 +190,7 @@ def _checked_draw(target, draft, x, drafts, index, uniforms):
 
 def optimal_wor(p, draft_probs, drafts, uniforms):
     """The water-level rule for ``k`` drafts without replacement
-    (:mod:`decoding.verifiers.optimal_family.wor`): :func:`optimal_pair_wor` for two drafts; for more,
+    (:mod:`decoding.verifiers.optimal.wor`): :func:`optimal_pair_wor` for two drafts; for more,
     ``x``, the levels and each member's chance from the exact rule
     (:func:`otm.rules.water_levels.parameters.wor_parameters`, :func:`otm.rules.optimal_wor.selection_law`),
     the member drawn by inverse CDF over the members by rank ascending (the lowest member owns

@@ -177,13 +177,13 @@ RULE_SPECS: dict[str, RuleSpec] = {spec.name: spec for spec in (
         "optimal", "the optimal verifier (max-ratio priority with block exchanges)",
         "this toolkit (docs/optimal-verifier.md); canonical decomposition of Khisti et al. 2025", "optimal", "iid",
         closed_form="O(V log V)", reference_optimum="iid", attains_own_optimum=True, computed_as_optimum=True,
-        at_least_single_draft=True, exact_on_merged_tail=("q", "p"), verifier="optimal",
+        at_least_single_draft=True, exact_on_merged_tail=("q", "p"), verifier="optimal.iid",
         gain_baselines=("rrs", "rrs_wor", "spechub"), in_report=True,
     ),
     RuleSpec(
         "optimal_latent", "the i.i.d.-optimal verifier on the latent draws behind drafts without replacement",
         "this toolkit (docs/optimal-verifier.md)", "optimal_latent", "without_replacement",
-        reference_optimum="without_replacement", at_least_single_draft=True, verifier="optimal_family.latent", latent_paths=True,
+        reference_optimum="without_replacement", at_least_single_draft=True, verifier="optimal.latent", latent_paths=True,
     ),
     RuleSpec(
         "optimal_wor", "the optimal rule for k drafts without replacement (water levels)",
@@ -195,7 +195,7 @@ RULE_SPECS: dict[str, RuleSpec] = {spec.name: spec for spec in (
                      "is priced as an enumeration"), closed_form_ks=(3, None),
         cost_model="water_levels.parameters.estimated_seconds",
         reference_optimum="without_replacement", attains_own_optimum=True, computed_as_optimum=True,
-        at_least_single_draft=True, verifier="optimal_family.wor", gain_baselines=("rrs_wor",), in_report=True,
+        at_least_single_draft=True, verifier="optimal.wor", gain_baselines=("rrs_wor",), in_report=True,
         aliases=("optimal_pair_wor",),
     ),
     RuleSpec(

@@ -6,15 +6,15 @@ there are and what the lazy nesting costs them (research/optimal_wor/JOURNAL.md,
 
 ``DIR`` is an otm corpus (``otm corpus --pair qwen2.5-coder --out DIR``). For every position
 (evenly spaced) and temperature: the full compiled nesting of the row
-(:func:`~decoding.verifiers.optimal_family.pair_levels.row_levels`, the reference ``Y``);
+(:func:`~decoding.verifiers.optimal.pair_levels.row_levels`, the reference ``Y``);
 ``--checks`` pairs drawn without replacement from ``q`` with a uniform ``u`` each; of the
 same-side pairs with ``Y > 0``, those the first-run bounds
-(:func:`~decoding.verifiers.optimal_family.pair_levels.yield_decision`) leave undecided go to
-:func:`~decoding.verifiers.optimal_family.pair_levels.pair_yield` with ``decide = u``: its time
+(:func:`~decoding.verifiers.optimal.pair_levels.yield_decision`) leave undecided go to
+:func:`~decoding.verifiers.optimal.pair_levels.pair_yield` with ``decide = u``: its time
 (total ms over those pairs, one thread, the second of two calls), its lazy refreshes, and
 whether its answer ``u < bound`` agrees with ``u < Y`` of the full nesting. With
 ``--tally``, also where those refreshes fell and where the chain of runs emptied its cuts
-(:data:`~decoding.verifiers.optimal_family.pair_levels.TALLY_BINS`: at an end of the run or
+(:data:`~decoding.verifiers.optimal.pair_levels.TALLY_BINS`: at an end of the run or
 inside it), the question on which a lazy nesting for three or more drafts turns
 (research/optimal_wor/JOURNAL.md, "Its pieces, in more detail"). Prints one markdown table
 with the command, the machine and the wall time (a few minutes).
@@ -28,8 +28,8 @@ import time
 import numpy as np
 from tqdm.auto import tqdm
 
-from decoding.verifiers.optimal_family.pair import UNIT, ratio_order
-from decoding.verifiers.optimal_family.pair_levels import TALLY_BINS, first_run, pair_yield, row_levels, yield_decision
+from decoding.verifiers.optimal.pair import UNIT, ratio_order
+from decoding.verifiers.optimal.pair_levels import TALLY_BINS, first_run, pair_yield, row_levels, yield_decision
 from otm.corpus import Corpus
 from research.optimal_wor.pair_wor_verifier_at_scale import same_side_pairs
 from scripts.certify_optimal_verifier import corpus_report

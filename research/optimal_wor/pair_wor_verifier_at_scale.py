@@ -10,7 +10,7 @@ positions evenly spaced over it give ``p`` (target) and ``q`` (draft), softmaxes
 stored logits at ``--temperature``, over the full vocabulary. For every position:
 
 - **levels**: the compiled nesting of every water level
-  (:func:`decoding.verifiers.optimal_family.pair_levels.row_levels`, float64): its time, lazy
+  (:func:`decoding.verifiers.optimal.pair_levels.row_levels`, float64): its time, lazy
   refreshes per cut, the largest level, how many levels were found above 1 and set to 1,
   and the flux it estimates uncarried;
 - **realised law**: the selection law ``x'`` those float levels realise, computed with
@@ -20,13 +20,13 @@ stored logits at ``--temperature``, over the full vocabulary. For every position
   floats; ``alpha*`` the prefix scan without replacement);
 - **bounds**: ``--checks`` pairs drawn without replacement from ``q``, each with a uniform
   ``u``: of those on one side of the cut with ``Y > 0``, the share whose ``u < Y`` the
-  bounds of :func:`decoding.verifiers.optimal_family.pair_levels.yield_decision` settle without
+  bounds of :func:`decoding.verifiers.optimal.pair_levels.yield_decision` settle without
   the nesting, and how many of their verdicts contradict the full nesting's level;
 - **merged rows**: the same ``--checks`` pairs and uniforms through the merged path
-  (:func:`decoding.verifiers.optimal_family.pair_merged_rows.merged_row`, float32 inputs
+  (:func:`decoding.verifiers.optimal.pair_merged_rows.merged_row`, float32 inputs
   normalised as in ``verify``): the share it draws itself (the rest go back to the sorted
   path) and, of the first ``--agree`` it draws, how many differ from the sorted path's draw
-  (:func:`decoding.verifiers.optimal_family.pair.sorted_row`);
+  (:func:`decoding.verifiers.optimal.pair.sorted_row`);
 - **cost**: ``--pairs`` rows of this position, each with two distinct drafts drawn from
   ``q``, verified by the batched verifiers ``optimal_pair_wor``, ``rrs_wor``,
   ``optimal_latent`` and ``rrs`` (on the same drafts, for time only: not lossless for this
@@ -52,9 +52,9 @@ import torch
 from tqdm.auto import tqdm
 
 from decoding.verifiers import get_verifier
-from decoding.verifiers.optimal_family.pair import UNIT, ratio_order, sorted_row
-from decoding.verifiers.optimal_family.pair_merged_rows import BUCKETS, DRAWN, SIGN_MARGIN, merged_row
-from decoding.verifiers.optimal_family.pair_levels import first_run, row_levels, row_setup, yield_decision
+from decoding.verifiers.optimal.pair import UNIT, ratio_order, sorted_row
+from decoding.verifiers.optimal.pair_merged_rows import BUCKETS, DRAWN, SIGN_MARGIN, merged_row
+from decoding.verifiers.optimal.pair_levels import first_run, row_levels, row_setup, yield_decision
 from otm.corpus import Corpus
 from otm.formulations.prefix_scan import prefix_scan
 from otm.rules.water_levels.pair import realised_selection
@@ -106,7 +106,7 @@ def bound_checks(p_ranked: np.ndarray, q_ranked: np.ndarray, levels: np.ndarray,
 def same_side_pairs(p_ranked: np.ndarray, q_ranked: np.ndarray, levels: np.ndarray, cut: int, checks: int,
                     rng: np.random.Generator) -> tuple:
     """``(flux, (qt, qe, wt, we), pairs)``: the row's minimal flux and range sums
-    (:func:`~decoding.verifiers.optimal_family.pair_levels.row_setup`) and, of ``checks`` pairs of
+    (:func:`~decoding.verifiers.optimal.pair_levels.row_setup`) and, of ``checks`` pairs of
     ranks drawn without replacement from ``q``, each with a uniform ``u``, those on one side of
     the cut with ``Y > 0`` (``Y`` from the full nesting's ``levels``), as ``(low, high, u, Y)``."""
     n = len(q_ranked)

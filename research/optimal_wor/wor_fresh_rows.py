@@ -1,19 +1,19 @@
 """What memory the process has not touched before costs ``optimal_wor``'s set-ups: the evidence
-behind :data:`decoding.verifiers.optimal_family.wor.SETUP_FLOATS_KEPT` (research/optimal_wor/JOURNAL.md,
+behind :data:`decoding.verifiers.optimal.wor.SETUP_FLOATS_KEPT` (research/optimal_wor/JOURNAL.md,
 "The set-up's pass at Chebyshev points" and "Checkpoints at every 256th rank").
 
 Per kept budget in ``--kept-floats`` (default: the module's and twice it), in a process of its
 own (the effect depends on how much memory the process has held): ``--rows`` fresh random whole
 rows (the benchmark's softmax rows, ``V = 151,936``) set up one after another at ``--k`` by
-:func:`decoding.verifiers.optimal_family.wor.row_setup`, with that budget of set-ups kept, as a decode
+:func:`decoding.verifiers.optimal.wor.row_setup`, with that budget of set-ups kept, as a decode
 keeps them; the seconds of each set-up. Then ``--same-row``: the pass at Chebyshev points over one
 row ten times, each result kept, and ten times, each dropped before the next (71 MB of checkpoints
 per result at ``k = 8`` with a checkpoint at every 64th rank, 18 MB at every 256th). With
 ``--checkpoints``: per spacing of the prefix checkpoints
-(:attr:`~decoding.verifiers.optimal_family.clock_masses.CompiledClockSetMasses.checkpoint`; the pass at
+(:attr:`~decoding.verifiers.optimal.clock_masses.CompiledClockSetMasses.checkpoint`; the pass at
 Chebyshev points multiplies out blocks of as many ranks), in a process of its own, the spacings
 taken in turn ``--rounds`` times: ``--rows`` fresh rows through the whole verifier
-(:func:`decoding.verifiers.optimal_family.wor.verify`, drafts drawn without replacement, the set-up and
+(:func:`decoding.verifiers.optimal.wor.verify`, drafts drawn without replacement, the set-up and
 the walk), the median ms per answered row, the rows refused, and the median minor page faults per
 row (memory the process touched for the first time; numpy asks for huge pages for large arrays,
 so the count understates what that memory costs). One thread:
@@ -40,8 +40,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def _rows(count: int, k: int, kept: int) -> list[float]:
     """Seconds of each fresh row's set-up with ``kept`` floats of set-ups kept."""
     from scripts.bench_optimal_verifier import QWEN_VOCAB, softmax_rows
-    from decoding.verifiers.optimal_family import wor as optimal_wor
-    from decoding.verifiers.optimal_family.cache import SizedCache
+    from decoding.verifiers.optimal import wor as optimal_wor
+    from decoding.verifiers.optimal.cache import SizedCache
 
     optimal_wor._SETUPS = SizedCache(kept)
     p, q = (rows.double() / rows.double().sum(1, keepdim=True) for rows in softmax_rows(count + 1, QWEN_VOCAB, torch.float32))
@@ -59,8 +59,8 @@ def _verified(count: int, k: int, checkpoint: int) -> str:
     the checkpoints at every ``checkpoint``-th rank."""
     from scripts.bench_optimal_verifier import QWEN_VOCAB, softmax_rows, warm_optimal_wor
     from decoding.verifiers import rrs_wor
-    from decoding.verifiers.optimal_family import wor as optimal_wor
-    from decoding.verifiers.optimal_family.clock_masses import CompiledClockSetMasses
+    from decoding.verifiers.optimal import wor as optimal_wor
+    from decoding.verifiers.optimal.clock_masses import CompiledClockSetMasses
     from otm.errors import NotApplicableError
 
     CompiledClockSetMasses.checkpoint = checkpoint
@@ -86,8 +86,8 @@ def _verified(count: int, k: int, checkpoint: int) -> str:
 def _same_row(k: int) -> dict[str, list[float]]:
     """Seconds of the pass at points over one row ten times, results kept and dropped."""
     from scripts.bench_optimal_verifier import QWEN_VOCAB, softmax_rows
-    from decoding.verifiers.optimal_family.setup.chebyshev import prefix_pass_chebyshev
-    from decoding.verifiers.optimal_family.clock_masses import CompiledClockSetMasses
+    from decoding.verifiers.optimal.setup.chebyshev import prefix_pass_chebyshev
+    from decoding.verifiers.optimal.clock_masses import CompiledClockSetMasses
     from otm.formulations.prefix_scan import ratio_order
 
     p, q = (rows[0].double().numpy() for rows in softmax_rows(1, QWEN_VOCAB, torch.float32))
@@ -132,7 +132,7 @@ def main(argv=None) -> int:
         for mode, seconds in _same_row(args.k).items():
             print(f"k = {args.k}, the same row ten times, results {mode}: " + " ".join(f"{x:.3f}" for x in seconds))
         return 0
-    from decoding.verifiers.optimal_family.wor import SETUP_FLOATS_KEPT
+    from decoding.verifiers.optimal.wor import SETUP_FLOATS_KEPT
 
     budgets = [int(x) for x in args.kept_floats.split(",")] if args.kept_floats else [SETUP_FLOATS_KEPT, 2 * SETUP_FLOATS_KEPT]
     print(f"{args.rows} fresh rows at k = {args.k} per budget, a process each (about {args.rows * 0.3:.0f} s each)",

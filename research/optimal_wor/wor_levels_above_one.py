@@ -39,7 +39,7 @@ def row_masses(qs: list, k: int):
     """``(masses, sigma)`` of the water levels for ``k`` drafts without replacement."""
     if k == 2:
         return water_levels.pair.pair_masses(qs, 0.0)
-    from decoding.verifiers.optimal_family.clock_masses import CompiledClockSetMasses
+    from decoding.verifiers.optimal.clock_masses import CompiledClockSetMasses
 
     masses = CompiledClockSetMasses(np.asarray(qs, dtype=np.float64), k)
     return masses, [float(v) for v in masses.sigma]

@@ -10,7 +10,7 @@ spaced) and temperature, two drafts without replacement at ``V = 151,936``: the 
 whose selection the levels below the cut decide), and the runs of the minimal flux (maximal
 stretches of cuts with ``F > 0``) below and above the cut: how many, the longest (ranks) and
 the largest draft mass one holds. The minimal flux is the compiled nesting's
-(:func:`decoding.verifiers.optimal_family.pair_levels.row_levels`); the runs depend only on it, and
+(:func:`decoding.verifiers.optimal.pair_levels.row_levels`); the runs depend only on it, and
 for ``k >= 3`` the same shape is expected (the flux is positive wherever ``sigma`` falls short
 of ``p`` below the cut). Prints one markdown table (about a minute).
 """
@@ -22,8 +22,8 @@ import time
 
 import numpy as np
 
-from decoding.verifiers.optimal_family.pair import UNIT, ratio_order
-from decoding.verifiers.optimal_family.pair_levels import row_levels
+from decoding.verifiers.optimal.pair import UNIT, ratio_order
+from decoding.verifiers.optimal.pair_levels import row_levels
 from otm.corpus import Corpus
 from otm.rules.water_levels.construction import flux_runs
 

@@ -1,9 +1,9 @@
 """How often do bounds from the flux alone decide the walk of ``optimal_wor``, and at what cost?
 
 Evidence behind docs/optimal-verifier.md#water-levels-for-drafts-without-replacement ("k drafts: the walk from bounds"). The
-batched verifier for ``k >= 3`` drafts without replacement (:mod:`decoding.verifiers.optimal_family.wor`)
+batched verifier for ``k >= 3`` drafts without replacement (:mod:`decoding.verifiers.optimal.wor`)
 first sets a row up on the clock integral (cut, flux, ``x``, set masses:
-:func:`decoding.verifiers.optimal_family.wor.row_setup`; rows off that path, with few draft tuples or at
+:func:`decoding.verifiers.optimal.wor.row_setup`; rows off that path, with few draft tuples or at
 most ``k`` tokens with ``q > 0``, and rows past its tables are listed as such), then decides the walk of each drafted set
 from Lemma 9's bounds (:func:`otm.rules.water_levels.bounds.walk_decision`, with the verifier's
 margin and windows), and builds the water levels only for the sets they leave undecided. On
@@ -19,7 +19,7 @@ decisions differ from the walk on those levels (none may):
     python -m research.optimal_wor.wor_walk_bounds --corpus DIR --positions 8 --top-p 0.99 --ks 3,8
 
 ``--real-inputs`` sends whole rows at the real vocabulary instead (``V = 151,936``, no top-p)
-through the batched verifier (``decoding.verifiers.optimal_family.wor.verify``, ``k`` in ``--ks``):
+through the batched verifier (``decoding.verifiers.optimal.wor.verify``, ``k`` in ``--ks``):
 ``--positions`` corpus rows as float32 and bfloat16 softmax at temperatures 1 and 0.1, and the
 same rows with ``p`` or ``q`` made near one-hot (0.999 on its likeliest token); per case, the
 time and what came back (the drawn token, or the typed refusal's class and first words):
@@ -34,7 +34,7 @@ against those at half the step (quadrature error), and the flux against the flux
 quadrature that starts at ``1e-10 / k`` (:func:`otm.rules.water_levels.clock_masses.lower_end`'s
 truncation, with the rounding of the other nodes' sums), largest absolute and relative differences
 (relative over the cuts whose flux or mass is above ``1e-12``), beside the verifier's relative
-margin (:data:`decoding.verifiers.optimal_family.wor.BOUND_MARGIN`):
+margin (:data:`decoding.verifiers.optimal.wor.BOUND_MARGIN`):
 
     python -m research.optimal_wor.wor_walk_bounds --corpus DIR --positions 4 --ks 3,8 --precision
 
@@ -84,7 +84,7 @@ def _set_up_rows(rows: list, ks: list[int], top: int, top_p: float | None):
     ``ks``: ``(text, position, p, q, k, setup, seconds)``, ``setup`` the verifier's set-up
     (:func:`clock_flux_setup` on the compiled masses, as ``row_setup`` makes it) or, for a row off
     the clock path, why not, and the seconds it took; each row's progress on stderr."""
-    from decoding.verifiers.optimal_family.clock_masses import CompiledClockSetMasses
+    from decoding.verifiers.optimal.clock_masses import CompiledClockSetMasses
 
     for done, (text, position, p, q) in enumerate(rows, 1):
         if top_p is None:
@@ -101,8 +101,8 @@ def _set_up_rows(rows: list, ks: list[int], top: int, top_p: float | None):
 
 def row_table(directory: str, positions: int, ks: list[int], draws: int, top: int, top_p: float | None,
               temperature: float, levels_limit: float, seed: int) -> None:
-    from decoding.verifiers.optimal_family import wor as verifier
-    from decoding.verifiers.optimal_family.clock_masses import CompiledClockSetMasses
+    from decoding.verifiers.optimal import wor as verifier
+    from decoding.verifiers.optimal.clock_masses import CompiledClockSetMasses
     from otm.corpus import Corpus
 
     warm_compiled_code()
@@ -177,8 +177,8 @@ def gaps_table(directory: str, positions: int, ks: list[int], draws: int, top: i
                temperature: float, levels_limit: float, seed: int) -> None:
     """The walks the bounds leave open (module docstring, ``--gaps``): the same rows and drafted
     sets as :func:`row_table` (the same seed draws them in the same order)."""
-    from decoding.verifiers.optimal_family import wor as verifier
-    from decoding.verifiers.optimal_family.clock_masses import CompiledClockSetMasses
+    from decoding.verifiers.optimal import wor as verifier
+    from decoding.verifiers.optimal.clock_masses import CompiledClockSetMasses
     from otm.corpus import Corpus
 
     warm_compiled_code()
@@ -215,7 +215,7 @@ def real_inputs(directory: str, positions: int, ks: list[int]) -> None:
     """Whole rows at the real vocabulary through the verifier (module docstring, ``--real-inputs``)."""
     import torch
 
-    from decoding.verifiers.optimal_family import wor as verifier
+    from decoding.verifiers.optimal import wor as verifier
     from otm.corpus import Corpus
     from otm.errors import OTMError
 
@@ -253,8 +253,8 @@ def precision(directory: str, positions: int, ks: list[int], temperature: float)
     """What the bounds read, at float64 and at half the quadrature step (module docstring)."""
     from fractions import Fraction
 
-    from decoding.verifiers.optimal_family import wor as verifier
-    from decoding.verifiers.optimal_family.clock_masses import CompiledClockSetMasses
+    from decoding.verifiers.optimal import wor as verifier
+    from decoding.verifiers.optimal.clock_masses import CompiledClockSetMasses
     from otm.corpus import Corpus
     from otm.rules.water_levels import clock_masses
     from otm.rules.water_levels.construction import flux_runs, flux_setup

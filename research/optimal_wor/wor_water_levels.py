@@ -34,7 +34,7 @@ construction, certified by the selection law its levels realise (else redone in 
 per ``k`` in ``--ks``; where the draft tuples are too many to enumerate, its set masses and
 its certificate come from the clock integral (:mod:`otm.rules.water_levels.clock_masses`). The same
 rows are timed again on the verifier's path, which takes the compiled clock integral
-(:mod:`decoding.verifiers.optimal_family.clock_masses`) from 1,000 tuples on (``--verifier-only``: that
+(:mod:`decoding.verifiers.optimal.clock_masses`) from 1,000 tuples on (``--verifier-only``: that
 path alone, for rows of a thousand tokens, where the numpy path takes minutes per row;
 ``--top-p MASS``: each law cut to its own nucleus over the whole vocabulary, as ``otm decode
 --top-p`` does, instead of the ``--top`` likeliest tokens; ``--temperature T``, 1 by default;
@@ -45,13 +45,13 @@ a row past a path's limits is counted as refused):
 ``--corpus DIR --nesting-rate`` times the compiled nesting alone (the verifier's path) on
 ``--positions`` rows cut to ``--top`` tokens, per ``k`` in ``--ks``, against the work its time
 estimate counts (``sum len^2 N k`` over the runs of flux,
-:meth:`decoding.verifiers.optimal_family.clock_masses.CompiledClockSetMasses.nesting_seconds`), over the
+:meth:`decoding.verifiers.optimal.clock_masses.CompiledClockSetMasses.nesting_seconds`), over the
 nestings that take at least 0.05 s; and each nesting again right after without its table of
 ``e^{-q s}`` (``NESTING_TABLE_FLOATS = 0``: computed in every pass), as a ratio of the times:
 
     python -m research.optimal_wor.wor_water_levels --corpus DIR --positions 4 --top 300 --nesting-rate --ks 3,4,6,8
 
-``--cost`` times the rule's batched verifier (:mod:`decoding.verifiers.optimal_family.wor`) at small
+``--cost`` times the rule's batched verifier (:mod:`decoding.verifiers.optimal.wor`) at small
 vocabularies, beside ``rrs_wor`` on the same rows and drafts: 20 distinct random softmax rows
 per ``(V, k)``, the first call (per row the certified float64 construction, or on the clock
 path a set-up from which the walk is decided by bounds, the construction only where they leave
@@ -134,7 +134,7 @@ def corpus_instances(directory: str, positions: int, top: int):
 def warm_compiled_code() -> None:
     """Load the compiled clock path from numba's cache (or compile it) before anything is timed:
     one row of 12 tokens at ``k = 3`` (1,320 draft tuples, past the compiled path's threshold)."""
-    from decoding.verifiers.optimal_family.clock_masses import CompiledClockSetMasses
+    from decoding.verifiers.optimal.clock_masses import CompiledClockSetMasses
 
     p, q = (np.exp(np.linspace(0, shift, 12)) for shift in (2.0, -1.0))
     water_levels.wor_parameters(p / p.sum(), q / q.sum(), 3, clock_masses=CompiledClockSetMasses)
@@ -148,7 +148,7 @@ def float_rows(directory: str, positions: int, top: int, ks: list[int], verifier
     ``|acceptance - alpha*|`` and the time; side by side, the rule's default path (the tuples
     enumerated up to 2 million, the numpy clock integral beyond) and the verifier's (the
     compiled clock integral from 1,000 tuples on), on the same rows."""
-    from decoding.verifiers.optimal_family.clock_masses import CompiledClockSetMasses
+    from decoding.verifiers.optimal.clock_masses import CompiledClockSetMasses
     from otm.corpus import Corpus
     from otm.formulations.prefix_scan import prefix_scan
 
@@ -202,7 +202,7 @@ def float_rows(directory: str, positions: int, top: int, ks: list[int], verifier
 def nesting_rate(directory: str, positions: int, top: int, ks: list[int]) -> None:
     """Seconds of the compiled nesting per unit of its estimated work, on real rows (module
     docstring, ``--nesting-rate``)."""
-    from decoding.verifiers.optimal_family.clock_masses import CompiledClockSetMasses
+    from decoding.verifiers.optimal.clock_masses import CompiledClockSetMasses
     from otm.corpus import Corpus
     timed: list = []
 
@@ -286,7 +286,7 @@ def cost(rows: int = 20, sizes=((8, 3), (8, 4), (12, 3), (12, 4), (30, 3), (20, 
     """The verifier's cost per row at small vocabularies (module docstring)."""
     import torch
 
-    from decoding.verifiers.optimal_family import wor as verifier
+    from decoding.verifiers.optimal import wor as verifier
     from decoding.verifiers import rrs_wor
 
     warm_compiled_code()

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from decoding.verifiers import optimal, optimal_buckets, optimal_merged
+from decoding.verifiers.optimal import iid as optimal, unsorted as optimal_buckets, unsorted_rows as optimal_merged
 
 FAMILIES = ("ties", "one_hot", "p_equals_q", "disjoint", "q_zeros", "dirichlet")
 
@@ -74,7 +74,7 @@ def row_numpy(values: torch.Tensor) -> np.ndarray:
 
 
 def compiled_cut(p: torch.Tensor, q: torch.Tensor, k: int, buckets: int = optimal_buckets.BUCKETS, margin: float | None = None):
-    """:func:`decoding.verifiers.optimal_merged.cut` of one row ``p``, ``q`` ``[V]``: the
+    """:func:`decoding.verifiers.optimal.unsorted_rows.cut` of one row ``p``, ``q`` ``[V]``: the
     bucket ids and, per bucket, the sums of ``p`` and ``q``, the sizes, the lower and upper keys, the
     signs and whether it holds a token (``torch`` tensors), with the row's NumPy views."""
     vocab = p.shape[0]

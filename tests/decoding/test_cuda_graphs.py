@@ -8,8 +8,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from decoding.verifiers import cuda_graphs, optimal
-from decoding.verifiers.optimal_family import latent as optimal_latent
+from decoding.verifiers import cuda_graphs
+from decoding.verifiers.optimal import iid as optimal
+from decoding.verifiers.optimal import latent as optimal_latent
 from decoding.verifiers.cuda_graphs import GraphedFunction
 
 from .optimal_cases import softmax_rows

@@ -1,6 +1,6 @@
-"""The pass up the ranks at Chebyshev points (decoding.verifiers.optimal_family.setup.chebyshev, the CPU
+"""The pass up the ranks at Chebyshev points (decoding.verifiers.optimal.setup.chebyshev, the CPU
 default of the compiled clock masses) against its reference, the node-by-node pass
-(decoding.verifiers.optimal_family.setup.numba_nodes.prefix_pass): the same checkpoints and sigma within
+(decoding.verifiers.optimal.setup.numba_nodes.prefix_pass): the same checkpoints and sigma within
 roundoff on rows of 40 to 151,936 ranks, hypothesis rows and degenerate rows, with both of its
 routes (interpolated and node-by-node nodes) taken; the same walks through the verifier; and
 too few points, or a Taylor series cut short, is caught by the same comparison."""
@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from decoding.verifiers.optimal_family.setup import chebyshev as optimal_wor_chebyshev
-from decoding.verifiers.optimal_family.clock_masses import CompiledClockSetMasses
+from decoding.verifiers.optimal.setup import chebyshev as optimal_wor_chebyshev
+from decoding.verifiers.optimal.clock_masses import CompiledClockSetMasses
 
 from .test_optimal_wor_numba import NodeByNode
 from .test_optimal_wor_torch import assert_same_walks
@@ -239,8 +239,8 @@ def _group_disagreement(q: np.ndarray, k: int, group: int = 512) -> tuple[float,
     (:func:`optimal_wor_chebyshev.group_pass_chebyshev`) from the node-by-node group pass's, and
     the (group, node) pairs each route takes (interpolated: the group's largest ``q`` times ``s``
     below ``INTERPOLATE_BELOW`` at enough nodes), counted from the row alone."""
-    from decoding.verifiers.optimal_family.setup.numba_nodes import group_pass
-    from decoding.verifiers.optimal_family.clock_kernels import node_chunks
+    from decoding.verifiers.optimal.setup.numba_nodes import group_pass
+    from decoding.verifiers.optimal.clock_kernels import node_chunks
 
     masses = NodeByNode(q, k)
     groups, nodes = (masses.n + group - 1) // group, masses.s.size
@@ -288,7 +288,7 @@ def test_the_masses_take_their_groups_where_they_take_their_pass(monkeypatch, at
     """The compiled masses compute the groups a long run reads at points where their pass runs at
     points (the set-up backend the registry picks), node by node elsewhere; the same interval masses either way
     (the runs read through the groups: ``eager_ranks`` below their length)."""
-    from decoding.verifiers.optimal_family.setup import numba_nodes as optimal_wor_numba
+    from decoding.verifiers.optimal.setup import numba_nodes as optimal_wor_numba
     q = _ranks(13, 3000, 12.0)
     ran = []
     for name in ("group_pass_chebyshev", "group_pass"):

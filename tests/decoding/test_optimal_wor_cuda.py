@@ -1,5 +1,5 @@
-"""The CUDA kernels of decoding.verifiers.optimal_family.setup.cuda_scan against their reference, the torch scan
-of decoding.verifiers.optimal_family.setup.torch_scan: the same checkpoints, sigma and groups of ranks within
+"""The CUDA kernels of decoding.verifiers.optimal.setup.cuda_scan against their reference, the torch scan
+of decoding.verifiers.optimal.setup.torch_scan: the same checkpoints, sigma and groups of ranks within
 roundoff, through numba's CUDA simulator on any machine (a subprocess: the simulator is chosen
 when numba is first imported) and on a CUDA device where there is one; a kernel whose blocks'
 prefixes leave the products out is caught by the same comparison."""
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from decoding.verifiers.optimal_family import wor as optimal_wor
+from decoding.verifiers.optimal import wor as optimal_wor
 from .test_optimal_wor_torch import SCAN_AGREEMENT, AtScanSpacing, _ranks, _scan_disagreement
 
 #: What the subprocess runs under the simulator: the kernels' scan and the torch scan of small
@@ -25,9 +25,9 @@ from .test_optimal_wor_torch import SCAN_AGREEMENT, AtScanSpacing, _ranks, _scan
 SIMULATED = r"""
 import numpy as np
 from numba import cuda
-from decoding.verifiers.optimal_family.setup import cuda_scan as optimal_wor_cuda
-from decoding.verifiers.optimal_family.setup import torch_scan as optimal_wor_torch
-from decoding.verifiers.optimal_family.clock_masses import CompiledClockSetMasses
+from decoding.verifiers.optimal.setup import cuda_scan as optimal_wor_cuda
+from decoding.verifiers.optimal.setup import torch_scan as optimal_wor_torch
+from decoding.verifiers.optimal.clock_masses import CompiledClockSetMasses
 
 
 def worst_difference():
@@ -92,7 +92,7 @@ needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA d
 def test_cuda_kernels_are_the_compiled_pass(n, k):
     """On the GPU, by the scan the registry picks there (``k = 20``: past the kernels' ``MAX_K``,
     the torch scan on the device)."""
-    from decoding.verifiers.optimal_family.setup import pick
+    from decoding.verifiers.optimal.setup import pick
     masses = AtScanSpacing(_ranks(n + k, n, 12.0), k)
     assert pick("cuda", k, 1).CAPABILITIES.name == ("cuda" if k <= 16 else "torch")
     scanned = pick("cuda", k, 1).scan(masses.q, masses.s, masses.w, masses._above, k, masses.checkpoint,
@@ -114,7 +114,7 @@ def test_cuda_rows_are_set_up_by_the_kernels():
 def test_row_stack_is_lent_to_numpy_only_while_kernels_launch(monkeypatch):
     """NumPy 2.5 has no ``row_stack``, which numba-cuda's first compile looks up: the alias is
     there inside the block and gone after; a NumPy that has it keeps its own."""
-    from decoding.verifiers.optimal_family.setup.cuda_scan import _with_row_stack
+    from decoding.verifiers.optimal.setup.cuda_scan import _with_row_stack
 
     monkeypatch.delattr(np, "row_stack", raising=False)
     with _with_row_stack():

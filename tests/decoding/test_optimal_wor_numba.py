@@ -1,5 +1,5 @@
 """The compiled clock integral and nesting of ``k >= 3`` drafts without replacement
-(decoding.verifiers.optimal_family.clock_masses) against their reference (otm.rules.water_levels.clock_masses and
+(decoding.verifiers.optimal.clock_masses) against their reference (otm.rules.water_levels.clock_masses and
 the Python nesting of otm.rules.optimal_wor): the same sigma, interval masses and
 lowest-member laws to a few roundoffs, the same levels, certified; and a compiled integrand
 missing a term is caught by the comparison."""
@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from decoding.verifiers.optimal_family import clock_kernels as kernels
-from decoding.verifiers.optimal_family import clock_masses as compiled
-from decoding.verifiers.optimal_family.setup import numba_nodes as nodes_pass
+from decoding.verifiers.optimal import clock_kernels as kernels
+from decoding.verifiers.optimal import clock_masses as compiled
+from decoding.verifiers.optimal.setup import numba_nodes as nodes_pass
 from otm.errors import NotApplicableError
 from otm.formulations.prefix_scan import ratio_order
 from otm.rules import optimal_wor, water_levels
@@ -474,10 +474,10 @@ def test_the_verifier_announces_no_compiling_once_the_clock_path_ran(monkeypatch
     announced while the pass at points is not in numba's cache."""
     import torch
 
-    from decoding.verifiers import optimal_numba
-    from decoding.verifiers.optimal_family import pair as optimal_pair_wor
-    from decoding.verifiers.optimal_family.setup import chebyshev as optimal_wor_chebyshev
-    from decoding.verifiers.optimal_family import wor as verifier
+    from decoding.verifiers.optimal import row_passes as optimal_numba
+    from decoding.verifiers.optimal import pair as optimal_pair_wor
+    from decoding.verifiers.optimal.setup import chebyshev as optimal_wor_chebyshev
+    from decoding.verifiers.optimal import wor as verifier
     p, q = (np.exp(np.linspace(0, shift, 12)) for shift in (2.0, -1.0))  # 1,320 triples: the compiled path
     params = water_levels.wor_parameters(p / p.sum(), q / q.sum(), 3, clock_masses=compiled.CompiledClockSetMasses)
     assert "clock integral" in params.arithmetic

@@ -1,4 +1,4 @@
-"""The set-up backends of ``optimal_wor`` (decoding.verifiers.optimal_family.setup): every backend
+"""The set-up backends of ``optimal_wor`` (decoding.verifiers.optimal.setup): every backend
 of the registry against the reference on the same rows (a backend added to the registry is
 tested here without a line more), and the one function that picks a backend against the
 declared capabilities."""
@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from decoding.verifiers.optimal_family import clock_masses as compiled
-from decoding.verifiers.optimal_family import setup
-from decoding.verifiers.optimal_family.setup import cuda_scan
+from decoding.verifiers.optimal import clock_masses as compiled
+from decoding.verifiers.optimal import setup
+from decoding.verifiers.optimal.setup import cuda_scan
 from otm.errors import NotApplicableError, UnknownNameError
 from otm.rules.water_levels.clock_masses import ClockSetMasses
 

@@ -1,5 +1,5 @@
-"""The blocked scan of decoding.verifiers.optimal_family.setup.torch_scan (the set-up's pass up the ranks on a
-torch device) against the compiled pass of decoding.verifiers.optimal_family.clock_masses and the numpy
+"""The blocked scan of decoding.verifiers.optimal.setup.torch_scan (the set-up's pass up the ranks on a
+torch device) against the compiled pass of decoding.verifiers.optimal.clock_masses and the numpy
 reference of otm.rules.water_levels.clock_masses: the same checkpoints, sigma and groups of ranks within
 roundoff, the same set masses, the same walks through the verifier; a scan without its prefix
 products, or with a product that drops a term, is caught by the same comparison."""
@@ -11,10 +11,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from decoding.verifiers.optimal_family import wor as optimal_wor
-from decoding.verifiers.optimal_family.setup import torch_scan as optimal_wor_torch
-from decoding.verifiers.optimal_family.setup.torch_scan import SCAN_CHECKPOINT
-from decoding.verifiers.optimal_family.clock_masses import CompiledClockSetMasses, clock_masses
+from decoding.verifiers.optimal import wor as optimal_wor
+from decoding.verifiers.optimal.setup import torch_scan as optimal_wor_torch
+from decoding.verifiers.optimal.setup.torch_scan import SCAN_CHECKPOINT
+from decoding.verifiers.optimal.clock_masses import CompiledClockSetMasses, clock_masses
 from otm.rules.water_levels.parameters import clock_flux_setup
 
 from .test_optimal_wor_numba import AGREEMENT, _largest_disagreement
@@ -31,7 +31,7 @@ TINY = 1e-290
 
 
 #: The compiled masses with their checkpoints at the scan's spacing (``SCAN_CHECKPOINT``, which
-#: :func:`~decoding.verifiers.optimal_family.clock_masses.clock_masses` keeps on a device; the CPU's is wider):
+#: :func:`~decoding.verifiers.optimal.clock_masses.clock_masses` keeps on a device; the CPU's is wider):
 #: what the scans are compared with, at the spacing the verifier scans at.
 AtScanSpacing = type("AtScanSpacing", (CompiledClockSetMasses,), {"checkpoint": SCAN_CHECKPOINT})
 

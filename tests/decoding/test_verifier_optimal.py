@@ -1,4 +1,4 @@
-"""The batched optimal verifiers (decoding.verifiers.optimal, optimal_latent) against their
+"""The batched optimal verifiers (decoding.verifiers.optimal.iid, optimal_latent) against their
 plain-Python references and their exact laws (otm.rules.optimal).
 
 - draw for draw: on the same uniforms the batched verifier and the reference give the
@@ -21,8 +21,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from decoding.validation.stats import binomial_z_test, chi_square_test
-from decoding.verifiers import optimal
-from decoding.verifiers.optimal_family import latent as optimal_latent
+from decoding.verifiers.optimal import iid as optimal
+from decoding.verifiers.optimal import latent as optimal_latent
 from decoding.verifiers.base import VerifierOutput, draw_uniforms
 from decoding.verifiers.reference import run_reference
 from otm.errors import InvalidDraftCountError, ShapeMismatchError, UnknownNameError
@@ -267,7 +267,7 @@ BRANCH_OPERATIONS = 50
 
 @pytest.mark.parametrize("family", optimal_cases.FAMILIES)
 def test_a_calls_operations_do_not_grow_with_its_rows(family):
-    """On short rows (the sorted path) :func:`decoding.verifiers.optimal.verify_tuples` (which
+    """On short rows (the sorted path) :func:`decoding.verifiers.optimal.iid.verify_tuples` (which
     ``optimal_latent`` calls too) runs a fixed number of torch operations per call, whatever the
     rows: ties of ``p / q``, one-hot rows, ``p = q``, disjoint supports, zeros in ``q``, where a
     loop over the tied drafts (and, on every family, a sort per row) once ran torch operations

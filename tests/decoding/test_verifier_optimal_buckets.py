@@ -1,4 +1,4 @@
-"""The optimal verifier's merged rows (decoding.verifiers.optimal_buckets) against the full
+"""The optimal verifier's merged rows (decoding.verifiers.optimal.unsorted) against the full
 path (row_parameters: the stable sort of every ratio key):
 
 - a row with every bucket refined is the full path's row, parameter for parameter, bit
@@ -17,7 +17,7 @@ path (row_parameters: the stable sort of every ratio key):
   levels deep, and the sorted path's at ``V = 151,936``; every run is a stretch of consecutive
   ranks of the full sort (a split that breaks that is shown to be caught).
 
-The merged rows are built with the compiled steps of :mod:`decoding.verifiers.optimal_merged`
+The merged rows are built with the compiled steps of :mod:`decoding.verifiers.optimal.unsorted_rows`
 (the cut, the gather, the merge and the parameters), which :func:`optimal_buckets.verify_rows`
 runs one row at a time.
 """
@@ -33,7 +33,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import bench_input_families
-from decoding.verifiers import optimal, optimal_buckets, optimal_merged, optimal_numba, reference_optimal
+from decoding.verifiers.optimal import iid as optimal, unsorted as optimal_buckets, unsorted_rows as optimal_merged, row_passes as optimal_numba, reference as reference_optimal
 from otm.errors import ShapeMismatchError
 
 from .optimal_cases import FAMILIES, case, case_parameters, compiled_cut
@@ -65,7 +65,7 @@ def _assert_same_draws(p, q, drafts, uniforms, rows=None, **options):
     assert merged.accepted_index.tolist() == full.accepted_index.tolist()
 
 
-#: The names of :func:`decoding.verifiers.optimal_merged.ranked_parameters`' results.
+#: The names of :func:`decoding.verifiers.optimal.unsorted_rows.ranked_parameters`' results.
 PARAMETERS = ("own", "gains", "losses", "target_cumulative", "cut", "support", "gains_h", "losses_h", "flow_u",
               "flow_h", "target_mass", "draft_mass")
 
@@ -186,7 +186,7 @@ def test_draws_equal_the_full_path_on_families(name, vocab, k, seed, dtype):
 
 
 def _rounds(p, q, drafts, uniforms, buckets: int) -> list[int]:
-    """Draws per row of :func:`decoding.verifiers.optimal_merged.verify_row`."""
+    """Draws per row of :func:`decoding.verifiers.optimal.unsorted_rows.verify_row`."""
     vocab, k = p.shape[1], drafts.shape[1]
     work = np.empty(vocab, np.int64), np.empty(vocab, np.int32)
     margin = optimal_buckets.sign_margin(vocab, k)
@@ -382,7 +382,7 @@ DEGENERATE = [f for f in bench_input_families.PURE_FAMILIES if f != bench_input_
 @pytest.mark.parametrize("family", DEGENERATE)
 def test_split_runs_draw_as_the_reference_on_degenerate_families(family, k):
     """Many small rows whose buckets are split into runs, several levels deep: every draw is
-    the plain-Python reference's (``decoding.verifiers.reference_optimal``), token and index."""
+    the plain-Python reference's (``decoding.verifiers.optimal.reference``), token and index."""
     p, q, drafts, uniforms = _family_rows(family, 150, 40, k, 7 + k)
     merged = optimal_buckets.verify_rows(p, q, drafts, uniforms, **SMALL_SPLITS)
     for r in range(p.shape[0]):

@@ -1,5 +1,5 @@
-"""The lazy rows of the optimal verifier (decoding.verifiers.optimal_lazy, used by
-decoding.verifiers.optimal.verify_tuples) against the full path (row_parameters and
+"""The lazy rows of the optimal verifier (decoding.verifiers.optimal.identical_drafts, used by
+decoding.verifiers.optimal.iid.verify_tuples) against the full path (row_parameters and
 verify_rows on every row), draw for draw:
 
 - hypothesis over families with exact ties of ``p/q`` (integer weights), one-hot rows,
@@ -17,7 +17,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 
-from decoding.verifiers import optimal, optimal_lazy
+from decoding.verifiers.optimal import iid as optimal, identical_drafts as optimal_lazy
 from decoding.verifiers.base import gather_tokens
 
 from .optimal_cases import FAMILIES, case, case_parameters

@@ -1,13 +1,13 @@
-"""The compiled row of the optimal verifier (decoding.verifiers.optimal_merged) against the
+"""The compiled row of the optimal verifier (decoding.verifiers.optimal.unsorted_rows) against the
 torch functions it is written from, on full sorted rows (every rank its own entry), where
 both must compute the same floats:
 
-- ``power`` is :func:`decoding.verifiers.optimal.power`, bit for bit;
-- ``ranked_parameters`` is :func:`decoding.verifiers.optimal.ranked_parameters`, bit for
+- ``power`` is :func:`decoding.verifiers.optimal.iid.power`, bit for bit;
+- ``ranked_parameters`` is :func:`decoding.verifiers.optimal.iid.ranked_parameters`, bit for
   bit (``test_every_bucket_refined_is_the_full_path`` in
   tests/decoding/test_verifier_optimal_buckets.py, through the merged row of every bucket
   refined);
-- ``draw`` given those parameters is :func:`decoding.verifiers.optimal.verify_rows`, draw
+- ``draw`` given those parameters is :func:`decoding.verifiers.optimal.iid.verify_rows`, draw
   for draw, on the families of tests/decoding/optimal_cases.py in float32 and float64; a
   missing matching is shown to change draws.
 """
@@ -18,7 +18,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from decoding.verifiers import optimal, optimal_merged
+from decoding.verifiers.optimal import iid as optimal, unsorted_rows as optimal_merged
 
 from .optimal_cases import FAMILIES, case
 from .test_verifier_optimal_buckets import PARAMETERS

@@ -1,16 +1,16 @@
-"""The compiled passes of the optimal verifier (decoding.verifiers.optimal_numba) against
+"""The compiled passes of the optimal verifier (decoding.verifiers.optimal.row_passes) against
 plain torch versions written here, on the row families of tests/decoding/optimal_cases.py
 in every dtype and on degenerate rows (``q = 0``, ``0 / 0``, ``-0.0``, subnormal ``q``,
 ratios at the top of the float64 range):
 
-- the cut (:func:`decoding.verifiers.optimal_merged.cut`: keys, range, bucket ids, both
+- the cut (:func:`decoding.verifiers.optimal.unsorted_rows.cut`: keys, range, bucket ids, both
   histograms and the bucket sizes) equals the torch cut bit for bit, and a one-ulp change
   of one ``p`` is seen;
 - keys at or above ``inf`` land in the last bucket even when the largest finite ratio
   shares its high bits with ``inf`` (where clamping the shifted key, as the torch cut once
   did, puts them in the last finite bucket);
 - the members of chosen buckets equal a ``nonzero`` over the bucket ids, with the sorted
-  path's keys (:func:`decoding.verifiers.optimal.ratio_keys`) and ``p``, ``q`` in float64;
+  path's keys (:func:`decoding.verifiers.optimal.iid.ratio_keys`) and ``p``, ``q`` in float64;
 - the two sums of the lazy rows are within the bound ``gamma_V`` of their exact value
   (``math.fsum``), and the tie-widened masked sum takes the torch ratio test's tokens in
   float32 and float64.
@@ -24,7 +24,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 
-from decoding.verifiers import optimal, optimal_buckets, optimal_lazy, optimal_merged, optimal_numba
+from decoding.verifiers.optimal import iid as optimal, unsorted as optimal_buckets, identical_drafts as optimal_lazy, unsorted_rows as optimal_merged, row_passes as optimal_numba
 from decoding.verifiers.base import Scratch
 
 from .optimal_cases import case, case_parameters, compiled_cut

@@ -1,6 +1,6 @@
 """The water-level verifier for two drafts without replacement
-(:mod:`decoding.verifiers.optimal_family.pair`) and its compiled nesting
-(:mod:`decoding.verifiers.optimal_family.pair_levels`).
+(:mod:`decoding.verifiers.optimal.pair`) and its compiled nesting
+(:mod:`decoding.verifiers.optimal.pair_levels`).
 
 The compiled levels are those of the exact law's construction
 (:func:`otm.rules.water_levels.pair.pair_parameters`, the slow reference); the yield of one
@@ -21,9 +21,9 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from decoding.validation.stats import binomial_z_test, chi_square_test
-from decoding.verifiers.optimal_family import pair as verifier
-from decoding.verifiers.optimal_family import pair_merged_rows as merged
-from decoding.verifiers.optimal_family import pair_levels as kernel
+from decoding.verifiers.optimal import pair as verifier
+from decoding.verifiers.optimal import pair_merged_rows as merged
+from decoding.verifiers.optimal import pair_levels as kernel
 from otm.errors import InvalidDistributionError, NotApplicableError
 from otm.formulations.prefix_scan import prefix_scan, ratio_order
 from otm.rules.water_levels.pair import pair_parameters, realised_selection

@@ -1,6 +1,6 @@
-"""The water-level verifier on merged rows (:mod:`decoding.verifiers.optimal_family.pair_merged_rows`).
+"""The water-level verifier on merged rows (:mod:`decoding.verifiers.optimal.pair_merged_rows`).
 
-The sorted path (:func:`decoding.verifiers.optimal_family.pair.sorted_row`) is the oracle: it is
+The sorted path (:func:`decoding.verifiers.optimal.pair.sorted_row`) is the oracle: it is
 held to the exact law and to its reference by the tests of
 tests/decoding/test_verifier_optimal_pair_wor.py. Here every row the merged path draws is
 drawn as the sorted path draws it (rows cut into few buckets, so that most ranks sit in
@@ -15,9 +15,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from decoding.verifiers.optimal_family import pair as verifier
-from decoding.verifiers.optimal_family import pair_merged_rows as merged
-from decoding.verifiers.optimal_family import pair_levels as kernel
+from decoding.verifiers.optimal import pair as verifier
+from decoding.verifiers.optimal import pair_merged_rows as merged
+from decoding.verifiers.optimal import pair_levels as kernel
 #: Bound of an inner cut against the exact bound there: both are float ratios of sums taken in
 #: different orders.
 BOUND_TOLERANCE = 1e-9

@@ -1,4 +1,4 @@
-"""The batched verifier of rule 'optimal_wor' (decoding.verifiers.optimal_family.wor): its walk is the
+"""The batched verifier of rule 'optimal_wor' (decoding.verifiers.optimal.wor): its walk is the
 rule's selection law, a walk that does not go down is caught by the law checks, two drafts go
 to the water-level verifier at any vocabulary, and the limits and bad inputs are typed errors.
 (The registry-wide tests hold it to its exact law and to its reference, draw for draw.)"""
@@ -12,7 +12,7 @@ import torch
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from decoding.verifiers.optimal_family import wor as verifier
+from decoding.verifiers.optimal import wor as verifier
 from otm.errors import InvalidDistributionError, InvalidDraftCountError, NotApplicableError
 from otm.formulations.prefix_scan import prefix_scan
 from otm.rules import optimal_wor as rule, water_levels
@@ -85,7 +85,7 @@ def test_past_the_tuple_enumeration_it_draws_p_with_the_clock_masses():
 def test_equal_rows_of_a_call_share_the_residuals_order(monkeypatch):
     """The rows of a call that repeat a row make its residual order once, at the first residual,
     from the row's set-up (no sort of the row), and draw as rows verified one call each do."""
-    from decoding.verifiers.optimal_family import pair as optimal_pair_wor
+    from decoding.verifiers.optimal import pair as optimal_pair_wor
     V, k, rows = 150, 3, 40
     _, q = _clock_row(V)
     p = np.exp(2 * np.random.default_rng(3).normal(size=V))  # a target far from the draft: residuals
@@ -121,9 +121,9 @@ def test_broken_clock_masses_are_refused_not_drawn_from(monkeypatch):
 
 def test_a_compiled_nesting_that_stops_short_is_refused(monkeypatch):
     """The verifier's path (the compiled masses and nesting of
-    decoding.verifiers.optimal_family.clock_masses): levels 10% short in float64 fail the certificate, and
+    decoding.verifiers.optimal.clock_masses): levels 10% short in float64 fail the certificate, and
     the wide-float redo (the Python nesting on the compiled masses) is certified instead."""
-    from decoding.verifiers.optimal_family.clock_masses import CompiledClockSetMasses
+    from decoding.verifiers.optimal.clock_masses import CompiledClockSetMasses
 
     rng = np.random.default_rng(0)
     logits = 3 * rng.normal(size=150)
@@ -146,7 +146,7 @@ def test_levels_that_cannot_be_certified_on_the_clock_masses_are_refused(monkeyp
     """Where the levels fail the certificate in float64 and again in wide floats on the clock
     integral's float64 masses (here: made so, the float64 nesting returning level 2, capped to 1,
     and the masses halved), the refusal names those masses and the smallest q, not the rule."""
-    from decoding.verifiers.optimal_family.clock_masses import CompiledClockSetMasses
+    from decoding.verifiers.optimal.clock_masses import CompiledClockSetMasses
 
     rng = np.random.default_rng(0)
     logits = 3 * rng.normal(size=150)  # 3.3 million triples: too many to enumerate instead
@@ -178,7 +178,7 @@ def test_walks_decided_by_bounds_are_the_levels_walks():
     the runs' ends multiplied out from groups of 8 ranks (what a longer run gets:
     ``CompiledClockSetMasses.across_cuts``); with the set masses halved, some decided walk
     differs (the check can fail)."""
-    from decoding.verifiers.optimal_family.clock_masses import CompiledClockSetMasses
+    from decoding.verifiers.optimal.clock_masses import CompiledClockSetMasses
 
     p, q = _clock_row()
     params = water_levels.wor_parameters(p, q, 3)
@@ -257,7 +257,7 @@ def test_a_row_past_the_nesting_limit_is_drawn_where_the_bounds_decide(monkeypat
     levels' path draws it (built without the limit; that path is the reference's draw for draw,
     tests/decoding/test_verifiers_reference.py), and one they leave open is refused with the
     nesting's one-line error."""
-    from decoding.verifiers.optimal_family.clock_masses import CompiledClockSetMasses
+    from decoding.verifiers.optimal.clock_masses import CompiledClockSetMasses
 
     p, q = _clock_row()
     rng = np.random.default_rng(2)
@@ -287,13 +287,13 @@ def test_two_drafts_go_to_the_water_level_verifier_at_any_vocabulary():
     g = torch.Generator().manual_seed(0)
     tokens = verifier.sample_drafts(q, 2, g)
     out = verifier.verify(p, q.unsqueeze(1).expand(1, 2, V), tokens, torch.Generator().manual_seed(1))
-    from decoding.verifiers.optimal_family import pair as optimal_pair_wor
+    from decoding.verifiers.optimal import pair as optimal_pair_wor
     same = optimal_pair_wor.verify(p, q.unsqueeze(1).expand(1, 2, V), tokens, torch.Generator().manual_seed(1))
     assert out.tokens.tolist() == same.tokens.tolist() and out.accepted_index.tolist() == same.accepted_index.tolist()
 
 
 def test_limits_and_bad_inputs_are_typed_errors(monkeypatch):
-    from decoding.verifiers.optimal_family.clock_masses import CompiledClockSetMasses
+    from decoding.verifiers.optimal.clock_masses import CompiledClockSetMasses
 
     drafts = torch.tensor([[0, 1, 2]])
     V = 60_000  # 2e14 ordered triples; its checkpointed prefixes (917,364 floats at 163 nodes) above a
@@ -356,7 +356,7 @@ def test_a_whole_real_row_at_eight_drafts_is_kept_set_up():
     sparser), so calls that repeat a row (a certification's chunks of one row) set it up once; and
     not two, which nothing needs (a lower peak meets the development VM's slow first
     touch of memory less often: research/optimal_wor/wor_fresh_rows.py)."""
-    from decoding.verifiers.optimal_family.clock_masses import CompiledClockSetMasses, clock_masses
+    from decoding.verifiers.optimal.clock_masses import CompiledClockSetMasses, clock_masses
 
     whole = clock_masses("cuda").table_floats(151_936, 450, 8)  # checkpoints at every 64th rank
     assert whole <= verifier.SETUP_FLOATS_KEPT < 2 * whole
@@ -370,7 +370,7 @@ def test_cheap_bounds_decide_every_walk_as_the_exact_bounds_do():
     the exact bounds alone do: on a row of the clock path at ``k = 3, 5`` with the runs read as
     spans (groups of 8 ranks), 300 draws each. With ``highest_in`` a third of what it is (no
     longer an upper bound of the interval masses), some decision changes (the check can fail)."""
-    from decoding.verifiers.optimal_family.clock_masses import CompiledClockSetMasses
+    from decoding.verifiers.optimal.clock_masses import CompiledClockSetMasses
 
     p, q = _clock_row(V=400, seed=3)
     spans = {"eager_ranks": 0, "group": 8}
@@ -398,7 +398,7 @@ def test_highest_in_bounds_every_interval_mass_above():
     """``highest_in(lo, hi, t)`` is at least ``across(f, j, t)`` at every cut of every run of a
     clock row (k = 3 and 5), and within a relative 1e-9 of it at some (the bound is tight where
     the run reaches the lowest ranks)."""
-    from decoding.verifiers.optimal_family.clock_masses import CompiledClockSetMasses
+    from decoding.verifiers.optimal.clock_masses import CompiledClockSetMasses
 
     p, q = _clock_row(V=200, seed=4)
     for k in (3, 5):
@@ -426,7 +426,7 @@ def test_the_residual_order_from_the_set_up_is_the_rows_sort(row, tied):
     """The residual order made from a row's set-up (its ratio order, then the ``q = 0`` by id) is
     the verifier's sort of the row (:func:`full_ratio_order`) entry for entry, on rows with many
     tied ratios and zeros in ``q`` too; the zeros taken in another order break it."""
-    from decoding.verifiers.optimal_family import pair as optimal_pair_wor
+    from decoding.verifiers.optimal import pair as optimal_pair_wor
     p, q, k = row
     if tied:
         p, q = _tied(p), _tied(q)

@@ -16,8 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import decoding.verifiers.base as base
-from decoding.verifiers import get_verifier, importance_sampling_truncated, kseq, optimal, spechub
-from decoding.verifiers.optimal_family import latent as optimal_latent
+from decoding.verifiers import get_verifier, importance_sampling_truncated, kseq, spechub
+from decoding.verifiers.optimal import iid as optimal
+from decoding.verifiers.optimal import latent as optimal_latent
 from decoding.verifiers.base import VerifierOutput, inverse_cdf, sample_weighted
 from decoding.verifiers.reference import _inverse_cdf
 from otm.errors import InvalidDistributionError
@@ -327,7 +328,7 @@ def test_sample_weighted_follows_the_weights():
        dtype=st.sampled_from([torch.float32, torch.float64]))
 def test_row_wise_cumsum_and_sort_equal_the_batched_ops_bit_for_bit(rows, vocab, ties, seed, dtype):
     """:func:`decoding.verifiers.base.cumsum_rows` and
-    :func:`decoding.verifiers.optimal.stable_sort_rows` (in blocks of rows on the CPU: the
+    :func:`decoding.verifiers.optimal.iid.stable_sort_rows` (in blocks of rows on the CPU: the
     scan above ``SCAN_BYTES``, here set to 0, one row per block, and to two rows' bytes; the
     sort one row at a time from ``SORT_ROW_BY_ROW_VOCAB`` tokens on, here set to 0, and as it
     is at these lengths, in one call) return exactly what the batched ``cumsum`` and stable
@@ -415,7 +416,7 @@ def test_the_blocked_scan_is_a_cumulative_sum(rows, blocks, rest, seed, dtype, s
 @given(rows=st.integers(0, 9), vocab=st.integers(1, 3000), seed=st.integers(0, 2**31 - 1),
        dtype=st.sampled_from([torch.float32, torch.float64, torch.bfloat16, torch.float16]))
 def test_token_order_sums_are_the_last_cumulative_sums(rows, vocab, seed, dtype):
-    """:func:`decoding.verifiers.optimal_family.latent.token_order_sums` (a compiled pass, four rows
+    """:func:`decoding.verifiers.optimal.latent.token_order_sums` (a compiled pass, four rows
     at a time, and the rest one by one) is the last entry of the float64 cumulative sum, bit
     for bit; a pairwise float64 sum (torch's ``sum``), a different order, is not always."""
     g = torch.Generator().manual_seed(seed)
@@ -453,7 +454,7 @@ def test_power_into_buffers_equals_power_bit_for_bit(k):
 
 def test_power_with_one_buffer_for_result_and_squares_is_detected():
     """Deliberately broken: ``out`` and ``base`` the same array (the squares overwrite the
-    partial product), which :func:`decoding.verifiers.optimal.power` rules out."""
+    partial product), which :func:`decoding.verifiers.optimal.iid.power` rules out."""
     values = torch.rand(2, 20, dtype=torch.float64, generator=torch.Generator().manual_seed(0)) + 0.5
     buffer = torch.empty_like(values)
     assert not torch.equal(optimal.power(values, 3, out=buffer, base=buffer), optimal.power(values, 3))
@@ -496,8 +497,8 @@ def test_row_parameters_in_a_used_scratch_equal_fresh_ones(k):
 @given(vocab=st.integers(2, 40), levels=st.integers(1, 4), seed=st.integers(0, 2**31 - 1),
        dtype=st.sampled_from([torch.float32, torch.float64]))
 def test_sorted_ranks_equal_the_inverse_permutation(vocab, levels, seed, dtype):
-    """Ranks found in the sorted keys (:func:`decoding.verifiers.optimal.sorted_ranks`) are the
-    inverse permutation's (:func:`decoding.verifiers.optimal.token_ranks`) for every token,
+    """Ranks found in the sorted keys (:func:`decoding.verifiers.optimal.iid.sorted_ranks`) are the
+    inverse permutation's (:func:`decoding.verifiers.optimal.iid.token_ranks`) for every token,
     on rows with many exact ratio ties (``levels`` distinct values), zeros in ``q`` (keys
     ``inf``, tied by id) and zeros in ``p``."""
     g = torch.Generator().manual_seed(seed)

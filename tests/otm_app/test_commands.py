@@ -30,7 +30,7 @@ def test_run_decode_tiny_json_and_record(tmp_path):
 def test_decode_says_when_the_optimal_verifier_compiles(monkeypatch, capsys):
     """``otm decode --rule optimal`` on the CPU says, before it starts, that the verifier's
     per-row code is compiled at its first use on the machine, and only then."""
-    from decoding.verifiers import optimal_buckets
+    from decoding.verifiers.optimal import unsorted as optimal_buckets
 
     args = DecodeConfig(pair="tiny", rule="optimal", tree="chains:2,2", temperature=1.0, top_p=None,
                         max_new_tokens=2, prompt="1,2,3", prompts=None, seed=0, record=None, json=True)
@@ -47,7 +47,7 @@ def test_decode_says_when_the_optimal_verifier_compiles(monkeypatch, capsys):
 def test_decode_says_when_the_pair_verifier_compiles(monkeypatch, capsys):
     """The announcement comes from the verifier module's ``compile_seconds`` hook, not from a
     list of names: the water-level verifier says it too (on any device: its rows run on the CPU)."""
-    from decoding.verifiers.optimal_family import pair as optimal_pair_wor
+    from decoding.verifiers.optimal import pair as optimal_pair_wor
     args = DecodeConfig(pair="tiny", rule="optimal_pair_wor", tree="chains:2,2", temperature=1.0, top_p=None,
                         max_new_tokens=2, prompt="1,2,3", prompts=None, seed=0, record=None, json=True)
     monkeypatch.setattr(optimal_pair_wor, "compile_seconds", lambda device: 10.0)
@@ -75,7 +75,7 @@ def test_the_pair_verifier_needs_no_compiling_after_a_call():
     import numpy as np
     import torch
 
-    from decoding.verifiers.optimal_family import pair as optimal_pair_wor
+    from decoding.verifiers.optimal import pair as optimal_pair_wor
     p = torch.tensor([[0.2, 0.3, 0.5]], dtype=torch.float64)
     q = torch.tensor([[0.5, 0.3, 0.2]], dtype=torch.float64)
     optimal_pair_wor.verify(p, q.unsqueeze(1).expand(-1, 2, -1), torch.tensor([[0, 1]]), None)  # a merged row
@@ -86,7 +86,7 @@ def test_the_pair_verifier_needs_no_compiling_after_a_call():
 def test_compiled_on_this_machine_after_a_call():
     import torch
 
-    from decoding.verifiers import optimal_buckets
+    from decoding.verifiers.optimal import unsorted as optimal_buckets
 
     p = torch.softmax(torch.randn(2, 2000, generator=torch.Generator().manual_seed(0)), dim=1)
     drafts = torch.tensor([[0, 1], [2, 3]])

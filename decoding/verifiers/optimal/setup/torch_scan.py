@@ -1,9 +1,9 @@
 """The set-up's pass up the ranks of ``optimal_wor`` on a torch device: ``sigma``, the
 checkpointed prefixes and the groups of ranks of
-:class:`~decoding.verifiers.optimal_family.clock_masses.CompiledClockSetMasses` by a blocked scan
+:class:`~decoding.verifiers.optimal.clock_masses.CompiledClockSetMasses` by a blocked scan
 (:func:`scan`; the masses class that takes it,
-:func:`decoding.verifiers.optimal_family.clock_masses.clock_masses`). It is the plain reference of the CUDA
-kernels (:mod:`decoding.verifiers.optimal_family.setup.cuda_scan`, the same steps with each thread's
+:func:`decoding.verifiers.optimal.clock_masses.clock_masses`). It is the plain reference of the CUDA
+kernels (:mod:`decoding.verifiers.optimal.setup.cuda_scan`, the same steps with each thread's
 polynomials kept in registers), and their stand-in on a device where numba's CUDA target is
 missing: as torch operations its steps 1 and 3 are bound by memory traffic, no faster on an H200
 than the compiled pass on 16 CPU cores (docs/optimal-verifier-proofs.md#the-set-up-as-a-scan).
@@ -69,7 +69,7 @@ CAPABILITIES = SetupCapabilities(
 #: ``e^{-x}`` is 0 in float64 beyond this ``x``: the compiled pass stops its sum over nodes there.
 EXP_UNDERFLOW = 745.2
 
-#: The least normal float64 (as :data:`decoding.verifiers.optimal_family.clock_kernels.SMALLEST_NORMAL`).
+#: The least normal float64 (as :data:`decoding.verifiers.optimal.clock_kernels.SMALLEST_NORMAL`).
 SMALLEST_NORMAL = 2.2250738585072014e-308
 
 
@@ -138,7 +138,7 @@ def available() -> bool:
 
 def prefix_tables(masses) -> tuple:
     """``(E0, D0, sigma, (GE, GD))`` of the row of ``masses`` (the protocol of
-    :mod:`decoding.verifiers.optimal_family.setup`): :func:`scan` on ``masses.device``, every group
+    :mod:`decoding.verifiers.optimal.setup`): :func:`scan` on ``masses.device``, every group
     of ranks at once."""
     E0, D0, sigma, GE, GD = scan(masses.q, masses.s, masses.w, masses._above, masses.k, masses.checkpoint,
                                  masses.group, masses.device)

@@ -1,9 +1,9 @@
 """The compiled kernels (numba) of the clock integral of ``k`` drafts without replacement: the
 clocks, the count polynomials of groups of ranks, a run's interval masses, a lowest-member law,
 the whole nesting of the water levels and the minimal flux, for
-:class:`decoding.verifiers.optimal_family.clock_masses.CompiledClockSetMasses` (the derivation and
+:class:`decoding.verifiers.optimal.clock_masses.CompiledClockSetMasses` (the derivation and
 what differs from the numpy reference are in that module's docstring) and for the set-up backends
-of :mod:`decoding.verifiers.optimal_family.setup`; and how a pass is shared among threads by
+of :mod:`decoding.verifiers.optimal.setup`; and how a pass is shared among threads by
 chunks of nodes (:func:`by_node_parts`: every node's polynomials are its own, so any set of
 chunks computes each node's values as the whole pass does).
 """

@@ -38,7 +38,7 @@ Step 5's index has the law of the selected position's: positions holding the sam
 are exchangeable (i.i.d. ``u1, u2``, a symmetric tie-break), so given the drafts and
 ``Z`` the selected position is uniform over the holders of ``Z``, and acceptance depends
 on ``Z`` and ``u4`` only; ``u5`` is unused on acceptance. Steps 4-5 as written let
-:mod:`decoding.verifiers.optimal_lazy` decide a row of identical drafts without steps
+:mod:`decoding.verifiers.optimal.identical_drafts` decide a row of identical drafts without steps
 1-3 when a bound on ``x`` makes the test certain (docs/optimal-verifier.md#lazy-rows-of-identical-drafts);
 :func:`verify_tuples` sends every other row the full way.
 
@@ -52,10 +52,10 @@ one stable sort of ``V`` keys (the int64 bit patterns of the float64 ratios, whi
 the ratios; one row at a time on the CPU at long rows, :func:`stable_sort_rows`), about twenty O(V)
 passes, and six binary searches per draft position (two for its rank in the sorted keys,
 :func:`sorted_ranks`); a row of identical drafts whose acceptance is certain: the two sums
-of :mod:`decoding.verifiers.optimal_lazy` and no sort. On the CPU the rows go one per
+of :mod:`decoding.verifiers.optimal.identical_drafts` and no sort. On the CPU the rows go one per
 chunk, with one :class:`decoding.verifiers.base.Scratch` of work arrays for the call; from
 1,024 tokens on the CPU runs the full path on merged rows instead, without the sort
-(:mod:`decoding.verifiers.optimal_buckets`, each row in compiled code, numba). On a CUDA
+(:mod:`decoding.verifiers.optimal.unsorted`, each row in compiled code, numba). On a CUDA
 device every row goes the full path in one batch, replayed from a CUDA graph once its
 shapes have been seen (:mod:`decoding.verifiers.cuda_graphs`): up to tens of rows the cost
 there is the kernel launches, and a row more costs little.
@@ -66,7 +66,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .base import (
+from ..base import (
     VerifierOutput,
     check_k,
     Scratch,
@@ -76,8 +76,8 @@ from .base import (
     sample_iid,
     verify_uniforms,
 )
-from .cuda_graphs import GraphedFunction
-from .optimal_lazy import certified_acceptance, identical_drafts
+from ..cuda_graphs import GraphedFunction
+from .identical_drafts import certified_acceptance, identical_drafts
 
 draft_scheme = "iid"
 
@@ -97,13 +97,13 @@ CHUNK_BYTES = 1 << 20
 def compile_seconds(device: torch.device) -> float:
     """About how long the first ``verify`` on ``device`` compiles code on this machine: 15 s
     on the CPU until numba's cache holds the merged rows
-    (:func:`decoding.verifiers.optimal_buckets.compiled_on_this_machine`), else 0. The
+    (:func:`decoding.verifiers.optimal.unsorted.compiled_on_this_machine`), else 0. The
     optional hook that ``otm decode`` reads to say so before it starts."""
     if device.type != "cpu":
         return 0.0
-    from . import optimal_buckets  # numba only where the CPU path runs
+    from . import unsorted  # numba only where the CPU path runs
 
-    return 0.0 if optimal_buckets.compiled_on_this_machine() else 15.0
+    return 0.0 if unsorted.compiled_on_this_machine() else 15.0
 
 
 def uniforms_per_row(k: int) -> int:
@@ -229,9 +229,9 @@ def ranked_parameters(
     scratch: Scratch | None = None,
 ) -> RowParameters:
     """Step 1's sums, the cut and step 2, given the rows by rank (``n`` = the vocabulary).
-    :func:`decoding.verifiers.optimal_merged.ranked_parameters` is this function for one row,
+    :func:`decoding.verifiers.optimal.unsorted_rows.ranked_parameters` is this function for one row,
     in the same floating-point operations, on the merged rows of
-    :mod:`decoding.verifiers.optimal_buckets`, where runs of ranks are one entry (their
+    :mod:`decoding.verifiers.optimal.unsorted`, where runs of ranks are one entry (their
     summed ``p`` and ``q``)."""
     scratch = Scratch() if scratch is None else scratch
 
@@ -451,9 +451,9 @@ def verify_tuples(
     uniforms: torch.Tensor,  # [batch, 2k + 3]
 ) -> VerifierOutput:
     """Steps 1-5 for every row, lazily: a row of identical drafts whose acceptance
-    :func:`decoding.verifiers.optimal_lazy.certified_acceptance` proves is accepted at
+    :func:`decoding.verifiers.optimal.identical_drafts.certified_acceptance` proves is accepted at
     once (holder ``floor(u5 k)``); the other rows go the full way: on the CPU at a vocabulary
-    of at least :data:`decoding.verifiers.optimal_buckets.MIN_VOCAB` through its merged rows
+    of at least :data:`decoding.verifiers.optimal.unsorted.MIN_VOCAB` through its merged rows
     (no sort of the vocabulary), else through :func:`verify_sorted`. The
     same draw as :func:`verify_rows` on every row (in exact arithmetic; draw for draw in
     floats except where a uniform falls within rounding of a boundary). On a CUDA device
@@ -461,7 +461,7 @@ def verify_tuples(
     (:data:`graphed_full_path`): the lazy rows' test would wait for the device."""
     if target_probs.device.type == "cuda":
         return VerifierOutput(*graphed_full_path(target_probs, draft_probs, draft_tokens, uniforms))
-    from . import optimal_buckets  # numba only where the CPU path runs
+    from . import unsorted  # numba only where the CPU path runs
 
     batch, k = draft_tokens.shape
     u = uniforms.to(WORK_DTYPE)
@@ -474,8 +474,8 @@ def verify_tuples(
     rest = (~sure).nonzero().squeeze(1)
     if not rest.numel():
         return VerifierOutput(tokens=tokens, accepted_index=accepted_index)
-    if target_probs.device.type == "cpu" and target_probs.shape[1] >= optimal_buckets.MIN_VOCAB:
-        out = optimal_buckets.verify_rows(target_probs, draft_probs, draft_tokens, uniforms, rows=rest)
+    if target_probs.device.type == "cpu" and target_probs.shape[1] >= unsorted.MIN_VOCAB:
+        out = unsorted.verify_rows(target_probs, draft_probs, draft_tokens, uniforms, rows=rest)
     else:
         out = verify_sorted(target_probs, draft_probs, draft_tokens, uniforms, rows=rest)
     tokens[rest], accepted_index[rest] = out.tokens, out.accepted_index

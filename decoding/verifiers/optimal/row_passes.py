@@ -1,6 +1,6 @@
 """The per-row passes over the vocabulary of the optimal verifier on the CPU, compiled with
-numba: the two sums of the lazy rows (:mod:`decoding.verifiers.optimal_lazy`); for the
-merged rows (:mod:`decoding.verifiers.optimal_merged`) the ratio keys and their range, the
+numba: the two sums of the lazy rows (:mod:`decoding.verifiers.optimal.identical_drafts`); for the
+merged rows (:mod:`decoding.verifiers.optimal.unsorted_rows`) the ratio keys and their range, the
 bucket ids with the histograms, the tokens of chosen buckets and the assembly of a merged
 row; and the token-order sums of :mod:`decoding.verifiers.optimal_latent`.
 
@@ -20,7 +20,7 @@ than these loops (``scripts/profile_optimal_rows.py``, docs/optimal-verifier.md#
 
 ``error_model="numpy"``: a float division by zero gives ``inf`` or NaN, as in torch, instead
 of raising. ``cache=True``: compiled once per machine (with
-:mod:`decoding.verifiers.optimal_merged`, seconds at the first call of an optimal verifier on
+:mod:`decoding.verifiers.optimal.unsorted_rows`, seconds at the first call of an optimal verifier on
 the CPU, which ``otm decode`` announces), then loaded from numba's cache (``__pycache__``
 beside this file, or ``NUMBA_CACHE_DIR``) by every later process. numba checks no bounds: the arrays
 of one row (``p``, ``q``, its keys and bucket ids) have one length, and every other index a
@@ -157,7 +157,7 @@ def chosen_members(p, q, bucket, chosen, ids, keys, target, draft, buckets):
 @_compiled
 def merge_row(keep, lower_keys, target_sums, draft_sums, ids, keys, target, draft, buckets,
               order_out, keys_out, target_out, draft_out, buckets_out):
-    """One merged row in rank order (for :func:`decoding.verifiers.optimal_merged.merged_row`):
+    """One merged row in rank order (for :func:`decoding.verifiers.optimal.unsorted_rows.merged_row`):
     by bucket, a kept bucket as one entry (token -1, its lower key, its sums), a refined
     bucket's members (``ids``, ``keys``, ``target``, ``draft``, ``buckets``, in any order of
     buckets, by ascending id within one) sorted by key, ties by id; written up to the length

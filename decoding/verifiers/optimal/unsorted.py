@@ -1,7 +1,7 @@
 """The optimal verifier's full path without the sort, for the CPU from 1,024 tokens
 (our derivation, docs/optimal-verifier.md#merged-rows-without-the-sort).
 
-:func:`decoding.verifiers.optimal.row_parameters` sorts all ``V`` ratio keys of a row and
+:func:`decoding.verifiers.optimal.iid.row_parameters` sorts all ``V`` ratio keys of a row and
 computes every cumulative sum by rank; the draw then reads them at the drafts' ranks, at
 their partners' and at the residual rank only. Here the keys are cut into at most
 :data:`BUCKETS` runs of consecutive ranks by their high bits (``(key - smallest positive
@@ -26,8 +26,8 @@ block) lies in ``[k C_start^(k-1), k C_end^(k-1)]`` (the sign test of a bucket t
 ``inf``: ``q = 0``) has ``e = p >= 0`` when it holds no ``q > 0`` token. Every other bucket
 holding a token, and the buckets of the drafts, are *refined*: their tokens are gathered
 (one pass over the bucket ids) and sorted by key, ties by id as in the full sort. On that
-shorter row :func:`decoding.verifiers.optimal_merged.ranked_parameters` (the floating-point
-operations of :func:`decoding.verifiers.optimal.ranked_parameters`) computes the same
+shorter row :func:`decoding.verifiers.optimal.unsorted_rows.ranked_parameters` (the floating-point
+operations of :func:`decoding.verifiers.optimal.iid.ranked_parameters`) computes the same
 parameters as the full path at every refined rank (exactly in exact arithmetic; in floats
 the sums run in another order). If the draw reads a merged entry (a partner or the residual
 rank), its bucket is refined too and the draw repeated with the same uniforms; each
@@ -36,10 +36,10 @@ refined, which is the full row (merged rows equal the full path,
 docs/optimal-verifier-proofs.md#merged-rows-equal-the-full-path).
 
 Cost per row: the ratio keys with their range, then the bucket ids with the histograms (two
-compiled passes over the vocabulary, :mod:`decoding.verifiers.optimal_numba`), the sign test
+compiled passes over the vocabulary, :mod:`decoding.verifiers.optimal.row_passes`), the sign test
 on the bucket sums, one compiled gather of the refined buckets' tokens per round (usually one or two rounds) and the merged
 row's parameters and draw (a few thousand entries), with no sort of ``V`` keys: the whole
-row in one compiled call (:func:`decoding.verifiers.optimal_merged.verify_row`). The rows
+row in one compiled call (:func:`decoding.verifiers.optimal.unsorted_rows.verify_row`). The rows
 of a call are shared among ``torch.get_num_threads()`` threads (the compiled code releases
 the GIL); each row's draw is the same whatever the number of threads.
 """
@@ -50,16 +50,16 @@ import torch
 
 from otm.errors import ShapeMismatchError
 
-from . import optimal_merged as compiled
-from .base import Scratch, VerifierOutput, row_parts, share_rows
-from .optimal_lazy import numpy_batch, relative_slack
-from .optimal_numba import is_cached
+from . import unsorted_rows as compiled
+from ..base import Scratch, VerifierOutput, row_parts, share_rows
+from .identical_drafts import numpy_batch, relative_slack
+from .row_passes import is_cached
 
 #: Buckets of positive finite ratio keys per row, at most (plus one for the keys 0 and one
 #: for the keys ``inf``).
 BUCKETS = 4096
 
-#: The smallest vocabulary for which :func:`decoding.verifiers.optimal.verify_tuples` takes
+#: The smallest vocabulary for which :func:`decoding.verifiers.optimal.iid.verify_tuples` takes
 #: the merged rows on the CPU. Below, the full path sorts short rows quickly and batches many
 #: of them in one chunk; the two cross between 512 and 1,024 tokens
 #: (``scripts/bench_optimal_verifier.py --vocabs 256,512,1024,2048,4096,8192 --ks 2 --vocab
@@ -69,15 +69,15 @@ MIN_VOCAB = 1024
 
 def compiled_on_this_machine() -> bool:
     """Whether numba's cache already holds the merged rows' compiled entry point
-    (:func:`decoding.verifiers.optimal_merged.verify_rows`). Without it, the first call of an
+    (:func:`decoding.verifiers.optimal.unsorted_rows.verify_rows`). Without it, the first call of an
     optimal verifier on the CPU compiles the per-row code (seconds; loaded from the cache
-    after that): :func:`decoding.verifiers.optimal_numba.is_cached`."""
+    after that): :func:`decoding.verifiers.optimal.row_passes.is_cached`."""
     return is_cached(compiled.verify_rows)
 
 
 def sign_margin(vocab: int, k: int) -> float:
     """Relative margin of the sign test: ``2^-20``, or more when ``(k + 3) LAMBDA(V, k)``
-    (:func:`decoding.verifiers.optimal_lazy.relative_slack`, a bound on the relative error of
+    (:func:`decoding.verifiers.optimal.identical_drafts.relative_slack`, a bound on the relative error of
     the floats it compares: sums of at most ``V`` terms, powers of degree ``k - 1``) is
     larger; the margin only decides how many buckets are refined."""
     return max(2.0**-20, (k + 3) * relative_slack(vocab, k))
@@ -95,11 +95,11 @@ def verify_rows(
     split_tokens: int = compiled.SPLIT_TOKENS,
     fanout: int = compiled.SPLIT_FANOUT,
 ) -> VerifierOutput:
-    """Steps 1-5 of :mod:`decoding.verifiers.optimal` on merged rows (module docstring) for
+    """Steps 1-5 of :mod:`decoding.verifiers.optimal.iid` on merged rows (module docstring) for
     ``rows`` of the batch (``[n]`` outputs): the draw of the full path in exact arithmetic,
-    each row by :func:`decoding.verifiers.optimal_merged.verify_row`, the rows shared among
+    each row by :func:`decoding.verifiers.optimal.unsorted_rows.verify_row`, the rows shared among
     ``torch.get_num_threads()`` threads. ``buckets``, ``margin``, ``split_tokens`` and
-    ``fanout`` (:func:`decoding.verifiers.optimal_merged.split_runs`) are there for the tests
+    ``fanout`` (:func:`decoding.verifiers.optimal.unsorted_rows.split_runs`) are there for the tests
     and the profile (coarse buckets, a broken margin, splits at a small vocabulary)."""
     scratch = Scratch() if scratch is None else scratch
     rows = torch.arange(draft_tokens.shape[0]) if rows is None else rows

@@ -1,5 +1,5 @@
 """The clock integral's set masses and the water levels of ``k >= 3`` drafts without
-replacement, compiled: :class:`CompiledClockSetMasses`, for :mod:`decoding.verifiers.optimal_family.wor`.
+replacement, compiled: :class:`CompiledClockSetMasses`, for :mod:`decoding.verifiers.optimal.wor`.
 
 The same computation as the reference :class:`otm.rules.water_levels.clock_masses.ClockSetMasses`
 (the derivation: docs/optimal-verifier.md#set-masses-by-the-clock-integral) and the
@@ -12,7 +12,7 @@ node's terms of degree ``k - 1`` are summed directly instead of through truncate
 the integral is a loop instead of a BLAS dot product) and how some factors are formed
 (``e^{-q s} - 1`` by its Taylor series where ``q s`` is small, :func:`_clock`; the prefix pass's
 ``e^{-q(above a) s}`` by quotients between exponentials,
-:func:`decoding.verifiers.optimal_family.setup.numba_nodes.prefix_pass`; subnormal
+:func:`decoding.verifiers.optimal.setup.numba_nodes.prefix_pass`; subnormal
 coefficients set to 0 as ranks are added, :func:`_normal`), so the values agree with the
 reference's to a few units of roundoff, not bit for bit (tests/decoding/test_optimal_wor_numba.py),
 and the levels that come out are certified as the reference's are: by the selection law they
@@ -43,8 +43,8 @@ so a row costs at most about ``sum len^2 N k^2`` over its runs, which
 docs/optimal-verifier.md#water-levels-for-drafts-without-replacement
 (``python -m research.optimal_wor.wor_water_levels --cost``, ``--float`` and ``--nesting-rate``).
 
-The kernels named here are in :mod:`decoding.verifiers.optimal_family.clock_kernels`; the pass up
-the ranks that sets a row up is a backend of :mod:`decoding.verifiers.optimal_family.setup`.
+The kernels named here are in :mod:`decoding.verifiers.optimal.clock_kernels`; the pass up
+the ranks that sets a row up is a backend of :mod:`decoding.verifiers.optimal.setup`.
 """
 from __future__ import annotations
 
@@ -128,7 +128,7 @@ class CompiledClockSetMasses(ClockSetMasses):
     #: rebuilds a prefix from the checkpoint below it, up to 255 ranks node by node; its decisions
     #: cost what they did (research/optimal_wor/JOURNAL.md, "Checkpoints at every 256th rank").
     #: Each set-up backend declares its spacing
-    #: (:attr:`~decoding.verifiers.optimal_family.setup.capabilities.SetupCapabilities.checkpoint`; the
+    #: (:attr:`~decoding.verifiers.optimal.setup.capabilities.SetupCapabilities.checkpoint`; the
     #: scans on a device keep 64), which :func:`clock_masses` gives its class.
     checkpoint = 256
 
@@ -151,19 +151,19 @@ class CompiledClockSetMasses(ClockSetMasses):
     #: :func:`clock_masses`): the rest of the set-up and the walks run on the CPU.
     device = "cpu"
 
-    #: The set-up backend by name (one of :data:`decoding.verifiers.optimal_family.setup.BACKENDS`),
-    #: or ``None``: the one :func:`decoding.verifiers.optimal_family.setup.pick` finds for
+    #: The set-up backend by name (one of :data:`decoding.verifiers.optimal.setup.BACKENDS`),
+    #: or ``None``: the one :func:`decoding.verifiers.optimal.setup.pick` finds for
     #: :attr:`device`, ``k`` and the threads of each row (:meth:`pass_threads`).
     setup = None
 
     def pass_threads(self) -> int:
         """The threads the pass up the ranks is shared among: one on a small row (fewer than
-        :data:`~decoding.verifiers.optimal_family.clock_kernels.SHARED_FROM` rank-nodes), else
+        :data:`~decoding.verifiers.optimal.clock_kernels.SHARED_FROM` rank-nodes), else
         those of a share of its chunks of nodes."""
         return 1 if self.n * self.s.size < SHARED_FROM else sharing_threads(len(node_chunks(self.s.size)))
 
     def _prefix_pass(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The pass up the ranks by the set-up backend :func:`~decoding.verifiers.optimal_family.setup.pick`
+        """The pass up the ranks by the set-up backend :func:`~decoding.verifiers.optimal.setup.pick`
         finds (or the named :attr:`setup`): ``sigma``, the checkpoints and, from a scan, every
         group of ranks."""
         self._groups = None  # (GE, GD) [groups, nodes, k], when first needed
@@ -258,7 +258,7 @@ class CompiledClockSetMasses(ClockSetMasses):
         its first missing one to its last in one pass, at the nodes from the fewest any of them
         has up to ``nodes`` (a node computed again gets the same value, whatever the nodes asked
         for: each node's polynomials are its own), by the set-up backend's ``group_tables``
-        (:mod:`decoding.verifiers.optimal_family.setup`; a scan made them all in its pass)."""
+        (:mod:`decoding.verifiers.optimal.setup`; a scan made them all in its pass)."""
         count = (self.n + self.group - 1) // self.group
         nodes = self.s.size if nodes is None else nodes
         if self._groups is None:
@@ -297,7 +297,7 @@ class CompiledClockSetMasses(ClockSetMasses):
         """``[size]``: ``kernel(q, s, w, above, E0f, D0f, out, c)`` on each chunk ``c`` of
         :data:`SPAN_CHUNK` nodes (their slices of ``s``, ``w`` and the prefix ``[0, f)``; ``out``
         ``[size]``, the chunk's part), shared among threads over ``ranks`` ranks (:func:`by_nodes`),
-        the parts added in order (:func:`~decoding.verifiers.optimal_family.clock_kernels.in_order`)."""
+        the parts added in order (:func:`~decoding.verifiers.optimal.clock_kernels.in_order`)."""
         q, s, w, above = self._tables()[:4]
         E0f, D0f = self._prefix(f)
         chunks = node_chunks(s.size, SPAN_CHUNK)
@@ -387,10 +387,10 @@ class _LazyRun:
 def clock_masses(device: str = "cpu", setup: str | None = None) -> type[CompiledClockSetMasses]:
     """:class:`CompiledClockSetMasses` whose set-up runs on the torch device ``device`` (``"cpu"``,
     ``"cuda"``, ``"cuda:1"``), by the backend ``setup`` (a name of
-    :data:`decoding.verifiers.optimal_family.setup.BACKENDS`) or, by default, the one
-    :func:`decoding.verifiers.optimal_family.setup.pick` finds for each row; its checkpoints at
-    the spacing those backends declare (:func:`~decoding.verifiers.optimal_family.setup.setup_checkpoint`).
-    What :func:`decoding.verifiers.optimal_family.wor.row_setup` takes for a row's device."""
+    :data:`decoding.verifiers.optimal.setup.BACKENDS`) or, by default, the one
+    :func:`decoding.verifiers.optimal.setup.pick` finds for each row; its checkpoints at
+    the spacing those backends declare (:func:`~decoding.verifiers.optimal.setup.setup_checkpoint`).
+    What :func:`decoding.verifiers.optimal.wor.row_setup` takes for a row's device."""
     if device == "cpu" and setup is None:
         return CompiledClockSetMasses
     return type(CompiledClockSetMasses.__name__, (CompiledClockSetMasses,),

@@ -1,5 +1,5 @@
 """What a set-up backend can do, declared next to its code (one ``CAPABILITIES`` per backend
-module of :mod:`decoding.verifiers.optimal_family.setup`)."""
+module of :mod:`decoding.verifiers.optimal.setup`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -12,7 +12,7 @@ class SetupCapabilities:
     would be shared among at most this many threads (``None``: any); ``checkpoint``: the spacing
     of the prefix checkpoints it is run at (the masses class of a device takes that of the
     backends it may pick); ``all_groups``: its pass makes every group of ranks at once (else
-    ``group_tables`` makes those a walk reads); ``automatic``: :func:`~decoding.verifiers.optimal_family.setup.pick`
+    ``group_tables`` makes those a walk reads); ``automatic``: :func:`~decoding.verifiers.optimal.setup.pick`
     may choose it (the reference is named by the tests only)."""
 
     name: str

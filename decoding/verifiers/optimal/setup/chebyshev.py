@@ -1,17 +1,17 @@
 """The set-up's pass up the ranks of ``optimal_wor`` on the CPU, with the small clocks of a block
 of ranks multiplied out at a few Chebyshev points and interpolated to the quadrature nodes:
 ``sigma`` and the checkpointed prefixes of
-:class:`~decoding.verifiers.optimal_family.clock_masses.CompiledClockSetMasses`, the values of
-:func:`~decoding.verifiers.optimal_family.setup.numba_nodes.prefix_pass` (its reference) within roundoff
+:class:`~decoding.verifiers.optimal.clock_masses.CompiledClockSetMasses`, the values of
+:func:`~decoding.verifiers.optimal.setup.numba_nodes.prefix_pass` (its reference) within roundoff
 (tests/decoding/test_optimal_wor_chebyshev.py), in a fraction of its rank-by-node work. The same
 for the groups of ranks a walk's long runs read (:func:`group_pass_chebyshev`: each group alone,
 as a block with no prefix below it; its reference
-:func:`~decoding.verifiers.optimal_family.setup.numba_nodes.group_pass`).
+:func:`~decoding.verifiers.optimal.setup.numba_nodes.group_pass`).
 
 **Why it pays.** On a whole row of the real vocabulary nearly every rank is a tail token whose
 clock has barely moved at most nodes: ``q s < 2^-6`` at most (block, live node) pairs, in
 blocks of 64 ranks and in the blocks of 256 ranks the verifier takes (its checkpoints' spacing,
-:attr:`~decoding.verifiers.optimal_family.clock_masses.CompiledClockSetMasses.checkpoint`: fewer pairs, each
+:attr:`~decoding.verifiers.optimal.clock_masses.CompiledClockSetMasses.checkpoint`: fewer pairs, each
 cheaper per rank). The compiled pass still updates ``k``
 coefficients of two polynomials at every rank and each of about a hundred live nodes. As a
 function of ``s`` below ``2^-6 / kappa`` (``kappa`` the block's largest ``q``), a block's products
@@ -63,7 +63,7 @@ ranks' work at the points is repeated in every part, the rest is divided
 (research/optimal_wor/JOURNAL.md, "The pass at points on two or three threads").
 
 **The other nodes.** Where ``kappa s >= tau``, the block's ranks are added one by one as in
-:func:`~decoding.verifiers.optimal_family.setup.numba_nodes.prefix_pass` (its clocks, the decay by quotients from
+:func:`~decoding.verifiers.optimal.setup.numba_nodes.prefix_pass` (its clocks, the decay by quotients from
 an exponential at the block's first rank, its flushing of subnormal coefficients), and a block
 with fewer than :data:`INTERPOLATE_FROM` interpolated nodes takes that route at every node.
 """
@@ -78,7 +78,7 @@ from ...base import share_rows
 from ..clock_kernels import _add_rank_by_degree, _clock, _merge, _normal, live_prefix_nodes, rank_terms
 from .capabilities import SetupCapabilities
 
-#: Picked where the node-by-node pass (:mod:`decoding.verifiers.optimal_family.setup.numba_nodes`)
+#: Picked where the node-by-node pass (:mod:`decoding.verifiers.optimal.setup.numba_nodes`)
 #: would be shared among fewer than 4 threads: the pass at points is the faster on few threads,
 #: and from about 4 the node-by-node pass dealt among threads catches up (``python
 #: scripts/bench_wor_scan.py --threads``; research/optimal_wor/JOURNAL.md, "Figures moved from
@@ -120,7 +120,7 @@ def available() -> bool:
 
 def prefix_tables(masses) -> tuple:
     """``(E0, D0, sigma, None)`` of the row of ``masses`` (the protocol of
-    :mod:`decoding.verifiers.optimal_family.setup`): :func:`prefix_pass_chebyshev`, its nodes dealt
+    :mod:`decoding.verifiers.optimal.setup`): :func:`prefix_pass_chebyshev`, its nodes dealt
     out among the threads of the row's share (one part on a small row)."""
     E0, D0, sigma = prefix_pass_chebyshev(masses.q, masses.s, masses.w, masses._above, masses.k, masses.checkpoint,
                                           parts=masses.pass_threads())
@@ -155,7 +155,7 @@ def prefix_pass_chebyshev(q: np.ndarray, s: np.ndarray, w: np.ndarray, above: np
                           parts: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(E0, D0, sigma)``: the checkpoints ``[n // every + 1, N, k]`` (the count polynomials of the
     ranks ``[0, c every)``) and ``sigma [n]``, the values of
-    :func:`~decoding.verifiers.optimal_family.setup.numba_nodes.prefix_pass` within roundoff, through the points
+    :func:`~decoding.verifiers.optimal.setup.numba_nodes.prefix_pass` within roundoff, through the points
     of the module docstring at each block's nodes where ``kappa s < below`` (every node the
     reference's way with ``interpolate_from`` above the nodes). ``parts > 1``: the nodes dealt
     out among that many threads (:func:`decoding.verifiers.base.share_rows`), the nodes ``i, i +
@@ -189,7 +189,7 @@ def group_pass_chebyshev(q: np.ndarray, s: np.ndarray, k: int, group: int, GE: n
                          interpolate_from: int = INTERPOLATE_FROM, nodes: tuple[int, int] | None = None) -> None:
     """``GE[g], GD[g]`` ``[N, k]`` for the groups ``first <= g < last``: the count polynomials of
     the ranks ``[g group, (g + 1) group)`` alone, the values of
-    :func:`~decoding.verifiers.optimal_family.setup.numba_nodes.group_pass` (its reference) within roundoff,
+    :func:`~decoding.verifiers.optimal.setup.numba_nodes.group_pass` (its reference) within roundoff,
     each group's product taken at the points and interpolated to the nodes where its largest
     ``q`` times ``s`` is below ``below`` (a block of :func:`prefix_pass_chebyshev` with no prefix
     below it and no ``sigma``: module docstring), node by node at the others. ``nodes``: only the

@@ -8,7 +8,7 @@ next term repeats a member ``a`` of ``A_c`` with probability ``q(a)`` and is ``x
 with probability ``1 - q(A_c)`` (i.i.d. draws are memoryless, and which new token comes
 next does not depend on how many repeats came before). These ``k`` latent terms are
 exactly i.i.d. from ``q`` and every one of them is a draft, so the optimal i.i.d.
-verifier (:mod:`decoding.verifiers.optimal`) applied to them outputs ``Y ~ p`` and
+verifier (:mod:`decoding.verifiers.optimal.iid`) applied to them outputs ``Y ~ p`` and
 accepts a draft with probability ``alpha*(p, iid law)``. It is lossless and at least as
 good as the i.i.d. optimum, but NOT optimal for the without-replacement law, whose
 ``alpha*`` is larger (docs/optimal-verifier.md#water-levels-for-drafts-without-replacement).
@@ -22,7 +22,7 @@ latent term ``s``: a repeat when ``u < q(A_c)`` (or when ``x_{c+1}`` has ``q = 0
 exhausted-support tail of :func:`otm.draft_laws.without_replacement_law`), the member
 ``a`` being the first with cumulative ``q(x_1) + ... + q(x_a) > u`` (``q`` normalised by
 its total summed in token order, so that the latent terms need no sort). The latent
-tuple is then verified lazily (:func:`decoding.verifiers.optimal.verify_tuples`): when
+tuple is then verified lazily (:func:`decoding.verifiers.optimal.iid.verify_tuples`): when
 its ``k`` terms are one draft, its acceptance is often certain without the sort.
 """
 from __future__ import annotations
@@ -37,8 +37,8 @@ from ..base import (
     sample_without_replacement,
     verify_uniforms,
 )
-from ..optimal import WORK_DTYPE, verify_tuples
-from ..optimal import compile_seconds as compile_seconds  # the same compiled rows: otm decode's hook
+from .iid import WORK_DTYPE, verify_tuples
+from .iid import compile_seconds as compile_seconds  # the same compiled rows: otm decode's hook
 
 draft_scheme = "without_replacement"
 
@@ -77,18 +77,18 @@ def latent_positions(
 def token_order_sums(probs: torch.Tensor) -> torch.Tensor:
     """``[batch, 1]`` float64 sum of each row, added left to right in token order, as the
     reference does (the last entry of the float64 cumulative sum). On the CPU one compiled
-    pass over the batch (:func:`decoding.verifiers.optimal_numba.token_order_sums`, four rows
+    pass over the batch (:func:`decoding.verifiers.optimal.row_passes.token_order_sums`, four rows
     at a time; a half-precision batch widened to float32 first, exactly): converting the
     whole ``[batch, V]`` batch to float64 and scanning it costs a fresh float64 copy and a
     scan whose additions wait on each other; a row-at-a-time scan through one buffer avoids
     both (``scripts/bench_verifier_cost.py``)."""
     if probs.device.type != "cpu":
         return cumsum_rows(probs.to(WORK_DTYPE))[:, -1:]
-    from .. import optimal_numba  # numba only where the CPU path runs
+    from . import row_passes  # numba only where the CPU path runs
 
     rows = probs if probs.dtype in (torch.float32, torch.float64) else probs.float()
     out = torch.empty(probs.shape[0], dtype=WORK_DTYPE)
-    optimal_numba.token_order_sums(rows.numpy(), out.numpy())
+    row_passes.token_order_sums(rows.numpy(), out.numpy())
     return out.unsqueeze(1)
 
 

@@ -1,8 +1,8 @@
 """Set-up backend ``"numba"``: the pass up the ranks of one row node by node, compiled, on the
 CPU (:func:`prefix_pass`, shared among threads by chunks of nodes), and the groups of ranks a
 walk's long runs read (:func:`group_pass`): the reference of the pass at Chebyshev points
-(:mod:`decoding.verifiers.optimal_family.setup.chebyshev`), the same float operations as the
-clock integral's other kernels (:mod:`decoding.verifiers.optimal_family.clock_kernels`).
+(:mod:`decoding.verifiers.optimal.setup.chebyshev`), the same float operations as the
+clock integral's other kernels (:mod:`decoding.verifiers.optimal.clock_kernels`).
 """
 from __future__ import annotations
 
@@ -42,8 +42,8 @@ def available() -> bool:
 
 def prefix_tables(masses) -> tuple:
     """``(E0, D0, sigma, None)`` of the row of ``masses`` (the protocol of
-    :mod:`decoding.verifiers.optimal_family.setup`): :func:`prefix_pass` over each thread's chunks
-    of nodes (:func:`~decoding.verifiers.optimal_family.clock_kernels.by_node_parts`), ``sigma``
+    :mod:`decoding.verifiers.optimal.setup`): :func:`prefix_pass` over each thread's chunks
+    of nodes (:func:`~decoding.verifiers.optimal.clock_kernels.by_node_parts`), ``sigma``
     the sum of the chunks' parts in their order; the groups of ranks are made as walks read them
     (:func:`group_tables`)."""
     every, k, n, size = masses.checkpoint, masses.k, masses.n, masses.s.size

@@ -1,8 +1,8 @@
-"""The set-up of one row of :mod:`decoding.verifiers.optimal_family.wor`: the pass up the ranks
+"""The set-up of one row of :mod:`decoding.verifiers.optimal.wor`: the pass up the ranks
 of the clock integral (``sigma``, the checkpointed prefix polynomials, the groups of ranks a
-walk reads) for :class:`~decoding.verifiers.optimal_family.clock_masses.CompiledClockSetMasses`.
+walk reads) for :class:`~decoding.verifiers.optimal.clock_masses.CompiledClockSetMasses`.
 One backend per module, each with a ``CAPABILITIES`` constant
-(:class:`~decoding.verifiers.optimal_family.setup.capabilities.SetupCapabilities`), an
+(:class:`~decoding.verifiers.optimal.setup.capabilities.SetupCapabilities`), an
 ``available()`` function and the protocol::
 
     prefix_tables(masses) -> (E0, D0, sigma, groups)   # groups: (GE, GD) of every group, or None
@@ -11,7 +11,7 @@ One backend per module, each with a ``CAPABILITIES`` constant
                                                        # the nodes [start, nodes); the nodes now held
                                                        # (where CAPABILITIES.all_groups is False)
 
-``masses`` is the row's :class:`~decoding.verifiers.optimal_family.clock_masses.CompiledClockSetMasses`
+``masses`` is the row's :class:`~decoding.verifiers.optimal.clock_masses.CompiledClockSetMasses`
 (its ``q`` by rank, nodes ``s``, weights ``w``, ``_above``, ``k``, ``checkpoint``, ``group``,
 ``device`` and ``pass_threads()``).
 

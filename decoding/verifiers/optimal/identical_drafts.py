@@ -1,6 +1,6 @@
 """Lazy acceptance for the optimal verifiers: rows whose ``k`` drafts are one token ``a``
 and whose acceptance test is certain from a bound on ``sigma_a``, decided with one
-masked sum instead of the sort of :mod:`decoding.verifiers.optimal` (our derivation,
+masked sum instead of the sort of :mod:`decoding.verifiers.optimal.iid` (our derivation,
 docs/optimal-verifier.md#lazy-rows-of-identical-drafts).
 
 The full path accepts the selected draft ``Z`` without a test when its rank has
@@ -24,13 +24,13 @@ order is within ``gamma_n = n u / (1 - n u)`` of the exact one), so
 bound the full path's float ``x(a)`` from above and its float ``p(a)`` from below, and
 ``u4 sigma_up < p_low`` (rounded monotonically) implies the full path accepts ``a``. The
 accepted position is then the full path's: the holder of ``a`` numbered
-``floor(u5 k)`` (:func:`decoding.verifiers.optimal.accepted_holder`). Every other row
+``floor(u5 k)`` (:func:`decoding.verifiers.optimal.iid.accepted_holder`). Every other row
 goes the full way, so the lazy verifier equals the full one draw for draw.
 
 Cost for a row of identical drafts: two float64 sums (``T``, ``M``), then, only when the
 first tier (``S = M``, :func:`certified_acceptance`) leaves it open, the tie-widened masked
 sum of ``q``; on the CPU each is one compiled pass over the row
-(:mod:`decoding.verifiers.optimal_numba`), elsewhere two and five torch passes (products,
+(:mod:`decoding.verifiers.optimal.row_passes`), elsewhere two and five torch passes (products,
 comparison, masked ``q``, its sum); against the full path's cut or sort.
 """
 from __future__ import annotations
@@ -38,7 +38,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .base import Scratch, map_row_chunks, share_rows
+from ..base import Scratch, map_row_chunks, share_rows
 
 #: Relative widening of ``p_a`` in the tie test: larger than any rounding of the
 #: products in float32 or float64, so every token ranked before ``a`` passes it (in
@@ -86,17 +86,17 @@ def _masses(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(M^, T^)`` ``[n]``: the float64 sums of ``q`` and ``p`` of ``rows`` (default: all).
     On the CPU one compiled pass per row over both
-    (:func:`decoding.verifiers.optimal_numba.row_sums`, the rows shared among threads by
+    (:func:`decoding.verifiers.optimal.row_passes.row_sums`, the rows shared among threads by
     :func:`decoding.verifiers.base.share_rows`); elsewhere each converted into a float64
     buffer of ``scratch`` and summed. Any order of summation is within the bound of
     docs/optimal-verifier-proofs.md#a-bound-on-the-mass-of-identical-drafts."""
     scratch = Scratch() if scratch is None else scratch
     if target_probs.device.type == "cpu":
-        from . import optimal_numba  # numba only where the CPU path runs
+        from . import row_passes  # numba only where the CPU path runs
 
         p, q, picked = numpy_batch(target_probs, draft_probs, rows)
         sums = np.empty((picked.shape[0], 2))
-        share_rows(lambda part, parts: optimal_numba.rows_sums(p, q, picked, sums, part, parts), picked.shape[0])
+        share_rows(lambda part, parts: row_passes.rows_sums(p, q, picked, sums, part, parts), picked.shape[0])
         masses = torch.from_numpy(sums)
         return masses[:, 0], masses[:, 1]
     if rows is not None:
@@ -113,7 +113,7 @@ def numpy_batch(
     target_probs: torch.Tensor, draft_probs: torch.Tensor, rows: torch.Tensor | None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """NumPy views of ``p`` and ``q`` (CPU ``[batch, V]``) for the compiled passes of
-    :mod:`decoding.verifiers.optimal_numba`, and where ``rows`` (default: all) are in them.
+    :mod:`decoding.verifiers.optimal.row_passes`, and where ``rows`` (default: all) are in them.
     Half precision (which NumPy and numba do not read): ``rows`` copied, widened to float32
     (exactly)."""
     rows = torch.arange(target_probs.shape[0]) if rows is None else rows
@@ -132,17 +132,17 @@ def _draft_mass_up_to(
 ) -> torch.Tensor:
     """``S^`` ``[n]`` float64: the sum of ``q`` over the tokens with
     ``p q_a <= p_a (1 + TAU) q`` in the rows' dtype. On the CPU one compiled pass per row
-    (:func:`decoding.verifiers.optimal_numba.draft_mass_up_to`, shared among threads; a
+    (:func:`decoding.verifiers.optimal.row_passes.draft_mass_up_to`, shared among threads; a
     half-precision row is widened to float32, where its products are exact), elsewhere in
     torch operations."""
     if target_probs.device.type == "cpu":
-        from . import optimal_numba  # numba only where the CPU path runs
+        from . import row_passes  # numba only where the CPU path runs
 
         p, q, picked = numpy_batch(target_probs, draft_probs, rows)
         dtype = torch.float64 if p.dtype == np.float64 else torch.float32
         q_a, p_a_up = q_a.to(dtype).numpy(), (p_a.to(dtype) * (1.0 + TAU)).numpy()
         sums = np.empty(picked.shape[0])
-        share_rows(lambda part, parts: optimal_numba.rows_draft_mass_up_to(p, q, picked, q_a, p_a_up, sums, part, parts),
+        share_rows(lambda part, parts: row_passes.rows_draft_mass_up_to(p, q, picked, q_a, p_a_up, sums, part, parts),
                    picked.shape[0])
         return torch.from_numpy(sums)
     if rows is not None:

@@ -10,15 +10,15 @@ is selected. The selected draft ``Z`` is accepted with probability ``min(1, p(Z)
 (``x`` the selection law), otherwise the output is drawn from ``norm(max(p - x, 0))``.
 Output law ``p``; a draft is accepted with probability ``alpha*(p, Q_wor)``.
 
-``k = 2`` is :mod:`decoding.verifiers.optimal_family.pair` (the walk is its yield), at any
+``k = 2`` is :mod:`decoding.verifiers.optimal.pair` (the walk is its yield), at any
 vocabulary. For ``k >= 3`` the levels come from :func:`otm.rules.water_levels.parameters.wor_parameters`,
 which sums the set masses over every draft tuple up to 1,000 of them, and beyond takes them
 from the clock integral compiled with the whole nesting
-(:class:`decoding.verifiers.optimal_family.clock_masses.CompiledClockSetMasses`, which keeps no tables
+(:class:`decoding.verifiers.optimal.clock_masses.CompiledClockSetMasses`, which keeps no tables
 of ``e^{-q s}``, so any vocabulary; its nesting within a minute where the runs of flux span up
 to about 2,000 ranks). On that path each distinct row of a call is first set up without the
 levels (:func:`row_setup`: cut, flux, ``x``, the compiled set masses; the pass up the ranks by
-the set-up backend :func:`decoding.verifiers.optimal_family.setup.pick` finds for the row's
+the set-up backend :func:`decoding.verifiers.optimal.setup.pick` finds for the row's
 device, ``k`` and threads: at Chebyshev points or node by node on the CPU, as CUDA kernels on a
 GPU), and the walk of each of its drafted sets is
 decided from the bounds of docs/optimal-verifier-proofs.md#bounds-on-a-water-level-from-the-flux where they settle it
@@ -37,7 +37,7 @@ is selected with probability ``x`` of it, by inverse CDF over the positions.
 Randomness (``uniforms_per_row(k) = 3``, as for two drafts): column 0 walks down the members
 (or picks the position of an exhausted support), column 1 accepts ``Z`` when ``u x(Z) <
 p(Z)``, column 2 draws the residual by inverse CDF over the ranks
-(:func:`decoding.verifiers.optimal_family.pair.full_ratio_order`). Reference:
+(:func:`decoding.verifiers.optimal.pair.full_ratio_order`). Reference:
 :func:`decoding.verifiers.reference.optimal_wor`. Rows with a NaN, an inf, a negative entry
 or no mass raise :class:`otm.errors.InvalidDistributionError`; drafts that ``k`` draws without
 replacement cannot give raise :class:`otm.errors.NotApplicableError`.
@@ -71,15 +71,15 @@ draft_scheme = "without_replacement"
 
 def compile_seconds(device: torch.device) -> float:
     """About how long the first ``verify`` compiles its per-row code on this machine: two drafts
-    compile :mod:`decoding.verifiers.optimal_family.pair`'s code (its
-    :func:`~decoding.verifiers.optimal_family.pair.compile_seconds`), more drafts the compiled clock
-    integral (:mod:`decoding.verifiers.optimal_family.clock_kernels`, estimated at 5 s cold) and its pass
-    at Chebyshev points (:mod:`decoding.verifiers.optimal_family.setup.chebyshev`, 3 s); 0 for what
+    compile :mod:`decoding.verifiers.optimal.pair`'s code (its
+    :func:`~decoding.verifiers.optimal.pair.compile_seconds`), more drafts the compiled clock
+    integral (:mod:`decoding.verifiers.optimal.clock_kernels`, estimated at 5 s cold) and its pass
+    at Chebyshev points (:mod:`decoding.verifiers.optimal.setup.chebyshev`, 3 s); 0 for what
     numba's cache already holds. On a CUDA device the set-up's kernels
-    (:mod:`decoding.verifiers.optimal_family.setup.cuda_scan`) compile besides, at the first row of each ``k``
+    (:mod:`decoding.verifiers.optimal.setup.cuda_scan`) compile besides, at the first row of each ``k``
     and in every process: 1 s (docs/optimal-verifier-proofs.md#the-set-up-as-a-scan). An estimate for the
     announcement, not a limit. Read by ``otm decode``."""
-    from ..optimal_numba import is_cached
+    from .row_passes import is_cached
     from .setup.chebyshev import _pass as pass_at_points
     from .clock_kernels import lowest_law, water_levels
 
@@ -94,7 +94,7 @@ def caveat(widest: int, top_p: float) -> str | None:
     :mod:`decoding.verifiers.protocol`): with three or more drafts at a node and no top-p, the
     rows are whole vocabularies, where the verifier sets up each row and refuses a row whose walk
     the bounds leave open and whose nesting it estimates past
-    :attr:`~decoding.verifiers.optimal_family.clock_masses.CompiledClockSetMasses.max_nesting_seconds`
+    :attr:`~decoding.verifiers.optimal.clock_masses.CompiledClockSetMasses.max_nesting_seconds`
     (module docstring; docs/optimal-verifier.md#water-levels-for-drafts-without-replacement)."""
     if widest < 3 or top_p < 1.0:
         return None
@@ -161,7 +161,7 @@ def row_setup(p: np.ndarray, q: np.ndarray, k: int, device: torch.device | None 
     :func:`~otm.rules.water_levels.bounds.walk_decision` reads a span at a time. The last rows
     set up are kept while their tables hold at most :data:`SETUP_FLOATS_KEPT` floats in all, for
     calls that repeat a row. ``device``: where the rows came from; on a CUDA device the pass up the
-    ranks runs there (:func:`~decoding.verifiers.optimal_family.clock_masses.clock_masses`, within roundoff of
+    ranks runs there (:func:`~decoding.verifiers.optimal.clock_masses.clock_masses`, within roundoff of
     the CPU's pass), and the rest on the CPU. ``row_key``: ``(p.tobytes(), q.tobytes())`` where the
     caller has it (bytes keep their hash, so a row of the real vocabulary is hashed once, not at
     every cache)."""
@@ -204,7 +204,7 @@ def _row_key(p: np.ndarray, q: np.ndarray) -> tuple[bytes, bytes]:
 
 def residual_order(p: np.ndarray, q: np.ndarray, setup: FluxSetup | None) -> np.ndarray:
     """``[V]`` the order the residual is drawn in,
-    :func:`decoding.verifiers.optimal_family.pair.full_ratio_order`: from the row's set-up where it
+    :func:`decoding.verifiers.optimal.pair.full_ratio_order`: from the row's set-up where it
     has one (its ratio order of the ``q > 0``, :func:`otm.formulations.prefix_scan.ratio_order`,
     the same float64 ``p / q`` ascending with ties by id, then the ``q = 0`` by id), which spares a
     second sort of the row, else sorted here."""
@@ -221,7 +221,7 @@ def verify_row(p: np.ndarray, q: np.ndarray, drafts: tuple, uniforms: np.ndarray
     (:func:`otm.rules.water_levels.bounds.walk_decision`, a decision taken only where it clears
     its threshold by the relative :data:`BOUND_MARGIN`), and the levels are built only where
     that leaves it open. ``order``: the residual's order, as
-    :func:`decoding.verifiers.optimal_family.pair.checked_draw` takes it (by default
+    :func:`decoding.verifiers.optimal.pair.checked_draw` takes it (by default
     :func:`residual_order`, made at a residual); ``row_key`` as :func:`row_setup` takes it."""
     k = len(drafts)
     order = order if order is not None else functools.partial(residual_order, p, q, setup)
@@ -255,7 +255,7 @@ def verify_row(p: np.ndarray, q: np.ndarray, drafts: tuple, uniforms: np.ndarray
 
 
 #: Relative margin of the walk's decisions from bounds (as the pair verifier's,
-#: :data:`decoding.verifiers.optimal_family.pair_levels.BOUND_MARGIN`): the set masses and ``sigma``
+#: :data:`decoding.verifiers.optimal.pair_levels.BOUND_MARGIN`): the set masses and ``sigma``
 #: of the clock integral are accurate to a few ``1e-14`` relative on rows of thousands of tokens
 #: and to about ``1e-11`` on whole rows of the real vocabulary, where the products of 151,665
 #: clocks near 1 carry their roundings (docs/optimal-verifier-proofs.md#the-set-up-as-a-scan).

@@ -1,4 +1,4 @@
-"""Plain-Python references of :mod:`decoding.verifiers.optimal` and
+"""Plain-Python references of :mod:`decoding.verifiers.optimal.iid` and
 :mod:`decoding.verifiers.optimal_latent`: one row, Python floats and loops, the same
 arithmetic in the same order, the same uniforms (the randomness contract of
 :mod:`decoding.verifiers.base`), so on float64 inputs both give the same token and
@@ -41,7 +41,7 @@ def _at(values: list[float], index: int) -> float:
 
 
 def _iid(p, q, drafts, uniforms):
-    """The optimal i.i.d. verifier on one row (:mod:`decoding.verifiers.optimal`), always
+    """The optimal i.i.d. verifier on one row (:mod:`decoding.verifiers.optimal.iid`), always
     the full way (the batched verifier's lazy rows give the same draws, section 5.1 of
     docs/optimal-verifier.md)."""
     vocab, k = len(p), len(drafts)
@@ -115,7 +115,7 @@ def _iid(p, q, drafts, uniforms):
 
 
 def optimal(p, draft_probs, drafts, uniforms):
-    """The optimal verifier for i.i.d. drafts (:mod:`decoding.verifiers.optimal`)."""
+    """The optimal verifier for i.i.d. drafts (:mod:`decoding.verifiers.optimal.iid`)."""
     return _iid([float(v) for v in p], [float(v) for v in draft_probs[0]], [int(t) for t in drafts], [float(u) for u in uniforms])
 
 

@@ -16,14 +16,14 @@ Per row, on the CPU in float64 (a CUDA batch is brought to the CPU and its outpu
 back; the rows of a call are shared among ``torch.get_num_threads()`` threads by
 :func:`decoding.verifiers.base.share_rows`, a row's draw independent of the sharing). A row
 first goes through a *merged row*
-(:mod:`decoding.verifiers.optimal_family.pair_merged_rows`): the ratio keys cut into buckets, the
+(:mod:`decoding.verifiers.optimal.pair_merged_rows`): the ratio keys cut into buckets, the
 buckets whose ranks all have ``e = p - sigma`` of one sign kept as blocks, the others and the
 drafts' refined into sorted tokens; every value the draw reads is exact there, and the bounds
 of docs/optimal-verifier-proofs.md#bounds-on-a-water-level-from-the-flux, with bounds
 on the cuts inside blocks (merged rows for two drafts,
 docs/optimal-verifier-proofs.md#merged-rows-for-two-drafts), decide ``u < Y``. When they
 cannot (rarely, on real rows), the row goes to the *sorted row*: one stable sort of the
-ratios of the support, then :func:`decoding.verifiers.optimal_family.pair_levels.pair_yield`,
+ratios of the support, then :func:`decoding.verifiers.optimal.pair_levels.pair_yield`,
 which computes the cut, the minimal flux and ``x`` in ``O(V)`` and the yield of the drafted
 pair (those bounds first, else only the nested runs that hold both drafts, each run's first
 cut to empty found in a lazy range-minimum tree). In exact arithmetic both paths draw the same.
@@ -44,7 +44,7 @@ below ``Y`` (``z`` when below ``p_z``), column 1 accepts ``Z`` when ``u x(Z) < p
 draws the residual by inverse CDF over the ranks (:func:`full_ratio_order`: by ``p / q``, the
 ``q = 0`` tokens last, ties by id), the order a merged row keeps. Only ``u < Y`` is needed (``pair_yield``'s
 ``decide``): bounds on ``Y`` from the flux alone settle most pairs without the nesting
-(:func:`decoding.verifiers.optimal_family.pair_levels.yield_decision`), and otherwise the search
+(:func:`decoding.verifiers.optimal.pair_levels.yield_decision`), and otherwise the search
 for ``Y`` stops as soon as the levels it meets pass ``u``. Reference:
 :func:`decoding.verifiers.reference.optimal_pair_wor`, which computes ``x`` and the levels
 with the exact law's construction (:func:`otm.rules.water_levels.pair.pair_parameters`).
@@ -67,8 +67,8 @@ from ..base import (
     share_rows,
     verify_uniforms,
 )
-from ..optimal import WORK_DTYPE, ratio_keys, stable_sort_rows
-from ..optimal_numba import INF_KEY
+from .iid import WORK_DTYPE, ratio_keys, stable_sort_rows
+from .row_passes import INF_KEY
 from .latent import token_order_sums
 
 draft_scheme = "without_replacement"
@@ -82,7 +82,7 @@ def compile_seconds(device: torch.device) -> float:
     device: the rows run on the CPU): an estimate of 15 s until numba's cache holds the merged
     and the sorted rows' code, else 0.
     Read by ``otm decode``."""
-    from ..optimal_numba import is_cached
+    from .row_passes import is_cached
     from .pair_merged_rows import merged_row
     from .pair_levels import pair_yield
 
@@ -104,8 +104,8 @@ def sample_drafts(draft_probs: torch.Tensor, k: int, generator: torch.Generator 
 
 def full_ratio_order(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     """``[V]`` every token by ``p / q`` ascending, ties by id, the ``q = 0`` tokens last (by
-    id): the optimal verifier's ratio keys (:func:`decoding.verifiers.optimal.ratio_keys`) in
-    its stable row sort (:func:`decoding.verifiers.optimal.stable_sort_rows`). The residual
+    id): the optimal verifier's ratio keys (:func:`decoding.verifiers.optimal.iid.ratio_keys`) in
+    its stable row sort (:func:`decoding.verifiers.optimal.iid.stable_sort_rows`). The residual
     is drawn in this order. Where some ``p / q`` overflows float64 (a denormal ``q``), whose
     key would tie with the ``q = 0`` tokens' and let one of lower id into the support, it is
     :func:`otm.formulations.prefix_scan.ratio_order` (overflowed ratios after every finite one,
@@ -169,7 +169,7 @@ def row_selection(p: np.ndarray, q: np.ndarray, drafts: tuple[int, int], u: floa
 def verify_row(p: np.ndarray, q: np.ndarray, drafts: tuple[int, int], uniforms: np.ndarray,
                work: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[int, int]:
     """``(token, accepted index)`` of one row (module docstring; ``-1``: the residual): on a
-    merged row (:func:`decoding.verifiers.optimal_family.pair_merged_rows.merged_row`, ``work`` its
+    merged row (:func:`decoding.verifiers.optimal.pair_merged_rows.merged_row`, ``work`` its
     two int64 ``[V]`` work arrays), or on the sorted row when that row goes back or ``q`` has
     a single token of positive probability. The merged row goes first since it is the faster
     from small vocabularies on (``scripts/bench_optimal_verifier.py --vocabs``,
@@ -188,7 +188,7 @@ def verify_row(p: np.ndarray, q: np.ndarray, drafts: tuple[int, int], uniforms: 
 
 def sorted_row(p: np.ndarray, q: np.ndarray, drafts: tuple[int, int], uniforms: np.ndarray) -> tuple[int, int]:
     """:func:`verify_row` on the sorted row: one stable sort of the ratios, then the full
-    construction of :func:`decoding.verifiers.optimal_family.pair_levels.pair_yield`."""
+    construction of :func:`decoding.verifiers.optimal.pair_levels.pair_yield`."""
     q = with_representable_weights(q)  # the same row unless a dominant token's complement is below 1e-289
     order = full_ratio_order(p, q)
     x, index = row_selection(p, q, drafts, float(uniforms[0]), order)

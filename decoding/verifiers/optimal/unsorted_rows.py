@@ -1,7 +1,7 @@
 """The merged rows of the optimal verifier (docs/optimal-verifier.md#merged-rows-without-the-sort), one row at
 a time in compiled code (numba): the cut into ratio buckets, the sign test, the gathering
 of the refined buckets' tokens, the merged row, its parameters and the draw, repeated while
-the draw reads a merged entry. :mod:`decoding.verifiers.optimal_buckets` calls
+the draw reads a merged entry. :mod:`decoding.verifiers.optimal.unsorted` calls
 :func:`verify_rows` on the rows a call leaves to the full path.
 
 A bucket to refine with more than :data:`SPLIT_TOKENS` tokens is not gathered but split into
@@ -13,11 +13,11 @@ one of one sign stays merged (a sub-run of a run of one sign has that sign), a m
 one holding a draft or read by the draw is refined again, so a row costs a few passes over
 the vocabulary whatever its family.
 
-Every step is the batched torch code of :mod:`decoding.verifiers.optimal` written for one
+Every step is the batched torch code of :mod:`decoding.verifiers.optimal.iid` written for one
 row, in the same floating-point operations in the same order: :func:`ranked_parameters` is
-:func:`decoding.verifiers.optimal.ranked_parameters` (cumulative sums left to right, as
+:func:`decoding.verifiers.optimal.iid.ranked_parameters` (cumulative sums left to right, as
 torch's on the CPU; powers by the same binary exponentiation; the first minimiser) and
-:func:`draw` is :func:`decoding.verifiers.optimal.verify_rows` (steps 3-5: the
+:func:`draw` is :func:`decoding.verifiers.optimal.iid.verify_rows` (steps 3-5: the
 positions' intervals, partners and moves, the highest block, the test, the residual and the
 holder). Tests: on full sorted rows, :func:`power` and :func:`ranked_parameters` equal the
 torch functions bit for bit and :func:`draw` equals the torch draw draw for draw
@@ -39,7 +39,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .optimal_numba import INF_KEY, bucket_histograms, chosen_members, merge_row, ratio_key_range
+from .row_passes import INF_KEY, bucket_histograms, chosen_members, merge_row, ratio_key_range
 
 #: The bits of the smallest normal float64: below it a float ratio can be off by more than a
 #: relative ``2^-53``, so the sign test leaves those buckets mixed.
@@ -51,7 +51,7 @@ _compiled = numba.njit(cache=True, nogil=True, error_model="numpy")
 @_compiled
 def power(value, k):
     """``value**k`` by binary exponentiation, multiplying in the order of
-    :func:`decoding.verifiers.optimal.power` (the same float)."""
+    :func:`decoding.verifiers.optimal.iid.power` (the same float)."""
     result, square, started = 1.0, value, False
     while k:
         if k & 1:
@@ -150,11 +150,11 @@ def _cumulative(values, out):
 
 @_compiled
 def ranked_parameters(p_r, q_r, k):
-    """Step 1's sums, the cut and step 2 of :mod:`decoding.verifiers.optimal` for one row by
+    """Step 1's sums, the cut and step 2 of :mod:`decoding.verifiers.optimal.iid` for one row by
     rank (``p_r``, ``q_r`` float64, unnormalised): returns ``own`` (``sigma``), ``gains``
     (``G``), ``losses`` (``L``), ``target_cumulative`` (``P`` normalised) and the scalars
     ``cut``, ``support``, ``G_H``, ``L_H``, ``F_U``, ``F_H``, the two masses; the floats of
-    :func:`decoding.verifiers.optimal.ranked_parameters`."""
+    :func:`decoding.verifiers.optimal.iid.ranked_parameters`."""
     n = p_r.shape[0]
     c_power = _cumulative(q_r, np.empty(n))
     draft_mass = c_power[n - 1]
@@ -218,7 +218,7 @@ def block_mean_bounds(q_r, entry, draft_mass, k):
 @_compiled
 def draw(own, gains, losses, target_cumulative, cut, support, gains_h, losses_h, flow_u, flow_h, target_mass,
          draft_mass, order, q_r, p_drafted, q_drafted, drafts, ranks, u):
-    """Steps 3-5 of :mod:`decoding.verifiers.optimal` for one row, given its parameters
+    """Steps 3-5 of :mod:`decoding.verifiers.optimal.iid` for one row, given its parameters
     (:func:`ranked_parameters`), its entries' tokens ``order`` and ``q`` (``q_r``), ``p`` and
     ``q`` at the drafts (input dtype), the drafts, their ranks and the row's ``2k + 3``
     uniforms: returns the token, the accepted index (-1 on rejection) and ``reads``, ``k + 1``
@@ -227,7 +227,7 @@ def draw(own, gains, losses, target_cumulative, cut, support, gains_h, losses_h,
     (:func:`block_mean_bounds`) leave the move open, or a moved block ties there with another
     highest one (a partner in a merged entry, there); then the residual rank on rejection; -1 elsewhere. The caller
     refines the merged entries among them and draws again. The floats are those of
-    :func:`decoding.verifiers.optimal.verify_rows`."""
+    :func:`decoding.verifiers.optimal.iid.verify_rows`."""
     k, n = drafts.shape[0], order.shape[0]
     p_tokens = np.empty(k)
     selection = np.empty(k)
@@ -305,7 +305,7 @@ def draw(own, gains, losses, target_cumulative, cut, support, gains_h, losses_h,
 
 @_compiled
 def gather(p, q, ids, chosen, sizes):
-    """The tokens of the ``chosen`` buckets (:func:`decoding.verifiers.optimal_numba.chosen_members`):
+    """The tokens of the ``chosen`` buckets (:func:`decoding.verifiers.optimal.row_passes.chosen_members`):
     their ids, keys, ``p``, ``q`` and buckets."""
     size = 0
     for b in range(chosen.shape[0]):
@@ -318,7 +318,7 @@ def gather(p, q, ids, chosen, sizes):
 
 @_compiled
 def merged_row(members, keep, lower, target, draft):
-    """The merged row (:func:`decoding.verifiers.optimal_numba.merge_row`): the ``keep``
+    """The merged row (:func:`decoding.verifiers.optimal.row_passes.merge_row`): the ``keep``
     buckets one entry each, the ``members`` (:func:`gather`) one entry each, by key; returns
     each entry's token (-1 for a bucket entry), key, ``p``, ``q`` and bucket."""
     n = keep.sum() + members[0].shape[0]

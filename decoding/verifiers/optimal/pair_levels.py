@@ -265,7 +265,7 @@ def draft_weights(q):
 @_compiled
 def ranked_setup(p, q, w, within, unit, flux, flux_lo, selection):
     """:func:`row_setup` given the weights ``w``, on ranks or on the entries of a merged row
-    (:mod:`decoding.verifiers.optimal_family.pair_merged_rows`): an entry stands for a block of
+    (:mod:`decoding.verifiers.optimal.pair_merged_rows`): an entry stands for a block of
     consecutive ranks, with its sums of ``p``, ``q`` and ``w`` and ``within``, the pair mass
     inside it (``None``: single ranks, no such mass). Its ``sigma`` (the probability that the
     higher draft falls in it) is ``w C + q W + within``, ``C`` and ``W`` the sums below it;

@@ -1,9 +1,9 @@
 """The water-level verifier without the sort: one row on a merged row of ratio buckets
 (docs/optimal-verifier-proofs.md#merged-rows-for-two-drafts), compiled with numba.
 
-The verifier of :mod:`decoding.verifiers.optimal_family.pair` needs the ranks by ``p / q`` only
+The verifier of :mod:`decoding.verifiers.optimal.pair` needs the ranks by ``p / q`` only
 through sums over blocks of consecutive ranks, except at a few ranks. Cut the ratio keys
-into buckets (the layout of :mod:`decoding.verifiers.optimal_merged`: one histogram pass,
+into buckets (the layout of :mod:`decoding.verifiers.optimal.unsorted_rows`: one histogram pass,
 no sort) and keep a bucket as one *entry* of a merged row when every rank in it has
 ``e = p - sigma`` of one sign, which the bucket's ratio range decides (the sign test below);
 the other buckets, and those of the drafts and of a token with ``q > 1/2``, are refined into
@@ -21,13 +21,13 @@ their tokens, sorted by key. On the merged row:
   block on ``U`` (``p(E) - x(E)``; none on ``H``);
 - the tests of docs/optimal-verifier-proofs.md#bounds-on-a-water-level-from-the-flux
   read ``F`` at the cuts between entries and bound the cuts inside a block
-  (:func:`decoding.verifiers.optimal_family.pair_levels.yield_decision` with ``blocks``; claim
+  (:func:`decoding.verifiers.optimal.pair_levels.yield_decision` with ``blocks``; claim
   (d) of docs/optimal-verifier-proofs.md#merged-rows-for-two-drafts); they prove ``u < Y`` or ``Y <= u`` or
   leave the pair undecided.
 
 In exact arithmetic every value the draw reads is the sorted path's, so the draw is the
 sorted path's: the selected draft, its test and the residual rank (inverse CDF over the
-ranks, the ``q = 0`` tokens last by id, :mod:`decoding.verifiers.optimal_family.pair`). When the
+ranks, the ``q = 0`` tokens last by id, :mod:`decoding.verifiers.optimal.pair`). When the
 residual draw lands in a block, that block alone is gathered, sorted and walked (its ``sigma``
 from the sums below it, its flux from its upper end), and the draw goes on inside it
 (:func:`_block_draw`). When the bounds leave the pair undecided, or the residual has no mass
@@ -53,9 +53,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ..optimal_merged import NORMAL_KEY, bucket_layout, gather
-from ..optimal_merged import merged_row as merge_entries
-from ..optimal_numba import INF_KEY
+from .unsorted_rows import NORMAL_KEY, bucket_layout, gather
+from .unsorted_rows import merged_row as merge_entries
+from .row_passes import INF_KEY
 from .pair_levels import _add, first_run, ranked_setup, yield_decision
 
 _compiled = numba.njit(cache=True, nogil=True, error_model="numpy")
@@ -78,7 +78,7 @@ def bucket_weights(q, ids, count, draft, w_sums, wq_sums):
     of ``w q``; returns the token with ``q > 1/2`` (-1 if none) and its ``w``: ``q`` over the
     others' mass, the other buckets' sums of ``q`` (``draft``) and the others of its own
     bucket added with compensation (the sorted path sums them with compensation in rank
-    order, :func:`decoding.verifiers.optimal_family.pair_levels.draft_weights`)."""
+    order, :func:`decoding.verifiers.optimal.pair_levels.draft_weights`)."""
     big = -1
     for i in range(q.shape[0]):
         b = ids[i]
@@ -138,7 +138,7 @@ def merged_parameters(p, q, refine, buckets, margin, keys, ids):
     token, bucket, e_p, n, sizes, flux, flux_lo, selection, qt, qe, wt, we, m, blocks)``.
     ``token``, ``bucket``, ``e_p`` describe every entry (token -1 for a block); the first
     ``n`` are the ranked ones (``q > 0``), the rest the ``q = 0`` tokens; ``sizes`` the tokens
-    per bucket; then :func:`decoding.verifiers.optimal_family.pair_levels.ranked_setup` of the
+    per bucket; then :func:`decoding.verifiers.optimal.pair_levels.ranked_setup` of the
     ranked entries (the flux by cut between entries, ``x`` per entry, the running sums, the
     cut ``m``) and the blocks' parameters for the flux bounds (``yield_decision``'s ``blocks``).
     ``overflow``: a token with ``q > 0`` and an overflowing ratio, the merged row not built

@@ -1,4 +1,4 @@
-"""The blocked scan of :mod:`decoding.verifiers.optimal_family.setup.torch_scan` as CUDA kernels (numba): the
+"""The blocked scan of :mod:`decoding.verifiers.optimal.setup.torch_scan` as CUDA kernels (numba): the
 same steps (each block's product, the blocks' prefixes, ``sigma`` from each block's prefix, the
 groups of ranks), with the polynomials of one block at one node held by one GPU thread for the
 whole block instead of written to memory at every rank.
@@ -16,7 +16,7 @@ group after group), and each group's blocks from its prefix (one thread per grou
 values at every call; no atomics).
 
 Each thread runs the compiled pass's arithmetic on its block (``e^{-q s} - 1`` by ``expm1``
-below ``ln 2``, as :func:`decoding.verifiers.optimal_family.clock_kernels._clock` does beyond its Taylor
+below ``ln 2``, as :func:`decoding.verifiers.optimal.clock_kernels._clock` does beyond its Taylor
 range), so the values agree with the torch scan's and the compiled pass's within roundoff
 (tests/decoding/test_optimal_wor_cuda.py: on a CUDA device, and through numba's CUDA simulator
 on the CPU). ``k`` up to :data:`MAX_K` (:attr:`CAPABILITIES`; the torch scan beyond).
@@ -168,7 +168,7 @@ def kernels(k: int) -> SimpleNamespace:
     @cuda.jit
     def sigma_terms(q, above, s, w, every, PE, PD, terms):
         """``terms[r, i]``: node ``i``'s term of ``sigma_r`` (step 3 of
-        :mod:`decoding.verifiers.optimal_family.setup.torch_scan`), from block ``c``'s prefix ``PE[c, i]``."""
+        :mod:`decoding.verifiers.optimal.setup.torch_scan`), from block ``c``'s prefix ``PE[c, i]``."""
         t, nodes = cuda.grid(1), s.shape[0]
         if t >= (PE.shape[0] - 1) * nodes:
             return
@@ -221,7 +221,7 @@ def available() -> bool:
 
 def prefix_tables(masses) -> tuple:
     """``(E0, D0, sigma, (GE, GD))`` of the row of ``masses`` (the protocol of
-    :mod:`decoding.verifiers.optimal_family.setup`): :func:`scan` on ``masses.device``."""
+    :mod:`decoding.verifiers.optimal.setup`): :func:`scan` on ``masses.device``."""
     E0, D0, sigma, GE, GD = scan(masses.q, masses.s, masses.w, masses._above, masses.k, masses.checkpoint,
                                  masses.group, masses.device)
     return E0, D0, sigma, (GE, GD)
@@ -229,7 +229,7 @@ def prefix_tables(masses) -> tuple:
 
 def scan(q: np.ndarray, s: np.ndarray, w: np.ndarray, above: np.ndarray, k: int, every: int, group: int,
          device: torch.device | str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`decoding.verifiers.optimal_family.setup.torch_scan.scan` by the kernels (module docstring): the
+    """:func:`decoding.verifiers.optimal.setup.torch_scan.scan` by the kernels (module docstring): the
     same outputs, as CPU arrays; ``k`` up to :data:`MAX_K` (:class:`ValueError` beyond: the registry
     gives such rows to the torch scan)."""
     if k > MAX_K:
