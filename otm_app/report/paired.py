@@ -80,18 +80,18 @@ def _water_level_kernel(p: np.ndarray, q: np.ndarray, k: int):
     :mod:`otm.rules.optimal_wor`): select by the water levels, accept ``Z`` with
     ``min(1, p(Z) / x(Z))``, else draw from ``norm(max(p - x, 0))``. At two drafts the
     selection comes from the verifier's compiled construction
-    (:func:`decoding.verifiers.optimal_family.pair_levels.pair_yield`: ``x``, and ``Y``, the
+    (:func:`decoding.verifiers.optimal.pair_levels.pair_yield`: ``x``, and ``Y``, the
     probability that the pair selects its member of lower rank), since the exact law's
     construction of the levels (:func:`otm.rules.water_levels.pair.pair_parameters`) runs in
     Python over the ranks, minutes on a real row; from three drafts, from
     :func:`otm.rules.water_levels.parameters.wor_parameters` with the verifier's compiled clock masses."""
     if k >= 3:
-        from decoding.verifiers.optimal_family.clock_masses import CompiledClockSetMasses
+        from decoding.verifiers.optimal.clock_masses import CompiledClockSetMasses
 
         params = water_levels.wor_parameters(p, q, k, clock_masses=CompiledClockSetMasses)
         return functools.partial(optimal_wor.conditional_output_law, params)
-    from decoding.verifiers.optimal_family.pair import UNIT, full_ratio_order
-    from decoding.verifiers.optimal_family.pair_levels import pair_yield
+    from decoding.verifiers.optimal.pair import UNIT, full_ratio_order
+    from decoding.verifiers.optimal.pair_levels import pair_yield
 
     q = with_representable_weights(q)
     order = full_ratio_order(p, q)
